@@ -1,0 +1,35 @@
+// Package cmd runs the CLI and turns its outcome into an exit code.
+package cmd
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/mptester/mptester/internal/cmd/root"
+	"github.com/mptester/mptester/internal/cmdutil"
+)
+
+// Main runs mptester with os.Args and returns the exit code.
+func Main() int {
+	return Run(context.Background(), cmdutil.System(), os.Args[1:])
+}
+
+// Run executes the command line args. SIGINT/SIGTERM cancel the context so
+// long runs flush partial results and exit with ExitCancelled.
+func Run(ctx context.Context, io *cmdutil.IOStreams, args []string) int {
+	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	f := &cmdutil.Factory{IO: io, Logger: slog.New(slog.NewTextHandler(io.ErrOut, nil))}
+	cmd := root.NewCmdRoot(f)
+	cmd.SetArgs(args)
+	err := cmd.ExecuteContext(ctx)
+	if err != nil && !errors.Is(err, cmdutil.ErrSilent) {
+		fmt.Fprintf(io.ErrOut, "mptester: %v\n", err)
+	}
+	return cmdutil.ExitCode(err)
+}

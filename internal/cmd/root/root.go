@@ -1,0 +1,79 @@
+// Package root assembles the mptester command tree.
+package root
+
+import (
+	"fmt"
+	"log/slog"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/mptester/mptester/internal/cmd/doctor"
+	"github.com/mptester/mptester/internal/cmd/ifaces"
+	labcmd "github.com/mptester/mptester/internal/cmd/lab"
+	runcmd "github.com/mptester/mptester/internal/cmd/run"
+	servecmd "github.com/mptester/mptester/internal/cmd/serve"
+	surveycmd "github.com/mptester/mptester/internal/cmd/survey"
+	versioncmd "github.com/mptester/mptester/internal/cmd/version"
+	"github.com/mptester/mptester/internal/cmdutil"
+	"github.com/mptester/mptester/internal/config"
+)
+
+// NewCmdRoot builds the tree. Global flags are parsed before any command
+// runs, and the factory is completed then (logger level, config file).
+func NewCmdRoot(f *cmdutil.Factory) *cobra.Command {
+	var logLevel, configPath string
+	cmd := &cobra.Command{
+		Use:   "mptester",
+		Short: "Measure what each interface of a multihomed host can reach",
+		Long: `mptester probes every network path of a multihomed host: per-interface
+DNS, RTT and reachability surveys (WW/WL/LW/LL), and TCP, MPTCP and QUIC
+traffic patterns against mptester test servers.`,
+		SilenceUsage:  true,
+		SilenceErrors: true,
+		PersistentPreRunE: func(cmd *cobra.Command, args []string) error {
+			if configPath != "" {
+				cfg, err := config.Load(configPath)
+				if err != nil {
+					return fmt.Errorf("%w: %w", cmdutil.ErrUsage, err)
+				}
+				f.Config, f.ConfigPath = cfg, configPath
+				if !cmd.Flags().Changed("log-level") && cfg.LogLevel != "" {
+					logLevel = cfg.LogLevel
+				}
+			}
+			lvl, err := parseLevel(logLevel)
+			if err != nil {
+				return err
+			}
+			f.Logger = slog.New(slog.NewTextHandler(f.IO.ErrOut, &slog.HandlerOptions{Level: lvl}))
+			return nil
+		},
+	}
+	cmd.PersistentFlags().StringVar(&logLevel, "log-level", "info", "log level: debug, info, warn, error (logs go to stderr)")
+	cmd.PersistentFlags().StringVar(&configPath, "config", "", "strict YAML config `file` (unknown keys are an error; flags override it)")
+	cmd.SetOut(f.IO.Out)
+	cmd.SetErr(f.IO.ErrOut)
+	cmd.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
+		return fmt.Errorf("%w: %w", cmdutil.ErrUsage, err)
+	})
+
+	cmd.AddCommand(versioncmd.NewCmdVersion(f, nil))
+	cmd.AddCommand(ifaces.NewCmdIfaces(f, nil))
+	cmd.AddCommand(doctor.NewCmdDoctor(f, nil))
+	cmd.AddCommand(labcmd.NewCmdLab(f))
+	cmd.AddCommand(surveycmd.NewCmdSurvey(f, nil))
+	cmd.AddCommand(servecmd.NewCmdServe(f, nil))
+	cmd.AddCommand(runcmd.NewCmdRun(f, nil))
+	// cobra's built-in `completion` command (bash, zsh, fish, powershell).
+	cmd.CompletionOptions.DisableDefaultCmd = false
+	return cmd
+}
+
+func parseLevel(s string) (slog.Level, error) {
+	var l slog.Level
+	if err := l.UnmarshalText([]byte(strings.ToUpper(s))); err != nil {
+		return 0, cmdutil.FlagErrorf("invalid --log-level %q (want debug, info, warn or error)", s)
+	}
+	return l, nil
+}

@@ -1,0 +1,58 @@
+// Package cmdutil is what every command shares: I/O streams, the factory,
+// config loading and the single mapping from errors to exit codes.
+package cmdutil
+
+import (
+	"context"
+	"errors"
+
+	"github.com/mptester/mptester/probe"
+)
+
+// Sentinel errors commands wrap so the exit code says what happened.
+var (
+	ErrUsage       = errors.New("usage error")         // bad flags, arguments or config
+	ErrPartial     = errors.New("partial results")     // some measurements failed or the run was cut short
+	ErrInvalid     = errors.New("measurement invalid") // the network changed during a test
+	ErrPermission  = errors.New("permission denied")   // needs root or CAP_NET_RAW/CAP_NET_ADMIN
+	ErrCheckFailed = errors.New("check failed")        // doctor or smoke checks failed
+	ErrCancelled   = errors.New("cancelled")           // SIGINT/SIGTERM
+	ErrSilent      = errors.New("silent error")        // already reported; just exit 1
+)
+
+// Exit codes, documented in README.md ("Exit codes"). This is the one place
+// that maps errors to them.
+const (
+	ExitOK          = 0
+	ExitError       = 1
+	ExitUsage       = 2
+	ExitPartial     = 3
+	ExitInvalid     = 4
+	ExitPermission  = 5
+	ExitUnsupported = 6
+	ExitCheckFailed = 7
+	ExitCancelled   = 130
+)
+
+// ExitCode maps an error returned by a command to the process exit code.
+func ExitCode(err error) int {
+	switch {
+	case err == nil:
+		return ExitOK
+	case errors.Is(err, ErrUsage):
+		return ExitUsage
+	case errors.Is(err, ErrCancelled), errors.Is(err, context.Canceled):
+		return ExitCancelled
+	case errors.Is(err, ErrPartial):
+		return ExitPartial
+	case errors.Is(err, ErrInvalid):
+		return ExitInvalid
+	case errors.Is(err, ErrPermission):
+		return ExitPermission
+	case errors.Is(err, probe.ErrUnsupported):
+		return ExitUnsupported
+	case errors.Is(err, ErrCheckFailed):
+		return ExitCheckFailed
+	}
+	return ExitError
+}

@@ -1,0 +1,71 @@
+// Package config reads the strict YAML config file. Unknown keys are an
+// error naming the key and the file; command-line flags override it.
+package config
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+
+	"gopkg.in/yaml.v3"
+)
+
+// Config is the whole file. Each command reads its own section.
+type Config struct {
+	// ProbeID identifies this probe in uploaded results; stable per machine.
+	ProbeID  string `yaml:"probe_id"`
+	LogLevel string `yaml:"log_level"`
+	// DNS maps an interface name to its resolvers ("ADDR" or "ADDR:PORT").
+	DNS    map[string][]string `yaml:"dns"`
+	Survey Survey              `yaml:"survey"`
+	Run    Run                 `yaml:"run"`
+}
+
+// Survey holds defaults for `mptester survey`.
+type Survey struct {
+	Top      int      `yaml:"top"`
+	List     string   `yaml:"list"`
+	Paths    []string `yaml:"paths"`
+	Family   string   `yaml:"family"`
+	Method   string   `yaml:"method"`
+	Port     int      `yaml:"port"`
+	Count    int      `yaml:"count"`
+	Timeout  string   `yaml:"timeout"`
+	Rate     float64  `yaml:"rate"`
+	CacheDir string   `yaml:"cache_dir"`
+}
+
+// Run holds defaults for `mptester run`.
+type Run struct {
+	Servers    []string `yaml:"servers"`
+	Patterns   []string `yaml:"patterns"`
+	Transports []string `yaml:"transports"`
+	Paths      []string `yaml:"paths"`
+	Pin        string   `yaml:"pin"`
+}
+
+// Load reads and strictly decodes path.
+func Load(path string) (*Config, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("read config: %w", err)
+	}
+	cfg, err := Parse(b)
+	if err != nil {
+		return nil, fmt.Errorf("config file %s: %w", path, err)
+	}
+	return cfg, nil
+}
+
+// Parse strictly decodes YAML: unknown keys are reported by name and line.
+func Parse(b []byte) (*Config, error) {
+	cfg := &Config{}
+	dec := yaml.NewDecoder(bytes.NewReader(b))
+	dec.KnownFields(true)
+	if err := dec.Decode(cfg); err != nil && !errors.Is(err, io.EOF) {
+		return nil, err
+	}
+	return cfg, nil
+}

@@ -1,0 +1,90 @@
+// Package survey resolves a Tranco list on every path with that path's own
+// DNS and probes every resolved address from every path (WW/WL/LW/LL,
+// study 004 §III).
+package survey
+
+// Summary is the final "summary" record of a survey run. The lab writes the
+// expected Summary for its world into truth.json, so the two are compared
+// field by field.
+type Summary struct {
+	Type        string              `json:"type"` // "summary"
+	Status      string              `json:"status"`
+	Resolution  []PathResolution    `json:"resolution"`
+	Overlap     Overlap             `json:"overlap"`
+	Cells       []Cell              `json:"cells"`
+	Comparisons []Comparison        `json:"comparisons"`
+	Skipped     []SkippedCount      `json:"skipped,omitempty"`
+	BytesSent   map[string]int64    `json:"bytes_sent,omitempty"`
+	Invalid     []InvalidPathRecord `json:"invalid,omitempty"`
+}
+
+// PathResolution counts the resolution outcome of one path.
+type PathResolution struct {
+	Path     string         `json:"path"`
+	Domains  int            `json:"domains"`
+	Resolved int            `json:"resolved"`
+	Failed   int            `json:"failed"`
+	ByStatus map[string]int `json:"by_status"`
+}
+
+// Overlap compares the address sets of the first two paths (004 §III: 58.74%).
+type Overlap struct {
+	PathA                         string  `json:"path_a"`
+	PathB                         string  `json:"path_b"`
+	IPsPathA                      int     `json:"ips_path_a"`
+	IPsPathB                      int     `json:"ips_path_b"`
+	IPsCommon                     int     `json:"ips_common"`
+	OverlapPct                    float64 `json:"overlap_pct"`
+	DomainsDifferPct              float64 `json:"domains_differ_pct"`
+	DomainsUnresolvedSomewherePct float64 `json:"domains_unresolved_somewhere_pct"`
+}
+
+// Cell is one (probe path, resolution path) pair: WW, WL, LW or LL.
+type Cell struct {
+	ProbePath       string   `json:"probe_path"`
+	ResolvePath     string   `json:"resolve_path"`
+	Targets         int      `json:"targets"`
+	Responsive      int      `json:"responsive"`
+	Unresponsive    int      `json:"unresponsive"`
+	UnresponsivePct float64  `json:"unresponsive_pct"`
+	RTTms           RTTStats `json:"rtt_ms"`
+}
+
+// RTTStats summarises the per-target median RTTs of a cell, in ms.
+type RTTStats struct {
+	Min  float64 `json:"min"`
+	P10  float64 `json:"p10"`
+	P25  float64 `json:"p25"`
+	P50  float64 `json:"p50"`
+	P75  float64 `json:"p75"`
+	P90  float64 `json:"p90"`
+	Max  float64 `json:"max"`
+	Mean float64 `json:"mean"`
+}
+
+// Comparison relates two cells: the mean RTT difference (004: "WW vs WL
+// about 40 ms") and the share of domains where A is slower than B (004:
+// "LL slower than LW in 60%").
+type Comparison struct {
+	A          string  `json:"a"` // "probe/resolve", e.g. "wlan0/wwan0"
+	B          string  `json:"b"`
+	MeanDiffMs float64 `json:"mean_diff_ms"`
+	Domains    int     `json:"domains"`
+	ASlowerPct float64 `json:"a_slower_pct"`
+}
+
+// SkippedCount counts targets not probed and why (e.g. cross-path private).
+type SkippedCount struct {
+	ProbePath   string `json:"probe_path"`
+	ResolvePath string `json:"resolve_path"`
+	Reason      string `json:"reason"`
+	Count       int    `json:"count"`
+}
+
+// InvalidPathRecord says a path changed mid-run and from when its records
+// are invalid.
+type InvalidPathRecord struct {
+	Path   string `json:"path"`
+	Reason string `json:"reason"`
+	At     string `json:"at"`
+}
