@@ -5,7 +5,30 @@ package survey
 
 // Summary is the final "summary" record of a survey run. The lab writes the
 // expected Summary for its world into truth.json, so the two are compared
-// field by field.
+// field by field. Definitions (shared by the survey and lab/world, which
+// computes them independently from ground truth):
+//
+//   - Domain status on a path: NOERROR when any queried family returned at
+//     least one address; otherwise the first non-NOERROR status in query
+//     order (A then AAAA); NO_ANSWER when every query was NOERROR without
+//     addresses. Resolved = domains with NOERROR; Failed = Domains-Resolved.
+//   - A target of cell (P, R) is a unique address resolved on R (of the
+//     wanted families). Targets skipped by policy (cross-path private
+//     addresses, --max-bytes exhausted) are not in Targets; they are counted
+//     in Summary.Skipped. Responsive = at least one probe answered (SYN-ACK or
+//     RST for tcp-syn, connect or refused for tcp-connect, echo reply for
+//     icmp). UnresponsivePct = 100*Unresponsive/Targets (0 when no targets).
+//   - RTTms summarises the per-target median RTTs of the responsive targets;
+//     percentiles interpolate linearly between closest ranks (numpy default).
+//   - Overlap is between the first two paths: OverlapPct = 100*common/|A∪B|;
+//     DomainsDifferPct = 100*(domains resolved on both paths whose address
+//     sets differ)/domains; DomainsUnresolvedSomewherePct = 100*(domains not
+//     NOERROR on at least one path)/domains.
+//   - Cells are ordered probe path major, resolve path minor, in path order.
+//     A domain's RTT in a cell is the lowest median among its responsive
+//     addresses there. Comparisons: for every pair of cells i<j, A=cells[i],
+//     B=cells[j], over domains with an RTT in both: MeanDiffMs =
+//     mean(rttA-rttB), ASlowerPct = 100*count(rttA>rttB)/Domains.
 type Summary struct {
 	Type        string              `json:"type"` // "summary"
 	Status      string              `json:"status"`
