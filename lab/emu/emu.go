@@ -2,13 +2,23 @@
 // packets between two packet devices (TUN fds) adding one-way delay,
 // jitter, loss (independent or Gilbert-Elliott bursts), a rate limit with a
 // tail-drop queue, per-target extra delay and per-path unreachable prefixes.
-// The kernel of the lab host has no netem, so this is done here.
+// The lab kernel has no netem, so tc cannot do this.
+//
+// Each direction of a Link has a reader goroutine that stamps the arrival
+// time and decides the fate and deliver time of each packet, and a writer
+// goroutine locked to its OS thread that sleeps (ppoll on an eventfd with
+// 1 ns timer slack on Linux, then a short spin) until the head of a
+// deliver-time heap is due. Go timers alone add ~0.7 ms per hop.
 package emu
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"io"
 	"net/netip"
+	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -27,7 +37,7 @@ func (d Direction) String() string {
 	case Down:
 		return "down"
 	}
-	return "dir?"
+	return fmt.Sprintf("Direction(%d)", int(d))
 }
 
 // Params of one direction of a path.
@@ -37,30 +47,91 @@ type Params struct {
 	Loss       float64         // 0..1 independent random loss
 	GE         *GilbertElliott // optional burst loss; when set it replaces Loss
 	RateBps    int64           // bits/s; 0 = unlimited
-	QueueBytes int             // tail-drop limit of the rate queue; 0 = DefaultQueueBytes
+	QueueBytes int             // tail-drop limit of the rate queue; 0 = DefaultQueueBytes(p)
 }
 
 // GilbertElliott is a two-state burst loss model. P: good->bad and R:
 // bad->good transition probabilities per packet; LossGood/LossBad: loss
-// probability in each state.
+// probability in each state. With LossGood=0, LossBad=1 the mean loss
+// burst is 1/R packets and the mean loss rate P/(P+R).
 type GilbertElliott struct{ P, R, LossGood, LossBad float64 }
+
+// LossRate is the stationary loss probability of the model.
+func (g GilbertElliott) LossRate() float64 {
+	if g.P+g.R == 0 {
+		return g.LossGood
+	}
+	pb := g.P / (g.P + g.R)
+	return (1-pb)*g.LossGood + pb*g.LossBad
+}
+
+// MaxInFlight caps the packets held per direction (delay line plus rate
+// queue) so a huge delay cannot eat unbounded memory; excess is tail-dropped.
+const MaxInFlight = 1 << 16
+
+// DefaultQueueBytes is the tail-drop limit used when Params.QueueBytes is
+// 0: the bytes sent in max(100 ms, 2*Delay) at the rate, at least 64 KiB and
+// at most 64 MiB. About half a bandwidth-delay product or more, so a bulk
+// TCP (CUBIC) flow can keep the link busy.
+func DefaultQueueBytes(p Params) int {
+	if p.RateBps <= 0 {
+		return 0
+	}
+	span := max(100*time.Millisecond, 2*p.Delay)
+	b := float64(p.RateBps) / 8 * span.Seconds()
+	return int(min(max(b, 64<<10), 64<<20))
+}
+
+func (p Params) String() string {
+	s := fmt.Sprintf("delay=%v jitter=%v loss=%g%%", p.Delay, p.Jitter, p.Loss*100)
+	if p.GE != nil {
+		s += fmt.Sprintf(" ge=%g,%g,%g,%g", p.GE.P, p.GE.R, p.GE.LossGood, p.GE.LossBad)
+	}
+	if p.RateBps > 0 {
+		s += fmt.Sprintf(" rate=%dbit queue=%db", p.RateBps, p.queueLimit())
+	}
+	return s
+}
+
+func (p Params) queueLimit() int {
+	if p.QueueBytes > 0 {
+		return p.QueueBytes
+	}
+	return DefaultQueueBytes(p)
+}
 
 // Stats of one link.
 type Stats struct {
 	Up, Down DirStats
 }
 
-// DirStats counts packets of one direction.
-type DirStats struct {
-	PacketsIn, BytesIn               uint64
-	Delivered, BytesDelivered        uint64
-	DropLoss, DropQueue, DropBlock   uint64
-	DropDown, DropInvalid, WriteErrs uint64
-	Lateness                         Lateness
+// Dir returns the stats of one direction.
+func (s Stats) Dir(d Direction) DirStats {
+	if d == Down {
+		return s.Down
+	}
+	return s.Up
 }
 
-// Lateness summarises how late packets left compared with their scheduled
-// time, over the most recent samples.
+// DirStats counts the packets of one direction.
+type DirStats struct {
+	PacketsIn, BytesIn        uint64
+	Delivered, BytesDelivered uint64
+	DropLoss                  uint64 // random or Gilbert-Elliott loss
+	DropQueue                 uint64 // rate queue full (or MaxInFlight)
+	DropBlock                 uint64 // Block prefix
+	DropDown                  uint64 // link down on arrival or at delivery
+	DropInvalid               uint64 // not an IPv4/IPv6 packet
+	WriteErrs                 uint64 // the output device refused the packet
+	// Lateness of the writer (actual write time minus scheduled deliver
+	// time) over the most recent LatenessSamples packets.
+	Lateness Lateness
+}
+
+// LatenessSamples is how many recent lateness samples each direction keeps.
+const LatenessSamples = 8192
+
+// Lateness summarises recent lateness samples.
 type Lateness struct {
 	N                int
 	Median, P99, Max time.Duration
@@ -71,39 +142,157 @@ type Lateness struct {
 type Link struct {
 	name             string
 	client, internet io.ReadWriteCloser
-	seed             int64
+	epoch            time.Time
+	dirs             [2]*direction
+	down             atomic.Bool
+	targets          addrTable[time.Duration] // extra delay by Up destination
+	blocks           addrTable[struct{}]
+
+	started   atomic.Bool
+	closing   atomic.Bool
+	closed    chan struct{}
+	closeOnce sync.Once
+	closeErr  error
 }
 
-// NewLink returns a link between client and internet devices. seed makes
-// the random loss and jitter reproducible.
+// NewLink returns a link between the client and internet devices. Packets
+// read from client go Up and are written to internet, and the reverse.
+// seed makes loss and jitter reproducible.
 func NewLink(name string, client, internet io.ReadWriteCloser, seed int64) *Link {
-	return &Link{name: name, client: client, internet: internet, seed: seed}
+	l := &Link{name: name, client: client, internet: internet, epoch: time.Now(), closed: make(chan struct{})}
+	l.dirs[Up] = newDirection(l, Up, client, internet, uint64(seed))
+	l.dirs[Down] = newDirection(l, Down, internet, client, uint64(seed)^0x9e3779b97f4a7c15)
+	return l
 }
 
-// Run moves packets until ctx is done or Close is called.
-func (l *Link) Run(ctx context.Context) error { <-ctx.Done(); return nil }
+// Name of the link.
+func (l *Link) Name() string { return l.name }
+
+// now is the link clock: monotonic nanoseconds since NewLink.
+func (l *Link) now() int64 { return int64(time.Since(l.epoch)) }
+
+// Run moves packets until ctx is done, Close is called, or a device fails.
+// It closes both devices before returning. It returns nil after ctx or
+// Close, the device error otherwise. A Link runs once.
+func (l *Link) Run(ctx context.Context) error {
+	if !l.started.CompareAndSwap(false, true) {
+		return fmt.Errorf("link %s: Run called twice or after Close", l.name)
+	}
+	errc := make(chan error, 4)
+	var wg sync.WaitGroup
+	for _, d := range l.dirs {
+		wg.Add(2)
+		go func() { defer wg.Done(); errc <- d.readLoop() }()
+		go func() { defer wg.Done(); errc <- d.writeLoop() }()
+	}
+	var err error
+	select {
+	case <-ctx.Done():
+	case <-l.closed:
+	case err = <-errc:
+	}
+	l.Close()
+	wg.Wait()
+	for _, d := range l.dirs {
+		d.w.close()
+	}
+	if err != nil && !l.isClosedErr(err) {
+		return fmt.Errorf("link %s: %w", l.name, err)
+	}
+	return nil
+}
+
+func (l *Link) isClosedErr(err error) bool {
+	return err == nil || l.closing.Load()
+}
+
+// Close stops Run and closes both devices. Safe to call more than once.
+func (l *Link) Close() error {
+	l.closeOnce.Do(func() {
+		l.closing.Store(true)
+		close(l.closed)
+		l.closeErr = errors.Join(l.client.Close(), l.internet.Close())
+		for _, d := range l.dirs {
+			d.w.wake()
+		}
+		if l.started.CompareAndSwap(false, true) { // never ran: nobody else releases the waiters
+			for _, d := range l.dirs {
+				d.w.close()
+			}
+		}
+	})
+	return l.closeErr
+}
 
 // Set replaces the parameters of one direction; safe at run time.
-func (l *Link) Set(dir Direction, p Params) {}
+func (l *Link) Set(dir Direction, p Params) {
+	if p.GE != nil {
+		ge := *p.GE
+		p.GE = &ge
+	}
+	p.Loss = clamp01(p.Loss)
+	p.Delay = max(p.Delay, 0)
+	p.Jitter = max(p.Jitter, 0)
+	p.RateBps = max(p.RateBps, 0)
+	p.QueueBytes = max(p.QueueBytes, 0)
+	l.dirs[dir&1].params.Store(&p)
+}
 
 // Params returns the parameters of one direction.
-func (l *Link) Params(dir Direction) Params { return Params{} }
+func (l *Link) Params(dir Direction) Params {
+	p := *l.dirs[dir&1].params.Load()
+	if p.GE != nil {
+		ge := *p.GE
+		p.GE = &ge
+	}
+	return p
+}
 
-// SetDown drops everything both ways while down.
-func (l *Link) SetDown(down bool) {}
+// SetDown drops everything both ways while down, including packets
+// already in flight when they come due.
+func (l *Link) SetDown(down bool) { l.down.Store(down) }
 
 // Down reports whether the link is down.
-func (l *Link) Down() bool { return false }
+func (l *Link) Down() bool { return l.down.Load() }
 
-// SetTargetDelay adds extra delay once per round trip (on Up packets whose
-// destination is in prefix). extra <= 0 removes the entry.
-func (l *Link) SetTargetDelay(prefix netip.Prefix, extra time.Duration) {}
+// SetTargetDelay adds extra delay once per round trip, on Up packets whose
+// destination is in prefix (the longest matching prefix wins). extra <= 0
+// removes the entry. Packets with different extra delays may overtake each
+// other (the extra is beyond the access path); the path itself stays FIFO.
+func (l *Link) SetTargetDelay(prefix netip.Prefix, extra time.Duration) {
+	if extra <= 0 {
+		l.targets.del(prefix)
+		return
+	}
+	l.targets.set(prefix, extra)
+}
+
+// TargetDelay returns the extra delay applied to Up packets to addr.
+func (l *Link) TargetDelay(addr netip.Addr) time.Duration {
+	d, _ := l.targets.lookup(addr.Unmap())
+	return d
+}
 
 // Block drops packets to (Up) and from (Down) prefix on this link only.
-func (l *Link) Block(prefix netip.Prefix) {}
+func (l *Link) Block(prefix netip.Prefix) { l.blocks.set(prefix, struct{}{}) }
+
+// Unblock removes a prefix given to Block.
+func (l *Link) Unblock(prefix netip.Prefix) { l.blocks.del(prefix) }
+
+// Blocked reports whether addr is blocked on this link.
+func (l *Link) Blocked(addr netip.Addr) bool {
+	_, ok := l.blocks.lookup(addr.Unmap())
+	return ok
+}
 
 // Stats returns a snapshot of the counters.
-func (l *Link) Stats() Stats { return Stats{} }
+func (l *Link) Stats() Stats {
+	return Stats{Up: l.dirs[Up].stats(), Down: l.dirs[Down].stats()}
+}
 
-// Close stops Run and closes both devices.
-func (l *Link) Close() error { return nil }
+func clamp01(f float64) float64 {
+	if !(f > 0) { // also NaN
+		return 0
+	}
+	return min(f, 1)
+}

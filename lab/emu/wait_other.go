@@ -1,0 +1,9 @@
+//go:build !linux
+
+package emu
+
+import "runtime"
+
+func newWaiter() waiter { return newChanWaiter() }
+
+func lockWriterThread() { runtime.LockOSThread() }
