@@ -1,0 +1,393 @@
+package lab
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/netip"
+	"os"
+	"os/exec"
+	"sync"
+	"time"
+
+	"github.com/mptester/mptester/lab/emu"
+)
+
+// Lab is a running lab owned by this process.
+type Lab struct {
+	opts    Options
+	info    Info
+	log     *slog.Logger
+	started time.Time
+
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+
+	links   map[string]*emu.Link
+	mu      sync.Mutex
+	closers []io.Closer
+	closed  bool
+	world   worldState
+}
+
+// Up builds a lab: namespaces, emulated paths, routing, MPTCP, the
+// synthetic Internet's DNS views and servers. It first removes whatever a
+// previous lab of the same name left. Close tears everything down.
+func Up(ctx context.Context, opts Options) (_ *Lab, err error) {
+	if err := opts.defaults(); err != nil {
+		return nil, err
+	}
+	if os.Geteuid() != 0 {
+		return nil, fmt.Errorf("%w: the lab needs root to create network namespaces", ErrPermission)
+	}
+	if _, err := os.Stat("/dev/net/tun"); err != nil {
+		return nil, fmt.Errorf("%w: the lab needs /dev/net/tun: %v", ErrUnsupported, err)
+	}
+	if _, err := exec.LookPath("ip"); err != nil {
+		return nil, fmt.Errorf("%w: the lab needs iproute2 (ip): %v", ErrUnsupported, err)
+	}
+	if err := CleanStale(ctx, opts.Name, opts.Dir); err != nil {
+		return nil, fmt.Errorf("clean stale lab %s: %w", opts.Name, err)
+	}
+	if err := os.MkdirAll(opts.Dir, 0o755); err != nil {
+		return nil, err
+	}
+	lctx, cancel := context.WithCancel(context.Background())
+	l := &Lab{opts: opts, log: opts.Logger, started: time.Now(), ctx: lctx, cancel: cancel,
+		links: map[string]*emu.Link{}}
+	l.info = l.buildInfo()
+	defer func() {
+		if err != nil {
+			l.Close()
+		}
+	}()
+	t0 := time.Now()
+	if err := l.topology(ctx); err != nil {
+		return nil, err
+	}
+	l.log.Debug("lab topology up", "elapsed", time.Since(t0))
+	if err := l.startWorld(ctx); err != nil {
+		return nil, err
+	}
+	if err := l.startServers(); err != nil {
+		return nil, err
+	}
+	for name, c := range opts.Params {
+		l.links[name].Apply(c)
+	}
+	if len(opts.Timeline) > 0 {
+		l.wg.Add(1)
+		go func() {
+			defer l.wg.Done()
+			if err := emu.RunTimeline(l.ctx, opts.Timeline, l.links); err != nil && l.ctx.Err() == nil {
+				l.log.Error("timeline", "err", err)
+			}
+		}()
+	}
+	if err := l.writeFiles(); err != nil {
+		return nil, err
+	}
+	l.log.Info("lab up", "name", opts.Name, "client_ns", l.info.Namespaces.Client,
+		"internet_ns", l.info.Namespaces.Internet, "elapsed", time.Since(t0))
+	return l, nil
+}
+
+func (l *Lab) buildInfo() Info {
+	i := Info{Name: l.opts.Name, Dir: l.opts.Dir, PID: os.Getpid(), StartedAt: l.started.UTC(),
+		Namespaces: Namespaces{Client: ClientNS(l.opts.Name), Internet: InternetNS(l.opts.Name)},
+		Resolvers:  map[string][]string{}, Servers: []netip.Addr{Server4, Server6},
+		PublicPrefixes: PublicPrefixes, PrivatePrefixes: PrivatePrefixes,
+		Ports:      map[string]int{"https": PortHTTPS, "http": PortHTTP, "sink": PortSink, "source": PortSrc},
+		CellBackup: l.opts.CellBackup, WorldSeed: l.opts.WorldSeed, Domains: l.opts.Domains,
+		Files: FilesIn(l.opts.Dir)}
+	for _, n := range PathNames {
+		p, _ := Plan(n)
+		i.Paths = append(i.Paths, p)
+		i.Resolvers[n] = []string{p.Resolv4.String(), p.Resolv6.String()}
+	}
+	return i
+}
+
+// Info returns lab.json's content.
+func (l *Lab) Info() Info { return l.info }
+
+// Link returns the emulator of path name (nil if none).
+func (l *Lab) Link(name string) *emu.Link { return l.links[name] }
+
+func (l *Lab) addCloser(c io.Closer) {
+	l.mu.Lock()
+	l.closers = append(l.closers, c)
+	l.mu.Unlock()
+}
+
+// topology creates namespaces, TUN pairs, addresses, routes and MPTCP.
+func (l *Lab) topology(ctx context.Context) error {
+	cns, ins := l.info.Namespaces.Client, l.info.Namespaces.Internet
+	for _, ns := range []string{cns, ins} {
+		if err := run(ctx, "ip", "netns", "add", ns); err != nil {
+			return err
+		}
+	}
+	// TUNs are created in the host namespace, then moved and renamed; the
+	// fds stay valid across the move.
+	for i, name := range PathNames {
+		p, _ := Plan(name)
+		tc, ti := tmpTUN(l.opts.Name, i, 'c'), tmpTUN(l.opts.Name, i, 'i')
+		cf, err := emu.OpenTUN(tc)
+		if err != nil {
+			return fmt.Errorf("path %s: %w", name, err)
+		}
+		inf, err := emu.OpenTUN(ti)
+		if err != nil {
+			cf.Close()
+			return fmt.Errorf("path %s: %w", name, err)
+		}
+		link := emu.NewLink(name, cf, inf, l.opts.Seed+int64(i)*7919)
+		l.links[name] = link
+		if err := ipBatch(ctx, "", []string{
+			"link set " + tc + " netns " + cns,
+			"link set " + ti + " netns " + ins,
+		}); err != nil {
+			return err
+		}
+		if err := ipBatch(ctx, cns, []string{"link set " + tc + " name " + p.Name}); err != nil {
+			return err
+		}
+		if err := ipBatch(ctx, ins, []string{"link set " + ti + " name " + p.Router}); err != nil {
+			return err
+		}
+		l.wg.Add(1)
+		go func() {
+			defer l.wg.Done()
+			if err := link.Run(l.ctx); err != nil && l.ctx.Err() == nil {
+				l.log.Error("emulator stopped", "path", name, "err", err)
+			}
+		}()
+	}
+	for _, ns := range []string{cns, ins} {
+		if err := sysctls(ctx, ns); err != nil {
+			return err
+		}
+	}
+	var cl, il []string
+	cl = append(cl, "link set lo up")
+	il = append(il, "link set lo up")
+	for _, name := range PathNames {
+		p, _ := Plan(name)
+		tbl := fmt.Sprint(p.Table)
+		cl = append(cl,
+			"link set "+p.Name+" up",
+			fmt.Sprintf("addr add %s/24 dev %s", p.Client4, p.Name),
+			fmt.Sprintf("addr add %s/64 dev %s nodad", p.Client6, p.Name),
+			fmt.Sprintf("route add default via %s dev %s metric %d", p.Gateway4, p.Name, p.Metric),
+			fmt.Sprintf("route add default via %s dev %s metric %d", p.Gateway6, p.Name, p.Metric),
+			fmt.Sprintf("route add %s dev %s table %s", p.Subnet4, p.Name, tbl),
+			fmt.Sprintf("route add default via %s dev %s table %s", p.Gateway4, p.Name, tbl),
+			fmt.Sprintf("route add %s dev %s table %s", p.Subnet6, p.Name, tbl),
+			fmt.Sprintf("route add default via %s dev %s table %s", p.Gateway6, p.Name, tbl),
+			fmt.Sprintf("rule add from %s lookup %s pref %d", p.Client4, tbl, 1000+p.Table),
+			fmt.Sprintf("-6 rule add from %s lookup %s pref %d", p.Client6, tbl, 1000+p.Table),
+		)
+		il = append(il,
+			"link set "+p.Router+" up",
+			fmt.Sprintf("addr add %s/24 dev %s", p.Gateway4, p.Router),
+			fmt.Sprintf("addr add %s/64 dev %s nodad", p.Gateway6, p.Router),
+			fmt.Sprintf("addr add %s/32 dev lo", p.Resolv4),
+			fmt.Sprintf("addr add %s/128 dev lo nodad", p.Resolv6),
+		)
+	}
+	il = append(il,
+		fmt.Sprintf("addr add %s/32 dev lo", Server4),
+		fmt.Sprintf("addr add %s/128 dev lo nodad", Server6))
+	for _, pfx := range append(append([]netip.Prefix{}, PublicPrefixes...), PrivatePrefixes...) {
+		il = append(il, fmt.Sprintf("route add local %s dev lo", pfx))
+	}
+	// MPTCP: both ends accept two extra subflows; the client announces its
+	// wwan0 addresses as subflow endpoints bound to wwan0.
+	flags := "subflow"
+	if l.opts.CellBackup {
+		flags = "subflow backup"
+	}
+	w, _ := Plan("wwan0")
+	cl = append(cl,
+		"mptcp limits set subflows 2 add_addr_accepted 2",
+		fmt.Sprintf("mptcp endpoint add %s dev wwan0 %s", w.Client4, flags),
+		fmt.Sprintf("mptcp endpoint add %s dev wwan0 %s", w.Client6, flags))
+	il = append(il, "mptcp limits set subflows 2 add_addr_accepted 2")
+	if err := ipBatch(ctx, cns, cl); err != nil {
+		return err
+	}
+	return ipBatch(ctx, ins, il)
+}
+
+// sysctls makes a namespace behave like a host with several uplinks: no
+// strict reverse-path filter, non-local binds allowed (AnyIP), no router
+// advertisements.
+func sysctls(ctx context.Context, ns string) error {
+	kv := []string{
+		"net.ipv4.conf.all.rp_filter=0", "net.ipv4.conf.default.rp_filter=0",
+		"net.ipv4.ip_nonlocal_bind=1", "net.ipv6.ip_nonlocal_bind=1",
+		"net.ipv6.conf.all.accept_ra=0", "net.ipv6.conf.default.accept_ra=0",
+		"net.ipv4.ping_group_range=0 2147483647",
+	}
+	return InNS(ns, func() error {
+		var errs []error
+		for _, s := range kv {
+			k, v, _ := cutEq(s)
+			if err := writeSysctl(k, v); err != nil {
+				errs = append(errs, err)
+			}
+		}
+		return errors.Join(errs...)
+	})
+}
+
+func cutEq(s string) (string, string, bool) {
+	for i := 0; i < len(s); i++ {
+		if s[i] == '=' {
+			return s[:i], s[i+1:], true
+		}
+	}
+	return s, "", false
+}
+
+// writeSysctl writes /proc/sys; net.* entries are those of the calling
+// thread's network namespace.
+func writeSysctl(key, val string) error {
+	p := "/proc/sys/"
+	for _, c := range key {
+		if c == '.' {
+			p += "/"
+		} else {
+			p += string(c)
+		}
+	}
+	if err := os.WriteFile(p, []byte(val), 0); err != nil {
+		return fmt.Errorf("sysctl %s=%s: %w", key, val, err)
+	}
+	return nil
+}
+
+// ListenTCP opens a TCP listener (MPTCP-capable if mptcp) inside the
+// Internet namespace.
+func (l *Lab) ListenTCP(addr string, mptcp bool) (net.Listener, error) {
+	var ln net.Listener
+	err := InNS(l.info.Namespaces.Internet, func() error {
+		lc := net.ListenConfig{}
+		lc.SetMultipathTCP(mptcp)
+		var err error
+		ln, err = lc.Listen(context.Background(), "tcp", addr)
+		return err
+	})
+	if err == nil {
+		l.addCloser(ln)
+	}
+	return ln, err
+}
+
+// ListenUDP opens a UDP socket inside the Internet namespace.
+func (l *Lab) ListenUDP(addr string) (net.PacketConn, error) {
+	var pc net.PacketConn
+	err := InNS(l.info.Namespaces.Internet, func() error {
+		var err error
+		pc, err = net.ListenPacket("udp", addr)
+		return err
+	})
+	if err == nil {
+		l.addCloser(pc)
+	}
+	return pc, err
+}
+
+// Context is done when the lab closes.
+func (l *Lab) Context() context.Context { return l.ctx }
+
+// Go runs fn in a goroutine Close waits for.
+func (l *Lab) Go(fn func(ctx context.Context)) {
+	l.wg.Add(1)
+	go func() {
+		defer l.wg.Done()
+		fn(l.ctx)
+	}()
+}
+
+func (l *Lab) writeFiles() error {
+	if err := writeConfig(l.info); err != nil {
+		return err
+	}
+	return writeJSONFile(l.info.Files.LabJSON, l.info)
+}
+
+func writeJSONFile(path string, v any) error {
+	b, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return err
+	}
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, append(b, '\n'), 0o644); err != nil {
+		return err
+	}
+	return os.Rename(tmp, path)
+}
+
+// Set applies a change to path name at run time.
+func (l *Lab) Set(name string, c emu.Change) error {
+	link, ok := l.links[name]
+	if !ok {
+		return fmt.Errorf("%w: %q (want wlan0 or wwan0)", ErrNoSuchPath, name)
+	}
+	link.Apply(c)
+	return nil
+}
+
+// Status returns the live parameters and counters of every path.
+func (l *Lab) Status() Status {
+	s := Status{Info: l.info, Uptime: time.Since(l.started).Round(time.Millisecond).String()}
+	for _, n := range PathNames {
+		link := l.links[n]
+		if link == nil {
+			continue
+		}
+		s.Paths = append(s.Paths, PathStatus{Name: n, LinkDown: link.Down(),
+			Up: link.Params(emu.Up), Down: link.Params(emu.Down), Stats: link.Stats()})
+	}
+	return s
+}
+
+// Close tears the lab down: emulators, sockets, processes left in its
+// namespaces, the namespaces, and its state files except logs and world
+// files. Safe to call more than once.
+func (l *Lab) Close() error {
+	l.mu.Lock()
+	if l.closed {
+		l.mu.Unlock()
+		return nil
+	}
+	l.closed = true
+	closers := l.closers
+	l.mu.Unlock()
+	l.cancel()
+	for _, c := range closers {
+		_ = c.Close()
+	}
+	for _, link := range l.links {
+		_ = link.Close()
+	}
+	done := make(chan struct{})
+	go func() { l.wg.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+		l.log.Warn("lab goroutines did not stop within 5s")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	err := CleanStale(ctx, l.opts.Name, l.opts.Dir)
+	l.log.Info("lab down", "name", l.opts.Name)
+	return err
+}

@@ -1,0 +1,31 @@
+//go:build !linux
+
+package lab
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/mptester/mptester/lab/emu"
+)
+
+// Lab is Linux only.
+type Lab struct{}
+
+// Up is Linux only.
+func Up(ctx context.Context, opts Options) (*Lab, error) {
+	return nil, fmt.Errorf("the lab needs Linux network namespaces: %w", ErrUnsupported)
+}
+
+// CleanStale is Linux only.
+func CleanStale(ctx context.Context, name, dir string) error { return nil }
+
+// Leftovers is Linux only.
+func Leftovers(name, dir string) []string { return nil }
+
+func (l *Lab) Info() Info                          { return Info{} }
+func (l *Lab) Link(name string) *emu.Link          { return nil }
+func (l *Lab) Set(name string, c emu.Change) error { return ErrUnsupported }
+func (l *Lab) Status() Status                      { return Status{} }
+func (l *Lab) Context() context.Context            { return context.Background() }
+func (l *Lab) Close() error                        { return nil }
