@@ -4,6 +4,7 @@ package root
 import (
 	"fmt"
 	"log/slog"
+	"os"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -32,6 +33,11 @@ traffic patterns against mptester test servers.`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 		PersistentPreRunE: func(cmd *cobra.Command, args []string) error {
+			// MPTESTER_CONFIG names a config file when --config is absent
+			// (lab exec sets it, exactly as a user's file would be used).
+			if configPath == "" {
+				configPath = os.Getenv("MPTESTER_CONFIG")
+			}
 			if configPath != "" {
 				cfg, err := config.Load(configPath)
 				if err != nil {
@@ -51,7 +57,7 @@ traffic patterns against mptester test servers.`,
 		},
 	}
 	cmd.PersistentFlags().StringVar(&logLevel, "log-level", "info", "log level: debug, info, warn, error (logs go to stderr)")
-	cmd.PersistentFlags().StringVar(&configPath, "config", "", "strict YAML config `file` (unknown keys are an error; flags override it)")
+	cmd.PersistentFlags().StringVar(&configPath, "config", "", "strict YAML config `file` (unknown keys are an error; flags override it; default $MPTESTER_CONFIG)")
 	cmd.SetOut(f.IO.Out)
 	cmd.SetErr(f.IO.ErrOut)
 	cmd.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
