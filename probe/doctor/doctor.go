@@ -1,0 +1,170 @@
+// Package doctor checks whether a host is set up for multipath measurement
+// and, for every problem, names the exact command that fixes it.
+//
+// Checks read the system through Env, so tests can plant faults; by default
+// Env reads the real /proc and runs the real iproute2.
+package doctor
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"slices"
+	"strings"
+
+	"github.com/mptester/mptester/probe"
+)
+
+// Status of one check.
+type Status string
+
+const (
+	StatusOK   Status = "ok"
+	StatusWarn Status = "warn" // works, but some measurements are degraded or unavailable
+	StatusFail Status = "fail" // multipath measurements will be wrong or impossible
+)
+
+// Check is one finding. Fix is the exact command that resolves a warn or
+// fail ("" when none applies or none can be given).
+type Check struct {
+	ID     string `json:"id"`
+	Title  string `json:"title"`
+	Status Status `json:"status"`
+	Detail string `json:"detail"`
+	Fix    string `json:"fix,omitempty"`
+}
+
+// Env is what the checks read. Zero fields mean "the real system".
+type Env struct {
+	// Paths are the host's interfaces (probe.Discover); nil means discover.
+	Paths []probe.Path
+	// ReadFile reads /proc files (capabilities, sysctls).
+	ReadFile func(name string) ([]byte, error)
+	// Command runs a program (iproute2) and returns its standard output.
+	Command func(ctx context.Context, name string, args ...string) ([]byte, error)
+	// Executable is the mptester binary named in setcap fixes.
+	Executable string
+	// Euid is the effective user id; nil means os.Geteuid().
+	Euid *int
+}
+
+func (e *Env) fill(ctx context.Context) error {
+	if e.ReadFile == nil {
+		e.ReadFile = os.ReadFile
+	}
+	if e.Command == nil {
+		e.Command = runCommand
+	}
+	if e.Executable == "" {
+		if exe, err := os.Executable(); err == nil {
+			e.Executable = exe
+		} else {
+			e.Executable = "mptester"
+		}
+	}
+	if e.Euid == nil {
+		id := os.Geteuid()
+		e.Euid = &id
+	}
+	if e.Paths == nil {
+		paths, err := probe.Discover(ctx, probe.DiscoverOptions{})
+		if err != nil {
+			return err
+		}
+		e.Paths = paths
+	}
+	return nil
+}
+
+func runCommand(ctx context.Context, name string, args ...string) ([]byte, error) {
+	cmd := exec.CommandContext(ctx, name, args...)
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		return out, fmt.Errorf("%s %s: %w: %s", name, strings.Join(args, " "), err, strings.TrimSpace(stderr.String()))
+	}
+	return out, nil
+}
+
+// Run performs every check for this OS, in a stable order.
+func Run(ctx context.Context, env Env) []Check {
+	if err := env.fill(ctx); err != nil {
+		return []Check{{ID: "paths", Title: "Network interfaces", Status: StatusFail,
+			Detail: fmt.Sprintf("cannot list interfaces: %v", err)}}
+	}
+	return runOS(ctx, &env)
+}
+
+// Worst returns the most severe status among checks (ok when empty).
+func Worst(checks []Check) Status {
+	worst := StatusOK
+	for _, c := range checks {
+		switch {
+		case c.Status == StatusFail:
+			return StatusFail
+		case c.Status == StatusWarn:
+			worst = StatusWarn
+		}
+	}
+	return worst
+}
+
+// outward reports whether a path can carry measurements: up, not
+// loopback, with at least one global address.
+func outward(p probe.Path) bool {
+	if !p.Up || p.Kind == probe.KindLoopback || slices.Contains(p.Flags, "loopback") {
+		return false
+	}
+	return slices.ContainsFunc(p.Addrs, func(a probe.Addr) bool { return a.Scope == probe.ScopeGlobal })
+}
+
+// globalAddr returns the path's first global address of family f.
+func globalAddr(p probe.Path, f probe.Family) (probe.Addr, bool) {
+	for _, a := range p.Addrs {
+		if a.Scope == probe.ScopeGlobal && probe.FamilyOf(a.IP) == f {
+			return a, true
+		}
+	}
+	return probe.Addr{}, false
+}
+
+// dnsChecks: every outward path needs a resolver the survey can use from
+// it; servers shared through resolv.conf work but are not the path's own.
+func dnsChecks(paths []probe.Path) []Check {
+	var out []Check
+	for _, p := range paths {
+		if !outward(p) {
+			continue
+		}
+		c := Check{ID: "dns." + p.Name, Title: "DNS servers for " + p.Name}
+		own := 0
+		var addrs []string
+		for _, s := range p.DNS {
+			addrs = append(addrs, s.Addr.String()+" ("+s.Source+")")
+			if !s.Shared {
+				own++
+			}
+		}
+		switch {
+		case own > 0:
+			c.Status, c.Detail = StatusOK, strings.Join(addrs, ", ")
+		case len(p.DNS) > 0:
+			c.Status = StatusWarn
+			c.Detail = "only system-wide servers, not known to belong to " + p.Name + ": " + strings.Join(addrs, ", ") +
+				"; name the path's own resolver in the config file's dns section or with --dns"
+			c.Fix = fmt.Sprintf("mptester survey --dns %s=RESOLVER_ADDR", p.Name)
+		default:
+			c.Status = StatusWarn
+			c.Detail = "no DNS server found for " + p.Name + "; name one in the config file's dns section or with --dns"
+			c.Fix = fmt.Sprintf("mptester survey --dns %s=RESOLVER_ADDR", p.Name)
+		}
+		out = append(out, c)
+	}
+	if len(out) == 0 {
+		out = append(out, Check{ID: "dns", Title: "DNS servers", Status: StatusWarn,
+			Detail: "no interface is up with a global address"})
+	}
+	return out
+}
