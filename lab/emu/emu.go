@@ -190,20 +190,19 @@ func (l *Link) Run(ctx context.Context) error {
 	case <-ctx.Done():
 	case <-l.closed:
 	case err = <-errc:
+		if l.closing.Load() {
+			err = nil // a device closed under a reader by Close
+		}
 	}
 	l.Close()
 	wg.Wait()
 	for _, d := range l.dirs {
 		d.w.close()
 	}
-	if err != nil && !l.isClosedErr(err) {
+	if err != nil {
 		return fmt.Errorf("link %s: %w", l.name, err)
 	}
 	return nil
-}
-
-func (l *Link) isClosedErr(err error) bool {
-	return err == nil || l.closing.Load()
 }
 
 // Close stops Run and closes both devices. Safe to call more than once.

@@ -2,6 +2,11 @@ package emu
 
 import "time"
 
+// RealtimePriority is the SCHED_FIFO priority (1..99) of the writer
+// threads on Linux when the process may use it; 0 keeps them in the
+// normal scheduler. Read when a Link starts running.
+var RealtimePriority = 10
+
 // waiter lets the writer sleep until a deadline or until the reader queues
 // an earlier packet.
 type waiter interface {

@@ -1,0 +1,432 @@
+package emu
+
+import (
+	"context"
+	"math"
+	"net/netip"
+	"testing"
+	"time"
+)
+
+// owd returns the one-way delays of received frames by their seq.
+func owd(t *testing.T, sentAt []time.Time, got []frame) []time.Duration {
+	t.Helper()
+	var ds []time.Duration
+	for _, f := range got {
+		s := pktSeq(f.b)
+		if s >= uint64(len(sentAt)) {
+			t.Fatalf("unexpected seq %d", s)
+		}
+		ds = append(ds, f.t.Sub(sentAt[s]))
+	}
+	return ds
+}
+
+func TestDelayAccuracy(t *testing.T) {
+	for _, D := range []time.Duration{5 * time.Millisecond, 25 * time.Millisecond} {
+		for _, dir := range []Direction{Up, Down} {
+			t.Run(D.String()+"/"+dir.String(), func(t *testing.T) {
+				tl := startLink(t, 1)
+				tl.Set(dir, Params{Delay: D})
+				in, out := tl.devs(dir)
+				const n = 200
+				sentAt := paced(in, n, 500*time.Microsecond, func(s uint64) []byte {
+					if dir == Up {
+						return udpPacket(cliAddr, srvAddr, 200, s)
+					}
+					return udpPacket(srvAddr, cliAddr, 200, s)
+				})
+				got := collect(out, n, 5*time.Second)
+				if len(got) != n {
+					t.Fatalf("got %d of %d packets", len(got), n)
+				}
+				m := median(owd(t, sentAt, got))
+				// Tolerance ±1 ms (acceptance bound of the lab).
+				if m < D-time.Millisecond || m > D+time.Millisecond {
+					t.Errorf("median one-way delay %v, want %v ± 1ms", m, D)
+				}
+				st := tl.Stats().Dir(dir)
+				t.Logf("median owd %v; writer lateness median %v p99 %v (n=%d)", m, st.Lateness.Median, st.Lateness.P99, st.Lateness.N)
+				if st.Delivered != n || st.Lateness.N != n {
+					t.Errorf("stats delivered %d lateness n %d, want %d", st.Delivered, st.Lateness.N, n)
+				}
+			})
+		}
+	}
+}
+
+func TestJitterBoundsAndFIFO(t *testing.T) {
+	tl := startLink(t, 2)
+	const D, J = 10 * time.Millisecond, 4 * time.Millisecond
+	tl.Set(Up, Params{Delay: D, Jitter: J})
+	const n = 400
+	sentAt := paced(tl.cli, n, 250*time.Microsecond, func(s uint64) []byte { return udpPacket(cliAddr, srvAddr, 100, s) })
+	got := collect(tl.inet, n, 5*time.Second)
+	if len(got) != n {
+		t.Fatalf("got %d of %d", len(got), n)
+	}
+	ds := owd(t, sentAt, got)
+	lo, hi := ds[0], ds[0]
+	for i, f := range got {
+		if s := pktSeq(f.b); s != uint64(i) {
+			t.Fatalf("reordered: position %d holds seq %d", i, s)
+		}
+		lo, hi = min(lo, ds[i]), max(hi, ds[i])
+	}
+	// FIFO can only hold a packet back behind its predecessor, which is at
+	// most D+J after its own send; so every delay is in [D-J, D+J] plus
+	// scheduling slack (2 ms on a loaded 2-core VM).
+	const slack = 2 * time.Millisecond
+	if lo < D-J-slack/4 || hi > D+J+slack {
+		t.Errorf("delays in [%v, %v], want within [%v, %v]", lo, hi, D-J, D+J)
+	}
+	if hi-lo < J { // jitter is actually applied
+		t.Errorf("delay spread %v, want at least %v", hi-lo, J)
+	}
+}
+
+// binomialOK: observed count k of n trials within 4 sigma of p.
+func binomialOK(k, n int, p float64) (bool, float64) {
+	sd := math.Sqrt(float64(n) * p * (1 - p))
+	return math.Abs(float64(k)-float64(n)*p) <= 4*sd, sd
+}
+
+func TestLossRate(t *testing.T) {
+	for _, loss := range []float64{0.05, 0.3} {
+		tl := startLink(t, 3)
+		tl.Set(Up, Params{Loss: loss})
+		const n = 20000
+		for i := range n {
+			tl.cli.in <- udpPacket(cliAddr, srvAddr, 60, uint64(i))
+		}
+		waitFor(t, "all packets handled", 10*time.Second, func() bool {
+			s := tl.Stats().Up
+			return s.Delivered+s.DropLoss == n
+		})
+		got := drain(tl.inet, 50*time.Millisecond)
+		lost := n - len(got)
+		if ok, sd := binomialOK(lost, n, loss); !ok {
+			t.Errorf("loss %g: lost %d of %d, want %.0f ± %.0f (4 sigma)", loss, lost, n, n*loss, 4*sd)
+		}
+		if s := tl.Stats().Up; s.DropLoss != uint64(lost) {
+			t.Errorf("stats DropLoss %d, observed %d", s.DropLoss, lost)
+		}
+		tl.Close()
+	}
+}
+
+func TestGilbertElliottBursts(t *testing.T) {
+	const n = 30000
+	ge := &GilbertElliott{P: 0.05, R: 0.25, LossGood: 0, LossBad: 1}
+	run := func(p Params) (rate, meanBurst float64) {
+		tl := startLink(t, 4)
+		tl.Set(Up, p)
+		for i := range n {
+			tl.cli.in <- udpPacket(cliAddr, srvAddr, 60, uint64(i))
+		}
+		waitFor(t, "all packets handled", 10*time.Second, func() bool {
+			s := tl.Stats().Up
+			return s.Delivered+s.DropLoss == n
+		})
+		recv := make([]bool, n)
+		for _, f := range drain(tl.inet, 50*time.Millisecond) {
+			recv[pktSeq(f.b)] = true
+		}
+		lost, bursts := 0, 0
+		for i := range n {
+			if !recv[i] {
+				lost++
+				if i == 0 || recv[i-1] {
+					bursts++
+				}
+			}
+		}
+		return float64(lost) / n, float64(lost) / float64(bursts)
+	}
+	rate, burst := run(Params{GE: ge})
+	// Stationary loss P/(P+R) = 1/6; mean burst 1/R = 4. With ~830 bursts
+	// the standard error of the mean burst is ~0.12: allow ±0.6.
+	if math.Abs(rate-ge.LossRate()) > 0.02 {
+		t.Errorf("GE loss rate %.4f, want %.4f ± 0.02", rate, ge.LossRate())
+	}
+	if math.Abs(burst-1/ge.R) > 0.6 {
+		t.Errorf("GE mean burst %.2f, want %.2f ± 0.6", burst, 1/ge.R)
+	}
+	// The same loss rate without bursts: mean burst 1/(1-p) = 1.2.
+	_, iburst := run(Params{Loss: ge.LossRate()})
+	if iburst > 1.5 {
+		t.Errorf("independent loss mean burst %.2f, want ~1.2", iburst)
+	}
+	t.Logf("GE rate %.4f burst %.2f; independent burst %.2f", rate, burst, iburst)
+}
+
+func TestRateThroughput(t *testing.T) {
+	tl := startLink(t, 5)
+	const rate = 20_000_000 // 20 Mbit/s
+	tl.Set(Down, Params{RateBps: rate, Delay: 2 * time.Millisecond})
+	// Offer 25 Mbit/s of 1250-byte packets for 0.6 s.
+	const size, dur = 1250, 600 * time.Millisecond
+	gap := time.Duration(float64(size*8) / 25e6 * 1e9)
+	n := int(dur / gap)
+	paced(tl.inet, n, gap, func(s uint64) []byte { return udpPacket(srvAddr, cliAddr, size, s) })
+	got := drain(tl.cli, 300*time.Millisecond)
+	if len(got) < 100 {
+		t.Fatalf("only %d packets delivered", len(got))
+	}
+	// Rate over the delivered span: (k-1) packets in (last - first).
+	span := got[len(got)-1].t.Sub(got[0].t)
+	bps := float64((len(got)-1)*size*8) / span.Seconds()
+	if math.Abs(bps-rate)/rate > 0.10 {
+		t.Errorf("delivered %.2f Mbit/s, want %.2f ± 10%%", bps/1e6, rate/1e6)
+	}
+	s := tl.Stats().Down
+	if s.DropQueue == 0 {
+		t.Errorf("offered 125%% of the rate for %v but no tail drops (queue %d bytes)", dur, DefaultQueueBytes(tl.Params(Down)))
+	}
+	t.Logf("delivered %.2f Mbit/s, %d delivered, %d tail-dropped", bps/1e6, s.Delivered, s.DropQueue)
+}
+
+func TestRateTailDrop(t *testing.T) {
+	tl := startLink(t, 6)
+	tl.Set(Up, Params{RateBps: 1_200_000, QueueBytes: 15000}) // 10 ms per 1500 B packet
+	const n = 100
+	for i := range n {
+		tl.cli.in <- udpPacket(cliAddr, srvAddr, 1500, uint64(i))
+	}
+	got := drain(tl.inet, 300*time.Millisecond)
+	s := tl.Stats().Up
+	// The burst arrives within a few ms: the queue admits 15000/1500 = 10
+	// packets (one more per 10 ms the burst takes to arrive).
+	if len(got) < 10 || len(got) > 12 {
+		t.Errorf("delivered %d of a %d-packet burst, want 10..12 with a 15000-byte queue", len(got), n)
+	}
+	if int(s.DropQueue)+len(got) != n {
+		t.Errorf("DropQueue %d + delivered %d != %d", s.DropQueue, len(got), n)
+	}
+	for i, f := range got {
+		if pktSeq(f.b) != uint64(i) {
+			t.Errorf("tail drop must keep the head: position %d holds seq %d", i, pktSeq(f.b))
+		}
+	}
+}
+
+func TestDownUp(t *testing.T) {
+	tl := startLink(t, 7)
+	tl.SetDown(true)
+	if !tl.Down() {
+		t.Fatal("Down() false after SetDown(true)")
+	}
+	for i := range 10 {
+		tl.cli.in <- udpPacket(cliAddr, srvAddr, 100, uint64(i))
+		tl.inet.in <- udpPacket(srvAddr, cliAddr, 100, uint64(i))
+	}
+	waitFor(t, "drops", 2*time.Second, func() bool {
+		s := tl.Stats()
+		return s.Up.DropDown == 10 && s.Down.DropDown == 10
+	})
+	tl.SetDown(false)
+	tl.cli.in <- udpPacket(cliAddr, srvAddr, 100, 99)
+	if got := collect(tl.inet, 1, 2*time.Second); len(got) != 1 || pktSeq(got[0].b) != 99 {
+		t.Fatalf("after up: got %d packets", len(got))
+	}
+	// Packets in flight when the link goes down are lost too.
+	tl.Set(Up, Params{Delay: 100 * time.Millisecond})
+	for i := range 5 {
+		tl.cli.in <- udpPacket(cliAddr, srvAddr, 100, uint64(i))
+	}
+	waitFor(t, "queued", time.Second, func() bool { return tl.Stats().Up.PacketsIn == 16 })
+	tl.SetDown(true)
+	time.Sleep(150 * time.Millisecond)
+	if got := drain(tl.inet, 10*time.Millisecond); len(got) != 0 {
+		t.Errorf("%d in-flight packets delivered after down", len(got))
+	}
+	if s := tl.Stats().Up; s.DropDown != 15 {
+		t.Errorf("DropDown %d, want 15", s.DropDown)
+	}
+}
+
+func TestBlock(t *testing.T) {
+	tl := startLink(t, 8)
+	tl.Block(netip.MustParsePrefix("198.19.128.0/17"))
+	tl.Block(netip.MustParsePrefix("fd00:fe::7/128"))
+	cases := []struct {
+		dir     Direction
+		src     netip.Addr
+		dst     netip.Addr
+		blocked bool
+	}{
+		{Up, cliAddr, netip.MustParseAddr("198.19.128.1"), true},
+		{Up, cliAddr, netip.MustParseAddr("198.19.255.255"), true},
+		{Up, cliAddr, netip.MustParseAddr("198.19.0.1"), false},
+		{Down, netip.MustParseAddr("198.19.200.3"), cliAddr, true},
+		{Down, netip.MustParseAddr("198.19.1.3"), cliAddr, false},
+		{Up, cli6, netip.MustParseAddr("fd00:fe::7"), true},
+		{Up, cli6, netip.MustParseAddr("fd00:fe::8"), false},
+		{Down, netip.MustParseAddr("fd00:fe::7"), cli6, true},
+		// Down packets are matched by source, Up by destination.
+		{Down, cliAddr, netip.MustParseAddr("198.19.128.1"), false},
+	}
+	for i, c := range cases {
+		in, out := tl.devs(c.dir)
+		before := tl.Stats().Dir(c.dir).DropBlock
+		in.in <- udpPacket(c.src, c.dst, 80, uint64(i))
+		if c.blocked {
+			waitFor(t, "block drop", time.Second, func() bool { return tl.Stats().Dir(c.dir).DropBlock == before+1 })
+		} else if got := collect(out, 1, time.Second); len(got) != 1 {
+			t.Errorf("case %d %v %v->%v: not delivered", i, c.dir, c.src, c.dst)
+		}
+	}
+	if !tl.Blocked(netip.MustParseAddr("198.19.130.0")) || tl.Blocked(netip.MustParseAddr("198.19.1.0")) {
+		t.Error("Blocked() disagrees with Block")
+	}
+	tl.Unblock(netip.MustParsePrefix("198.19.128.0/17"))
+	tl.cli.in <- udpPacket(cliAddr, netip.MustParseAddr("198.19.128.1"), 80, 1)
+	if got := collect(tl.inet, 1, time.Second); len(got) != 1 {
+		t.Error("not delivered after Unblock")
+	}
+}
+
+func TestTargetDelay(t *testing.T) {
+	tl := startLink(t, 9)
+	const D = 3 * time.Millisecond
+	tl.Set(Up, Params{Delay: D})
+	tl.Set(Down, Params{Delay: D})
+	tl.SetTargetDelay(netip.MustParsePrefix("198.19.0.0/17"), 20*time.Millisecond)
+	tl.SetTargetDelay(netip.MustParsePrefix("198.19.0.5/32"), 40*time.Millisecond) // single address beats the prefix
+	tl.SetTargetDelay(netip.MustParsePrefix("fd00:ff::/64"), 10*time.Millisecond)
+	tl.SetTargetDelay(netip.MustParsePrefix("fd00:ff::9/128"), 30*time.Millisecond)
+	// Fill the table like a 10k-domain world.
+	for i := range 20000 {
+		a := netip.AddrFrom4([4]byte{198, 19, byte(64 + i>>8), byte(i)})
+		tl.SetTargetDelay(netip.PrefixFrom(a, 32), 50*time.Millisecond)
+	}
+	cases := []struct {
+		dir      Direction
+		src, dst string
+		want     time.Duration
+	}{
+		{Up, "198.18.1.2", "198.19.0.1", D + 20*time.Millisecond},
+		{Up, "198.18.1.2", "198.19.0.5", D + 40*time.Millisecond},
+		{Up, "198.18.1.2", "198.19.64.7", D + 50*time.Millisecond},
+		{Up, "198.18.1.2", "198.19.200.1", D},
+		{Up, "fd00:1::2", "fd00:ff::1", D + 10*time.Millisecond},
+		{Up, "fd00:1::2", "fd00:ff::9", D + 30*time.Millisecond},
+		{Down, "198.19.0.5", "198.18.1.2", D}, // once per round trip: Up only
+	}
+	for i, c := range cases {
+		in, out := tl.devs(c.dir)
+		p := udpPacket(netip.MustParseAddr(c.src), netip.MustParseAddr(c.dst), 100, uint64(i))
+		t0 := time.Now()
+		in.in <- p
+		got := collect(out, 1, time.Second)
+		if len(got) != 1 {
+			t.Fatalf("case %d: not delivered", i)
+		}
+		if d := got[0].t.Sub(t0); d < c.want-time.Millisecond || d > c.want+time.Millisecond {
+			t.Errorf("case %d %v %s->%s: delay %v, want %v ± 1ms", i, c.dir, c.src, c.dst, d, c.want)
+		}
+	}
+	// A far target's packets do not hold back a near one's (no head-of-line
+	// blocking across targets).
+	tl.cli.in <- udpPacket(cliAddr, netip.MustParseAddr("198.19.0.5"), 100, 100)
+	tl.cli.in <- udpPacket(cliAddr, srvAddr, 100, 101)
+	got := collect(tl.inet, 2, time.Second)
+	if len(got) != 2 || pktSeq(got[0].b) != 101 {
+		t.Errorf("near target packet was held behind the far one")
+	}
+	tl.SetTargetDelay(netip.MustParsePrefix("198.19.0.5/32"), 0)
+	if d := tl.TargetDelay(netip.MustParseAddr("198.19.0.5")); d != 20*time.Millisecond {
+		t.Errorf("after removal TargetDelay %v, want the /17's 20ms", d)
+	}
+}
+
+func TestInvalidPacketsDropped(t *testing.T) {
+	tl := startLink(t, 10)
+	tl.cli.in <- []byte{0x45, 0, 0}     // truncated IPv4
+	tl.cli.in <- []byte{0x10, 1, 2, 3} // not IP
+	waitFor(t, "invalid drops", time.Second, func() bool { return tl.Stats().Up.DropInvalid == 2 })
+}
+
+func TestSetParamsCopies(t *testing.T) {
+	l := NewLink("x", newMemDev(), newMemDev(), 1)
+	defer l.Close()
+	ge := &GilbertElliott{P: 0.1, R: 0.5, LossBad: 1}
+	l.Set(Down, Params{Delay: time.Second, Loss: 7, GE: ge, Jitter: -1})
+	ge.P = 0.9
+	p := l.Params(Down)
+	if p.GE.P != 0.1 || p.Loss != 1 || p.Jitter != 0 || p.Delay != time.Second {
+		t.Errorf("Params = %+v (GE %+v)", p, *p.GE)
+	}
+	if l.Params(Up) != (Params{}) {
+		t.Errorf("Up params changed: %+v", l.Params(Up))
+	}
+}
+
+func TestRunStopsOnCancelAndClose(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	cli, inet := newMemDev(), newMemDev()
+	l := NewLink("x", cli, inet, 1)
+	done := make(chan error, 1)
+	go func() { done <- l.Run(ctx) }()
+	time.Sleep(20 * time.Millisecond)
+	cancel()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Errorf("Run after cancel: %v", err)
+		}
+	case <-time.After(2 * time.Second):
+		t.Fatal("Run did not return after cancel")
+	}
+	select {
+	case <-cli.closed:
+	default:
+		t.Error("Run did not close the client device")
+	}
+	if err := l.Run(context.Background()); err == nil {
+		t.Error("second Run succeeded")
+	}
+	// Close before Run: Run refuses, nothing leaks.
+	l2 := NewLink("y", newMemDev(), newMemDev(), 1)
+	l2.Close()
+	if err := l2.Run(context.Background()); err == nil {
+		t.Error("Run after Close succeeded")
+	}
+}
+
+// failDev fails reads with a non-close error.
+type failDev struct{ *memDev }
+
+func (failDev) Read([]byte) (int, error) { return 0, errTestDevice }
+
+var errTestDevice = &testErr{}
+
+type testErr struct{}
+
+func (*testErr) Error() string { return "device gone" }
+
+func TestRunReturnsDeviceError(t *testing.T) {
+	l := NewLink("x", failDev{newMemDev()}, newMemDev(), 1)
+	err := l.Run(context.Background())
+	if err == nil || err.Error() != "link x: device gone" {
+		t.Errorf("Run = %v, want the device error", err)
+	}
+}
+
+func TestDefaultQueueBytes(t *testing.T) {
+	cases := []struct {
+		p    Params
+		want int
+	}{
+		{Params{}, 0},
+		{Params{RateBps: 1e6}, 64 << 10},
+		{Params{RateBps: 100e6}, 1_250_000},
+		{Params{RateBps: 100e6, Delay: 100 * time.Millisecond}, 2_500_000},
+		{Params{RateBps: 1e12, Delay: time.Hour}, 64 << 20},
+	}
+	for _, c := range cases {
+		if got := DefaultQueueBytes(c.p); got != c.want {
+			t.Errorf("DefaultQueueBytes(%v) = %d, want %d", c.p, got, c.want)
+		}
+	}
+}
