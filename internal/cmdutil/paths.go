@@ -2,7 +2,11 @@ package cmdutil
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
+	"os"
+	"strings"
 
 	"github.com/mptester/mptester/probe"
 )
@@ -24,4 +28,23 @@ func (f *Factory) DiscoverPaths(ctx context.Context, dnsFlags []string) ([]probe
 		opts.ConfigDNS = cfgDNS
 	}
 	return probe.Discover(ctx, opts)
+}
+
+// ProbeID identifies this probe in results: the config's probe_id, or else
+// a stable id derived from the machine id (hashed: it is not sent as is).
+func (f *Factory) ProbeID() string {
+	if f.Config != nil && f.Config.ProbeID != "" {
+		return f.Config.ProbeID
+	}
+	for _, p := range []string{"/etc/machine-id", "/var/lib/dbus/machine-id"} {
+		if b, err := os.ReadFile(p); err == nil && len(strings.TrimSpace(string(b))) > 0 {
+			sum := sha256.Sum256([]byte("mptester-probe:" + strings.TrimSpace(string(b))))
+			return "m-" + hex.EncodeToString(sum[:8])
+		}
+	}
+	if h, err := os.Hostname(); err == nil {
+		sum := sha256.Sum256([]byte("mptester-probe:" + h))
+		return "h-" + hex.EncodeToString(sum[:8])
+	}
+	return "unknown"
 }
