@@ -38,7 +38,11 @@ func runOS(ctx context.Context, env *Env) []Check {
 			}
 		}
 	}
-	checks = append(checks, dnsChecks(env.Paths)...)
+	measured := lay.secondary
+	if lay.primary != nil {
+		measured = append([]probe.Path{*lay.primary}, lay.secondary...)
+	}
+	checks = append(checks, dnsChecks(measured)...)
 	checks = append(checks, udpBuffer(env))
 	return checks
 }

@@ -130,14 +130,22 @@ func globalAddr(p probe.Path, f probe.Family) (probe.Addr, bool) {
 	return probe.Addr{}, false
 }
 
-// dnsChecks: every outward path needs a resolver the survey can use from
+// outwardPaths filters paths with outward.
+func outwardPaths(paths []probe.Path) []probe.Path {
+	var out []probe.Path
+	for _, p := range paths {
+		if outward(p) {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// dnsChecks: every measured path needs a resolver the survey can use from
 // it; servers shared through resolv.conf work but are not the path's own.
 func dnsChecks(paths []probe.Path) []Check {
 	var out []Check
 	for _, p := range paths {
-		if !outward(p) {
-			continue
-		}
 		c := Check{ID: "dns." + p.Name, Title: "DNS servers for " + p.Name}
 		own := 0
 		var addrs []string

@@ -334,12 +334,7 @@ type pathLayout struct {
 // have a default route in some table, or are Wi-Fi or cellular.
 func layout(paths []probe.Path, sys system) pathLayout {
 	var lay pathLayout
-	var out []probe.Path
-	for _, p := range paths {
-		if outward(p) {
-			out = append(out, p)
-		}
-	}
+	out := outwardPaths(paths)
 	if len(out) == 0 {
 		return lay
 	}
