@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/mptester/mptester/lab/emu"
+	"github.com/mptester/mptester/lab/world"
 	"github.com/mptester/mptester/probe"
 )
 
@@ -88,6 +89,8 @@ type Options struct {
 	WorldSeed int64
 	Domains   int
 	WorldFile string
+	// World, when set, is served as is (tests build their own).
+	World *world.World
 	// CellBackup marks the wwan0 MPTCP endpoint backup.
 	CellBackup bool
 	// Params are initial path settings, per path name.

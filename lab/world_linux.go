@@ -1,10 +1,114 @@
 package lab
 
-import "context"
+import (
+	"context"
+	"fmt"
+	"net/netip"
+	"os"
+
+	"github.com/mptester/mptester/lab/emu"
+	"github.com/mptester/mptester/lab/world"
+)
 
 // worldState is the synthetic Internet served by the lab.
-type worldState struct{}
+type worldState struct {
+	w *world.World
+}
 
-// startWorld generates (or loads) the world, writes its files and serves
-// its DNS views.
-func (l *Lab) startWorld(ctx context.Context) error { return nil }
+// World returns the synthetic Internet the lab serves.
+func (l *Lab) World() *world.World { return l.world.w }
+
+func (l *Lab) loadWorld() (*world.World, error) {
+	switch {
+	case l.opts.World != nil:
+		return l.opts.World, nil
+	case l.opts.WorldFile != "":
+		return world.Load(l.opts.WorldFile)
+	}
+	return world.Generate(world.Options{Seed: l.opts.WorldSeed, Domains: l.opts.Domains})
+}
+
+// startWorld generates (or loads) the world, writes its files, configures
+// the emulators with its delays and unreachable targets, and serves its DNS
+// views on each path's resolver addresses.
+func (l *Lab) startWorld(ctx context.Context) error {
+	w, err := l.loadWorld()
+	if err != nil {
+		return err
+	}
+	if w.Paths != [2]string{PathNames[0], PathNames[1]} {
+		return fmt.Errorf("world paths %q: the lab has %q", w.Paths, PathNames)
+	}
+	l.world.w = w
+	l.info.WorldSeed, l.info.Domains = w.Seed, len(w.Domains)
+	if err := w.Save(l.info.Files.World); err != nil {
+		return err
+	}
+	f, err := os.Create(l.info.Files.Tranco)
+	if err != nil {
+		return err
+	}
+	if err := w.WriteTranco(f); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	if err := l.writeTruth(); err != nil {
+		return err
+	}
+	extra := w.ExtraDelays()
+	for _, name := range PathNames {
+		p, _ := Plan(name)
+		link := l.links[name]
+		d := w.BaseDelayOf(name)
+		for _, dir := range []emu.Direction{emu.Up, emu.Down} {
+			prm := link.Params(dir)
+			prm.Delay = d
+			link.Set(dir, prm)
+		}
+		// The other path's resolver is unreachable from this path.
+		for _, o := range PathNames {
+			if o == name {
+				continue
+			}
+			op, _ := Plan(o)
+			link.Block(netip.PrefixFrom(op.Resolv4, 32))
+			link.Block(netip.PrefixFrom(op.Resolv6, 128))
+		}
+		for _, a := range w.Unreachable(name) {
+			link.Block(netip.PrefixFrom(a, a.BitLen()))
+		}
+		for a, d := range extra {
+			link.SetTargetDelay(netip.PrefixFrom(a, a.BitLen()), d)
+		}
+		for _, addr := range []netip.Addr{p.Resolv4, p.Resolv6} {
+			ap := netip.AddrPortFrom(addr, 53).String()
+			udp, err := l.ListenUDP(ap)
+			if err != nil {
+				return fmt.Errorf("resolver %s: %w", ap, err)
+			}
+			tcp, err := l.ListenTCP(ap, false)
+			if err != nil {
+				return fmt.Errorf("resolver %s: %w", ap, err)
+			}
+			l.Go(func(ctx context.Context) {
+				if err := world.Serve(ctx, w, name, udp, tcp); err != nil && ctx.Err() == nil {
+					l.log.Error("resolver stopped", "path", name, "addr", ap, "err", err)
+				}
+			})
+		}
+	}
+	return nil
+}
+
+// writeTruth writes truth.json: the ground truth of a survey of both
+// paths, both families.
+func (l *Lab) writeTruth() error {
+	t, err := l.world.w.Truth(world.ExpectOptions{})
+	if err != nil {
+		return fmt.Errorf("world truth: %w", err)
+	}
+	return t.Write(l.info.Files.Truth)
+}

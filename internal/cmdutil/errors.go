@@ -5,6 +5,7 @@ package cmdutil
 import (
 	"context"
 	"errors"
+	"fmt"
 
 	"github.com/mptester/mptester/probe"
 )
@@ -34,8 +35,21 @@ const (
 	ExitCancelled   = 130
 )
 
+// ExitStatusError passes a child process's exit status through as ours
+// (`lab exec`, `lab run`); the child already reported its own failure.
+type ExitStatusError struct{ Code int }
+
+func (e *ExitStatusError) Error() string { return fmt.Sprintf("exit status %d", e.Code) }
+
+// Unwrap makes it silent: nothing more to print.
+func (e *ExitStatusError) Unwrap() error { return ErrSilent }
+
 // ExitCode maps an error returned by a command to the process exit code.
 func ExitCode(err error) int {
+	var es *ExitStatusError
+	if errors.As(err, &es) {
+		return es.Code
+	}
 	switch {
 	case err == nil:
 		return ExitOK

@@ -1,17 +1,185 @@
-// Package lab implements `mptester lab ...`.
+// Package lab implements `mptester lab ...`: a multihomed testbed in
+// network namespaces (package lab) driven from the command line.
 package lab
 
 import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
 	"github.com/spf13/cobra"
 
 	"github.com/mptester/mptester/internal/cmdutil"
+	"github.com/mptester/mptester/lab"
+	"github.com/mptester/mptester/lab/emu"
 )
 
 // NewCmdLab builds the `lab` command group.
 func NewCmdLab(f *cmdutil.Factory) *cobra.Command {
-	return &cobra.Command{
-		Use:    "lab",
-		Short:  "(not yet implemented)",
-		Hidden: true,
+	cmd := &cobra.Command{
+		Use:   "lab <command>",
+		Short: "Run a multihomed testbed with emulated Wi-Fi and cellular paths (Linux, root)",
+		Long: `The lab builds two network namespaces: a client with interfaces wlan0
+and wwan0 (IPv4 and IPv6, a default route each, wlan0 preferred, source
+policy routing, MPTCP endpoints) and an "Internet" with per-path DNS
+resolvers, test servers and AnyIP target prefixes, generated from a seed
+with a known ground truth (truth.json). Each path is emulated in
+userspace: delay, jitter, loss, rate, changeable at run time.
+
+Addresses come only from 198.18.0.0/15 and fd00::/8.`,
+		Example: `  sudo mptester lab up --name demo --wlan0 'delay=10ms' --wwan0 'delay=40ms loss=1%'
+  sudo mptester lab exec --name demo -- mptester ifaces
+  sudo mptester lab set --name demo wlan0 delay=200ms loss=30%
+  sudo mptester lab set --name demo wlan0 down
+  sudo mptester lab down --name demo
+  sudo mptester lab run -- ping -c 3 -I wwan0 198.19.0.1
+  sudo mptester lab demo`,
 	}
+	cmd.AddCommand(NewCmdUp(f, nil))
+	cmd.AddCommand(NewCmdDaemon(f, nil))
+	cmd.AddCommand(NewCmdDown(f, nil))
+	cmd.AddCommand(NewCmdStatus(f, nil))
+	cmd.AddCommand(NewCmdSet(f, nil))
+	cmd.AddCommand(NewCmdExec(f, nil))
+	cmd.AddCommand(NewCmdRun(f, nil))
+	cmd.AddCommand(NewCmdDemo(f, nil))
+	return cmd
+}
+
+// Where names a lab: --name and --dir, shared by every subcommand.
+type Where struct {
+	Name string
+	Dir  string
+}
+
+func (w *Where) flags(cmd *cobra.Command) {
+	cmd.Flags().StringVar(&w.Name, "name", "default", "lab `name` (namespaces mpt-NAME-c and mpt-NAME-i)")
+	cmd.Flags().StringVar(&w.Dir, "dir", "", "state `directory` (default /run/mptester/lab/NAME)")
+}
+
+func (w *Where) resolve() error {
+	if err := lab.ValidName(w.Name); err != nil {
+		return cmdutil.FlagErrorf("%v", err)
+	}
+	if w.Dir == "" {
+		w.Dir = lab.DefaultDir(w.Name)
+	}
+	abs, err := filepath.Abs(w.Dir)
+	if err != nil {
+		return cmdutil.FlagErrorf("--dir: %v", err)
+	}
+	w.Dir = abs
+	return nil
+}
+
+// BuildOptions are the flags that shape a lab (up, daemon, run, demo).
+type BuildOptions struct {
+	WorldSeed  int64
+	Domains    int
+	WorldFile  string
+	CellBackup bool
+	Timeline   string
+	WLAN       string
+	WWAN       string
+}
+
+func (b *BuildOptions) flags(cmd *cobra.Command) {
+	fl := cmd.Flags()
+	fl.Int64Var(&b.WorldSeed, "world-seed", 1, "`seed` of the generated synthetic Internet")
+	fl.IntVar(&b.Domains, "domains", 200, "number of domains of the generated world")
+	fl.StringVar(&b.WorldFile, "world", "", "load the world from `file` (world.json) instead of generating it")
+	fl.BoolVar(&b.CellBackup, "cell-backup", false, "mark the wwan0 MPTCP endpoint backup (used only when wlan0 fails)")
+	fl.StringVar(&b.Timeline, "timeline", "", "apply a scripted timeline `file` of path changes")
+	fl.StringVar(&b.WLAN, "wlan0", "", "initial wlan0 `settings`, e.g. 'delay=10ms jitter=1ms loss=1% rate=50mbit'")
+	fl.StringVar(&b.WWAN, "wwan0", "", "initial wwan0 `settings`")
+}
+
+// args renders the flags back for the daemon's command line.
+func (b *BuildOptions) args() []string {
+	a := []string{fmt.Sprintf("--world-seed=%d", b.WorldSeed), fmt.Sprintf("--domains=%d", b.Domains)}
+	if b.WorldFile != "" {
+		a = append(a, "--world="+b.WorldFile)
+	}
+	if b.CellBackup {
+		a = append(a, "--cell-backup")
+	}
+	if b.Timeline != "" {
+		a = append(a, "--timeline="+b.Timeline)
+	}
+	if b.WLAN != "" {
+		a = append(a, "--wlan0="+b.WLAN)
+	}
+	if b.WWAN != "" {
+		a = append(a, "--wwan0="+b.WWAN)
+	}
+	return a
+}
+
+// labOptions validates the flags into lab.Options.
+func (b *BuildOptions) labOptions(w Where) (lab.Options, error) {
+	o := lab.Options{Name: w.Name, Dir: w.Dir, WorldSeed: b.WorldSeed, Domains: b.Domains,
+		CellBackup: b.CellBackup, Seed: b.WorldSeed, Params: map[string]emu.Change{}}
+	if b.Domains < 0 {
+		return o, cmdutil.FlagErrorf("--domains must be >= 0, got %d", b.Domains)
+	}
+	if b.WorldFile != "" {
+		abs, err := filepath.Abs(b.WorldFile)
+		if err != nil {
+			return o, cmdutil.FlagErrorf("--world: %v", err)
+		}
+		if _, err := os.Stat(abs); err != nil {
+			return o, cmdutil.FlagErrorf("--world: %v", err)
+		}
+		b.WorldFile, o.WorldFile = abs, abs
+	}
+	for _, p := range []struct{ name, val string }{{"wlan0", b.WLAN}, {"wwan0", b.WWAN}} {
+		if strings.TrimSpace(p.val) == "" {
+			continue
+		}
+		c, err := emu.ParseChange(strings.Fields(p.val))
+		if err != nil {
+			return o, cmdutil.FlagErrorf("--%s: %v", p.name, err)
+		}
+		o.Params[p.name] = c
+	}
+	if b.Timeline != "" {
+		abs, err := filepath.Abs(b.Timeline)
+		if err != nil {
+			return o, cmdutil.FlagErrorf("--timeline: %v", err)
+		}
+		f, err := os.Open(abs)
+		if err != nil {
+			return o, cmdutil.FlagErrorf("--timeline: %v", err)
+		}
+		defer f.Close()
+		ev, err := emu.ParseTimeline(f)
+		if err != nil {
+			return o, cmdutil.FlagErrorf("--timeline %s: %v", b.Timeline, err)
+		}
+		for _, e := range ev {
+			if _, ok := lab.Plan(e.Path); !ok {
+				return o, cmdutil.FlagErrorf("--timeline %s: unknown path %q (want wlan0 or wwan0)", b.Timeline, e.Path)
+			}
+		}
+		b.Timeline, o.Timeline = abs, ev
+	}
+	return o, nil
+}
+
+// mapErr gives lab errors their exit codes.
+func mapErr(err error) error {
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, lab.ErrPermission):
+		return fmt.Errorf("%w: %w", cmdutil.ErrPermission, err)
+	case errors.Is(err, lab.ErrNoSuchPath):
+		return fmt.Errorf("%w: %w", cmdutil.ErrUsage, err)
+	case errors.Is(err, context.Canceled):
+		return fmt.Errorf("%w: %w", cmdutil.ErrCancelled, err)
+	}
+	return err
 }

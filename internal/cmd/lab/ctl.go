@@ -1,0 +1,328 @@
+package lab
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/exec"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/mptester/mptester/internal/cmdutil"
+	"github.com/mptester/mptester/lab"
+	"github.com/mptester/mptester/lab/emu"
+)
+
+// DownOptions for `mptester lab down`.
+type DownOptions struct {
+	IO     *cmdutil.IOStreams
+	Logger *slog.Logger
+	Where
+}
+
+// NewCmdDown builds `lab down`.
+func NewCmdDown(f *cmdutil.Factory, runF func(context.Context, *DownOptions) error) *cobra.Command {
+	opts := &DownOptions{IO: f.IO}
+	cmd := &cobra.Command{
+		Use:   "down",
+		Short: "Stop a lab and remove its namespaces, devices and processes",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			opts.Logger = f.Logger
+			if runF != nil {
+				return runF(cmd.Context(), opts)
+			}
+			return downRun(cmd.Context(), opts)
+		},
+	}
+	opts.Where.flags(cmd)
+	return cmd
+}
+
+func downRun(ctx context.Context, opts *DownOptions) error {
+	if err := opts.Where.resolve(); err != nil {
+		return err
+	}
+	if os.Geteuid() != 0 {
+		return fmt.Errorf("%w: removing lab namespaces needs root", cmdutil.ErrPermission)
+	}
+	files := lab.FilesIn(opts.Dir)
+	// Ask the daemon to tear down gracefully, then make sure: whatever is
+	// left (a dead daemon's namespaces, a hung process) is removed by force.
+	cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	_, err := lab.Control(cctx, files.Control, lab.Request{Op: "down"})
+	cancel()
+	if err == nil {
+		deadline := time.Now().Add(30 * time.Second)
+		for time.Now().Before(deadline) && len(lab.Leftovers(opts.Name, opts.Dir)) > 0 {
+			time.Sleep(50 * time.Millisecond)
+		}
+	} else {
+		opts.Logger.Debug("lab control socket not answering; removing by force", "err", err)
+	}
+	if err := lab.CleanStale(ctx, opts.Name, opts.Dir); err != nil {
+		return err
+	}
+	if left := lab.Leftovers(opts.Name, opts.Dir); len(left) > 0 {
+		return fmt.Errorf("lab %s: could not remove %s", opts.Name, strings.Join(left, ", "))
+	}
+	_, err = fmt.Fprintf(opts.IO.Out, "lab %s is down\n", opts.Name)
+	return err
+}
+
+// StatusOptions for `mptester lab status`.
+type StatusOptions struct {
+	IO *cmdutil.IOStreams
+	Where
+	JSON bool
+}
+
+// NewCmdStatus builds `lab status`.
+func NewCmdStatus(f *cmdutil.Factory, runF func(context.Context, *StatusOptions) error) *cobra.Command {
+	opts := &StatusOptions{IO: f.IO}
+	cmd := &cobra.Command{
+		Use:   "status",
+		Short: "Show a running lab's paths: parameters and packet counters",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if runF != nil {
+				return runF(cmd.Context(), opts)
+			}
+			return statusRun(cmd.Context(), opts)
+		},
+	}
+	opts.Where.flags(cmd)
+	cmd.Flags().BoolVar(&opts.JSON, "json", false, "print JSON")
+	return cmd
+}
+
+func statusRun(ctx context.Context, opts *StatusOptions) error {
+	if err := opts.Where.resolve(); err != nil {
+		return err
+	}
+	resp, err := lab.Control(ctx, lab.FilesIn(opts.Dir).Control, lab.Request{Op: "status"})
+	if err != nil {
+		return err
+	}
+	if opts.JSON {
+		return cmdutil.WriteJSON(opts.IO.Out, resp.Status)
+	}
+	return printStatus(opts.IO.Out, resp.Status)
+}
+
+func printStatus(w io.Writer, s *lab.Status) error {
+	fmt.Fprintf(w, "lab %s (pid %d, up %s)\n  client ns %s, internet ns %s, dir %s\n",
+		s.Info.Name, s.Info.PID, s.Uptime, s.Info.Namespaces.Client, s.Info.Namespaces.Internet, s.Info.Dir)
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "PATH\tSTATE\tDIR\tPARAMS\tIN\tDELIVERED\tDROPPED\tLATENESS p50/p99")
+	for _, p := range s.Paths {
+		state := "up"
+		if p.LinkDown {
+			state = "down"
+		}
+		for _, d := range []emu.Direction{emu.Up, emu.Down} {
+			prm, st := p.Up, p.Stats.Up
+			if d == emu.Down {
+				prm, st = p.Down, p.Stats.Down
+			}
+			drops := st.DropLoss + st.DropQueue + st.DropBlock + st.DropDown + st.DropInvalid
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%d\t%d\t%v/%v\n", p.Name, state, d, prm,
+				st.PacketsIn, st.Delivered, drops, st.Lateness.Median, st.Lateness.P99)
+		}
+	}
+	return tw.Flush()
+}
+
+// SetOptions for `mptester lab set`.
+type SetOptions struct {
+	IO *cmdutil.IOStreams
+	Where
+	Path string
+	Args []string
+}
+
+// NewCmdSet builds `lab set`.
+func NewCmdSet(f *cmdutil.Factory, runF func(context.Context, *SetOptions) error) *cobra.Command {
+	opts := &SetOptions{IO: f.IO}
+	cmd := &cobra.Command{
+		Use:   "set <wlan0|wwan0> <setting>...",
+		Short: "Change a path of a running lab: delay, jitter, loss, rate, down/up",
+		Long: `Change one path of a running lab at once. Settings apply to both
+directions unless prefixed with up. or down. (client->Internet and back):
+  delay=200ms jitter=5ms loss=30% ge=P,R,LOSSGOOD,LOSSBAD rate=10mbit queue=64kb
+  up.rate=2mbit down.delay=50ms
+  down | up   (the whole path)`,
+		Example: `  mptester lab set wlan0 delay=200ms loss=30%
+  mptester lab set wlan0 down`,
+		Args: cobra.MinimumNArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			opts.Path, opts.Args = args[0], args[1:]
+			if runF != nil {
+				return runF(cmd.Context(), opts)
+			}
+			return setRun(cmd.Context(), opts)
+		},
+	}
+	opts.Where.flags(cmd)
+	return cmd
+}
+
+func setRun(ctx context.Context, opts *SetOptions) error {
+	if err := opts.Where.resolve(); err != nil {
+		return err
+	}
+	if _, ok := lab.Plan(opts.Path); !ok {
+		return cmdutil.FlagErrorf("unknown path %q (want wlan0 or wwan0)", opts.Path)
+	}
+	if _, err := emu.ParseChange(opts.Args); err != nil {
+		return cmdutil.FlagErrorf("%v", err)
+	}
+	resp, err := lab.Control(ctx, lab.FilesIn(opts.Dir).Control,
+		lab.Request{Op: "set", Path: opts.Path, Args: opts.Args})
+	if err != nil {
+		return mapErr(err)
+	}
+	for _, p := range resp.Status.Paths {
+		if p.Name == opts.Path {
+			state := "up"
+			if p.LinkDown {
+				state = "down"
+			}
+			fmt.Fprintf(opts.IO.Out, "%s %s: up %s; down %s\n", p.Name, state, p.Up, p.Down)
+		}
+	}
+	return nil
+}
+
+// ExecOptions for `mptester lab exec`.
+type ExecOptions struct {
+	IO *cmdutil.IOStreams
+	Where
+	Side    string
+	Command []string
+}
+
+// NewCmdExec builds `lab exec`.
+func NewCmdExec(f *cmdutil.Factory, runF func(context.Context, *ExecOptions) error) *cobra.Command {
+	opts := &ExecOptions{IO: f.IO}
+	cmd := &cobra.Command{
+		Use:   "exec [--side client|server] -- <command> [args...]",
+		Short: "Run a command inside a lab namespace, with the lab's mptester config",
+		Long: `Run a command in the lab's client namespace (default) or Internet
+namespace (--side server). The environment carries MPTESTER_CONFIG, the
+lab's config file (per-path DNS servers, as a user's config would say),
+and MPTESTER_LAB_DIR. The command's exit status is passed through.`,
+		Example: `  mptester lab exec -- mptester ifaces
+  mptester lab exec -- ping -c 3 -I wwan0 198.19.0.1
+  mptester lab exec --side server -- ss -tln`,
+		Args: cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			opts.Command = args
+			if runF != nil {
+				return runF(cmd.Context(), opts)
+			}
+			return execRun(cmd.Context(), opts)
+		},
+	}
+	opts.Where.flags(cmd)
+	cmd.Flags().StringVar(&opts.Side, "side", "client", "namespace: client or server (the Internet side)")
+	return cmd
+}
+
+func execRun(ctx context.Context, opts *ExecOptions) error {
+	if err := opts.Where.resolve(); err != nil {
+		return err
+	}
+	info, err := lab.ReadInfo(opts.Dir)
+	if err != nil {
+		return err
+	}
+	return execIn(ctx, opts.IO, info, opts.Side, opts.Command)
+}
+
+// execIn runs argv in a lab namespace and passes its exit status through.
+func execIn(ctx context.Context, io *cmdutil.IOStreams, info lab.Info, side string, argv []string) error {
+	cmd, err := lab.Command(ctx, info, side, argv...)
+	if err != nil {
+		return cmdutil.FlagErrorf("%v", err)
+	}
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = io.In, io.Out, io.ErrOut
+	err = cmd.Run()
+	var ee *exec.ExitError
+	switch {
+	case err == nil:
+		return nil
+	case errors.As(err, &ee) && ee.ExitCode() >= 0:
+		return &cmdutil.ExitStatusError{Code: ee.ExitCode()}
+	case ctx.Err() != nil:
+		return fmt.Errorf("%w: %w", cmdutil.ErrCancelled, ctx.Err())
+	}
+	return err
+}
+
+// RunOptions for `mptester lab run`.
+type RunOptions struct {
+	IO     *cmdutil.IOStreams
+	Logger *slog.Logger
+	Where
+	Build   BuildOptions
+	Side    string
+	Command []string
+}
+
+// NewCmdRun builds `lab run`.
+func NewCmdRun(f *cmdutil.Factory, runF func(context.Context, *RunOptions) error) *cobra.Command {
+	opts := &RunOptions{IO: f.IO}
+	cmd := &cobra.Command{
+		Use:   "run [flags] -- <command> [args...]",
+		Short: "Bring a lab up, run a command in it, tear it down; exits with the command's status",
+		Long: `Bring a lab up in this process, run the command in its client namespace
+(as 'lab exec' does; 'lab set --name NAME' works meanwhile), then tear the
+lab down and exit with the command's exit status. For tests and scripts.`,
+		Example: `  mptester lab run --name t1 --wlan0 'delay=25ms' -- ping -c 5 -I wlan0 198.19.0.1`,
+		Args:    cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			opts.Command = args
+			opts.Logger = f.Logger
+			if runF != nil {
+				return runF(cmd.Context(), opts)
+			}
+			return runRun(cmd.Context(), opts)
+		},
+	}
+	opts.Where.flags(cmd)
+	opts.Build.flags(cmd)
+	cmd.Flags().StringVar(&opts.Side, "side", "client", "namespace: client or server (the Internet side)")
+	return cmd
+}
+
+func runRun(ctx context.Context, opts *RunOptions) error {
+	if err := opts.Where.resolve(); err != nil {
+		return err
+	}
+	lo, err := opts.Build.labOptions(opts.Where)
+	if err != nil {
+		return err
+	}
+	lo.Logger = opts.Logger
+	l, err := lab.Up(ctx, lo)
+	if err != nil {
+		return mapErr(err)
+	}
+	defer l.Close()
+	sctx, stop := context.WithCancel(ctx)
+	defer stop()
+	go func() { _ = lab.ServeControl(sctx, l.Info().Files.Control, l, nil) }()
+	runErr := execIn(ctx, opts.IO, l.Info(), opts.Side, opts.Command)
+	stop()
+	if err := l.Close(); err != nil {
+		return errors.Join(runErr, err)
+	}
+	return runErr
+}

@@ -1,0 +1,6 @@
+package lab
+
+import "os/exec"
+
+// detach: the lab is Linux only; nothing to do.
+func detach(cmd *exec.Cmd) {}
