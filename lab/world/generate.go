@@ -98,18 +98,24 @@ func (g *generator) host(cls int) host {
 		extra = 1 + g.rng.IntN(20)
 	}
 	r := g.rng.Float64()
+	t1 := s.Dead
+	t2 := t1 + s.CarrierNAT
+	t3 := t2 + s.FirstPathBlock
+	t4 := t3 + s.SecondPathBlock
 	switch {
 	case cls == clsPriv0:
 		unreach = []string{p1} // a private server is only reachable from inside its network
 	case cls == clsPriv1:
 		unreach = []string{p0}
-	case r < s.Dead:
+	case r < t1:
 		unreach = []string{p0, p1}
-	case cls == clsRep1 && r < s.Dead+s.CarrierNAT:
+	case r < t2:
+		if cls == clsRep1 {
+			unreach = []string{p0}
+		}
+	case r < t3:
 		unreach = []string{p0}
-	case r < s.Dead+s.CarrierNAT+s.FirstPathBlock:
-		unreach = []string{p0}
-	case r < s.Dead+s.CarrierNAT+s.FirstPathBlock+s.SecondPathBlock:
+	case r < t4:
 		unreach = []string{p1}
 	}
 	for _, a := range []netip.Addr{h.v4, h.v6} {
@@ -203,10 +209,11 @@ func Generate(o Options) (*World, error) {
 	if sum > 1 {
 		return nil, fmt.Errorf("world: category shares add up to %v > 1", sum)
 	}
-	w := &World{Options: o, Domains: make([]Domain, o.Domains), Targets: make(map[netip.Addr]*Target)}
+	w := &World{Options: o, Targets: make(map[netip.Addr]*Target)}
 	if err := w.Validate(); err != nil { // paths and delays
 		return nil, err
 	}
+	w.Domains = make([]Domain, o.Domains)
 	g := &generator{w: w, rng: rand.New(rand.NewPCG(uint64(o.Seed), 0x6d70746573746572))}
 	n := o.Domains
 
@@ -244,6 +251,14 @@ func Generate(o Options) (*World, error) {
 	for _, i := range cnameIdx[:min(nc, len(cnameIdx))] {
 		cname[i] = true
 	}
+
+	nLarge := 0
+	for _, c := range cats {
+		if c == CatLarge {
+			nLarge++
+		}
+	}
+	largeSets := make([]View, (nLarge+3)/4)
 
 	views := make([]View, 2*n) // one allocation for all views
 	p0, p1 := o.Paths[0], o.Paths[1]
@@ -302,23 +317,25 @@ func Generate(o Options) (*World, error) {
 		case CatNoAnswer:
 			v0.Status, v1.Status = StatusNoAnswer, StatusNoAnswer
 		case CatLarge:
+			// A few big CDN address sets shared by all large domains.
+			k := g.rng.IntN(len(largeSets))
+			if largeSets[k].A == nil {
+				ls := &largeSets[k]
+				seen := map[host]bool{}
+				for range largeA {
+					if h := g.host(clsShared); !seen[h] {
+						seen[h] = true
+						ls.A = append(ls.A, h.v4)
+						if len(ls.AAAA) < largeAAAA {
+							ls.AAAA = append(ls.AAAA, h.v6)
+						}
+					}
+				}
+			}
+			*v0 = largeSets[k]
 			v0.Status, v0.Large = StatusNoError, true
-			hs := make([]host, 0, largeA)
-			seen := map[host]bool{}
-			for range largeA {
-				if h := g.host(clsShared); !seen[h] {
-					seen[h] = true
-					hs = append(hs, h)
-				}
-			}
-			for k, h := range hs {
-				v0.A = append(v0.A, h.v4)
-				if k < largeAAAA {
-					v0.AAAA = append(v0.AAAA, h.v6)
-				}
-			}
 			*v1 = *v0
-			v1.Path = p1
+			v0.Path, v1.Path = p0, p1
 		case CatPrivate:
 			// Mostly a cellular-core server seen only from the second path.
 			priv, pub, pcls, rcls := v1, v0, clsPriv1, clsRep0

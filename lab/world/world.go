@@ -105,7 +105,7 @@ func DefaultShares() Shares {
 	return Shares{
 		Differ: 0.25, OnePath: 0.05, NXDomain: 0.03, ServFail: 0.02,
 		Timeout: 0.01, NoAnswer: 0.01, Large: 0.01, Private: 0.02, CNAME: 0.05,
-		Dead: 0.03, CarrierNAT: 0.015, FirstPathBlock: 0.002, SecondPathBlock: 0.005,
+		Dead: 0.03, CarrierNAT: 0.045, FirstPathBlock: 0.002, SecondPathBlock: 0.005,
 	}
 }
 
@@ -123,7 +123,7 @@ type Options struct {
 // World is a synthetic Internet. It is JSON-serialisable; Domains are in
 // rank order and every address of every view has an entry in Targets.
 type World struct {
-	Options
+	Options `json:"options"`
 	Domains []Domain               `json:"domains"`
 	Targets map[netip.Addr]*Target `json:"targets"`
 }
