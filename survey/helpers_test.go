@@ -1,0 +1,192 @@
+package survey
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net"
+	"net/netip"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/miekg/dns"
+
+	"github.com/mptester/mptester/probe"
+	"github.com/mptester/mptester/report"
+)
+
+// testZone is served by a real miekg/dns server on loopback.
+type testZone struct {
+	a     map[string][]string // name -> A records
+	cname map[string]string
+	rcode map[string]int
+	hang  map[string]bool
+}
+
+func defaultZone() *testZone {
+	z := &testZone{
+		a: map[string][]string{
+			"open.test.":   {"127.0.0.1"},
+			"closed.test.": {"127.0.0.2"},
+			"multi.test.":  {"127.0.0.1", "127.0.0.3"},
+			"c2.test.":     {"127.0.0.4"},
+		},
+		cname: map[string]string{"alias.test.": "c1.test.", "c1.test.": "c2.test."},
+		rcode: map[string]int{"nx.test.": dns.RcodeNameError, "fail.test.": dns.RcodeServerFailure, "refused.test.": dns.RcodeRefused},
+		hang:  map[string]bool{"hang.test.": true},
+	}
+	for i := 1; i <= 100; i++ { // too big for one 1232-byte UDP answer
+		z.a["big.test."] = append(z.a["big.test."], fmt.Sprintf("127.0.1.%d", i))
+	}
+	z.a["empty.test."] = nil
+	return z
+}
+
+// defaultDomains lists the zone's names in rank order.
+func defaultDomains() []Domain {
+	names := []string{"open.test", "closed.test", "multi.test", "alias.test", "nx.test", "fail.test", "refused.test", "hang.test", "big.test", "empty.test"}
+	out := make([]Domain, len(names))
+	for i, n := range names {
+		out[i] = Domain{Rank: i + 1, Name: n}
+	}
+	return out
+}
+
+func (z *testZone) ServeDNS(w dns.ResponseWriter, req *dns.Msg) {
+	q := req.Question[0]
+	name := strings.ToLower(q.Name)
+	if z.hang[name] {
+		return
+	}
+	m := new(dns.Msg)
+	m.SetReply(req)
+	if rc, ok := z.rcode[name]; ok {
+		m.Rcode = rc
+		w.WriteMsg(m)
+		return
+	}
+	for {
+		if t, ok := z.cname[name]; ok {
+			m.Answer = append(m.Answer, &dns.CNAME{Hdr: dns.RR_Header{Name: name, Rrtype: dns.TypeCNAME, Class: dns.ClassINET, Ttl: 60}, Target: t})
+			name = t
+			continue
+		}
+		break
+	}
+	addrs, ok := z.a[name]
+	if !ok && len(m.Answer) == 0 {
+		m.Rcode = dns.RcodeNameError
+	}
+	if q.Qtype == dns.TypeA {
+		for _, a := range addrs {
+			m.Answer = append(m.Answer, &dns.A{Hdr: dns.RR_Header{Name: name, Rrtype: dns.TypeA, Class: dns.ClassINET, Ttl: 60}, A: net.ParseIP(a)})
+		}
+	}
+	if _, udp := w.RemoteAddr().(*net.UDPAddr); udp {
+		size := 512
+		if o := req.IsEdns0(); o != nil {
+			size = int(o.UDPSize())
+		}
+		m.Truncate(size)
+	}
+	w.WriteMsg(m)
+}
+
+// startDNS serves z on 127.0.0.1 (UDP and TCP on the same port).
+func startDNS(t testing.TB, z *testZone) netip.AddrPort {
+	t.Helper()
+	pc, err := net.ListenPacket("udp4", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := pc.LocalAddr().(*net.UDPAddr).Port
+	ln, err := net.Listen("tcp4", fmt.Sprintf("127.0.0.1:%d", port))
+	if err != nil {
+		pc.Close()
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	for _, s := range []*dns.Server{{PacketConn: pc, Handler: z}, {Listener: ln, Handler: z}} {
+		wg.Add(1)
+		started := make(chan struct{})
+		s.NotifyStartedFunc = func() { close(started) }
+		go func() { defer wg.Done(); s.ActivateAndServe() }()
+		<-started
+		t.Cleanup(func() { s.Shutdown() })
+	}
+	return netip.AddrPortFrom(netip.MustParseAddr("127.0.0.1"), uint16(port))
+}
+
+// startListener accepts TCP on 127.0.0.1 (an open port); every other
+// 127/8 address answers that port with RST.
+func startListener(t testing.TB) int {
+	t.Helper()
+	ln, err := net.Listen("tcp4", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			c.Close()
+		}
+	}()
+	return ln.Addr().(*net.TCPAddr).Port
+}
+
+// loopback returns the "lo" path with dns as its resolver.
+func loopback(t testing.TB, dnsAddr netip.AddrPort) probe.Path {
+	t.Helper()
+	paths, err := probe.Discover(context.Background(), probe.DiscoverOptions{FlagDNS: map[string][]netip.AddrPort{"lo": {dnsAddr}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := probe.FindPath(paths, "lo")
+	if err != nil {
+		t.Skipf("no loopback path: %v", err)
+	}
+	return p
+}
+
+// runToBuffer runs a survey writing JSON Lines into a buffer.
+func runToBuffer(t testing.TB, ctx context.Context, cfg Config, w *bytes.Buffer) (Summary, error) {
+	t.Helper()
+	h, err := report.NewHeader("survey", "test", cfg.Paths, map[string]any{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := report.NewStream(w, h)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := Run(ctx, cfg, st)
+	st.Close(report.Status(s.Status), "")
+	return s, err
+}
+
+// records decodes every line of a JSON Lines output, by type.
+func records(t testing.TB, b []byte) map[string][]json.RawMessage {
+	t.Helper()
+	out := map[string][]json.RawMessage{}
+	for _, l := range bytes.Split(bytes.TrimSpace(b), []byte("\n")) {
+		var k struct{ Type string }
+		if err := json.Unmarshal(l, &k); err != nil {
+			t.Fatalf("bad line %q: %v", l, err)
+		}
+		out[k.Type] = append(out[k.Type], append(json.RawMessage(nil), l...))
+	}
+	return out
+}
+
+func baseConfig(p probe.Path, port int) Config {
+	return Config{Paths: []probe.Path{p}, Domains: defaultDomains(), Family: probe.Family4, Method: "tcp-connect",
+		Port: port, Count: 3, Timeout: 500 * time.Millisecond, Spacing: 5 * time.Millisecond, Rate: 2000, Burst: 10,
+		DNSTimeout: 300 * time.Millisecond, DNSRetries: 1}
+}

@@ -1,0 +1,200 @@
+package survey
+
+import (
+	"archive/zip"
+	"bufio"
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+	"strings"
+
+	"golang.org/x/net/idna"
+)
+
+// Domain is one entry of a ranked list.
+type Domain struct {
+	Rank int
+	Name string // ASCII (punycode), lower case, no trailing dot
+}
+
+// ListInfo describes the list a run used; it goes into the run header.
+type ListInfo struct {
+	Source      string `json:"source"` // file path or "tranco"
+	ID          string `json:"id,omitempty"`
+	RetrievedAt string `json:"retrieved_at,omitempty"`
+	SHA256      string `json:"sha256"`
+	Lines       int    `json:"lines"`
+	Malformed   int    `json:"malformed"`
+	Duplicates  int    `json:"duplicates"`
+	IDNs        int    `json:"idns"`
+	Domains     int    `json:"domains"`
+	// FirstMalformed holds a few bad lines (line number: reason) for the log.
+	FirstMalformed []string `json:"first_malformed,omitempty"`
+}
+
+const maxReportedMalformed = 5
+
+// idnaProfile converts to the ASCII form resolvers want (UTS #46 lookup).
+var idnaProfile = idna.Lookup
+
+// ParseList reads a CSV "rank,domain" list (a bare "domain" per line is
+// accepted too) and returns at most top unique domains (top <= 0: all).
+// Malformed lines are counted, never fatal.
+func ParseList(r io.Reader, top int) ([]Domain, ListInfo, error) {
+	var info ListInfo
+	h := sha256.New()
+	sc := bufio.NewScanner(io.TeeReader(r, h))
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	seen := map[string]struct{}{}
+	var out []Domain
+	for sc.Scan() {
+		info.Lines++
+		if top > 0 && len(out) >= top {
+			continue // keep hashing the whole file
+		}
+		line := strings.TrimSpace(sc.Text())
+		if info.Lines == 1 {
+			line = strings.TrimPrefix(line, "\ufeff")
+		}
+		if line == "" || line[0] == '#' {
+			continue
+		}
+		d, idn, err := parseLine(line, len(out)+info.Duplicates+info.Malformed+1)
+		if err != nil {
+			info.Malformed++
+			if len(info.FirstMalformed) < maxReportedMalformed {
+				info.FirstMalformed = append(info.FirstMalformed, fmt.Sprintf("line %d: %v", info.Lines, err))
+			}
+			continue
+		}
+		if _, dup := seen[d.Name]; dup {
+			info.Duplicates++
+			continue
+		}
+		if idn {
+			info.IDNs++
+		}
+		seen[d.Name] = struct{}{}
+		out = append(out, d)
+	}
+	if err := sc.Err(); err != nil {
+		return out, info, fmt.Errorf("read list: %w", err)
+	}
+	info.SHA256 = hex.EncodeToString(h.Sum(nil))
+	info.Domains = len(out)
+	return out, info, nil
+}
+
+func parseLine(line string, implicitRank int) (Domain, bool, error) {
+	rank := implicitRank
+	name := line
+	if i := strings.IndexByte(line, ','); i >= 0 {
+		rs := strings.TrimSpace(line[:i])
+		n, err := strconv.Atoi(rs)
+		if err != nil || n <= 0 {
+			return Domain{}, false, fmt.Errorf("bad rank %q", truncate(rs))
+		}
+		rank = n
+		name = strings.TrimSpace(line[i+1:])
+		if strings.IndexByte(name, ',') >= 0 {
+			return Domain{}, false, fmt.Errorf("too many fields")
+		}
+	}
+	ascii, idn, err := normalizeDomain(name)
+	if err != nil {
+		return Domain{}, false, err
+	}
+	return Domain{Rank: rank, Name: ascii}, idn, nil
+}
+
+// normalizeDomain lower-cases, strips one trailing dot and converts an IDN
+// to punycode; it rejects names a resolver would not accept.
+func normalizeDomain(name string) (string, bool, error) {
+	name = strings.TrimSuffix(name, ".")
+	if name == "" {
+		return "", false, fmt.Errorf("empty domain")
+	}
+	idn := false
+	for i := 0; i < len(name); i++ {
+		if name[i] >= 0x80 {
+			idn = true
+			break
+		}
+	}
+	ascii, err := idnaProfile.ToASCII(name)
+	if err != nil {
+		return "", false, fmt.Errorf("bad domain %q: %v", truncate(name), err)
+	}
+	ascii = strings.ToLower(ascii)
+	if len(ascii) > 253 || !strings.Contains(ascii, ".") {
+		return "", false, fmt.Errorf("bad domain %q", truncate(name))
+	}
+	for _, label := range strings.Split(ascii, ".") {
+		if label == "" || len(label) > 63 {
+			return "", false, fmt.Errorf("bad domain %q: empty or long label", truncate(name))
+		}
+		for i := 0; i < len(label); i++ {
+			c := label[i]
+			if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-' || c == '_') {
+				return "", false, fmt.Errorf("bad domain %q: character %q", truncate(name), c)
+			}
+		}
+	}
+	return ascii, idn, nil
+}
+
+func truncate(s string) string {
+	if len(s) > 40 {
+		return s[:40] + "…"
+	}
+	return s
+}
+
+// LoadList reads a list file: CSV, or a .zip holding one CSV (as Tranco
+// serves it). The sha256 is of the file as stored.
+func LoadList(path string, top int) ([]Domain, ListInfo, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, ListInfo{}, fmt.Errorf("read list: %w", err)
+	}
+	sum := sha256.Sum256(b)
+	var r io.Reader = bytes.NewReader(b)
+	if bytes.HasPrefix(b, []byte("PK\x03\x04")) {
+		r, err = zipCSV(b)
+		if err != nil {
+			return nil, ListInfo{}, fmt.Errorf("list %s: %w", path, err)
+		}
+	}
+	ds, info, err := ParseList(r, top)
+	info.Source = path
+	info.SHA256 = hex.EncodeToString(sum[:])
+	return ds, info, err
+}
+
+func zipCSV(b []byte) (io.Reader, error) {
+	zr, err := zip.NewReader(bytes.NewReader(b), int64(len(b)))
+	if err != nil {
+		return nil, fmt.Errorf("open zip: %w", err)
+	}
+	for _, f := range zr.File {
+		if f.FileInfo().IsDir() {
+			continue
+		}
+		rc, err := f.Open()
+		if err != nil {
+			return nil, fmt.Errorf("open %s in zip: %w", f.Name, err)
+		}
+		// A top-1M CSV is ~22 MB; cap what a hostile zip can expand to.
+		data, err := io.ReadAll(io.LimitReader(rc, 256<<20))
+		rc.Close()
+		if err != nil {
+			return nil, fmt.Errorf("read %s in zip: %w", f.Name, err)
+		}
+		return bytes.NewReader(data), nil
+	}
+	return nil, fmt.Errorf("zip holds no file")
+}

@@ -1,0 +1,132 @@
+package survey
+
+import (
+	"context"
+	"fmt"
+	"net/netip"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/mptester/mptester/probe"
+)
+
+// Target is one probe destination.
+type Target struct {
+	Addr netip.Addr
+	Port int
+}
+
+// Result of one probe.
+type Result struct {
+	Kind   AnswerKind
+	RTT    time.Duration
+	Status ProbeStatus
+	Err    error
+	Bytes  int // bytes this probe put on the wire (IP packets we sent)
+}
+
+// Prober sends single probes from one path (blackbox_exporter style). The
+// caller's ctx deadline is the probe timeout. Probers are safe for
+// concurrent use and share one receive loop per socket.
+type Prober interface {
+	Probe(ctx context.Context, t Target) Result
+	Close() error
+}
+
+// ProberOptions configure a prober.
+type ProberOptions struct {
+	// ConnectCap bounds a tcp-connect attempt below the kernel's first SYN
+	// retransmission (initial RTO 1 s), so a retransmitted SYN never shows
+	// up as a long RTT.
+	ConnectCap time.Duration
+}
+
+// NewProberFunc builds a prober bound to path p.
+type NewProberFunc func(ctx context.Context, p probe.Path, opts ProberOptions) (Prober, error)
+
+// Methods is the registry of probe methods.
+var Methods = map[string]NewProberFunc{
+	"tcp-syn":     newSynProber,
+	"tcp-connect": newConnectProber,
+	"icmp":        newICMPProber,
+}
+
+// MethodNames lists the registry, sorted.
+func MethodNames() []string {
+	var ns []string
+	for n := range Methods {
+		ns = append(ns, n)
+	}
+	slices.Sort(ns)
+	return ns
+}
+
+// NewProber looks method up in the registry.
+func NewProber(ctx context.Context, method string, p probe.Path, opts ProberOptions) (Prober, error) {
+	f, ok := Methods[method]
+	if !ok {
+		return nil, fmt.Errorf("unknown probe method %q (want one of %s)", method, strings.Join(MethodNames(), ", "))
+	}
+	return f(ctx, p, opts)
+}
+
+// demux hands replies read by a socket's single receive loop to the probe
+// waiting for them.
+type demux[K comparable] struct {
+	mu      sync.Mutex
+	waiters map[K]*waiter
+}
+
+type waiter struct {
+	check func(any) (AnswerKind, bool) // does this reply answer the probe?
+	ch    chan reply
+}
+
+type reply struct {
+	kind AnswerKind
+	at   time.Time
+}
+
+func newDemux[K comparable]() *demux[K] { return &demux[K]{waiters: map[K]*waiter{}} }
+
+// register returns false when k is already waited on.
+func (d *demux[K]) register(k K, check func(any) (AnswerKind, bool)) (*waiter, bool) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if _, busy := d.waiters[k]; busy {
+		return nil, false
+	}
+	w := &waiter{check: check, ch: make(chan reply, 1)}
+	d.waiters[k] = w
+	return w, true
+}
+
+func (d *demux[K]) unregister(k K) {
+	d.mu.Lock()
+	delete(d.waiters, k)
+	d.mu.Unlock()
+}
+
+func (d *demux[K]) deliver(k K, msg any, at time.Time) {
+	d.mu.Lock()
+	w := d.waiters[k]
+	if w != nil {
+		if kind, ok := w.check(msg); ok {
+			delete(d.waiters, k)
+			w.ch <- reply{kind: kind, at: at}
+		}
+	}
+	d.mu.Unlock()
+}
+
+// wait blocks for the reply or the end of ctx.
+func wait(ctx context.Context, w *waiter, sent time.Time) Result {
+	select {
+	case r := <-w.ch:
+		return Result{Kind: r.kind, RTT: r.at.Sub(sent), Status: ProbeSuccess}
+	case <-ctx.Done():
+		return Result{Status: classifyErr(ctx.Err()), Err: ctx.Err()}
+	}
+}

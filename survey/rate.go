@@ -1,0 +1,69 @@
+package survey
+
+import (
+	"context"
+	"sync"
+	"time"
+)
+
+// Limiter paces probes globally: a token bucket implemented as a virtual
+// schedule. Each Wait reserves the next slot under a lock, so waiters are
+// served in arrival order (no starvation) and the long-run rate never
+// exceeds Rate, while up to Burst probes may go back to back after a pause.
+type Limiter struct {
+	mu       sync.Mutex
+	interval time.Duration
+	burst    time.Duration // how far the schedule may lag behind now
+	next     time.Time
+	now      func() time.Time
+}
+
+// NewLimiter allows rate events per second with the given burst (>= 1).
+// rate <= 0 means unlimited.
+func NewLimiter(rate float64, burst int) *Limiter {
+	l := &Limiter{now: time.Now}
+	if rate > 0 {
+		l.interval = time.Duration(float64(time.Second) / rate)
+		l.burst = time.Duration(max(burst, 1)-1) * l.interval
+	}
+	return l
+}
+
+// Reserve returns when the caller may go, without waiting.
+func (l *Limiter) Reserve() time.Time {
+	now := l.now()
+	if l.interval == 0 {
+		return now
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if floor := now.Add(-l.burst); l.next.Before(floor) {
+		l.next = floor
+	}
+	t := l.next
+	l.next = l.next.Add(l.interval)
+	if t.Before(now) {
+		return now
+	}
+	return t
+}
+
+// Wait blocks until the caller's slot or ctx's end.
+func (l *Limiter) Wait(ctx context.Context) error {
+	return sleepUntil(ctx, l.Reserve())
+}
+
+func sleepUntil(ctx context.Context, t time.Time) error {
+	d := time.Until(t)
+	if d <= 0 {
+		return ctx.Err()
+	}
+	tm := time.NewTimer(d)
+	defer tm.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-tm.C:
+		return nil
+	}
+}

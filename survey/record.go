@@ -1,0 +1,30 @@
+package survey
+
+import "net/netip"
+
+// ProbeRecord is one "probe" line: Count probes of one address from one
+// path. An address resolved on several paths is probed once per probe path
+// and lists every resolution path (cell) it belongs to.
+type ProbeRecord struct {
+	Type         string         `json:"type"` // "probe"
+	ProbePath    string         `json:"probe_path"`
+	ResolvePath  string         `json:"resolve_path"` // first of ResolvePaths
+	ResolvePaths []string       `json:"resolve_paths"`
+	Address      netip.Addr     `json:"address"`
+	Port         int            `json:"port,omitempty"`
+	Domains      []string       `json:"domains"`
+	Method       string         `json:"method"`
+	Sent         int            `json:"sent"`
+	Received     int            `json:"received"`
+	RTTsMs       []float64      `json:"rtts_ms"`
+	ProbeStats                  // min, median, mean, max, stddev of RTTsMs
+	Answer       AnswerKind     `json:"answer"` // kind of the first answer ("" = none)
+	Answers      map[string]int `json:"answers,omitempty"`
+	Errors       map[string]int `json:"errors,omitempty"` // probe statuses other than success/timeout
+	Responsive   bool           `json:"responsive"`
+	Bytes        int64          `json:"bytes"`
+	Valid        bool           `json:"valid"`
+}
+
+// answered reports whether any probe was answered.
+func (r *ProbeRecord) answered() bool { return r.Received > 0 }

@@ -1,0 +1,78 @@
+package survey
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"io"
+)
+
+// resume loads the resolution and probe records of an interrupted run's
+// output, copies them to the new output (so the new file alone is the whole
+// run) and marks that work done. Lines it cannot use are skipped: a run
+// killed mid-write may end with a torn line.
+func (r *runner) resume(in io.Reader) error {
+	sc := bufio.NewScanner(in)
+	sc.Buffer(make([]byte, 256<<10), 64<<20)
+	var kind struct {
+		Type    string `json:"type"`
+		Command string `json:"command"`
+	}
+	line, used, torn := 0, 0, 0
+	for sc.Scan() {
+		line++
+		b := sc.Bytes()
+		kind.Type, kind.Command = "", ""
+		if err := json.Unmarshal(b, &kind); err != nil {
+			torn++
+			continue
+		}
+		switch kind.Type {
+		case "header":
+			if kind.Command != "survey" {
+				return fmt.Errorf("resume: line %d: not a survey output (command %q)", line, kind.Command)
+			}
+		case "resolution":
+			var rec ResolutionRecord
+			if err := json.Unmarshal(b, &rec); err != nil {
+				torn++
+				continue
+			}
+			i, ok := r.domIdx[rec.Domain]
+			res, okPath := r.res[rec.Path]
+			if !ok || !okPath {
+				continue // not in this run's list or paths
+			}
+			res[i] = DomainResult{Done: true, Status: rec.Status, Addrs: rec.Answers}
+			r.bytes[rec.Path].Add(rec.Bytes)
+			if err := r.write(json.RawMessage(append([]byte(nil), b...))); err != nil {
+				return err
+			}
+			used++
+		case "probe":
+			var rec ProbeRecord
+			if err := json.Unmarshal(b, &rec); err != nil {
+				torn++
+				continue
+			}
+			m, ok := r.results[rec.ProbePath]
+			if !ok || !rec.Address.IsValid() || rec.Method != r.cfg.Method {
+				continue
+			}
+			m[rec.Address] = TargetResult{Responsive: rec.Responsive, MedianMs: rec.Median}
+			r.bytes[rec.ProbePath].Add(rec.Bytes)
+			if err := r.write(json.RawMessage(append([]byte(nil), b...))); err != nil {
+				return err
+			}
+			used++
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return fmt.Errorf("resume: read: %w", err)
+	}
+	if line == 0 {
+		return fmt.Errorf("resume: the file is empty")
+	}
+	r.log.Info("resuming", "records", used, "unreadable_lines", torn)
+	return nil
+}

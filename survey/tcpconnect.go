@@ -1,0 +1,75 @@
+package survey
+
+import (
+	"context"
+	"errors"
+	"net"
+	"net/netip"
+	"strconv"
+	"syscall"
+	"time"
+
+	"github.com/mptester/mptester/probe"
+)
+
+// connectProber measures the TCP handshake with the OS's connect(): no
+// privilege needed. Each attempt is capped below the SYN retransmission
+// time; a refused connection (RST) is an answer.
+type connectProber struct {
+	path probe.Path
+	cap  time.Duration
+}
+
+func newConnectProber(_ context.Context, p probe.Path, opts ProberOptions) (Prober, error) {
+	c := opts.ConnectCap
+	if c <= 0 {
+		c = 900 * time.Millisecond
+	}
+	return &connectProber{path: p, cap: c}, nil
+}
+
+func (c *connectProber) Close() error { return nil }
+
+func (c *connectProber) Probe(ctx context.Context, t Target) Result {
+	ctx, cancel := context.WithTimeout(ctx, c.cap)
+	defer cancel()
+	f := probe.FamilyOf(t.Addr)
+	d, err := c.path.Dialer("tcp", f)
+	if err != nil {
+		return Result{Status: ProbeError, Err: err}
+	}
+	bytes := synBytes(t.Addr)
+	addr := net.JoinHostPort(t.Addr.String(), strconv.Itoa(t.Port))
+	start := time.Now()
+	conn, err := d.DialContext(ctx, "tcp", addr)
+	rtt := time.Since(start)
+	switch {
+	case err == nil:
+		if tc, ok := conn.(*net.TCPConn); ok {
+			tc.SetLinger(0) // RST instead of FIN: no TIME_WAIT per probe
+		}
+		conn.Close()
+		return Result{Kind: AnswerConnect, RTT: rtt, Status: ProbeSuccess, Bytes: bytes + 2*ipTCPHeader(t.Addr)}
+	case errors.Is(err, syscall.ECONNREFUSED):
+		return Result{Kind: AnswerRST, RTT: rtt, Status: ProbeSuccess, Bytes: bytes}
+	}
+	return Result{Status: classifyErr(err), Err: err, Bytes: bytes}
+}
+
+// ipTCPHeader is the size of a bare TCP segment with its IP header.
+func ipTCPHeader(a netip.Addr) int {
+	if a.Is4() {
+		return 40
+	}
+	return 60
+}
+
+// synBytes estimates a kernel SYN (MSS, SACK, timestamps, window scale).
+func synBytes(a netip.Addr) int { return ipTCPHeader(a) + 20 }
+
+func ipHeader(a netip.Addr) int {
+	if a.Is4() {
+		return 20
+	}
+	return 40
+}
