@@ -35,6 +35,9 @@ type Survey struct {
 	Timeout  string   `yaml:"timeout"`
 	Rate     float64  `yaml:"rate"`
 	CacheDir string   `yaml:"cache_dir"`
+	// PublicPrefixes are treated as public although the bogon table lists
+	// them (the lab's synthetic Internet lives in 198.18.0.0/15, fd00::/8).
+	PublicPrefixes []string `yaml:"public_prefixes"`
 }
 
 // Run holds defaults for `mptester run`.
