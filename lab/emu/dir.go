@@ -28,7 +28,8 @@ type direction struct {
 	src    io.Reader
 	dst    io.Writer
 	params atomic.Pointer[Params]
-	w      waiter
+	w      waiter // wakes the writer
+	rw     waiter // wakes the reader (fd devices)
 
 	// reader-only state
 	rng      *rand.Rand
@@ -50,7 +51,7 @@ type direction struct {
 }
 
 func newDirection(l *Link, dir Direction, src io.Reader, dst io.Writer, seed uint64) *direction {
-	d := &direction{l: l, dir: dir, src: src, dst: dst, w: newWaiter(),
+	d := &direction{l: l, dir: dir, src: src, dst: dst, w: newWaiter(), rw: newWaiter(),
 		rng: rand.New(rand.NewPCG(seed, uint64(dir)+1)), sleepUntil: -1}
 	d.params.Store(&Params{})
 	return d
@@ -58,7 +59,14 @@ func newDirection(l *Link, dir Direction, src io.Reader, dst io.Writer, seed uin
 
 var bufPool = sync.Pool{New: func() any { b := make([]byte, 2048); return &b }}
 
+// readLoop reads fd devices (TUN) on a locked thread with the writer's
+// priority (readRaw) so a busy host delays arrival stamps as little as
+// deliveries; other devices from a plain goroutine, as a locked one only
+// adds Go scheduler hand-offs when woken by a channel.
 func (d *direction) readLoop() error {
+	if ok, err := d.readRaw(); ok {
+		return err
+	}
 	buf := make([]byte, 65536)
 	for {
 		n, err := d.src.Read(buf)
@@ -215,10 +223,10 @@ func pop(q []packet) ([]packet, packet) {
 	return q, top
 }
 
-// writeLoop runs on its own locked OS thread (see lockWriterThread) and
+// writeLoop runs on its own locked OS thread (see lockThread) and
 // delivers packets when they come due.
 func (d *direction) writeLoop() error {
-	lockWriterThread()
+	lockThread()
 	var batch []packet
 	for !d.l.closing.Load() {
 		d.mu.Lock()

@@ -4,6 +4,7 @@ import (
 	"context"
 	"math"
 	"net/netip"
+	"slices"
 	"testing"
 	"time"
 )
@@ -66,22 +67,26 @@ func TestJitterBoundsAndFIFO(t *testing.T) {
 		t.Fatalf("got %d of %d", len(got), n)
 	}
 	ds := owd(t, sentAt, got)
-	lo, hi := ds[0], ds[0]
 	for i, f := range got {
 		if s := pktSeq(f.b); s != uint64(i) {
 			t.Fatalf("reordered: position %d holds seq %d", i, s)
 		}
-		lo, hi = min(lo, ds[i]), max(hi, ds[i])
 	}
 	// FIFO can only hold a packet back behind its predecessor, which is at
-	// most D+J after its own send; so every delay is in [D-J, D+J] plus
-	// scheduling slack (2 ms on a loaded 2-core VM).
-	const slack = 2 * time.Millisecond
-	if lo < D-J-slack/4 || hi > D+J+slack {
-		t.Errorf("delays in [%v, %v], want within [%v, %v]", lo, hi, D-J, D+J)
+	// most D+J after its own send; so every delay is in [D-J, D+J]. Early
+	// is impossible whatever the load: checked for every packet. Late can
+	// happen when the host stalls us: 95% must be within 1 ms.
+	sorted := slices.Clone(ds)
+	slices.Sort(sorted)
+	lo, hi, p95 := sorted[0], sorted[len(sorted)-1], sorted[len(sorted)*95/100]
+	if lo < D-J {
+		t.Errorf("min delay %v, below D-J = %v", lo, D-J)
 	}
-	if hi-lo < J { // jitter is actually applied
-		t.Errorf("delay spread %v, want at least %v", hi-lo, J)
+	if p95 > D+J+time.Millisecond {
+		t.Errorf("p95 delay %v, want <= D+J+1ms = %v (max %v; writer lateness %+v)", p95, D+J+time.Millisecond, hi, tl.Stats().Up.Lateness)
+	}
+	if p95-lo < J { // jitter is actually applied
+		t.Errorf("delay spread %v..%v, want at least %v", lo, p95, J)
 	}
 }
 
@@ -315,15 +320,20 @@ func TestTargetDelay(t *testing.T) {
 	}
 	for i, c := range cases {
 		in, out := tl.devs(c.dir)
-		p := udpPacket(netip.MustParseAddr(c.src), netip.MustParseAddr(c.dst), 100, uint64(i))
-		t0 := time.Now()
-		in.in <- p
-		got := collect(out, 1, time.Second)
-		if len(got) != 1 {
-			t.Fatalf("case %d: not delivered", i)
+		// Median of 5 packets: a loaded host may stall one.
+		var ds []time.Duration
+		for k := range 5 {
+			p := udpPacket(netip.MustParseAddr(c.src), netip.MustParseAddr(c.dst), 100, uint64(i*10+k))
+			t0 := time.Now()
+			in.in <- p
+			got := collect(out, 1, time.Second)
+			if len(got) != 1 {
+				t.Fatalf("case %d: not delivered", i)
+			}
+			ds = append(ds, got[0].t.Sub(t0))
 		}
-		if d := got[0].t.Sub(t0); d < c.want-time.Millisecond || d > c.want+time.Millisecond {
-			t.Errorf("case %d %v %s->%s: delay %v, want %v ± 1ms", i, c.dir, c.src, c.dst, d, c.want)
+		if d := median(ds); d < c.want-time.Millisecond || d > c.want+time.Millisecond {
+			t.Errorf("case %d %v %s->%s: median delay %v, want %v ± 1ms", i, c.dir, c.src, c.dst, d, c.want)
 		}
 	}
 	// A far target's packets do not hold back a near one's (no head-of-line
@@ -342,7 +352,7 @@ func TestTargetDelay(t *testing.T) {
 
 func TestInvalidPacketsDropped(t *testing.T) {
 	tl := startLink(t, 10)
-	tl.cli.in <- []byte{0x45, 0, 0}     // truncated IPv4
+	tl.cli.in <- []byte{0x45, 0, 0}    // truncated IPv4
 	tl.cli.in <- []byte{0x10, 1, 2, 3} // not IP
 	waitFor(t, "invalid drops", time.Second, func() bool { return tl.Stats().Up.DropInvalid == 2 })
 }

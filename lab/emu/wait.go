@@ -2,8 +2,8 @@ package emu
 
 import "time"
 
-// RealtimePriority is the SCHED_FIFO priority (1..99) of the writer
-// threads on Linux when the process may use it; 0 keeps them in the
+// RealtimePriority is the SCHED_FIFO priority (1..99) of the reader and
+// writer threads on Linux when the process may use it; 0 keeps them in the
 // normal scheduler. Read when a Link starts running.
 var RealtimePriority = 10
 

@@ -41,13 +41,13 @@ func (w *eventWaiter) wake() {
 
 func (w *eventWaiter) close() { unix.Close(w.fd) }
 
-// lockWriterThread gives the writer its own OS thread with 1 ns timer
+// lockThread gives the reader or writer its own OS thread with 1 ns timer
 // slack (default 50 µs) and, when permitted (root), SCHED_FIFO priority
 // RealtimePriority so busy neighbours cannot delay its wake-ups by a
 // scheduler slice. Its spin is bounded (spinNs) and the kernel's RT
 // throttling still applies. The goroutine never unlocks, so the thread
 // exits with it and the settings do not leak to other goroutines.
-func lockWriterThread() {
+func lockThread() {
 	runtime.LockOSThread()
 	unix.Prctl(unix.PR_SET_TIMERSLACK, 1, 0, 0, 0)
 	if p := RealtimePriority; p > 0 {

@@ -6,4 +6,4 @@ import "runtime"
 
 func newWaiter() waiter { return newChanWaiter() }
 
-func lockWriterThread() { runtime.LockOSThread() }
+func lockThread() { runtime.LockOSThread() }
