@@ -1,29 +1,388 @@
-// Package survey implements `mptester survey`.
+// Package survey implements `mptester survey`: per-path resolution of a
+// Tranco list and the WW/WL/LW/LL RTT and reachability matrix (study 004
+// §III), streamed as JSON Lines.
 package survey
 
 import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"time"
+
+	"github.com/dustin/go-humanize"
 	"github.com/spf13/cobra"
 
 	"github.com/mptester/mptester/internal/cmdutil"
+	"github.com/mptester/mptester/internal/config"
+	"github.com/mptester/mptester/probe"
+	"github.com/mptester/mptester/report"
+	"github.com/mptester/mptester/survey"
 )
 
 // Options for `mptester survey`.
 type Options struct {
-	IO *cmdutil.IOStreams
+	IO       *cmdutil.IOStreams
+	Logger   func() *slog.Logger
+	Config   func() *config.Config
+	Discover func(ctx context.Context, dnsFlags []string) ([]probe.Path, error)
+	ProbeID  func() string
+	// changed reports whether a flag was set on the command line (flags
+	// override the config file).
+	changed func(string) bool
+
+	Top               int
+	List              string
+	ListID            string
+	CacheDir          string
+	TrancoURL         string
+	Paths             []string
+	DNS               []string
+	Family            string
+	Method            string
+	Port              int
+	Count             int
+	Timeout           time.Duration
+	Spacing           time.Duration
+	Rate              float64
+	AllowCrossPrivate bool
+	PublicPrefixes    []string
+	MaxBytes          []string
+	DNSTimeout        time.Duration
+	DNSRetries        int
+	ResolverCap       int
+	Out               string
+	Resume            string
 }
 
-// NewCmdSurvey builds the command; runF replaces the run function in tests.
+// NewCmdSurvey builds the command; runF replaces surveyRun in tests.
 func NewCmdSurvey(f *cmdutil.Factory, runF func(*Options) error) *cobra.Command {
-	opts := &Options{IO: f.IO}
-	return &cobra.Command{
-		Use:    "survey",
-		Short:  "(not yet implemented)",
-		Hidden: true,
+	opts := &Options{IO: f.IO,
+		Logger:   func() *slog.Logger { return f.Logger },
+		Config:   func() *config.Config { return f.Config },
+		Discover: f.DiscoverPaths, ProbeID: f.ProbeID}
+	cmd := &cobra.Command{
+		Use:   "survey",
+		Short: "Resolve a Tranco list on every path and probe every address from every path",
+		Long: `Resolve the top domains of a Tranco list with each path's own DNS servers,
+then probe every resolved address from every path: for two paths W and L the
+cells WW, WL, LW and LL of study 004 §III. Output is JSON Lines: a header,
+"resolution" and "probe" records, a "summary" record and a trailer.
+
+Methods: tcp-syn (raw SYN like hping3 -S; default when root), tcp-connect
+(unprivileged; each attempt is capped at 900 ms, below the first SYN
+retransmission, so a retransmitted SYN never inflates an RTT) and icmp.
+SYN-ACK and RST both count as answers and are told apart.
+
+Politeness: --rate caps probes per second over all paths, --spacing spaces
+the probes of one target. Broadcast and multicast addresses are never
+probed; a private/reserved address is probed only from the path whose
+resolver returned it (--allow-cross-private overrides; --public-prefix
+marks a reserved range as public, e.g. in the lab).
+
+Interrupted runs (SIGINT/SIGTERM) write what they measured, a summary with
+status "partial" and exit 130. --resume OLD --out NEW continues: NEW gets
+OLD's resolution and probe records, then only what is missing is measured.`,
+		Example: `  mptester survey --top 10000 --list top-1m.csv.zip --paths wlan0,wwan0 --out survey.jsonl
+  mptester survey --list-id latest --top 1000 --method tcp-connect --rate 50
+  mptester survey --list top-1m.csv --resume survey.jsonl --out survey2.jsonl`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
+			opts.changed = cmd.Flags().Changed
 			if runF != nil {
 				return runF(opts)
 			}
-			return cmdutil.FlagErrorf("survey is not implemented yet")
+			return surveyRun(cmd.Context(), opts)
 		},
 	}
+	fl := cmd.Flags()
+	fl.IntVar(&opts.Top, "top", 10000, "survey the top `N` domains of the list")
+	fl.StringVar(&opts.List, "list", "", "Tranco list `file`: CSV rank,domain, or a .zip holding it")
+	fl.StringVar(&opts.ListID, "list-id", "", "download Tranco list `ID` (or \"latest\") into the cache directory")
+	fl.StringVar(&opts.CacheDir, "cache-dir", "", "where downloaded lists are kept (default: user cache dir)")
+	fl.StringVar(&opts.TrancoURL, "tranco-url", survey.DefaultTrancoURL, "base `URL` of the Tranco list service")
+	_ = fl.MarkHidden("tranco-url")
+	fl.StringSliceVar(&opts.Paths, "paths", nil, "`IFACES` to use (default: every up, non-loopback path with a default route)")
+	fl.StringArrayVar(&opts.DNS, "dns", nil, "use `IFACE=ADDR[,ADDR]` as the resolvers of IFACE (repeatable)")
+	fl.StringVar(&opts.Family, "family", "both", "address family to resolve and probe: 4, 6 or both")
+	fl.StringVar(&opts.Method, "method", "", "probe `method`: tcp-syn, tcp-connect or icmp (default tcp-syn when root, else tcp-connect)")
+	fl.IntVar(&opts.Port, "port", 443, "TCP port to probe")
+	fl.IntVar(&opts.Count, "count", 10, "probes per target")
+	fl.DurationVar(&opts.Timeout, "timeout", time.Second, "per-probe timeout")
+	fl.DurationVar(&opts.Spacing, "spacing", 100*time.Millisecond, "minimum time between two probes of one target")
+	fl.Float64Var(&opts.Rate, "rate", 100, "probes per second over all paths")
+	fl.BoolVar(&opts.AllowCrossPrivate, "allow-cross-private", false, "probe private/reserved addresses from paths other than the one that resolved them")
+	fl.StringArrayVar(&opts.PublicPrefixes, "public-prefix", nil, "treat `PREFIX` as public despite the bogon table (repeatable)")
+	fl.StringArrayVar(&opts.MaxBytes, "max-bytes", nil, "send at most `PATH=SIZE` (e.g. wwan0=50MB) on a metered path (repeatable)")
+	fl.DurationVar(&opts.DNSTimeout, "dns-timeout", 2*time.Second, "per-attempt DNS timeout")
+	fl.IntVar(&opts.DNSRetries, "dns-retries", 2, "DNS retries after a timeout (rotating servers)")
+	fl.IntVar(&opts.ResolverCap, "resolver-concurrency", 64, "DNS queries in flight per resolver")
+	fl.StringVarP(&opts.Out, "out", "o", "-", "write JSON Lines to `file` (- for stdout)")
+	fl.StringVar(&opts.Resume, "resume", "", "continue the interrupted run in `file` (write to a different --out)")
+	return cmd
+}
+
+// applyConfig fills options the command line left unset from the config.
+func applyConfig(opts *Options) {
+	cfg := opts.Config()
+	if cfg == nil {
+		return
+	}
+	c := cfg.Survey
+	set := func(flag string, ok bool, apply func()) {
+		if ok && (opts.changed == nil || !opts.changed(flag)) {
+			apply()
+		}
+	}
+	set("top", c.Top > 0, func() { opts.Top = c.Top })
+	set("list", c.List != "", func() { opts.List = c.List })
+	set("paths", len(c.Paths) > 0, func() { opts.Paths = c.Paths })
+	set("family", c.Family != "", func() { opts.Family = c.Family })
+	set("method", c.Method != "", func() { opts.Method = c.Method })
+	set("port", c.Port > 0, func() { opts.Port = c.Port })
+	set("count", c.Count > 0, func() { opts.Count = c.Count })
+	set("rate", c.Rate > 0, func() { opts.Rate = c.Rate })
+	set("cache-dir", c.CacheDir != "", func() { opts.CacheDir = c.CacheDir })
+	set("public-prefix", len(c.PublicPrefixes) > 0, func() { opts.PublicPrefixes = c.PublicPrefixes })
+	if d, err := time.ParseDuration(c.Timeout); err == nil && c.Timeout != "" {
+		set("timeout", true, func() { opts.Timeout = d })
+	}
+}
+
+func surveyRun(ctx context.Context, opts *Options) error {
+	log := opts.Logger()
+	if log == nil {
+		log = slog.New(slog.NewTextHandler(opts.IO.ErrOut, nil))
+	}
+	applyConfig(opts)
+	cfg, err := buildConfig(opts)
+	if err != nil {
+		return err
+	}
+	cfg.Logger = log
+
+	domains, info, err := loadDomains(ctx, opts)
+	if err != nil {
+		return err
+	}
+	if info.Malformed > 0 {
+		log.Warn("malformed list lines skipped", "count", info.Malformed, "first", strings.Join(info.FirstMalformed, "; "))
+	}
+	if info.Duplicates > 0 {
+		log.Info("duplicate domains dropped", "count", info.Duplicates)
+	}
+	if len(domains) == 0 {
+		return cmdutil.FlagErrorf("the list %s holds no usable domain", info.Source)
+	}
+	cfg.Domains = domains
+
+	all, err := opts.Discover(ctx, opts.DNS)
+	if err != nil {
+		return err
+	}
+	cfg.Paths, err = selectPaths(all, opts.Paths)
+	if err != nil {
+		return err
+	}
+	for _, p := range cfg.Paths {
+		if len(p.DNS) == 0 {
+			log.Warn("path has no DNS server: it resolves nothing but still probes", "path", p.Name)
+		}
+	}
+	dnsFlags := opts.DNS
+	cfg.Discover = func(ctx context.Context) ([]probe.Path, error) { return opts.Discover(ctx, dnsFlags) }
+
+	if opts.Resume != "" {
+		if sameFile(opts.Resume, opts.Out) {
+			return cmdutil.FlagErrorf("--resume %s: write the continued run to a different --out file", opts.Resume)
+		}
+		f, err := os.Open(opts.Resume)
+		if err != nil {
+			return cmdutil.FlagErrorf("--resume: %v", err)
+		}
+		defer f.Close()
+		cfg.ResumeFrom = f
+	}
+
+	var w io.Writer = opts.IO.Out
+	if opts.Out != "" && opts.Out != "-" {
+		f, err := os.Create(opts.Out)
+		if err != nil {
+			return fmt.Errorf("create output: %w", err)
+		}
+		defer f.Close()
+		w = f
+	}
+	if opts.IO.IsStderrTTY() {
+		cfg.Progress = opts.IO.ErrOut
+	}
+	hdrCfg := map[string]any{"list": info, "resume": opts.Resume, "top": opts.Top, "family": opts.Family,
+		"method": cfg.Method, "port": cfg.Port, "count": cfg.Count, "timeout": cfg.Timeout.String(),
+		"spacing": cfg.Spacing.String(), "rate": cfg.Rate, "allow_cross_private": cfg.Policy.AllowCrossPrivate,
+		"public_prefixes": cfg.Policy.Public, "max_bytes": cfg.MaxBytes}
+	hdr, err := report.NewHeader("survey", opts.ProbeID(), cfg.Paths, hdrCfg)
+	if err != nil {
+		return err
+	}
+	st, err := report.NewStream(w, hdr)
+	if err != nil {
+		return fmt.Errorf("write output: %w", err)
+	}
+	sum, runErr := survey.Run(ctx, cfg, st)
+	reason := ""
+	if runErr != nil {
+		reason = runErr.Error()
+	}
+	status := report.Status(sum.Status)
+	if status == "" {
+		status = report.StatusError
+	}
+	if err := st.Close(status, reason); err != nil && runErr == nil {
+		runErr = fmt.Errorf("write output: %w", err)
+	}
+	switch {
+	case runErr == nil:
+		return nil
+	case errors.Is(runErr, survey.ErrInterrupted):
+		return fmt.Errorf("%w: %w (summary written with status partial)", cmdutil.ErrCancelled, runErr)
+	case errors.Is(runErr, survey.ErrPathChanged):
+		return fmt.Errorf("%w: %w", cmdutil.ErrInvalid, runErr)
+	case errors.Is(runErr, survey.ErrIncomplete):
+		return fmt.Errorf("%w: %w", cmdutil.ErrPartial, runErr)
+	}
+	return runErr
+}
+
+func buildConfig(opts *Options) (survey.Config, error) {
+	fam, err := probe.ParseFamily(opts.Family)
+	if err != nil {
+		return survey.Config{}, cmdutil.FlagErrorf("--family: %v", err)
+	}
+	method := opts.Method
+	if method == "" {
+		method = "tcp-connect"
+		if runtime.GOOS == "linux" && os.Geteuid() == 0 {
+			method = "tcp-syn"
+		}
+	}
+	if _, ok := survey.Methods[method]; !ok {
+		return survey.Config{}, cmdutil.FlagErrorf("--method %q: want one of %s", method, strings.Join(survey.MethodNames(), ", "))
+	}
+	switch {
+	case opts.Top <= 0:
+		return survey.Config{}, cmdutil.FlagErrorf("--top must be positive")
+	case opts.Count <= 0 || opts.Count > 1000:
+		return survey.Config{}, cmdutil.FlagErrorf("--count must be in 1..1000")
+	case opts.Port <= 0 || opts.Port > 65535:
+		return survey.Config{}, cmdutil.FlagErrorf("--port must be in 1..65535")
+	case opts.Timeout <= 0:
+		return survey.Config{}, cmdutil.FlagErrorf("--timeout must be positive")
+	case opts.Rate <= 0:
+		return survey.Config{}, cmdutil.FlagErrorf("--rate must be positive (probes per second)")
+	case opts.Spacing < 0:
+		return survey.Config{}, cmdutil.FlagErrorf("--spacing must not be negative")
+	}
+	pol := survey.Policy{AllowCrossPrivate: opts.AllowCrossPrivate}
+	for _, s := range opts.PublicPrefixes {
+		p, err := netip.ParsePrefix(strings.TrimSpace(s))
+		if err != nil {
+			return survey.Config{}, cmdutil.FlagErrorf("--public-prefix %q: %v", s, err)
+		}
+		pol.Public = append(pol.Public, p.Masked())
+	}
+	maxBytes := map[string]int64{}
+	for _, s := range opts.MaxBytes {
+		name, size, ok := strings.Cut(s, "=")
+		if !ok || name == "" {
+			return survey.Config{}, cmdutil.FlagErrorf("--max-bytes %q: want PATH=SIZE", s)
+		}
+		n, err := humanize.ParseBytes(size)
+		if err != nil || n == 0 {
+			return survey.Config{}, cmdutil.FlagErrorf("--max-bytes %q: bad size", s)
+		}
+		maxBytes[name] = int64(n)
+	}
+	return survey.Config{Family: fam, Method: method, Port: opts.Port, Count: opts.Count, Timeout: opts.Timeout,
+		Spacing: opts.Spacing, Rate: opts.Rate, Burst: max(1, int(opts.Rate/100)), Policy: pol, MaxBytes: maxBytes,
+		DNSTimeout: opts.DNSTimeout, DNSRetries: opts.DNSRetries, ResolverCap: opts.ResolverCap}, nil
+}
+
+func loadDomains(ctx context.Context, opts *Options) ([]survey.Domain, survey.ListInfo, error) {
+	switch {
+	case opts.List != "" && opts.ListID != "":
+		return nil, survey.ListInfo{}, cmdutil.FlagErrorf("use --list or --list-id, not both")
+	case opts.List != "":
+		ds, info, err := survey.LoadList(opts.List, opts.Top)
+		if err != nil {
+			return nil, info, cmdutil.FlagErrorf("--list: %v", err)
+		}
+		return ds, info, nil
+	case opts.ListID != "":
+		dir := opts.CacheDir
+		if dir == "" {
+			dir = survey.DefaultCacheDir()
+		}
+		path, id, at, err := survey.TrancoFetcher{BaseURL: opts.TrancoURL, CacheDir: dir}.Fetch(ctx, opts.ListID)
+		if err != nil {
+			return nil, survey.ListInfo{}, err
+		}
+		ds, info, err := survey.LoadList(path, opts.Top)
+		info.Source, info.ID, info.RetrievedAt = "tranco", id, report.Timestamp(at)
+		return ds, info, err
+	}
+	return nil, survey.ListInfo{}, cmdutil.FlagErrorf("name the domains with --list FILE or --list-id ID|latest")
+}
+
+// selectPaths returns the named paths, or by default every up,
+// non-loopback path with a default route.
+func selectPaths(all []probe.Path, names []string) ([]probe.Path, error) {
+	var out []probe.Path
+	if len(names) == 0 {
+		for _, p := range all {
+			if p.Up && p.Kind != probe.KindLoopback && p.DefaultRoute {
+				out = append(out, p)
+			}
+		}
+		if len(out) == 0 {
+			return nil, cmdutil.FlagErrorf("no up path with a default route; name paths with --paths")
+		}
+		return out, nil
+	}
+	seen := map[string]bool{}
+	for _, n := range names {
+		n = strings.TrimSpace(n)
+		if n == "" || seen[n] {
+			continue
+		}
+		seen[n] = true
+		p, err := probe.FindPath(all, n)
+		if err != nil {
+			return nil, cmdutil.FlagErrorf("--paths: %v", err)
+		}
+		if !p.Up {
+			return nil, cmdutil.FlagErrorf("--paths: %s is down", n)
+		}
+		out = append(out, p)
+	}
+	return out, nil
+}
+
+func sameFile(a, b string) bool {
+	if b == "" || b == "-" {
+		return false
+	}
+	sa, err1 := os.Stat(a)
+	sb, err2 := os.Stat(b)
+	if err1 == nil && err2 == nil {
+		return os.SameFile(sa, sb)
+	}
+	aa, _ := filepath.Abs(a)
+	bb, _ := filepath.Abs(b)
+	return aa == bb
 }

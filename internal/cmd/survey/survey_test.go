@@ -1,0 +1,137 @@
+package survey
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/miekg/dns"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/mptester/mptester/internal/cmdutil"
+)
+
+// zone answers a.test with 127.0.0.1 and b.test with 127.0.0.2; the rest
+// is NXDOMAIN.
+func startDNS(t *testing.T) string {
+	t.Helper()
+	pc, err := net.ListenPacket("udp4", "127.0.0.1:0")
+	require.NoError(t, err)
+	h := dns.HandlerFunc(func(w dns.ResponseWriter, r *dns.Msg) {
+		m := new(dns.Msg)
+		m.SetReply(r)
+		q := r.Question[0]
+		ips := map[string]string{"a.test.": "127.0.0.1", "b.test.": "127.0.0.2"}
+		ip, ok := ips[q.Name]
+		switch {
+		case !ok:
+			m.Rcode = dns.RcodeNameError
+		case q.Qtype == dns.TypeA:
+			m.Answer = append(m.Answer, &dns.A{Hdr: dns.RR_Header{Name: q.Name, Rrtype: dns.TypeA, Class: dns.ClassINET, Ttl: 5}, A: net.ParseIP(ip)})
+		}
+		w.WriteMsg(m)
+	})
+	s := &dns.Server{PacketConn: pc, Handler: h}
+	started := make(chan struct{})
+	s.NotifyStartedFunc = func() { close(started) }
+	go s.ActivateAndServe()
+	<-started
+	t.Cleanup(func() { s.Shutdown() })
+	return pc.LocalAddr().String()
+}
+
+func runCLI(t *testing.T, args ...string) (string, string, error) {
+	t.Helper()
+	ios, out, errOut := cmdutil.Test()
+	f := &cmdutil.Factory{IO: ios, Logger: slog.New(slog.NewTextHandler(errOut, nil))}
+	cmd := NewCmdSurvey(f, nil)
+	cmd.SetArgs(args)
+	cmd.SetOut(out)
+	cmd.SetErr(errOut)
+	err := cmd.ExecuteContext(context.Background())
+	return out.String(), errOut.String(), err
+}
+
+func TestSurveyCommandLoopback(t *testing.T) {
+	server := startDNS(t)
+	ln, err := net.Listen("tcp4", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer ln.Close()
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			c.Close()
+		}
+	}()
+	port := ln.Addr().(*net.TCPAddr).Port
+	list := filepath.Join(t.TempDir(), "list.csv")
+	require.NoError(t, os.WriteFile(list, []byte("1,a.test\n2,b.test\nnot a line,,\n3,A.TEST\n4,missing.test\n"), 0o644))
+
+	stdout, stderr, err := runCLI(t, "--list", list, "--paths", "lo", "--dns", "lo="+server, "--method", "tcp-connect",
+		"--port", fmt.Sprint(port), "--count", "2", "--family", "4", "--rate", "500", "--timeout", "300ms", "--spacing", "1ms")
+	require.NoError(t, err, stderr)
+	assert.Contains(t, stderr, "malformed list lines skipped")
+	lines := strings.Split(strings.TrimSpace(stdout), "\n")
+	var first, last map[string]any
+	require.NoError(t, json.Unmarshal([]byte(lines[0]), &first))
+	require.NoError(t, json.Unmarshal([]byte(lines[len(lines)-1]), &last))
+	assert.Equal(t, "header", first["type"])
+	assert.Equal(t, "trailer", last["type"])
+	assert.Equal(t, "ok", last["status"])
+	var sum struct {
+		Type       string
+		Resolution []struct{ Domains, Resolved, Failed int }
+		Cells      []struct{ Targets, Responsive int }
+	}
+	require.NoError(t, json.Unmarshal([]byte(lines[len(lines)-2]), &sum))
+	assert.Equal(t, "summary", sum.Type)
+	require.Len(t, sum.Resolution, 1)
+	assert.Equal(t, 3, sum.Resolution[0].Domains, "duplicate A.TEST dropped, malformed line skipped")
+	assert.Equal(t, 2, sum.Resolution[0].Resolved)
+	require.Len(t, sum.Cells, 1)
+	assert.Equal(t, 2, sum.Cells[0].Targets)
+	assert.Equal(t, 2, sum.Cells[0].Responsive)
+}
+
+func TestSurveyCommandBadInput(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--paths", "lo"}, "--list FILE or --list-id"},
+		{[]string{"--list", "/nonexistent/list.csv", "--paths", "lo"}, "no such file"},
+		{[]string{"--list", "x", "--method", "carrier-pigeon"}, "--method"},
+		{[]string{"--list", "x", "--max-bytes", "wwan0"}, "PATH=SIZE"},
+		{[]string{"--list", "x", "--public-prefix", "nope"}, "--public-prefix"},
+		{[]string{"--list", "x", "--rate", "0"}, "--rate"},
+	} {
+		_, _, err := runCLI(t, tc.args...)
+		require.Error(t, err, tc.args)
+		assert.ErrorIs(t, err, cmdutil.ErrUsage, tc.args)
+		assert.Contains(t, err.Error(), tc.want)
+	}
+}
+
+// A path without DNS still completes; the run is partial (exit code 3).
+func TestSurveyCommandPathWithoutDNS(t *testing.T) {
+	list := filepath.Join(t.TempDir(), "list.csv")
+	require.NoError(t, os.WriteFile(list, []byte("1,a.test\n"), 0o644))
+	stdout, stderr, err := runCLI(t, "--list", list, "--paths", "lo", "--method", "tcp-connect", "--family", "4")
+	require.Error(t, err)
+	assert.ErrorIs(t, err, cmdutil.ErrPartial)
+	assert.Equal(t, cmdutil.ExitPartial, cmdutil.ExitCode(err))
+	assert.Contains(t, stderr, "no DNS server")
+	assert.Contains(t, stdout, `"status":"partial"`)
+	assert.True(t, bytes.Contains([]byte(stdout), []byte(`"type":"summary"`)))
+}
