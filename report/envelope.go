@@ -73,6 +73,3 @@ const (
 	TypeHeader  = "header"
 	TypeTrailer = "trailer"
 )
-
-// Timestamp formats times as the envelope wants them: UTC, RFC 3339, ns.
-func Timestamp(t time.Time) string { return t.UTC().Format(time.RFC3339Nano) }

@@ -58,6 +58,7 @@ type Stream struct {
 	header Header
 	closed bool
 	n      int
+	now    func() time.Time // the trailer's clock; tests fix it
 }
 
 type headerLine struct {
@@ -76,7 +77,7 @@ type trailerLine struct {
 
 // NewStream writes the header and returns the stream.
 func NewStream(w io.Writer, h Header) (*Stream, error) {
-	s := &Stream{w: bufio.NewWriterSize(w, 64<<10), header: h}
+	s := &Stream{w: bufio.NewWriterSize(w, 64<<10), header: h, now: time.Now}
 	if err := s.writeLine(headerLine{Type: TypeHeader, Header: h}); err != nil {
 		return nil, err
 	}
@@ -106,7 +107,7 @@ func (s *Stream) Close(status Status, reason string) error {
 		return nil
 	}
 	s.closed = true
-	return s.writeLineLocked(trailerLine{Type: TypeTrailer, RunID: s.header.RunID, FinishedAt: time.Now().UTC(), Status: status, Reason: reason, Records: s.n})
+	return s.writeLineLocked(trailerLine{Type: TypeTrailer, RunID: s.header.RunID, FinishedAt: s.now().UTC(), Status: status, Reason: reason, Records: s.n})
 }
 
 func (s *Stream) writeLine(v any) error {
