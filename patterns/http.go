@@ -1,0 +1,232 @@
+package patterns
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/mptester/mptester/patterns/transport"
+)
+
+func init() {
+	Register(pingPattern{})
+	Register(bulkPattern{})
+}
+
+// pingBody is the 10-byte resource of 000 §II-A.
+var pingBody = []byte("mptester!\n")
+
+func randomSuffix() string {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+func serverHost(c *Client) string {
+	return c.Addr.String()
+}
+
+// get sends one GET and reads the whole body, returning the time to the
+// first body byte and to the last one.
+func get(ctx context.Context, rt http.RoundTripper, url string) (ttfb, total time.Duration, n int64, proto string, err error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return 0, 0, 0, "", err
+	}
+	start := time.Now()
+	resp, err := rt.RoundTrip(req)
+	if err != nil {
+		return 0, 0, 0, "", err
+	}
+	defer resp.Body.Close()
+	proto = resp.Proto
+	if resp.StatusCode != http.StatusOK {
+		msg, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
+		return 0, 0, 0, proto, &HTTPStatusError{Code: resp.StatusCode, Body: string(msg)}
+	}
+	buf := make([]byte, 256<<10)
+	for {
+		k, rerr := resp.Body.Read(buf)
+		if k > 0 && n == 0 {
+			ttfb = time.Since(start)
+		}
+		n += int64(k)
+		if rerr == io.EOF {
+			break
+		}
+		if rerr != nil {
+			return ttfb, time.Since(start), n, proto, rerr
+		}
+	}
+	return ttfb, time.Since(start), n, proto, nil
+}
+
+// HTTPStatusError: the server answered with an error status (e.g. 413
+// when a bulk size is above its limit).
+type HTTPStatusError struct {
+	Code int
+	Body string
+}
+
+func (e *HTTPStatusError) Error() string { return fmt.Sprintf("HTTP %d: %s", e.Code, e.Body) }
+
+// PingResult (000 §II-A "ping"). The first request includes connection
+// setup (connect + TLS/QUIC handshake) and is reported apart; Median is
+// over the other requests, so it estimates the request RTT.
+type PingResult struct {
+	Proto        string          `json:"http_proto"`
+	Setup        time.Duration   `json:"setup_ns"`
+	FirstRequest time.Duration   `json:"first_request_ns"` // includes Setup
+	Delays       []time.Duration `json:"delays_ns"`        // requests 2..N on the same connection
+	Median       time.Duration   `json:"median_ns"`
+	Answered     int             `json:"answered"`
+	Sent         int             `json:"sent"`
+}
+
+type pingPattern struct{}
+
+func (pingPattern) Name() string   { return "ping" }
+func (pingPattern) Family() string { return transport.FamilyHTTP }
+
+func (pingPattern) Register(m *Mux) {
+	m.HTTP.HandleFunc("GET /ping/{suffix}", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Length", strconv.Itoa(len(pingBody)))
+		w.Header().Set("Cache-Control", "no-store")
+		_, _ = w.Write(pingBody)
+	})
+}
+
+func (pingPattern) Run(ctx context.Context, c *Client) (any, error) {
+	p := c.Params
+	res := &PingResult{Delays: []time.Duration{}}
+	start := time.Now()
+	conn, err := c.Dial(ctx, transport.FamilyHTTP)
+	if err != nil {
+		return res, err
+	}
+	res.Setup = conn.Info().Setup
+	rt := conn.RoundTripper()
+	for i := range p.PingCount {
+		if i > 0 {
+			select {
+			case <-ctx.Done():
+				return res, ctx.Err()
+			case <-time.After(p.PingGap):
+			}
+		}
+		res.Sent++
+		_, total, n, proto, err := get(ctx, rt, "https://"+serverHost(c)+"/ping/"+randomSuffix())
+		if err != nil {
+			return res, fmt.Errorf("ping %d: %w", i+1, err)
+		}
+		if n != int64(len(pingBody)) {
+			return res, fmt.Errorf("ping %d: %w: got %d bytes, want %d", i+1, ErrProtocol, n, len(pingBody))
+		}
+		res.Proto = proto
+		res.Answered++
+		if i == 0 {
+			res.FirstRequest = time.Since(start)
+			continue
+		}
+		res.Delays = append(res.Delays, total)
+	}
+	res.Median = Median(res.Delays)
+	return res, nil
+}
+
+// Median of durations (0 for none); the mean of the middle two for an
+// even count.
+func Median(ds []time.Duration) time.Duration {
+	if len(ds) == 0 {
+		return 0
+	}
+	s := slices.Clone(ds)
+	slices.Sort(s)
+	if len(s)%2 == 1 {
+		return s[len(s)/2]
+	}
+	return (s[len(s)/2-1] + s[len(s)/2]) / 2
+}
+
+// BulkResult (000 §II-A "bulk"): download of Size bytes on an established
+// connection; Completion runs from the request to the last byte.
+type BulkResult struct {
+	Proto      string        `json:"http_proto"`
+	Size       int64         `json:"size"`
+	Bytes      int64         `json:"bytes"`
+	Setup      time.Duration `json:"setup_ns"`
+	TTFB       time.Duration `json:"ttfb_ns"`
+	Completion time.Duration `json:"completion_ns"`
+	GoodputBps float64       `json:"goodput_bps"`
+}
+
+type bulkPattern struct{}
+
+func (bulkPattern) Name() string   { return "bulk" }
+func (bulkPattern) Family() string { return transport.FamilyHTTP }
+
+// bulkChunk is what the server writes repeatedly; its content does not
+// matter (nothing compresses it: Content-Encoding is never applied).
+var bulkChunk = make([]byte, 256<<10)
+
+// ErrTooLarge: the request asks for more than the server allows.
+var ErrTooLarge = errors.New("request above server limit")
+
+func (bulkPattern) Register(m *Mux) {
+	m.HTTP.HandleFunc("GET /bulk/{size}/{suffix}", func(w http.ResponseWriter, r *http.Request) {
+		size, err := strconv.ParseInt(r.PathValue("size"), 10, 64)
+		if err != nil || size < 0 {
+			m.Logger.Info("refused bulk request", "client", r.RemoteAddr, "reason", "bad size", "size", r.PathValue("size"))
+			http.Error(w, "bad size", http.StatusBadRequest)
+			return
+		}
+		if size > m.Limits.MaxBulk {
+			m.Logger.Info("refused bulk request", "client", r.RemoteAddr, "reason", "size above limit", "size", size, "limit", m.Limits.MaxBulk)
+			http.Error(w, fmt.Sprintf("size %d above limit %d", size, m.Limits.MaxBulk), http.StatusRequestEntityTooLarge)
+			return
+		}
+		w.Header().Set("Content-Length", strconv.FormatInt(size, 10))
+		w.Header().Set("Content-Type", "application/octet-stream")
+		w.Header().Set("Cache-Control", "no-store")
+		for left := size; left > 0; {
+			k := min(left, int64(len(bulkChunk)))
+			if _, err := w.Write(bulkChunk[:k]); err != nil {
+				return
+			}
+			left -= k
+		}
+	})
+}
+
+func (bulkPattern) Run(ctx context.Context, c *Client) (any, error) {
+	p := c.Params
+	res := &BulkResult{Size: p.Size}
+	conn, err := c.Dial(ctx, transport.FamilyHTTP)
+	if err != nil {
+		return res, err
+	}
+	res.Setup = conn.Info().Setup
+	ttfb, total, n, proto, err := get(ctx, conn.RoundTripper(), fmt.Sprintf("https://%s/bulk/%d/%s", serverHost(c), p.Size, randomSuffix()))
+	res.Proto, res.Bytes, res.TTFB, res.Completion = proto, n, ttfb, total
+	if total > 0 {
+		res.GoodputBps = float64(n) * 8 / total.Seconds()
+	}
+	if err != nil {
+		var se *HTTPStatusError
+		if errors.As(err, &se) && se.Code == http.StatusRequestEntityTooLarge {
+			return res, fmt.Errorf("%w: %w", ErrTooLarge, err)
+		}
+		return res, err
+	}
+	if n != p.Size {
+		return res, fmt.Errorf("%w: got %d bytes, want %d", ErrProtocol, n, p.Size)
+	}
+	return res, nil
+}

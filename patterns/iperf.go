@@ -1,0 +1,351 @@
+package patterns
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/mptester/mptester/patterns/transport"
+	"github.com/mptester/mptester/patterns/wire"
+)
+
+func init() { Register(iperfPattern{}) }
+
+// dataFrameLen is the payload of one iperf data frame: large enough that
+// the 5-byte header costs nothing, small enough to keep intervals precise.
+const dataFrameLen = 64 << 10
+
+var dataFrame = wire.AppendFrame(nil, wire.TypeData, make([]byte, dataFrameLen))
+
+// IperfInterval is one second (000 §II-A "iperf", like iperf3's reports).
+type IperfInterval struct {
+	Start      time.Duration `json:"start_ns"`
+	End        time.Duration `json:"end_ns"`
+	Bytes      uint64        `json:"bytes"`
+	GoodputBps float64       `json:"goodput_bps"`
+	// Retransmissions by the client during the interval (upload only: the
+	// sender's TCP_INFO total_retrans or QUIC packets lost).
+	Retransmissions *uint64 `json:"retransmissions,omitempty"`
+}
+
+// IperfDirection is one direction of the test. Bytes and GoodputBps are the
+// receiver's count over the receiver's time (first to last byte), so bytes
+// still in a send buffer never count.
+type IperfDirection struct {
+	Duration        time.Duration   `json:"duration_ns"`
+	Bytes           uint64          `json:"bytes"`
+	GoodputBps      float64         `json:"goodput_bps"`
+	Retransmissions *uint64         `json:"retransmissions,omitempty"`
+	Intervals       []IperfInterval `json:"intervals"`      // the client's view (sent for upload, received for download)
+	PeerIntervals   []IperfInterval `json:"peer_intervals"` // the server's view
+}
+
+// IperfResult holds both directions (the reference app measured only the
+// upload; 000 §II-A).
+type IperfResult struct {
+	Upload   *IperfDirection `json:"upload,omitempty"`
+	Download *IperfDirection `json:"download,omitempty"`
+}
+
+type iperfPattern struct{}
+
+func (iperfPattern) Name() string   { return "iperf" }
+func (iperfPattern) Family() string { return wire.ALPNIperf }
+
+// openStream dials a connection (or reuses conn) and sends the Hello.
+func openStream(ctx context.Context, conn transport.Conn, h wire.Hello) (transport.Stream, *wire.Reader, error) {
+	s, err := conn.OpenStream(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	h.Version = wire.Version
+	if err := wire.WriteFrame(s, wire.TypeHello, h.Encode()); err != nil {
+		s.Close()
+		return nil, nil, err
+	}
+	return s, wire.NewReader(s, 0), nil
+}
+
+func (iperfPattern) Run(ctx context.Context, c *Client) (any, error) {
+	res := &IperfResult{}
+	up, err := iperfUpload(ctx, c)
+	res.Upload = up
+	if err != nil {
+		return res, fmt.Errorf("upload: %w", err)
+	}
+	down, err := iperfDownload(ctx, c)
+	res.Download = down
+	if err != nil {
+		return res, fmt.Errorf("download: %w", err)
+	}
+	return res, nil
+}
+
+// intervalCounter cuts a byte count into one-second intervals.
+type intervalCounter struct {
+	start    time.Time
+	cur      IperfInterval
+	out      []IperfInterval
+	sample   func() uint64 // cumulative retransmissions, nil if not tracked
+	lastRetr uint64
+}
+
+func newIntervalCounter(start time.Time, sample func() uint64) *intervalCounter {
+	ic := &intervalCounter{start: start, sample: sample, out: []IperfInterval{}}
+	if sample != nil {
+		ic.lastRetr = sample()
+	}
+	return ic
+}
+
+func (ic *intervalCounter) add(now time.Time, n uint64) {
+	el := now.Sub(ic.start)
+	for el >= ic.cur.Start+time.Second {
+		ic.close(ic.cur.Start + time.Second)
+	}
+	ic.cur.Bytes += n
+}
+
+func (ic *intervalCounter) close(end time.Duration) {
+	iv := ic.cur
+	iv.End = end
+	if d := (iv.End - iv.Start).Seconds(); d > 0 {
+		iv.GoodputBps = float64(iv.Bytes) * 8 / d
+	}
+	if ic.sample != nil {
+		r := ic.sample()
+		d := r - ic.lastRetr
+		if r < ic.lastRetr { // QUIC's lost count can go down; never report negative
+			d = 0
+		}
+		iv.Retransmissions, ic.lastRetr = &d, r
+	}
+	ic.out = append(ic.out, iv)
+	ic.cur = IperfInterval{Start: end}
+}
+
+func (ic *intervalCounter) finish(now time.Time) []IperfInterval {
+	if end := now.Sub(ic.start); end > ic.cur.Start {
+		ic.close(end)
+	}
+	return ic.out
+}
+
+func toIntervals(ws []wire.Interval) []IperfInterval {
+	out := make([]IperfInterval, 0, len(ws))
+	for _, w := range ws {
+		iv := IperfInterval{Start: w.Start, End: w.End, Bytes: w.Bytes}
+		if d := (w.End - w.Start).Seconds(); d > 0 {
+			iv.GoodputBps = float64(w.Bytes) * 8 / d
+		}
+		out = append(out, iv)
+	}
+	return out
+}
+
+func iperfUpload(ctx context.Context, c *Client) (*IperfDirection, error) {
+	conn, err := c.Dial(ctx, wire.ALPNIperf)
+	if err != nil {
+		return nil, err
+	}
+	defer conn.Close()
+	s, r, err := openStream(ctx, conn, wire.Hello{Kind: wire.KindIperfUpload, Duration: c.Params.Duration})
+	if err != nil {
+		return nil, err
+	}
+	defer s.Close()
+	d := &IperfDirection{}
+	start := time.Now()
+	retr0 := conn.Sample().Retransmissions()
+	ic := newIntervalCounter(start, func() uint64 { return conn.Sample().Retransmissions() })
+	end := start.Add(c.Params.Duration)
+	for now := start; now.Before(end); now = time.Now() {
+		if ctx.Err() != nil {
+			return d, ctx.Err()
+		}
+		n, err := s.Write(dataFrame)
+		ic.add(time.Now(), uint64(max(n-wire.HeaderLen, 0)))
+		if err != nil {
+			return d, err
+		}
+	}
+	d.Intervals = ic.finish(time.Now())
+	if err := wire.WriteFrame(s, wire.TypeDone, nil); err != nil {
+		return d, err
+	}
+	total := conn.Sample().Retransmissions() - retr0
+	d.Retransmissions = &total
+	// The server answers with what it received once it has read everything.
+	_ = s.SetDeadline(time.Now().Add(c.Params.Duration + 10*time.Second))
+	for {
+		f, err := r.ReadFrame()
+		if err != nil {
+			return d, noEOF(err)
+		}
+		switch f.Type {
+		case wire.TypeResult:
+			res, err := wire.DecodeResult(f.Body)
+			if err != nil {
+				return d, err
+			}
+			d.Bytes = res.Bytes
+			d.PeerIntervals = toIntervals(res.Intervals)
+			if n := len(res.Intervals); n > 0 {
+				d.Duration = res.Intervals[n-1].End
+			}
+			if d.Duration > 0 {
+				d.GoodputBps = float64(d.Bytes) * 8 / d.Duration.Seconds()
+			}
+			_ = s.CloseWrite()
+			return d, nil
+		case wire.TypeError:
+			return d, serverError(f.Body)
+		default:
+			return d, fmt.Errorf("%w: unexpected %s frame", ErrProtocol, f.Type)
+		}
+	}
+}
+
+func iperfDownload(ctx context.Context, c *Client) (*IperfDirection, error) {
+	conn, err := c.Dial(ctx, wire.ALPNIperf)
+	if err != nil {
+		return nil, err
+	}
+	defer conn.Close()
+	s, r, err := openStream(ctx, conn, wire.Hello{Kind: wire.KindIperfDownload, Duration: c.Params.Duration})
+	if err != nil {
+		return nil, err
+	}
+	defer s.Close()
+	_ = s.CloseWrite()
+	d := &IperfDirection{}
+	var ic *intervalCounter
+	var first, last time.Time
+	_ = s.SetDeadline(time.Now().Add(c.Params.Duration + 10*time.Second))
+	for {
+		f, err := r.ReadFrame()
+		if err != nil {
+			return d, noEOF(err)
+		}
+		now := time.Now()
+		switch f.Type {
+		case wire.TypeData:
+			if ic == nil {
+				first, ic = now, newIntervalCounter(now, nil)
+			}
+			last = now
+			d.Bytes += uint64(len(f.Body))
+			ic.add(now, uint64(len(f.Body)))
+		case wire.TypeDone:
+			if ic != nil {
+				d.Intervals = ic.finish(last)
+				d.Duration = last.Sub(first)
+			}
+			if d.Duration > 0 {
+				d.GoodputBps = float64(d.Bytes) * 8 / d.Duration.Seconds()
+			}
+		case wire.TypeResult:
+			res, err := wire.DecodeResult(f.Body)
+			if err != nil {
+				return d, err
+			}
+			d.PeerIntervals = toIntervals(res.Intervals)
+			return d, nil
+		case wire.TypeError:
+			return d, serverError(f.Body)
+		default:
+			return d, fmt.Errorf("%w: unexpected %s frame", ErrProtocol, f.Type)
+		}
+	}
+}
+
+// noEOF: a stream that ends before the pattern is complete is an error.
+func noEOF(err error) error {
+	if errors.Is(err, io.EOF) {
+		return fmt.Errorf("%w: %w", ErrServerClosed, io.ErrUnexpectedEOF)
+	}
+	return err
+}
+
+func serverError(body []byte) error {
+	e, err := wire.DecodeError(body)
+	if err != nil {
+		return err
+	}
+	return e
+}
+
+// Register installs the server side of both directions.
+func (iperfPattern) Register(m *Mux) {
+	m.HandleStream(wire.KindIperfUpload, wire.ALPNIperf, func(ctx context.Context, s transport.Stream, h wire.Hello, r *wire.Reader) error {
+		var ic *intervalCounter
+		var total uint64
+		var first, last time.Time
+		limit := time.Now().Add(h.Duration + m.Limits.ReadTimeout)
+		for {
+			if time.Now().After(limit) {
+				return &wire.ErrorFrame{Code: wire.CodeLimit, Reason: "upload ran past its announced duration"}
+			}
+			_ = s.SetDeadline(time.Now().Add(m.Limits.ReadTimeout))
+			f, err := r.ReadFrame()
+			if err != nil {
+				return err
+			}
+			now := time.Now()
+			switch f.Type {
+			case wire.TypeData:
+				if ic == nil {
+					first, ic = now, newIntervalCounter(now, nil)
+				}
+				last = now
+				total += uint64(len(f.Body))
+				ic.add(now, uint64(len(f.Body)))
+			case wire.TypeDone:
+				res := wire.Result{Bytes: total}
+				if ic != nil {
+					for _, iv := range ic.finish(last) {
+						res.Intervals = append(res.Intervals, wire.Interval{Start: iv.Start, End: iv.End, Bytes: iv.Bytes})
+					}
+				}
+				_ = first
+				if err := wire.WriteFrame(s, wire.TypeResult, wire.EncodeResult(res)); err != nil {
+					return err
+				}
+				return s.CloseWrite()
+			default:
+				return &wire.ErrorFrame{Code: wire.CodeMalformed, Reason: fmt.Sprintf("unexpected %s frame in iperf upload", f.Type)}
+			}
+		}
+	})
+	m.HandleStream(wire.KindIperfDownload, wire.ALPNIperf, func(ctx context.Context, s transport.Stream, h wire.Hello, r *wire.Reader) error {
+		start := time.Now()
+		ic := newIntervalCounter(start, nil)
+		end := start.Add(h.Duration)
+		var total uint64
+		for now := start; now.Before(end); now = time.Now() {
+			if ctx.Err() != nil {
+				return &wire.ErrorFrame{Code: wire.CodeShutdown, Reason: "server stopping"}
+			}
+			_ = s.SetDeadline(time.Now().Add(m.Limits.ReadTimeout))
+			n, err := s.Write(dataFrame)
+			ic.add(time.Now(), uint64(max(n-wire.HeaderLen, 0)))
+			total += uint64(max(n-wire.HeaderLen, 0))
+			if err != nil {
+				return err
+			}
+		}
+		res := wire.Result{Bytes: total}
+		for _, iv := range ic.finish(time.Now()) {
+			res.Intervals = append(res.Intervals, wire.Interval{Start: iv.Start, End: iv.End, Bytes: iv.Bytes})
+		}
+		if err := wire.WriteFrame(s, wire.TypeDone, nil); err != nil {
+			return err
+		}
+		if err := wire.WriteFrame(s, wire.TypeResult, wire.EncodeResult(res)); err != nil {
+			return err
+		}
+		return s.CloseWrite()
+	})
+}

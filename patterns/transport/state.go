@@ -1,0 +1,255 @@
+package transport
+
+import (
+	"encoding/binary"
+	"fmt"
+	"net/netip"
+	"time"
+)
+
+// State is one protocol-state sample of a connection (000 §II-B: "dumps
+// of the transport protocol states ... periodically collected").
+type State struct {
+	TCP   *TCPInfo    `json:"tcp_info,omitempty"`
+	MPTCP *MPTCPState `json:"mptcp,omitempty"`
+	QUIC  *QUICStats  `json:"quic,omitempty"`
+	Err   string      `json:"error,omitempty"`
+}
+
+// TCPInfo is the part of Linux struct tcp_info a measurement needs. Times
+// are in microseconds as the kernel gives them.
+type TCPInfo struct {
+	State         uint8  `json:"state"`
+	CAState       uint8  `json:"ca_state"`
+	Retransmits   uint8  `json:"retransmits"`
+	RTO           uint32 `json:"rto_us"`
+	SndMSS        uint32 `json:"snd_mss"`
+	Unacked       uint32 `json:"unacked"`
+	Lost          uint32 `json:"lost"`
+	Retrans       uint32 `json:"retrans"`
+	RTT           uint32 `json:"rtt_us"`
+	RTTVar        uint32 `json:"rttvar_us"`
+	SndSsthresh   uint32 `json:"snd_ssthresh"`
+	SndCwnd       uint32 `json:"snd_cwnd"`
+	TotalRetrans  uint32 `json:"total_retrans"`
+	PacingRate    uint64 `json:"pacing_rate"`
+	BytesAcked    uint64 `json:"bytes_acked"`
+	BytesReceived uint64 `json:"bytes_received"`
+	SegsOut       uint32 `json:"segs_out"`
+	SegsIn        uint32 `json:"segs_in"`
+	NotsentBytes  uint32 `json:"notsent_bytes"`
+	MinRTT        uint32 `json:"min_rtt_us"`
+	DeliveryRate  uint64 `json:"delivery_rate"`
+	BytesSent     uint64 `json:"bytes_sent"`
+	BytesRetrans  uint64 `json:"bytes_retrans"`
+}
+
+// TCPInfoLen is the prefix of struct tcp_info we read (up to bytes_retrans).
+const TCPInfoLen = 216
+
+// DecodeTCPInfo decodes a struct tcp_info as the kernel wrote it (host
+// byte order). Fields beyond len(b) (older kernels) stay zero.
+func DecodeTCPInfo(b []byte) TCPInfo {
+	ne := binary.NativeEndian
+	u8 := func(o int) uint8 {
+		if o < len(b) {
+			return b[o]
+		}
+		return 0
+	}
+	u32 := func(o int) uint32 {
+		if o+4 <= len(b) {
+			return ne.Uint32(b[o:])
+		}
+		return 0
+	}
+	u64 := func(o int) uint64 {
+		if o+8 <= len(b) {
+			return ne.Uint64(b[o:])
+		}
+		return 0
+	}
+	// Offsets from include/uapi/linux/tcp.h.
+	return TCPInfo{State: u8(0), CAState: u8(1), Retransmits: u8(2), RTO: u32(8), SndMSS: u32(16),
+		Unacked: u32(24), Lost: u32(32), Retrans: u32(36), RTT: u32(68), RTTVar: u32(72),
+		SndSsthresh: u32(76), SndCwnd: u32(80), TotalRetrans: u32(100), PacingRate: u64(104),
+		BytesAcked: u64(120), BytesReceived: u64(128), SegsOut: u32(136), SegsIn: u32(140),
+		NotsentBytes: u32(144), MinRTT: u32(148), DeliveryRate: u64(160), BytesSent: u64(200),
+		BytesRetrans: u64(208)}
+}
+
+// MPTCPInfo is struct mptcp_info (include/uapi/linux/mptcp.h).
+type MPTCPInfo struct {
+	Subflows            uint8  `json:"subflows"` // additional subflows (not counting the initial one)
+	AddAddrSignal       uint8  `json:"add_addr_signal"`
+	AddAddrAccepted     uint8  `json:"add_addr_accepted"`
+	SubflowsMax         uint8  `json:"subflows_max"`
+	Flags               uint32 `json:"flags"`
+	Token               uint32 `json:"token"`
+	WriteSeq            uint64 `json:"write_seq"`
+	SndUna              uint64 `json:"snd_una"`
+	RcvNxt              uint64 `json:"rcv_nxt"`
+	LocalAddrUsed       uint8  `json:"local_addr_used"`
+	LocalAddrMax        uint8  `json:"local_addr_max"`
+	CsumEnabled         uint8  `json:"csum_enabled"`
+	Retransmits         uint32 `json:"retransmits"`
+	BytesRetrans        uint64 `json:"bytes_retrans"`
+	BytesSent           uint64 `json:"bytes_sent"`
+	BytesReceived       uint64 `json:"bytes_received"`
+	BytesAcked          uint64 `json:"bytes_acked"`
+	SubflowsTotal       uint8  `json:"subflows_total"`
+	LastDataSentMillis  uint32 `json:"last_data_sent_ms"`
+	LastDataRecvMillis  uint32 `json:"last_data_recv_ms"`
+	LastAckRecvMillisec uint32 `json:"last_ack_recv_ms"`
+}
+
+// MPTCPInfoLen is sizeof(struct mptcp_info) on current kernels.
+const MPTCPInfoLen = 96
+
+// DecodeMPTCPInfo decodes struct mptcp_info; a short buffer (older kernel)
+// leaves the later fields zero, a buffer shorter than the first 48 bytes
+// is an error.
+func DecodeMPTCPInfo(b []byte) (MPTCPInfo, error) {
+	if len(b) < 48 {
+		return MPTCPInfo{}, fmt.Errorf("mptcp_info of %d bytes", len(b))
+	}
+	ne := binary.NativeEndian
+	u32 := func(o int) uint32 {
+		if o+4 <= len(b) {
+			return ne.Uint32(b[o:])
+		}
+		return 0
+	}
+	u64 := func(o int) uint64 {
+		if o+8 <= len(b) {
+			return ne.Uint64(b[o:])
+		}
+		return 0
+	}
+	var total uint8
+	if len(b) > 80 {
+		total = b[80]
+	}
+	return MPTCPInfo{Subflows: b[0], AddAddrSignal: b[1], AddAddrAccepted: b[2], SubflowsMax: b[3],
+		Flags: u32(8), Token: u32(12), WriteSeq: u64(16), SndUna: u64(24), RcvNxt: u64(32),
+		LocalAddrUsed: b[40], LocalAddrMax: b[41], CsumEnabled: b[42], Retransmits: u32(44),
+		BytesRetrans: u64(48), BytesSent: u64(56), BytesReceived: u64(64), BytesAcked: u64(72),
+		SubflowsTotal: total, LastDataSentMillis: u32(84), LastDataRecvMillis: u32(88),
+		LastAckRecvMillisec: u32(92)}, nil
+}
+
+// Subflow is one MPTCP subflow: its addresses and its tcp_info.
+type Subflow struct {
+	ID     uint32         `json:"id"`
+	Local  netip.AddrPort `json:"local"`
+	Remote netip.AddrPort `json:"remote"`
+	TCP    TCPInfo        `json:"tcp_info"`
+}
+
+// MPTCPState is an MPTCP_FULL_INFO sample: connection-level info plus
+// every subflow.
+type MPTCPState struct {
+	Info       MPTCPInfo `json:"info"`
+	NumSubflow int       `json:"num_subflows"` // as the kernel counts them, initial one included
+	Subflows   []Subflow `json:"subflows"`
+}
+
+// Layout of struct mptcp_full_info and struct mptcp_subflow_info.
+const (
+	fullInfoHdrLen = 40 // six u32 + two u64 pointers, then struct mptcp_info
+	FullInfoLen    = fullInfoHdrLen + MPTCPInfoLen
+	SubflowInfoLen = 8 + 2*128 // u32 id, padding to 8, two sockaddr_storage
+	sockaddrLen    = 128       // sizeof(struct __kernel_sockaddr_storage)
+	afInet         = 2         // AF_INET
+	afInet6        = 10        // AF_INET6 on Linux
+)
+
+// DecodeFullInfo decodes what getsockopt(MPTCP_FULL_INFO) returned: hdr is
+// struct mptcp_full_info, sf and ti the subflow-info and tcp_info arrays
+// the caller passed (strides as in hdr). Nothing is trusted: counts and
+// strides are checked against the buffers.
+func DecodeFullInfo(hdr, sf, ti []byte) (MPTCPState, error) {
+	if len(hdr) < fullInfoHdrLen+48 {
+		return MPTCPState{}, fmt.Errorf("mptcp_full_info of %d bytes", len(hdr))
+	}
+	ne := binary.NativeEndian
+	tiKernel, tiUser := ne.Uint32(hdr[0:]), ne.Uint32(hdr[4:])
+	sfKernel, sfUser := ne.Uint32(hdr[8:]), ne.Uint32(hdr[12:])
+	num, arrays := ne.Uint32(hdr[16:]), ne.Uint32(hdr[20:])
+	info, err := DecodeMPTCPInfo(hdr[fullInfoHdrLen:])
+	if err != nil {
+		return MPTCPState{}, err
+	}
+	st := MPTCPState{Info: info, NumSubflow: int(num), Subflows: []Subflow{}}
+	n := min(num, arrays)
+	tiStride, sfStride := min(tiKernel, tiUser), min(sfKernel, sfUser)
+	if tiUser == 0 || sfUser == 0 || uint64(n)*uint64(tiUser) > uint64(len(ti)) || uint64(n)*uint64(sfUser) > uint64(len(sf)) {
+		if n > 0 {
+			return st, fmt.Errorf("mptcp_full_info: %d subflows do not fit the buffers", n)
+		}
+		return st, nil
+	}
+	for i := range int(n) {
+		s := sf[i*int(sfUser):][:sfStride]
+		var sub Subflow
+		if len(s) >= 4 {
+			sub.ID = ne.Uint32(s)
+		}
+		if len(s) >= 8+2*sockaddrLen {
+			sub.Local = decodeSockaddr(s[8:][:sockaddrLen])
+			sub.Remote = decodeSockaddr(s[8+sockaddrLen:][:sockaddrLen])
+		}
+		sub.TCP = DecodeTCPInfo(ti[i*int(tiUser):][:tiStride])
+		st.Subflows = append(st.Subflows, sub)
+	}
+	return st, nil
+}
+
+// decodeSockaddr reads a sockaddr_in or sockaddr_in6 (family in host
+// order, port in network order).
+func decodeSockaddr(b []byte) netip.AddrPort {
+	if len(b) < 28 {
+		return netip.AddrPort{}
+	}
+	port := binary.BigEndian.Uint16(b[2:])
+	switch binary.NativeEndian.Uint16(b) {
+	case afInet:
+		return netip.AddrPortFrom(netip.AddrFrom4([4]byte(b[4:8])), port)
+	case afInet6:
+		return netip.AddrPortFrom(netip.AddrFrom16([16]byte(b[8:24])).Unmap(), port)
+	}
+	return netip.AddrPort{}
+}
+
+// QUICStats is quic-go's ConnectionStats.
+type QUICStats struct {
+	MinRTT           time.Duration `json:"min_rtt_ns"`
+	LatestRTT        time.Duration `json:"latest_rtt_ns"`
+	SmoothedRTT      time.Duration `json:"smoothed_rtt_ns"`
+	MeanDeviation    time.Duration `json:"mean_deviation_ns"`
+	CongestionWindow uint64        `json:"congestion_window"`
+	BytesSent        uint64        `json:"bytes_sent"`
+	PacketsSent      uint64        `json:"packets_sent"`
+	BytesReceived    uint64        `json:"bytes_received"`
+	PacketsReceived  uint64        `json:"packets_received"`
+	BytesLost        uint64        `json:"bytes_lost"`
+	PacketsLost      uint64        `json:"packets_lost"`
+}
+
+// Retransmissions of a sample: TCP total_retrans (segments), MPTCP sum over
+// subflows, QUIC packets declared lost (each is retransmitted).
+func (s State) Retransmissions() uint64 {
+	switch {
+	case s.TCP != nil:
+		return uint64(s.TCP.TotalRetrans)
+	case s.MPTCP != nil:
+		var n uint64
+		for _, sf := range s.MPTCP.Subflows {
+			n += uint64(sf.TCP.TotalRetrans)
+		}
+		return n
+	case s.QUIC != nil:
+		return s.QUIC.PacketsLost
+	}
+	return 0
+}
