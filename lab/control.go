@@ -42,11 +42,28 @@ var ErrNotRunning = errors.New("lab is not running")
 // ServeControl answers requests on unix socket sock until ctx is done.
 // down is called (once) for a "down" request, after the response is sent.
 func ServeControl(ctx context.Context, sock string, c Controller, down func()) error {
+	ln, err := ListenControl(sock)
+	if err != nil {
+		return err
+	}
+	return ServeControlOn(ctx, ln, c, down)
+}
+
+// ListenControl creates the control socket (replacing a stale one), so
+// clients can connect as soon as it returns.
+func ListenControl(sock string) (net.Listener, error) {
 	_ = os.Remove(sock)
 	ln, err := net.Listen("unix", sock)
 	if err != nil {
-		return fmt.Errorf("control socket: %w", err)
+		return nil, fmt.Errorf("control socket: %w", err)
 	}
+	return ln, nil
+}
+
+// ServeControlOn serves requests on ln (from ListenControl) until ctx is
+// done, then closes ln and removes the socket file.
+func ServeControlOn(ctx context.Context, ln net.Listener, c Controller, down func()) error {
+	sock := ln.Addr().String()
 	go func() {
 		<-ctx.Done()
 		ln.Close()

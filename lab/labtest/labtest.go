@@ -141,11 +141,16 @@ func Start(t testing.TB, opts lab.Options) *Lab {
 	if err != nil {
 		t.Fatalf("labtest: lab up: %v", err)
 	}
+	ln, err := lab.ListenControl(l.Info().Files.Control)
+	if err != nil {
+		l.Close()
+		t.Fatalf("labtest: %v", err)
+	}
 	sctx, stop := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		if err := lab.ServeControl(sctx, l.Info().Files.Control, l, nil); err != nil {
+		if err := lab.ServeControlOn(sctx, ln, l, nil); err != nil {
 			t.Logf("labtest: control socket: %v", err)
 		}
 	}()

@@ -316,9 +316,13 @@ func runRun(ctx context.Context, opts *RunOptions) error {
 		return mapErr(err)
 	}
 	defer l.Close()
+	ln, err := lab.ListenControl(l.Info().Files.Control)
+	if err != nil {
+		return err
+	}
 	sctx, stop := context.WithCancel(ctx)
 	defer stop()
-	go func() { _ = lab.ServeControl(sctx, l.Info().Files.Control, l, nil) }()
+	go func() { _ = lab.ServeControlOn(sctx, ln, l, nil) }()
 	runErr := execIn(ctx, opts.IO, l.Info(), opts.Side, opts.Command)
 	stop()
 	if err := l.Close(); err != nil {
