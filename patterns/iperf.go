@@ -165,10 +165,13 @@ func iperfUpload(ctx context.Context, c *Client) (*IperfDirection, error) {
 		if ctx.Err() != nil {
 			return d, ctx.Err()
 		}
+		// A write that makes no progress for stallTimeout means the
+		// server is gone (an MPTCP peer that vanished may never reset).
+		_ = s.SetDeadline(time.Now().Add(stallTimeout))
 		n, err := s.Write(dataFrame)
 		ic.add(time.Now(), uint64(max(n-wire.HeaderLen, 0)))
 		if err != nil {
-			return d, err
+			return d, preferServerError(s, r, err)
 		}
 	}
 	d.Intervals = ic.finish(time.Now())
@@ -223,8 +226,8 @@ func iperfDownload(ctx context.Context, c *Client) (*IperfDirection, error) {
 	d := &IperfDirection{}
 	var ic *intervalCounter
 	var first, last time.Time
-	_ = s.SetDeadline(time.Now().Add(c.Params.Duration + 10*time.Second))
 	for {
+		_ = s.SetDeadline(time.Now().Add(stallTimeout))
 		f, err := r.ReadFrame()
 		if err != nil {
 			return d, noEOF(err)
@@ -257,6 +260,24 @@ func iperfDownload(ctx context.Context, c *Client) (*IperfDirection, error) {
 			return d, serverError(f.Body)
 		default:
 			return d, fmt.Errorf("%w: unexpected %s frame", ErrProtocol, f.Type)
+		}
+	}
+}
+
+// stallTimeout bounds a write or read that makes no progress.
+const stallTimeout = 5 * time.Second
+
+// preferServerError: when a write fails because the server refused the
+// stream, the reason is in an error frame waiting to be read.
+func preferServerError(s transport.Stream, r *wire.Reader, err error) error {
+	_ = s.SetDeadline(time.Now().Add(time.Second))
+	for {
+		f, rerr := r.ReadFrame()
+		if rerr != nil {
+			return err
+		}
+		if f.Type == wire.TypeError {
+			return serverError(f.Body)
 		}
 	}
 }

@@ -1,0 +1,75 @@
+package transport
+
+import (
+	"encoding/binary"
+	"net/netip"
+	"testing"
+)
+
+// fullInfo builds what the kernel writes for MPTCP_FULL_INFO with one
+// IPv4 subflow, from the uapi layout.
+func fullInfo(subflows uint32) (hdr, sf, ti []byte) {
+	ne := binary.NativeEndian
+	hdr = make([]byte, FullInfoLen)
+	ne.PutUint32(hdr[0:], TCPInfoLen)
+	ne.PutUint32(hdr[4:], TCPInfoLen)
+	ne.PutUint32(hdr[8:], SubflowInfoLen)
+	ne.PutUint32(hdr[12:], SubflowInfoLen)
+	ne.PutUint32(hdr[16:], subflows)
+	ne.PutUint32(hdr[20:], 8)
+	mi := hdr[fullInfoHdrLen:]
+	mi[0] = byte(subflows - 1)
+	ne.PutUint32(mi[12:], 0xdeadbeef)
+	ne.PutUint64(mi[56:], 12345)
+	mi[80] = byte(subflows)
+	sf = make([]byte, 8*SubflowInfoLen)
+	ti = make([]byte, 8*TCPInfoLen)
+	for i := range int(subflows) {
+		s := sf[i*SubflowInfoLen:]
+		ne.PutUint32(s, uint32(i+1))
+		ne.PutUint16(s[8:], afInet)
+		binary.BigEndian.PutUint16(s[10:], 5000)
+		copy(s[12:], []byte{198, 18, 1, 2})
+		r := s[8+sockaddrLen:]
+		ne.PutUint16(r, afInet6)
+		binary.BigEndian.PutUint16(r[2:], 443)
+		copy(r[8:], netip.MustParseAddr("fd00:200::1").AsSlice())
+		t := ti[i*TCPInfoLen:]
+		ne.PutUint32(t[68:], 20000) // rtt
+		ne.PutUint64(t[120:], uint64(1000*(i+1)))
+	}
+	return hdr, sf, ti
+}
+
+func TestDecodeFullInfo(t *testing.T) {
+	st, err := DecodeFullInfo(fullInfo(2))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.NumSubflow != 2 || len(st.Subflows) != 2 || st.Info.Token != 0xdeadbeef || st.Info.BytesSent != 12345 || st.Info.SubflowsTotal != 2 {
+		t.Fatalf("decoded %+v", st)
+	}
+	sf := st.Subflows[1]
+	if sf.ID != 2 || sf.Local != netip.MustParseAddrPort("198.18.1.2:5000") || sf.Remote != netip.MustParseAddrPort("[fd00:200::1]:443") ||
+		sf.TCP.RTT != 20000 || sf.TCP.BytesAcked != 2000 {
+		t.Fatalf("subflow %+v", sf)
+	}
+	hdr, sf2, ti := fullInfo(2)
+	if _, err := DecodeFullInfo(hdr, sf2[:10], ti); err == nil {
+		t.Fatal("short subflow buffer accepted")
+	}
+}
+
+func FuzzDecodeFullInfo(f *testing.F) {
+	hdr, sf, ti := fullInfo(1)
+	f.Add(hdr, sf, ti)
+	f.Add(hdr[:50], sf[:5], ti[:5])
+	f.Fuzz(func(t *testing.T, hdr, sf, ti []byte) {
+		st, err := DecodeFullInfo(hdr, sf, ti)
+		if err == nil && len(st.Subflows) > len(sf) {
+			t.Fatalf("%d subflows from %d bytes", len(st.Subflows), len(sf))
+		}
+		_, _ = DecodeMPTCPInfo(hdr)
+		_ = DecodeTCPInfo(ti)
+	})
+}
