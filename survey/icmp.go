@@ -8,7 +8,6 @@ import (
 	"net/netip"
 	"sync"
 	"sync/atomic"
-	"time"
 
 	"golang.org/x/net/icmp"
 	"golang.org/x/net/ipv4"
@@ -64,27 +63,27 @@ func (ip *icmpProber) sock(ctx context.Context, f probe.Family) (*icmpSock, erro
 		return nil, fmt.Errorf("open raw ICMP socket on %s (needs root or CAP_NET_RAW): %w", ip.path.Name, err)
 	}
 	s := &icmpSock{conn: pc.(*net.IPConn), f: f, dmx: newDemux[icmpKey]()}
+	enableRxTimestamps(s.conn)
 	ip.socks[f] = s
 	go s.recvLoop(ip.id)
 	return s, nil
 }
 
 func (s *icmpSock) recvLoop(id uint16) {
-	buf := make([]byte, 1500)
+	buf, oob := make([]byte, 1500), make([]byte, oobSize)
 	proto := 1
 	if s.f == probe.Family6 {
 		proto = 58
 	}
 	for {
-		n, from, err := s.conn.ReadFromIP(buf)
-		at := time.Now()
+		pkt, a, at, err := readStamped(s.conn, buf, oob)
 		if err != nil {
 			if ne, ok := err.(net.Error); ok && ne.Timeout() {
 				continue
 			}
 			return
 		}
-		m, err := icmp.ParseMessage(proto, buf[:n])
+		m, err := icmp.ParseMessage(proto, pkt)
 		if err != nil || (m.Type != ipv4.ICMPTypeEchoReply && m.Type != ipv6.ICMPTypeEchoReply) {
 			continue
 		}
@@ -92,11 +91,7 @@ func (s *icmpSock) recvLoop(id uint16) {
 		if !ok || uint16(e.ID) != id {
 			continue
 		}
-		a, ok := netip.AddrFromSlice(from.IP)
-		if !ok {
-			continue
-		}
-		s.dmx.deliver(icmpKey{addr: a.Unmap(), seq: uint16(e.Seq)}, nil, at)
+		s.dmx.deliver(icmpKey{addr: a, seq: uint16(e.Seq)}, nil, at)
 	}
 }
 
@@ -141,7 +136,7 @@ func (ip *icmpProber) Probe(ctx context.Context, t Target) Result {
 	if err != nil {
 		return Result{Status: ProbeError, Err: err}
 	}
-	sent := time.Now()
+	sent := sentNow()
 	if _, err := s.conn.WriteToIP(b, &net.IPAddr{IP: dst.AsSlice()}); err != nil {
 		return Result{Status: classifyErr(err), Err: fmt.Errorf("send echo request: %w", err)}
 	}

@@ -19,7 +19,7 @@ type ProbeRecord struct {
 	RTTsMs       []float64      `json:"rtts_ms"`
 	ProbeStats                  // min, median, mean, max, stddev of RTTsMs
 	Answer       AnswerKind     `json:"answer"` // kind of the first answer ("" = none)
-	Answers      map[string]int `json:"answers,omitempty"`
+	Answers      map[string]int `json:"answer_counts,omitempty"`
 	Errors       map[string]int `json:"errors,omitempty"` // probe statuses other than success/timeout
 	Responsive   bool           `json:"responsive"`
 	Bytes        int64          `json:"bytes"`

@@ -46,6 +46,9 @@ func (c *connectProber) Probe(ctx context.Context, t Target) Result {
 	switch {
 	case err == nil:
 		if tc, ok := conn.(*net.TCPConn); ok {
+			if k, ok := handshakeRTT(tc); ok {
+				rtt = k // the kernel's own sample, free of scheduling delay
+			}
 			tc.SetLinger(0) // RST instead of FIN: no TIME_WAIT per probe
 		}
 		conn.Close()

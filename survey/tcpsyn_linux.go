@@ -9,7 +9,6 @@ import (
 	"net/netip"
 	"sync"
 	"sync/atomic"
-	"time"
 
 	"github.com/gopacket/gopacket"
 	"github.com/gopacket/gopacket/layers"
@@ -72,34 +71,30 @@ func (s *synProber) sock(ctx context.Context, f probe.Family) (*synSock, error) 
 		return nil, fmt.Errorf("open raw TCP socket on %s (needs root or CAP_NET_RAW; use --method tcp-connect otherwise): %w", s.path.Name, err)
 	}
 	ss := &synSock{conn: pc.(*net.IPConn), src: src, dmx: newDemux[synKey]()}
+	enableRxTimestamps(ss.conn)
 	s.socks[f] = ss
 	go ss.recvLoop()
 	return ss, nil
 }
 
 func (ss *synSock) recvLoop() {
-	buf := make([]byte, 1500)
+	buf, oob := make([]byte, 1500), make([]byte, oobSize)
 	var tcp layers.TCP
 	for {
-		n, from, err := ss.conn.ReadFromIP(buf)
-		at := time.Now()
+		pkt, a, at, err := readStamped(ss.conn, buf, oob)
 		if err != nil {
 			if ne, ok := err.(net.Error); ok && ne.Timeout() {
 				continue
 			}
 			return // closed
 		}
-		if n < 20 {
+		if len(pkt) < 20 {
 			continue
 		}
-		a, ok := netip.AddrFromSlice(from.IP)
-		if !ok {
+		if err := tcp.DecodeFromBytes(pkt, gopacket.NilDecodeFeedback); err != nil {
 			continue
 		}
-		if err := tcp.DecodeFromBytes(buf[:n], gopacket.NilDecodeFeedback); err != nil {
-			continue
-		}
-		k := synKey{addr: a.Unmap(), dport: uint16(tcp.SrcPort), sport: uint16(tcp.DstPort)}
+		k := synKey{addr: a, dport: uint16(tcp.SrcPort), sport: uint16(tcp.DstPort)}
 		ss.dmx.deliver(k, synReplyMsg{syn: tcp.SYN, ack: tcp.ACK, rst: tcp.RST, ackNum: tcp.Ack}, at)
 	}
 }
@@ -145,7 +140,7 @@ func (s *synProber) Probe(ctx context.Context, t Target) Result {
 	if err != nil {
 		return Result{Status: ProbeError, Err: err}
 	}
-	sent := time.Now()
+	sent := sentNow()
 	if _, err := ss.conn.WriteToIP(pkt, &net.IPAddr{IP: dst.AsSlice()}); err != nil {
 		return Result{Status: classifyErr(err), Err: fmt.Errorf("send SYN: %w", err)}
 	}
