@@ -84,7 +84,7 @@ func serverAddr(f probe.Family, port uint16) netip.AddrPort {
 	return netip.AddrPortFrom(netip.AddrFrom4([4]byte{127, 0, 0, 1}), port)
 }
 
-func newTransport(t *testing.T, name string, p probe.Path, f probe.Family, pin string) transport.Transport {
+func newTestTransport(t *testing.T, name string, p probe.Path, f probe.Family, pin string) transport.Transport {
 	t.Helper()
 	tlsCfg, err := transport.ClientTLS("localhost", pin, false)
 	if err != nil {
@@ -118,7 +118,7 @@ func TestMatrixLoopback(t *testing.T) {
 		for _, trName := range transport.Names {
 			for _, pat := range Names() {
 				t.Run(fmt.Sprintf("v%d/%s/%s", f, trName, pat), func(t *testing.T) {
-					tr := newTransport(t, trName, lo, f, srv.pin)
+					tr := newTestTransport(t, trName, lo, f, srv.pin)
 					rec := RunTest(context.Background(), tr, srv.config(pat, trName, f, smallParams), []string{"lo"}, nil)
 					if rec.Status != StatusSuccess {
 						t.Fatalf("status %s: %s", rec.Status, rec.Error)
@@ -285,7 +285,7 @@ func TestBadRequestsRefusedWithoutHarm(t *testing.T) {
 	good := make(chan Record, 2)
 	for _, trName := range []string{transport.TCP, transport.QUIC} {
 		go func() {
-			tr := newTransport(t, trName, lo, probe.Family4, srv.pin)
+			tr := newTestTransport(t, trName, lo, probe.Family4, srv.pin)
 			good <- RunTest(context.Background(), tr, srv.config("interactive", trName, probe.Family4,
 				Params{Duration: 1500 * time.Millisecond, Interval: 50 * time.Millisecond}), nil, nil)
 		}()
@@ -315,14 +315,14 @@ func TestBadRequestsRefusedWithoutHarm(t *testing.T) {
 		}
 	})
 	t.Run("duration above limit", func(t *testing.T) {
-		tr := newTransport(t, transport.QUIC, lo, probe.Family4, srv.pin)
+		tr := newTestTransport(t, transport.QUIC, lo, probe.Family4, srv.pin)
 		rec := RunTest(context.Background(), tr, srv.config("iperf", transport.QUIC, probe.Family4, Params{Duration: time.Minute}), nil, nil)
 		if rec.Status != StatusServerRefused {
 			t.Errorf("status %s (%s), want server-refused", rec.Status, rec.Error)
 		}
 	})
 	t.Run("bulk above limit", func(t *testing.T) {
-		tr := newTransport(t, transport.TCP, lo, probe.Family4, srv.pin)
+		tr := newTestTransport(t, transport.TCP, lo, probe.Family4, srv.pin)
 		rec := RunTest(context.Background(), tr, srv.config("bulk", transport.TCP, probe.Family4, Params{Size: 2 << 20}), nil, nil)
 		if rec.Status != StatusServerRefused || !strings.Contains(rec.Error, "above limit") {
 			t.Errorf("status %s (%s), want server-refused", rec.Status, rec.Error)
@@ -354,7 +354,7 @@ func TestServerKilledMidTest(t *testing.T) {
 	for _, trName := range transport.Names {
 		t.Run(trName, func(t *testing.T) {
 			srv := startServer(t, Limits{})
-			tr := newTransport(t, trName, lo, probe.Family4, srv.pin)
+			tr := newTestTransport(t, trName, lo, probe.Family4, srv.pin)
 			time.AfterFunc(300*time.Millisecond, srv.Close)
 			start := time.Now()
 			cfg := srv.config("iperf", trName, probe.Family4, Params{Duration: 3 * time.Second})
@@ -380,7 +380,7 @@ func TestLimitsAndPin(t *testing.T) {
 	lim := DefaultLimits()
 	lim.MaxPerClient, lim.ReadTimeout = 1, 3*time.Second
 	srv := startServer(t, lim)
-	tr := newTransport(t, transport.TCP, lo, probe.Family4, srv.pin)
+	tr := newTestTransport(t, transport.TCP, lo, probe.Family4, srv.pin)
 	if rec := RunTest(context.Background(), tr, srv.config("ping", transport.TCP, probe.Family4, smallParams), nil, nil); rec.Status != StatusSuccess {
 		t.Fatalf("one session: %s %s", rec.Status, rec.Error)
 	}
@@ -389,7 +389,7 @@ func TestLimitsAndPin(t *testing.T) {
 	if rec.Status == StatusSuccess {
 		t.Fatalf("second concurrent session accepted with a cap of 1")
 	}
-	qtr := newTransport(t, transport.QUIC, lo, probe.Family4, srv.pin)
+	qtr := newTestTransport(t, transport.QUIC, lo, probe.Family4, srv.pin)
 	// Over QUIC one connection carries both streams: within the cap.
 	if rec := RunTest(context.Background(), qtr, srv.config("interactive", transport.QUIC, probe.Family4, smallParams), nil, nil); rec.Status != StatusSuccess {
 		t.Fatalf("quic interactive: %s %s", rec.Status, rec.Error)
@@ -400,7 +400,7 @@ func TestLimitsAndPin(t *testing.T) {
 	srv = startServer(t, Limits{})
 	bad := strings.Repeat("00:", 31) + "00"
 	for _, trName := range []string{transport.TCP, transport.QUIC} {
-		rec := RunTest(context.Background(), newTransport(t, trName, lo, probe.Family4, bad), srv.config("ping", trName, probe.Family4, smallParams), nil, nil)
+		rec := RunTest(context.Background(), newTestTransport(t, trName, lo, probe.Family4, bad), srv.config("ping", trName, probe.Family4, smallParams), nil, nil)
 		if rec.Status != StatusPinMismatch {
 			t.Errorf("%s with wrong pin: %s (%s), want pin-mismatch", trName, rec.Status, rec.Error)
 		}
