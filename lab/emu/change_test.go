@@ -152,6 +152,7 @@ t=10s wwan0 up
 }
 
 func TestRunTimeline(t *testing.T) {
+	timingCritical(t)
 	a := NewLink("wlan0", newMemDev(), newMemDev(), 1)
 	b := NewLink("wwan0", newMemDev(), newMemDev(), 1)
 	defer a.Close()

@@ -9,6 +9,11 @@
 // goroutine locked to its OS thread that sleeps (ppoll on an eventfd with
 // 1 ns timer slack on Linux, then a short spin) until the head of a
 // deliver-time heap is due. Go timers alone add ~0.7 ms per hop.
+//
+// Process-wide effects, both to keep timing under load (see
+// docs/benchmarks.md): the reader (for TUN fds) and writer threads ask for
+// SCHED_FIFO priority RealtimePriority (silently not when unprivileged),
+// and each running Link raises GOMAXPROCS by 4 (ReserveProcs).
 package emu
 
 import (

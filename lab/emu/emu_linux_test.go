@@ -113,6 +113,7 @@ type tunPair struct {
 
 func setupTUNPair(t *testing.T) *tunPair {
 	requireRootTUN(t)
+	timingCritical(t)
 	var rb [3]byte
 	rand.Read(rb[:])
 	sfx := hex.EncodeToString(rb[:])

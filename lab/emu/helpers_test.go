@@ -173,6 +173,28 @@ func collect(d *memDev, n int, timeout time.Duration) []frame {
 	return got
 }
 
+// timingCritical skips sub-millisecond timing checks under the race
+// detector, which slows everything 5-10x.
+func timingCritical(t testing.TB) {
+	t.Helper()
+	if raceEnabled {
+		t.Skip("timing accuracy is meaningless under -race")
+	}
+}
+
+// drainNow reads the frames already written.
+func drainNow(d *memDev) []frame {
+	var got []frame
+	for {
+		select {
+		case f := <-d.out:
+			got = append(got, f)
+		default:
+			return got
+		}
+	}
+}
+
 // drain reads frames until none arrives for quiet.
 func drain(d *memDev, quiet time.Duration) []frame {
 	var got []frame

@@ -4,6 +4,7 @@ import (
 	"context"
 	"math"
 	"net/netip"
+	"runtime"
 	"slices"
 	"testing"
 	"time"
@@ -24,6 +25,7 @@ func owd(t *testing.T, sentAt []time.Time, got []frame) []time.Duration {
 }
 
 func TestDelayAccuracy(t *testing.T) {
+	timingCritical(t)
 	for _, D := range []time.Duration{5 * time.Millisecond, 25 * time.Millisecond} {
 		for _, dir := range []Direction{Up, Down} {
 			t.Run(D.String()+"/"+dir.String(), func(t *testing.T) {
@@ -57,6 +59,7 @@ func TestDelayAccuracy(t *testing.T) {
 }
 
 func TestJitterBoundsAndFIFO(t *testing.T) {
+	timingCritical(t)
 	tl := startLink(t, 2)
 	const D, J = 10 * time.Millisecond, 4 * time.Millisecond
 	tl.Set(Up, Params{Delay: D, Jitter: J})
@@ -108,7 +111,7 @@ func TestLossRate(t *testing.T) {
 			s := tl.Stats().Up
 			return s.Delivered+s.DropLoss == n
 		})
-		got := drain(tl.inet, 50*time.Millisecond)
+		got := drainNow(tl.inet)
 		lost := n - len(got)
 		if ok, sd := binomialOK(lost, n, loss); !ok {
 			t.Errorf("loss %g: lost %d of %d, want %.0f ± %.0f (4 sigma)", loss, lost, n, n*loss, 4*sd)
@@ -134,7 +137,7 @@ func TestGilbertElliottBursts(t *testing.T) {
 			return s.Delivered+s.DropLoss == n
 		})
 		recv := make([]bool, n)
-		for _, f := range drain(tl.inet, 50*time.Millisecond) {
+		for _, f := range drainNow(tl.inet) {
 			recv[pktSeq(f.b)] = true
 		}
 		lost, bursts := 0, 0
@@ -166,6 +169,7 @@ func TestGilbertElliottBursts(t *testing.T) {
 }
 
 func TestRateThroughput(t *testing.T) {
+	timingCritical(t)
 	tl := startLink(t, 5)
 	const rate = 20_000_000 // 20 Mbit/s
 	tl.Set(Down, Params{RateBps: rate, Delay: 2 * time.Millisecond})
@@ -174,7 +178,11 @@ func TestRateThroughput(t *testing.T) {
 	gap := time.Duration(float64(size*8) / 25e6 * 1e9)
 	n := int(dur / gap)
 	paced(tl.inet, n, gap, func(s uint64) []byte { return udpPacket(srvAddr, cliAddr, size, s) })
-	got := drain(tl.cli, 300*time.Millisecond)
+	waitFor(t, "all packets handled", 5*time.Second, func() bool {
+		s := tl.Stats().Down
+		return s.Delivered+s.DropQueue == uint64(n)
+	})
+	got := drainNow(tl.cli)
 	if len(got) < 100 {
 		t.Fatalf("only %d packets delivered", len(got))
 	}
@@ -198,7 +206,11 @@ func TestRateTailDrop(t *testing.T) {
 	for i := range n {
 		tl.cli.in <- udpPacket(cliAddr, srvAddr, 1500, uint64(i))
 	}
-	got := drain(tl.inet, 300*time.Millisecond)
+	waitFor(t, "all packets handled", 5*time.Second, func() bool {
+		s := tl.Stats().Up
+		return s.Delivered+s.DropQueue == n
+	})
+	got := drainNow(tl.inet)
 	s := tl.Stats().Up
 	// The burst arrives within a few ms: the queue admits 15000/1500 = 10
 	// packets (one more per 10 ms the burst takes to arrive).
@@ -292,6 +304,7 @@ func TestBlock(t *testing.T) {
 }
 
 func TestTargetDelay(t *testing.T) {
+	timingCritical(t)
 	tl := startLink(t, 9)
 	const D = 3 * time.Millisecond
 	tl.Set(Up, Params{Delay: D})
@@ -438,5 +451,24 @@ func TestDefaultQueueBytes(t *testing.T) {
 		if got := DefaultQueueBytes(c.p); got != c.want {
 			t.Errorf("DefaultQueueBytes(%v) = %d, want %d", c.p, got, c.want)
 		}
+	}
+}
+
+func TestReserveProcs(t *testing.T) {
+	if !ReserveProcs {
+		t.Skip("ReserveProcs off")
+	}
+	base := runtime.GOMAXPROCS(0)
+	tl := startLink(t, 12)
+	waitFor(t, "GOMAXPROCS raised", time.Second, func() bool { return runtime.GOMAXPROCS(0) == base+4 })
+	tl.Close()
+	select {
+	case err := <-tl.done:
+		tl.done <- err // for the cleanup
+	case <-time.After(2 * time.Second):
+		t.Fatal("Run did not return")
+	}
+	if got := runtime.GOMAXPROCS(0); got != base {
+		t.Errorf("GOMAXPROCS %d after the link stopped, want %d", got, base)
 	}
 }
