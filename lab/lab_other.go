@@ -7,6 +7,7 @@ import (
 	"fmt"
 
 	"github.com/mptester/mptester/lab/emu"
+	"github.com/mptester/mptester/lab/world"
 )
 
 // Lab is Linux only.
@@ -29,3 +30,4 @@ func (l *Lab) Set(name string, c emu.Change) error { return ErrUnsupported }
 func (l *Lab) Status() Status                      { return Status{} }
 func (l *Lab) Context() context.Context            { return context.Background() }
 func (l *Lab) Close() error                        { return nil }
+func (l *Lab) World() *world.World                 { return nil }

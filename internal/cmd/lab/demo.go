@@ -1,12 +1,30 @@
 package lab
 
 import (
+	"bufio"
+	"bytes"
 	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
 	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
+	"text/tabwriter"
+	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/mptester/mptester/internal/cmdutil"
+	"github.com/mptester/mptester/lab"
+	"github.com/mptester/mptester/lab/emu"
+	"github.com/mptester/mptester/lab/world"
+	"github.com/mptester/mptester/survey"
 )
 
 // DemoOptions for `mptester lab demo`.
@@ -15,6 +33,8 @@ type DemoOptions struct {
 	Logger *slog.Logger
 	Where
 	Build BuildOptions
+	// Exe is the mptester binary run inside the lab (default: this one).
+	Exe string
 }
 
 // NewCmdDemo builds `lab demo`.
@@ -22,8 +42,13 @@ func NewCmdDemo(f *cmdutil.Factory, runF func(context.Context, *DemoOptions) err
 	opts := &DemoOptions{IO: f.IO}
 	cmd := &cobra.Command{
 		Use:   "demo",
-		Short: "Bring up a default lab, measure it, print the report, tear it down",
-		Args:  cobra.NoArgs,
+		Short: "Bring up a default lab, survey it, compare with the ground truth, tear it down",
+		Long: `Bring up a lab with a generated world, run 'mptester survey' from its
+client (both paths, the lab's per-path DNS), compare the survey's summary
+with the world's ground truth (truth.json) and print both, then tear the
+lab down. Takes well under a minute. The survey output and the lab's files
+stay in the lab directory.`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.Logger = f.Logger
 			if runF != nil {
@@ -33,12 +58,174 @@ func NewCmdDemo(f *cmdutil.Factory, runF func(context.Context, *DemoOptions) err
 		},
 	}
 	opts.Where.flags(cmd)
-	cmd.Flags().Lookup("name").DefValue = "demo"
-	_ = cmd.Flags().Set("name", "demo")
 	opts.Build.flags(cmd)
+	_ = cmd.Flags().Set("name", "demo")
+	cmd.Flags().Lookup("name").DefValue = "demo"
+	_ = cmd.Flags().Set("domains", "100")
+	cmd.Flags().Lookup("domains").DefValue = "100"
 	return cmd
 }
 
 func demoRun(ctx context.Context, opts *DemoOptions) error {
-	return cmdutil.FlagErrorf("lab demo: not implemented yet")
+	t0 := time.Now()
+	if err := opts.Where.resolve(); err != nil {
+		return err
+	}
+	lo, err := opts.Build.labOptions(opts.Where)
+	if err != nil {
+		return err
+	}
+	lo.Logger = opts.Logger
+	exe := opts.Exe
+	if exe == "" {
+		if exe, err = os.Executable(); err != nil {
+			return err
+		}
+	}
+	out := opts.IO.Out
+	l, err := lab.Up(ctx, lo)
+	if err != nil {
+		return mapErr(err)
+	}
+	defer l.Close()
+	info := l.Info()
+	fmt.Fprintf(out, "Lab %q up in %v: client namespace %s, Internet namespace %s\n",
+		info.Name, time.Since(t0).Round(time.Millisecond), info.Namespaces.Client, info.Namespaces.Internet)
+	for _, p := range info.Paths {
+		st := l.Link(p.Name).Params(emu.Up)
+		fmt.Fprintf(out, "  %-6s %s, %s  resolver %s  metric %d  %s\n", p.Name, p.Client4, p.Client6, p.Resolv4, p.Metric, st)
+	}
+	fmt.Fprintf(out, "World: seed %d, %d domains (%s); ground truth %s\n\n", info.WorldSeed, info.Domains, info.Files.Tranco, info.Files.Truth)
+
+	for _, p := range info.Paths {
+		rtt, err := pingMedian(ctx, info, p.Name, lab.Server4.String())
+		if err != nil {
+			fmt.Fprintf(out, "ping %s via %s: %v\n", lab.Server4, p.Name, err)
+			continue
+		}
+		fmt.Fprintf(out, "ping %s via %-6s median RTT %6.2f ms (emulated %v)\n", lab.Server4, p.Name, rtt, 2*l.World().BaseDelayOf(p.Name))
+	}
+
+	jsonl := filepath.Join(info.Dir, "survey.jsonl")
+	args := []string{exe, "survey", "--list", info.Files.Tranco, "--top", strconv.Itoa(info.Domains),
+		"--paths", "wlan0,wwan0", "--count", "3", "--timeout", "800ms", "--spacing", "10ms", "--rate", "500",
+		"--dns-timeout", "700ms", "--dns-retries", "1", "--out", jsonl}
+	fmt.Fprintf(out, "\n$ mptester lab exec -- mptester survey --list %s --top %d --paths wlan0,wwan0 --count 3 ...\n",
+		filepath.Base(info.Files.Tranco), info.Domains)
+	cmd, err := lab.Command(ctx, info, "client", args...)
+	if err != nil {
+		return err
+	}
+	var serr bytes.Buffer
+	cmd.Stderr = &serr
+	st := time.Now()
+	runErr := cmd.Run()
+	var ee *exec.ExitError
+	if runErr != nil && !(errors.As(runErr, &ee) && ee.ExitCode() == cmdutil.ExitPartial) {
+		fmt.Fprintf(opts.IO.ErrOut, "%s", tail(serr.Bytes(), 2000))
+		return fmt.Errorf("survey in the lab failed: %w", runErr)
+	}
+	got, err := readSummary(jsonl)
+	if err != nil {
+		return err
+	}
+	tr, err := l.World().Truth(world.ExpectOptions{})
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "survey finished in %v (status %s); output %s\n\n", time.Since(st).Round(time.Millisecond), got.Status, jsonl)
+	printComparison(out, got, &tr.Summary)
+	if err := l.Close(); err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "\nLab %q torn down; whole demo took %v.\n", info.Name, time.Since(t0).Round(time.Millisecond))
+	return nil
+}
+
+var pingRTT = regexp.MustCompile(`time=([0-9.]+) ms`)
+
+// pingMedian pings addr 5 times through dev in the client namespace.
+func pingMedian(ctx context.Context, info lab.Info, dev, addr string) (float64, error) {
+	cmd, err := lab.Command(ctx, info, "client", "ping", "-n", "-c", "5", "-i", "0.05", "-W", "2", "-I", dev, addr)
+	if err != nil {
+		return 0, err
+	}
+	b, err := cmd.CombinedOutput()
+	if err != nil {
+		return 0, fmt.Errorf("%v: %s", err, tail(b, 300))
+	}
+	var xs []float64
+	for _, m := range pingRTT.FindAllSubmatch(b, -1) {
+		v, _ := strconv.ParseFloat(string(m[1]), 64)
+		xs = append(xs, v)
+	}
+	if len(xs) == 0 {
+		return 0, errors.New("no replies")
+	}
+	return world.Percentile(sortedCopy(xs), 50), nil
+}
+
+func sortedCopy(xs []float64) []float64 {
+	s := slices.Clone(xs)
+	slices.Sort(s)
+	return s
+}
+
+func tail(b []byte, n int) []byte {
+	if len(b) > n {
+		return b[len(b)-n:]
+	}
+	return b
+}
+
+// readSummary finds the "summary" record of a survey's JSON Lines.
+func readSummary(path string) (*survey.Summary, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 1<<20), 64<<20)
+	for sc.Scan() {
+		if !bytes.Contains(sc.Bytes(), []byte(`"summary"`)) {
+			continue
+		}
+		var s survey.Summary
+		if json.Unmarshal(sc.Bytes(), &s) == nil && s.Type == "summary" {
+			return &s, nil
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return nil, err
+	}
+	return nil, fmt.Errorf("%s: no summary record", path)
+}
+
+// printComparison puts the survey's findings next to the ground truth.
+func printComparison(w io.Writer, got, want *survey.Summary) {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "RESOLUTION\tDOMAINS\tRESOLVED (survey/truth)\tFAILED (survey/truth)")
+	for _, g := range got.Resolution {
+		for _, t := range want.Resolution {
+			if t.Path == g.Path {
+				fmt.Fprintf(tw, "%s\t%d\t%d / %d\t%d / %d\n", g.Path, g.Domains, g.Resolved, t.Resolved, g.Failed, t.Failed)
+			}
+		}
+	}
+	tw.Flush()
+	fmt.Fprintf(w, "\nAddress overlap %s/%s: survey %.1f%%, truth %.1f%%; domains resolving differently: survey %.1f%%, truth %.1f%%\n\n",
+		got.Overlap.PathA, got.Overlap.PathB, got.Overlap.OverlapPct, want.Overlap.OverlapPct,
+		got.Overlap.DomainsDifferPct, want.Overlap.DomainsDifferPct)
+	tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "CELL probe/resolve\tTARGETS (survey/truth)\tUNRESPONSIVE % (survey/truth)\tRTT p50 ms (survey/truth)")
+	for _, g := range got.Cells {
+		for _, t := range want.Cells {
+			if t.ProbePath == g.ProbePath && t.ResolvePath == g.ResolvePath {
+				fmt.Fprintf(tw, "%s/%s\t%d / %d\t%.1f / %.1f\t%.2f / %.2f\n", g.ProbePath, g.ResolvePath,
+					g.Targets, t.Targets, g.UnresponsivePct, t.UnresponsivePct, g.RTTms.P50, t.RTTms.P50)
+			}
+		}
+	}
+	tw.Flush()
 }

@@ -1,0 +1,134 @@
+package lab_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/mptester/mptester/lab"
+	"github.com/mptester/mptester/lab/labtest"
+)
+
+func uniqueName() string { return fmt.Sprintf("c%d-%d", os.Getpid(), time.Now().UnixNano()%100000) }
+
+func shortDir(t *testing.T) string {
+	d, err := os.MkdirTemp("", "mptlabcmd")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(d) })
+	return d
+}
+
+func alive(pid int) bool { return pid > 0 && syscall.Kill(pid, 0) == nil }
+
+func up(t *testing.T, name, dir string) lab.Info {
+	t.Helper()
+	code, out, stderr := run(t, "lab", "up", "--name", name, "--dir", dir, "--domains", "20", "--wlan0", "delay=5ms")
+	if code != 0 {
+		t.Fatalf("lab up: exit %d: %s", code, stderr)
+	}
+	var info lab.Info
+	if err := json.Unmarshal([]byte(out), &info); err != nil {
+		t.Fatalf("lab up printed no lab.json: %v\n%s", err, out)
+	}
+	if info.Name != name || info.Namespaces.Client != lab.ClientNS(name) || !alive(info.PID) {
+		t.Fatalf("lab up: info %+v (daemon alive: %v)", info, alive(info.PID))
+	}
+	return info
+}
+
+// TestLabLifecycle drives the real daemon: up, status, set, exec, down,
+// then a killed daemon followed by a new up, and checks nothing is left.
+func TestLabLifecycle(t *testing.T) {
+	labtest.Require(t)
+	t.Setenv(envMain, "1")
+	name, dir := uniqueName(), shortDir(t)
+	t.Cleanup(func() { _ = lab.CleanStale(context.Background(), name, dir) })
+
+	info := up(t, name, dir)
+	if left := lab.Leftovers(name, dir); len(left) == 0 {
+		t.Fatal("lab up: Leftovers sees nothing of a running lab (the check itself is broken)")
+	}
+	code, out, stderr := run(t, "lab", "status", "--name", name, "--dir", dir, "--json")
+	var st lab.Status
+	if code != 0 || json.Unmarshal([]byte(out), &st) != nil || len(st.Paths) != 2 {
+		t.Fatalf("lab status: exit %d %s %s", code, out, stderr)
+	}
+	if d := st.Paths[0].Up.Delay; d != 5*time.Millisecond {
+		t.Errorf("--wlan0 delay=5ms: status says %v", d)
+	}
+	if code, out, stderr = run(t, "lab", "set", "--name", name, "--dir", dir, "wlan0", "delay=30ms", "loss=1%"); code != 0 || !strings.Contains(out, "delay=30ms") {
+		t.Errorf("lab set: exit %d, out %q, err %q", code, out, stderr)
+	}
+	if code, out, stderr = run(t, "lab", "set", "--name", name, "--dir", dir, "wwan0", "down"); code != 0 || !strings.Contains(out, "wwan0 down") {
+		t.Errorf("lab set down: exit %d, out %q, err %q", code, out, stderr)
+	}
+	if code, _, _ = run(t, "lab", "exec", "--name", name, "--dir", dir, "--", "sh", "-c", `test -s "$MPTESTER_CONFIG" && ip link show wlan0 >/dev/null && exit 3`); code != 3 {
+		t.Errorf("lab exec: exit %d, want the command's 3 (config present, wlan0 exists)", code)
+	}
+	if code, _, _ = run(t, "lab", "exec", "--side", "server", "--name", name, "--dir", dir, "--", "ip", "link", "show", "r-wwan0"); code != 0 {
+		t.Errorf("lab exec --side server: exit %d", code)
+	}
+	if code, _, stderr = run(t, "lab", "down", "--name", name, "--dir", dir); code != 0 {
+		t.Fatalf("lab down: exit %d: %s", code, stderr)
+	}
+	if left := lab.Leftovers(name, dir); len(left) > 0 || alive(info.PID) {
+		t.Errorf("after down: left %v, daemon alive %v", left, alive(info.PID))
+	}
+
+	// A crashed lab: kill -9 the daemon; its namespaces stay behind until
+	// the next up removes them.
+	info = up(t, name, dir)
+	if err := syscall.Kill(info.PID, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 100 && alive(info.PID) && !zombie(info.PID); i++ {
+		time.Sleep(20 * time.Millisecond)
+	}
+	if left := lab.Leftovers(name, dir); len(left) == 0 {
+		t.Errorf("a killed daemon left nothing? (expected its namespaces)")
+	}
+	info2 := up(t, name, dir)
+	if info2.PID == info.PID {
+		t.Errorf("second up reused pid %d", info.PID)
+	}
+	if code, _, stderr = run(t, "lab", "down", "--name", name, "--dir", dir); code != 0 {
+		t.Fatalf("lab down: exit %d: %s", code, stderr)
+	}
+	if left := lab.Leftovers(name, dir); len(left) > 0 || alive(info2.PID) {
+		t.Errorf("after down: left %v, daemon alive %v", left, alive(info2.PID))
+	}
+	// Down of a lab that is not there is fine and idempotent.
+	if code, _, stderr = run(t, "lab", "down", "--name", name, "--dir", dir); code != 0 {
+		t.Errorf("second lab down: exit %d: %s", code, stderr)
+	}
+}
+
+func zombie(pid int) bool {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return true
+	}
+	i := bytes.LastIndexByte(b, ')')
+	return i > 0 && i+2 < len(b) && b[i+2] == 'Z'
+}
+
+func TestLabRunExitStatus(t *testing.T) {
+	labtest.Require(t)
+	name, dir := uniqueName(), shortDir(t)
+	code, _, stderr := run(t, "lab", "run", "--name", name, "--dir", dir, "--domains", "0", "--",
+		"sh", "-c", "ip link show wwan0 >/dev/null && exit 5")
+	if code != 5 {
+		t.Errorf("lab run: exit %d, want the command's 5; stderr %s", code, stderr)
+	}
+	if left := lab.Leftovers(name, dir); len(left) > 0 {
+		t.Errorf("lab run left %v", left)
+	}
+}
