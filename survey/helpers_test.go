@@ -12,6 +12,9 @@ import (
 	"testing"
 	"time"
 
+	"log/slog"
+	"sync/atomic"
+
 	"github.com/miekg/dns"
 
 	"github.com/mptester/mptester/probe"
@@ -190,3 +193,9 @@ func baseConfig(p probe.Path, port int) Config {
 		Port: port, Count: 3, Timeout: 500 * time.Millisecond, Spacing: 5 * time.Millisecond, Rate: 2000, Burst: 10,
 		DNSTimeout: 300 * time.Millisecond, DNSRetries: 1}
 }
+
+type atomicInt = atomic.Int64
+
+func discardLogger() *slog.Logger { return slog.New(slog.DiscardHandler) }
+
+func netListenUDP() (net.PacketConn, error) { return net.ListenPacket("udp4", "127.0.0.1:0") }

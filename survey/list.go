@@ -125,9 +125,12 @@ func normalizeDomain(name string) (string, bool, error) {
 			break
 		}
 	}
-	ascii, err := idnaProfile.ToASCII(name)
-	if err != nil {
-		return "", false, fmt.Errorf("bad domain %q: %v", truncate(name), err)
+	ascii := name
+	if idn { // ASCII names skip IDNA: its STD3 rules reject "_", found in real lists
+		var err error
+		if ascii, err = idnaProfile.ToASCII(name); err != nil {
+			return "", false, fmt.Errorf("bad domain %q: %v", truncate(name), err)
+		}
 	}
 	ascii = strings.ToLower(ascii)
 	if len(ascii) > 253 || !strings.Contains(ascii, ".") {

@@ -1,0 +1,103 @@
+package survey
+
+import (
+	"net/netip"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+func ips(ss ...string) []netip.Addr {
+	out := make([]netip.Addr, len(ss))
+	for i, s := range ss {
+		out[i] = netip.MustParseAddr(s)
+	}
+	return out
+}
+
+// A hand-built two-path survey; every expected number below was computed
+// by hand from the definitions in summary.go (numpy-linear percentiles).
+func TestComputeSummaryHandBuilt(t *testing.T) {
+	ok := func(a ...string) DomainResult {
+		return DomainResult{Done: true, Status: StatusNoError, Addrs: ips(a...)}
+	}
+	fail := func(s string) DomainResult { return DomainResult{Done: true, Status: s} }
+	up := func(ms float64) TargetResult { return TargetResult{Responsive: true, MedianMs: ms} }
+	down := TargetResult{}
+	a := netip.MustParseAddr
+	in := summaryInput{
+		Paths: []string{"A", "B"}, ResolvePaths: []string{"A", "B"}, Domains: 4,
+		Res: map[string][]DomainResult{
+			"A": {ok("1.1.1.1"), ok("2.2.2.2", "3.3.3.3"), fail(StatusNXDomain), ok("10.0.0.1")},
+			"B": {ok("1.1.1.1"), ok("4.4.4.4"), ok("5.5.5.5"), fail(StatusTimeout)},
+		},
+		Probe: map[string]map[netip.Addr]TargetResult{
+			"A": {a("1.1.1.1"): up(10), a("2.2.2.2"): up(20), a("3.3.3.3"): down, a("10.0.0.1"): up(5), a("4.4.4.4"): up(30), a("5.5.5.5"): up(40)},
+			"B": {a("1.1.1.1"): up(12), a("2.2.2.2"): down, a("3.3.3.3"): up(50), a("4.4.4.4"): up(35), a("5.5.5.5"): down},
+		},
+		Allowed: func(p, r string, x netip.Addr) bool { return p == r || !x.IsPrivate() },
+		Skipped: map[skipKey]int{{"B", "A", SkipCrossPrivate}: 1},
+	}
+	s := computeSummary(in)
+	assert.Equal(t, []PathResolution{
+		{Path: "A", Domains: 4, Resolved: 3, Failed: 1, ByStatus: map[string]int{"NOERROR": 3, "NXDOMAIN": 1}},
+		{Path: "B", Domains: 4, Resolved: 3, Failed: 1, ByStatus: map[string]int{"NOERROR": 3, "TIMEOUT": 1}},
+	}, s.Resolution)
+	o := s.Overlap
+	assert.Equal(t, [3]int{4, 3, 1}, [3]int{o.IPsPathA, o.IPsPathB, o.IPsCommon})
+	assert.InDelta(t, 100.0/6, o.OverlapPct, 1e-9)
+	assert.InDelta(t, 25.0, o.DomainsDifferPct, 1e-9)
+	assert.InDelta(t, 50.0, o.DomainsUnresolvedSomewherePct, 1e-9)
+
+	want := []Cell{
+		{ProbePath: "A", ResolvePath: "A", Targets: 4, Responsive: 3, Unresponsive: 1, UnresponsivePct: 25,
+			RTTms: RTTStats{Min: 5, P10: 6, P25: 7.5, P50: 10, P75: 15, P90: 18, Max: 20, Mean: 35.0 / 3}},
+		{ProbePath: "A", ResolvePath: "B", Targets: 3, Responsive: 3, Unresponsive: 0, UnresponsivePct: 0,
+			RTTms: RTTStats{Min: 10, P10: 14, P25: 20, P50: 30, P75: 35, P90: 38, Max: 40, Mean: 80.0 / 3}},
+		{ProbePath: "B", ResolvePath: "A", Targets: 3, Responsive: 2, Unresponsive: 1, UnresponsivePct: 100.0 / 3,
+			RTTms: RTTStats{Min: 12, P10: 15.8, P25: 21.5, P50: 31, P75: 40.5, P90: 46.2, Max: 50, Mean: 31}},
+		{ProbePath: "B", ResolvePath: "B", Targets: 3, Responsive: 2, Unresponsive: 1, UnresponsivePct: 100.0 / 3,
+			RTTms: RTTStats{Min: 12, P10: 14.3, P25: 17.75, P50: 23.5, P75: 29.25, P90: 32.7, Max: 35, Mean: 23.5}},
+	}
+	require.Len(t, s.Cells, 4)
+	for i, w := range want {
+		g := s.Cells[i]
+		assert.Equal(t, [6]any{w.ProbePath, w.ResolvePath, w.Targets, w.Responsive, w.Unresponsive, 0},
+			[6]any{g.ProbePath, g.ResolvePath, g.Targets, g.Responsive, g.Unresponsive, 0}, "cell %d", i)
+		assert.InDelta(t, w.UnresponsivePct, g.UnresponsivePct, 1e-9)
+		for j, pair := range [][2]float64{{w.RTTms.Min, g.RTTms.Min}, {w.RTTms.P10, g.RTTms.P10}, {w.RTTms.P25, g.RTTms.P25},
+			{w.RTTms.P50, g.RTTms.P50}, {w.RTTms.P75, g.RTTms.P75}, {w.RTTms.P90, g.RTTms.P90}, {w.RTTms.Max, g.RTTms.Max}, {w.RTTms.Mean, g.RTTms.Mean}} {
+			assert.InDelta(t, pair[0], pair[1], 1e-9, "cell %d stat %d", i, j)
+		}
+	}
+	wantCmp := []Comparison{
+		{A: "A/A", B: "A/B", MeanDiffMs: -5, Domains: 2, ASlowerPct: 0},
+		{A: "A/A", B: "B/A", MeanDiffMs: -16, Domains: 2, ASlowerPct: 0},
+		{A: "A/A", B: "B/B", MeanDiffMs: -8.5, Domains: 2, ASlowerPct: 0},
+		{A: "A/B", B: "B/A", MeanDiffMs: -11, Domains: 2, ASlowerPct: 0},
+		{A: "A/B", B: "B/B", MeanDiffMs: -3.5, Domains: 2, ASlowerPct: 0},
+		{A: "B/A", B: "B/B", MeanDiffMs: 7.5, Domains: 2, ASlowerPct: 50},
+	}
+	assert.Equal(t, wantCmp, s.Comparisons)
+	assert.Equal(t, []SkippedCount{{ProbePath: "B", ResolvePath: "A", Reason: SkipCrossPrivate, Count: 1}}, s.Skipped)
+}
+
+func TestPercentileNumpyLinear(t *testing.T) {
+	s := []float64{1, 2, 3, 4}
+	// numpy.percentile([1,2,3,4], [0,10,50,90,100]) = 1, 1.3, 2.5, 3.7, 4
+	for q, want := range map[float64]float64{0: 1, 10: 1.3, 50: 2.5, 90: 3.7, 100: 4} {
+		assert.InDelta(t, want, percentileSorted(s, q), 1e-12, "q=%v", q)
+	}
+	assert.Equal(t, 0.0, percentileSorted(nil, 50))
+	assert.Equal(t, 7.0, percentileSorted([]float64{7}, 90))
+	st := statsOf([]float64{2, 4, 4, 4, 5, 5, 7, 9})
+	assert.Equal(t, ProbeStats{Min: 2, Median: 4.5, Mean: 5, Max: 9, Stddev: 2}, st)
+}
+
+func TestDomainStatus(t *testing.T) {
+	assert.Equal(t, StatusNoError, domainStatus([]string{StatusNXDomain, StatusNoError}, true))
+	assert.Equal(t, StatusNXDomain, domainStatus([]string{StatusNoError, StatusNXDomain}, false))
+	assert.Equal(t, StatusTimeout, domainStatus([]string{StatusTimeout, StatusServFail}, false))
+	assert.Equal(t, StatusNoAnswer, domainStatus([]string{StatusNoError, StatusNoError}, false))
+}
