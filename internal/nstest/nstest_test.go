@@ -78,3 +78,17 @@ func hasAddr(t *testing.T, iface, ip string) bool {
 	}
 	return false
 }
+
+// TestInNSSubtest: a subtest re-executes alone, its parent test running
+// only as far as t.Run.
+func TestInNSSubtest(t *testing.T) {
+	t.Run("sub 1", func(t *testing.T) {
+		ns := New(t)
+		if InNS(t, ns) {
+			if got := ifaceNames(t); !slices.Equal(got, []string{"lo"}) {
+				t.Fatalf("interfaces in a fresh namespace = %v, want [lo]", got)
+			}
+			return
+		}
+	})
+}
