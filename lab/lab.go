@@ -73,7 +73,7 @@ const (
 	PortHTTP  = 80   // same as 443
 	PortSink  = 5001 // MPTCP/TCP: reads until EOF, then writes the byte count as 8 bytes big endian
 	PortSrc   = 5002 // MPTCP/TCP: reads an 8-byte big endian count N, writes N bytes, closes
-	PortEcho  = 7    // UDP echo, replying from the address it was reached on
+	PortEcho  = 7    // UDP echo, replying from the address it was reached on (AnyIP targets too)
 )
 
 // Options of a lab.

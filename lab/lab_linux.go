@@ -291,11 +291,14 @@ func (l *Lab) ListenTCP(addr string, mptcp bool) (net.Listener, error) {
 }
 
 // ListenUDP opens a UDP socket inside the Internet namespace.
-func (l *Lab) ListenUDP(addr string) (net.PacketConn, error) {
+func (l *Lab) ListenUDP(addr string) (net.PacketConn, error) { return l.ListenUDPNet("udp", addr) }
+
+// ListenUDPNet is ListenUDP for network udp, udp4 or udp6.
+func (l *Lab) ListenUDPNet(network, addr string) (net.PacketConn, error) {
 	var pc net.PacketConn
 	err := InNS(l.info.Namespaces.Internet, func() error {
 		var err error
-		pc, err = net.ListenPacket("udp", addr)
+		pc, err = net.ListenPacket(network, addr)
 		return err
 	})
 	if err == nil {

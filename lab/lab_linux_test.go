@@ -19,6 +19,7 @@ import (
 	"github.com/miekg/dns"
 
 	"github.com/mptester/mptester/lab"
+	"github.com/mptester/mptester/lab/emu"
 	"github.com/mptester/mptester/lab/labtest"
 	"github.com/mptester/mptester/lab/world"
 	"github.com/mptester/mptester/probe"
@@ -244,6 +245,25 @@ func TestLabServers(t *testing.T) {
 				t.Errorf("%s: connect %s:444 (closed) = %v, want connection refused", path, dst, err)
 			}
 		}
+		// UDP echo answers from the very address it was sent to: a
+		// connected UDP socket accepts nothing else.
+		for _, dst := range []string{"198.19.3.4", "[fd00:ff::3:4]", "198.18.200.1"} {
+			u, err := probe.DialContext(ctx, p, "udp", dst+":"+strconv.Itoa(lab.PortEcho))
+			if err != nil {
+				t.Fatalf("%s: udp %s: %v", path, dst, err)
+			}
+			u.SetDeadline(time.Now().Add(2 * time.Second))
+			msg := []byte("hello " + dst)
+			if _, err := u.Write(msg); err != nil {
+				t.Fatal(err)
+			}
+			buf := make([]byte, 100)
+			n, err := u.Read(buf)
+			if err != nil || string(buf[:n]) != string(msg) {
+				t.Errorf("%s: udp echo from %s: %q, %v", path, dst, buf[:n], err)
+			}
+			u.Close()
+		}
 		c, err := probe.DialContext(ctx, p, "tcp", "[fd00:200::1]:"+strconv.Itoa(lab.PortSink))
 		if err != nil {
 			t.Fatalf("%s: sink: %v", path, err)
@@ -314,4 +334,21 @@ func median(xs []float64) float64 {
 		return s[len(s)/2]
 	}
 	return (s[len(s)/2-1] + s[len(s)/2]) / 2
+}
+
+func TestLabTimeline(t *testing.T) {
+	ev, err := emu.ParseTimeline(strings.NewReader("t=0s wwan0 delay=7ms\nt=300ms wlan0 down\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := labtest.Start(t, lab.Options{Domains: 0, Timeline: ev})
+	st := l.Status(t)
+	if st.Paths[0].LinkDown {
+		t.Fatal("wlan0 down before its time in the timeline")
+	}
+	time.Sleep(600 * time.Millisecond)
+	st = l.Status(t)
+	if !st.Paths[0].LinkDown || st.Paths[1].Up.Delay != 7*time.Millisecond {
+		t.Errorf("after the timeline: wlan0 down=%v (want true), wwan0 delay %v (want 7ms)", st.Paths[0].LinkDown, st.Paths[1].Up.Delay)
+	}
 }

@@ -8,6 +8,9 @@ import (
 	"io"
 	"net"
 	"time"
+
+	"golang.org/x/net/ipv4"
+	"golang.org/x/net/ipv6"
 )
 
 // startServers opens the test servers on every Internet address (the
@@ -29,6 +32,57 @@ func (l *Lab) startServers() error {
 		}
 		l.Go(func(ctx context.Context) { acceptLoop(ctx, ln, s.serve) })
 	}
+	return l.startUDPEcho()
+}
+
+// startUDPEcho answers UDP datagrams on PortEcho of every Internet address
+// with the same payload, from the address the datagram was sent to
+// (IP_PKTINFO / IPV6_RECVPKTINFO), as a server on an AnyIP prefix must.
+func (l *Lab) startUDPEcho() error {
+	pc4, err := l.ListenUDPNet("udp4", fmt.Sprintf("0.0.0.0:%d", PortEcho))
+	if err != nil {
+		return fmt.Errorf("lab udp echo: %w", err)
+	}
+	p4 := ipv4.NewPacketConn(pc4)
+	if err := p4.SetControlMessage(ipv4.FlagDst, true); err != nil {
+		return err
+	}
+	pc6, err := l.ListenUDPNet("udp6", fmt.Sprintf("[::]:%d", PortEcho))
+	if err != nil {
+		return fmt.Errorf("lab udp echo: %w", err)
+	}
+	p6 := ipv6.NewPacketConn(pc6)
+	if err := p6.SetControlMessage(ipv6.FlagDst, true); err != nil {
+		return err
+	}
+	l.Go(func(ctx context.Context) {
+		buf := make([]byte, 65536)
+		for {
+			n, cm, src, err := p4.ReadFrom(buf)
+			if err != nil {
+				return
+			}
+			var out *ipv4.ControlMessage
+			if cm != nil {
+				out = &ipv4.ControlMessage{Src: cm.Dst}
+			}
+			_, _ = p4.WriteTo(buf[:n], out, src)
+		}
+	})
+	l.Go(func(ctx context.Context) {
+		buf := make([]byte, 65536)
+		for {
+			n, cm, src, err := p6.ReadFrom(buf)
+			if err != nil {
+				return
+			}
+			var out *ipv6.ControlMessage
+			if cm != nil {
+				out = &ipv6.ControlMessage{Src: cm.Dst}
+			}
+			_, _ = p6.WriteTo(buf[:n], out, src)
+		}
+	})
 	return nil
 }
 

@@ -132,3 +132,32 @@ func TestLabRunExitStatus(t *testing.T) {
 		t.Errorf("lab run left %v", left)
 	}
 }
+
+// TestLabDemo runs the README's main-job command end to end: the survey
+// it runs inside the lab must agree with the world's ground truth.
+func TestLabDemo(t *testing.T) {
+	labtest.Require(t)
+	t.Setenv(envMain, "1") // the demo runs this binary as mptester survey
+	name, dir := uniqueName(), shortDir(t)
+	code, out, stderr := run(t, "lab", "demo", "--name", name, "--dir", dir, "--domains", "40", "--log-level", "warn")
+	if code != 0 {
+		t.Fatalf("lab demo: exit %d\n%s\n%s", code, out, stderr)
+	}
+	for _, want := range []string{"survey finished", "CELL probe/resolve", "wwan0/wlan0", "torn down"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("demo output lacks %q:\n%s", want, out)
+		}
+	}
+	// The resolution table: survey and truth agree exactly.
+	for _, line := range strings.Split(out, "\n") {
+		f := strings.Fields(line)
+		if len(f) == 8 && (f[0] == "wlan0" || f[0] == "wwan0") && f[3] == "/" {
+			if f[2] != f[4] || f[5] != f[7] {
+				t.Errorf("demo: survey and truth differ: %q", line)
+			}
+		}
+	}
+	if left := lab.Leftovers(name, dir); len(left) > 0 {
+		t.Errorf("lab demo left %v", left)
+	}
+}
