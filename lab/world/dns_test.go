@@ -7,7 +7,7 @@ import (
 	"net"
 	"net/netip"
 	"slices"
-	"sync"
+	"strings"
 	"testing"
 	"time"
 
@@ -247,48 +247,40 @@ func TestServedMatchesTruth(t *testing.T) {
 	for _, p := range w.Paths {
 		servers[p] = serveLoopback(t, w, p)
 	}
+	c := &dns.Client{Timeout: testTimeout}
+	ctx := context.Background()
 	for _, fam := range []int{0, 4, 6} {
 		tr, err := w.Truth(ExpectOptions{Family: fam})
 		if err != nil {
 			t.Fatal(err)
 		}
-		c := &dns.Client{Timeout: testTimeout}
-		type res struct {
-			di   int
-			path string
-			r    Resolution
-			err  error
-		}
-		out := make(chan res)
-		var wg sync.WaitGroup
-		sem := make(chan struct{}, 32)
-		for di, d := range w.Domains {
-			for _, p := range tr.Paths {
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					sem <- struct{}{}
-					defer func() { <-sem }()
-					r, _, err := Observe(context.Background(), c, servers[p], d.Name, fam)
-					out <- res{di, p, r, err}
-				}()
+		for _, p := range tr.Paths {
+			if err := tr.CheckServed(ctx, c, p, servers[p], 32); err != nil {
+				t.Errorf("family %d: %v", fam, err)
 			}
 		}
-		go func() { wg.Wait(); close(out) }()
-		n := 0
-		for x := range out {
-			n++
-			if x.err != nil {
-				t.Fatalf("%s on %s: %v", w.Domains[x.di].Name, x.path, x.err)
-			}
-			want := tr.Domains[x.di].Paths[x.path]
-			if d := diff(x.r, want); d != "" {
-				t.Errorf("family %d, %s on %s: served %+v, truth %+v", fam, w.Domains[x.di].Name, x.path, x.r, want)
-			}
+	}
+	// The check can fail: a truth that disagrees with the server.
+	tr, _ := w.Truth(ExpectOptions{})
+	for i := range tr.Domains {
+		if r := tr.Domains[i].Paths["wwan0"]; r.Status == StatusNoError {
+			r.Addrs = r.Addrs[1:]
+			tr.Domains[i].Paths["wwan0"] = r
+			break
 		}
-		if n != 2*len(w.Domains) {
-			t.Fatalf("%d observations", n)
-		}
+	}
+	tr.Domains[3].Paths["wlan0"] = Resolution{Status: StatusServFail}
+	if err := tr.CheckServed(ctx, c, "wwan0", servers["wwan0"], 8); err == nil || !strings.Contains(err.Error(), "1 of 150") {
+		t.Errorf("altered truth on wwan0: %v", err)
+	}
+	// wlan0 truth checked against the wwan0 server: differing domains.
+	if err := tr.CheckServed(ctx, c, "wlan0", servers["wwan0"], 8); err == nil {
+		t.Error("wlan0 truth matched the wwan0 view")
+	} else {
+		t.Logf("expected mismatch: %.200s", err)
+	}
+	if err := tr.CheckServed(ctx, c, "eth0", servers["wwan0"], 8); err == nil {
+		t.Error("unknown path accepted")
 	}
 }
 

@@ -3,10 +3,14 @@ package world
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"net/netip"
 	"os"
+	"slices"
+	"sort"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/miekg/dns"
@@ -102,4 +106,91 @@ func query(ctx context.Context, c *dns.Client, server, fqdn string, qt uint16) (
 		return StatusNoAnswer, cnames, nil, tcp, nil
 	}
 	return StatusNoError, cnames, addrs, tcp, nil
+}
+
+// CheckServed queries every domain of t on the resolver server of path
+// (with Observe, workers at a time; c as in Observe) and returns an error
+// describing the domains whose served resolution differs from t, or nil
+// when everything served matches the truth. The lab uses it to prove that
+// truth.json matches what its resolvers actually answer.
+func (t *Truth) CheckServed(ctx context.Context, c *dns.Client, path, server string, workers int) error {
+	if !slices.Contains(t.Paths, path) {
+		return fmt.Errorf("world: check served: path %q not in truth %q", path, t.Paths)
+	}
+	workers = max(workers, 1)
+	type result struct {
+		i   int
+		r   Resolution
+		err error
+	}
+	jobs := make(chan int)
+	results := make(chan result)
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range jobs {
+				r, _, err := Observe(ctx, c, server, t.Domains[i].Name, t.Family)
+				results <- result{i, r, err}
+			}
+		}()
+	}
+	go func() {
+		defer close(jobs)
+		for i := range t.Domains {
+			select {
+			case jobs <- i:
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+	go func() { wg.Wait(); close(results) }()
+	var bad []string
+	var firstErr error
+	n := 0
+	for x := range results {
+		n++
+		if x.err != nil {
+			if firstErr == nil {
+				firstErr = x.err
+			}
+			continue
+		}
+		if want := t.Domains[x.i].Paths[path]; !sameResolution(x.r, want) {
+			bad = append(bad, fmt.Sprintf("%s: served %s %v %v, truth %s %v %v", t.Domains[x.i].Name,
+				x.r.Status, x.r.CNAMEs, x.r.Addrs, want.Status, want.CNAMEs, want.Addrs))
+		}
+	}
+	if firstErr != nil {
+		return fmt.Errorf("world: check served on %s: %w", path, firstErr)
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if nb := len(bad); nb > 0 {
+		sort.Strings(bad)
+		more := ""
+		if nb > 10 {
+			more = " (first 10 shown)"
+			bad = bad[:10]
+		}
+		return fmt.Errorf("world: %d of %d domains served on %s differ from the truth%s:\n  %s", nb, n, path, more, strings.Join(bad, "\n  "))
+	}
+	return nil
+}
+
+// sameResolution compares status, CNAME chain (case-insensitively) and
+// addresses in order.
+func sameResolution(a, b Resolution) bool {
+	if a.Status != b.Status || len(a.CNAMEs) != len(b.CNAMEs) || !slices.Equal(a.Addrs, b.Addrs) {
+		return false
+	}
+	for i := range a.CNAMEs {
+		if !strings.EqualFold(a.CNAMEs[i], b.CNAMEs[i]) {
+			return false
+		}
+	}
+	return true
 }

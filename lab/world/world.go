@@ -297,6 +297,7 @@ func Parse(b []byte) (*World, error) {
 	if err := w.Validate(); err != nil {
 		return nil, err
 	}
+	w.Options.Domains = len(w.Domains)
 	return &w, nil
 }
 
