@@ -289,9 +289,11 @@ func TestTUNBulkRateRoot(t *testing.T) {
 		}
 	}()
 	time.Sleep(time.Second) // slow start, queue fill
-	r0, t0 := received.Load(), time.Now()
+	r0, t0, c0 := received.Load(), time.Now(), cpuTime(t)
 	time.Sleep(2 * time.Second)
-	got := float64(received.Load()-r0) * 8 / time.Since(t0).Seconds()
+	el := time.Since(t0)
+	got := float64(received.Load()-r0) * 8 / el.Seconds()
+	t.Logf("process CPU %.0f%% of one core (emulator, TCP sender and receiver)", float64(cpuTime(t)-c0)/float64(el)*100)
 	s := p.Stats().Up
 	t.Logf("goodput %.1f Mbit/s of %d; up delivered %d pkts, tail drops %d, lateness %+v", got/1e6, rate/1000000, s.Delivered, s.DropQueue, s.Lateness)
 	if got < 0.9*rate {
