@@ -16,7 +16,26 @@
 //     2*BaseDelay(P) + Target(T).ExtraDelay, and T is dropped on every path
 //     listed in Target(T).UnreachableFrom.
 //   - Truth computes the expected per-path resolution, reachability, RTTs
-//     and survey.Summary, independently of package survey.
+//     and survey.Summary, independently of package survey; Truth.Write
+//     writes truth.json.
+//   - Observe and Truth.CheckServed query a served view the way a survey
+//     does and compare the outcome with the truth (the proof that
+//     truth.json matches what the lab serves).
+//
+// Planted categories (Domain.Category; shares in Shares): same, differ
+// (per-path CDN replicas with different extra delay), onepath (NOERROR on
+// one path, NXDOMAIN or SERVFAIL on the other), nxdomain, servfail,
+// timeout (never answered), noanswer (NOERROR without addresses), large
+// (TCP fallback needed), private (a private address on one path, which
+// only that path can reach); CNAME chains of 1-3 hops are added to some
+// same and differ domains. Domains are 60% dual stack, 35% IPv4 only, 5%
+// IPv6 only, with one to three addresses. Targets are unreachable from
+// both paths (dead), from the first path only (mostly second-path
+// replicas: servers behind carrier NAT, 004 Table I) or from the second
+// path only, at the rates in Shares.
+//
+// The world file is JSON: {"options": Options, "domains": [Domain...],
+// "targets": {"addr": Target...}}; durations are integer nanoseconds.
 //
 // Domain names live under the reserved TLD "example." (RFC 2606); queries
 // for anything outside it are REFUSED. Addresses come only from the target
@@ -79,7 +98,8 @@ var DefaultPaths = [2]string{"wlan0", "wwan0"}
 // Shares are the fractions of domains per category and the reachability
 // rates. Same is whatever the other categories leave. CNAME is a modifier
 // applied to that fraction of all domains (chosen among same and differ
-// domains); it is not a category of its own.
+// domains); it is not a category of its own. The zero Shares means
+// DefaultShares (set any field to choose your own).
 type Shares struct {
 	Differ   float64 `json:"differ"`
 	OnePath  float64 `json:"onepath"`
