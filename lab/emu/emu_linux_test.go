@@ -33,7 +33,7 @@ func cpuTime(t *testing.T) time.Duration {
 func TestIdleLinkDoesNotSpin(t *testing.T) {
 	tl := startLink(t, 11)
 	tl.Set(Up, Params{Delay: 10 * time.Second})
-	tl.cli.in <- udpPacket(cliAddr, srvAddr, 100, 1)
+	tl.cli.send(udpPacket(cliAddr, srvAddr, 100, 1))
 	waitFor(t, "packet queued", time.Second, func() bool { return tl.Stats().Up.PacketsIn == 1 })
 	time.Sleep(20 * time.Millisecond)
 	c0, w0 := cpuTime(t), time.Now()

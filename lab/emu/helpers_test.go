@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/binary"
+	"io"
 	"net/netip"
 	"os"
 	"slices"
@@ -55,6 +56,21 @@ func (d *memDev) Write(p []byte) (int, error) {
 	}
 	return len(p), nil
 }
+
+// port is the test's side of a device: it injects packets into the link
+// and receives what the link wrote, stamped with the write time.
+type port interface {
+	send(p []byte) time.Time
+	frames() <-chan frame
+}
+
+func (d *memDev) send(p []byte) time.Time {
+	t := time.Now()
+	d.in <- p
+	return t
+}
+
+func (d *memDev) frames() <-chan frame { return d.out }
 
 func (d *memDev) Close() error {
 	d.once.Do(func() { close(d.closed) })
@@ -118,17 +134,22 @@ func pktSeq(p []byte) uint64 {
 	return binary.BigEndian.Uint64(p[hl+8:])
 }
 
-// testLink is a running Link between two memDevs.
+// testLink is a running Link between two devices driven through ports.
 type testLink struct {
 	*Link
-	cli, inet *memDev
+	cli, inet port
 	done      chan error
 }
 
+// startLink runs a Link between in-memory devices.
 func startLink(t testing.TB, seed int64) *testLink {
 	t.Helper()
 	cli, inet := newMemDev(), newMemDev()
-	tl := &testLink{Link: NewLink("test0", cli, inet, seed), cli: cli, inet: inet, done: make(chan error, 1)}
+	return runLink(t, seed, cli, inet, cli, inet)
+}
+
+func runLink(t testing.TB, seed int64, cdev, idev io.ReadWriteCloser, cli, inet port) *testLink {
+	tl := &testLink{Link: NewLink("test0", cdev, idev, seed), cli: cli, inet: inet, done: make(chan error, 1)}
 	go func() { tl.done <- tl.Run(context.Background()) }()
 	t.Cleanup(func() {
 		tl.Close()
@@ -145,7 +166,7 @@ func startLink(t testing.TB, seed int64) *testLink {
 }
 
 // devs returns the device the test writes into and the one it reads from.
-func (tl *testLink) devs(dir Direction) (in, out *memDev) {
+func (tl *testLink) devs(dir Direction) (in, out port) {
 	if dir == Up {
 		return tl.cli, tl.inet
 	}
@@ -159,12 +180,12 @@ type sent struct {
 }
 
 // collect reads frames from d until n arrive or timeout passes.
-func collect(d *memDev, n int, timeout time.Duration) []frame {
+func collect(d port, n int, timeout time.Duration) []frame {
 	var got []frame
 	deadline := time.After(timeout)
 	for len(got) < n {
 		select {
-		case f := <-d.out:
+		case f := <-d.frames():
 			got = append(got, f)
 		case <-deadline:
 			return got
@@ -183,11 +204,11 @@ func timingCritical(t testing.TB) {
 }
 
 // drainNow reads the frames already written.
-func drainNow(d *memDev) []frame {
+func drainNow(d port) []frame {
 	var got []frame
 	for {
 		select {
-		case f := <-d.out:
+		case f := <-d.frames():
 			got = append(got, f)
 		default:
 			return got
@@ -196,11 +217,11 @@ func drainNow(d *memDev) []frame {
 }
 
 // drain reads frames until none arrives for quiet.
-func drain(d *memDev, quiet time.Duration) []frame {
+func drain(d port, quiet time.Duration) []frame {
 	var got []frame
 	for {
 		select {
-		case f := <-d.out:
+		case f := <-d.frames():
 			got = append(got, f)
 		case <-time.After(quiet):
 			return got
@@ -209,16 +230,14 @@ func drain(d *memDev, quiet time.Duration) []frame {
 }
 
 // paced sends n packets spaced by gap, returning the send times by seq.
-func paced(d *memDev, n int, gap time.Duration, mk func(seq uint64) []byte) []time.Time {
+func paced(d port, n int, gap time.Duration, mk func(seq uint64) []byte) []time.Time {
 	ts := make([]time.Time, n)
 	start := time.Now()
 	for i := range n {
 		if w := time.Until(start.Add(time.Duration(i) * gap)); w > 0 {
 			time.Sleep(w)
 		}
-		p := mk(uint64(i))
-		ts[i] = time.Now()
-		d.in <- p
+		ts[i] = d.send(mk(uint64(i)))
 	}
 	return ts
 }

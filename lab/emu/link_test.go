@@ -29,7 +29,7 @@ func TestDelayAccuracy(t *testing.T) {
 	for _, D := range []time.Duration{5 * time.Millisecond, 25 * time.Millisecond} {
 		for _, dir := range []Direction{Up, Down} {
 			t.Run(D.String()+"/"+dir.String(), func(t *testing.T) {
-				tl := startLink(t, 1)
+				tl := startTimedLink(t, 1)
 				tl.Set(dir, Params{Delay: D})
 				in, out := tl.devs(dir)
 				const n = 200
@@ -60,7 +60,7 @@ func TestDelayAccuracy(t *testing.T) {
 
 func TestJitterBoundsAndFIFO(t *testing.T) {
 	timingCritical(t)
-	tl := startLink(t, 2)
+	tl := startTimedLink(t, 2)
 	const D, J = 10 * time.Millisecond, 4 * time.Millisecond
 	tl.Set(Up, Params{Delay: D, Jitter: J})
 	const n = 400
@@ -105,7 +105,7 @@ func TestLossRate(t *testing.T) {
 		tl.Set(Up, Params{Loss: loss})
 		const n = 20000
 		for i := range n {
-			tl.cli.in <- udpPacket(cliAddr, srvAddr, 60, uint64(i))
+			tl.cli.send(udpPacket(cliAddr, srvAddr, 60, uint64(i)))
 		}
 		waitFor(t, "all packets handled", 10*time.Second, func() bool {
 			s := tl.Stats().Up
@@ -130,7 +130,7 @@ func TestGilbertElliottBursts(t *testing.T) {
 		tl := startLink(t, 4)
 		tl.Set(Up, p)
 		for i := range n {
-			tl.cli.in <- udpPacket(cliAddr, srvAddr, 60, uint64(i))
+			tl.cli.send(udpPacket(cliAddr, srvAddr, 60, uint64(i)))
 		}
 		waitFor(t, "all packets handled", 10*time.Second, func() bool {
 			s := tl.Stats().Up
@@ -170,7 +170,7 @@ func TestGilbertElliottBursts(t *testing.T) {
 
 func TestRateThroughput(t *testing.T) {
 	timingCritical(t)
-	tl := startLink(t, 5)
+	tl := startTimedLink(t, 5)
 	const rate = 20_000_000 // 20 Mbit/s
 	tl.Set(Down, Params{RateBps: rate, Delay: 2 * time.Millisecond})
 	// Offer 25 Mbit/s of 1250-byte packets for 0.6 s.
@@ -204,7 +204,7 @@ func TestRateTailDrop(t *testing.T) {
 	tl.Set(Up, Params{RateBps: 1_200_000, QueueBytes: 15000}) // 10 ms per 1500 B packet
 	const n = 100
 	for i := range n {
-		tl.cli.in <- udpPacket(cliAddr, srvAddr, 1500, uint64(i))
+		tl.cli.send(udpPacket(cliAddr, srvAddr, 1500, uint64(i)))
 	}
 	waitFor(t, "all packets handled", 5*time.Second, func() bool {
 		s := tl.Stats().Up
@@ -234,22 +234,22 @@ func TestDownUp(t *testing.T) {
 		t.Fatal("Down() false after SetDown(true)")
 	}
 	for i := range 10 {
-		tl.cli.in <- udpPacket(cliAddr, srvAddr, 100, uint64(i))
-		tl.inet.in <- udpPacket(srvAddr, cliAddr, 100, uint64(i))
+		tl.cli.send(udpPacket(cliAddr, srvAddr, 100, uint64(i)))
+		tl.inet.send(udpPacket(srvAddr, cliAddr, 100, uint64(i)))
 	}
 	waitFor(t, "drops", 2*time.Second, func() bool {
 		s := tl.Stats()
 		return s.Up.DropDown == 10 && s.Down.DropDown == 10
 	})
 	tl.SetDown(false)
-	tl.cli.in <- udpPacket(cliAddr, srvAddr, 100, 99)
+	tl.cli.send(udpPacket(cliAddr, srvAddr, 100, 99))
 	if got := collect(tl.inet, 1, 2*time.Second); len(got) != 1 || pktSeq(got[0].b) != 99 {
 		t.Fatalf("after up: got %d packets", len(got))
 	}
 	// Packets in flight when the link goes down are lost too.
 	tl.Set(Up, Params{Delay: 100 * time.Millisecond})
 	for i := range 5 {
-		tl.cli.in <- udpPacket(cliAddr, srvAddr, 100, uint64(i))
+		tl.cli.send(udpPacket(cliAddr, srvAddr, 100, uint64(i)))
 	}
 	waitFor(t, "queued", time.Second, func() bool { return tl.Stats().Up.PacketsIn == 16 })
 	tl.SetDown(true)
@@ -286,7 +286,7 @@ func TestBlock(t *testing.T) {
 	for i, c := range cases {
 		in, out := tl.devs(c.dir)
 		before := tl.Stats().Dir(c.dir).DropBlock
-		in.in <- udpPacket(c.src, c.dst, 80, uint64(i))
+		in.send(udpPacket(c.src, c.dst, 80, uint64(i)))
 		if c.blocked {
 			waitFor(t, "block drop", time.Second, func() bool { return tl.Stats().Dir(c.dir).DropBlock == before+1 })
 		} else if got := collect(out, 1, time.Second); len(got) != 1 {
@@ -297,7 +297,7 @@ func TestBlock(t *testing.T) {
 		t.Error("Blocked() disagrees with Block")
 	}
 	tl.Unblock(netip.MustParsePrefix("198.19.128.0/17"))
-	tl.cli.in <- udpPacket(cliAddr, netip.MustParseAddr("198.19.128.1"), 80, 1)
+	tl.cli.send(udpPacket(cliAddr, netip.MustParseAddr("198.19.128.1"), 80, 1))
 	if got := collect(tl.inet, 1, time.Second); len(got) != 1 {
 		t.Error("not delivered after Unblock")
 	}
@@ -305,7 +305,7 @@ func TestBlock(t *testing.T) {
 
 func TestTargetDelay(t *testing.T) {
 	timingCritical(t)
-	tl := startLink(t, 9)
+	tl := startTimedLink(t, 9)
 	const D = 3 * time.Millisecond
 	tl.Set(Up, Params{Delay: D})
 	tl.Set(Down, Params{Delay: D})
@@ -337,8 +337,7 @@ func TestTargetDelay(t *testing.T) {
 		var ds []time.Duration
 		for k := range 5 {
 			p := udpPacket(netip.MustParseAddr(c.src), netip.MustParseAddr(c.dst), 100, uint64(i*10+k))
-			t0 := time.Now()
-			in.in <- p
+			t0 := in.send(p)
 			got := collect(out, 1, time.Second)
 			if len(got) != 1 {
 				t.Fatalf("case %d: not delivered", i)
@@ -351,8 +350,8 @@ func TestTargetDelay(t *testing.T) {
 	}
 	// A far target's packets do not hold back a near one's (no head-of-line
 	// blocking across targets).
-	tl.cli.in <- udpPacket(cliAddr, netip.MustParseAddr("198.19.0.5"), 100, 100)
-	tl.cli.in <- udpPacket(cliAddr, srvAddr, 100, 101)
+	tl.cli.send(udpPacket(cliAddr, netip.MustParseAddr("198.19.0.5"), 100, 100))
+	tl.cli.send(udpPacket(cliAddr, srvAddr, 100, 101))
 	got := collect(tl.inet, 2, time.Second)
 	if len(got) != 2 || pktSeq(got[0].b) != 101 {
 		t.Errorf("near target packet was held behind the far one")
@@ -365,8 +364,8 @@ func TestTargetDelay(t *testing.T) {
 
 func TestInvalidPacketsDropped(t *testing.T) {
 	tl := startLink(t, 10)
-	tl.cli.in <- []byte{0x45, 0, 0}    // truncated IPv4
-	tl.cli.in <- []byte{0x10, 1, 2, 3} // not IP
+	tl.cli.send([]byte{0x45, 0, 0})    // truncated IPv4
+	tl.cli.send([]byte{0x10, 1, 2, 3}) // not IP
 	waitFor(t, "invalid drops", time.Second, func() bool { return tl.Stats().Up.DropInvalid == 2 })
 }
 
