@@ -69,6 +69,7 @@ type RunSummary struct {
 	Seed     int64
 	Tests    int
 	Failed   []Record
+	All      []Record
 	Invalid  bool
 	Reason   string
 }
@@ -215,6 +216,7 @@ func Run(ctx context.Context, o RunOptions) (RunSummary, error) {
 		if err := o.Emit(rec); err != nil {
 			return sum, err
 		}
+		sum.All = append(sum.All, rec)
 		if rec.Status != StatusSuccess {
 			sum.Failed = append(sum.Failed, rec)
 		}

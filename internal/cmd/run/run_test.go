@@ -1,0 +1,146 @@
+package run
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"runtime"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/mptester/mptester/internal/cmdutil"
+	"github.com/mptester/mptester/patterns"
+	"github.com/mptester/mptester/probe"
+	"github.com/mptester/mptester/report"
+)
+
+func startServer(t *testing.T, noMPTCP bool) (tcpPort, quicPort int, pin string) {
+	t.Helper()
+	if runtime.GOOS != "linux" {
+		t.Skip("loopback path binding is tested on Linux")
+	}
+	cert, pin, err := patterns.SelfSigned(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, err := patterns.NewServer(patterns.ServerConfig{Certificate: cert, TCPAddr: "127.0.0.1:0", QUICAddrs: []string{"127.0.0.1:0"}, NoMPTCP: noMPTCP})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := srv.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(srv.Close)
+	return srv.TCPAddr().(*net.TCPAddr).Port, srv.QUICAddrs()[0].(*net.UDPAddr).Port, pin
+}
+
+func execute(t *testing.T, discover func(context.Context) ([]probe.Path, error), args ...string) (string, string, error) {
+	t.Helper()
+	io, out, errOut := cmdutil.Test()
+	f := &cmdutil.Factory{IO: io, Logger: slog.New(slog.NewTextHandler(errOut, &slog.HandlerOptions{Level: slog.LevelWarn}))}
+	cmd := NewCmdRun(f, func(o *Options) error {
+		if discover != nil {
+			o.Discover = discover
+		}
+		return runRun(o)
+	})
+	cmd.SetArgs(args)
+	cmd.SetContext(context.Background())
+	err := cmd.Execute()
+	return out.String(), errOut.String(), err
+}
+
+func TestSmokePasses(t *testing.T) {
+	tp, qp, pin := startServer(t, false)
+	out, errOut, err := execute(t, nil, "--smoke", "--server", "127.0.0.1", "--tcp-port", fmt.Sprint(tp), "--quic-port", fmt.Sprint(qp),
+		"--quic-alt-port", fmt.Sprint(qp), "--pin", pin, "--paths", "lo", "--interval", "50ms", "--ping-count", "3", "--duration", "300ms")
+	if err != nil {
+		t.Fatalf("%v\n%s", err, errOut)
+	}
+	var doc report.Document
+	if err := json.Unmarshal([]byte(out), &doc); err != nil {
+		t.Fatal(err)
+	}
+	// 4 patterns x 3 transports, and ping over the alternative QUIC port.
+	if doc.Status != report.StatusOK || len(doc.Records) != 13 || doc.Command != "run" {
+		t.Fatalf("status %s, %d records", doc.Status, len(doc.Records))
+	}
+	var cfg Config
+	if err := json.Unmarshal(doc.Config, &cfg); err != nil || cfg.Seed == 0 || !cfg.Smoke {
+		t.Fatalf("config %s: %v", doc.Config, err)
+	}
+}
+
+// TestSmokeFailsWithReasons: a server without MPTCP and a closed QUIC port
+// each give a one-line reason and exit code 7.
+func TestSmokeFailsWithReasons(t *testing.T) {
+	tp, _, pin := startServer(t, true)
+	_, errOut, err := execute(t, nil, "--smoke", "--server", "127.0.0.1", "--tcp-port", fmt.Sprint(tp), "--quic-port", fmt.Sprint(tp),
+		"--quic-alt-port", "0", "--pin", pin, "--paths", "lo", "--patterns", "ping", "--timeout", "3s")
+	if !errors.Is(err, cmdutil.ErrCheckFailed) || cmdutil.ExitCode(err) != cmdutil.ExitCheckFailed {
+		t.Fatalf("err %v, want check failed", err)
+	}
+	var fails []string
+	for _, l := range strings.Split(errOut, "\n") {
+		if strings.HasPrefix(l, "FAIL ") {
+			fails = append(fails, l)
+		}
+	}
+	if len(fails) != 2 || !strings.Contains(errOut, "ping/mptcp over lo (IPv4): MPTCP not negotiated") || !strings.Contains(errOut, "ping/quic over lo (IPv4): ") {
+		t.Fatalf("failure lines:\n%s", errOut)
+	}
+}
+
+func TestNetworkChangeExitsInvalid(t *testing.T) {
+	tp, qp, pin := startServer(t, false)
+	var calls atomic.Int32
+	discover := func(ctx context.Context) ([]probe.Path, error) {
+		ps, err := probe.Discover(ctx, probe.DiscoverOptions{})
+		if calls.Add(1) > 3 {
+			for i := range ps {
+				if ps[i].Name == "lo" {
+					ps[i].Up = false
+				}
+			}
+		}
+		return ps, err
+	}
+	out, _, err := execute(t, discover, "--server", "127.0.0.1", "--tcp-port", fmt.Sprint(tp), "--quic-port", fmt.Sprint(qp),
+		"--pin", pin, "--paths", "lo", "--patterns", "interactive", "--transports", "quic", "--duration", "5s")
+	if !errors.Is(err, cmdutil.ErrInvalid) || cmdutil.ExitCode(err) != cmdutil.ExitInvalid {
+		t.Fatalf("err %v, want invalid", err)
+	}
+	var doc report.Document
+	if err := json.Unmarshal([]byte(out), &doc); err != nil {
+		t.Fatal(err)
+	}
+	if doc.Status != report.StatusInvalid || !strings.Contains(doc.Reason, "network changed during test: lo changed") {
+		t.Fatalf("status %s reason %q", doc.Status, doc.Reason)
+	}
+	_ = time.Second
+}
+
+func TestUsageErrors(t *testing.T) {
+	lo := func(context.Context) ([]probe.Path, error) {
+		return []probe.Path{{Name: "lo", Up: true, Kind: probe.KindLoopback}}, nil
+	}
+	for _, args := range [][]string{
+		{},
+		{"--server", "x", "--patterns", "nope", "--paths", "lo"},
+		{"--server", "x", "--transports", "sctp", "--paths", "lo"},
+		{"--server", "x", "--pin", "zz", "--paths", "lo"},
+		{"--server", "x", "--family", "5", "--paths", "lo"},
+		{"--server", "x", "--paths", "nosuch0"},
+		{"--server", "x", "--tcp-port", "99999", "--paths", "lo"},
+		{"--smoke", "--server", "a,b", "--paths", "lo"},
+	} {
+		if _, _, err := execute(t, lo, args...); !errors.Is(err, cmdutil.ErrUsage) {
+			t.Errorf("%v: err %v, want usage error", args, err)
+		}
+	}
+}

@@ -1,0 +1,94 @@
+package serve
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"net"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/mptester/mptester/internal/cmdutil"
+	"github.com/mptester/mptester/patterns"
+)
+
+func TestFlagsReachOptions(t *testing.T) {
+	io, _, _ := cmdutil.Test()
+	var got *Options
+	cmd := NewCmdServe(&cmdutil.Factory{IO: io, Logger: slog.New(slog.DiscardHandler)}, func(o *Options) error { got = o; return nil })
+	cmd.SetArgs([]string{"--tcp-port", "8443", "--quic-port", "8443", "--quic-port", "6121", "--max-bulk", "1000", "--max-per-client", "2"})
+	if err := cmd.Execute(); err != nil {
+		t.Fatal(err)
+	}
+	if got.TCPPort != 8443 || len(got.QUICPorts) != 2 || got.QUICPorts[1] != 6121 || got.Limits.MaxBulk != 1000 || got.Limits.MaxPerClient != 2 {
+		t.Fatalf("options %+v", got)
+	}
+}
+
+func TestBadFlags(t *testing.T) {
+	io, _, _ := cmdutil.Test()
+	for _, args := range [][]string{{"--cert", "x.pem"}, {"--quic-port", "0"}, {"--tcp-port", "70000"}, {"--max-duration", "0s"}} {
+		opts := &Options{IO: io, Logger: slog.New(slog.DiscardHandler), Limits: patterns.DefaultLimits(), TCPPort: 443, QUICPorts: []int{443}}
+		cmd := NewCmdServe(&cmdutil.Factory{IO: io, Logger: slog.New(slog.DiscardHandler)}, func(o *Options) error { *opts = *o; return serveRun(o) })
+		cmd.SetArgs(args)
+		if err := cmd.Execute(); !errors.Is(err, cmdutil.ErrUsage) {
+			t.Errorf("%v: err %v, want usage error", args, err)
+		}
+	}
+}
+
+// TestServeGracefulShutdown: the server prints its fingerprint, serves, and
+// returns promptly once its context is cancelled (SIGTERM).
+func TestServeGracefulShutdown(t *testing.T) {
+	io, out, _ := cmdutil.Test()
+	ctx, cancel := context.WithCancel(context.Background())
+	ready := make(chan *patterns.Server, 1)
+	opts := &Options{IO: io, Logger: slog.New(slog.DiscardHandler), Ctx: ctx, Listen: "127.0.0.1", TCPPort: 0,
+		QUICPorts: []int{}, Limits: patterns.DefaultLimits(), Ready: func(s *patterns.Server) { ready <- s }}
+	// Port 0 disables TCP; bind QUIC on an ephemeral port through the
+	// address list instead.
+	opts.TCPPort = freePort(t)
+	done := make(chan error, 1)
+	go func() { done <- serveRun(opts) }()
+	select {
+	case <-ready:
+	case err := <-done:
+		t.Fatal(err)
+	case <-time.After(5 * time.Second):
+		t.Fatal("server did not start")
+	}
+	if !strings.Contains(out.String(), "certificate SHA-256 fingerprint: ") {
+		t.Fatalf("no fingerprint printed: %q", out.String())
+	}
+	c, err := net.Dial("tcp", net.JoinHostPort("127.0.0.1", itoa(opts.TCPPort)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Close()
+	start := time.Now()
+	cancel()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(12 * time.Second):
+		t.Fatal("shutdown hung")
+	}
+	if el := time.Since(start); el > 3*time.Second {
+		t.Errorf("idle server took %v to stop", el)
+	}
+}
+
+func freePort(t *testing.T) int {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+func itoa(n int) string { return strconv.Itoa(n) }
