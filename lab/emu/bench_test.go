@@ -65,19 +65,17 @@ func BenchmarkLinkThroughput(b *testing.B) {
 // BenchmarkLateness sends packets every 500 µs through a 2 ms delay and
 // reports the writer's lateness (write time minus scheduled time) and the
 // end-to-end one-way delay error seen by the devices (adds the reader's
-// and the test sender's wake-ups).
+// wake-up). On Linux the devices are socketpairs read like TUN fds, with
+// kernel receive timestamps.
 func BenchmarkLateness(b *testing.B) {
-	cli, inet := newMemDev(), newMemDev()
-	l := NewLink("bench", cli, inet, 1)
+	tl := startTimedLink(b, 1)
+	l := tl.Link
 	const D = 2 * time.Millisecond
 	l.Set(Up, Params{Delay: D})
-	done := make(chan error, 1)
-	go func() { done <- l.Run(context.Background()) }()
-	defer func() { l.Close(); <-done }()
 	n := max(b.N, 200)
 	b.ResetTimer()
-	sentAt := paced(cli, n, 500*time.Microsecond, func(s uint64) []byte { return udpPacket(cliAddr, srvAddr, 200, s) })
-	got := collect(inet, n, 10*time.Second)
+	sentAt := paced(tl.cli, n, 500*time.Microsecond, func(s uint64) []byte { return udpPacket(cliAddr, srvAddr, 200, s) })
+	got := collect(tl.inet, n, 10*time.Second)
 	b.StopTimer()
 	var errs []time.Duration
 	for _, f := range got {

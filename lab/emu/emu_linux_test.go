@@ -20,7 +20,7 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-func cpuTime(t *testing.T) time.Duration {
+func cpuTime(t testing.TB) time.Duration {
 	var ru unix.Rusage
 	if err := unix.Getrusage(unix.RUSAGE_SELF, &ru); err != nil {
 		t.Fatal(err)
@@ -47,7 +47,7 @@ func TestIdleLinkDoesNotSpin(t *testing.T) {
 }
 
 // requireRootTUN skips unless we can make TUNs and namespaces; under CI it fails instead.
-func requireRootTUN(t *testing.T) {
+func requireRootTUN(t testing.TB) {
 	t.Helper()
 	why := ""
 	if os.Geteuid() != 0 {
@@ -66,7 +66,7 @@ func requireRootTUN(t *testing.T) {
 	t.Skipf("needs root, /dev/net/tun and ip(8): %s", why)
 }
 
-func run(t *testing.T, args ...string) {
+func run(t testing.TB, args ...string) {
 	t.Helper()
 	if out, err := exec.Command(args[0], args[1:]...).CombinedOutput(); err != nil {
 		t.Fatalf("%s: %v: %s", strings.Join(args, " "), err, out)
@@ -111,7 +111,7 @@ type tunPair struct {
 	cAddr, iAddr string
 }
 
-func setupTUNPair(t *testing.T) *tunPair {
+func setupTUNPair(t testing.TB) *tunPair {
 	requireRootTUN(t)
 	timingCritical(t)
 	var rb [3]byte
@@ -254,6 +254,32 @@ func TestTUNBulkRateRoot(t *testing.T) {
 	const rate = 100_000_000
 	p.Set(Up, Params{Delay: 5 * time.Millisecond, RateBps: rate})
 	p.Set(Down, Params{Delay: 5 * time.Millisecond, RateBps: rate})
+	got := bulkGoodput(t, p, time.Second, 2*time.Second)
+	s := p.Stats().Up
+	t.Logf("goodput %.1f Mbit/s of %d; up delivered %d pkts, tail drops %d, lateness %+v", got/1e6, rate/1000000, s.Delivered, s.DropQueue, s.Lateness)
+	if got < 0.9*rate {
+		t.Errorf("goodput %.1f Mbit/s, want >= 90%% of %d Mbit/s", got/1e6, rate/1000000)
+	}
+}
+
+// BenchmarkTUNBulkTCP: goodput of one bulk TCP flow through real TUNs and
+// an unlimited Link with 1 ms delay each way (root; run with -benchtime 1x).
+func BenchmarkTUNBulkTCP(b *testing.B) {
+	p := setupTUNPair(b)
+	p.Set(Up, Params{Delay: time.Millisecond})
+	p.Set(Down, Params{Delay: time.Millisecond})
+	b.ResetTimer()
+	got := bulkGoodput(b, p, 500*time.Millisecond, 2*time.Second)
+	b.ReportMetric(got/1e6, "Mbit/s")
+	s := p.Stats().Up
+	b.ReportMetric(float64(s.Lateness.Median.Nanoseconds())/1e3, "late-p50-µs")
+	b.ReportMetric(float64(s.Lateness.P99.Nanoseconds())/1e3, "late-p99-µs")
+}
+
+// bulkGoodput sends one TCP flow client -> Internet and returns the
+// receiver's goodput in bit/s over dur after warm.
+func bulkGoodput(t testing.TB, p *tunPair, warm, dur time.Duration) float64 {
+	t.Helper()
 	var ln net.Listener
 	if err := inNetns(p.nsI, func() (err error) { ln, err = net.Listen("tcp4", p.iAddr+":0"); return }); err != nil {
 		t.Fatal(err)
@@ -288,15 +314,11 @@ func TestTUNBulkRateRoot(t *testing.T) {
 			}
 		}
 	}()
-	time.Sleep(time.Second) // slow start, queue fill
+	time.Sleep(warm) // slow start, queue fill
 	r0, t0, c0 := received.Load(), time.Now(), cpuTime(t)
-	time.Sleep(2 * time.Second)
+	time.Sleep(dur)
 	el := time.Since(t0)
 	got := float64(received.Load()-r0) * 8 / el.Seconds()
 	t.Logf("process CPU %.0f%% of one core (emulator, TCP sender and receiver)", float64(cpuTime(t)-c0)/float64(el)*100)
-	s := p.Stats().Up
-	t.Logf("goodput %.1f Mbit/s of %d; up delivered %d pkts, tail drops %d, lateness %+v", got/1e6, rate/1000000, s.Delivered, s.DropQueue, s.Lateness)
-	if got < 0.9*rate {
-		t.Errorf("goodput %.1f Mbit/s, want >= 90%% of %d Mbit/s", got/1e6, rate/1000000)
-	}
+	return got
 }
