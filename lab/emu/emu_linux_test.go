@@ -322,3 +322,29 @@ func bulkGoodput(t testing.TB, p *tunPair, warm, dur time.Duration) float64 {
 	t.Logf("process CPU %.0f%% of one core (emulator, TCP sender and receiver)", float64(cpuTime(t)-c0)/float64(el)*100)
 	return got
 }
+
+// Closing a device behind the Link's back ends Run with an error instead
+// of hanging the closer.
+func TestExternalCloseOfFDDevice(t *testing.T) {
+	cdev, _ := newSockPort(t)
+	idev, _ := newSockPort(t)
+	l := NewLink("x", cdev, idev, 1)
+	done := make(chan error, 1)
+	go func() { done <- l.Run(context.Background()) }()
+	time.Sleep(20 * time.Millisecond)
+	closed := make(chan error, 1)
+	go func() { closed <- cdev.Close() }()
+	select {
+	case <-closed:
+	case <-time.After(2 * time.Second):
+		t.Fatal("closing the device hung")
+	}
+	select {
+	case err := <-done:
+		if err == nil {
+			t.Error("Run returned nil after its device was closed under it")
+		}
+	case <-time.After(2 * time.Second):
+		t.Fatal("Run did not return")
+	}
+}

@@ -2,6 +2,7 @@ package emu
 
 import (
 	"syscall"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -30,10 +31,13 @@ func (d *direction) readRaw() (ok bool, err error) {
 	lockThread()
 	buf := make([]byte, 65536)
 	var rerr error
-	// The callback holds a reference on the fd: Close of the file waits
-	// for it, so the fd number cannot be reused under us.
-	err = rc.Read(func(fd uintptr) bool {
+	// The callback holds a reference on the fd, so the fd number cannot be
+	// reused under us; closing the file waits for the callback to return,
+	// which it does when woken by Close or after an idle pollInterval (for
+	// a file closed by someone else).
+	read := func(fd uintptr) bool {
 		fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}, {Fd: int32(ew.fd), Events: unix.POLLIN}}
+		ts := unix.NsecToTimespec(int64(pollInterval))
 		for !d.l.closing.Load() {
 			n, err := unix.Read(int(fd), buf)
 			switch {
@@ -42,7 +46,11 @@ func (d *direction) readRaw() (ok bool, err error) {
 					d.handle(buf[:n], d.l.now())
 				}
 			case err == unix.EAGAIN:
-				if k, _ := unix.Ppoll(fds, nil, nil); k > 0 && fds[1].Revents != 0 {
+				k, _ := unix.Ppoll(fds, &ts, nil)
+				if k == 0 {
+					return true // idle: let a pending Close of the file proceed
+				}
+				if fds[1].Revents != 0 {
 					var b [8]byte
 					unix.Read(ew.fd, b[:])
 				}
@@ -53,12 +61,20 @@ func (d *direction) readRaw() (ok bool, err error) {
 			}
 		}
 		return true
-	})
-	if d.l.closing.Load() {
-		return true, nil
 	}
-	if rerr != nil {
-		return true, rerr
+	for {
+		err := rc.Read(read)
+		if d.l.closing.Load() {
+			return true, nil
+		}
+		if rerr != nil {
+			return true, rerr
+		}
+		if err != nil {
+			return true, err
+		}
 	}
-	return true, err
 }
+
+// pollInterval bounds how long an idle raw reader holds its fd.
+const pollInterval = 100 * time.Millisecond
