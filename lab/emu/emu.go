@@ -46,7 +46,11 @@ func (d Direction) String() string {
 	return fmt.Sprintf("Direction(%d)", int(d))
 }
 
-// Params of one direction of a path.
+// Params of one direction of a path. A packet's one-way delay is its wait
+// in the rate queue plus its serialization time (size*8/RateBps) plus Delay
+// plus jitter (and the target's extra delay on Up packets), like a real
+// link: queue, then transmission, then propagation. Random loss happens
+// before the queue, so lost packets take no capacity.
 type Params struct {
 	Delay      time.Duration   // one-way
 	Jitter     time.Duration   // uniform in [-Jitter, +Jitter]; never reorders (FIFO per direction)
