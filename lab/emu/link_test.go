@@ -471,3 +471,24 @@ func TestReserveProcs(t *testing.T) {
 		t.Errorf("GOMAXPROCS %d after the link stopped, want %d", got, base)
 	}
 }
+
+// A lone packet on a rate-limited path takes its serialization time on
+// top of the delay: 1500 B at 1.2 Mbit/s = 10 ms.
+func TestRateSerializationDelay(t *testing.T) {
+	timingCritical(t)
+	tl := startTimedLink(t, 13)
+	tl.Set(Up, Params{Delay: 5 * time.Millisecond, RateBps: 1_200_000})
+	var ds []time.Duration
+	for i := range 5 {
+		t0 := tl.cli.send(udpPacket(cliAddr, srvAddr, 1500, uint64(i)))
+		got := collect(tl.inet, 1, time.Second)
+		if len(got) != 1 {
+			t.Fatal("not delivered")
+		}
+		ds = append(ds, got[0].t.Sub(t0))
+		time.Sleep(20 * time.Millisecond) // queue empty again
+	}
+	if m := median(ds); m < 14*time.Millisecond || m > 16*time.Millisecond {
+		t.Errorf("median delay %v, want 15ms ± 1ms", m)
+	}
+}
