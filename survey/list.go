@@ -49,8 +49,12 @@ func ParseList(r io.Reader, top int) ([]Domain, ListInfo, error) {
 	h := sha256.New()
 	sc := bufio.NewScanner(io.TeeReader(r, h))
 	sc.Buffer(make([]byte, 64<<10), 1<<20)
-	seen := map[string]struct{}{}
-	var out []Domain
+	hint := 1 << 16
+	if top > 0 {
+		hint = min(top, 1<<20)
+	}
+	seen := make(map[string]struct{}, hint)
+	out := make([]Domain, 0, hint)
 	for sc.Scan() {
 		info.Lines++
 		if top > 0 && len(out) >= top {

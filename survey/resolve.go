@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/netip"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -50,6 +51,7 @@ type Resolver struct {
 
 	servers []netip.AddrPort
 	sems    []chan struct{}
+	next    atomic.Uint32 // spreads first attempts over the path's servers
 }
 
 // NewResolver returns a resolver for p, or an error when p has no DNS.
@@ -78,19 +80,36 @@ func NewResolver(p probe.Path, timeout time.Duration, retries, cap int, bytes *a
 func (r *Resolver) Resolve(ctx context.Context, d Domain, fam probe.Family) ResolutionRecord {
 	rec := ResolutionRecord{Type: "resolution", Domain: d.Name, Rank: d.Rank, Path: r.Path.Name, Answers: []netip.Addr{}, Valid: true}
 	start := time.Now()
+	// A and AAAA go out together: a dead name costs one timeout, not two.
+	qts := qtypes(fam)
+	type answer struct {
+		q     QueryResult
+		addrs []netip.Addr
+		chain []string
+		bytes int64
+	}
+	ans := make([]answer, len(qts))
+	var wg sync.WaitGroup
+	for i, qt := range qts {
+		wg.Go(func() {
+			a := &ans[i]
+			a.q, a.addrs, a.chain = r.query(ctx, d.Name, qt, &a.bytes)
+		})
+	}
+	wg.Wait()
 	var statuses []string
 	seen := map[netip.Addr]struct{}{}
-	for _, qt := range qtypes(fam) {
-		q, addrs, chain := r.query(ctx, d.Name, qt, &rec.Bytes)
-		rec.Queries = append(rec.Queries, q)
-		statuses = append(statuses, q.Status)
-		if len(chain) > len(rec.CNAMEs) {
-			rec.CNAMEs = chain
+	for _, a := range ans {
+		rec.Queries = append(rec.Queries, a.q)
+		rec.Bytes += a.bytes
+		statuses = append(statuses, a.q.Status)
+		if len(a.chain) > len(rec.CNAMEs) {
+			rec.CNAMEs = a.chain
 		}
-		for _, a := range addrs {
-			if _, dup := seen[a]; !dup {
-				seen[a] = struct{}{}
-				rec.Answers = append(rec.Answers, a)
+		for _, x := range a.addrs {
+			if _, dup := seen[x]; !dup {
+				seen[x] = struct{}{}
+				rec.Answers = append(rec.Answers, x)
 			}
 		}
 	}
@@ -117,12 +136,13 @@ func (r *Resolver) query(ctx context.Context, name string, qt uint16, sent *int6
 	start := time.Now()
 	var resp *dns.Msg
 	var err error
+	first := int(r.next.Add(1))
 	for attempt := 0; attempt <= r.Retries; attempt++ {
 		if ctx.Err() != nil {
 			err = ctx.Err()
 			break
 		}
-		i := attempt % len(r.servers)
+		i := (first + attempt) % len(r.servers)
 		q.Attempts++
 		q.Server = r.servers[i].String()
 		resp, q.TCP, err = r.exchange(ctx, i, m, sent)

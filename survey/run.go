@@ -75,7 +75,7 @@ func (c *Config) defaults() {
 		c.DNSTimeout = 2 * time.Second
 	}
 	if c.ResolverCap <= 0 {
-		c.ResolverCap = 64
+		c.ResolverCap = 200
 	}
 	if c.ResolveWorkers <= 0 {
 		c.ResolveWorkers = 256
@@ -119,6 +119,7 @@ type runner struct {
 	prog    *progress
 	lim     *Limiter
 	failed  atomic.Bool // something did not run (reported as partial)
+	probes  atomic.Int64
 	writeMu sync.Mutex
 	writeEr error
 }
@@ -158,9 +159,16 @@ func Run(ctx context.Context, cfg Config, out *report.Stream) (Summary, error) {
 		}
 	}
 	resolvers := r.resolvers()
+	t0 := time.Now()
 	r.resolveAll(ctx, resolvers)
+	r.log.Info("resolution done", "paths", len(resolvers), "domains", len(cfg.Domains), "elapsed", time.Since(t0).Round(time.Millisecond))
 	if ctx.Err() == nil {
+		t1 := time.Now()
 		r.probeAll(ctx, resolvers)
+		el := time.Since(t1)
+		n := r.probes.Load()
+		r.log.Info("probing done", "probes", n, "elapsed", el.Round(time.Millisecond),
+			"rate", fmt.Sprintf("%.0f/s", float64(n)/el.Seconds()), "lower_bound", r.lowerBound(n).Round(time.Millisecond))
 	}
 	stopBG()
 
@@ -391,6 +399,15 @@ func (r *runner) probeAll(ctx context.Context, resolvers map[string]*Resolver) {
 	wg.Wait()
 }
 
+// lowerBound is the shortest possible probing time for n probes: n/rate
+// plus one timeout for the last answers.
+func (r *runner) lowerBound(n int64) time.Duration {
+	if r.cfg.Rate <= 0 {
+		return r.cfg.Timeout
+	}
+	return time.Duration(float64(n)/r.cfg.Rate*float64(time.Second)) + r.cfg.Timeout
+}
+
 // bytesPerProbe estimates the bytes one probe sends, for the budget.
 func (r *runner) bytesPerProbe() func(netip.Addr) int {
 	return func(a netip.Addr) int {
@@ -418,6 +435,7 @@ func (r *runner) probeTarget(ctx context.Context, pr Prober, t target, reserved 
 			break
 		}
 		last = time.Now()
+		r.probes.Add(1)
 		wg.Go(func() {
 			pctx, cancel := context.WithTimeout(ctx, r.cfg.Timeout)
 			defer cancel()

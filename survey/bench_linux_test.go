@@ -1,0 +1,143 @@
+package survey
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"runtime"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/mptester/mptester/report"
+)
+
+// BenchmarkParseList1M parses a synthetic 1M-line Tranco CSV (with a few
+// IDNs and duplicates, as real lists have).
+func BenchmarkParseList1M(b *testing.B) {
+	var buf bytes.Buffer
+	for i := 1; i <= 1_000_000; i++ {
+		switch {
+		case i%1000 == 0:
+			fmt.Fprintf(&buf, "%d,bücher%d.de\n", i, i)
+		case i%777 == 0:
+			fmt.Fprintf(&buf, "%d,site%d.com\n", i, i-1)
+		default:
+			fmt.Fprintf(&buf, "%d,site%d.com\n", i, i)
+		}
+	}
+	data := buf.Bytes()
+	b.SetBytes(int64(len(data)))
+	b.ReportAllocs()
+	for b.Loop() {
+		ds, _, err := ParseList(bytes.NewReader(data), 0)
+		if err != nil || len(ds) < 990_000 {
+			b.Fatal(err, len(ds))
+		}
+	}
+}
+
+// BenchmarkSurveyLoopback runs the whole pipeline on loopback: a real DNS
+// server with N domains on distinct 127/8 addresses, a TCP listener, and
+// probes at the given rate. It reports the achieved probe rate, the ratio
+// of the probing wall time to its lower bound (probes/rate + one
+// timeout), CPU time per probe and the process's peak RSS.
+func BenchmarkSurveyLoopback(b *testing.B) {
+	for _, bc := range []struct {
+		method  string
+		rate    float64
+		domains int
+	}{{"tcp-connect", 1000, 500}, {"tcp-connect", 5000, 2500}, {"tcp-syn", 5000, 2500}, {"icmp", 5000, 2500}} {
+		b.Run(fmt.Sprintf("%s/rate=%g", bc.method, bc.rate), func(b *testing.B) {
+			if bc.method != "tcp-connect" && os.Geteuid() != 0 {
+				b.Skip("needs root")
+			}
+			z := &testZone{a: map[string][]string{}}
+			var domains []Domain
+			for i := range bc.domains {
+				name := "d" + strconv.Itoa(i) + ".test"
+				z.a[name+"."] = []string{fmt.Sprintf("127.1.%d.%d", i/250, i%250+1)}
+				domains = append(domains, Domain{Rank: i + 1, Name: name})
+			}
+			dnsAddr := startDNS(b, z)
+			port := startListener(b)
+			cfg := baseConfig(loopback(b, dnsAddr), port)
+			cfg.Domains, cfg.Method, cfg.Rate, cfg.Count = domains, bc.method, bc.rate, 10
+			cfg.Spacing, cfg.Timeout, cfg.Burst = 100*time.Millisecond, time.Second, max(1, int(bc.rate/100))
+			for b.Loop() {
+				var ru0, ru1 syscall.Rusage
+				syscall.Getrusage(syscall.RUSAGE_SELF, &ru0)
+				r := &benchRun{cfg: cfg}
+				r.run(b)
+				syscall.Getrusage(syscall.RUSAGE_SELF, &ru1)
+				cpu := time.Duration(ru1.Utime.Nano()+ru1.Stime.Nano()-ru0.Utime.Nano()-ru0.Stime.Nano()) * time.Nanosecond
+				probes := float64(bc.domains * cfg.Count)
+				bound := time.Duration(probes/bc.rate*float64(time.Second)) + cfg.Timeout
+				b.ReportMetric(probes/r.probeTime.Seconds(), "probes/s")
+				b.ReportMetric(r.probeTime.Seconds()/bound.Seconds(), "x_lower_bound")
+				b.ReportMetric(float64(cpu.Microseconds())/probes, "cpu_us/probe")
+				b.ReportMetric(float64(peakRSSKB())/1024, "peak_rss_MB")
+			}
+		})
+	}
+}
+
+type benchRun struct {
+	cfg       Config
+	probeTime time.Duration
+}
+
+func (br *benchRun) run(b *testing.B) {
+	// Resolution is fast on loopback; time the whole run minus it by
+	// timing a resolution-only pass would double the DNS load, so the
+	// probe stage is timed from the first to the last probe record.
+	var out timingWriter
+	h, _ := report.NewHeader("survey", "bench", br.cfg.Paths, nil)
+	st, err := report.NewStream(&out, h)
+	if err != nil {
+		b.Fatal(err)
+	}
+	s, err := Run(context.Background(), br.cfg, st)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if s.Cells[0].Targets != len(br.cfg.Domains) || s.Cells[0].Unresponsive != 0 {
+		b.Fatalf("cell %+v", s.Cells[0])
+	}
+	br.probeTime = out.lastProbe.Sub(out.resolved)
+}
+
+// timingWriter notes when resolution ended and when the last probe record
+// was written.
+type timingWriter struct {
+	resolved, lastProbe time.Time
+}
+
+func (w *timingWriter) Write(p []byte) (int, error) {
+	now := time.Now()
+	if bytes.Contains(p, []byte(`"type":"resolution"`)) {
+		w.resolved = now
+	}
+	if bytes.Contains(p, []byte(`"type":"probe"`)) {
+		w.lastProbe = now
+	}
+	return len(p), nil
+}
+
+// peakRSSKB is VmHWM of this process (Linux), else the Go heap in use.
+func peakRSSKB() int64 {
+	if b, err := os.ReadFile("/proc/self/status"); err == nil {
+		for _, l := range strings.Split(string(b), "\n") {
+			if strings.HasPrefix(l, "VmHWM:") {
+				n, _ := strconv.ParseInt(strings.Fields(l)[1], 10, 64)
+				return n
+			}
+		}
+	}
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	return int64(ms.HeapInuse / 1024)
+}
