@@ -29,18 +29,28 @@ import (
 // Timing tests: not under -race (it slows the emulator by an order of
 // magnitude); run with -p 1 so no other package competes for the CPUs.
 
+// attempts a timing measurement may take: a stalled host (the CI machine
+// is shared) can shift one sample set, but a wrong emulator fails all.
+const attempts = 3
+
 func TestLabEmulationRTT(t *testing.T) {
 	requirePing(t)
 	l := labtest.Start(t, lab.Options{Domains: 0})
-	if l.InClient(t) {
-		ctx := context.Background()
-		target := lab.Server4 // no per-target extra delay
-		for _, d := range []time.Duration{5 * time.Millisecond, 25 * time.Millisecond, 100 * time.Millisecond} {
-			for _, path := range lab.PathNames {
-				l.Set(t, path, "delay="+d.String(), "jitter=0s")
-			}
-			want := 2 * float64(d) / 1e6
-			for _, path := range lab.PathNames {
+	if !l.InClient(t) {
+		return
+	}
+	ctx := context.Background()
+	target := lab.Server4 // no per-target extra delay
+	for _, d := range []time.Duration{5 * time.Millisecond, 25 * time.Millisecond, 100 * time.Millisecond} {
+		for _, path := range lab.PathNames {
+			l.Set(t, path, "delay="+d.String(), "jitter=0s")
+		}
+		want := 2 * float64(d) / 1e6
+		for _, path := range lab.PathNames {
+			p := l.Path(t, path)
+			var mi, mt float64
+			var n int
+			for try := 1; try <= attempts; try++ {
 				// ICMP, through the interface.
 				out, err := exec.Command("ping", "-n", "-c", "15", "-i", "0.02", "-W", "2", "-I", path, target.String()).CombinedOutput()
 				if err != nil {
@@ -52,7 +62,6 @@ func TestLabEmulationRTT(t *testing.T) {
 					icmp = append(icmp, v)
 				}
 				// TCP connect, from a socket bound to the path.
-				p := l.Path(t, path)
 				var tcp []float64
 				for i := 0; i < 8; i++ {
 					t0 := time.Now()
@@ -65,15 +74,18 @@ func TestLabEmulationRTT(t *testing.T) {
 					}
 					c.Close()
 				}
-				mi, mt := median(icmp), median(tcp)
-				t.Logf("D=%v %s: ICMP median %.3f ms (n=%d), TCP connect median %.3f ms (n=%d), want %.0f±1",
-					d, path, mi, len(icmp), mt, len(tcp), want)
-				if len(icmp) < 10 || math.Abs(mi-want) > 1 {
-					t.Errorf("D=%v %s: ICMP RTT median %.3f ms over %d replies, want %.0f ± 1 ms", d, path, mi, len(icmp), want)
+				mi, mt, n = median(icmp), median(tcp), len(icmp)
+				t.Logf("D=%v %s try %d: ICMP median %.3f ms (n=%d), TCP connect median %.3f ms (n=%d), want %.0f±1",
+					d, path, try, mi, n, mt, len(tcp), want)
+				if n >= 10 && math.Abs(mi-want) <= 1 && math.Abs(mt-want) <= 1 {
+					break
 				}
-				if math.Abs(mt-want) > 1 {
-					t.Errorf("D=%v %s: TCP connect median %.3f ms, want %.0f ± 1 ms", d, path, mt, want)
-				}
+			}
+			if n < 10 || math.Abs(mi-want) > 1 {
+				t.Errorf("D=%v %s: ICMP RTT median %.3f ms over %d replies, want %.0f ± 1 ms", d, path, mi, n, want)
+			}
+			if math.Abs(mt-want) > 1 {
+				t.Errorf("D=%v %s: TCP connect median %.3f ms, want %.0f ± 1 ms", d, path, mt, want)
 			}
 		}
 	}
@@ -93,7 +105,12 @@ func TestLabTruthRTT(t *testing.T) {
 				break
 			}
 			n++
-			got := median(pingRTTs(t, l, path, a, 7))
+			var got float64
+			for try := 1; try <= attempts; try++ {
+				if got = median(pingRTTs(t, l, path, a, 7)); math.Abs(got-want) <= 1 {
+					break
+				}
+			}
 			if math.Abs(got-want) > 1 {
 				t.Errorf("%s via %s: median RTT %.3f ms, truth %.3f ms (±1)", a, path, got, want)
 			}
@@ -151,20 +168,27 @@ func TestLabRate(t *testing.T) {
 	p := l.Path(t, "wlan0")
 	for _, mbit := range []int64{20, 100} {
 		l.Set(t, "wlan0", "delay=2ms", fmt.Sprintf("rate=%dmbit", mbit))
-		c, err := probe.DialContext(ctx, p, "tcp", netip.AddrPortFrom(lab.Server4, lab.PortSrc).String())
-		if err != nil {
-			t.Fatal(err)
+		best := 0.0
+		for try := 1; try <= attempts && best < 0.9*float64(mbit); try++ {
+			c, err := probe.DialContext(ctx, p, "tcp", netip.AddrPortFrom(lab.Server4, lab.PortSrc).String())
+			if err != nil {
+				t.Fatal(err)
+			}
+			n := mbit * 1e6 / 8 * 3 / 2 // 1.5 s worth
+			d, err := fetch(c, n)
+			c.Close()
+			if err != nil {
+				t.Fatalf("%d mbit: %v", mbit, err)
+			}
+			got := float64(n) * 8 / d.Seconds() / 1e6
+			t.Logf("rate=%dmbit try %d: goodput %.2f Mbit/s (%d bytes in %v)", mbit, try, got, n, d)
+			if got > 1.05*float64(mbit) {
+				t.Errorf("rate=%dmbit: bulk TCP got %.2f Mbit/s, above the limit", mbit, got)
+			}
+			best = max(best, got)
 		}
-		n := mbit * 1e6 / 8 * 3 / 2 // 1.5 s worth
-		d, err := fetch(c, n)
-		c.Close()
-		if err != nil {
-			t.Fatalf("%d mbit: %v", mbit, err)
-		}
-		got := float64(n) * 8 / d.Seconds() / 1e6
-		t.Logf("rate=%dmbit: goodput %.2f Mbit/s (%d bytes in %v)", mbit, got, n, d)
-		if got < 0.9*float64(mbit) || got > 1.05*float64(mbit) {
-			t.Errorf("rate=%dmbit: bulk TCP got %.2f Mbit/s, want [90%%, 105%%] of the rate", mbit, got)
+		if best < 0.9*float64(mbit) {
+			t.Errorf("rate=%dmbit: bulk TCP got at best %.2f Mbit/s, want >= 90%% of the rate", mbit, best)
 		}
 	}
 }
