@@ -348,3 +348,32 @@ func TestExternalCloseOfFDDevice(t *testing.T) {
 		t.Fatal("Run did not return")
 	}
 }
+
+// The writer threads run SCHED_FIFO when permitted, and only they do.
+func TestRealtimeThreadsRoot(t *testing.T) {
+	requireRootTUN(t)
+	if RealtimePriority == 0 {
+		t.Skip("RealtimePriority 0")
+	}
+	count := func() (fifo int) {
+		ents, err := os.ReadDir("/proc/self/task")
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range ents {
+			b, err := os.ReadFile("/proc/self/task/" + e.Name() + "/stat")
+			if err != nil {
+				continue
+			}
+			// Field 41 (policy) follows the ")" of the command name.
+			f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+2:]))
+			if len(f) > 38 && f[38] == "1" { // SCHED_FIFO
+				fifo++
+			}
+		}
+		return fifo
+	}
+	before := count()
+	startLink(t, 14)
+	waitFor(t, "2 writer threads at SCHED_FIFO", 2*time.Second, func() bool { return count() == before+2 })
+}

@@ -51,6 +51,8 @@ func lockThread() {
 	runtime.LockOSThread()
 	unix.Prctl(unix.PR_SET_TIMERSLACK, 1, 0, 0, 0)
 	if p := RealtimePriority; p > 0 {
-		unix.SchedSetAttr(0, &unix.SchedAttr{Size: unix.SizeofSchedAttr, Policy: unix.SCHED_FIFO, Priority: uint32(p)}, 0)
+		// RESET_ON_FORK: a thread this one ever creates starts as normal.
+		unix.SchedSetAttr(0, &unix.SchedAttr{Size: unix.SizeofSchedAttr, Policy: unix.SCHED_FIFO,
+			Flags: unix.SCHED_FLAG_RESET_ON_FORK, Priority: uint32(p)}, 0)
 	}
 }
