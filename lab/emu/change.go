@@ -62,32 +62,22 @@ func (f FieldChange) apply(p *Params) {
 // IsZero reports whether c changes nothing.
 func (c Change) IsZero() bool { return c.Down == nil && c.Dir[Up].empty() && c.Dir[Down].empty() }
 
-// String renders c in settings syntax (direction-prefixed keys).
+// String renders c in settings syntax; a field set alike for both
+// directions is written once, unprefixed.
 func (c Change) String() string {
 	var s []string
-	for _, d := range []Direction{Up, Down} {
-		f, pre := c.Dir[d], d.String()+"."
-		if f.Delay != nil {
-			s = append(s, pre+"delay="+f.Delay.String())
-		}
-		if f.Jitter != nil {
-			s = append(s, pre+"jitter="+f.Jitter.String())
-		}
-		if f.Loss != nil {
-			s = append(s, pre+"loss="+strconv.FormatFloat(*f.Loss*100, 'g', -1, 64)+"%")
-		}
-		if f.GE != nil {
-			if g := *f.GE; g == nil {
-				s = append(s, pre+"ge=off")
-			} else {
-				s = append(s, fmt.Sprintf("%sge=%g,%g,%g,%g", pre, g.P, g.R, g.LossGood, g.LossBad))
+	up, dn := c.Dir[Up].tokens(), c.Dir[Down].tokens()
+	for i := range up {
+		switch {
+		case up[i] != "" && up[i] == dn[i]:
+			s = append(s, up[i])
+		default:
+			if up[i] != "" {
+				s = append(s, "up."+up[i])
 			}
-		}
-		if f.RateBps != nil {
-			s = append(s, pre+"rate="+strconv.FormatInt(*f.RateBps, 10)+"bit")
-		}
-		if f.QueueBytes != nil {
-			s = append(s, pre+"queue="+strconv.Itoa(*f.QueueBytes)+"b")
+			if dn[i] != "" {
+				s = append(s, "down."+dn[i])
+			}
 		}
 	}
 	if c.Down != nil {
@@ -98,6 +88,34 @@ func (c Change) String() string {
 		}
 	}
 	return strings.Join(s, " ")
+}
+
+// tokens renders each field ("" when unset) in a fixed order.
+func (f FieldChange) tokens() [6]string {
+	var t [6]string
+	if f.Delay != nil {
+		t[0] = "delay=" + f.Delay.String()
+	}
+	if f.Jitter != nil {
+		t[1] = "jitter=" + f.Jitter.String()
+	}
+	if f.Loss != nil {
+		t[2] = "loss=" + strconv.FormatFloat(*f.Loss*100, 'g', -1, 64) + "%"
+	}
+	if f.GE != nil {
+		if g := *f.GE; g == nil {
+			t[3] = "ge=off"
+		} else {
+			t[3] = fmt.Sprintf("ge=%g,%g,%g,%g", g.P, g.R, g.LossGood, g.LossBad)
+		}
+	}
+	if f.RateBps != nil {
+		t[4] = "rate=" + strconv.FormatInt(*f.RateBps, 10) + "bit"
+	}
+	if f.QueueBytes != nil {
+		t[5] = "queue=" + strconv.Itoa(*f.QueueBytes) + "b"
+	}
+	return t
 }
 
 // ParseChange parses settings tokens (each argument may hold several

@@ -124,9 +124,9 @@ t=10s wwan0 up
 		ch   string
 	}
 	want := []ev{
-		{0, "wwan0", "up.delay=40ms up.rate=2000000bit down.delay=40ms"},
-		{5 * time.Second, "wlan0", "up.loss=5% down.loss=5%"},
-		{10 * time.Second, "wlan0", "up.loss=30% down.loss=30%"},
+		{0, "wwan0", "delay=40ms up.rate=2000000bit"},
+		{5 * time.Second, "wlan0", "loss=5%"},
+		{10 * time.Second, "wlan0", "loss=30%"},
 		{10 * time.Second, "wwan0", "up"},
 		{15 * time.Second, "wlan0", "down"},
 	}
