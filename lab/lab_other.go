@@ -5,6 +5,7 @@ package lab
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/mptester/mptester/lab/emu"
 	"github.com/mptester/mptester/lab/world"
@@ -31,3 +32,9 @@ func (l *Lab) Status() Status                      { return Status{} }
 func (l *Lab) Context() context.Context            { return context.Background() }
 func (l *Lab) Close() error                        { return nil }
 func (l *Lab) World() *world.World                 { return nil }
+
+// DaemonPID is Linux only.
+func DaemonPID(dir string) (int, bool) { return 0, false }
+
+// WaitExit is Linux only.
+func WaitExit(pid int, d time.Duration) bool { return true }

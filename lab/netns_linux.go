@@ -239,3 +239,20 @@ func Leftovers(name, dir string) []string {
 	}
 	return left
 }
+
+// DaemonPID returns the pid of the lab daemon recorded in dir, if it runs.
+func DaemonPID(dir string) (int, bool) { return daemonPID(FilesIn(dir).PID) }
+
+// WaitExit waits up to d for process pid to exit (or become a zombie),
+// then kills it. It reports whether the process exited by itself.
+func WaitExit(pid int, d time.Duration) bool {
+	deadline := time.Now().Add(d)
+	for time.Now().Before(deadline) {
+		if syscall.Kill(pid, 0) != nil || isZombie(pid) {
+			return true
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	killWait([]int{pid}, time.Second)
+	return false
+}

@@ -55,13 +55,13 @@ func downRun(ctx context.Context, opts *DownOptions) error {
 	files := lab.FilesIn(opts.Dir)
 	// Ask the daemon to tear down gracefully, then make sure: whatever is
 	// left (a dead daemon's namespaces, a hung process) is removed by force.
+	pid, running := lab.DaemonPID(opts.Dir)
 	cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	_, err := lab.Control(cctx, files.Control, lab.Request{Op: "down"})
 	cancel()
 	if err == nil {
-		deadline := time.Now().Add(30 * time.Second)
-		for time.Now().Before(deadline) && len(lab.Leftovers(opts.Name, opts.Dir)) > 0 {
-			time.Sleep(50 * time.Millisecond)
+		if running && !lab.WaitExit(pid, 30*time.Second) {
+			opts.Logger.Warn("lab daemon did not exit within 30s; killed", "pid", pid)
 		}
 	} else {
 		opts.Logger.Debug("lab control socket not answering; removing by force", "err", err)

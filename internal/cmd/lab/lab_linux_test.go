@@ -26,7 +26,9 @@ func shortDir(t *testing.T) string {
 	return d
 }
 
-func alive(pid int) bool { return pid > 0 && syscall.Kill(pid, 0) == nil }
+// alive: the daemon is our child here, so a dead one may linger as a
+// zombie until the Wait in `lab up` reaps it.
+func alive(pid int) bool { return pid > 0 && syscall.Kill(pid, 0) == nil && !zombie(pid) }
 
 func up(t *testing.T, name, dir string) lab.Info {
 	t.Helper()
@@ -89,7 +91,7 @@ func TestLabLifecycle(t *testing.T) {
 	if err := syscall.Kill(info.PID, syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
-	for i := 0; i < 100 && alive(info.PID) && !zombie(info.PID); i++ {
+	for i := 0; i < 100 && alive(info.PID); i++ {
 		time.Sleep(20 * time.Millisecond)
 	}
 	if left := lab.Leftovers(name, dir); len(left) == 0 {
