@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
+	"slices"
 	"sync"
 	"time"
 
@@ -30,6 +31,11 @@ type ServerConfig struct {
 	QUICAddrs []string
 	// NoMPTCP disables the MPTCP-enabled TCP listener (plain TCP only).
 	NoMPTCP bool
+	// TCPListener and QUICConns, when set, are used instead of binding
+	// TCPAddr and QUICAddrs (sockets opened elsewhere, e.g. in a lab's
+	// network namespace). The server closes them.
+	TCPListener net.Listener
+	QUICConns   []net.PacketConn
 	Limits  Limits
 	Logger  *slog.Logger
 }
@@ -68,7 +74,7 @@ func NewServer(cfg ServerConfig) (*Server, error) {
 	if cfg.Limits == (Limits{}) {
 		cfg.Limits = DefaultLimits()
 	}
-	if cfg.TCPAddr == "" && len(cfg.QUICAddrs) == 0 {
+	if cfg.TCPAddr == "" && len(cfg.QUICAddrs) == 0 && cfg.TCPListener == nil && len(cfg.QUICConns) == 0 {
 		return nil, errors.New("serve: no listener configured")
 	}
 	m := &Mux{HTTP: http.NewServeMux(), Streams: map[wire.Kind]StreamHandler{}, Families: map[wire.Kind]string{},
@@ -89,13 +95,16 @@ func (s *Server) tlsConfig(protos ...string) *tls.Config {
 func (s *Server) Start(ctx context.Context) error {
 	s.ctx, s.cancel = context.WithCancel(context.WithoutCancel(ctx))
 	lim := s.cfg.Limits
-	if s.cfg.TCPAddr != "" {
-		var lc net.ListenConfig
-		// The standard library's MPTCP listener accepts plain TCP too.
-		lc.SetMultipathTCP(!s.cfg.NoMPTCP)
-		ln, err := lc.Listen(ctx, "tcp", s.cfg.TCPAddr)
-		if err != nil {
-			return fmt.Errorf("listen tcp %s: %w", s.cfg.TCPAddr, err)
+	if s.cfg.TCPAddr != "" || s.cfg.TCPListener != nil {
+		ln := s.cfg.TCPListener
+		if ln == nil {
+			var lc net.ListenConfig
+			// The standard library's MPTCP listener accepts plain TCP too.
+			lc.SetMultipathTCP(!s.cfg.NoMPTCP)
+			var err error
+			if ln, err = lc.Listen(ctx, "tcp", s.cfg.TCPAddr); err != nil {
+				return fmt.Errorf("listen tcp %s: %w", s.cfg.TCPAddr, err)
+			}
 		}
 		s.tcpLn = ln
 		s.hl = newChanListener(ln.Addr())
@@ -110,6 +119,7 @@ func (s *Server) Start(ctx context.Context) error {
 		s.log.Info("listening", "transport", "tcp", "addr", ln.Addr().String(), "mptcp", !s.cfg.NoMPTCP)
 	}
 	s.h3 = &http3.Server{Handler: s.mux.HTTP, IdleTimeout: lim.IdleTimeout, Logger: s.log}
+	pcs := slices.Clone(s.cfg.QUICConns)
 	for _, a := range s.cfg.QUICAddrs {
 		ua, err := net.ResolveUDPAddr("udp", a)
 		if err != nil {
@@ -124,12 +134,15 @@ func (s *Server) Start(ctx context.Context) error {
 			s.closeListeners()
 			return fmt.Errorf("listen udp %s: %w", a, err)
 		}
+		pcs = append(pcs, udp)
+	}
+	for _, udp := range pcs {
 		tr := &quic.Transport{Conn: udp}
 		ln, err := tr.Listen(s.tlsConfig(wire.ALPNHTTP3, wire.ALPNIperf, wire.ALPNInteractive), transport.QUICConfig(lim.IdleTimeout))
 		if err != nil {
 			tr.Close()
 			s.closeListeners()
-			return fmt.Errorf("listen quic %s: %w", a, err)
+			return fmt.Errorf("listen quic %s: %w", udp.LocalAddr(), err)
 		}
 		s.quicTrs, s.quicLns = append(s.quicTrs, tr), append(s.quicLns, ln)
 		s.wg.Add(1)

@@ -1,0 +1,323 @@
+//go:build linux && !race
+
+package patterns
+
+import (
+	"context"
+	"crypto/tls"
+	"fmt"
+	"math"
+	"net"
+	"net/netip"
+	"os/exec"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/mptester/mptester/lab"
+	"github.com/mptester/mptester/lab/labtest"
+	"github.com/mptester/mptester/patterns/transport"
+	"github.com/mptester/mptester/probe"
+)
+
+// Lab acceptance tests (issue 5): a real mptester server in the lab's
+// Internet namespace, the client in its client namespace, paths emulated
+// with known delay, loss and rate. Timing tests: not under -race, run with
+// -p 1:  CI=true go test -p 1 -count=1 ./patterns/ -run Lab
+
+const labPort = 8443
+
+// startLabServer runs the test server in the Internet namespace (parent
+// only: the child re-executes the test inside the client namespace).
+func startLabServer(t *testing.T, l *labtest.Lab) {
+	t.Helper()
+	if labtest.IsChild() {
+		return
+	}
+	cert, _, err := SelfSigned([]string{lab.Server4.String(), lab.Server6.String()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := l.Lab.ListenTCP(fmt.Sprintf(":%d", labPort), true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pc, err := l.Lab.ListenUDP(fmt.Sprintf(":%d", labPort))
+	if err != nil {
+		t.Fatal(err)
+	}
+	lim := DefaultLimits()
+	srv, err := NewServer(ServerConfig{Certificate: cert, TCPListener: ln, QUICConns: []net.PacketConn{pc}, Limits: lim})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := srv.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(srv.Close)
+}
+
+func labServer(f probe.Family) netip.AddrPort {
+	if f == probe.Family6 {
+		return netip.AddrPortFrom(lab.Server6, labPort)
+	}
+	return netip.AddrPortFrom(lab.Server4, labPort)
+}
+
+func labTransport(t *testing.T, name string, p probe.Path, f probe.Family) transport.Transport {
+	t.Helper()
+	// The certificate is self-signed for the lab; pinning is tested on
+	// loopback (TestLimitsAndPin).
+	tlsCfg, _ := transport.ClientTLS("", "", true)
+	tr, err := transport.New(name, transport.Options{Path: p, Family: f, TLS: tlsCfg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tr
+}
+
+func labRun(t *testing.T, l *labtest.Lab, pattern, trName, path string, f probe.Family, params Params) Record {
+	t.Helper()
+	p := l.Path(t, path)
+	cfg := TestConfig{Pattern: pattern, Transport: trName, Path: path, Family: int(f), Server: labServer(f),
+		Params: params, Timeout: DefaultTimeout(pattern, params)}
+	rec := RunTest(context.Background(), labTransport(t, trName, p, f), cfg, []string{"wlan0", "wwan0"}, nil)
+	if rec.Status != StatusSuccess {
+		t.Fatalf("%s/%s over %s IPv%d: %s: %s", pattern, trName, path, f, rec.Status, rec.Error)
+	}
+	return rec
+}
+
+func ms(d time.Duration) float64 { return float64(d) / 1e6 }
+
+// TestLabPatternsMatchPaths: every pattern over every transport, both
+// paths and both families; ping and interactive delays within 2 ms of the
+// emulated RTT, bulk and iperf goodput at least 90% of the emulated rate,
+// interactive delays rising when loss is added.
+func TestLabPatternsMatchPaths(t *testing.T) {
+	l := labtest.Start(t, lab.Options{Domains: 0, Seed: 5})
+	startLabServer(t, l)
+	if !l.InClient(t) {
+		return
+	}
+	const delay = 5 * time.Millisecond
+	rtt := 2 * delay
+	for _, path := range lab.PathNames {
+		l.Set(t, path, "delay="+delay.String(), "jitter=0s", "loss=0", "rate=0")
+	}
+	// Nine pings (eight delays after setup): the shared CI machine
+	// preempts the userspace emulator now and then, and a median of the
+	// default four delays moves with one late wake-up.
+	lat := Params{Duration: 1500 * time.Millisecond, PingCount: 9}
+	for _, path := range lab.PathNames {
+		for _, f := range []probe.Family{probe.Family4, probe.Family6} {
+			for _, trName := range transport.Names {
+				name := fmt.Sprintf("%s/v%d/%s", path, f, trName)
+				ping := labRun(t, l, "ping", trName, path, f, lat).Result.(*PingResult)
+				t.Logf("%s ping: median %.2f ms, first (with setup) %.2f ms, setup %.2f ms, delays %v", name, ms(ping.Median), ms(ping.FirstRequest), ms(ping.Setup), ping.Delays)
+				if math.Abs(ms(ping.Median-rtt)) > 2 {
+					t.Errorf("%s: ping median %.2f ms, path RTT %.0f ms (±2)", name, ms(ping.Median), ms(rtt))
+				}
+				// Setup is at least one RTT (TCP) plus the TLS/QUIC handshake.
+				if ping.Setup < rtt {
+					t.Errorf("%s: setup %v shorter than the RTT", name, ping.Setup)
+				}
+				ir := labRun(t, l, "interactive", trName, path, f, lat).Result.(*InteractiveResult)
+				for dir, d := range map[string]*InteractiveDirection{"upload": ir.Upload, "download": ir.Download} {
+					t.Logf("%s interactive %s: median %.2f ms max %.2f ms (%d/%d acked)", name, dir, ms(d.Median), ms(d.Max), d.Acked, d.Sent)
+					if math.Abs(ms(d.Median-rtt)) > 2 || d.Acked != d.Sent {
+						t.Errorf("%s: interactive %s median %.2f ms (%d/%d acked), path RTT %.0f ms (±2)", name, dir, ms(d.Median), d.Acked, d.Sent, ms(rtt))
+					}
+				}
+			}
+		}
+	}
+
+	// Throughput on a rate-limited path.
+	const mbit = 10
+	for _, path := range lab.PathNames {
+		l.Set(t, path, fmt.Sprintf("rate=%dmbit", mbit))
+	}
+	rate := float64(mbit) * 1e6
+	// MPTCP opens a second subflow over wwan0: its rate is both paths'.
+	pathRate := func(tr string) float64 {
+		if tr == transport.MPTCP {
+			return 2 * rate
+		}
+		return rate
+	}
+	tp := Params{Size: 3 << 20, Duration: 3 * time.Second}
+	for _, trName := range transport.Names {
+		for _, f := range []probe.Family{probe.Family4, probe.Family6} {
+			name := fmt.Sprintf("wlan0/v%d/%s", f, trName)
+			rec := labRun(t, l, "bulk", trName, "wlan0", f, tp)
+			b := rec.Result.(*BulkResult)
+			t.Logf("%s bulk: %.2f Mbit/s (completion %v, ttfb %.2f ms)", name, b.GoodputBps/1e6, b.Completion, ms(b.TTFB))
+			if b.GoodputBps < 0.9*pathRate(trName) || b.GoodputBps > 1.02*pathRate(trName) {
+				t.Errorf("%s: bulk goodput %.2f Mbit/s, emulated rate %.0f Mbit/s (want >= 90%%)", name, b.GoodputBps/1e6, pathRate(trName)/1e6)
+			}
+			// The interface counters (client namespace) see the bytes the
+			// emulator delivered.
+			checkPathBytes(t, name, rec, uint64(b.Bytes))
+		}
+		name := "wlan0/v4/" + trName
+		ip := labRun(t, l, "iperf", trName, "wlan0", probe.Family4, tp).Result.(*IperfResult)
+		for dir, d := range map[string]*IperfDirection{"upload": ip.Upload, "download": ip.Download} {
+			t.Logf("%s iperf %s: %.2f Mbit/s over %v, %d intervals", name, dir, d.GoodputBps/1e6, d.Duration, len(d.Intervals))
+			if d.GoodputBps < 0.9*pathRate(trName) || d.GoodputBps > 1.02*pathRate(trName) {
+				t.Errorf("%s: iperf %s goodput %.2f Mbit/s, emulated rate %.0f Mbit/s (want >= 90%%)", name, dir, d.GoodputBps/1e6, pathRate(trName)/1e6)
+			}
+		}
+	}
+
+	// Loss raises the interactive delays (retransmissions).
+	l.Set(t, "wlan0", "rate=0", "loss=10%")
+	lossy := Params{Duration: 3 * time.Second}
+	for _, trName := range transport.Names {
+		ir := labRun(t, l, "interactive", trName, "wlan0", probe.Family4, lossy).Result.(*InteractiveResult)
+		for dir, d := range map[string]*InteractiveDirection{"upload": ir.Upload, "download": ir.Download} {
+			t.Logf("wlan0 loss=10%% %s interactive %s: median %.2f ms p95 %.2f ms max %.2f ms, %d lost", trName, dir, ms(d.Median), ms(d.P95), ms(d.Max), len(d.Lost))
+			if d.Max < rtt+20*time.Millisecond {
+				t.Errorf("%s %s: max delay %.2f ms with 10%% loss, want above the clean %.0f ms + 20 ms", trName, dir, ms(d.Max), ms(rtt))
+			}
+		}
+	}
+}
+
+// checkPathBytes: the paths' receive counters add up to the payload plus
+// headers (~3-10%); more than 30% means something else was counted.
+func checkPathBytes(t *testing.T, name string, rec Record, payload uint64) {
+	t.Helper()
+	var got uint64
+	for _, pb := range rec.PathBytes {
+		got += pb.Received
+	}
+	if len(rec.PathBytes) != 2 || got < payload || float64(got) > 1.3*float64(payload) {
+		t.Errorf("%s: paths received %d bytes for %d bytes of payload (%+v)", name, got, payload, rec.PathBytes)
+	}
+}
+
+func subflowOn(sum *MPTCPSummary, local netip.Addr) (SubflowBytes, bool) {
+	for _, sf := range sum.SubflowBytes {
+		if sf.Local.Addr() == local {
+			return sf, true
+		}
+	}
+	return SubflowBytes{}, false
+}
+
+// TestLabMPTCPAggregates: with both paths rate limited, an MPTCP bulk uses
+// two subflows, each carries bytes, and the goodput beats one path.
+func TestLabMPTCPAggregates(t *testing.T) {
+	l := labtest.Start(t, lab.Options{Domains: 0, Seed: 6})
+	startLabServer(t, l)
+	if !l.InClient(t) {
+		return
+	}
+	const mbit = 10
+	for _, path := range lab.PathNames {
+		l.Set(t, path, "delay=5ms", "jitter=0s", fmt.Sprintf("rate=%dmbit", mbit))
+	}
+	before := l.Status(t)
+	rec := labRun(t, l, "bulk", transport.MPTCP, "wlan0", probe.Family4, Params{Size: 6 << 20})
+	after := l.Status(t)
+	b := rec.Result.(*BulkResult)
+	t.Logf("MPTCP bulk %.2f Mbit/s, summary %+v, path bytes %+v", b.GoodputBps/1e6, rec.MPTCP, rec.PathBytes)
+	if rec.MPTCP == nil || !rec.MPTCP.Negotiated || rec.MPTCP.Subflows != 2 {
+		t.Fatalf("mptcp %+v: want negotiated, 2 subflows", rec.MPTCP)
+	}
+	for i, path := range lab.PathNames {
+		plan, _ := lab.Plan(path)
+		sf, ok := subflowOn(rec.MPTCP, plan.Client4)
+		if !ok || sf.Received < 100<<10 {
+			t.Errorf("%s subflow %+v: want it to carry data", path, sf)
+		}
+		// Our per-path counters against the emulator's (ground truth).
+		delivered := after.Paths[i].Stats.Down.BytesDelivered - before.Paths[i].Stats.Down.BytesDelivered
+		for _, pb := range rec.PathBytes {
+			if pb.Path == path && math.Abs(float64(pb.Received)-float64(delivered)) > 0.02*float64(delivered)+2000 {
+				t.Errorf("%s: counted %d bytes received, emulator delivered %d", path, pb.Received, delivered)
+			}
+		}
+	}
+	if b.GoodputBps <= 1.1*mbit*1e6 {
+		t.Errorf("aggregate goodput %.2f Mbit/s, want above one %d Mbit/s path", b.GoodputBps/1e6, mbit)
+	}
+}
+
+// TestLabMPTCPCellBackup: with the wwan0 endpoint in backup, the cellular
+// subflow exists but carries nothing while wlan0 is healthy.
+func TestLabMPTCPCellBackup(t *testing.T) {
+	l := labtest.Start(t, lab.Options{Domains: 0, Seed: 7, CellBackup: true})
+	startLabServer(t, l)
+	if !l.InClient(t) {
+		return
+	}
+	for _, path := range lab.PathNames {
+		l.Set(t, path, "delay=5ms", "jitter=0s", "rate=10mbit")
+	}
+	rec := labRun(t, l, "bulk", transport.MPTCP, "wlan0", probe.Family4, Params{Size: 2 << 20})
+	t.Logf("summary %+v", rec.MPTCP)
+	plan, _ := lab.Plan("wwan0")
+	sf, ok := subflowOn(rec.MPTCP, plan.Client4)
+	if !ok {
+		t.Fatalf("no backup subflow on wwan0: %+v", rec.MPTCP)
+	}
+	if sf.Received > 4<<10 || sf.Sent > 4<<10 {
+		t.Errorf("backup subflow carried %d bytes down, %d up while wlan0 was healthy", sf.Received, sf.Sent)
+	}
+}
+
+// TestLabWlanDownInvalidatesRun: taking wlan0 down mid-test (the interface,
+// as when Wi-Fi is lost) invalidates the test and stops the run.
+func TestLabWlanDownInvalidatesRun(t *testing.T) {
+	l := labtest.Start(t, lab.Options{Domains: 0, Seed: 8})
+	startLabServer(t, l)
+	if !l.InClient(t) {
+		return
+	}
+	defer exec.Command("ip", "link", "set", "wlan0", "up").Run()
+	paths := l.Paths(t)
+	wlan, _ := probe.FindPath(paths, "wlan0")
+	wwan, _ := probe.FindPath(paths, "wwan0")
+	var tests atomic.Int32
+	o := RunOptions{Servers: []string{lab.Server4.String()}, TCPPort: labPort, QUICPort: labPort,
+		Patterns: []string{"interactive", "ping"}, Transports: []string{transport.MPTCP, transport.QUIC},
+		Paths: []probe.Path{wlan, wwan}, Families: []probe.Family{probe.Family4}, Params: Params{Duration: 4 * time.Second},
+		Seed: 1, Stable: true, PollEvery: 100 * time.Millisecond,
+		Discover: func(ctx context.Context) ([]probe.Path, error) { return probe.Discover(ctx, probe.DiscoverOptions{}) },
+		TLS:      func(string) (*tls.Config, error) { return transport.ClientTLS("", "", true) },
+		Emit: func(r any) error {
+			if _, ok := r.(Record); ok {
+				tests.Add(1)
+			}
+			return nil
+		}}
+	go func() {
+		time.Sleep(1500 * time.Millisecond)
+		if out, err := exec.Command("ip", "link", "set", "wlan0", "down").CombinedOutput(); err != nil {
+			t.Errorf("ip link set wlan0 down: %v: %s", err, out)
+		}
+	}()
+	start := time.Now()
+	sum, err := Run(context.Background(), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("after %v: %+v", time.Since(start), sum.Reason)
+	if !sum.Invalid || !strings.Contains(sum.Reason, "network changed during test: wlan0") {
+		t.Fatalf("run not invalidated: %+v", sum)
+	}
+	// The test running at the change is the last one, and invalid; the
+	// matrix had 8.
+	n := int(tests.Load())
+	if n != len(sum.All) || n == 0 || n >= 8 || !sum.All[n-1].Invalid || sum.All[n-1].Status != StatusNetworkChanged {
+		t.Fatalf("%d tests ran; want the run to stop at the invalid one: %+v", n, sum.All[max(n-1, 0)])
+	}
+	for _, r := range sum.All[:n-1] {
+		if r.Invalid {
+			t.Errorf("test before the change marked invalid: %+v", r.Config)
+		}
+	}
+}
