@@ -157,7 +157,7 @@ func TestRunTimeline(t *testing.T) {
 	b := NewLink("wwan0", newMemDev(), newMemDev(), 1)
 	defer a.Close()
 	defer b.Close()
-	evs, err := ParseTimeline(strings.NewReader("t=30ms wlan0 loss=5%\nt=60ms wwan0 delay=9ms\nt=90ms wlan0 down\n"))
+	evs, err := ParseTimeline(strings.NewReader("t=30ms wlan0 loss=5%\nt=90ms wlan0 down\nt=60ms wwan0 delay=9ms\n"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -183,12 +183,16 @@ func TestRunTimeline(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Tolerance: never early (minus the 0.2 ms polling and start skew);
-	// at most 15 ms late on a loaded host (Go timers, ~1 ms when idle).
+	// at most 50 ms late: Go timers, ~1 ms late when idle but up to ~20 ms
+	// measured at load 11 on 2 cores. Timelines are for second-scale events.
 	for i, want := range []time.Duration{30, 60, 90} {
 		want *= time.Millisecond
-		if seen[i] < want-time.Millisecond || seen[i] > want+15*time.Millisecond {
-			t.Errorf("event %d applied at %v, want %v (+15ms)", i, seen[i], want)
+		if seen[i] < want-time.Millisecond || seen[i] > want+50*time.Millisecond {
+			t.Errorf("event %d applied at %v, want %v (+50ms)", i, seen[i], want)
 		}
+	}
+	if seen[0] >= seen[1] || seen[1] >= seen[2] {
+		t.Errorf("events applied out of order: %v", seen)
 	}
 	t.Logf("applied at %v", seen)
 }

@@ -2,6 +2,8 @@ package emu
 
 import (
 	"os"
+	"runtime"
+	"runtime/debug"
 	"testing"
 	"time"
 	"unsafe"
@@ -88,8 +90,16 @@ func (p *sockPort) frames() <-chan frame { return p.out }
 // startTimedLink runs a Link between socketpair devices: the link reads
 // them like TUN fds (its locked-thread reader) and the test gets kernel
 // write timestamps.
+//
+// GC is off meanwhile: during a cycle the idle Ps run mark workers, so a
+// waking emulator thread finds no free P and waits for the Go scheduler,
+// which on a loaded host took milliseconds. The tests measure the
+// emulator; docs/benchmarks.md notes the GC effect.
 func startTimedLink(t testing.TB, seed int64) *testLink {
 	t.Helper()
+	runtime.GC()
+	gc := debug.SetGCPercent(-1)
+	t.Cleanup(func() { debug.SetGCPercent(gc) })
 	cdev, cli := newSockPort(t)
 	idev, inet := newSockPort(t)
 	return runLink(t, seed, cdev, idev, cli, inet)
