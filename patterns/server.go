@@ -36,8 +36,8 @@ type ServerConfig struct {
 	// network namespace). The server closes them.
 	TCPListener net.Listener
 	QUICConns   []net.PacketConn
-	Limits  Limits
-	Logger  *slog.Logger
+	Limits      Limits
+	Logger      *slog.Logger
 }
 
 // Server serves every registered pattern over TLS/TCP (HTTP/1.1, HTTP/2 and
