@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"runtime"
+	"runtime/debug"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -114,6 +115,9 @@ type tunPair struct {
 func setupTUNPair(t testing.TB) *tunPair {
 	requireRootTUN(t)
 	timingCritical(t)
+	runtime.GC()
+	gc := debug.SetGCPercent(-1) // see startTimedLink
+	t.Cleanup(func() { debug.SetGCPercent(gc) })
 	var rb [3]byte
 	rand.Read(rb[:])
 	sfx := hex.EncodeToString(rb[:])
