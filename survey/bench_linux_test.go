@@ -50,8 +50,8 @@ func BenchmarkSurveyLoopback(b *testing.B) {
 		method  string
 		rate    float64
 		domains int
-	}{{"tcp-connect", 1000, 500}, {"tcp-connect", 5000, 2500}, {"tcp-syn", 5000, 2500}, {"icmp", 5000, 2500}} {
-		b.Run(fmt.Sprintf("%s/rate=%g", bc.method, bc.rate), func(b *testing.B) {
+	}{{"tcp-connect", 1000, 500}, {"tcp-connect", 5000, 2500}, {"tcp-syn", 5000, 2500}, {"icmp", 5000, 2500}, {"tcp-syn", 5000, 10000}} {
+		b.Run(fmt.Sprintf("%s/rate=%g/targets=%d", bc.method, bc.rate, bc.domains), func(b *testing.B) {
 			if bc.method != "tcp-connect" && os.Geteuid() != 0 {
 				b.Skip("needs root")
 			}

@@ -12,13 +12,22 @@ import (
 // Kernel receive timestamps (SO_TIMESTAMPNS) date a reply when it reached
 // the host, not when our goroutine got to run: on a loaded machine the
 // difference is milliseconds.
+//
+// The receive buffer is raised too: one raw socket takes every reply of a
+// path, and a burst arriving while the reader is descheduled must not be
+// dropped (it would count as an unresponsive target).
 func enableRxTimestamps(c *net.IPConn) {
 	if rc, err := c.SyscallConn(); err == nil {
 		rc.Control(func(fd uintptr) {
 			_ = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_TIMESTAMPNS, 1)
+			if unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_RCVBUFFORCE, rawRcvBuf) != nil {
+				_ = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_RCVBUF, rawRcvBuf)
+			}
 		})
 	}
 }
+
+const rawRcvBuf = 8 << 20
 
 const oobSize = 128
 

@@ -13,6 +13,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"runtime/debug"
 	"strings"
 	"time"
 
@@ -155,7 +156,16 @@ func applyConfig(opts *Options) {
 	}
 }
 
+// memoryLimit is the soft heap limit of a survey unless GOMEMLIMIT says
+// otherwise: a top-10K run fits a Raspberry Pi's spare memory (64 MB
+// target); the GC works harder instead of growing the heap.
+const memoryLimit = 40 << 20
+
 func surveyRun(ctx context.Context, opts *Options) error {
+	if os.Getenv("GOMEMLIMIT") == "" {
+		old := debug.SetMemoryLimit(memoryLimit)
+		defer debug.SetMemoryLimit(old)
+	}
 	log := opts.Logger()
 	if log == nil {
 		log = slog.New(slog.NewTextHandler(opts.IO.ErrOut, nil))
