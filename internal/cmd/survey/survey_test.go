@@ -49,8 +49,13 @@ func startDNS(t *testing.T) string {
 }
 
 func runCLI(t *testing.T, args ...string) (string, string, error) {
+	return runCLITTY(t, false, args...)
+}
+
+func runCLITTY(t *testing.T, tty bool, args ...string) (string, string, error) {
 	t.Helper()
 	ios, out, errOut := cmdutil.Test()
+	ios.SetTTY(false, tty)
 	f := &cmdutil.Factory{IO: ios, Logger: slog.New(slog.NewTextHandler(errOut, nil))}
 	cmd := NewCmdSurvey(f, nil)
 	cmd.SetArgs(args)
@@ -78,10 +83,20 @@ func TestSurveyCommandLoopback(t *testing.T) {
 	list := filepath.Join(t.TempDir(), "list.csv")
 	require.NoError(t, os.WriteFile(list, []byte("1,a.test\n2,b.test\nnot a line,,\n3,A.TEST\n4,missing.test\n"), 0o644))
 
-	stdout, stderr, err := runCLI(t, "--list", list, "--paths", "lo", "--dns", "lo="+server, "--method", "tcp-connect",
-		"--port", fmt.Sprint(port), "--count", "2", "--family", "4", "--rate", "500", "--timeout", "300ms", "--spacing", "1ms")
+	args := []string{"--list", list, "--paths", "lo", "--dns", "lo=" + server, "--method", "tcp-connect",
+		"--port", fmt.Sprint(port), "--count", "2", "--family", "4", "--rate", "500", "--timeout", "300ms", "--spacing", "1ms"}
+	stdout, stderr, err := runCLI(t, args...)
 	require.NoError(t, err, stderr)
 	assert.Contains(t, stderr, "malformed list lines skipped")
+	assert.NotContains(t, stderr, "ETA", "no progress bar without a terminal")
+
+	// On a terminal, stderr shows the progress of each stage; stdout stays JSON.
+	ttyOut, ttyErr, err := runCLITTY(t, true, args...)
+	require.NoError(t, err)
+	assert.Contains(t, ttyErr, "resolve")
+	assert.Contains(t, ttyErr, "probe")
+	assert.Contains(t, ttyErr, "ETA")
+	assert.NotContains(t, ttyOut, "ETA")
 	lines := strings.Split(strings.TrimSpace(stdout), "\n")
 	var first, last map[string]any
 	require.NoError(t, json.Unmarshal([]byte(lines[0]), &first))
@@ -115,6 +130,7 @@ func TestSurveyCommandBadInput(t *testing.T) {
 		{[]string{"--list", "x", "--max-bytes", "wwan0"}, "PATH=SIZE"},
 		{[]string{"--list", "x", "--public-prefix", "nope"}, "--public-prefix"},
 		{[]string{"--list", "x", "--rate", "0"}, "--rate"},
+		{[]string{"--list", "x", "--list-id", "latest"}, "not both"},
 	} {
 		_, _, err := runCLI(t, tc.args...)
 		require.Error(t, err, tc.args)
@@ -134,4 +150,15 @@ func TestSurveyCommandPathWithoutDNS(t *testing.T) {
 	assert.Contains(t, stderr, "no DNS server")
 	assert.Contains(t, stdout, `"status":"partial"`)
 	assert.True(t, bytes.Contains([]byte(stdout), []byte(`"type":"summary"`)))
+}
+
+func TestSurveyCommandResumeNeedsNewFile(t *testing.T) {
+	dir := t.TempDir()
+	list := filepath.Join(dir, "list.csv")
+	out := filepath.Join(dir, "out.jsonl")
+	require.NoError(t, os.WriteFile(list, []byte("1,a.test\n"), 0o644))
+	require.NoError(t, os.WriteFile(out, []byte("{}\n"), 0o644))
+	_, _, err := runCLI(t, "--list", list, "--paths", "lo", "--dns", "lo=127.0.0.1:9", "--method", "tcp-connect", "--resume", out, "--out", out)
+	require.ErrorIs(t, err, cmdutil.ErrUsage)
+	assert.Contains(t, err.Error(), "different --out")
 }
