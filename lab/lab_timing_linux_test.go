@@ -21,6 +21,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/mptester/mptester/lab"
+	"github.com/mptester/mptester/lab/emu"
 	"github.com/mptester/mptester/lab/labtest"
 	"github.com/mptester/mptester/lab/world"
 	"github.com/mptester/mptester/probe"
@@ -92,12 +93,20 @@ func TestLabEmulationRTT(t *testing.T) {
 }
 
 // TestLabTruthRTT: the RTT of a world target through a path is what
-// truth.json says (2*base delay + the target's extra delay).
+// truth.json says (2*base delay + the target's extra delay), also when the
+// lab overrides a path's delay (as --wlan0 delay=15ms does).
 func TestLabTruthRTT(t *testing.T) {
 	requirePing(t)
-	l := labtest.Start(t, lab.Options{Domains: 40, WorldSeed: 11})
+	c, err := emu.ParseChange([]string{"delay=15ms"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := labtest.Start(t, lab.Options{Domains: 40, WorldSeed: 11, Params: map[string]emu.Change{"wlan0": c}})
 	var tr world.Truth
 	l.Truth(t, &tr)
+	if d := l.Status(t).Paths[0].Up.Delay; d != 15*time.Millisecond {
+		t.Fatalf("wlan0 delay %v, want the 15ms of Params", d)
+	}
 	for _, path := range lab.PathNames {
 		n := 0
 		for a, want := range tr.ExpectedRTTms[path] {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/netip"
 	"os"
+	"time"
 
 	"github.com/mptester/mptester/lab/emu"
 	"github.com/mptester/mptester/lab/world"
@@ -38,6 +39,17 @@ func (l *Lab) startWorld(ctx context.Context) error {
 	}
 	if w.Paths != [2]string{PathNames[0], PathNames[1]} {
 		return fmt.Errorf("world paths %q: the lab has %q", w.Paths, PathNames)
+	}
+	// Initial path settings with one delay both ways replace the world's
+	// base delay, so truth.json predicts the RTTs the lab will really have.
+	for name, c := range l.opts.Params {
+		up, down := c.Dir[emu.Up].Delay, c.Dir[emu.Down].Delay
+		if up != nil && down != nil && *up == *down {
+			if w.BaseDelay == nil {
+				w.BaseDelay = map[string]time.Duration{}
+			}
+			w.BaseDelay[name] = *up
+		}
 	}
 	l.world.w = w
 	l.info.WorldSeed, l.info.Domains = w.Seed, len(w.Domains)
