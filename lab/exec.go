@@ -36,6 +36,14 @@ func Command(ctx context.Context, i Info, side string, argv ...string) (*exec.Cm
 	if len(argv) == 0 {
 		return nil, fmt.Errorf("no command")
 	}
+	// "mptester" means this very binary when none is on PATH.
+	if argv[0] == "mptester" {
+		if _, err := exec.LookPath("mptester"); err != nil {
+			if self, err := os.Executable(); err == nil {
+				argv = append([]string{self}, argv[1:]...)
+			}
+		}
+	}
 	cmd := exec.CommandContext(ctx, "ip", append([]string{"netns", "exec", ns}, argv...)...)
 	cmd.Env = append(os.Environ(), EnvConfig+"="+i.Files.Config, EnvDir+"="+i.Dir, EnvSide+"="+side)
 	return cmd, nil

@@ -178,10 +178,13 @@ func TestLabDNSViewsMatchTruth(t *testing.T) {
 				if d.Rank%5 == 0 { // some over IPv6 transport too
 					server = netip.AddrPortFrom(plan.Resolv6, 53).String()
 				}
-				got, _, err := world.Observe(context.Background(), c, server, d.Name, 0)
+				got, tcpUsed, err := world.Observe(context.Background(), c, server, d.Name, 0)
 				if err != nil {
 					t.Errorf("%s via %s: %v", d.Name, path, err)
 					return
+				}
+				if d.Category == world.CatLarge && !tcpUsed {
+					t.Errorf("%s (large) via %s: answered over UDP, want truncation and TCP fallback", d.Name, path)
 				}
 				want := d.Paths[path]
 				if got.Status != want.Status || !slices.Equal(got.CNAMEs, want.CNAMEs) || !sameAddrs(got.Addrs, want.Addrs) {
