@@ -66,10 +66,17 @@ func upRun(ctx context.Context, opts *UpOptions) error {
 	if os.Geteuid() != 0 {
 		return fmt.Errorf("%w: the lab needs root to create network namespaces", cmdutil.ErrPermission)
 	}
+	files := lab.FilesIn(opts.Dir)
+	// A lab that answers is not stale: do not kill it behind the user's back.
+	cctx, cancel := context.WithTimeout(ctx, time.Second)
+	_, err := lab.Control(cctx, files.Control, lab.Request{Op: "status"})
+	cancel()
+	if err == nil {
+		return fmt.Errorf("lab %s is already running (dir %s); run 'mptester lab down --name %s' first", opts.Name, opts.Dir, opts.Name)
+	}
 	if err := lab.CleanStale(ctx, opts.Name, opts.Dir); err != nil {
 		return fmt.Errorf("clean stale lab %s: %w", opts.Name, err)
 	}
-	files := lab.FilesIn(opts.Dir)
 	if err := os.MkdirAll(opts.Dir, 0o755); err != nil {
 		return err
 	}
