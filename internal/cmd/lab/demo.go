@@ -3,6 +3,7 @@ package lab
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -15,6 +16,7 @@ import (
 	"regexp"
 	"slices"
 	"strconv"
+	"syscall"
 	"text/tabwriter"
 	"time"
 
@@ -135,11 +137,164 @@ func demoRun(ctx context.Context, opts *DemoOptions) error {
 	}
 	fmt.Fprintf(out, "survey finished in %v (status %s); output %s\n\n", time.Since(st).Round(time.Millisecond), got.Status, jsonl)
 	printComparison(out, got, &tr.Summary)
+
+	patErr := demoPatterns(ctx, out, l, exe)
+	if patErr != nil {
+		fmt.Fprintf(out, "pattern run: %v\n", patErr)
+	}
 	if err := l.Close(); err != nil {
 		return err
 	}
 	fmt.Fprintf(out, "\nLab %q torn down; whole demo took %v.\n", info.Name, time.Since(t0).Round(time.Millisecond))
+	if patErr != nil {
+		return fmt.Errorf("%w: the pattern run failed: %w", cmdutil.ErrPartial, patErr)
+	}
 	return nil
+}
+
+// demoPort is where the demo's `mptester serve` listens (443 is taken by
+// the lab's own handshake server on every address).
+const demoPort = "8443"
+
+// demoPatterns rate-limits the paths like a Wi-Fi and a cellular link,
+// starts `mptester serve` in the Internet namespace and runs a short
+// pattern matrix (ping, bulk over TCP, MPTCP and QUIC on both paths).
+func demoPatterns(ctx context.Context, out io.Writer, l *lab.Lab, exe string) error {
+	info := l.Info()
+	for path, settings := range map[string][]string{"wlan0": {"rate=40mbit"}, "wwan0": {"rate=20mbit"}} {
+		c, err := emu.ParseChange(settings)
+		if err != nil {
+			return err
+		}
+		if err := l.Set(path, c); err != nil {
+			return err
+		}
+	}
+	sctx, stop := context.WithCancel(ctx)
+	defer stop()
+	srv, err := lab.Command(sctx, info, "server", exe, "serve", "--listen", lab.Server4.String(),
+		"--tcp-port", demoPort, "--quic-port", demoPort, "--log-level", "warn")
+	if err != nil {
+		return err
+	}
+	srvOut, err := srv.StdoutPipe()
+	if err != nil {
+		return err
+	}
+	var srvErr bytes.Buffer
+	srv.Stderr = &srvErr
+	if err := srv.Start(); err != nil {
+		return err
+	}
+	defer func() {
+		_ = srv.Process.Signal(syscall.SIGTERM)
+		_ = srv.Wait()
+	}()
+	// serve prints its listeners once they are open.
+	ready := make(chan bool, 1)
+	go func() {
+		sc := bufio.NewScanner(srvOut)
+		ok := false
+		for sc.Scan() {
+			if !ok && bytes.HasPrefix(sc.Bytes(), []byte("quic ")) {
+				ok = true
+				ready <- true
+			}
+		}
+		if !ok {
+			ready <- false
+		}
+	}()
+	select {
+	case ok := <-ready:
+		if !ok {
+			return fmt.Errorf("mptester serve did not start: %s", tail(srvErr.Bytes(), 500))
+		}
+	case <-time.After(10 * time.Second):
+		return errors.New("mptester serve did not start within 10s")
+	}
+	doc := filepath.Join(info.Dir, "run.json")
+	fmt.Fprintf(out, "\nPaths now rate-limited: wlan0 40 Mbit/s, wwan0 20 Mbit/s. In the Internet namespace: mptester serve on %s:%s\n", lab.Server4, demoPort)
+	fmt.Fprintf(out, "$ mptester lab exec -- mptester run --server %s --tcp-port %s --quic-port %s --insecure --patterns ping,bulk --size 2000000 ...\n",
+		lab.Server4, demoPort, demoPort)
+	cmd, err := lab.Command(ctx, info, "client", exe, "run", "--server", lab.Server4.String(),
+		"--tcp-port", demoPort, "--quic-port", demoPort, "--quic-alt-port", "0", "--insecure",
+		"--paths", "wlan0,wwan0", "--patterns", "ping,bulk", "--transports", "tcp,mptcp,quic",
+		"--size", "2000000", "--ping-count", "5", "--pace", "50ms", "--seed", "1", "--log-level", "warn", "-o", doc)
+	if err != nil {
+		return err
+	}
+	var rerr bytes.Buffer
+	cmd.Stderr = &rerr
+	st := time.Now()
+	if err := cmd.Run(); err != nil {
+		return fmt.Errorf("%v: %s", err, tail(rerr.Bytes(), 1000))
+	}
+	b, err := os.ReadFile(doc)
+	if err != nil {
+		return err
+	}
+	var d runDoc
+	if err := json.Unmarshal(b, &d); err != nil {
+		return fmt.Errorf("%s: %w", doc, err)
+	}
+	fmt.Fprintf(out, "pattern run finished in %v (status %s); output %s\n\n", time.Since(st).Round(time.Millisecond), d.Status, doc)
+	slices.SortStableFunc(d.Records, func(a, b runRecord) int {
+		return cmp.Or(cmp.Compare(a.Config.Pattern, b.Config.Pattern), cmp.Compare(a.Config.Path, b.Config.Path),
+			cmp.Compare(a.Config.Transport, b.Config.Transport))
+	})
+	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "PATTERN\tPATH\tTRANSPORT\tSTATUS\tRESULT\tRECEIVED wlan0 / wwan0")
+	for _, r := range d.Records {
+		res := r.Error
+		switch {
+		case r.Result.MedianNS > 0:
+			res = fmt.Sprintf("median %.1f ms", r.Result.MedianNS/1e6)
+		case r.Result.GoodputBPS > 0:
+			res = fmt.Sprintf("%.1f Mbit/s", r.Result.GoodputBPS/1e6)
+		}
+		rx := map[string]int64{}
+		for _, pb := range r.PathBytes {
+			rx[pb.Path] = pb.BytesReceived
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s / %s\n", r.Config.Pattern, r.Config.Path, r.Config.Transport, r.Status, res,
+			humanBytes(rx["wlan0"]), humanBytes(rx["wwan0"]))
+	}
+	return tw.Flush()
+}
+
+// runDoc is the part of `mptester run`'s JSON document the demo prints.
+type runDoc struct {
+	Status  string      `json:"status"`
+	Records []runRecord `json:"records"`
+}
+
+type runRecord struct {
+	Config struct {
+		Pattern   string `json:"pattern"`
+		Transport string `json:"transport"`
+		Path      string `json:"path"`
+	} `json:"config"`
+	Status string `json:"status"`
+	Error  string `json:"error"`
+	Result struct {
+		MedianNS   float64 `json:"median_ns"`
+		GoodputBPS float64 `json:"goodput_bps"`
+	} `json:"result"`
+	PathBytes []struct {
+		Path          string `json:"path"`
+		BytesReceived int64  `json:"bytes_received"`
+	} `json:"path_bytes"`
+}
+
+func humanBytes(n int64) string {
+	switch {
+	case n >= 1e6:
+		return fmt.Sprintf("%.1f MB", float64(n)/1e6)
+	case n >= 1e3:
+		return fmt.Sprintf("%.1f kB", float64(n)/1e3)
+	}
+	return fmt.Sprintf("%d B", n)
 }
 
 var pingRTT = regexp.MustCompile(`time=([0-9.]+) ms`)
