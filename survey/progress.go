@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"sync"
 	"sync/atomic"
 	"time"
 )
@@ -11,6 +12,7 @@ import (
 // progress draws one line per stage on a terminal (stderr): done/total,
 // rate and ETA. It is only used when stderr is a TTY.
 type progress struct {
+	mu    sync.Mutex // one line drawn at a time
 	w     io.Writer
 	stage atomic.Pointer[string]
 	done  atomic.Int64
@@ -55,6 +57,8 @@ func (p *progress) run(ctx context.Context) {
 }
 
 func (p *progress) draw(final bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
 	st := p.stage.Load()
 	if st == nil {
 		return

@@ -148,10 +148,14 @@ func Run(ctx context.Context, cfg Config, out *report.Stream) (Summary, error) {
 	if cfg.Progress != nil {
 		r.prog = &progress{w: cfg.Progress}
 	}
-	bg, stopBG := context.WithCancel(context.WithoutCancel(ctx))
+	bg, cancelBG := context.WithCancel(context.WithoutCancel(ctx))
+	var bgWG sync.WaitGroup
+	bgWG.Go(func() { r.watch.run(bg, cfg.Discover, cfg.WatchInterval, cfg.Paths) })
+	bgWG.Go(func() { r.prog.run(bg) })
+	// The watcher and the progress bar end before Run returns: nothing
+	// writes to stderr after the command is done.
+	stopBG := func() { cancelBG(); bgWG.Wait() }
 	defer stopBG()
-	go r.watch.run(bg, cfg.Discover, cfg.WatchInterval, cfg.Paths)
-	go r.prog.run(bg)
 
 	if cfg.ResumeFrom != nil {
 		if err := r.resume(cfg.ResumeFrom); err != nil {

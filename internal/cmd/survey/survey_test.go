@@ -10,7 +10,9 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/miekg/dns"
 	"github.com/stretchr/testify/assert"
@@ -58,6 +60,7 @@ func runCLITTY(t *testing.T, tty bool, args ...string) (string, string, error) {
 	ios.SetTTY(false, tty)
 	f := &cmdutil.Factory{IO: ios, Logger: slog.New(slog.NewTextHandler(errOut, nil))}
 	cmd := NewCmdSurvey(f, nil)
+	cmd.SilenceUsage = true
 	cmd.SetArgs(args)
 	cmd.SetOut(out)
 	cmd.SetErr(errOut)
@@ -161,4 +164,55 @@ func TestSurveyCommandResumeNeedsNewFile(t *testing.T) {
 	_, _, err := runCLI(t, "--list", list, "--paths", "lo", "--dns", "lo=127.0.0.1:9", "--method", "tcp-connect", "--resume", out, "--out", out)
 	require.ErrorIs(t, err, cmdutil.ErrUsage)
 	assert.Contains(t, err.Error(), "different --out")
+}
+
+// SIGINT/SIGTERM cancel the command's context: the output still ends with a
+// summary and a trailer, both "partial", and the exit code is 130.
+func TestSurveyCommandCancelled(t *testing.T) {
+	server := startDNS(t)
+	list := filepath.Join(t.TempDir(), "list.csv")
+	require.NoError(t, os.WriteFile(list, []byte("1,a.test\n2,b.test\n"), 0o644))
+	ios, _, errOut := cmdutil.Test()
+	out := &syncBuffer{}
+	ios.Out = out
+	f := &cmdutil.Factory{IO: ios, Logger: slog.New(slog.NewTextHandler(errOut, nil))}
+	cmd := NewCmdSurvey(f, nil)
+	cmd.SilenceUsage = true
+	cmd.SetArgs([]string{"--list", list, "--paths", "lo", "--dns", "lo=" + server, "--method", "tcp-connect",
+		"--port", "9", "--count", "50", "--rate", "20", "--family", "4"})
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() {
+		// Cancel once probing has started (the first resolution is out).
+		for !strings.Contains(out.String(), `"type":"resolution"`) {
+			time.Sleep(5 * time.Millisecond)
+		}
+		time.Sleep(200 * time.Millisecond)
+		cancel()
+	}()
+	err := cmd.ExecuteContext(ctx)
+	require.ErrorIs(t, err, cmdutil.ErrCancelled)
+	assert.Equal(t, cmdutil.ExitCancelled, cmdutil.ExitCode(err))
+	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+	assert.Contains(t, lines[len(lines)-2], `"type":"summary"`)
+	assert.Contains(t, lines[len(lines)-2], `"status":"partial"`)
+	assert.Contains(t, lines[len(lines)-1], `"type":"trailer"`)
+	assert.Contains(t, lines[len(lines)-1], `"status":"partial"`)
+}
+
+// syncBuffer is an output the test reads while the command writes it.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }
