@@ -148,19 +148,27 @@ func TestLabDemo(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("lab demo: exit %d\n%s\n%s", code, out, stderr)
 	}
-	for _, want := range []string{"survey finished", "CELL probe/resolve", "wwan0/wlan0", "torn down"} {
+	for _, want := range []string{"survey finished", "CELL probe/resolve", "wwan0/wlan0", "pattern run finished", "torn down"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("demo output lacks %q:\n%s", want, out)
 		}
 	}
-	// The resolution table: survey and truth agree exactly.
+	// The resolution table: survey and truth agree exactly; every pattern
+	// test (2 patterns x 2 paths x 3 transports) succeeded.
+	ok := 0
 	for _, line := range strings.Split(out, "\n") {
 		f := strings.Fields(line)
+		if len(f) >= 4 && (f[0] == "ping" || f[0] == "bulk") && f[3] == "success" {
+			ok++
+		}
 		if len(f) == 8 && (f[0] == "wlan0" || f[0] == "wwan0") && f[3] == "/" {
 			if f[2] != f[4] || f[5] != f[7] {
 				t.Errorf("demo: survey and truth differ: %q", line)
 			}
 		}
+	}
+	if ok != 12 {
+		t.Errorf("demo: %d of 12 pattern tests succeeded:\n%s", ok, out)
 	}
 	if left := lab.Leftovers(name, dir); len(left) > 0 {
 		t.Errorf("lab demo left %v", left)
