@@ -59,7 +59,7 @@ func (w testWriter) Write(b []byte) (int, error) {
 	return len(b), nil
 }
 
-func loopback(t *testing.T) probe.Path {
+func loopback(t testing.TB) probe.Path {
 	t.Helper()
 	if runtime.GOOS != "linux" {
 		t.Skip("loopback path binding is tested on Linux")
