@@ -33,7 +33,7 @@ func BenchmarkParseList1M(b *testing.B) {
 	b.SetBytes(int64(len(data)))
 	b.ReportAllocs()
 	for b.Loop() {
-		ds, _, err := ParseList(bytes.NewReader(data), 0)
+		ds, _, err := parseList(bytes.NewReader(data), 0, len(data)/20) // as LoadList sizes it
 		if err != nil || len(ds) < 990_000 {
 			b.Fatal(err, len(ds))
 		}
