@@ -323,6 +323,7 @@ func (r *runner) targets(resolvePaths []string) []target {
 		}
 	}
 	var out []target
+	var idx []int
 	for _, a := range order {
 		ai := infos[a]
 		for _, pp := range r.names {
@@ -337,15 +338,18 @@ func (r *runner) targets(resolvePaths []string) []target {
 					continue
 				}
 				t.resolves = append(t.resolves, rp)
-				for _, di := range doms {
-					if n := r.cfg.Domains[di].Name; !slices.Contains(t.domains, n) {
-						t.domains = append(t.domains, n)
-					}
-				}
+				idx = append(idx, doms...)
 			}
 			if len(t.resolves) > 0 {
+				// A CDN address can serve thousands of domains: sort and
+				// compact rather than a quadratic membership test.
+				slices.Sort(idx)
+				for _, di := range slices.Compact(idx) {
+					t.domains = append(t.domains, r.cfg.Domains[di].Name)
+				}
 				out = append(out, t)
 			}
+			idx = idx[:0]
 		}
 	}
 	return out
