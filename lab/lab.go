@@ -89,6 +89,8 @@ type Options struct {
 	WorldSeed int64
 	Domains   int
 	WorldFile string
+	// WorldShares tunes the generated world's categories (nil: defaults).
+	WorldShares *world.Shares
 	// World, when set, is served as is (tests build their own).
 	World *world.World
 	// CellBackup marks the wwan0 MPTCP endpoint backup.

@@ -355,3 +355,20 @@ func TestLabTimeline(t *testing.T) {
 		t.Errorf("after the timeline: wlan0 down=%v (want true), wwan0 delay %v (want 7ms)", st.Paths[0].LinkDown, st.Paths[1].Up.Delay)
 	}
 }
+
+func TestLabWorldShares(t *testing.T) {
+	sh := world.DefaultShares()
+	sh.NXDomain = 0.5
+	l := labtest.Start(t, lab.Options{Domains: 100, WorldSeed: 2, WorldShares: &sh})
+	var tr world.Truth
+	l.Truth(t, &tr)
+	n := 0
+	for _, d := range tr.Domains {
+		if d.Category == world.CatNXDomain {
+			n++
+		}
+	}
+	if n != 50 {
+		t.Errorf("nxdomain share 0.5 of 100 domains gave %d", n)
+	}
+}

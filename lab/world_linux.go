@@ -26,7 +26,11 @@ func (l *Lab) loadWorld() (*world.World, error) {
 	case l.opts.WorldFile != "":
 		return world.Load(l.opts.WorldFile)
 	}
-	return world.Generate(world.Options{Seed: l.opts.WorldSeed, Domains: l.opts.Domains})
+	o := world.Options{Seed: l.opts.WorldSeed, Domains: l.opts.Domains}
+	if l.opts.WorldShares != nil {
+		o.Shares = *l.opts.WorldShares
+	}
+	return world.Generate(o)
 }
 
 // startWorld generates (or loads) the world, writes its files, configures

@@ -4,10 +4,14 @@ package lab
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -15,6 +19,7 @@ import (
 	"github.com/mptester/mptester/internal/cmdutil"
 	"github.com/mptester/mptester/lab"
 	"github.com/mptester/mptester/lab/emu"
+	"github.com/mptester/mptester/lab/world"
 )
 
 // NewCmdLab builds the `lab` command group.
@@ -84,6 +89,7 @@ type BuildOptions struct {
 	Timeline   string
 	WLAN       string
 	WWAN       string
+	Shares     []string
 }
 
 func (b *BuildOptions) flags(cmd *cobra.Command) {
@@ -91,6 +97,7 @@ func (b *BuildOptions) flags(cmd *cobra.Command) {
 	fl.Int64Var(&b.WorldSeed, "world-seed", 1, "`seed` of the generated synthetic Internet")
 	fl.IntVar(&b.Domains, "domains", 200, "number of domains of the generated world")
 	fl.StringVar(&b.WorldFile, "world", "", "load the world from `file` (world.json) instead of generating it")
+	fl.StringSliceVar(&b.Shares, "world-share", nil, "generated world's `CATEGORY=FRACTION`s, e.g. differ=0.4,timeout=0.02,dead=0.05 (keys as in world.json's shares)")
 	fl.BoolVar(&b.CellBackup, "cell-backup", false, "mark the wwan0 MPTCP endpoint backup (used only when wlan0 fails)")
 	fl.StringVar(&b.Timeline, "timeline", "", "apply a scripted timeline `file` of path changes")
 	fl.StringVar(&b.WLAN, "wlan0", "", "initial wlan0 `settings`, e.g. 'delay=10ms jitter=1ms loss=1% rate=50mbit'")
@@ -108,6 +115,9 @@ func (b *BuildOptions) args() []string {
 	}
 	if b.Timeline != "" {
 		a = append(a, "--timeline="+b.Timeline)
+	}
+	if len(b.Shares) > 0 {
+		a = append(a, "--world-share="+strings.Join(b.Shares, ","))
 	}
 	if b.WLAN != "" {
 		a = append(a, "--wlan0="+b.WLAN)
@@ -134,6 +144,13 @@ func (b *BuildOptions) labOptions(w Where) (lab.Options, error) {
 			return o, cmdutil.FlagErrorf("--world: %v", err)
 		}
 		b.WorldFile, o.WorldFile = abs, abs
+	}
+	if len(b.Shares) > 0 {
+		sh, err := parseShares(b.Shares)
+		if err != nil {
+			return o, cmdutil.FlagErrorf("--world-share: %v", err)
+		}
+		o.WorldShares = sh
 	}
 	for _, p := range []struct{ name, val string }{{"wlan0", b.WLAN}, {"wwan0", b.WWAN}} {
 		if strings.TrimSpace(p.val) == "" {
@@ -182,4 +199,43 @@ func mapErr(err error) error {
 		return fmt.Errorf("%w: %w", cmdutil.ErrCancelled, err)
 	}
 	return err
+}
+
+// parseShares overrides world.DefaultShares with KEY=FRACTION pairs; keys
+// are the JSON names of world.Shares, so world.json and the flag agree.
+func parseShares(kvs []string) (*world.Shares, error) {
+	def := world.DefaultShares()
+	b, err := json.Marshal(def)
+	if err != nil {
+		return nil, err
+	}
+	m := map[string]float64{}
+	if err := json.Unmarshal(b, &m); err != nil {
+		return nil, err
+	}
+	for _, kv := range kvs {
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok {
+			return nil, fmt.Errorf("%q: want CATEGORY=FRACTION", kv)
+		}
+		if _, known := m[k]; !known {
+			keys := make([]string, 0, len(m))
+			for k := range m {
+				keys = append(keys, k)
+			}
+			slices.Sort(keys)
+			return nil, fmt.Errorf("unknown share %q (want one of %s)", k, strings.Join(keys, ", "))
+		}
+		f, err := strconv.ParseFloat(v, 64)
+		if err != nil || f < 0 || f > 1 || math.IsNaN(f) {
+			return nil, fmt.Errorf("%s=%s: want a fraction in [0, 1]", k, v)
+		}
+		m[k] = f
+	}
+	b, _ = json.Marshal(m)
+	var sh world.Shares
+	if err := json.Unmarshal(b, &sh); err != nil {
+		return nil, err
+	}
+	return &sh, nil
 }
