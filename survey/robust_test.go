@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
@@ -119,16 +120,22 @@ func TestUnreachableResolverAndPathWithoutDNS(t *testing.T) {
 	cfg := baseConfig(bad, port)
 	cfg.Domains = cfg.Domains[:2]
 	cfg.DNSTimeout = 100 * time.Millisecond
+	var logs bytes.Buffer
+	cfg.Logger = slog.New(slog.NewTextHandler(&logs, nil))
 	var out bytes.Buffer
 	s, err := runToBuffer(t, context.Background(), cfg, &out)
 	require.NoError(t, err)
+	assert.Contains(t, logs.String(), "are its DNS servers reachable")
 	assert.Equal(t, map[string]int{StatusTimeout: 2}, s.Resolution[0].ByStatus)
 	assert.Equal(t, 0, s.Cells[0].Targets)
 
 	cfg = baseConfig(none, port)
+	logs.Reset()
+	cfg.Logger = slog.New(slog.NewTextHandler(&logs, nil))
 	out.Reset()
 	s, err = runToBuffer(t, context.Background(), cfg, &out)
 	assert.ErrorIs(t, err, ErrIncomplete)
+	assert.Contains(t, logs.String(), "has no usable DNS server")
 	assert.Equal(t, "partial", s.Status)
 	assert.Empty(t, s.Resolution)
 }

@@ -166,6 +166,7 @@ func Run(ctx context.Context, cfg Config, out *report.Stream) (Summary, error) {
 	t0 := time.Now()
 	r.resolveAll(ctx, resolvers)
 	r.log.Info("resolution done", "paths", len(resolvers), "domains", len(cfg.Domains), "elapsed", time.Since(t0).Round(time.Millisecond))
+	r.warnDeadResolvers(resolvers)
 	if ctx.Err() == nil {
 		t1 := time.Now()
 		r.probeAll(ctx, resolvers)
@@ -286,6 +287,30 @@ func (r *runner) resolveAll(ctx context.Context, resolvers map[string]*Resolver)
 	}
 	wg.Wait()
 	// Count the resolvers' bytes only now: resumed records were added at load.
+}
+
+// warnDeadResolvers says so when a path resolved nothing and most of its
+// queries timed out: its resolvers are probably unreachable from it.
+func (r *runner) warnDeadResolvers(resolvers map[string]*Resolver) {
+	for _, name := range r.resolvePaths(resolvers) {
+		done, ok, timeouts := 0, 0, 0
+		for _, d := range r.res[name] {
+			if !d.Done {
+				continue
+			}
+			done++
+			switch d.Status {
+			case StatusNoError:
+				ok++
+			case StatusTimeout:
+				timeouts++
+			}
+		}
+		if done > 0 && ok == 0 && 2*timeouts > done {
+			r.log.Warn("no domain resolved on this path and most queries timed out: are its DNS servers reachable through it?",
+				"path", name, "servers", resolvers[name].servers, "timeouts", timeouts, "domains", done)
+		}
+	}
 }
 
 // target is one address to probe from one path.
