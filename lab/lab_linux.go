@@ -11,6 +11,8 @@ import (
 	"net/netip"
 	"os"
 	"os/exec"
+	"path/filepath"
+	"strings"
 	"sync"
 	"time"
 
@@ -323,7 +325,30 @@ func (l *Lab) writeFiles() error {
 	if err := writeConfig(l.info); err != nil {
 		return err
 	}
+	if err := writeResolvConf(l.info); err != nil {
+		return err
+	}
 	return writeJSONFile(l.info.Files.LabJSON, l.info)
+}
+
+// netnsEtc is where `ip netns exec NS` finds files to bind-mount over /etc.
+func netnsEtc(ns string) string { return filepath.Join("/etc/netns", ns) }
+
+// writeResolvConf gives programs run with `ip netns exec` in the client
+// namespace a resolv.conf like a multihomed host's: the preferred path's
+// resolver first. (mptester itself uses the per-path config.yaml.)
+func writeResolvConf(i Info) error {
+	dir := netnsEtc(i.Namespaces.Client)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "# written by mptester lab %s; removed by lab down\n", i.Name)
+	for _, p := range i.Paths {
+		fmt.Fprintf(&b, "nameserver %s\n", p.Resolv4)
+	}
+	b.WriteString("options timeout:1 attempts:1\n")
+	return os.WriteFile(filepath.Join(dir, "resolv.conf"), []byte(b.String()), 0o644)
 }
 
 func writeJSONFile(path string, v any) error {

@@ -203,6 +203,9 @@ func CleanStale(ctx context.Context, name, dir string) error {
 			}
 		}
 	}
+	if err := os.RemoveAll(netnsEtc(ClientNS(name))); err != nil {
+		errs = append(errs, err)
+	}
 	for _, f := range []string{files.Control, files.PID, files.LabJSON} {
 		if err := os.Remove(f); err != nil && !errors.Is(err, os.ErrNotExist) {
 			errs = append(errs, err)
@@ -227,6 +230,9 @@ func Leftovers(name, dir string) []string {
 				left = append(left, "link "+dev)
 			}
 		}
+	}
+	if _, err := os.Stat(netnsEtc(ClientNS(name))); err == nil {
+		left = append(left, "dir "+netnsEtc(ClientNS(name)))
 	}
 	if dir == "" {
 		dir = DefaultDir(name)
