@@ -109,7 +109,7 @@ func TestLabPatternsMatchPaths(t *testing.T) {
 	// Nine pings (eight delays after setup): the shared CI machine
 	// preempts the userspace emulator now and then, and a median of the
 	// default four delays moves with one late wake-up.
-	lat := Params{Duration: 1500 * time.Millisecond, PingCount: 9}
+	lat := Params{Duration: time.Second, PingCount: 9, PingGap: 100 * time.Millisecond}
 	for _, path := range lab.PathNames {
 		for _, f := range []probe.Family{probe.Family4, probe.Family6} {
 			for _, trName := range transport.Names {
@@ -147,7 +147,7 @@ func TestLabPatternsMatchPaths(t *testing.T) {
 		}
 		return rate
 	}
-	tp := Params{Size: 3 << 20, Duration: 3 * time.Second}
+	tp := Params{Size: 3 << 20, Duration: 2 * time.Second}
 	for _, trName := range transport.Names {
 		for _, f := range []probe.Family{probe.Family4, probe.Family6} {
 			name := fmt.Sprintf("wlan0/v%d/%s", f, trName)
@@ -173,7 +173,7 @@ func TestLabPatternsMatchPaths(t *testing.T) {
 
 	// Loss raises the interactive delays (retransmissions).
 	l.Set(t, "wlan0", "rate=0", "loss=10%")
-	lossy := Params{Duration: 3 * time.Second}
+	lossy := Params{Duration: 2 * time.Second}
 	for _, trName := range transport.Names {
 		ir := labRun(t, l, "interactive", trName, "wlan0", probe.Family4, lossy).Result.(*InteractiveResult)
 		for dir, d := range map[string]*InteractiveDirection{"upload": ir.Upload, "download": ir.Download} {
