@@ -127,7 +127,6 @@ func upRun(ctx context.Context, opts *UpOptions) error {
 		if err != nil || resp.Status == nil {
 			continue
 		}
-		_ = cmd.Process.Release()
 		return cmdutil.WriteJSON(opts.IO.Out, resp.Status.Info)
 	}
 }
