@@ -78,7 +78,7 @@ type Config struct {
 // NewCmdRun builds the command; runF replaces runRun in tests.
 func NewCmdRun(f *cmdutil.Factory, runF func(*Options) error) *cobra.Command {
 	opts := &Options{IO: f.IO, Discover: func(ctx context.Context) ([]probe.Path, error) {
-		return probe.Discover(ctx, probe.DiscoverOptions{})
+		return f.DiscoverPaths(ctx, nil)
 	}}
 	var tcpPort, quicPort, altPort int
 	cmd := &cobra.Command{
@@ -129,8 +129,8 @@ one line per failure: the CI smoke test of a test server.`,
 				if !fl.Changed("pin") && c.Pin != "" {
 					opts.Pin = c.Pin
 				}
-				opts.ProbeID = f.Config.ProbeID
 			}
+			opts.ProbeID = f.ProbeID()
 			if runF != nil {
 				return runF(opts)
 			}

@@ -62,6 +62,9 @@ func TestSmokePasses(t *testing.T) {
 	if err != nil {
 		t.Fatalf("%v\n%s", err, errOut)
 	}
+	if err := report.ValidateDocument([]byte(out)); err != nil {
+		t.Fatalf("run document does not validate against the envelope schema: %v", err)
+	}
 	var doc report.Document
 	if err := json.Unmarshal([]byte(out), &doc); err != nil {
 		t.Fatal(err)
