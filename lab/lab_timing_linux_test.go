@@ -11,6 +11,7 @@ import (
 	"net"
 	"net/netip"
 	"os/exec"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -361,5 +362,25 @@ func TestLabMPTCPCellBackup(t *testing.T) {
 	t.Logf("wlan0 down: remaining %d bytes in %v; wwan0 carried %d bytes", rest, time.Since(t0), after["wwan0"]-mid["wwan0"])
 	if b := after["wwan0"] - mid["wwan0"]; b < uint64(rest)/2 {
 		t.Errorf("after wlan0 down wwan0 carried %d bytes, want most of the remaining %d", b, rest)
+	}
+}
+
+// TestLabJitter: delay 20 ms ± 5 ms each way keeps every RTT within
+// [30, 50] ms (plus host slack) and actually varies.
+func TestLabJitter(t *testing.T) {
+	requirePing(t)
+	l := labtest.Start(t, lab.Options{Domains: 0})
+	l.Set(t, "wwan0", "delay=20ms", "jitter=5ms")
+	rtts := pingRTTs(t, l, "wwan0", lab.Server4, 40)
+	if len(rtts) < 35 {
+		t.Fatalf("%d of 40 echoes answered", len(rtts))
+	}
+	lo, hi := slices.Min(rtts), slices.Max(rtts)
+	t.Logf("jitter 5ms: RTT min %.2f, median %.2f, max %.2f ms", lo, median(rtts), hi)
+	if lo < 30-0.5 || median(rtts) > 50+1 {
+		t.Errorf("RTTs [%.2f, %.2f] ms, median %.2f; want within [30, 50]", lo, hi, median(rtts))
+	}
+	if hi-lo < 3 {
+		t.Errorf("RTTs span only %.2f ms with ±5 ms jitter each way", hi-lo)
 	}
 }
