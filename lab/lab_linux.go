@@ -53,6 +53,13 @@ func Up(ctx context.Context, opts Options) (_ *Lab, err error) {
 	if _, err := exec.LookPath("ip"); err != nil {
 		return nil, fmt.Errorf("%w: the lab needs iproute2 (ip): %v", ErrUnsupported, err)
 	}
+	// A lab that answers is not stale: never tear it down from here.
+	cctx, cancel := context.WithTimeout(ctx, time.Second)
+	_, cerr := Control(cctx, FilesIn(opts.Dir).Control, Request{Op: "status"})
+	cancel()
+	if cerr == nil {
+		return nil, fmt.Errorf("lab %s is already running (dir %s); run 'mptester lab down --name %s' first", opts.Name, opts.Dir, opts.Name)
+	}
 	if err := CleanStale(ctx, opts.Name, opts.Dir); err != nil {
 		return nil, fmt.Errorf("clean stale lab %s: %w", opts.Name, err)
 	}

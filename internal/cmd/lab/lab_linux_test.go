@@ -61,6 +61,9 @@ func TestLabLifecycle(t *testing.T) {
 	if code, _, stderr := run(t, "lab", "up", "--name", name, "--dir", dir); code == 0 || !strings.Contains(stderr, "already running") {
 		t.Errorf("second up of a running lab: exit %d, %q; want an 'already running' error", code, stderr)
 	}
+	if code, _, stderr := run(t, "lab", "run", "--name", name, "--dir", dir, "--", "true"); code == 0 || !strings.Contains(stderr, "already running") {
+		t.Errorf("lab run over a running lab: exit %d, %q; want an 'already running' error", code, stderr)
+	}
 	code, out, stderr := run(t, "lab", "status", "--name", name, "--dir", dir, "--json")
 	var st lab.Status
 	if code != 0 || json.Unmarshal([]byte(out), &st) != nil || len(st.Paths) != 2 {
