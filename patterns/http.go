@@ -113,12 +113,14 @@ func (pingPattern) Run(ctx context.Context, c *Client) (any, error) {
 	}
 	res.Setup = conn.Info().Setup
 	rt := conn.RoundTripper()
+	// Requests leave PingGap apart (request i at start + i*gap; one whose
+	// slot has passed leaves at once).
 	for i := range p.PingCount {
-		if i > 0 {
+		if wait := time.Until(start.Add(time.Duration(i) * p.PingGap)); i > 0 && wait > 0 {
 			select {
 			case <-ctx.Done():
 				return res, ctx.Err()
-			case <-time.After(p.PingGap):
+			case <-time.After(wait):
 			}
 		}
 		res.Sent++

@@ -93,13 +93,23 @@ func (cs *chunkSender) ack(seq uint32, now time.Time) error {
 	return nil
 }
 
-// run sends the chunks; it returns when the duration is over.
+// run sends chunk k at start + k*interval for k*interval < duration
+// (duration/interval chunks, a late chunk leaves at once rather than being
+// skipped); it returns when the last one is written.
 func (cs *chunkSender) run(ctx context.Context, s transport.Stream, size int, interval, duration time.Duration) error {
-	tick := time.NewTicker(interval)
-	defer tick.Stop()
-	end := time.Now().Add(duration)
+	start := time.Now()
 	buf := make([]byte, 0, wire.HeaderLen+size)
-	for seq := uint32(0); ; seq++ {
+	timer := time.NewTimer(0)
+	defer timer.Stop()
+	for seq := uint32(0); time.Duration(seq)*interval < duration; seq++ {
+		if wait := time.Until(start.Add(time.Duration(seq) * interval)); wait > 0 {
+			timer.Reset(wait)
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-timer.C:
+			}
+		}
 		buf = wire.AppendChunk(buf[:0], seq, size)
 		cs.mu.Lock()
 		cs.sentAt[seq] = time.Now()
@@ -107,14 +117,6 @@ func (cs *chunkSender) run(ctx context.Context, s transport.Stream, size int, in
 		cs.mu.Unlock()
 		if _, err := s.Write(buf); err != nil {
 			return err
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-tick.C:
-		}
-		if !time.Now().Before(end) {
-			break
 		}
 	}
 	cs.mu.Lock()

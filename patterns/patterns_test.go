@@ -220,8 +220,8 @@ func checkResult(t *testing.T, rec Record) {
 			if d == nil {
 				t.Fatalf("no %s", name)
 			}
-			if d.Sent < want-1 || d.Sent > want+1 || d.Acked != d.Sent || len(d.Lost) != 0 {
-				t.Errorf("%s: sent %d acked %d lost %v, want ~%d all acked", name, d.Sent, d.Acked, d.Lost, want)
+			if d.Sent != want || d.Acked != d.Sent || len(d.Lost) != 0 {
+				t.Errorf("%s: sent %d acked %d lost %v, want %d all acked", name, d.Sent, d.Acked, d.Lost, want)
 			}
 			if d.Max <= 0 || d.Max > 200*time.Millisecond || d.Median > d.Max {
 				t.Errorf("%s delays median %v max %v", name, d.Median, d.Max)
