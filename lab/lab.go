@@ -84,8 +84,8 @@ type Options struct {
 	// Dir holds lab.json, config.yaml, the world files and the control
 	// socket. Default /run/mptester/lab/NAME.
 	Dir string
-	// WorldSeed and Domains generate the synthetic Internet; WorldFile
-	// loads one instead.
+	// WorldSeed and Domains generate the synthetic Internet (Domains 0:
+	// no domains, targets only); WorldFile loads one instead.
 	WorldSeed int64
 	Domains   int
 	WorldFile string
@@ -126,9 +126,6 @@ func (o *Options) defaults() error {
 	}
 	if o.Dir == "" {
 		o.Dir = DefaultDir(o.Name)
-	}
-	if o.Domains == 0 && o.WorldFile == "" {
-		o.Domains = 200
 	}
 	if o.Domains < 0 {
 		return fmt.Errorf("invalid --domains %d", o.Domains)

@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/netip"
 	"os/exec"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strconv"
@@ -370,5 +371,24 @@ func TestLabWorldShares(t *testing.T) {
 	}
 	if n != 50 {
 		t.Errorf("nxdomain share 0.5 of 100 domains gave %d", n)
+	}
+}
+
+// TestLabWorldFile: a saved world is served as saved.
+func TestLabWorldFile(t *testing.T) {
+	w, err := world.Generate(world.Options{Seed: 9, Domains: 30})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := filepath.Join(t.TempDir(), "world.json")
+	if err := w.Save(f); err != nil {
+		t.Fatal(err)
+	}
+	l := labtest.Start(t, lab.Options{WorldFile: f})
+	var tr world.Truth
+	l.Truth(t, &tr)
+	if tr.Seed != 9 || len(tr.Domains) != 30 || tr.Domains[0].Name != w.Domains[0].Name || l.Config().Domains != 30 {
+		t.Errorf("lab serves seed %d with %d domains (first %q), want the saved world (seed 9, 30, %q)",
+			tr.Seed, len(tr.Domains), tr.Domains[0].Name, w.Domains[0].Name)
 	}
 }

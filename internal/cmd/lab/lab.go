@@ -100,8 +100,8 @@ func (b *BuildOptions) flags(cmd *cobra.Command) {
 	fl.StringSliceVar(&b.Shares, "world-share", nil, "generated world's `CATEGORY=FRACTION`s, e.g. differ=0.4,timeout=0.02,dead=0.05 (keys as in world.json's shares)")
 	fl.BoolVar(&b.CellBackup, "cell-backup", false, "mark the wwan0 MPTCP endpoint backup (used only when wlan0 fails)")
 	fl.StringVar(&b.Timeline, "timeline", "", "apply a scripted timeline `file` of path changes")
-	fl.StringVar(&b.WLAN, "wlan0", "", "initial wlan0 `settings`, e.g. 'delay=10ms jitter=1ms loss=1% rate=50mbit'")
-	fl.StringVar(&b.WWAN, "wwan0", "", "initial wwan0 `settings`")
+	fl.StringVar(&b.WLAN, "wlan0", "", "initial wlan0 `settings`, e.g. 'delay=10ms jitter=1ms loss=1% rate=50mbit' (default: the world's base delay, 10ms; a delay set here becomes the base delay in truth.json)")
+	fl.StringVar(&b.WWAN, "wwan0", "", "initial wwan0 `settings` (default: the world's base delay, 30ms)")
 }
 
 // args renders the flags back for the daemon's command line.
