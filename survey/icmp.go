@@ -108,11 +108,16 @@ func (ip *icmpProber) Close() error {
 func echoReply(any) (AnswerKind, bool) { return AnswerEchoReply, true }
 
 func (ip *icmpProber) Probe(ctx context.Context, t Target) Result {
+	return resultWithin(ctx, ip.Start(ctx, t))
+}
+
+// Start sends one echo request and returns at once.
+func (ip *icmpProber) Start(ctx context.Context, t Target) Pending {
 	dst := t.Addr.Unmap()
 	f := probe.FamilyOf(dst)
 	s, err := ip.sock(ctx, f)
 	if err != nil {
-		return Result{Status: ProbeError, Err: err}
+		return donePending{Status: ProbeError, Err: err}
 	}
 	var w *waiter
 	var seq uint16
@@ -124,9 +129,9 @@ func (ip *icmpProber) Probe(ctx context.Context, t Target) Result {
 		}
 	}
 	if w == nil {
-		return Result{Status: ProbeError, Err: fmt.Errorf("no free ICMP sequence towards %s", dst)}
+		return donePending{Status: ProbeError, Err: fmt.Errorf("no free ICMP sequence towards %s", dst)}
 	}
-	defer s.dmx.unregister(icmpKey{addr: dst, seq: seq})
+	done := func() { s.dmx.unregister(icmpKey{addr: dst, seq: seq}) }
 	var typ icmp.Type = ipv4.ICMPTypeEcho
 	if f == probe.Family6 {
 		typ = ipv6.ICMPTypeEchoRequest
@@ -134,13 +139,13 @@ func (ip *icmpProber) Probe(ctx context.Context, t Target) Result {
 	msg := icmp.Message{Type: typ, Body: &icmp.Echo{ID: int(ip.id), Seq: int(seq), Data: make([]byte, 16)}}
 	b, err := msg.Marshal(nil) // the kernel computes the ICMPv6 checksum
 	if err != nil {
-		return Result{Status: ProbeError, Err: err}
+		done()
+		return donePending{Status: ProbeError, Err: err}
 	}
 	sent := sentNow()
 	if _, err := s.conn.WriteToIP(b, &net.IPAddr{IP: dst.AsSlice()}); err != nil {
-		return Result{Status: classifyErr(err), Err: fmt.Errorf("send echo request: %w", err)}
+		done()
+		return donePending{Status: classifyErr(err), Err: fmt.Errorf("send echo request: %w", err)}
 	}
-	r := wait(ctx, w, sent)
-	r.Bytes = len(b) + ipHeader(dst)
-	return r
+	return &replyPending{w: w, sent: sent, bytes: len(b) + ipHeader(dst), done: done}
 }

@@ -35,6 +35,97 @@ type Prober interface {
 	Close() error
 }
 
+// Pending is a probe on the wire. Result waits for its answer until
+// deadline; an answer that arrived after the deadline is a timeout, so a
+// late call to Result changes nothing (replies carry their own time).
+type Pending interface {
+	Result(ctx context.Context, deadline time.Time) Result
+}
+
+// Starter is implemented by probers that can send without waiting: one
+// goroutine then drives every probe of a target, instead of a goroutine,
+// a context and a timer per probe in flight.
+type Starter interface {
+	Start(ctx context.Context, t Target) Pending
+}
+
+// start sends one probe with pr, asynchronously when pr cannot.
+func start(ctx context.Context, pr Prober, t Target, timeout time.Duration) Pending {
+	if s, ok := pr.(Starter); ok {
+		return s.Start(ctx, t)
+	}
+	ch := make(chan Result, 1)
+	go func() {
+		pctx, cancel := context.WithTimeout(ctx, timeout)
+		defer cancel()
+		ch <- pr.Probe(pctx, t)
+	}()
+	return chanPending(ch)
+}
+
+// donePending is a probe that ended at once (it could not be sent).
+type donePending Result
+
+func (d donePending) Result(context.Context, time.Time) Result { return Result(d) }
+
+// chanPending is a probe run by its own goroutine.
+type chanPending chan Result
+
+func (c chanPending) Result(ctx context.Context, _ time.Time) Result {
+	select {
+	case r := <-c:
+		return r
+	case <-ctx.Done():
+		return Result{Status: classifyErr(ctx.Err()), Err: ctx.Err()}
+	}
+}
+
+// replyPending waits for the reply a receive loop hands to its waiter.
+type replyPending struct {
+	w     *waiter
+	sent  time.Time
+	bytes int
+	done  func() // unregisters the waiter
+}
+
+func (p *replyPending) Result(ctx context.Context, deadline time.Time) Result {
+	defer p.done()
+	ok := func(r reply) Result {
+		if r.at.After(deadline) {
+			return Result{Status: ProbeTimeout, Err: context.DeadlineExceeded, Bytes: p.bytes}
+		}
+		return Result{Kind: r.kind, RTT: r.at.Sub(p.sent), Status: ProbeSuccess, Bytes: p.bytes}
+	}
+	select {
+	case r := <-p.w.ch:
+		return ok(r)
+	default:
+	}
+	d := time.Until(deadline)
+	if d <= 0 {
+		return Result{Status: ProbeTimeout, Err: context.DeadlineExceeded, Bytes: p.bytes}
+	}
+	tm := time.NewTimer(d)
+	defer tm.Stop()
+	select {
+	case r := <-p.w.ch:
+		return ok(r)
+	case <-tm.C:
+		return Result{Status: ProbeTimeout, Err: context.DeadlineExceeded, Bytes: p.bytes}
+	case <-ctx.Done():
+		return Result{Status: classifyErr(ctx.Err()), Err: ctx.Err(), Bytes: p.bytes}
+	}
+}
+
+// resultWithin is Probe for a Starter: the deadline is ctx's, if any.
+func resultWithin(ctx context.Context, p Pending) Result {
+	dl, ok := ctx.Deadline()
+	if !ok {
+		dl = time.Now().Add(24 * time.Hour)
+	}
+	return p.Result(ctx, dl)
+}
+
 // ProberOptions configure a prober.
 type ProberOptions struct {
 	// ConnectCap bounds a tcp-connect attempt below the kernel's first SYN
@@ -119,14 +210,4 @@ func (d *demux[K]) deliver(k K, msg any, at time.Time) {
 		}
 	}
 	d.mu.Unlock()
-}
-
-// wait blocks for the reply or the end of ctx.
-func wait(ctx context.Context, w *waiter, sent time.Time) Result {
-	select {
-	case r := <-w.ch:
-		return Result{Kind: r.kind, RTT: r.at.Sub(sent), Status: ProbeSuccess}
-	case <-ctx.Done():
-		return Result{Status: classifyErr(ctx.Err()), Err: ctx.Err()}
-	}
 }

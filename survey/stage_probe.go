@@ -86,7 +86,11 @@ func (r *runner) probeAll(ctx context.Context, resolvers map[string]*Resolver) {
 	r.prog.begin("probe", len(todo)*r.cfg.Count)
 	probers := map[string]Prober{}
 	for _, name := range r.names {
-		p, err := NewProber(ctx, r.cfg.Method, r.paths[name], ProberOptions{ConnectCap: r.cfg.ConnectCap})
+		connectCap := r.cfg.ConnectCap
+		if connectCap <= 0 {
+			connectCap = defaultConnectCap
+		}
+		p, err := NewProber(ctx, r.cfg.Method, r.paths[name], ProberOptions{ConnectCap: min(connectCap, r.cfg.Timeout)})
 		if err != nil {
 			r.log.Warn("cannot probe from path", "path", name, "err", err)
 			r.failed.Store(true)
@@ -150,8 +154,11 @@ func (r *runner) bytesPerProbe() func(netip.Addr) int {
 }
 
 func (r *runner) probeTarget(ctx context.Context, pr Prober, t target, reserved int64) {
+	// One goroutine per target: send every probe (spaced, paced), then
+	// collect the answers; each probe has Timeout from its own send.
 	results := make([]Result, r.cfg.Count)
-	var wg sync.WaitGroup
+	pend := make([]Pending, 0, r.cfg.Count)
+	sentAt := make([]time.Time, 0, r.cfg.Count)
 	var last time.Time
 	for i := range r.cfg.Count {
 		if i > 0 {
@@ -164,14 +171,13 @@ func (r *runner) probeTarget(ctx context.Context, pr Prober, t target, reserved 
 		}
 		last = time.Now()
 		r.probes.Add(1)
-		wg.Go(func() {
-			pctx, cancel := context.WithTimeout(ctx, r.cfg.Timeout)
-			defer cancel()
-			results[i] = pr.Probe(pctx, Target{Addr: t.addr, Port: r.cfg.Port})
-			r.prog.add(1)
-		})
+		pend = append(pend, start(ctx, pr, Target{Addr: t.addr, Port: r.cfg.Port}, r.cfg.Timeout))
+		sentAt = append(sentAt, last)
 	}
-	wg.Wait()
+	for i, p := range pend {
+		results[i] = p.Result(ctx, sentAt[i].Add(r.cfg.Timeout))
+		r.prog.add(1)
+	}
 	var sent int64
 	for _, res := range results {
 		sent += int64(res.Bytes)

@@ -12,6 +12,9 @@ import (
 	"github.com/mptester/mptester/probe"
 )
 
+// defaultConnectCap stays below the kernel's initial SYN RTO (1 s).
+const defaultConnectCap = 900 * time.Millisecond
+
 // connectProber measures the TCP handshake with the OS's connect(): no
 // privilege needed. Each attempt is capped below the SYN retransmission
 // time; a refused connection (RST) is an answer.
@@ -23,7 +26,7 @@ type connectProber struct {
 func newConnectProber(_ context.Context, p probe.Path, opts ProberOptions) (Prober, error) {
 	c := opts.ConnectCap
 	if c <= 0 {
-		c = 900 * time.Millisecond
+		c = defaultConnectCap
 	}
 	return &connectProber{path: p, cap: c}, nil
 }

@@ -115,10 +115,15 @@ func (s *synProber) Close() error {
 }
 
 func (s *synProber) Probe(ctx context.Context, t Target) Result {
+	return resultWithin(ctx, s.Start(ctx, t))
+}
+
+// Start sends one SYN and returns at once.
+func (s *synProber) Start(ctx context.Context, t Target) Pending {
 	f := probe.FamilyOf(t.Addr)
 	ss, err := s.sock(ctx, f)
 	if err != nil {
-		return Result{Status: ProbeError, Err: err}
+		return donePending{Status: ProbeError, Err: err}
 	}
 	dst := t.Addr.Unmap()
 	seq := rand.Uint32()
@@ -133,20 +138,20 @@ func (s *synProber) Probe(ctx context.Context, t Target) Result {
 		}
 	}
 	if w == nil {
-		return Result{Status: ProbeError, Err: fmt.Errorf("no free source port towards %s", dst)}
+		return donePending{Status: ProbeError, Err: fmt.Errorf("no free source port towards %s", dst)}
 	}
-	defer ss.dmx.unregister(k)
+	done := func() { ss.dmx.unregister(k) }
 	pkt, err := buildSYN(ss.src, dst, k.sport, k.dport, seq)
 	if err != nil {
-		return Result{Status: ProbeError, Err: err}
+		done()
+		return donePending{Status: ProbeError, Err: err}
 	}
 	sent := sentNow()
 	if _, err := ss.conn.WriteToIP(pkt, &net.IPAddr{IP: dst.AsSlice()}); err != nil {
-		return Result{Status: classifyErr(err), Err: fmt.Errorf("send SYN: %w", err)}
+		done()
+		return donePending{Status: classifyErr(err), Err: fmt.Errorf("send SYN: %w", err)}
 	}
-	r := wait(ctx, w, sent)
-	r.Bytes = len(pkt) + ipHeader(dst)
-	return r
+	return &replyPending{w: w, sent: sent, bytes: len(pkt) + ipHeader(dst), done: done}
 }
 
 // synCheck accepts a SYN-ACK or RST acknowledging our sequence number.

@@ -156,16 +156,14 @@ func applyConfig(opts *Options) {
 	}
 }
 
-// memoryLimit is the soft heap limit of a survey unless GOMEMLIMIT says
-// otherwise: a top-10K run fits a Raspberry Pi's spare memory (64 MB
-// target); the GC works harder instead of growing the heap.
-const memoryLimit = 40 << 20
+// memoryLimit is the soft heap limit of a survey of n domains unless
+// GOMEMLIMIT says otherwise: a top-10K run stays within a Raspberry Pi's
+// spare memory (64 MB target) because the GC works harder instead of
+// growing the heap; bigger lists get room for their per-domain state so
+// the GC does not thrash.
+func memoryLimit(n int) int64 { return 48<<20 + int64(n)*512 }
 
 func surveyRun(ctx context.Context, opts *Options) error {
-	if os.Getenv("GOMEMLIMIT") == "" {
-		old := debug.SetMemoryLimit(memoryLimit)
-		defer debug.SetMemoryLimit(old)
-	}
 	log := opts.Logger()
 	if log == nil {
 		log = slog.New(slog.NewTextHandler(opts.IO.ErrOut, nil))
@@ -191,6 +189,10 @@ func surveyRun(ctx context.Context, opts *Options) error {
 		return cmdutil.FlagErrorf("the list %s holds no usable domain", info.Source)
 	}
 	cfg.Domains = domains
+	if os.Getenv("GOMEMLIMIT") == "" {
+		old := debug.SetMemoryLimit(memoryLimit(len(domains)))
+		defer debug.SetMemoryLimit(old)
+	}
 
 	all, err := opts.Discover(ctx, opts.DNS)
 	if err != nil {
