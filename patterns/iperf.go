@@ -70,15 +70,20 @@ func openStream(ctx context.Context, conn transport.Conn, h wire.Hello) (transpo
 
 func (iperfPattern) Run(ctx context.Context, c *Client) (any, error) {
 	res := &IperfResult{}
-	up, err := iperfUpload(ctx, c)
-	res.Upload = up
-	if err != nil {
-		return res, fmt.Errorf("upload: %w", err)
+	dir := c.Params.Direction
+	if dir != DirectionDownload {
+		up, err := iperfUpload(ctx, c)
+		res.Upload = up
+		if err != nil {
+			return res, fmt.Errorf("upload: %w", err)
+		}
 	}
-	down, err := iperfDownload(ctx, c)
-	res.Download = down
-	if err != nil {
-		return res, fmt.Errorf("download: %w", err)
+	if dir != DirectionUpload {
+		down, err := iperfDownload(ctx, c)
+		res.Download = down
+		if err != nil {
+			return res, fmt.Errorf("download: %w", err)
+		}
 	}
 	return res, nil
 }

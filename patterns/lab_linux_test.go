@@ -321,3 +321,52 @@ func TestLabWlanDownInvalidatesRun(t *testing.T) {
 		}
 	}
 }
+
+// TestLabRetransmissions: the iperf upload's retransmission count (TCP_INFO
+// total_retrans, QUIC packets declared lost) against the packets the
+// emulator dropped on the way up (ground truth).
+func TestLabRetransmissions(t *testing.T) {
+	l := labtest.Start(t, lab.Options{Domains: 0, Seed: 9})
+	startLabServer(t, l)
+	if !l.InClient(t) {
+		return
+	}
+	l.Set(t, "wlan0", "delay=5ms", "jitter=0s", "rate=10mbit", "up.loss=3%")
+	upDrops := func() uint64 {
+		for _, p := range l.Status(t).Paths {
+			if p.Name == "wlan0" {
+				return p.Stats.Up.DropLoss + p.Stats.Up.DropQueue
+			}
+		}
+		t.Fatal("no wlan0 in lab status")
+		return 0
+	}
+	for _, trName := range []string{transport.TCP, transport.QUIC} {
+		before := upDrops()
+		rec := labRun(t, l, "iperf", trName, "wlan0", probe.Family4, Params{Duration: 2 * time.Second, Direction: DirectionUpload})
+		drops := upDrops() - before
+		up := rec.Result.(*IperfResult).Upload
+		if up == nil || up.Retransmissions == nil || rec.Result.(*IperfResult).Download != nil {
+			t.Fatalf("%s: upload-only result %+v", trName, rec.Result)
+		}
+		var perInterval uint64
+		for _, iv := range up.Intervals {
+			if iv.Retransmissions != nil {
+				perInterval += *iv.Retransmissions
+			}
+		}
+		retr := *up.Retransmissions
+		t.Logf("%s: %d retransmissions (%d over the intervals), emulator dropped %d packets upstream", trName, retr, perInterval, drops)
+		if drops < 20 {
+			t.Fatalf("%s: only %d drops: the loss was not applied", trName, drops)
+		}
+		// Every dropped data packet is retransmitted once; a few drops hit
+		// pure ACKs or the handshake, a few retransmissions are spurious.
+		if float64(retr) < 0.7*float64(drops) || float64(retr) > 1.5*float64(drops)+5 {
+			t.Errorf("%s: %d retransmissions for %d packets dropped", trName, retr, drops)
+		}
+		if perInterval > retr {
+			t.Errorf("%s: intervals sum to %d retransmissions, total %d", trName, perInterval, retr)
+		}
+	}
+}

@@ -95,7 +95,16 @@ type Params struct {
 	Interval  time.Duration `json:"interval_ns,omitempty"` // interactive
 	// AckGrace is how long a sender waits for the last acks after it stops.
 	AckGrace time.Duration `json:"ack_grace_ns,omitempty"`
+	// Direction of iperf: "both" (default), "upload" or "download".
+	Direction string `json:"direction,omitempty"`
 }
+
+// Iperf directions.
+const (
+	DirectionBoth     = "both"
+	DirectionUpload   = "upload"
+	DirectionDownload = "download"
+)
 
 // Defaults from 000 §II-A and the issue.
 const (
@@ -130,6 +139,9 @@ func (p Params) WithDefaults(pattern string) Params {
 	}
 	if p.AckGrace <= 0 {
 		p.AckGrace = DefaultAckGrace
+	}
+	if p.Direction == "" {
+		p.Direction = DirectionBoth
 	}
 	return p
 }

@@ -161,6 +161,7 @@ one line per failure: the CI smoke test of a test server.`,
 	fl.IntVar(&opts.Params.ChunkSize, "chunk-size", patterns.DefaultChunk, "interactive chunk size in `bytes`")
 	fl.DurationVar(&opts.Params.Interval, "interval", patterns.DefaultInterval, "interactive sending interval")
 	fl.IntVar(&opts.Params.PingCount, "ping-count", patterns.DefaultPingCount, "requests of the ping pattern")
+	fl.StringVar(&opts.Params.Direction, "iperf-direction", patterns.DirectionBoth, "iperf direction: both, upload or download")
 	return cmd
 }
 
@@ -239,6 +240,11 @@ func runRun(opts *Options) error {
 	p := opts.Params
 	if p.Size <= 0 || p.Duration <= 0 || p.Interval <= 0 || p.ChunkSize < 4 || p.PingCount < 2 {
 		return cmdutil.FlagErrorf("--size, --duration, --interval must be positive, --chunk-size >= 4, --ping-count >= 2")
+	}
+	switch p.Direction {
+	case patterns.DirectionBoth, patterns.DirectionUpload, patterns.DirectionDownload:
+	default:
+		return cmdutil.FlagErrorf("--iperf-direction %q (want both, upload or download)", p.Direction)
 	}
 	fams, err := families(opts.Family)
 	if err != nil {

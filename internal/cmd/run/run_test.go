@@ -141,6 +141,7 @@ func TestUsageErrors(t *testing.T) {
 		{"--server", "x", "--paths", "nosuch0"},
 		{"--server", "x", "--tcp-port", "99999", "--paths", "lo"},
 		{"--smoke", "--server", "a,b", "--paths", "lo"},
+		{"--server", "x", "--paths", "lo", "--iperf-direction", "sideways"},
 	} {
 		if _, _, err := execute(t, lo, args...); !errors.Is(err, cmdutil.ErrUsage) {
 			t.Errorf("%v: err %v, want usage error", args, err)
