@@ -217,17 +217,22 @@ func (l *Lab) topology(ctx context.Context) error {
 		il = append(il, fmt.Sprintf("route add local %s dev lo", pfx))
 	}
 	// MPTCP: both ends accept two extra subflows; the client announces its
-	// wwan0 addresses as subflow endpoints bound to wwan0.
-	flags := "subflow"
-	if l.opts.CellBackup {
-		flags = "subflow backup"
+	// wwan0 addresses as subflow endpoints bound to wwan0. Skipped, with a
+	// warning, on kernels without MPTCP.
+	if _, err := os.Stat("/proc/sys/net/mptcp/enabled"); err != nil {
+		l.log.Warn("kernel without MPTCP: the lab has no MPTCP endpoints", "err", err)
+	} else {
+		flags := "subflow"
+		if l.opts.CellBackup {
+			flags = "subflow backup"
+		}
+		w, _ := Plan("wwan0")
+		cl = append(cl,
+			"mptcp limits set subflows 2 add_addr_accepted 2",
+			fmt.Sprintf("mptcp endpoint add %s dev wwan0 %s", w.Client4, flags),
+			fmt.Sprintf("mptcp endpoint add %s dev wwan0 %s", w.Client6, flags))
+		il = append(il, "mptcp limits set subflows 2 add_addr_accepted 2")
 	}
-	w, _ := Plan("wwan0")
-	cl = append(cl,
-		"mptcp limits set subflows 2 add_addr_accepted 2",
-		fmt.Sprintf("mptcp endpoint add %s dev wwan0 %s", w.Client4, flags),
-		fmt.Sprintf("mptcp endpoint add %s dev wwan0 %s", w.Client6, flags))
-	il = append(il, "mptcp limits set subflows 2 add_addr_accepted 2")
 	if err := ipBatch(ctx, cns, cl); err != nil {
 		return err
 	}
