@@ -4,14 +4,10 @@ package lab
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"math"
 	"os"
 	"path/filepath"
-	"slices"
-	"strconv"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -146,11 +142,11 @@ func (b *BuildOptions) labOptions(w Where) (lab.Options, error) {
 		b.WorldFile, o.WorldFile = abs, abs
 	}
 	if len(b.Shares) > 0 {
-		sh, err := parseShares(b.Shares)
+		sh, err := world.ParseShares(strings.Join(b.Shares, ","))
 		if err != nil {
 			return o, cmdutil.FlagErrorf("--world-share: %v", err)
 		}
-		o.WorldShares = sh
+		o.WorldShares = &sh
 	}
 	for _, p := range []struct{ name, val string }{{"wlan0", b.WLAN}, {"wwan0", b.WWAN}} {
 		if strings.TrimSpace(p.val) == "" {
@@ -199,43 +195,4 @@ func mapErr(err error) error {
 		return fmt.Errorf("%w: %w", cmdutil.ErrCancelled, err)
 	}
 	return err
-}
-
-// parseShares overrides world.DefaultShares with KEY=FRACTION pairs; keys
-// are the JSON names of world.Shares, so world.json and the flag agree.
-func parseShares(kvs []string) (*world.Shares, error) {
-	def := world.DefaultShares()
-	b, err := json.Marshal(def)
-	if err != nil {
-		return nil, err
-	}
-	m := map[string]float64{}
-	if err := json.Unmarshal(b, &m); err != nil {
-		return nil, err
-	}
-	for _, kv := range kvs {
-		k, v, ok := strings.Cut(kv, "=")
-		if !ok {
-			return nil, fmt.Errorf("%q: want CATEGORY=FRACTION", kv)
-		}
-		if _, known := m[k]; !known {
-			keys := make([]string, 0, len(m))
-			for k := range m {
-				keys = append(keys, k)
-			}
-			slices.Sort(keys)
-			return nil, fmt.Errorf("unknown share %q (want one of %s)", k, strings.Join(keys, ", "))
-		}
-		f, err := strconv.ParseFloat(v, 64)
-		if err != nil || f < 0 || f > 1 || math.IsNaN(f) {
-			return nil, fmt.Errorf("%s=%s: want a fraction in [0, 1]", k, v)
-		}
-		m[k] = f
-	}
-	b, _ = json.Marshal(m)
-	var sh world.Shares
-	if err := json.Unmarshal(b, &sh); err != nil {
-		return nil, err
-	}
-	return &sh, nil
 }
