@@ -225,3 +225,14 @@ func FuzzValidateStream(f *testing.F) {
 		_ = ValidateDocument([]byte(s))
 	})
 }
+
+func TestTimeType(t *testing.T) {
+	rec := struct {
+		At Time `json:"at"`
+	}{Time{time.Date(2026, 1, 2, 4, 4, 5, 0, time.FixedZone("CET", 3600))}}
+	b, err := json.Marshal(rec)
+	require.NoError(t, err)
+	assert.JSONEq(t, `{"at":"2026-01-02T03:04:05.000000000Z"}`, string(b))
+	require.NoError(t, json.Unmarshal(b, &rec))
+	assert.True(t, rec.At.Equal(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)))
+}

@@ -69,3 +69,10 @@ func (l trailerLine) MarshalJSON() ([]byte, error) {
 
 // Timestamp formats times as the envelope wants them: UTC, RFC 3339, ns.
 func Timestamp(t time.Time) string { return t.UTC().Format(timestampLayout) }
+
+// Time is a time.Time that marshals as an envelope timestamp, for records'
+// own times (a plain time.Time drops trailing zeros and keeps its offset).
+type Time struct{ time.Time }
+
+// MarshalJSON writes UTC RFC 3339 with nine fractional digits.
+func (t Time) MarshalJSON() ([]byte, error) { return json.Marshal(Timestamp(t.Time)) }
