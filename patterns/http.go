@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptrace"
 	"slices"
 	"strconv"
 	"time"
@@ -33,9 +34,34 @@ func serverHost(c *Client) string {
 	return c.Addr.String()
 }
 
+// exchange is the time from the request's last byte handed to the
+// connection to the response's first byte read from it (httptrace
+// WroteRequest -> GotFirstResponseByte): the request's round trip without
+// the HTTP library's own goroutine hand-offs on the client.
+type exchange struct {
+	wrote, first time.Time
+}
+
+func (e *exchange) delay() (time.Duration, bool) {
+	if e.wrote.IsZero() || e.first.IsZero() || e.first.Before(e.wrote) {
+		return 0, false
+	}
+	return e.first.Sub(e.wrote), true
+}
+
 // get sends one GET and reads the whole body, returning the time to the
 // first body byte and to the last one.
 func get(ctx context.Context, rt http.RoundTripper, url string) (ttfb, total time.Duration, n int64, proto string, err error) {
+	return getTraced(ctx, rt, url, nil)
+}
+
+func getTraced(ctx context.Context, rt http.RoundTripper, url string, ex *exchange) (ttfb, total time.Duration, n int64, proto string, err error) {
+	if ex != nil {
+		ctx = httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{
+			WroteRequest:         func(httptrace.WroteRequestInfo) { ex.wrote = time.Now() },
+			GotFirstResponseByte: func() { ex.first = time.Now() },
+		})
+	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
 		return 0, 0, 0, "", err
@@ -81,13 +107,19 @@ func (e *HTTPStatusError) Error() string { return fmt.Sprintf("HTTP %d: %s", e.C
 // setup (connect + TLS/QUIC handshake) and is reported apart; Median is
 // over the other requests, so it estimates the request RTT.
 type PingResult struct {
-	Proto        string          `json:"http_proto"`
-	Setup        time.Duration   `json:"setup_ns"`
-	FirstRequest time.Duration   `json:"first_request_ns"` // includes Setup
-	Delays       []time.Duration `json:"delays_ns"`        // requests 2..N on the same connection
-	Median       time.Duration   `json:"median_ns"`
-	Answered     int             `json:"answered"`
-	Sent         int             `json:"sent"`
+	Proto        string        `json:"http_proto"`
+	Setup        time.Duration `json:"setup_ns"`
+	FirstRequest time.Duration `json:"first_request_ns"` // includes Setup
+	// Delays of requests 2..N on the same connection: request written to
+	// the connection -> first response byte read from it.
+	Delays []time.Duration `json:"delays_ns"`
+	// AppDelays of the same requests as the application sees them: GET
+	// call -> whole body read (adds the HTTP library's scheduling).
+	AppDelays []time.Duration `json:"app_delays_ns"`
+	Median    time.Duration   `json:"median_ns"`
+	AppMedian time.Duration   `json:"app_median_ns"`
+	Answered  int             `json:"answered"`
+	Sent      int             `json:"sent"`
 }
 
 type pingPattern struct{}
@@ -105,7 +137,7 @@ func (pingPattern) Register(m *Mux) {
 
 func (pingPattern) Run(ctx context.Context, c *Client) (any, error) {
 	p := c.Params
-	res := &PingResult{Delays: []time.Duration{}}
+	res := &PingResult{Delays: []time.Duration{}, AppDelays: []time.Duration{}}
 	start := time.Now()
 	conn, err := c.Dial(ctx, transport.FamilyHTTP)
 	if err != nil {
@@ -124,7 +156,8 @@ func (pingPattern) Run(ctx context.Context, c *Client) (any, error) {
 			}
 		}
 		res.Sent++
-		_, total, n, proto, err := get(ctx, rt, "https://"+serverHost(c)+"/ping/"+randomSuffix())
+		var ex exchange
+		_, total, n, proto, err := getTraced(ctx, rt, "https://"+serverHost(c)+"/ping/"+randomSuffix(), &ex)
 		if err != nil {
 			return res, fmt.Errorf("ping %d: %w", i+1, err)
 		}
@@ -137,9 +170,15 @@ func (pingPattern) Run(ctx context.Context, c *Client) (any, error) {
 			res.FirstRequest = time.Since(start)
 			continue
 		}
-		res.Delays = append(res.Delays, total)
+		d, ok := ex.delay()
+		if !ok {
+			d = total
+		}
+		res.Delays = append(res.Delays, d)
+		res.AppDelays = append(res.AppDelays, total)
 	}
 	res.Median = Median(res.Delays)
+	res.AppMedian = Median(res.AppDelays)
 	return res, nil
 }
 

@@ -114,22 +114,28 @@ func TestLabPatternsMatchPaths(t *testing.T) {
 		for _, f := range []probe.Family{probe.Family4, probe.Family6} {
 			for _, trName := range transport.Names {
 				name := fmt.Sprintf("%s/v%d/%s", path, f, trName)
-				ping := labRun(t, l, "ping", trName, path, f, lat).Result.(*PingResult)
-				t.Logf("%s ping: median %.2f ms, first (with setup) %.2f ms, setup %.2f ms, delays %v", name, ms(ping.Median), ms(ping.FirstRequest), ms(ping.Setup), ping.Delays)
-				if math.Abs(ms(ping.Median-rtt)) > 2 {
-					t.Errorf("%s: ping median %.2f ms, path RTT %.0f ms (±2)", name, ms(ping.Median), ms(rtt))
-				}
-				// Setup is at least one RTT (TCP) plus the TLS/QUIC handshake.
-				if ping.Setup < rtt {
-					t.Errorf("%s: setup %v shorter than the RTT", name, ping.Setup)
-				}
-				ir := labRun(t, l, "interactive", trName, path, f, lat).Result.(*InteractiveResult)
-				for dir, d := range map[string]*InteractiveDirection{"upload": ir.Upload, "download": ir.Download} {
-					t.Logf("%s interactive %s: median %.2f ms max %.2f ms (%d/%d acked)", name, dir, ms(d.Median), ms(d.Max), d.Acked, d.Sent)
-					if math.Abs(ms(d.Median-rtt)) > 2 || d.Acked != d.Sent {
-						t.Errorf("%s: interactive %s median %.2f ms (%d/%d acked), path RTT %.0f ms (±2)", name, dir, ms(d.Median), d.Acked, d.Sent, ms(rtt))
+				twice(t, name+" ping", func() string {
+					ping := labRun(t, l, "ping", trName, path, f, lat).Result.(*PingResult)
+					t.Logf("%s ping: median %.2f ms (application %.2f ms), first (with setup) %.2f ms, setup %.2f ms, delays %v", name, ms(ping.Median), ms(ping.AppMedian), ms(ping.FirstRequest), ms(ping.Setup), ping.Delays)
+					// Setup is at least one RTT plus the TLS/QUIC handshake.
+					if ping.Setup < rtt {
+						return fmt.Sprintf("setup %v shorter than the RTT", ping.Setup)
 					}
-				}
+					if math.Abs(ms(ping.Median-rtt)) > 2 {
+						return fmt.Sprintf("ping median %.2f ms, path RTT %.0f ms (±2)", ms(ping.Median), ms(rtt))
+					}
+					return ""
+				})
+				twice(t, name+" interactive", func() string {
+					ir := labRun(t, l, "interactive", trName, path, f, lat).Result.(*InteractiveResult)
+					for dir, d := range map[string]*InteractiveDirection{"upload": ir.Upload, "download": ir.Download} {
+						t.Logf("%s interactive %s: median %.2f ms max %.2f ms (%d/%d acked)", name, dir, ms(d.Median), ms(d.Max), d.Acked, d.Sent)
+						if math.Abs(ms(d.Median-rtt)) > 2 || d.Acked != d.Sent {
+							return fmt.Sprintf("interactive %s median %.2f ms (%d/%d acked), path RTT %.0f ms (±2)", dir, ms(d.Median), d.Acked, d.Sent, ms(rtt))
+						}
+					}
+					return ""
+				})
 			}
 		}
 	}
@@ -140,35 +146,57 @@ func TestLabPatternsMatchPaths(t *testing.T) {
 		l.Set(t, path, fmt.Sprintf("rate=%dmbit", mbit))
 	}
 	rate := float64(mbit) * 1e6
-	// MPTCP opens a second subflow over wwan0: its rate is both paths'.
-	pathRate := func(tr string) float64 {
+	// want is the goodput range: 90% of the path's rate up to the rate;
+	// MPTCP opens a second subflow over wwan0 (also 10 Mbit/s), so it must
+	// beat the better single path and stay under both together.
+	want := func(tr string) (lo, hi float64) {
 		if tr == transport.MPTCP {
-			return 2 * rate
+			return rate, 2.04 * rate
 		}
-		return rate
+		return 0.9 * rate, 1.02 * rate
 	}
 	tp := Params{Size: 3 << 20, Duration: 2 * time.Second}
 	for _, trName := range transport.Names {
 		for _, f := range []probe.Family{probe.Family4, probe.Family6} {
 			name := fmt.Sprintf("wlan0/v%d/%s", f, trName)
-			rec := labRun(t, l, "bulk", trName, "wlan0", f, tp)
-			b := rec.Result.(*BulkResult)
-			t.Logf("%s bulk: %.2f Mbit/s (completion %v, ttfb %.2f ms)", name, b.GoodputBps/1e6, b.Completion, ms(b.TTFB))
-			if b.GoodputBps < 0.9*pathRate(trName) || b.GoodputBps > 1.02*pathRate(trName) {
-				t.Errorf("%s: bulk goodput %.2f Mbit/s, emulated rate %.0f Mbit/s (want >= 90%%)", name, b.GoodputBps/1e6, pathRate(trName)/1e6)
-			}
-			// The interface counters (client namespace) see the bytes the
-			// emulator delivered.
-			checkPathBytes(t, name, rec, uint64(b.Bytes))
+			twice(t, name+" bulk", func() string {
+				rec := labRun(t, l, "bulk", trName, "wlan0", f, tp)
+				b := rec.Result.(*BulkResult)
+				t.Logf("%s bulk: %.2f Mbit/s (completion %v, ttfb %.2f ms)", name, b.GoodputBps/1e6, b.Completion, ms(b.TTFB))
+				// The interface counters (client namespace) see the bytes
+				// the emulator delivered.
+				checkPathBytes(t, name, rec, uint64(b.Bytes))
+				if lo, hi := want(trName); b.GoodputBps < lo || b.GoodputBps > hi {
+					return fmt.Sprintf("bulk goodput %.2f Mbit/s, want [%.1f, %.1f] on %d Mbit/s paths", b.GoodputBps/1e6, lo/1e6, hi/1e6, mbit)
+				}
+				return ""
+			})
 		}
 		name := "wlan0/v4/" + trName
-		ip := labRun(t, l, "iperf", trName, "wlan0", probe.Family4, tp).Result.(*IperfResult)
-		for dir, d := range map[string]*IperfDirection{"upload": ip.Upload, "download": ip.Download} {
-			t.Logf("%s iperf %s: %.2f Mbit/s over %v, %d intervals", name, dir, d.GoodputBps/1e6, d.Duration, len(d.Intervals))
-			if d.GoodputBps < 0.9*pathRate(trName) || d.GoodputBps > 1.02*pathRate(trName) {
-				t.Errorf("%s: iperf %s goodput %.2f Mbit/s, emulated rate %.0f Mbit/s (want >= 90%%)", name, dir, d.GoodputBps/1e6, pathRate(trName)/1e6)
+		twice(t, name+" iperf", func() string {
+			ip := labRun(t, l, "iperf", trName, "wlan0", probe.Family4, tp).Result.(*IperfResult)
+			for dir, d := range map[string]*IperfDirection{"upload": ip.Upload, "download": ip.Download} {
+				t.Logf("%s iperf %s: %.2f Mbit/s over %v, %d intervals", name, dir, d.GoodputBps/1e6, d.Duration, len(d.Intervals))
+				if lo, hi := want(trName); d.GoodputBps < lo || d.GoodputBps > hi {
+					return fmt.Sprintf("iperf %s goodput %.2f Mbit/s, want [%.1f, %.1f] on %d Mbit/s paths", dir, d.GoodputBps/1e6, lo/1e6, hi/1e6, mbit)
+				}
 			}
+			return ""
+		})
+	}
+
+	// The rest of the matrix (bulk on wwan0, iperf on wwan0 and IPv6)
+	// must succeed too; its rates were checked on wlan0 above.
+	for _, path := range lab.PathNames {
+		l.Set(t, path, "rate=0")
+	}
+	short := Params{Size: 1 << 20, Duration: 500 * time.Millisecond}
+	for _, trName := range transport.Names {
+		for _, f := range []probe.Family{probe.Family4, probe.Family6} {
+			labRun(t, l, "bulk", trName, "wwan0", f, short)
+			labRun(t, l, "iperf", trName, "wwan0", f, short)
 		}
+		labRun(t, l, "iperf", trName, "wlan0", probe.Family6, short)
 	}
 
 	// Loss raises the interactive delays (retransmissions).
@@ -187,6 +215,22 @@ func TestLabPatternsMatchPaths(t *testing.T) {
 
 // checkPathBytes: the paths' receive counters add up to the payload plus
 // headers (~3-10%); more than 30% means something else was counted.
+// twice runs a timing check and, if it fails, once more: the lab shares
+// two CPUs with other work (load averages of 10 were seen), and a userspace
+// emulator preempted mid-test shows up as a late packet. A check failing
+// twice in a row is an error; a single failure is logged.
+func twice(t *testing.T, name string, check func() string) {
+	t.Helper()
+	msg := check()
+	if msg == "" {
+		return
+	}
+	t.Logf("%s: %s; measuring again", name, msg)
+	if msg = check(); msg != "" {
+		t.Errorf("%s: %s (twice)", name, msg)
+	}
+}
+
 func checkPathBytes(t *testing.T, name string, rec Record, payload uint64) {
 	t.Helper()
 	var got uint64

@@ -172,8 +172,14 @@ func checkResult(t *testing.T, rec Record) {
 		if r.Sent != p.PingCount || r.Answered != p.PingCount || len(r.Delays) != p.PingCount-1 {
 			t.Errorf("ping %+v: want %d answered", r, p.PingCount)
 		}
-		if r.Median <= 0 || r.FirstRequest < r.Setup || r.Setup <= 0 {
+		if r.Median <= 0 || r.FirstRequest < r.Setup || r.Setup <= 0 || r.AppMedian < r.Median || len(r.AppDelays) != len(r.Delays) {
 			t.Errorf("ping times %+v", r)
+		}
+		// The wire delay is part of the application's delay.
+		for i := range r.Delays {
+			if r.Delays[i] <= 0 || r.Delays[i] > r.AppDelays[i] {
+				t.Errorf("ping %d: delay %v, application delay %v", i+2, r.Delays[i], r.AppDelays[i])
+			}
 		}
 		if want := map[string]string{"tcp": "HTTP/2.0", "mptcp": "HTTP/2.0", "quic": "HTTP/3.0"}[rec.Config.Transport]; r.Proto != want {
 			t.Errorf("proto %s, want %s", r.Proto, want)
