@@ -416,3 +416,42 @@ func TestLimitsAndPin(t *testing.T) {
 func TestMain(m *testing.M) {
 	os.Exit(m.Run())
 }
+
+// TestGracefulShutdown: Shutdown lets running tests finish, refuses new
+// sessions meanwhile, and returns once they are done.
+func TestGracefulShutdown(t *testing.T) {
+	lo := loopback(t)
+	srv := startServer(t, Limits{})
+	recs := make(chan Record, 2)
+	for _, trName := range []string{transport.TCP, transport.QUIC} {
+		go func() {
+			tr := newTestTransport(t, trName, lo, probe.Family4, srv.pin)
+			recs <- RunTest(context.Background(), tr, srv.config("interactive", trName, probe.Family4,
+				Params{Duration: 1500 * time.Millisecond, Interval: 50 * time.Millisecond}), nil, nil)
+		}()
+	}
+	time.Sleep(300 * time.Millisecond)
+	done := make(chan error, 1)
+	start := time.Now()
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		done <- srv.Shutdown(ctx)
+	}()
+	time.Sleep(100 * time.Millisecond)
+	tr := newTestTransport(t, transport.TCP, lo, probe.Family4, srv.pin)
+	if rec := RunTest(context.Background(), tr, srv.config("ping", transport.TCP, probe.Family4, smallParams), nil, nil); rec.Status != StatusConnectionRefused {
+		t.Errorf("new session during shutdown: %s (%s), want connection-refused", rec.Status, rec.Error)
+	}
+	for range 2 {
+		if rec := <-recs; rec.Status != StatusSuccess {
+			t.Errorf("%s test cut by a graceful shutdown: %s %s", rec.Config.Transport, rec.Status, rec.Error)
+		}
+	}
+	if err := <-done; err != nil {
+		t.Errorf("shutdown: %v", err)
+	}
+	if el := time.Since(start); el < time.Second || el > 6*time.Second {
+		t.Errorf("shutdown returned after %v, want once the ~1.2 s of running tests ended", el)
+	}
+}
