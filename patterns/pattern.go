@@ -3,6 +3,18 @@
 // `mptester run` and the server side served by `mptester serve`. There is
 // one Pattern interface and one registry; every pattern reaches the server
 // through the one transport.Transport interface.
+//
+// Layers, each replaceable without touching the others:
+//
+//   - wire: framing of the stream patterns (fuzzed decoders).
+//   - transport: tcp, mptcp, quic over one probe.Path. Multipath QUIC is one
+//     more Transport whose Conn samples per-path state; nothing above
+//     changes.
+//   - Pattern (ping, bulk, iperf, interactive): client Run + server Register.
+//   - RunTest: one pattern over one transport with sampling, byte counters
+//     and error classification; Run: the stable-mode matrix (000 §II-A).
+//     A mobile (handover) mode is another driver of RunTest that runs
+//     interactive while paths change instead of stopping on a change.
 package patterns
 
 import (

@@ -455,3 +455,32 @@ func TestGracefulShutdown(t *testing.T) {
 		t.Errorf("shutdown returned after %v, want once the ~1.2 s of running tests ended", el)
 	}
 }
+
+// TestHTTP1: the HTTP patterns over HTTP/1.1 when h2 is not offered.
+func TestHTTP1(t *testing.T) {
+	lo := loopback(t)
+	srv := startServer(t, Limits{})
+	tlsCfg, _ := transport.ClientTLS("localhost", srv.pin, false)
+	for _, trName := range []string{transport.TCP, transport.MPTCP} {
+		tr, err := transport.New(trName, transport.Options{Path: lo, Family: probe.Family4, TLS: tlsCfg, HTTP1: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, pat := range []string{"ping", "bulk"} {
+			rec := RunTest(context.Background(), tr, srv.config(pat, trName, probe.Family4, smallParams), nil, nil)
+			if rec.Status != StatusSuccess {
+				t.Fatalf("%s/%s: %s %s", pat, trName, rec.Status, rec.Error)
+			}
+			proto := ""
+			switch r := rec.Result.(type) {
+			case *PingResult:
+				proto = r.Proto
+			case *BulkResult:
+				proto = r.Proto
+			}
+			if proto != "HTTP/1.1" || rec.Connections[0].ALPN != "http/1.1" {
+				t.Errorf("%s/%s over %s (ALPN %s), want HTTP/1.1", pat, trName, proto, rec.Connections[0].ALPN)
+			}
+		}
+	}
+}
