@@ -241,7 +241,10 @@ func iperfDownload(ctx context.Context, c *Client) (*IperfDirection, error) {
 		switch f.Type {
 		case wire.TypeData:
 			if ic == nil {
-				first, ic = now, newIntervalCounter(now, nil)
+				// From the first byte's arrival, not the first frame's
+				// completion: a 64 KB frame takes a while on a slow path.
+				first = r.FrameStart
+				ic = newIntervalCounter(first, nil)
 			}
 			last = now
 			d.Bytes += uint64(len(f.Body))
@@ -308,7 +311,7 @@ func (iperfPattern) Register(m *Mux) {
 	m.HandleStream(wire.KindIperfUpload, wire.ALPNIperf, func(ctx context.Context, s transport.Stream, h wire.Hello, r *wire.Reader) error {
 		var ic *intervalCounter
 		var total uint64
-		var first, last time.Time
+		var last time.Time
 		limit := time.Now().Add(h.Duration + m.Limits.ReadTimeout)
 		for {
 			if time.Now().After(limit) {
@@ -323,7 +326,7 @@ func (iperfPattern) Register(m *Mux) {
 			switch f.Type {
 			case wire.TypeData:
 				if ic == nil {
-					first, ic = now, newIntervalCounter(now, nil)
+					ic = newIntervalCounter(r.FrameStart, nil)
 				}
 				last = now
 				total += uint64(len(f.Body))
@@ -335,7 +338,6 @@ func (iperfPattern) Register(m *Mux) {
 						res.Intervals = append(res.Intervals, wire.Interval{Start: iv.Start, End: iv.End, Bytes: iv.Bytes})
 					}
 				}
-				_ = first
 				if err := wire.WriteFrame(s, wire.TypeResult, wire.EncodeResult(res)); err != nil {
 					return err
 				}

@@ -414,3 +414,36 @@ func TestLabRetransmissions(t *testing.T) {
 		}
 	}
 }
+
+// TestLabIperfSlowPathKeepsDuration: on a slow path the sender does not
+// queue seconds of data in the kernel, so the test ends on time and the
+// receiver's span is the announced duration.
+func TestLabIperfSlowPathKeepsDuration(t *testing.T) {
+	l := labtest.Start(t, lab.Options{Domains: 0, Seed: 10})
+	startLabServer(t, l)
+	if !l.InClient(t) {
+		return
+	}
+	l.Set(t, "wlan0", "delay=20ms", "jitter=0s", "rate=2mbit", "queue=50kb")
+	const dur = 2 * time.Second
+	for _, trName := range transport.Names {
+		rec := labRun(t, l, "iperf", trName, "wlan0", probe.Family4, Params{Duration: dur})
+		took := rec.FinishedAt.Sub(rec.StartedAt)
+		r := rec.Result.(*IperfResult)
+		t.Logf("%s: test took %v; upload %.2f Mbit/s over %v, download %.2f Mbit/s over %v", trName, took,
+			r.Upload.GoodputBps/1e6, r.Upload.Duration, r.Download.GoodputBps/1e6, r.Download.Duration)
+		for dir, d := range map[string]*IperfDirection{"upload": r.Upload, "download": r.Download} {
+			if d.Duration > dur+time.Second {
+				t.Errorf("%s %s: receiver span %v for a %v test", trName, dir, d.Duration, dur)
+			}
+			// Goodput never exceeds the emulated rate (MPTCP also has the
+			// unlimited wwan0).
+			if trName != transport.MPTCP && (d.GoodputBps > 2e6 || d.GoodputBps < 0.9*2e6) {
+				t.Errorf("%s %s: goodput %.3f Mbit/s on a 2 Mbit/s path", trName, dir, d.GoodputBps/1e6)
+			}
+		}
+		if took > 2*dur+4*time.Second {
+			t.Errorf("%s: test took %v for 2 x %v", trName, took, dur)
+		}
+	}
+}

@@ -297,6 +297,7 @@ func (s *Server) serveTCP(raw net.Conn, release func()) {
 	_ = raw.SetDeadline(time.Time{})
 	switch alpn := tc.ConnectionState().NegotiatedProtocol; alpn {
 	case wire.ALPNIperf, wire.ALPNInteractive:
+		transport.LimitUnsent(raw)
 		s.serveStream(s.ctx, tc, alpn, raw.RemoteAddr(), nil)
 		tc.Close()
 		s.untrackTCP(tc)

@@ -50,6 +50,7 @@ func (t *tcpTransport) Dial(ctx context.Context, addr netip.AddrPort, family str
 		}
 		raw = c.(*net.TCPConn)
 	}
+	LimitUnsent(raw)
 	cfg := t.o.TLS.Clone()
 	cfg.NextProtos = alpns(family, false, t.o.HTTP1)
 	tc := tls.Client(raw, cfg)

@@ -29,6 +29,10 @@ const (
 	QUIC  = "quic"
 )
 
+// UnsentLimit is the most data a TCP sender keeps queued unsent (see
+// LimitUnsent): enough to keep a 1 Gbit/s, 1 ms path busy.
+const UnsentLimit = 128 << 10
+
 // Names lists every transport, in the order of the matrix.
 var Names = []string{TCP, MPTCP, QUIC}
 

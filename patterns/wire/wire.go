@@ -105,6 +105,9 @@ type Reader struct {
 	hdr [HeaderLen]byte
 	buf []byte
 	max int
+	// FrameStart is when the header of the last frame was read: the
+	// arrival of its first bytes (a large frame completes much later).
+	FrameStart time.Time
 }
 
 // NewReader reads frames of at most max bytes (0: MaxFrame).
@@ -121,6 +124,7 @@ func (r *Reader) ReadFrame() (Frame, error) {
 	if _, err := io.ReadFull(r.r, r.hdr[:]); err != nil {
 		return Frame{}, err
 	}
+	r.FrameStart = time.Now()
 	t := Type(r.hdr[0])
 	if t < TypeHello || t > TypeDone {
 		return Frame{}, malformed("unknown frame type %d", r.hdr[0])
