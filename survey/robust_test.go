@@ -84,6 +84,8 @@ func TestInterruptAndResume(t *testing.T) {
 	got, err := runToBuffer(t, context.Background(), cfg, &second)
 	require.NoError(t, err)
 	assert.Equal(t, countsOf(want), countsOf(got))
+	require.NoError(t, report.ValidateStream(bytes.NewReader(cut.buf.Bytes())), "interrupted output")
+	require.NoError(t, report.ValidateStream(bytes.NewReader(second.Bytes())), "resumed output")
 	recs := records(t, second.Bytes())
 	assert.Len(t, recs["resolution"], 10)
 	assert.Len(t, recs["probe"], 104, "every target exactly once")

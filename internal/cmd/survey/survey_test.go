@@ -19,6 +19,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/mptester/mptester/internal/cmdutil"
+	"github.com/mptester/mptester/report"
 )
 
 // zone answers a.test with 127.0.0.1 and b.test with 127.0.0.2; the rest
@@ -100,6 +101,7 @@ func TestSurveyCommandLoopback(t *testing.T) {
 	assert.Contains(t, ttyErr, "probe")
 	assert.Contains(t, ttyErr, "ETA")
 	assert.NotContains(t, ttyOut, "ETA")
+	require.NoError(t, report.ValidateStream(strings.NewReader(stdout)), "output follows the envelope schema")
 	lines := strings.Split(strings.TrimSpace(stdout), "\n")
 	var first, last map[string]any
 	require.NoError(t, json.Unmarshal([]byte(lines[0]), &first))
@@ -197,6 +199,7 @@ func TestSurveyCommandCancelled(t *testing.T) {
 	assert.Contains(t, lines[len(lines)-2], `"status":"partial"`)
 	assert.Contains(t, lines[len(lines)-1], `"type":"trailer"`)
 	assert.Contains(t, lines[len(lines)-1], `"status":"partial"`)
+	assert.NoError(t, report.ValidateStream(strings.NewReader(out.String())), "an interrupted output is still a valid stream")
 }
 
 // syncBuffer is an output the test reads while the command writes it.
