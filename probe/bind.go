@@ -163,3 +163,26 @@ func DialMPTCP(ctx context.Context, p Path, network, address string) (*MPTCPConn
 	}
 	return &MPTCPConn{TCPConn: tc, Negotiated: used}, nil
 }
+
+// ListenRaw opens a raw IP socket for protocol proto ("icmp", "tcp") bound
+// to path p on its source address of family f: what raw probers (tcp-syn,
+// icmp) send and receive with. Needs root or CAP_NET_RAW.
+func ListenRaw(ctx context.Context, p Path, f Family, proto string) (*net.IPConn, netip.Addr, error) {
+	src, ok := p.SourceAddr(f)
+	if !ok {
+		return nil, netip.Addr{}, fmt.Errorf("%w: %s has no IPv%d address", ErrNoSourceAddr, p.Name, f)
+	}
+	network := "ip4:" + proto
+	if f == Family6 {
+		if proto == "icmp" {
+			proto = "ipv6-icmp"
+		}
+		network = "ip6:" + proto
+	}
+	lc := net.ListenConfig{Control: p.Control()}
+	pc, err := lc.ListenPacket(ctx, network, src.String())
+	if err != nil {
+		return nil, netip.Addr{}, err
+	}
+	return pc.(*net.IPConn), src, nil
+}

@@ -49,20 +49,11 @@ func (ip *icmpProber) sock(ctx context.Context, f probe.Family) (*icmpSock, erro
 	if s := ip.socks[f]; s != nil {
 		return s, nil
 	}
-	src, ok := ip.path.SourceAddr(f)
-	if !ok {
-		return nil, fmt.Errorf("%w: %s has no IPv%d address", probe.ErrNoSourceAddr, ip.path.Name, f)
-	}
-	network := "ip4:icmp"
-	if f == probe.Family6 {
-		network = "ip6:ipv6-icmp"
-	}
-	lc := net.ListenConfig{Control: ip.path.Control()}
-	pc, err := lc.ListenPacket(ctx, network, src.String())
+	conn, _, err := probe.ListenRaw(ctx, ip.path, f, "icmp")
 	if err != nil {
 		return nil, fmt.Errorf("open raw ICMP socket on %s (needs root or CAP_NET_RAW): %w", ip.path.Name, err)
 	}
-	s := &icmpSock{conn: pc.(*net.IPConn), f: f, dmx: newDemux[icmpKey]()}
+	s := &icmpSock{conn: conn, f: f, dmx: newDemux[icmpKey]()}
 	enableRxTimestamps(s.conn)
 	ip.socks[f] = s
 	go s.recvLoop(ip.id)

@@ -57,20 +57,11 @@ func (s *synProber) sock(ctx context.Context, f probe.Family) (*synSock, error) 
 	if ss := s.socks[f]; ss != nil {
 		return ss, nil
 	}
-	src, ok := s.path.SourceAddr(f)
-	if !ok {
-		return nil, fmt.Errorf("%w: %s has no IPv%d address", probe.ErrNoSourceAddr, s.path.Name, f)
-	}
-	network := "ip4:tcp"
-	if f == probe.Family6 {
-		network = "ip6:tcp"
-	}
-	lc := net.ListenConfig{Control: s.path.Control()}
-	pc, err := lc.ListenPacket(ctx, network, src.String())
+	conn, src, err := probe.ListenRaw(ctx, s.path, f, "tcp")
 	if err != nil {
 		return nil, fmt.Errorf("open raw TCP socket on %s (needs root or CAP_NET_RAW; use --method tcp-connect otherwise): %w", s.path.Name, err)
 	}
-	ss := &synSock{conn: pc.(*net.IPConn), src: src, dmx: newDemux[synKey]()}
+	ss := &synSock{conn: conn, src: src, dmx: newDemux[synKey]()}
 	enableRxTimestamps(ss.conn)
 	s.socks[f] = ss
 	go ss.recvLoop()

@@ -48,3 +48,38 @@ func (f *Factory) ProbeID() string {
 	}
 	return "unknown"
 }
+
+// SelectPaths returns the named paths (duplicates and blanks ignored), or
+// by default every up, non-loopback path with a default route: the paths a
+// multihomed host actually uses to reach the Internet.
+func SelectPaths(all []probe.Path, names []string) ([]probe.Path, error) {
+	var out []probe.Path
+	if len(names) == 0 {
+		for _, p := range all {
+			if p.Up && p.Kind != probe.KindLoopback && p.DefaultRoute {
+				out = append(out, p)
+			}
+		}
+		if len(out) == 0 {
+			return nil, FlagErrorf("no up path with a default route; name paths with --paths")
+		}
+		return out, nil
+	}
+	seen := map[string]bool{}
+	for _, n := range names {
+		n = strings.TrimSpace(n)
+		if n == "" || seen[n] {
+			continue
+		}
+		seen[n] = true
+		p, err := probe.FindPath(all, n)
+		if err != nil {
+			return nil, FlagErrorf("--paths: %v", err)
+		}
+		if !p.Up {
+			return nil, FlagErrorf("--paths: %s is down", n)
+		}
+		out = append(out, p)
+	}
+	return out, nil
+}

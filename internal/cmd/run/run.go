@@ -176,35 +176,6 @@ func families(s string) ([]probe.Family, error) {
 	return []probe.Family{f}, nil
 }
 
-func selectPaths(all []probe.Path, names []string) ([]probe.Path, error) {
-	var out []probe.Path
-	if len(names) == 0 {
-		for _, p := range all {
-			if p.Up && p.Kind != probe.KindLoopback && p.DefaultRoute {
-				out = append(out, p)
-			}
-		}
-		if len(out) == 0 {
-			return nil, cmdutil.FlagErrorf("no up path with a default route; name paths with --paths")
-		}
-		return out, nil
-	}
-	for _, n := range names {
-		if slices.ContainsFunc(out, func(p probe.Path) bool { return p.Name == n }) {
-			continue
-		}
-		p, err := probe.FindPath(all, n)
-		if err != nil {
-			return nil, cmdutil.FlagErrorf("--paths: %v", err)
-		}
-		if !p.Up {
-			return nil, cmdutil.FlagErrorf("--paths: %s is down", n)
-		}
-		out = append(out, p)
-	}
-	return out, nil
-}
-
 func runRun(opts *Options) error {
 	ctx := opts.Ctx
 	if ctx == nil {
@@ -254,7 +225,7 @@ func runRun(opts *Options) error {
 	if err != nil {
 		return err
 	}
-	paths, err := selectPaths(all, opts.Paths)
+	paths, err := cmdutil.SelectPaths(all, opts.Paths)
 	if err != nil {
 		return err
 	}

@@ -198,7 +198,7 @@ func surveyRun(ctx context.Context, opts *Options) error {
 	if err != nil {
 		return err
 	}
-	cfg.Paths, err = selectPaths(all, opts.Paths)
+	cfg.Paths, err = cmdutil.SelectPaths(all, opts.Paths)
 	if err != nil {
 		return err
 	}
@@ -349,40 +349,6 @@ func loadDomains(ctx context.Context, opts *Options) ([]survey.Domain, survey.Li
 		return ds, info, err
 	}
 	return nil, survey.ListInfo{}, cmdutil.FlagErrorf("name the domains with --list FILE or --list-id ID|latest")
-}
-
-// selectPaths returns the named paths, or by default every up,
-// non-loopback path with a default route.
-func selectPaths(all []probe.Path, names []string) ([]probe.Path, error) {
-	var out []probe.Path
-	if len(names) == 0 {
-		for _, p := range all {
-			if p.Up && p.Kind != probe.KindLoopback && p.DefaultRoute {
-				out = append(out, p)
-			}
-		}
-		if len(out) == 0 {
-			return nil, cmdutil.FlagErrorf("no up path with a default route; name paths with --paths")
-		}
-		return out, nil
-	}
-	seen := map[string]bool{}
-	for _, n := range names {
-		n = strings.TrimSpace(n)
-		if n == "" || seen[n] {
-			continue
-		}
-		seen[n] = true
-		p, err := probe.FindPath(all, n)
-		if err != nil {
-			return nil, cmdutil.FlagErrorf("--paths: %v", err)
-		}
-		if !p.Up {
-			return nil, cmdutil.FlagErrorf("--paths: %s is down", n)
-		}
-		out = append(out, p)
-	}
-	return out, nil
 }
 
 func sameFile(a, b string) bool {
