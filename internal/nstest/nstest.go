@@ -77,6 +77,13 @@ func RequireRoot(t testing.TB) {
 	} else if _, err := exec.LookPath("ip"); err != nil {
 		reason = "needs iproute2 (ip) to create network namespaces"
 	}
+	SkipUnless(t, reason)
+}
+
+// SkipUnless skips the test for reason (non-empty) — except under CI=true,
+// where a missing prerequisite is a failure: CI never silently skips.
+func SkipUnless(t testing.TB, reason string) {
+	t.Helper()
 	if reason == "" {
 		return
 	}

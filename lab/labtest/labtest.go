@@ -45,6 +45,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"github.com/mptester/mptester/internal/nstest"
 	"os"
 	"os/exec"
 	"regexp"
@@ -99,13 +100,7 @@ func Require(t testing.TB) {
 			reason = "lab tests need iproute2 (ip)"
 		}
 	}
-	if reason == "" {
-		return
-	}
-	if os.Getenv("CI") == "true" {
-		t.Fatalf("%s (CI=true: not skipping)", reason)
-	}
-	t.Skip(reason)
+	nstest.SkipUnless(t, reason)
 }
 
 // Start brings a lab up for this test, uniquely named, in a temporary
