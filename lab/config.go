@@ -11,8 +11,8 @@ import (
 )
 
 // ConfigYAML renders the lab's mptester config file: the per-path DNS
-// servers exactly as a user would write them, and the lab's public target
-// prefixes when the config schema knows survey.public_prefixes.
+// servers exactly as a user would write them, the lab's public target
+// prefixes (survey.public_prefixes) and its Tranco list (survey.list).
 func ConfigYAML(i Info) ([]byte, error) {
 	dns := map[string][]string{}
 	for _, p := range i.Paths {
@@ -22,17 +22,15 @@ func ConfigYAML(i Info) ([]byte, error) {
 	for _, p := range i.PublicPrefixes {
 		pub = append(pub, p.String())
 	}
-	full := map[string]any{"dns": dns, "survey": map[string]any{"public_prefixes": pub}}
-	b, err := yaml.Marshal(full)
+	// The world's Tranco list is the survey's default list, so
+	// `lab exec -- mptester survey` needs no flags.
+	survey := map[string]any{"public_prefixes": pub}
+	if i.Files.Tranco != "" {
+		survey["list"] = i.Files.Tranco
+	}
+	b, err := yaml.Marshal(map[string]any{"probe_id": "lab-" + i.Name, "dns": dns, "survey": survey})
 	if err != nil {
 		return nil, err
-	}
-	// The config is strict: only keep what this build's schema accepts.
-	if _, err := config.Parse(b); err != nil {
-		b, err = yaml.Marshal(map[string]any{"dns": dns})
-		if err != nil {
-			return nil, err
-		}
 	}
 	if _, err := config.Parse(b); err != nil {
 		return nil, fmt.Errorf("lab config does not parse: %w", err)
