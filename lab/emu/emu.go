@@ -189,6 +189,7 @@ func (l *Link) Run(ctx context.Context) error {
 		return fmt.Errorf("link %s: Run called twice or after Close", l.name)
 	}
 	defer reserveProcs()()
+	defer holdLowLatency()()
 	errc := make(chan error, 4)
 	var wg sync.WaitGroup
 	for _, d := range l.dirs {

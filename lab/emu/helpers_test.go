@@ -194,15 +194,6 @@ func collect(d port, n int, timeout time.Duration) []frame {
 	return got
 }
 
-// timingCritical skips sub-millisecond timing checks under the race
-// detector, which slows everything 5-10x.
-func timingCritical(t testing.TB) {
-	t.Helper()
-	if raceEnabled {
-		t.Skip("timing accuracy is meaningless under -race")
-	}
-}
-
 // drainNow reads the frames already written.
 func drainNow(d port) []frame {
 	var got []frame
