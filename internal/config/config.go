@@ -38,6 +38,12 @@ type Survey struct {
 	// PublicPrefixes are treated as public although the bogon table lists
 	// them (the lab's synthetic Internet lives in 198.18.0.0/15, fd00::/8).
 	PublicPrefixes []string `yaml:"public_prefixes"`
+	// Spacing is the minimum time between two probes of one target ("100ms").
+	Spacing string `yaml:"spacing"`
+	// AllowCrossPrivate probes private addresses from every path.
+	AllowCrossPrivate bool `yaml:"allow_cross_private"`
+	// MaxBytes caps the bytes sent per metered path: {wwan0: 50MB}.
+	MaxBytes map[string]string `yaml:"max_bytes"`
 }
 
 // Run holds defaults for `mptester run`.

@@ -14,6 +14,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"runtime/debug"
+	"slices"
 	"strings"
 	"time"
 
@@ -130,10 +131,11 @@ OLD's resolution and probe records, then only what is missing is measured.`,
 }
 
 // applyConfig fills options the command line left unset from the config.
-func applyConfig(opts *Options) {
+// A value the config gets wrong is a usage error naming the key.
+func applyConfig(opts *Options) error {
 	cfg := opts.Config()
 	if cfg == nil {
-		return
+		return nil
 	}
 	c := cfg.Survey
 	set := func(flag string, ok bool, apply func()) {
@@ -151,9 +153,29 @@ func applyConfig(opts *Options) {
 	set("rate", c.Rate > 0, func() { opts.Rate = c.Rate })
 	set("cache-dir", c.CacheDir != "", func() { opts.CacheDir = c.CacheDir })
 	set("public-prefix", len(c.PublicPrefixes) > 0, func() { opts.PublicPrefixes = c.PublicPrefixes })
-	if d, err := time.ParseDuration(c.Timeout); err == nil && c.Timeout != "" {
-		set("timeout", true, func() { opts.Timeout = d })
+	set("allow-cross-private", c.AllowCrossPrivate, func() { opts.AllowCrossPrivate = true })
+	if len(c.MaxBytes) > 0 {
+		var mb []string
+		for path, size := range c.MaxBytes {
+			mb = append(mb, path+"="+size)
+		}
+		slices.Sort(mb)
+		set("max-bytes", true, func() { opts.MaxBytes = mb })
 	}
+	for _, d := range []struct {
+		key, flag string
+		dst       *time.Duration
+	}{{c.Timeout, "timeout", &opts.Timeout}, {c.Spacing, "spacing", &opts.Spacing}} {
+		if d.key == "" {
+			continue
+		}
+		v, err := time.ParseDuration(d.key)
+		if err != nil {
+			return cmdutil.FlagErrorf("config survey.%s: %v", d.flag, err)
+		}
+		set(d.flag, true, func() { *d.dst = v })
+	}
+	return nil
 }
 
 // memoryLimit is the soft heap limit of a survey of n domains unless
@@ -168,7 +190,9 @@ func surveyRun(ctx context.Context, opts *Options) error {
 	if log == nil {
 		log = slog.New(slog.NewTextHandler(opts.IO.ErrOut, nil))
 	}
-	applyConfig(opts)
+	if err := applyConfig(opts); err != nil {
+		return err
+	}
 	cfg, err := buildConfig(opts)
 	if err != nil {
 		return err

@@ -19,6 +19,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/mptester/mptester/internal/cmdutil"
+	"github.com/mptester/mptester/internal/config"
 	"github.com/mptester/mptester/report"
 )
 
@@ -218,4 +219,32 @@ func (s *syncBuffer) String() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.b.String()
+}
+
+// The config file's survey section fills what flags leave unset; flags
+// win; a bad value is a usage error naming the key.
+func TestSurveyConfigSection(t *testing.T) {
+	run := func(cfg *config.Config, args ...string) (*Options, error) {
+		ios, _, _ := cmdutil.Test()
+		f := &cmdutil.Factory{IO: ios, Config: cfg}
+		var got *Options
+		cmd := NewCmdSurvey(f, func(o *Options) error { got = o; return applyConfig(o) })
+		cmd.SetArgs(args)
+		cmd.SetOut(ios.Out)
+		cmd.SetErr(ios.ErrOut)
+		return got, cmd.ExecuteContext(context.Background())
+	}
+	cfg := &config.Config{Survey: config.Survey{Spacing: "250ms", Timeout: "2s", AllowCrossPrivate: true,
+		MaxBytes: map[string]string{"wwan0": "50MB", "wlan0": "1GB"}, Rate: 42}}
+	o, err := run(cfg, "--rate", "7")
+	require.NoError(t, err)
+	assert.Equal(t, 250*time.Millisecond, o.Spacing)
+	assert.Equal(t, 2*time.Second, o.Timeout)
+	assert.True(t, o.AllowCrossPrivate)
+	assert.Equal(t, []string{"wlan0=1GB", "wwan0=50MB"}, o.MaxBytes)
+	assert.Equal(t, 7.0, o.Rate, "the flag overrides the config")
+
+	_, err = run(&config.Config{Survey: config.Survey{Spacing: "soon"}})
+	assert.ErrorIs(t, err, cmdutil.ErrUsage)
+	assert.ErrorContains(t, err, "config survey.spacing")
 }
