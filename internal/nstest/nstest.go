@@ -37,6 +37,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 )
 
 // Environment of a child: which test, which namespace, which InNS call.
@@ -187,22 +188,36 @@ func InNS(t *testing.T, ns *NS) bool {
 	if IsChild() && os.Getenv(envTest) == t.Name() {
 		return os.Getenv(envStep) == strconv.Itoa(step)
 	}
+	RunChild(t, ns.Name, envTest+"="+t.Name(), envNS+"="+names, envStep+"="+strconv.Itoa(step))
+	return false
+}
+
+// RunChild re-executes the current test (only it) inside network namespace
+// nsName with the extra environment env, and fails t unless the child ran
+// and passed: a child that skipped or matched nothing proves nothing. The
+// child inherits what is left of the test's deadline. Both InNS and
+// lab/labtest's InClient are built on it.
+func RunChild(t testing.TB, nsName string, env ...string) {
+	t.Helper()
 	exe, err := os.Executable()
 	if err != nil {
 		t.Fatalf("nstest: find test binary: %v", err)
 	}
-	cmd := exec.Command("ip", "netns", "exec", ns.Name, exe, "-test.run", runPattern(t.Name()), "-test.v", "-test.count=1")
-	cmd.Env = append(os.Environ(), envTest+"="+t.Name(), envNS+"="+names, envStep+"="+strconv.Itoa(step))
+	args := []string{"netns", "exec", nsName, exe, "-test.run", runPattern(t.Name()), "-test.v", "-test.count=1"}
+	if tt, ok := t.(interface{ Deadline() (time.Time, bool) }); ok {
+		if d, ok := tt.Deadline(); ok {
+			args = append(args, "-test.timeout", time.Until(d).Round(time.Second).String())
+		}
+	}
+	cmd := exec.Command("ip", args...)
+	cmd.Env = append(os.Environ(), env...)
 	out, err := cmd.CombinedOutput()
-	// A child that skipped or matched nothing proves nothing.
-	passed := strings.Contains(string(out), "--- PASS: "+t.Name()+" ")
-	if err != nil || !passed {
-		t.Fatalf("nstest: child %d of %s in netns %s failed (err=%v):\n%s", step, t.Name(), ns.Name, err, out)
+	if err != nil || !strings.Contains(string(out), "--- PASS: "+t.Name()+" ") {
+		t.Fatalf("nstest: child of %s in netns %s failed (err=%v):\n%s", t.Name(), nsName, err, out)
 	}
 	if testing.Verbose() {
-		t.Logf("nstest: child %d in netns %s:\n%s", step, ns.Name, out)
+		t.Logf("nstest: child in netns %s:\n%s", nsName, out)
 	}
-	return false
 }
 
 // runPattern matches exactly the test (and subtest) named name.

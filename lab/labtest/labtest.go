@@ -45,15 +45,14 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
-	"github.com/mptester/mptester/internal/nstest"
 	"os"
 	"os/exec"
-	"regexp"
 	"strconv"
-	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/mptester/mptester/internal/nstest"
 
 	"github.com/mptester/mptester/internal/config"
 	"github.com/mptester/mptester/lab"
@@ -247,36 +246,8 @@ func (l *Lab) InClient(t *testing.T) bool {
 	if isMyChild(t) {
 		return os.Getenv(envStep) == strconv.Itoa(step)
 	}
-	exe, err := os.Executable()
-	if err != nil {
-		t.Fatalf("labtest: find test binary: %v", err)
-	}
-	args := []string{"netns", "exec", l.info.Namespaces.Client, exe,
-		"-test.run", runPattern(t.Name()), "-test.v", "-test.count=1"}
-	if d, ok := t.Deadline(); ok {
-		args = append(args, "-test.timeout", time.Until(d).Round(time.Second).String())
-	}
-	cmd := exec.Command("ip", args...)
-	cmd.Env = append(os.Environ(), envTest+"="+t.Name(), envDir+"="+l.info.Dir, envStep+"="+strconv.Itoa(step))
-	out, err := cmd.CombinedOutput()
-	// A child that skipped or matched nothing proves nothing.
-	passed := strings.Contains(string(out), "--- PASS: "+t.Name()+" ")
-	if err != nil || !passed {
-		t.Fatalf("labtest: child %d of %s in netns %s failed (err=%v):\n%s", step, t.Name(), l.info.Namespaces.Client, err, out)
-	}
-	if testing.Verbose() {
-		t.Logf("labtest: child %d in netns %s:\n%s", step, l.info.Namespaces.Client, out)
-	}
+	nstest.RunChild(t, l.info.Namespaces.Client, envTest+"="+t.Name(), envDir+"="+l.info.Dir, envStep+"="+strconv.Itoa(step))
 	return false
-}
-
-// runPattern matches exactly the test (and subtest) named name.
-func runPattern(name string) string {
-	parts := strings.Split(name, "/")
-	for i, p := range parts {
-		parts[i] = "^" + regexp.QuoteMeta(p) + "$"
-	}
-	return strings.Join(parts, "/")
 }
 
 // Truth decodes truth.json into v (the world's ground truth).
