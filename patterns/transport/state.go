@@ -47,28 +47,36 @@ type TCPInfo struct {
 // TCPInfoLen is the prefix of struct tcp_info we read (up to bytes_retrans).
 const TCPInfoLen = 216
 
+// kernelStruct reads fields of a struct the kernel wrote in host byte
+// order; a field past the end (an older kernel's shorter struct) reads 0.
+type kernelStruct []byte
+
+func (b kernelStruct) u8(o int) uint8 {
+	if o < len(b) {
+		return b[o]
+	}
+	return 0
+}
+
+func (b kernelStruct) u32(o int) uint32 {
+	if o+4 <= len(b) {
+		return binary.NativeEndian.Uint32(b[o:])
+	}
+	return 0
+}
+
+func (b kernelStruct) u64(o int) uint64 {
+	if o+8 <= len(b) {
+		return binary.NativeEndian.Uint64(b[o:])
+	}
+	return 0
+}
+
 // DecodeTCPInfo decodes a struct tcp_info as the kernel wrote it (host
 // byte order). Fields beyond len(b) (older kernels) stay zero.
 func DecodeTCPInfo(b []byte) TCPInfo {
-	ne := binary.NativeEndian
-	u8 := func(o int) uint8 {
-		if o < len(b) {
-			return b[o]
-		}
-		return 0
-	}
-	u32 := func(o int) uint32 {
-		if o+4 <= len(b) {
-			return ne.Uint32(b[o:])
-		}
-		return 0
-	}
-	u64 := func(o int) uint64 {
-		if o+8 <= len(b) {
-			return ne.Uint64(b[o:])
-		}
-		return 0
-	}
+	f := kernelStruct(b)
+	u8, u32, u64 := f.u8, f.u32, f.u64
 	// Offsets from include/uapi/linux/tcp.h.
 	return TCPInfo{State: u8(0), CAState: u8(1), Retransmits: u8(2), RTO: u32(8), SndMSS: u32(16),
 		Unacked: u32(24), Lost: u32(32), Retrans: u32(36), RTT: u32(68), RTTVar: u32(72),
@@ -113,23 +121,9 @@ func DecodeMPTCPInfo(b []byte) (MPTCPInfo, error) {
 	if len(b) < 48 {
 		return MPTCPInfo{}, fmt.Errorf("mptcp_info of %d bytes", len(b))
 	}
-	ne := binary.NativeEndian
-	u32 := func(o int) uint32 {
-		if o+4 <= len(b) {
-			return ne.Uint32(b[o:])
-		}
-		return 0
-	}
-	u64 := func(o int) uint64 {
-		if o+8 <= len(b) {
-			return ne.Uint64(b[o:])
-		}
-		return 0
-	}
-	var total uint8
-	if len(b) > 80 {
-		total = b[80]
-	}
+	f := kernelStruct(b)
+	u32, u64 := f.u32, f.u64
+	total := f.u8(80)
 	return MPTCPInfo{Subflows: b[0], AddAddrSignal: b[1], AddAddrAccepted: b[2], SubflowsMax: b[3],
 		Flags: u32(8), Token: u32(12), WriteSeq: u64(16), SndUna: u64(24), RcvNxt: u64(32),
 		LocalAddrUsed: b[40], LocalAddrMax: b[41], CsumEnabled: b[42], Retransmits: u32(44),
