@@ -71,6 +71,36 @@ type chunkSender struct {
 	done    bool
 }
 
+// readAcks times the peer's acks in the background until the stream ends or
+// a frame is wrong; that error (never nil) arrives on the channel. onOther
+// turns a frame that is not an ack, and onBad a bad ack, into the error.
+// Client (upload) and server (download) senders share it.
+func (cs *chunkSender) readAcks(r *wire.Reader, onOther func(wire.Frame) error, onBad func(error) error) <-chan error {
+	errc := make(chan error, 1)
+	go func() {
+		for {
+			f, err := r.ReadFrame()
+			if err != nil {
+				errc <- err
+				return
+			}
+			if f.Type != wire.TypeAck {
+				errc <- onOther(f)
+				return
+			}
+			seq, err := wire.DecodeAck(f.Body)
+			if err == nil {
+				err = cs.ack(seq, time.Now())
+			}
+			if err != nil {
+				errc <- onBad(err)
+				return
+			}
+		}
+	}()
+	return errc
+}
+
 func newChunkSender() *chunkSender {
 	return &chunkSender{sentAt: map[uint32]time.Time{}, delays: map[uint32]time.Duration{}, allIn: make(chan struct{})}
 }
@@ -202,33 +232,12 @@ func (interactivePattern) Run(ctx context.Context, c *Client) (any, error) {
 
 func interactiveUpload(ctx context.Context, s transport.Stream, r *wire.Reader, p Params) (*InteractiveDirection, error) {
 	cs := newChunkSender()
-	readErr := make(chan error, 1)
-	go func() {
-		for {
-			f, err := r.ReadFrame()
-			if err != nil {
-				readErr <- err
-				return
-			}
-			switch f.Type {
-			case wire.TypeAck:
-				seq, err := wire.DecodeAck(f.Body)
-				if err == nil {
-					err = cs.ack(seq, time.Now())
-				}
-				if err != nil {
-					readErr <- err
-					return
-				}
-			case wire.TypeError:
-				readErr <- serverError(f.Body)
-				return
-			default:
-				readErr <- fmt.Errorf("%w: unexpected %s frame", ErrProtocol, f.Type)
-				return
-			}
+	readErr := cs.readAcks(r, func(f wire.Frame) error {
+		if f.Type == wire.TypeError {
+			return serverError(f.Body)
 		}
-	}()
+		return fmt.Errorf("%w: unexpected %s frame", ErrProtocol, f.Type)
+	}, func(err error) error { return err })
 	_ = s.SetDeadline(time.Now().Add(p.Duration + p.AckGrace + 10*time.Second))
 	sendErr := make(chan error, 1)
 	go func() { sendErr <- cs.run(ctx, s, p.ChunkSize, p.Interval, p.Duration) }()
@@ -311,28 +320,11 @@ func (interactivePattern) Register(m *Mux) {
 	// Download: send chunks, time the client's acks, report the delays.
 	m.HandleStream(wire.KindInteractiveDownload, wire.ALPNInteractive, func(ctx context.Context, s transport.Stream, h wire.Hello, r *wire.Reader) error {
 		cs := newChunkSender()
-		readErr := make(chan error, 1)
-		go func() {
-			for {
-				f, err := r.ReadFrame()
-				if err != nil {
-					readErr <- err
-					return
-				}
-				if f.Type != wire.TypeAck {
-					readErr <- &wire.ErrorFrame{Code: wire.CodeMalformed, Reason: fmt.Sprintf("unexpected %s frame in interactive download", f.Type)}
-					return
-				}
-				seq, err := wire.DecodeAck(f.Body)
-				if err == nil {
-					err = cs.ack(seq, time.Now())
-				}
-				if err != nil {
-					readErr <- &wire.ErrorFrame{Code: wire.CodeMalformed, Reason: err.Error()}
-					return
-				}
-			}
-		}()
+		readErr := cs.readAcks(r, func(f wire.Frame) error {
+			return &wire.ErrorFrame{Code: wire.CodeMalformed, Reason: fmt.Sprintf("unexpected %s frame in interactive download", f.Type)}
+		}, func(err error) error {
+			return &wire.ErrorFrame{Code: wire.CodeMalformed, Reason: err.Error()}
+		})
 		_ = s.SetDeadline(time.Now().Add(h.Duration + 2*m.Limits.ReadTimeout))
 		if err := cs.run(ctx, s, int(h.ChunkSize), h.Interval, h.Duration); err != nil {
 			return err
