@@ -379,12 +379,29 @@ func diffPaths(before, after map[string]string) string {
 	return ""
 }
 
-// watchPaths polls the interfaces (the reference app uses iOS's
+// watchPaths watches the interfaces (the reference app uses iOS's
 // Reachability; 000 §II-A) and stops the run when the selected paths, or
-// any path with a default route, appear, disappear or change address.
+// any path with a default route, appear, disappear or change address. It
+// re-discovers on each kernel notification (probe.WatchChanges: within
+// milliseconds of the change on Linux) and on a safety ticker, PollEvery,
+// which catches lost notifications and is the only trigger elsewhere.
 func watchPaths(ctx context.Context, o RunOptions, stop context.CancelCauseFunc) {
+	ctx, cancel := context.WithCancel(ctx)
+	changes, err := probe.WatchChanges(ctx)
+	defer func(changes <-chan time.Time) {
+		cancel()
+		if changes != nil {
+			for range changes { // closed once the reader has ended
+			}
+		}
+	}(changes)
 	every := o.PollEvery
-	if every <= 0 {
+	switch {
+	case every > 0:
+	case err == nil:
+		every = 5 * time.Second
+	default:
+		o.Logger.Debug("no change notifications: polling the interfaces", "every", 500*time.Millisecond, "error", err)
 		every = 500 * time.Millisecond
 	}
 	watched := pathNames(o.Paths)
@@ -398,6 +415,11 @@ func watchPaths(ctx context.Context, o RunOptions, stop context.CancelCauseFunc)
 		select {
 		case <-ctx.Done():
 			return
+		case _, ok := <-changes:
+			if !ok {
+				changes = nil // the socket failed: the ticker carries on
+				continue
+			}
 		case <-tick.C:
 		}
 		ps, err := o.Discover(ctx)
