@@ -25,8 +25,10 @@ type IperfInterval struct {
 	End        time.Duration `json:"end_ns"`
 	Bytes      uint64        `json:"bytes"`
 	GoodputBps float64       `json:"goodput_bps"`
-	// Retransmissions by the client during the interval (upload only: the
-	// sender's TCP_INFO total_retrans or QUIC packets lost).
+	// Retransmissions by the sender during the interval: TCP_INFO
+	// total_retrans (MPTCP: summed over subflows) or QUIC packets declared
+	// lost. Only the sender's intervals carry them: the client's Intervals
+	// of an upload, the server's PeerIntervals of a download.
 	Retransmissions *uint64 `json:"retransmissions,omitempty"`
 }
 
@@ -34,9 +36,15 @@ type IperfInterval struct {
 // receiver's count over the receiver's time (first to last byte), so bytes
 // still in a send buffer never count.
 type IperfDirection struct {
-	Duration        time.Duration   `json:"duration_ns"`
-	Bytes           uint64          `json:"bytes"`
-	GoodputBps      float64         `json:"goodput_bps"`
+	Duration   time.Duration `json:"duration_ns"`
+	Bytes      uint64        `json:"bytes"`
+	GoodputBps float64       `json:"goodput_bps"`
+	// Retransmissions by the sender over the test: for an upload the
+	// client's connection (sampled when its data ends), for a download the
+	// server's side of the connection (server-side sender: the sum of its
+	// PeerIntervals, sent in the wire's stats frame; absent from a server
+	// that predates it). Retransmissions of the last data still in flight
+	// when sending ends are not counted.
 	Retransmissions *uint64         `json:"retransmissions,omitempty"`
 	Intervals       []IperfInterval `json:"intervals"`      // the client's view (sent for upload, received for download)
 	PeerIntervals   []IperfInterval `json:"peer_intervals"` // the server's view
@@ -138,6 +146,20 @@ func (ic *intervalCounter) finish(now time.Time) []IperfInterval {
 	return ic.out
 }
 
+// retransCounter turns a protocol-state sampler into a cumulative
+// retransmission count; nil when there is no sampler or the connection's
+// state cannot be read (tcp_info off Linux), so an unknown count is absent
+// rather than zero.
+func retransCounter(sample func() transport.State) func() uint64 {
+	if sample == nil {
+		return nil
+	}
+	if st := sample(); st.TCP == nil && st.MPTCP == nil && st.QUIC == nil {
+		return nil
+	}
+	return func() uint64 { return sample().Retransmissions() }
+}
+
 func toIntervals(ws []wire.Interval) []IperfInterval {
 	out := make([]IperfInterval, 0, len(ws))
 	for _, w := range ws {
@@ -163,8 +185,12 @@ func iperfUpload(ctx context.Context, c *Client) (*IperfDirection, error) {
 	defer s.Close()
 	d := &IperfDirection{}
 	start := time.Now()
-	retr0 := conn.Sample().Retransmissions()
-	ic := newIntervalCounter(start, func() uint64 { return conn.Sample().Retransmissions() })
+	retrans := retransCounter(conn.Sample)
+	var retr0 uint64
+	if retrans != nil {
+		retr0 = retrans()
+	}
+	ic := newIntervalCounter(start, retrans)
 	end := start.Add(c.Params.Duration)
 	for now := start; now.Before(end); now = time.Now() {
 		if ctx.Err() != nil {
@@ -183,8 +209,11 @@ func iperfUpload(ctx context.Context, c *Client) (*IperfDirection, error) {
 	if err := wire.WriteFrame(s, wire.TypeDone, nil); err != nil {
 		return d, err
 	}
-	total := conn.Sample().Retransmissions() - retr0
-	d.Retransmissions = &total
+	if retrans != nil {
+		// An MPTCP subflow that closed takes its count along: never negative.
+		total := max(retrans(), retr0) - retr0
+		d.Retransmissions = &total
+	}
 	// The server answers with what it received once it has read everything.
 	_ = s.SetDeadline(time.Now().Add(c.Params.Duration + 10*time.Second))
 	for {
@@ -234,6 +263,9 @@ func iperfDownload(ctx context.Context, c *Client) (*IperfDirection, error) {
 	for {
 		_ = s.SetDeadline(time.Now().Add(stallTimeout))
 		f, err := r.ReadFrame()
+		if errors.Is(err, io.EOF) && d.PeerIntervals != nil {
+			return d, nil // the result was the server's last word
+		}
 		if err != nil {
 			return d, noEOF(err)
 		}
@@ -263,6 +295,23 @@ func iperfDownload(ctx context.Context, c *Client) (*IperfDirection, error) {
 				return d, err
 			}
 			d.PeerIntervals = toIntervals(res.Intervals)
+			// The server's sender statistics follow; a server that
+			// predates them ends the stream here.
+		case wire.TypeStats:
+			if d.PeerIntervals == nil {
+				return d, fmt.Errorf("%w: stats frame before the result", ErrProtocol)
+			}
+			st, err := wire.DecodeStats(f.Body)
+			if err != nil {
+				return d, err
+			}
+			if len(st.Intervals) != len(d.PeerIntervals) {
+				return d, fmt.Errorf("%w: stats for %d intervals, result has %d", ErrProtocol, len(st.Intervals), len(d.PeerIntervals))
+			}
+			d.Retransmissions = &st.Retransmissions
+			for i := range st.Intervals {
+				d.PeerIntervals[i].Retransmissions = &st.Intervals[i]
+			}
 			return d, nil
 		case wire.TypeError:
 			return d, serverError(f.Body)
@@ -348,8 +397,11 @@ func (iperfPattern) Register(m *Mux) {
 		}
 	})
 	m.HandleStream(wire.KindIperfDownload, wire.ALPNIperf, func(ctx context.Context, s transport.Stream, h wire.Hello, r *wire.Reader) error {
+		// The server is the sender: its own connection's retransmissions
+		// are the download's (the client's side sees none of them).
+		retrans := retransCounter(connSampler(ctx))
 		start := time.Now()
-		ic := newIntervalCounter(start, nil)
+		ic := newIntervalCounter(start, retrans)
 		end := start.Add(h.Duration)
 		var total uint64
 		for now := start; now.Before(end); now = time.Now() {
@@ -365,14 +417,29 @@ func (iperfPattern) Register(m *Mux) {
 			}
 		}
 		res := wire.Result{Bytes: total}
+		var st *wire.Stats
+		if retrans != nil {
+			st = &wire.Stats{Intervals: []uint64{}}
+		}
 		for _, iv := range ic.finish(time.Now()) {
 			res.Intervals = append(res.Intervals, wire.Interval{Start: iv.Start, End: iv.End, Bytes: iv.Bytes})
+			if st != nil {
+				st.Intervals = append(st.Intervals, *iv.Retransmissions)
+				st.Retransmissions += *iv.Retransmissions
+			}
 		}
 		if err := wire.WriteFrame(s, wire.TypeDone, nil); err != nil {
 			return err
 		}
 		if err := wire.WriteFrame(s, wire.TypeResult, wire.EncodeResult(res)); err != nil {
 			return err
+		}
+		// After the result, which is where a client that predates stats
+		// stops reading.
+		if st != nil {
+			if err := wire.WriteFrame(s, wire.TypeStats, wire.EncodeStats(*st)); err != nil {
+				return err
+			}
 		}
 		return s.CloseWrite()
 	})

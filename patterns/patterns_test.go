@@ -220,6 +220,11 @@ func checkResult(t *testing.T, rec Record) {
 		if r.Upload.Retransmissions == nil {
 			t.Errorf("upload without retransmission count")
 		}
+		// The sender's intervals carry retransmissions: the client's for
+		// an upload, the server's (PeerIntervals) for a download, whose
+		// total is their sum.
+		checkSenderRetransmissions(t, "upload", r.Upload.Intervals, nil)
+		checkSenderRetransmissions(t, "download", r.Download.PeerIntervals, r.Download.Retransmissions)
 	case *InteractiveResult:
 		want := int(p.Duration / p.Interval)
 		for name, d := range map[string]*InteractiveDirection{"upload": r.Upload, "download": r.Download} {

@@ -298,7 +298,7 @@ func (s *Server) serveTCP(raw net.Conn, release func()) {
 	switch alpn := tc.ConnectionState().NegotiatedProtocol; alpn {
 	case wire.ALPNIperf, wire.ALPNInteractive:
 		transport.LimitUnsent(raw)
-		s.serveStream(s.ctx, tc, alpn, raw.RemoteAddr(), nil)
+		s.serveStream(withConnSampler(s.ctx, transport.AcceptedSampler(raw)), tc, alpn, raw.RemoteAddr(), nil)
 		tc.Close()
 		s.untrackTCP(tc)
 	default: // h2, http/1.1, or no ALPN (plain HTTPS clients such as curl)
@@ -349,9 +349,28 @@ func (s *Server) serveQUIC(c *quic.Conn) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			s.serveStream(s.ctx, transport.WrapQUICStream(st), alpn, c.RemoteAddr(), c)
+			ctx := withConnSampler(s.ctx, func() transport.State { return transport.SampleQUIC(c) })
+			s.serveStream(ctx, transport.WrapQUICStream(st), alpn, c.RemoteAddr(), c)
 		}()
 	}
+}
+
+// connSamplerKey carries into a stream handler's context the protocol-state
+// sampler of the server's side of the stream's connection (the iperf
+// download reports its own retransmissions as the sender).
+type connSamplerKey struct{}
+
+func withConnSampler(ctx context.Context, f func() transport.State) context.Context {
+	if f == nil {
+		return ctx
+	}
+	return context.WithValue(ctx, connSamplerKey{}, f)
+}
+
+// connSampler is the sampler of the stream's connection, nil if unknown.
+func connSampler(ctx context.Context) func() transport.State {
+	f, _ := ctx.Value(connSamplerKey{}).(func() transport.State)
+	return f
 }
 
 // serveStream reads the Hello of a stream pattern, checks it against the

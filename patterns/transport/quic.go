@@ -77,13 +77,7 @@ func (c *quicConn) RoundTripper() http.RoundTripper {
 
 func (c *quicConn) Info() Info { return c.info }
 
-func (c *quicConn) Sample() State {
-	s := c.c.ConnectionStats()
-	return State{QUIC: &QUICStats{MinRTT: s.MinRTT, LatestRTT: s.LatestRTT, SmoothedRTT: s.SmoothedRTT,
-		MeanDeviation: s.MeanDeviation, CongestionWindow: s.CongestionWindow, BytesSent: s.BytesSent,
-		PacketsSent: s.PacketsSent, BytesReceived: s.BytesReceived, PacketsReceived: s.PacketsReceived,
-		BytesLost: s.BytesLost, PacketsLost: s.PacketsLost}}
-}
+func (c *quicConn) Sample() State { return SampleQUIC(c.c) }
 
 func (c *quicConn) Close() error {
 	err := c.c.CloseWithError(0, "")

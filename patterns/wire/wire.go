@@ -40,10 +40,11 @@ const (
 	TypeChunk  Type = 2 // interactive data chunk
 	TypeAck    Type = 3 // interactive ack of one chunk
 	TypeReport Type = 4 // delays measured by the server (download direction)
-	TypeResult Type = 5 // iperf upload: bytes the server received, per interval
+	TypeResult Type = 5 // iperf: bytes the server received (upload) or sent (download), per interval
 	TypeError  Type = 6 // server refuses or aborts, with a reason
 	TypeData   Type = 7 // iperf payload
 	TypeDone   Type = 8 // end of the sender's data
+	TypeStats  Type = 9 // iperf download: the server's sender statistics, after its result
 )
 
 func (t Type) String() string {
@@ -64,6 +65,8 @@ func (t Type) String() string {
 		return "data"
 	case TypeDone:
 		return "done"
+	case TypeStats:
+		return "stats"
 	}
 	return fmt.Sprintf("type(%d)", byte(t))
 }
@@ -126,7 +129,7 @@ func (r *Reader) ReadFrame() (Frame, error) {
 	}
 	r.FrameStart = time.Now()
 	t := Type(r.hdr[0])
-	if t < TypeHello || t > TypeDone {
+	if t < TypeHello || t > TypeStats {
 		return Frame{}, malformed("unknown frame type %d", r.hdr[0])
 	}
 	n := binary.BigEndian.Uint32(r.hdr[1:])
@@ -312,7 +315,8 @@ type Interval struct {
 
 const intervalLen = 4 + 4 + 8
 
-// Result is the server's view of an iperf upload.
+// Result is the server's view of an iperf stream: bytes received (upload)
+// or sent (download).
 type Result struct {
 	Bytes     uint64
 	Intervals []Interval
@@ -354,6 +358,47 @@ func DecodeResult(b []byte) (Result, error) {
 		}
 	}
 	return r, nil
+}
+
+// Stats is what the sender's transport counted while it sent an iperf
+// stream: the server's own counts when it is the sender (download).
+// Retransmissions are TCP total_retrans, MPTCP's summed over subflows or
+// QUIC packets declared lost; Intervals[i] belongs to the Result's
+// interval i. The server sends it after the Result, so a client that
+// predates it has stopped reading and still decodes the Result it knows.
+type Stats struct {
+	Retransmissions uint64
+	Intervals       []uint64
+}
+
+const statsHeaderLen = 8 + 4
+
+// EncodeStats is the body of a stats frame.
+func EncodeStats(s Stats) []byte {
+	b := make([]byte, 0, statsHeaderLen+8*len(s.Intervals))
+	b = binary.BigEndian.AppendUint64(b, s.Retransmissions)
+	b = binary.BigEndian.AppendUint32(b, uint32(len(s.Intervals)))
+	for _, n := range s.Intervals {
+		b = binary.BigEndian.AppendUint64(b, n)
+	}
+	return b
+}
+
+// DecodeStats parses a stats body.
+func DecodeStats(b []byte) (Stats, error) {
+	if len(b) < statsHeaderLen {
+		return Stats{}, malformed("stats of %d bytes", len(b))
+	}
+	s := Stats{Retransmissions: binary.BigEndian.Uint64(b)}
+	n := binary.BigEndian.Uint32(b[8:])
+	if uint64(len(b)-statsHeaderLen) != uint64(n)*8 {
+		return Stats{}, malformed("stats says %d intervals in %d bytes", n, len(b)-statsHeaderLen)
+	}
+	s.Intervals = make([]uint64, n)
+	for i := range s.Intervals {
+		s.Intervals[i] = binary.BigEndian.Uint64(b[statsHeaderLen+8*i:])
+	}
+	return s, nil
 }
 
 // Error codes sent by the server.

@@ -13,6 +13,7 @@ func TestRoundTrip(t *testing.T) {
 	rep := []Delay{{Seq: 0, Delay: 12345 * time.Microsecond}, {Seq: 1, Lost: true}}
 	res := Result{Bytes: 1 << 40, Intervals: []Interval{{Start: 0, End: time.Second, Bytes: 99}}}
 	ef := &ErrorFrame{Code: CodeLimit, Reason: "duration 1h exceeds 30s"}
+	st := Stats{Retransmissions: 1<<33 + 7, Intervals: []uint64{1 << 33, 7}}
 
 	var buf bytes.Buffer
 	_ = WriteFrame(&buf, TypeHello, h.Encode())
@@ -21,6 +22,7 @@ func TestRoundTrip(t *testing.T) {
 	_ = WriteFrame(&buf, TypeReport, EncodeReport(rep))
 	_ = WriteFrame(&buf, TypeResult, EncodeResult(res))
 	_ = WriteFrame(&buf, TypeError, ef.Encode())
+	_ = WriteFrame(&buf, TypeStats, EncodeStats(st))
 
 	r := NewReader(&buf, 0)
 	f, err := r.ReadFrame()
@@ -50,6 +52,11 @@ func TestRoundTrip(t *testing.T) {
 	if got, err := DecodeError(f.Body); err != nil || *got != *ef {
 		t.Fatalf("error = %+v, %v", got, err)
 	}
+	f, _ = r.ReadFrame()
+	if got, err := DecodeStats(f.Body); err != nil || f.Type != TypeStats || got.Retransmissions != st.Retransmissions ||
+		len(got.Intervals) != 2 || got.Intervals[0] != st.Intervals[0] || got.Intervals[1] != st.Intervals[1] {
+		t.Fatalf("stats = %+v, %v", got, err)
+	}
 	if _, err := r.ReadFrame(); err != io.EOF {
 		t.Fatalf("end: %v, want io.EOF", err)
 	}
@@ -76,6 +83,49 @@ func TestMalformed(t *testing.T) {
 	if _, err := DecodeReport([]byte{0xff, 0xff, 0xff, 0xff}); !errors.Is(err, ErrMalformed) {
 		t.Errorf("report with lying count accepted: %v", err)
 	}
+	// Stats: a count that does not match the body, in both directions,
+	// and a body too short for its header.
+	good := EncodeStats(Stats{Retransmissions: 3, Intervals: []uint64{1, 2}})
+	for name, b := range map[string][]byte{
+		"short":         good[:11],
+		"count too big": append(append([]byte{}, good[:8]...), 0xff, 0xff, 0xff, 0xff),
+		"extra bytes":   append(append([]byte{}, good...), 0),
+		"missing bytes": good[:len(good)-1],
+	} {
+		if _, err := DecodeStats(b); !errors.Is(err, ErrMalformed) {
+			t.Errorf("stats %s accepted: %v", name, err)
+		}
+	}
+	if _, err := NewReader(bytes.NewReader([]byte{byte(TypeStats) + 1, 0, 0, 0, 0}), 0).ReadFrame(); !errors.Is(err, ErrMalformed) {
+		t.Errorf("type after stats accepted: %v", err)
+	}
+}
+
+// TestResultThenStats: the iperf download's stats frame follows the
+// result, so a reader that knows only the result (an older client)
+// decodes it as before, and an empty stats (no intervals) round-trips.
+func TestResultThenStats(t *testing.T) {
+	res := Result{Bytes: 10, Intervals: []Interval{{0, time.Second, 6}, {time.Second, 2 * time.Second, 4}}}
+	var buf bytes.Buffer
+	_ = WriteFrame(&buf, TypeResult, EncodeResult(res))
+	_ = WriteFrame(&buf, TypeStats, EncodeStats(Stats{Retransmissions: 5, Intervals: []uint64{2, 3}}))
+	r := NewReader(&buf, 0)
+	f, err := r.ReadFrame()
+	if err != nil || f.Type != TypeResult {
+		t.Fatalf("first frame %s, %v", f.Type, err)
+	}
+	if got, err := DecodeResult(f.Body); err != nil || got.Bytes != 10 || len(got.Intervals) != 2 {
+		t.Fatalf("result = %+v, %v", got, err)
+	}
+	if f, err = r.ReadFrame(); err != nil || f.Type != TypeStats {
+		t.Fatalf("second frame %s, %v", f.Type, err)
+	}
+	if got, err := DecodeStats(f.Body); err != nil || got.Retransmissions != 5 || len(got.Intervals) != 2 {
+		t.Fatalf("stats = %+v, %v", got, err)
+	}
+	if got, err := DecodeStats(EncodeStats(Stats{})); err != nil || got.Retransmissions != 0 || len(got.Intervals) != 0 {
+		t.Fatalf("empty stats = %+v, %v", got, err)
+	}
 }
 
 // FuzzReadFrame: no input makes the decoders panic, and whatever decodes
@@ -89,6 +139,14 @@ func FuzzReadFrame(f *testing.F) {
 	f.Add(AppendFrame(nil, TypeResult, EncodeResult(Result{Bytes: 5, Intervals: []Interval{{0, time.Second, 5}}})))
 	f.Add(AppendFrame(nil, TypeError, (&ErrorFrame{Code: CodeBusy, Reason: "x"}).Encode()))
 	f.Add([]byte{byte(TypeAck), 0, 0, 0, 4, 0, 0, 0, 1})
+	// An iperf download's ending: done, result (the form older clients
+	// read), then the server's sender stats.
+	end := AppendFrame(nil, TypeDone, nil)
+	end = AppendFrame(end, TypeResult, EncodeResult(Result{Bytes: 5, Intervals: []Interval{{0, time.Second, 5}}}))
+	end = AppendFrame(end, TypeStats, EncodeStats(Stats{Retransmissions: 3, Intervals: []uint64{3}}))
+	f.Add(end)
+	f.Add(AppendFrame(nil, TypeStats, EncodeStats(Stats{})))
+	f.Add(AppendFrame(nil, TypeStats, []byte{0, 0, 0, 0, 0, 0, 0, 1, 0xff, 0xff, 0xff, 0xff}))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		r := NewReader(bytes.NewReader(b), 4096)
 		for {
@@ -118,6 +176,10 @@ func FuzzReadFrame(f *testing.F) {
 			case TypeError:
 				if e, err := DecodeError(fr.Body); err == nil && !bytes.Equal(e.Encode(), fr.Body) {
 					t.Fatalf("error does not round-trip")
+				}
+			case TypeStats:
+				if s, err := DecodeStats(fr.Body); err == nil && !bytes.Equal(EncodeStats(s), fr.Body) {
+					t.Fatalf("stats does not round-trip")
 				}
 			}
 		}
