@@ -27,6 +27,7 @@ type testZone struct {
 	cname map[string]string
 	rcode map[string]int
 	hang  map[string]bool
+	gate  map[string]chan struct{} // answer only once the channel is closed
 }
 
 func defaultZone() *testZone {
@@ -63,6 +64,9 @@ func (z *testZone) ServeDNS(w dns.ResponseWriter, req *dns.Msg) {
 	name := strings.ToLower(q.Name)
 	if z.hang[name] {
 		return
+	}
+	if g, ok := z.gate[name]; ok {
+		<-g
 	}
 	m := new(dns.Msg)
 	m.SetReply(req)
@@ -125,7 +129,11 @@ func startDNS(t testing.TB, z *testZone) netip.AddrPort {
 
 // startListener accepts TCP on 127.0.0.1 (an open port); every other
 // 127/8 address answers that port with RST.
-func startListener(t testing.TB) int {
+func startListener(t testing.TB) int { return startListenerFunc(t, nil) }
+
+// startListenerFunc is startListener calling accepted (if not nil) on
+// every accepted connection.
+func startListenerFunc(t testing.TB, accepted func()) int {
 	t.Helper()
 	ln, err := net.Listen("tcp4", "127.0.0.1:0")
 	if err != nil {
@@ -137,6 +145,9 @@ func startListener(t testing.TB) int {
 			c, err := ln.Accept()
 			if err != nil {
 				return
+			}
+			if accepted != nil {
+				accepted()
 			}
 			c.Close()
 		}

@@ -4,38 +4,51 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 )
 
-// progress draws one line per stage on a terminal (stderr): done/total,
-// rate and ETA. It is only used when stderr is a TTY.
+// progress draws one line on a terminal (stderr) with every stage that has
+// begun: done/total, rate and ETA. Resolution and probing overlap, so both
+// are shown; the probe total grows as resolution finds targets. It is only
+// used when stderr is a TTY.
 type progress struct {
-	mu    sync.Mutex // one line drawn at a time
-	w     io.Writer
-	stage atomic.Pointer[string]
+	mu     sync.Mutex // one line drawn at a time; guards stages
+	w      io.Writer
+	stages []*stageProgress
+}
+
+type stageProgress struct {
+	name  string
 	done  atomic.Int64
 	total atomic.Int64
-	start atomic.Int64 // unix ns of the stage start
+	start time.Time
 }
 
-func (p *progress) begin(stage string, total int) {
+// begin adds a stage and returns its counters (nil when nothing is drawn).
+func (p *progress) begin(stage string, total int) *stageProgress {
 	if p == nil {
-		return
+		return nil
 	}
-	if old := p.stage.Load(); old != nil {
-		p.draw(true)
-	}
-	p.stage.Store(&stage)
-	p.done.Store(0)
-	p.total.Store(int64(total))
-	p.start.Store(time.Now().UnixNano())
+	s := &stageProgress{name: stage, start: time.Now()}
+	s.total.Store(int64(total))
+	p.mu.Lock()
+	p.stages = append(p.stages, s)
+	p.mu.Unlock()
+	return s
 }
 
-func (p *progress) add(n int) {
-	if p != nil {
-		p.done.Add(int64(n))
+func (s *stageProgress) add(n int) {
+	if s != nil {
+		s.done.Add(int64(n))
+	}
+}
+
+func (s *stageProgress) grow(n int) {
+	if s != nil {
+		s.total.Add(int64(n))
 	}
 }
 
@@ -59,12 +72,23 @@ func (p *progress) run(ctx context.Context) {
 func (p *progress) draw(final bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	st := p.stage.Load()
-	if st == nil {
+	if len(p.stages) == 0 {
 		return
 	}
-	done, total := p.done.Load(), p.total.Load()
-	el := time.Since(time.Unix(0, p.start.Load())).Seconds()
+	var parts []string
+	for _, s := range p.stages {
+		parts = append(parts, s.line(8+12/len(p.stages)))
+	}
+	end := ""
+	if final {
+		end = "\n"
+	}
+	fmt.Fprintf(p.w, "\r%s   %s", strings.Join(parts, " | "), end)
+}
+
+func (s *stageProgress) line(width int) string {
+	done, total := s.done.Load(), s.total.Load()
+	el := time.Since(s.start).Seconds()
 	rate := 0.0
 	if el > 0 {
 		rate = float64(done) / el
@@ -73,21 +97,10 @@ func (p *progress) draw(final bool) {
 	if rate > 0 && total >= done {
 		eta = (time.Duration(float64(total-done)/rate) * time.Second).Round(time.Second).String()
 	}
-	width := 30
 	fill := 0
 	if total > 0 {
 		fill = int(int64(width) * min(done, total) / total)
 	}
-	bar := make([]byte, width)
-	for i := range bar {
-		bar[i] = '-'
-		if i < fill {
-			bar[i] = '#'
-		}
-	}
-	end := ""
-	if final {
-		end = "\n"
-	}
-	fmt.Fprintf(p.w, "\r%-8s [%s] %d/%d %.0f/s ETA %s   %s", *st, bar, done, total, rate, eta, end)
+	bar := strings.Repeat("#", fill) + strings.Repeat("-", width-fill)
+	return fmt.Sprintf("%s [%s] %d/%d %.0f/s ETA %s", s.name, bar, done, total, rate, eta)
 }

@@ -10,6 +10,7 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -22,10 +23,11 @@ import (
 	"github.com/mptester/mptester/report"
 )
 
-// cancelAfter cancels a run after n probe records were written.
+// cancelAfter cancels a run after n records of type typ were written.
 type cancelAfter struct {
 	mu     sync.Mutex
 	buf    bytes.Buffer
+	typ    string
 	n      int
 	cancel context.CancelFunc
 }
@@ -33,7 +35,7 @@ type cancelAfter struct {
 func (c *cancelAfter) Write(p []byte) (int, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if bytes.Contains(p, []byte(`"type":"probe"`)) {
+	if bytes.Contains(p, []byte(`"type":"`+c.typ+`"`)) {
 		if c.n--; c.n == 0 {
 			c.cancel()
 		}
@@ -53,19 +55,44 @@ func countsOf(s Summary) any {
 	return []any{s.Resolution, s.Overlap, cells, s.Skipped, s.Status}
 }
 
+// Interrupt-and-resume gives the same summary as an uninterrupted run,
+// whether the interruption comes while probing (resolution done: hang.test
+// left out) or while resolving (hang.test's timeouts keep resolution
+// running while every other target is probed).
 func TestInterruptAndResume(t *testing.T) {
-	dnsAddr := startDNS(t, defaultZone())
-	port := startListener(t)
-	cfg := baseConfig(loopback(t, dnsAddr), port)
-	cfg.Count, cfg.Rate = 2, 400
+	for _, tc := range []struct {
+		name     string
+		typ      string
+		n        int
+		hang     bool
+		domains  int
+		wantLess int // probe records in the interrupted output must be fewer
+	}{
+		{"while probing", "probe", 30, false, 9, 104},
+		{"while resolving", "resolution", 5, true, 10, 104},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dnsAddr := startDNS(t, defaultZone())
+			port := startListener(t)
+			cfg := baseConfig(loopback(t, dnsAddr), port)
+			cfg.Count, cfg.Rate = 2, 400
+			if !tc.hang {
+				cfg.Domains = slices.DeleteFunc(slices.Clone(cfg.Domains), func(d Domain) bool { return d.Name == "hang.test" })
+			}
+			require.Len(t, cfg.Domains, tc.domains)
+			resumeMatchesFull(t, cfg, &cancelAfter{typ: tc.typ, n: tc.n}, tc.wantLess)
+		})
+	}
+}
 
+func resumeMatchesFull(t *testing.T, cfg Config, cut *cancelAfter, wantLess int) {
 	var full bytes.Buffer
 	want, err := runToBuffer(t, context.Background(), cfg, &full)
 	require.NoError(t, err)
 
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	cut := &cancelAfter{n: 30, cancel: cancel}
+	cut.cancel = cancel
 	h, _ := report.NewHeader("survey", "test", cfg.Paths, map[string]any{})
 	st, err := report.NewStream(cut, h)
 	require.NoError(t, err)
@@ -76,8 +103,8 @@ func TestInterruptAndResume(t *testing.T) {
 	first := records(t, cut.buf.Bytes())
 	require.Len(t, first["summary"], 1, "an interrupted run still writes its summary")
 	assert.Contains(t, string(first["trailer"][0]), `"status":"partial"`)
-	done := len(first["probe"])
-	require.Less(t, done, 104)
+	require.Less(t, len(first["probe"]), wantLess)
+	require.LessOrEqual(t, len(first["resolution"]), len(cfg.Domains))
 
 	cfg.ResumeFrom = bytes.NewReader(cut.buf.Bytes())
 	var second bytes.Buffer
@@ -87,7 +114,7 @@ func TestInterruptAndResume(t *testing.T) {
 	require.NoError(t, report.ValidateStream(bytes.NewReader(cut.buf.Bytes())), "interrupted output")
 	require.NoError(t, report.ValidateStream(bytes.NewReader(second.Bytes())), "resumed output")
 	recs := records(t, second.Bytes())
-	assert.Len(t, recs["resolution"], 10)
+	assert.Len(t, recs["resolution"], len(cfg.Domains))
 	assert.Len(t, recs["probe"], 104, "every target exactly once")
 	seen := map[string]bool{}
 	for _, b := range recs["probe"] {

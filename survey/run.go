@@ -100,8 +100,9 @@ func (c *Config) defaults() {
 	}
 }
 
-// runner is the state of one run. It holds per-domain address lists and
-// per-target medians only; probe records are streamed out as they finish.
+// runner is the state of one run. It holds per-domain address lists, the
+// address index and per-target medians only; probe records are streamed out
+// as they finish (those finished during resolution once it ends).
 type runner struct {
 	cfg     Config
 	out     *report.Stream
@@ -112,7 +113,13 @@ type runner struct {
 	res     map[string][]DomainResult
 	mu      sync.Mutex
 	results map[string]map[netip.Addr]TargetResult
-	skipped map[skipKey]int
+	addrs   map[netip.Addr]*addrInfo
+	queue   *targetQueue
+	held    []heldRecord // guarded by mu
+	// resolved is set once resolution ended; guarded by mu.
+	resolved   bool
+	probeStage *stageProgress
+	skipped    map[skipKey]int
 	bytes   map[string]*atomic.Int64
 	watch   *watcher
 	prog    *progress
@@ -132,6 +139,7 @@ func Run(ctx context.Context, cfg Config, out *report.Stream) (Summary, error) {
 	}
 	r := &runner{cfg: cfg, out: out, log: cfg.Logger, paths: map[string]probe.Path{}, domIdx: map[string]int{},
 		res: map[string][]DomainResult{}, results: map[string]map[netip.Addr]TargetResult{},
+		addrs: map[netip.Addr]*addrInfo{}, queue: newTargetQueue(),
 		skipped: map[skipKey]int{}, bytes: map[string]*atomic.Int64{}, watch: newWatcher(),
 		lim: NewLimiter(cfg.Rate, cfg.Burst)}
 	for _, p := range cfg.Paths {
@@ -163,15 +171,27 @@ func Run(ctx context.Context, cfg Config, out *report.Stream) (Summary, error) {
 	}
 	resolvers := r.resolvers()
 	t0 := time.Now()
-	r.resolveAll(ctx, resolvers)
+	probers := r.newProbers(ctx)
+	defer func() {
+		for _, p := range probers {
+			p.Close()
+		}
+	}()
+	resolveStage := r.prog.begin("resolve", r.toResolve(resolvers))
+	r.probeStage = r.prog.begin("probe", 0)
+	r.indexResumed(resolvers)
+	var probing sync.WaitGroup
+	probing.Go(func() { r.probeLoop(ctx, probers) })
+	r.resolveAll(ctx, resolvers, resolveStage)
+	r.queue.close()
 	r.log.Info("resolution done", "paths", len(resolvers), "domains", len(cfg.Domains), "elapsed", time.Since(t0).Round(time.Millisecond))
+	r.resolutionDone()
 	r.warnDeadResolvers(resolvers)
+	probing.Wait()
 	if ctx.Err() == nil {
-		t1 := time.Now()
-		r.probeAll(ctx, resolvers)
-		el := time.Since(t1)
+		el := time.Since(t0)
 		n := r.probes.Load()
-		r.log.Info("probing done", "probes", n, "elapsed", el.Round(time.Millisecond),
+		r.log.Info("survey done", "probes", n, "elapsed", el.Round(time.Millisecond),
 			"rate", fmt.Sprintf("%.0f/s", float64(n)/el.Seconds()), "lower_bound", r.lowerBound(n).Round(time.Millisecond))
 	}
 	stopBG()

@@ -8,82 +8,179 @@ import (
 	"time"
 )
 
+// Resolution and probing overlap: each resolved address is queued for
+// probing from every path as soon as the first domain resolves to it, so
+// the run takes about as long as its probes (004's hping3 runs resolved
+// first, then probed for days). The domains and resolution paths a probe
+// record lists are only final once resolution ends, so records finished
+// before that are held and written then.
+
+// Per probe path state of an address.
+const (
+	targetNone       uint8 = iota
+	targetQueued           // probed, or being probed
+	targetDone             // measured in the run being resumed
+	targetOverBudget       // skipped: --max-bytes of the probe path spent
+)
+
+// addrInfo is what the run knows of one resolved address: per resolution
+// path the indexes of the domains that resolved to it, and per probe path
+// its target's state. Indexes are into runner.names.
+type addrInfo struct {
+	doms  [][]int32
+	state []uint8
+}
+
 // target is one address to probe from one path.
 type target struct {
-	probe    string
-	addr     netip.Addr
-	resolves []string // resolution paths whose cell it belongs to
-	domains  []string
+	probe string
+	pi    int // index of probe in runner.names
+	addr  netip.Addr
+	info  *addrInfo
 }
 
-// targets lists, per probe path, the addresses to probe and counts the
-// skipped ones. Probe paths are interleaved so every path progresses.
-func (r *runner) targets(resolvePaths []string) []target {
-	type addrInfo struct {
-		byPath map[string][]int // resolution path -> domain indexes
-	}
-	var order []netip.Addr
-	infos := map[netip.Addr]*addrInfo{}
-	for _, rp := range resolvePaths {
-		for i, d := range r.res[rp] {
-			if !d.Done || d.Status != StatusNoError {
+// heldRecord is a probe record finished while resolution still ran, with
+// which paths were valid when it finished.
+type heldRecord struct {
+	t     target
+	rec   ProbeRecord
+	valid []bool
+}
+
+// addResolved indexes the addresses domain di resolved to on path rpi and
+// queues the targets they create.
+func (r *runner) addResolved(rpi, di int, addrs []netip.Addr) {
+	var queue []target
+	r.mu.Lock()
+	for _, a := range addrs {
+		ai := r.addrs[a]
+		if ai == nil {
+			ai = &addrInfo{doms: make([][]int32, len(r.names)), state: make([]uint8, len(r.names))}
+			r.addrs[a] = ai
+		}
+		l := ai.doms[rpi]
+		if len(l) > 0 && l[len(l)-1] == int32(di) {
+			continue // listed twice in one answer
+		}
+		ai.doms[rpi] = append(l, int32(di))
+		if len(l) > 0 {
+			continue // not new on this resolution path: nothing more to count
+		}
+		rp := r.names[rpi]
+		for pi, pp := range r.names {
+			if why := r.cfg.Policy.Check(r.paths[pp], r.paths[rp], a); why != "" {
+				r.skipped[skipKey{pp, rp, why}]++
 				continue
 			}
-			for _, a := range d.Addrs {
-				ai := infos[a]
-				if ai == nil {
-					ai = &addrInfo{byPath: map[string][]int{}}
-					infos[a] = ai
-					order = append(order, a)
+			switch ai.state[pi] {
+			case targetNone:
+				if _, done := r.results[pp][a]; done {
+					ai.state[pi] = targetDone
+					continue
 				}
-				if l := ai.byPath[rp]; len(l) == 0 || l[len(l)-1] != i {
-					ai.byPath[rp] = append(l, i)
-				}
+				ai.state[pi] = targetQueued
+				queue = append(queue, target{probe: pp, pi: pi, addr: a, info: ai})
+			case targetOverBudget:
+				r.skipped[skipKey{pp, rp, SkipMaxBytes}]++
 			}
 		}
 	}
-	var out []target
-	var idx []int
-	for _, a := range order {
-		ai := infos[a]
-		for _, pp := range r.names {
-			t := target{probe: pp, addr: a}
-			for _, rp := range resolvePaths {
-				doms, ok := ai.byPath[rp]
-				if !ok {
-					continue
-				}
-				if why := r.cfg.Policy.Check(r.paths[pp], r.paths[rp], a); why != "" {
-					r.skipped[skipKey{pp, rp, why}]++
-					continue
-				}
-				t.resolves = append(t.resolves, rp)
-				idx = append(idx, doms...)
-			}
-			if len(t.resolves) > 0 {
-				// A CDN address can serve thousands of domains: sort and
-				// compact rather than a quadratic membership test.
-				slices.Sort(idx)
-				for _, di := range slices.Compact(idx) {
-					t.domains = append(t.domains, r.cfg.Domains[di].Name)
-				}
-				out = append(out, t)
-			}
-			idx = idx[:0]
-		}
-	}
-	return out
+	r.mu.Unlock()
+	r.probeStage.grow(len(queue) * r.cfg.Count)
+	r.queue.push(queue)
 }
 
-func (r *runner) probeAll(ctx context.Context, resolvers map[string]*Resolver) {
-	all := r.targets(r.resolvePaths(resolvers))
-	var todo []target
-	for _, t := range all {
-		if _, done := r.results[t.probe][t.addr]; !done {
-			todo = append(todo, t)
+// resolvesOf lists the resolution paths whose cell t belongs to (the
+// policy allows probing it from t's path), in path order, and the domains
+// that resolved to t's address on them, in list order. Callers hold r.mu.
+func (r *runner) resolvesOf(t target) (resolves, domains []string) {
+	var idx []int32
+	for rpi, doms := range t.info.doms {
+		if len(doms) == 0 {
+			continue
+		}
+		rp := r.names[rpi]
+		if r.cfg.Policy.Check(r.paths[t.probe], r.paths[rp], t.addr) != "" {
+			continue
+		}
+		resolves = append(resolves, rp)
+		idx = append(idx, doms...)
+	}
+	// A CDN address can serve thousands of domains: sort and compact
+	// rather than a quadratic membership test.
+	slices.Sort(idx)
+	for _, di := range slices.Compact(idx) {
+		domains = append(domains, r.cfg.Domains[di].Name)
+	}
+	return resolves, domains
+}
+
+// targetQueue is an unbounded FIFO: resolution never waits for probing.
+type targetQueue struct {
+	mu     sync.Mutex
+	items  []target
+	closed bool
+	wake   chan struct{}
+}
+
+func newTargetQueue() *targetQueue { return &targetQueue{wake: make(chan struct{}, 1)} }
+
+func (q *targetQueue) push(ts []target) {
+	if len(ts) == 0 {
+		return
+	}
+	q.mu.Lock()
+	q.items = append(q.items, ts...)
+	q.mu.Unlock()
+	q.signal()
+}
+
+// close says no more targets will come.
+func (q *targetQueue) close() {
+	q.mu.Lock()
+	q.closed = true
+	q.mu.Unlock()
+	q.signal()
+}
+
+func (q *targetQueue) signal() {
+	select {
+	case q.wake <- struct{}{}:
+	default:
+	}
+}
+
+// pop returns the next target; false once the queue is closed and empty
+// or ctx is done.
+func (q *targetQueue) pop(ctx context.Context) (target, bool) {
+	for {
+		q.mu.Lock()
+		if len(q.items) > 0 {
+			t := q.items[0]
+			q.items[0] = target{}
+			q.items = q.items[1:]
+			if len(q.items) == 0 {
+				q.items = nil // let the drained backing array go
+			}
+			q.mu.Unlock()
+			return t, true
+		}
+		closed := q.closed
+		q.mu.Unlock()
+		if closed {
+			return target{}, false
+		}
+		select {
+		case <-q.wake:
+		case <-ctx.Done():
+			return target{}, false
 		}
 	}
-	r.prog.begin("probe", len(todo)*r.cfg.Count)
+}
+
+// newProbers opens a prober per path; a path without one is warned about
+// and its targets are not probed.
+func (r *runner) newProbers(ctx context.Context) map[string]Prober {
 	probers := map[string]Prober{}
 	for _, name := range r.names {
 		connectCap := r.cfg.ConnectCap
@@ -97,42 +194,61 @@ func (r *runner) probeAll(ctx context.Context, resolvers map[string]*Resolver) {
 			continue
 		}
 		probers[name] = p
-		defer p.Close()
 	}
+	return probers
+}
+
+// probeLoop probes queued targets, at most MaxInFlight at once, until the
+// queue is closed and drained or ctx is done.
+func (r *runner) probeLoop(ctx context.Context, probers map[string]Prober) {
 	perProbe := r.bytesPerProbe()
 	sem := make(chan struct{}, r.cfg.MaxInFlight)
 	var wg sync.WaitGroup
-	for _, t := range todo {
+	defer wg.Wait()
+	for {
+		t, ok := r.queue.pop(ctx)
+		if !ok {
+			return
+		}
 		pr := probers[t.probe]
 		if pr == nil {
+			r.probeStage.grow(-r.cfg.Count)
 			continue
 		}
-		if limit := r.cfg.MaxBytes[t.probe]; limit > 0 && r.bytes[t.probe].Load()+int64(r.cfg.Count*perProbe(t.addr)) > limit {
-			for _, rp := range t.resolves {
-				r.skipped[skipKey{t.probe, rp, SkipMaxBytes}]++
-			}
+		reserved := int64(r.cfg.Count * perProbe(t.addr))
+		if limit := r.cfg.MaxBytes[t.probe]; limit > 0 && r.bytes[t.probe].Load()+reserved > limit {
+			r.overBudget(t)
 			continue
 		}
 		select {
 		case sem <- struct{}{}:
 		case <-ctx.Done():
-		}
-		if ctx.Err() != nil {
-			break
+			return
 		}
 		// Reserve the budget now so concurrent targets cannot overrun it.
-		reserved := int64(r.cfg.Count * perProbe(t.addr))
 		r.bytes[t.probe].Add(reserved)
 		wg.Go(func() {
 			defer func() { <-sem }()
 			r.probeTarget(ctx, pr, t, reserved)
 		})
 	}
-	wg.Wait()
 }
 
-// lowerBound is the shortest possible probing time for n probes: n/rate
-// plus one timeout for the last answers.
+// overBudget skips t for the byte budget, counting it in every cell it
+// belongs to (and, through addResolved, in cells found later).
+func (r *runner) overBudget(t target) {
+	r.probeStage.grow(-r.cfg.Count)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	t.info.state[t.pi] = targetOverBudget
+	resolves, _ := r.resolvesOf(t)
+	for _, rp := range resolves {
+		r.skipped[skipKey{t.probe, rp, SkipMaxBytes}]++
+	}
+}
+
+// lowerBound is the shortest possible run for n probes: n/rate plus one
+// timeout for the last answers.
 func (r *runner) lowerBound(n int64) time.Duration {
 	if r.cfg.Rate <= 0 {
 		return r.cfg.Timeout
@@ -176,7 +292,7 @@ func (r *runner) probeTarget(ctx context.Context, pr Prober, t target, reserved 
 	}
 	for i, p := range pend {
 		results[i] = p.Result(ctx, sentAt[i].Add(r.cfg.Timeout))
-		r.prog.add(1)
+		r.probeStage.add(1)
 	}
 	var sent int64
 	for _, res := range results {
@@ -188,16 +304,58 @@ func (r *runner) probeTarget(ctx context.Context, pr Prober, t target, reserved 
 	}
 	rec := r.record(t, results)
 	rec.Bytes = sent
-	rec.Valid = r.watch.valid(append([]string{t.probe}, t.resolves...)...)
+	valid := r.validity()
 	r.mu.Lock()
 	r.results[t.probe][t.addr] = TargetResult{Responsive: rec.Responsive, MedianMs: rec.Median}
+	if !r.resolved {
+		r.held = append(r.held, heldRecord{t, rec, valid})
+		r.mu.Unlock()
+		return
+	}
+	r.complete(&rec, t, valid)
 	r.mu.Unlock()
 	r.write(rec)
 }
 
+// validity says, per path, whether it is still unchanged.
+func (r *runner) validity() []bool {
+	v := make([]bool, len(r.names))
+	for i, n := range r.names {
+		v[i] = r.watch.valid(n)
+	}
+	return v
+}
+
+// complete fills in what only the finished resolution knows: the cells'
+// resolution paths and the domains; and whether every path involved was
+// still unchanged when the probes ended. Callers hold r.mu.
+func (r *runner) complete(rec *ProbeRecord, t target, valid []bool) {
+	rec.ResolvePaths, rec.Domains = r.resolvesOf(t)
+	rec.ResolvePath = rec.ResolvePaths[0]
+	rec.Valid = valid[t.pi]
+	for _, rp := range rec.ResolvePaths {
+		rec.Valid = rec.Valid && valid[slices.Index(r.names, rp)]
+	}
+}
+
+// resolutionDone writes the probe records held until now; later ones are
+// written as they finish.
+func (r *runner) resolutionDone() {
+	r.mu.Lock()
+	r.resolved = true
+	held := r.held
+	r.held = nil
+	for i := range held {
+		r.complete(&held[i].rec, held[i].t, held[i].valid)
+	}
+	r.mu.Unlock()
+	for _, h := range held {
+		r.write(h.rec)
+	}
+}
+
 func (r *runner) record(t target, results []Result) ProbeRecord {
-	rec := ProbeRecord{Type: "probe", ProbePath: t.probe, ResolvePath: t.resolves[0], ResolvePaths: t.resolves,
-		Address: t.addr, Domains: t.domains, Method: r.cfg.Method, RTTsMs: []float64{}}
+	rec := ProbeRecord{Type: "probe", ProbePath: t.probe, Address: t.addr, Method: r.cfg.Method, RTTsMs: []float64{}}
 	if r.cfg.Method != "icmp" {
 		rec.Port = r.cfg.Port
 	}

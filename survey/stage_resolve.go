@@ -2,6 +2,7 @@ package survey
 
 import (
 	"context"
+	"slices"
 	"sync"
 )
 
@@ -31,11 +32,8 @@ func (r *runner) resolvePaths(resolvers map[string]*Resolver) []string {
 	return out
 }
 
-func (r *runner) resolveAll(ctx context.Context, resolvers map[string]*Resolver) {
-	type job struct {
-		path string
-		i    int
-	}
+// toResolve counts the (path, domain) resolutions still to do.
+func (r *runner) toResolve(resolvers map[string]*Resolver) int {
 	total := 0
 	for name := range resolvers {
 		for i := range r.cfg.Domains {
@@ -44,9 +42,15 @@ func (r *runner) resolveAll(ctx context.Context, resolvers map[string]*Resolver)
 			}
 		}
 	}
-	r.prog.begin("resolve", total)
+	return total
+}
+
+// resolveAll resolves every domain not done yet on every path, handing
+// each answer to probing as it comes.
+func (r *runner) resolveAll(ctx context.Context, resolvers map[string]*Resolver, stage *stageProgress) {
 	var wg sync.WaitGroup
 	for _, name := range r.resolvePaths(resolvers) {
+		pi := slices.Index(r.names, name)
 		jobs := make(chan int)
 		res := resolvers[name]
 		for range r.cfg.ResolveWorkers {
@@ -61,7 +65,10 @@ func (r *runner) resolveAll(ctx context.Context, resolvers map[string]*Resolver)
 					r.res[name][i] = DomainResult{Done: true, Status: rec.Status, Addrs: rec.Answers}
 					r.mu.Unlock()
 					r.write(rec)
-					r.prog.add(1)
+					stage.add(1)
+					if rec.Status == StatusNoError {
+						r.addResolved(pi, i, rec.Answers)
+					}
 				}
 			})
 		}
@@ -80,7 +87,19 @@ func (r *runner) resolveAll(ctx context.Context, resolvers map[string]*Resolver)
 		})
 	}
 	wg.Wait()
-	// Count the resolvers' bytes only now: resumed records were added at load.
+}
+
+// indexResumed queues the targets of the resolutions loaded from the run
+// being resumed.
+func (r *runner) indexResumed(resolvers map[string]*Resolver) {
+	for _, name := range r.resolvePaths(resolvers) {
+		pi := slices.Index(r.names, name)
+		for i, d := range r.res[name] {
+			if d.Done && d.Status == StatusNoError {
+				r.addResolved(pi, i, d.Addrs)
+			}
+		}
+	}
 }
 
 // warnDeadResolvers says so when a path resolved nothing and most of its

@@ -1,0 +1,73 @@
+package survey
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// TestProbingOverlapsResolution: late.test's DNS answer is held until the
+// listener has accepted a probe, so it resolves only if probing starts
+// while resolution still runs (run one after the other, its queries time
+// out after 2x3 s). Probe records finished during resolution are held until
+// it ends: the record of 127.0.0.1 must list every domain resolving to it,
+// late.test included.
+func TestProbingOverlapsResolution(t *testing.T) {
+	z := defaultZone()
+	gate := make(chan struct{})
+	z.gate = map[string]chan struct{}{"late.test.": gate}
+	z.a["late.test."] = []string{"127.0.0.1", "127.0.0.9"}
+	dnsAddr := startDNS(t, z)
+	var once sync.Once
+	port := startListenerFunc(t, func() { once.Do(func() { close(gate) }) })
+	t.Cleanup(func() { once.Do(func() { close(gate) }) })
+
+	cfg := baseConfig(loopback(t, dnsAddr), port)
+	cfg.Domains = append(cfg.Domains, Domain{Rank: 11, Name: "late.test"})
+	cfg.DNSTimeout = 3 * time.Second
+	var out bytes.Buffer
+	s, err := runToBuffer(t, context.Background(), cfg, &out)
+	require.NoError(t, err)
+	assert.Equal(t, 6, s.Resolution[0].ByStatus[StatusNoError], "late.test resolved: probing ran during resolution")
+	assert.Equal(t, 105, s.Cells[0].Targets)
+
+	recs := records(t, out.Bytes())
+	require.Len(t, recs["probe"], 105)
+	for _, b := range recs["probe"] {
+		var p ProbeRecord
+		require.NoError(t, json.Unmarshal(b, &p))
+		switch p.Address.String() {
+		case "127.0.0.1":
+			assert.Equal(t, []string{"open.test", "multi.test", "late.test"}, p.Domains)
+		case "127.0.0.9":
+			assert.Equal(t, []string{"late.test"}, p.Domains)
+		}
+		assert.Equal(t, []string{"lo"}, p.ResolvePaths)
+		assert.True(t, p.Valid)
+	}
+	// Resolution records come first for each target: none of its probe
+	// records may precede the resolution naming its address.
+	seen := map[string]bool{}
+	for _, l := range bytes.Split(bytes.TrimSpace(out.Bytes()), []byte("\n")) {
+		var r struct {
+			Type    string
+			Answers []string
+			Address string
+		}
+		require.NoError(t, json.Unmarshal(l, &r))
+		switch r.Type {
+		case "resolution":
+			for _, a := range r.Answers {
+				seen[a] = true
+			}
+		case "probe":
+			assert.True(t, seen[r.Address], "probe record of %s before its resolution", r.Address)
+		}
+	}
+}
