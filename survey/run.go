@@ -120,14 +120,14 @@ type runner struct {
 	resolved   bool
 	probeStage *stageProgress
 	skipped    map[skipKey]int
-	bytes   map[string]*atomic.Int64
-	watch   *watcher
-	prog    *progress
-	lim     *Limiter
-	failed  atomic.Bool // something did not run (reported as partial)
-	probes  atomic.Int64
-	writeMu sync.Mutex
-	writeEr error
+	bytes      map[string]*atomic.Int64
+	watch      *watcher
+	prog       *progress
+	lim        *Limiter
+	failed     atomic.Bool // something did not run (reported as partial)
+	probes     atomic.Int64
+	writeMu    sync.Mutex
+	writeEr    error
 }
 
 // Run resolves and probes, streaming records to out, and returns the
