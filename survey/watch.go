@@ -13,7 +13,7 @@ import (
 // DiscoverFunc lists the host's paths (probe.Discover in production).
 type DiscoverFunc func(ctx context.Context) ([]probe.Path, error)
 
-// watcher polls the paths and remembers when each went down or changed
+// watcher watches the paths and remembers when each went down or changed
 // address; records finished after that are invalid.
 type watcher struct {
 	mu      sync.Mutex
@@ -22,23 +22,49 @@ type watcher struct {
 
 func newWatcher() *watcher { return &watcher{invalid: map[string]InvalidPathRecord{}} }
 
+// run re-discovers the paths on each kernel notification of a link, address
+// or route change (probe.WatchChanges: within milliseconds on Linux) and
+// every `every` (Config.WatchInterval) as a safety net for lost
+// notifications and as the only trigger where there are none. A change
+// found after a notification is dated by the notification, the closest
+// time to the change itself. run returns only after the notification
+// reader has ended.
 func (w *watcher) run(ctx context.Context, discover DiscoverFunc, every time.Duration, initial []probe.Path) {
 	if discover == nil {
 		return
 	}
+	ctx, cancel := context.WithCancel(ctx)
+	changes, err := probe.WatchChanges(ctx) // err: none on this OS; poll
+	defer func(changes <-chan time.Time) {
+		cancel()
+		if err == nil {
+			for range changes { // closed once the reader has ended
+			}
+		}
+	}(changes)
 	t := time.NewTicker(every)
 	defer t.Stop()
 	for {
+		var at time.Time
 		select {
 		case <-ctx.Done():
 			return
+		case ev, ok := <-changes:
+			if !ok {
+				changes = nil // the socket failed: the ticker carries on
+				continue
+			}
+			at = ev
 		case <-t.C:
 		}
 		now, err := discover(ctx)
 		if err != nil {
 			continue
 		}
-		w.check(initial, now, time.Now())
+		if at.IsZero() {
+			at = time.Now()
+		}
+		w.check(initial, now, at)
 	}
 }
 
