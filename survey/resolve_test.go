@@ -1,66 +1,77 @@
 package survey
 
 import (
-	"net"
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/miekg/dns"
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/mptester/mptester/probe"
 )
 
-func TestAnswersFollowCNAMEChain(t *testing.T) {
-	m := new(dns.Msg)
-	m.SetQuestion("www.Example.com.", dns.TypeA)
-	rr := func(s string) dns.RR { r, err := dns.NewRR(s); assert.NoError(t, err); return r }
-	m.Answer = []dns.RR{
-		rr("www.example.com. 60 IN CNAME edge.cdn.net."),
-		rr("edge.cdn.net. 60 IN CNAME loop.cdn.net."),
-		rr("loop.cdn.net. 60 IN CNAME edge.cdn.net."), // a loop ends the chain
-		rr("edge.cdn.net. 60 IN A 198.19.0.7"),
-		rr("loop.cdn.net. 60 IN A 198.19.0.8"),
-		rr("other.net. 60 IN A 198.19.0.9"), // not in the chain: ignored
-		rr("edge.cdn.net. 60 IN AAAA fd00:ff::7"),
+// The resolution record keeps its JSON shape (field names, omitempty) now
+// that the lookup itself lives in package probe.
+func TestResolutionRecordJSON(t *testing.T) {
+	srv := startDNS(t, defaultZone())
+	var sent atomic.Int64
+	p := loopback(t, srv)
+	r, err := NewResolver(p, 200*time.Millisecond, 0, 4, &sent)
+	require.NoError(t, err)
+	assert.Equal(t, srv.String(), fmt.Sprint(r.servers[0]))
+	qlen := func(name string, qt uint16) int64 {
+		m := new(dns.Msg)
+		m.SetQuestion(dns.Fqdn(name), qt)
+		m.SetEdns0(1232, false)
+		return int64(m.Len()) + 28
 	}
-	addrs, chain := answers("www.example.com.", dns.TypeA, m)
-	assert.Equal(t, []string{"edge.cdn.net", "loop.cdn.net"}, chain)
-	assert.Equal(t, "[198.19.0.7 198.19.0.8]", formatAddrs(addrs))
-}
-
-func formatAddrs[T interface{ String() string }](xs []T) string {
-	s := "["
-	for i, x := range xs {
-		if i > 0 {
-			s += " "
-		}
-		s += x.String()
+	cases := []struct {
+		d    Domain
+		fam  probe.Family
+		want string
+	}{
+		{Domain{Rank: 4, Name: "alias.test"}, probe.Family4,
+			`{"type":"resolution","domain":"alias.test","rank":4,"path":"lo","status":"NOERROR","answers":["127.0.0.4"],"cname_chain":["c1.test","c2.test"],"time_ms":0,` +
+				`"queries":[{"qtype":"A","status":"NOERROR","server":"SRV","attempts":1,"time_ms":0}],"bytes":%d,"valid":true}`},
+		{Domain{Rank: 5, Name: "nx.test"}, probe.FamilyAny,
+			`{"type":"resolution","domain":"nx.test","rank":5,"path":"lo","status":"NXDOMAIN","answers":[],"time_ms":0,` +
+				`"queries":[{"qtype":"A","status":"NXDOMAIN","server":"SRV","attempts":1,"time_ms":0},{"qtype":"AAAA","status":"NXDOMAIN","server":"SRV","attempts":1,"time_ms":0}],"bytes":%d,"valid":true}`},
+		{Domain{Rank: 9, Name: "big.test"}, probe.Family4, ""},
+		{Domain{Rank: 8, Name: "hang.test"}, probe.Family4, ""},
 	}
-	return s + "]"
-}
-
-// FuzzAnswers feeds arbitrary DNS messages to the answer extraction.
-func FuzzAnswers(f *testing.F) {
-	m := new(dns.Msg)
-	m.SetQuestion("a.test.", dns.TypeA)
-	m.Answer = []dns.RR{&dns.CNAME{Hdr: dns.RR_Header{Name: "a.test.", Rrtype: dns.TypeCNAME, Class: dns.ClassINET}, Target: "b.test."},
-		&dns.A{Hdr: dns.RR_Header{Name: "b.test.", Rrtype: dns.TypeA, Class: dns.ClassINET}, A: net.IPv4(198, 19, 0, 1)}}
-	b, _ := m.Pack()
-	f.Add(b)
-	f.Add([]byte{0, 1, 2})
-	f.Fuzz(func(t *testing.T, b []byte) {
-		var m dns.Msg
-		if m.Unpack(b) != nil || len(m.Question) == 0 {
-			return
+	for _, c := range cases {
+		rec := r.Resolve(context.Background(), c.d, c.fam)
+		assert.Positive(t, rec.TimeMs)
+		rec.TimeMs = 0
+		for i := range rec.Queries {
+			rec.Queries[i].TimeMs = 0
 		}
-		for _, qt := range []uint16{dns.TypeA, dns.TypeAAAA} {
-			addrs, chain := answers(m.Question[0].Name, qt, &m)
-			if len(chain) > 16 {
-				t.Fatalf("chain longer than the loop guard: %d", len(chain))
-			}
-			for _, a := range addrs {
-				if qt == dns.TypeA && !a.Is4() {
-					t.Fatalf("A answer %v is not IPv4", a)
-				}
-			}
+		switch c.d.Name {
+		case "big.test":
+			assert.Len(t, rec.Answers, 100)
+			assert.True(t, rec.Queries[0].TCP)
+			continue
+		case "hang.test":
+			assert.Equal(t, StatusTimeout, rec.Status)
+			assert.Contains(t, rec.Queries[0].Error, "timeout")
+			continue
 		}
-	})
+		want := c.d.Name
+		var bytes int64
+		for _, q := range rec.Queries {
+			bytes += qlen(want, dns.StringToType[q.QType])
+		}
+		b, err := json.Marshal(rec)
+		require.NoError(t, err)
+		exp := fmt.Sprintf(c.want, bytes)
+		exp = strings.ReplaceAll(exp, "SRV", srv.String())
+		assert.JSONEq(t, exp, string(b))
+		assert.Equal(t, exp, string(b), "byte-identical field order")
+	}
 }

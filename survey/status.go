@@ -6,17 +6,20 @@ import (
 	"net"
 	"os"
 	"syscall"
+
+	"github.com/mptester/mptester/probe"
 )
 
-// DNS statuses, named as zdns names them.
+// DNS statuses, named as zdns names them (defined by package probe, whose
+// resolver produces them).
 const (
-	StatusNoError  = "NOERROR"
-	StatusNXDomain = "NXDOMAIN"
-	StatusServFail = "SERVFAIL"
-	StatusRefused  = "REFUSED"
-	StatusTimeout  = "TIMEOUT"
-	StatusNoAnswer = "NO_ANSWER"
-	StatusError    = "ERROR" // any other rcode or a local failure
+	StatusNoError  = probe.DNSNoError
+	StatusNXDomain = probe.DNSNXDomain
+	StatusServFail = probe.DNSServFail
+	StatusRefused  = probe.DNSRefused
+	StatusTimeout  = probe.DNSTimeout
+	StatusNoAnswer = probe.DNSNoAnswer
+	StatusError    = probe.DNSError // any other rcode or a local failure
 )
 
 // AnswerKind says what, if anything, answered one probe.
