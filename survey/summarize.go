@@ -137,7 +137,7 @@ func computeSummary(in summaryInput) Summary {
 				}
 				cmp.Domains++
 				sum += a.v - b.v
-				if a.v > b.v {
+				if a.v > b.v+SlowerMarginMs {
 					slower++
 				}
 			}

@@ -101,3 +101,26 @@ func TestDomainStatus(t *testing.T) {
 	assert.Equal(t, StatusTimeout, domainStatus([]string{StatusTimeout, StatusServFail}, false))
 	assert.Equal(t, StatusNoAnswer, domainStatus([]string{StatusNoError, StatusNoError}, false))
 }
+
+// A domain counts as slower in A only when its RTT there exceeds B's by more
+// than SlowerMarginMs; smaller differences are ties (measurement noise).
+func TestSlowerMargin(t *testing.T) {
+	doms := []DomainResult{}
+	probeA, probeB := map[netip.Addr]TargetResult{}, map[netip.Addr]TargetResult{}
+	// A-B differences: +0.4 (tie), +0.6 (slower), -0.6 (B slower), 0 (tie).
+	for i, d := range []float64{0.4, 0.6, -0.6, 0} {
+		ad := netip.AddrFrom4([4]byte{198, 18, 0, byte(i + 1)})
+		doms = append(doms, DomainResult{Done: true, Status: StatusNoError, Addrs: []netip.Addr{ad}})
+		probeA[ad] = TargetResult{Responsive: true, MedianMs: 20 + d}
+		probeB[ad] = TargetResult{Responsive: true, MedianMs: 20}
+	}
+	s := computeSummary(summaryInput{Paths: []string{"A", "B"}, ResolvePaths: []string{"A"}, Domains: 4,
+		Res: map[string][]DomainResult{"A": doms}, Probe: map[string]map[netip.Addr]TargetResult{"A": probeA, "B": probeB},
+		Allowed: func(string, string, netip.Addr) bool { return true }})
+	require.Len(t, s.Comparisons, 1)
+	c := s.Comparisons[0]
+	assert.Equal(t, [2]string{"A/A", "B/A"}, [2]string{c.A, c.B})
+	assert.Equal(t, 4, c.Domains)
+	assert.InDelta(t, 25.0, c.ASlowerPct, 1e-9)
+	assert.InDelta(t, 0.1, c.MeanDiffMs, 1e-9)
+}

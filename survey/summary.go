@@ -28,7 +28,10 @@ package survey
 //     A domain's RTT in a cell is the lowest median among its responsive
 //     addresses there. Comparisons: for every pair of cells i<j, A=cells[i],
 //     B=cells[j], over domains with an RTT in both: MeanDiffMs =
-//     mean(rttA-rttB), ASlowerPct = 100*count(rttA>rttB)/Domains.
+//     mean(rttA-rttB), ASlowerPct = 100*count(rttA > rttB+SlowerMarginMs)/
+//     Domains: differences within the margin are ties, or a domain served
+//     by the same host in both cells would be "slower" half the time from
+//     measurement noise alone.
 type Summary struct {
 	Type        string              `json:"type"` // "summary"
 	Status      string              `json:"status"`
@@ -84,6 +87,12 @@ type RTTStats struct {
 	Max  float64 `json:"max"`
 	Mean float64 `json:"mean"`
 }
+
+// SlowerMarginMs is how much higher a domain's RTT in cell A must be than
+// in cell B for A to count as slower there (Comparison.ASlowerPct). It is
+// half the lab's RTT granularity (whole milliseconds), and above the
+// per-target error the lab measures (p95 0.2 ms).
+const SlowerMarginMs = 0.5
 
 // Comparison relates two cells: the mean RTT difference (004: "WW vs WL
 // about 40 ms") and the share of domains where A is slower than B (004:

@@ -286,7 +286,7 @@ func compare(a, b string, ra, rb []float64) survey.Comparison {
 		}
 		c.Domains++
 		sum += ra[d] - rb[d]
-		if ra[d] > rb[d] {
+		if ra[d] > rb[d]+survey.SlowerMarginMs {
 			slower++
 		}
 	}

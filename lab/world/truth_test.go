@@ -243,3 +243,13 @@ func TestResolveView(t *testing.T) {
 		}
 	}
 }
+
+// compare counts A as slower only beyond survey.SlowerMarginMs, as the
+// survey does; NaN (no RTT in a cell) leaves the domain out.
+func TestCompareSlowerMargin(t *testing.T) {
+	nan := math.NaN()
+	c := compare("a", "b", []float64{20.4, 20.6, 19.4, 20, nan}, []float64{20, 20, 20, 20, 20})
+	if c.Domains != 4 || c.ASlowerPct != 25 || math.Abs(c.MeanDiffMs-0.1) > 1e-9 {
+		t.Fatalf("compare = %+v, want 4 domains, 25%% slower, mean diff 0.1 ms", c)
+	}
+}
