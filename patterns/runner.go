@@ -7,10 +7,8 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
-	"net"
 	"net/netip"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
@@ -74,52 +72,6 @@ type RunSummary struct {
 	Reason   string
 }
 
-// server is a candidate after name resolution.
-type server struct {
-	name      string // as given
-	host      string // SNI / certificate name
-	addrs     []netip.Addr
-	tcp, quic uint16
-}
-
-func parseServer(ctx context.Context, s string, tcpPort, quicPort uint16) (server, error) {
-	host, port := s, ""
-	if h, p, err := net.SplitHostPort(s); err == nil {
-		host, port = h, p
-	}
-	sv := server{name: s, host: host, tcp: tcpPort, quic: quicPort}
-	if port != "" {
-		n, err := strconv.ParseUint(port, 10, 16)
-		if err != nil || n == 0 {
-			return sv, fmt.Errorf("server %q: invalid port", s)
-		}
-		sv.tcp, sv.quic = uint16(n), uint16(n)
-	}
-	if ip, err := netip.ParseAddr(strings.Trim(host, "[]")); err == nil {
-		sv.addrs = []netip.Addr{ip.Unmap()}
-		return sv, nil
-	}
-	// Test servers are named in configuration; the system resolver is
-	// enough to find them (per-path DNS is the survey's subject).
-	ips, err := net.DefaultResolver.LookupNetIP(ctx, "ip", host)
-	if err != nil {
-		return sv, fmt.Errorf("server %q: %w", s, err)
-	}
-	for _, ip := range ips {
-		sv.addrs = append(sv.addrs, ip.Unmap())
-	}
-	return sv, nil
-}
-
-func (sv server) addr(f probe.Family) (netip.Addr, bool) {
-	for _, a := range sv.addrs {
-		if f == probe.FamilyAny || probe.FamilyOf(a) == f {
-			return a, true
-		}
-	}
-	return netip.Addr{}, false
-}
-
 // DefaultTimeout of a test: the pattern's own duration plus room for
 // setup, ack grace and a slow path.
 func DefaultTimeout(pattern string, p Params) time.Duration {
@@ -158,7 +110,7 @@ func Run(ctx context.Context, o RunOptions) (RunSummary, error) {
 	}
 	var servers []server
 	for _, s := range o.Servers {
-		sv, err := parseServer(ctx, s, o.TCPPort, o.QUICPort)
+		sv, err := parseServer(ctx, o, s)
 		if err != nil {
 			return sum, err
 		}
@@ -173,8 +125,8 @@ func Run(ctx context.Context, o RunOptions) (RunSummary, error) {
 	var tests []test
 	for _, p := range o.Paths {
 		for _, f := range o.Families {
-			if _, ok := sel.addr(f); !ok {
-				o.Logger.Warn("server has no address of this family; skipped", "server", sel.name, "family", int(f))
+			if _, ok := sel.addr(p, f); !ok {
+				o.Logger.Warn("server has no address of this family on this path; skipped", "server", sel.name, "path", p.Name, "family", int(f))
 				continue
 			}
 			if _, ok := p.SourceAddr(f); !ok {
@@ -235,13 +187,13 @@ func Run(ctx context.Context, o RunOptions) (RunSummary, error) {
 }
 
 func runOne(ctx context.Context, o RunOptions, sv server, t test) Record {
-	ip, _ := sv.addr(t.family)
+	ip, _ := sv.addr(t.path, t.family)
 	port := sv.tcp
 	if t.transport == transport.QUIC {
 		port = sv.quic
 	}
 	cfg := TestConfig{Pattern: t.pattern, Transport: t.transport, Path: t.path.Name, Family: int(t.family),
-		Server: netip.AddrPortFrom(ip, port), Params: o.Params, Timeout: o.Timeout}
+		Server: netip.AddrPortFrom(ip, port), Params: o.Params, Timeout: o.Timeout, ServerResolution: sv.resolution(t.path, t.family)}
 	if cfg.Timeout == 0 {
 		cfg.Timeout = DefaultTimeout(t.pattern, o.Params)
 	}
@@ -286,7 +238,7 @@ func selectServer(ctx context.Context, o RunOptions, servers []server) (server, 
 	for i, sv := range servers {
 		sp := ServerProbe{Server: sv.name}
 		f := o.Families[0]
-		ip, ok := sv.addr(f)
+		ip, ok := sv.addr(o.Paths[0], f)
 		if !ok {
 			sp.Status, sp.Error = StatusUnreachable, fmt.Sprintf("no IPv%d address", f)
 			rec.Probes = append(rec.Probes, sp)

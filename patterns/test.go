@@ -26,6 +26,8 @@ type TestConfig struct {
 	Server    netip.AddrPort `json:"server"`
 	Params    Params         `json:"params"`
 	Timeout   time.Duration  `json:"timeout_ns"`
+	// ServerResolution: how a server name became Server (nil for an IP literal).
+	ServerResolution *ServerResolution `json:"server_resolution,omitempty"`
 }
 
 // Sample is one protocol-state sample of one connection.
