@@ -110,6 +110,7 @@ func (br *benchRun) run(b *testing.B) {
 		b.Fatalf("cell %+v", s.Cells[0])
 	}
 }
+
 // peakRSSKB is VmHWM of this process (Linux), else the Go heap in use.
 func peakRSSKB() int64 {
 	if b, err := os.ReadFile("/proc/self/status"); err == nil {

@@ -28,6 +28,7 @@ type testZone struct {
 	rcode map[string]int
 	hang  map[string]bool
 	gate  map[string]chan struct{} // answer only once the channel is closed
+	delay map[string]time.Duration
 }
 
 func defaultZone() *testZone {
@@ -68,6 +69,7 @@ func (z *testZone) ServeDNS(w dns.ResponseWriter, req *dns.Msg) {
 	if g, ok := z.gate[name]; ok {
 		<-g
 	}
+	time.Sleep(z.delay[name])
 	m := new(dns.Msg)
 	m.SetReply(req)
 	if rc, ok := z.rcode[name]; ok {

@@ -4,6 +4,10 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"log/slog"
+	"regexp"
+	"slices"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -15,30 +19,33 @@ import (
 // TestProbingOverlapsResolution: late.test's DNS answer is held until the
 // listener has accepted a probe, so it resolves only if probing starts
 // while resolution still runs (run one after the other, its queries time
-// out after 2x3 s). Probe records finished during resolution are held until
-// it ends: the record of 127.0.0.1 must list every domain resolving to it,
-// late.test included.
+// out after 2x3 s). Probe records finished during resolution (slow.test
+// keeps it running 500 ms more) are held until it ends: the record of
+// 127.0.0.1 must list every domain resolving to it, late.test included.
 func TestProbingOverlapsResolution(t *testing.T) {
 	z := defaultZone()
 	gate := make(chan struct{})
 	z.gate = map[string]chan struct{}{"late.test.": gate}
 	z.a["late.test."] = []string{"127.0.0.1", "127.0.0.9"}
+	z.a["slow.test."] = []string{"127.0.0.10"}
+	z.delay = map[string]time.Duration{"slow.test.": 500 * time.Millisecond}
 	dnsAddr := startDNS(t, z)
 	var once sync.Once
 	port := startListenerFunc(t, func() { once.Do(func() { close(gate) }) })
 	t.Cleanup(func() { once.Do(func() { close(gate) }) })
 
 	cfg := baseConfig(loopback(t, dnsAddr), port)
-	cfg.Domains = append(cfg.Domains, Domain{Rank: 11, Name: "late.test"})
+	cfg.Domains = slices.DeleteFunc(slices.Clone(cfg.Domains), func(d Domain) bool { return d.Name == "hang.test" })
+	cfg.Domains = append(cfg.Domains, Domain{Rank: 11, Name: "late.test"}, Domain{Rank: 12, Name: "slow.test"})
 	cfg.DNSTimeout = 3 * time.Second
 	var out bytes.Buffer
 	s, err := runToBuffer(t, context.Background(), cfg, &out)
 	require.NoError(t, err)
-	assert.Equal(t, 6, s.Resolution[0].ByStatus[StatusNoError], "late.test resolved: probing ran during resolution")
-	assert.Equal(t, 105, s.Cells[0].Targets)
+	assert.Equal(t, 7, s.Resolution[0].ByStatus[StatusNoError], "late.test resolved: probing ran during resolution")
+	assert.Equal(t, 106, s.Cells[0].Targets)
 
 	recs := records(t, out.Bytes())
-	require.Len(t, recs["probe"], 105)
+	require.Equal(t, 106, len(recs["probe"]), "probe records")
 	for _, b := range recs["probe"] {
 		var p ProbeRecord
 		require.NoError(t, json.Unmarshal(b, &p))
@@ -70,4 +77,26 @@ func TestProbingOverlapsResolution(t *testing.T) {
 			assert.True(t, seen[r.Address], "probe record of %s before its resolution", r.Address)
 		}
 	}
+}
+
+// TestHeldRecordsCapped: while resolution runs (hang.test times out for
+// 2x300 ms), at most MaxHeld probe records wait for it; probing pauses at
+// the cap and every target is still probed once it ends.
+func TestHeldRecordsCapped(t *testing.T) {
+	dnsAddr := startDNS(t, defaultZone())
+	port := startListener(t)
+	cfg := baseConfig(loopback(t, dnsAddr), port)
+	cfg.MaxHeld = 7
+	var logs bytes.Buffer
+	cfg.Logger = slog.New(slog.NewTextHandler(&logs, nil))
+	var out bytes.Buffer
+	s, err := runToBuffer(t, context.Background(), cfg, &out)
+	require.NoError(t, err)
+	assert.Equal(t, 104, s.Cells[0].Targets)
+	assert.Equal(t, 104, len(records(t, out.Bytes())["probe"]), "probe records")
+	m := regexp.MustCompile(`probe records held until resolution ended" count=(\d+)`).FindStringSubmatch(logs.String())
+	require.NotNil(t, m, logs.String())
+	held, _ := strconv.Atoi(m[1])
+	assert.LessOrEqual(t, held, 7)
+	assert.Contains(t, logs.String(), "probing paused until resolution ends")
 }

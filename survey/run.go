@@ -44,7 +44,11 @@ type Config struct {
 	ResolverCap    int // queries in flight per DNS server
 	ResolveWorkers int // domains in flight per path
 	MaxInFlight    int // targets being probed at once; 0 = from rate
-	ConnectCap     time.Duration
+	// MaxHeld caps the probe records finished while resolution still runs
+	// (they are held until it ends); probing pauses at the cap so a long
+	// list's memory stays bounded. 0 = 20000 (about 6 MB).
+	MaxHeld    int
+	ConnectCap time.Duration
 
 	// Discover, when set, is polled every WatchInterval to detect a path
 	// going down or changing address.
@@ -95,6 +99,9 @@ func (c *Config) defaults() {
 		}
 		c.MaxInFlight = min(c.MaxInFlight, 20000)
 	}
+	if c.MaxHeld <= 0 {
+		c.MaxHeld = 20000
+	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -116,8 +123,10 @@ type runner struct {
 	addrs   map[netip.Addr]*addrInfo
 	queue   *targetQueue
 	held    []heldRecord // guarded by mu
-	// resolved is set once resolution ended; guarded by mu.
+	// resolved is set once resolution ended (guarded by mu), and
+	// resolvedCh closed.
 	resolved   bool
+	resolvedCh chan struct{}
 	probeStage *stageProgress
 	skipped    map[skipKey]int
 	bytes      map[string]*atomic.Int64
@@ -139,7 +148,7 @@ func Run(ctx context.Context, cfg Config, out *report.Stream) (Summary, error) {
 	}
 	r := &runner{cfg: cfg, out: out, log: cfg.Logger, paths: map[string]probe.Path{}, domIdx: map[string]int{},
 		res: map[string][]DomainResult{}, results: map[string]map[netip.Addr]TargetResult{},
-		addrs: map[netip.Addr]*addrInfo{}, queue: newTargetQueue(),
+		addrs: map[netip.Addr]*addrInfo{}, queue: newTargetQueue(), resolvedCh: make(chan struct{}),
 		skipped: map[skipKey]int{}, bytes: map[string]*atomic.Int64{}, watch: newWatcher(),
 		lim: NewLimiter(cfg.Rate, cfg.Burst)}
 	for _, p := range cfg.Paths {

@@ -220,6 +220,9 @@ func (r *runner) probeLoop(ctx context.Context, probers map[string]Prober) {
 			r.overBudget(t)
 			continue
 		}
+		if !r.mayProbeAhead(ctx, len(sem)) {
+			return
+		}
 		select {
 		case sem <- struct{}{}:
 		case <-ctx.Done():
@@ -231,6 +234,24 @@ func (r *runner) probeLoop(ctx context.Context, probers map[string]Prober) {
 			defer func() { <-sem }()
 			r.probeTarget(ctx, pr, t, reserved)
 		})
+	}
+}
+
+// mayProbeAhead waits, while resolution runs, until one more target cannot
+// take the held records past MaxHeld; false if ctx ended first.
+func (r *runner) mayProbeAhead(ctx context.Context, inFlight int) bool {
+	r.mu.Lock()
+	full := !r.resolved && len(r.held)+inFlight >= r.cfg.MaxHeld
+	r.mu.Unlock()
+	if !full {
+		return true
+	}
+	r.log.Info("probing paused until resolution ends", "held_records", r.cfg.MaxHeld)
+	select {
+	case <-r.resolvedCh:
+		return true
+	case <-ctx.Done():
+		return false
 	}
 }
 
@@ -343,12 +364,14 @@ func (r *runner) complete(rec *ProbeRecord, t target, valid []bool) {
 func (r *runner) resolutionDone() {
 	r.mu.Lock()
 	r.resolved = true
+	close(r.resolvedCh)
 	held := r.held
 	r.held = nil
 	for i := range held {
 		r.complete(&held[i].rec, held[i].t, held[i].valid)
 	}
 	r.mu.Unlock()
+	r.log.Info("probe records held until resolution ended", "count", len(held))
 	for _, h := range held {
 		r.write(h.rec)
 	}
