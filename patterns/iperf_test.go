@@ -6,6 +6,7 @@ import (
 	"io"
 	"net"
 	"net/netip"
+	"runtime"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -215,4 +216,50 @@ func TestIperfDownloadServerStatsForms(t *testing.T) {
 		}
 		t.Logf("%s: %s", rec.Status, rec.Error)
 	})
+}
+
+// TestAcceptedSamplerReadsServerSide: the server samples its own side of
+// an accepted connection the way the client samples its side: tcp_info for
+// TCP, MPTCP_FULL_INFO (subflows) when the client negotiated MPTCP.
+func TestAcceptedSamplerReadsServerSide(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("tcp_info and mptcp_info sampling are Linux socket options")
+	}
+	for _, mptcp := range []bool{false, true} {
+		var lc net.ListenConfig
+		lc.SetMultipathTCP(mptcp)
+		ln, err := lc.Listen(context.Background(), "tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var d net.Dialer
+		d.SetMultipathTCP(mptcp)
+		c, err := d.Dial("tcp", ln.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		sc, err := ln.Accept()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := sc.Write(make([]byte, 1<<20)); err != nil {
+			t.Fatal(err)
+		}
+		_, _ = io.ReadFull(c, make([]byte, 1<<20))
+		st := transport.AcceptedSampler(sc)()
+		switch {
+		case st.Err != "":
+			t.Errorf("mptcp=%v: %s", mptcp, st.Err)
+		case !mptcp && (st.TCP == nil || st.TCP.BytesSent < 1<<20):
+			t.Errorf("tcp: server-side sample %+v, want tcp_info with the 1 MB sent", st)
+		case mptcp && (st.MPTCP == nil || len(st.MPTCP.Subflows) < 1 || st.MPTCP.Subflows[0].TCP.BytesSent < 1<<20):
+			t.Errorf("mptcp: server-side sample %+v, want a subflow with the 1 MB sent", st)
+		}
+		if transport.AcceptedSampler(nil) != nil {
+			t.Error("a sampler for a non-TCP connection")
+		}
+		c.Close()
+		sc.Close()
+		ln.Close()
+	}
 }

@@ -447,3 +447,65 @@ func TestLabIperfSlowPathKeepsDuration(t *testing.T) {
 		}
 	}
 }
+
+// TestLabDownloadRetransmissions: the iperf download's retransmission
+// count, which the server samples on its own (sending) side of the
+// connection and reports in its stats frame, against the packets the
+// emulator dropped on the way down (ground truth). Same tolerance as the
+// upload: every dropped data packet is retransmitted once; a few drops hit
+// the handshake or the result, a few retransmissions are spurious, and the
+// tail still in flight when sending ends is dropped but not counted.
+func TestLabDownloadRetransmissions(t *testing.T) {
+	l := labtest.Start(t, lab.Options{Domains: 0, Seed: 11})
+	startLabServer(t, l)
+	if !l.InClient(t) {
+		return
+	}
+	l.Set(t, "wlan0", "delay=5ms", "jitter=0s", "rate=10mbit", "down.loss=3%")
+	// MPTCP may add a subflow over wwan0 (no loss there): count both paths.
+	downDrops := func() (wlan, all uint64) {
+		for _, p := range l.Status(t).Paths {
+			n := p.Stats.Down.DropLoss + p.Stats.Down.DropQueue
+			if p.Name == "wlan0" {
+				wlan = n
+			}
+			all += n
+		}
+		return wlan, all
+	}
+	for _, trName := range transport.Names {
+		wlan0, all0 := downDrops()
+		rec := labRun(t, l, "iperf", trName, "wlan0", probe.Family4, Params{Duration: 2 * time.Second, Direction: DirectionDownload})
+		wlan1, all1 := downDrops()
+		drops := all1 - all0
+		r := rec.Result.(*IperfResult)
+		down := r.Download
+		if down == nil || r.Upload != nil || down.Retransmissions == nil {
+			t.Fatalf("%s: download-only result with the server's retransmissions, got %+v", trName, r)
+		}
+		var perInterval uint64
+		for i, iv := range down.PeerIntervals {
+			if iv.Retransmissions == nil {
+				t.Fatalf("%s: server interval %d without retransmissions", trName, i)
+			}
+			perInterval += *iv.Retransmissions
+		}
+		for _, iv := range down.Intervals {
+			if iv.Retransmissions != nil {
+				t.Errorf("%s: the receiving client's interval carries retransmissions", trName)
+			}
+		}
+		retr := *down.Retransmissions
+		t.Logf("%s: server retransmitted %d (%d over its %d intervals); emulator dropped %d packets downstream (%d on wlan0)",
+			trName, retr, perInterval, len(down.PeerIntervals), drops, wlan1-wlan0)
+		if wlan1-wlan0 < 20 {
+			t.Fatalf("%s: only %d drops on wlan0: the loss was not applied", trName, wlan1-wlan0)
+		}
+		if float64(retr) < 0.7*float64(drops) || float64(retr) > 1.5*float64(drops)+5 {
+			t.Errorf("%s: %d retransmissions for %d packets dropped", trName, retr, drops)
+		}
+		if perInterval != retr {
+			t.Errorf("%s: server's intervals sum to %d retransmissions, its total %d", trName, perInterval, retr)
+		}
+	}
+}
