@@ -35,6 +35,7 @@ type Options struct {
 	Patterns   []string
 	Transports []string
 	Paths      []string
+	DNS        []string // IFACE=ADDR[,ADDR]: the resolvers of a path
 	Family     string
 	Pin        string
 	Insecure   bool
@@ -62,6 +63,7 @@ type Config struct {
 	Patterns   []string        `json:"patterns"`
 	Transports []string        `json:"transports"`
 	Paths      []string        `json:"paths"`
+	DNS        []string        `json:"dns,omitempty"`
 	Families   []int           `json:"families"`
 	Seed       int64           `json:"seed"`
 	Pace       time.Duration   `json:"pace_ns"`
@@ -77,9 +79,8 @@ type Config struct {
 
 // NewCmdRun builds the command; runF replaces runRun in tests.
 func NewCmdRun(f *cmdutil.Factory, runF func(*Options) error) *cobra.Command {
-	opts := &Options{IO: f.IO, Discover: func(ctx context.Context) ([]probe.Path, error) {
-		return f.DiscoverPaths(ctx, nil)
-	}}
+	opts := &Options{IO: f.IO}
+	opts.Discover = func(ctx context.Context) ([]probe.Path, error) { return f.DiscoverPaths(ctx, opts.DNS) }
 	var tcpPort, quicPort, altPort int
 	cmd := &cobra.Command{
 		Use:   "run --server HOST[:PORT][,HOST...]",
@@ -87,6 +88,13 @@ func NewCmdRun(f *cmdutil.Factory, runF func(*Options) error) *cobra.Command {
 		Long: `Run the ping, bulk, iperf and interactive patterns (000 §II-A) over each
 transport and path against an mptester test server, in a random order
 (the seed is recorded), and print one JSON document.
+
+A server name is resolved on each path by that path's own DNS servers
+(discovered, or set with --dns IFACE=ADDR or in the config), through that
+path, and the tests on a path use the address it resolved; each test
+records how in server_resolution. A path without DNS servers falls back to
+the system resolver (with a warning); a name a path cannot resolve stops
+the run with an error naming the path.
 
 With several servers, the one with the lowest median ping among those that
 answered every ping is used. In stable mode (the default) the paths are
@@ -142,6 +150,7 @@ one line per failure: the CI smoke test of a test server.`,
 	fl.StringSliceVar(&opts.Patterns, "patterns", nil, "`PATTERNS` to run (default: "+strings.Join(patterns.Names(), ",")+")")
 	fl.StringSliceVar(&opts.Transports, "transports", nil, "`TRANSPORTS` (default: "+strings.Join(transport.Names, ",")+")")
 	fl.StringSliceVar(&opts.Paths, "paths", nil, "`IFACES` to use (default: every up, non-loopback path with a default route)")
+	fl.StringArrayVar(&opts.DNS, "dns", nil, "use `IFACE=ADDR[,ADDR]` as the resolvers of IFACE for the server name (repeatable)")
 	fl.StringVar(&opts.Family, "family", "4", "address family: 4, 6 or both")
 	fl.StringVar(&opts.Pin, "pin", "", "SHA-256 `FINGERPRINT` of the server certificate (as `mptester serve` prints it)")
 	fl.BoolVar(&opts.Insecure, "insecure", false, "do not verify the server certificate")
@@ -240,7 +249,7 @@ func runRun(opts *Options) error {
 		opts.Pace = 0
 		opts.Stable = false
 	}
-	cfg := Config{Servers: opts.Servers, Patterns: opts.Patterns, Transports: opts.Transports, Paths: names(paths),
+	cfg := Config{Servers: opts.Servers, Patterns: opts.Patterns, Transports: opts.Transports, Paths: names(paths), DNS: opts.DNS,
 		Seed: opts.Seed, Pace: opts.Pace, Timeout: opts.Timeout, Stable: opts.Stable, Smoke: opts.Smoke,
 		TCPPort: opts.TCPPort, QUICPort: opts.QUICPort, Pinned: opts.Pin != "", Insecure: opts.Insecure, Params: opts.Params}
 	for _, f := range fams {

@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/miekg/dns"
+
 	"github.com/mptester/mptester/internal/cmdutil"
 	"github.com/mptester/mptester/patterns"
 	"github.com/mptester/mptester/probe"
@@ -146,5 +148,67 @@ func TestUsageErrors(t *testing.T) {
 		if _, _, err := execute(t, lo, args...); !errors.Is(err, cmdutil.ErrUsage) {
 			t.Errorf("%v: err %v, want usage error", args, err)
 		}
+	}
+}
+
+// TestServerNameResolvedWithPathDNS: --server NAME is resolved by the DNS
+// server --dns gives the path (a real miekg/dns server on loopback that
+// alone knows the name), and the test record says so.
+func TestServerNameResolvedWithPathDNS(t *testing.T) {
+	tp, qp, pin := startServer(t, false)
+	pc, err := net.ListenPacket("udp4", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var asked atomic.Int32
+	dnsSrv := &dns.Server{PacketConn: pc, Handler: dns.HandlerFunc(func(w dns.ResponseWriter, req *dns.Msg) {
+		asked.Add(1)
+		m := new(dns.Msg)
+		m.SetReply(req)
+		if q := req.Question[0]; q.Name == "run.mpt.test." && q.Qtype == dns.TypeA {
+			m.Answer = append(m.Answer, &dns.A{Hdr: dns.RR_Header{Name: q.Name, Rrtype: dns.TypeA, Class: dns.ClassINET, Ttl: 60}, A: net.IPv4(127, 0, 0, 1)})
+		} else if q.Name != "run.mpt.test." {
+			m.Rcode = dns.RcodeNameError
+		}
+		w.WriteMsg(m)
+	})}
+	started := make(chan struct{})
+	dnsSrv.NotifyStartedFunc = func() { close(started) }
+	go dnsSrv.ActivateAndServe()
+	<-started
+	t.Cleanup(func() { dnsSrv.Shutdown() })
+	dnsAddr := pc.LocalAddr().String()
+
+	out, errOut, err := execute(t, nil, "--server", "run.mpt.test", "--dns", "lo="+dnsAddr, "--tcp-port", fmt.Sprint(tp), "--quic-port", fmt.Sprint(qp),
+		"--pin", pin, "--paths", "lo", "--patterns", "ping", "--transports", "tcp", "--ping-count", "2", "--pace", "0")
+	if err != nil {
+		t.Fatalf("%v\n%s", err, errOut)
+	}
+	var doc report.Document
+	if err := json.Unmarshal([]byte(out), &doc); err != nil {
+		t.Fatal(err)
+	}
+	if doc.Status != report.StatusOK || len(doc.Records) != 1 || asked.Load() == 0 {
+		t.Fatalf("status %s, %d records, DNS asked %d times", doc.Status, len(doc.Records), asked.Load())
+	}
+	var rec patterns.Record
+	if err := json.Unmarshal(doc.Records[0], &rec); err != nil {
+		t.Fatal(err)
+	}
+	want := patterns.ServerResolution{Host: "run.mpt.test", Path: "lo", DNSServer: dnsAddr}
+	if rec.Config.Server.Addr().String() != "127.0.0.1" || rec.Config.ServerResolution == nil || *rec.Config.ServerResolution != want {
+		t.Fatalf("server %v resolution %+v, want %+v", rec.Config.Server, rec.Config.ServerResolution, want)
+	}
+	var cfg Config
+	if err := json.Unmarshal(doc.Config, &cfg); err != nil || len(cfg.DNS) != 1 {
+		t.Fatalf("config %s: %v", doc.Config, err)
+	}
+
+	// A name the path's DNS does not know: a clear error naming both.
+	_, _, err = execute(t, nil, "--server", "nosuch.mpt.test", "--dns", "lo="+dnsAddr, "--tcp-port", fmt.Sprint(tp),
+		"--pin", pin, "--paths", "lo", "--patterns", "ping", "--transports", "tcp", "--pace", "0")
+	if err == nil || !strings.Contains(err.Error(), `server "nosuch.mpt.test"`) || !strings.Contains(err.Error(), "path lo") ||
+		!strings.Contains(err.Error(), "NXDOMAIN") {
+		t.Fatalf("unknown name: %v", err)
 	}
 }
