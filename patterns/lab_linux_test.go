@@ -448,14 +448,14 @@ func TestLabIperfSlowPathKeepsDuration(t *testing.T) {
 	}
 }
 
-// TestLabDownloadRetransmissions: the iperf download's retransmission
+// TestLabRetransmissionsDownload: the iperf download's retransmission
 // count, which the server samples on its own (sending) side of the
 // connection and reports in its stats frame, against the packets the
 // emulator dropped on the way down (ground truth). Same tolerance as the
 // upload: every dropped data packet is retransmitted once; a few drops hit
 // the handshake or the result, a few retransmissions are spurious, and the
 // tail still in flight when sending ends is dropped but not counted.
-func TestLabDownloadRetransmissions(t *testing.T) {
+func TestLabRetransmissionsDownload(t *testing.T) {
 	l := labtest.Start(t, lab.Options{Domains: 0, Seed: 11})
 	startLabServer(t, l)
 	if !l.InClient(t) {
