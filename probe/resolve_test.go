@@ -404,3 +404,22 @@ func FuzzAnswers(f *testing.F) {
 		}
 	})
 }
+
+// Lookup and query times include the server's planted delay: at least the
+// delay, and not much more on loopback (tolerance 100 ms for a loaded CI).
+func TestLookupTimeMatchesServerDelay(t *testing.T) {
+	z := newZone()
+	z.delay = 80 * time.Millisecond
+	srv := serveZone(t, z)
+	r, err := NewResolver(loopbackPath(t, srv), ResolverOptions{Timeout: 2 * time.Second, Cap: 2})
+	require.NoError(t, err)
+	l := r.Lookup(context.Background(), "one.test", FamilyAny)
+	require.Equal(t, DNSNoError, l.Status)
+	// A and AAAA in parallel: the lookup takes one delay, not two.
+	assert.GreaterOrEqual(t, l.Time, z.delay)
+	assert.Less(t, l.Time, z.delay+100*time.Millisecond)
+	for _, q := range l.Queries {
+		assert.GreaterOrEqual(t, q.Time, z.delay, q.QType)
+		assert.Less(t, q.Time, z.delay+100*time.Millisecond, q.QType)
+	}
+}
