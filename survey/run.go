@@ -50,8 +50,10 @@ type Config struct {
 	MaxHeld    int
 	ConnectCap time.Duration
 
-	// Discover, when set, is polled every WatchInterval to detect a path
-	// going down or changing address.
+	// Discover, when set, lists the paths again on every change the
+	// kernel notifies (Linux) and every WatchInterval (default 5 s with
+	// notifications, 1 s without), to detect a path going down or changing
+	// address.
 	Discover      DiscoverFunc
 	WatchInterval time.Duration
 	// ResumeFrom is the output of an interrupted run: its resolution and
@@ -85,9 +87,6 @@ func (c *Config) defaults() {
 	}
 	if c.Burst <= 0 {
 		c.Burst = 1
-	}
-	if c.WatchInterval <= 0 {
-		c.WatchInterval = time.Second
 	}
 	if c.MaxInFlight <= 0 {
 		c.MaxInFlight = 256

@@ -42,6 +42,12 @@ func (w *watcher) run(ctx context.Context, discover DiscoverFunc, every time.Dur
 			}
 		}
 	}(changes)
+	if every <= 0 {
+		every = time.Second
+		if err == nil {
+			every = 5 * time.Second // a safety net: notifications do the work
+		}
+	}
 	t := time.NewTicker(every)
 	defer t.Stop()
 	for {
