@@ -55,6 +55,9 @@ type Options struct {
 
 	// Discover lists the paths (replaced in tests).
 	Discover func(ctx context.Context) ([]probe.Path, error)
+	// PollEvery, when set, is stable mode's safety re-discovery interval
+	// (tests whose Discover fakes a change no kernel notification reports).
+	PollEvery time.Duration
 }
 
 // Config is what the run document records as its configuration.
@@ -262,7 +265,7 @@ func runRun(opts *Options) error {
 	doc := report.Document{Header: hdr, Records: []json.RawMessage{}}
 	ro := patterns.RunOptions{Servers: opts.Servers, TCPPort: opts.TCPPort, QUICPort: opts.QUICPort,
 		Patterns: opts.Patterns, Transports: opts.Transports, Paths: paths, Families: fams, Params: opts.Params,
-		Seed: opts.Seed, Pace: opts.Pace, Timeout: opts.Timeout, Stable: opts.Stable, Discover: opts.Discover,
+		Seed: opts.Seed, Pace: opts.Pace, Timeout: opts.Timeout, Stable: opts.Stable, Discover: opts.Discover, PollEvery: opts.PollEvery,
 		HTTP1: opts.HTTP1, Logger: opts.Logger,
 		TLS: func(host string) (*tls.Config, error) {
 			name := opts.ServerName

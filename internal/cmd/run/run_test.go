@@ -48,6 +48,7 @@ func execute(t *testing.T, discover func(context.Context) ([]probe.Path, error),
 	cmd := NewCmdRun(f, func(o *Options) error {
 		if discover != nil {
 			o.Discover = discover
+			o.PollEvery = 200 * time.Millisecond // the fake change comes with no netlink event
 		}
 		return runRun(o)
 	})
