@@ -440,3 +440,29 @@ func BenchmarkLookup(b *testing.B) {
 		}
 	})
 }
+
+// The domain status of survey/summary.go: NOERROR when any family gave an
+// address, else the first non-NOERROR query status, else NO_ANSWER.
+func TestLookupStatusDefinition(t *testing.T) {
+	q := func(ss ...string) []Query {
+		var out []Query
+		for _, s := range ss {
+			out = append(out, Query{Status: s})
+		}
+		return out
+	}
+	for _, c := range []struct {
+		qs   []Query
+		addr bool
+		want string
+	}{
+		{q(DNSNXDomain, DNSNoError), true, DNSNoError},
+		{q(DNSNoError, DNSNXDomain), false, DNSNXDomain},
+		{q(DNSTimeout, DNSServFail), false, DNSTimeout},
+		{q(DNSNoError, DNSNoError), false, DNSNoAnswer},
+	} {
+		if got := lookupStatus(c.qs, c.addr); got != c.want {
+			t.Errorf("lookupStatus(%v, %v) = %s, want %s", c.qs, c.addr, got, c.want)
+		}
+	}
+}

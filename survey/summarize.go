@@ -33,20 +33,6 @@ type summaryInput struct {
 	Skipped map[skipKey]int
 }
 
-// domainStatus applies the definition in summary.go to the per-family
-// statuses (in query order) and whether any address came back.
-func domainStatus(statuses []string, anyAddr bool) string {
-	if anyAddr {
-		return StatusNoError
-	}
-	for _, s := range statuses {
-		if s != StatusNoError {
-			return s
-		}
-	}
-	return StatusNoAnswer
-}
-
 func computeSummary(in summaryInput) Summary {
 	s := Summary{Type: "summary", Status: "ok", Resolution: []PathResolution{}, Cells: []Cell{}, Comparisons: []Comparison{}}
 	addrSets := map[string]map[netip.Addr]struct{}{}

@@ -95,13 +95,6 @@ func TestPercentileNumpyLinear(t *testing.T) {
 	assert.Equal(t, ProbeStats{Min: 2, Median: 4.5, Mean: 5, Max: 9, Stddev: 2}, st)
 }
 
-func TestDomainStatus(t *testing.T) {
-	assert.Equal(t, StatusNoError, domainStatus([]string{StatusNXDomain, StatusNoError}, true))
-	assert.Equal(t, StatusNXDomain, domainStatus([]string{StatusNoError, StatusNXDomain}, false))
-	assert.Equal(t, StatusTimeout, domainStatus([]string{StatusTimeout, StatusServFail}, false))
-	assert.Equal(t, StatusNoAnswer, domainStatus([]string{StatusNoError, StatusNoError}, false))
-}
-
 // A domain counts as slower in A only when its RTT there exceeds B's by more
 // than SlowerMarginMs; smaller differences are ties (measurement noise).
 func TestSlowerMargin(t *testing.T) {
