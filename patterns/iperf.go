@@ -1,10 +1,13 @@
 package patterns
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"io"
+	"os"
+	"sync/atomic"
 	"time"
 
 	"github.com/mptester/mptester/patterns/transport"
@@ -191,10 +194,18 @@ func iperfUpload(ctx context.Context, c *Client) (*IperfDirection, error) {
 		retr0 = retrans()
 	}
 	ic := newIntervalCounter(start, retrans)
+	// The server only speaks during the upload to refuse or to go away;
+	// reading all along sees its close at once instead of after a write
+	// stall (a closing MPTCP server may keep acknowledging subflow data).
+	frames := readFrames(s, r)
+	defer frames.stop()
 	end := start.Add(c.Params.Duration)
 	for now := start; now.Before(end); now = time.Now() {
 		if ctx.Err() != nil {
 			return d, ctx.Err()
+		}
+		if frames.spoke.Load() {
+			return d, frames.early(ErrServerClosed)
 		}
 		// A write that makes no progress for stallTimeout means the
 		// server is gone (an MPTCP peer that vanished may never reset).
@@ -202,7 +213,7 @@ func iperfUpload(ctx context.Context, c *Client) (*IperfDirection, error) {
 		n, err := s.Write(dataFrame)
 		ic.add(time.Now(), uint64(max(n-wire.HeaderLen, 0)))
 		if err != nil {
-			return d, preferServerError(s, r, err)
+			return d, frames.early(err)
 		}
 	}
 	d.Intervals = ic.finish(time.Now())
@@ -216,32 +227,101 @@ func iperfUpload(ctx context.Context, c *Client) (*IperfDirection, error) {
 	}
 	// The server answers with what it received once it has read everything.
 	_ = s.SetDeadline(time.Now().Add(c.Params.Duration + 10*time.Second))
-	for {
-		f, err := r.ReadFrame()
+	wait := time.NewTimer(c.Params.Duration + 10*time.Second)
+	defer wait.Stop()
+	var fr frameResult
+	select {
+	case fr = <-frames.c:
+	case <-wait.C:
+		return d, fmt.Errorf("%w: no result from the server", os.ErrDeadlineExceeded)
+	}
+	if fr.err != nil {
+		return d, noEOF(fr.err)
+	}
+	switch fr.f.Type {
+	case wire.TypeResult:
+		res, err := wire.DecodeResult(fr.f.Body)
 		if err != nil {
-			return d, noEOF(err)
+			return d, err
 		}
-		switch f.Type {
-		case wire.TypeResult:
-			res, err := wire.DecodeResult(f.Body)
+		d.Bytes = res.Bytes
+		d.PeerIntervals = toIntervals(res.Intervals)
+		if n := len(res.Intervals); n > 0 {
+			d.Duration = res.Intervals[n-1].End
+		}
+		if d.Duration > 0 {
+			d.GoodputBps = float64(d.Bytes) * 8 / d.Duration.Seconds()
+		}
+		_ = s.CloseWrite()
+		return d, nil
+	case wire.TypeError:
+		return d, serverError(fr.f.Body)
+	default:
+		return d, fmt.Errorf("%w: unexpected %s frame", ErrProtocol, fr.f.Type)
+	}
+}
+
+// frameResult is one frame read from the server, or the read error.
+type frameResult struct {
+	f   wire.Frame
+	err error
+}
+
+// frameFeed reads a stream's frames in the background; spoke is set, and
+// a blocked write broken, as soon as anything (a frame, EOF, a reset)
+// arrives.
+type frameFeed struct {
+	c     chan frameResult
+	done  chan struct{}
+	spoke atomic.Bool
+}
+
+func readFrames(s transport.Stream, r *wire.Reader) *frameFeed {
+	fd := &frameFeed{c: make(chan frameResult, 1), done: make(chan struct{})}
+	go func() {
+		for {
+			f, err := r.ReadFrame()
+			f.Body = bytes.Clone(f.Body) // the reader reuses its buffer
+			if fd.spoke.CompareAndSwap(false, true) {
+				_ = s.SetDeadline(time.Now()) // unblock a write in progress
+			}
+			select {
+			case fd.c <- frameResult{f, err}:
+			case <-fd.done:
+				return
+			}
 			if err != nil {
-				return d, err
+				return
 			}
-			d.Bytes = res.Bytes
-			d.PeerIntervals = toIntervals(res.Intervals)
-			if n := len(res.Intervals); n > 0 {
-				d.Duration = res.Intervals[n-1].End
-			}
-			if d.Duration > 0 {
-				d.GoodputBps = float64(d.Bytes) * 8 / d.Duration.Seconds()
-			}
-			_ = s.CloseWrite()
-			return d, nil
-		case wire.TypeError:
-			return d, serverError(f.Body)
-		default:
-			return d, fmt.Errorf("%w: unexpected %s frame", ErrProtocol, f.Type)
 		}
+	}()
+	return fd
+}
+
+// stop ends the reader once the stream is closed (it may be blocked
+// handing over a frame nobody reads).
+func (fd *frameFeed) stop() { close(fd.done) }
+
+// early explains why an upload ended before its time: the server's error
+// frame if it sent one within a second, else a stream that ended, else
+// err.
+func (fd *frameFeed) early(err error) error {
+	t := time.NewTimer(time.Second)
+	defer t.Stop()
+	select {
+	case fr := <-fd.c:
+		switch {
+		case fr.err == nil && fr.f.Type == wire.TypeError:
+			return serverError(fr.f.Body)
+		case fr.err == nil:
+			return fmt.Errorf("%w: unexpected %s frame during the upload", ErrProtocol, fr.f.Type)
+		case errors.Is(fr.err, io.EOF):
+			return fmt.Errorf("%w: %w", ErrServerClosed, io.ErrUnexpectedEOF)
+		default:
+			return fr.err
+		}
+	case <-t.C:
+		return err
 	}
 }
 
@@ -323,21 +403,6 @@ func iperfDownload(ctx context.Context, c *Client) (*IperfDirection, error) {
 
 // stallTimeout bounds a write or read that makes no progress.
 const stallTimeout = 5 * time.Second
-
-// preferServerError: when a write fails because the server refused the
-// stream, the reason is in an error frame waiting to be read.
-func preferServerError(s transport.Stream, r *wire.Reader, err error) error {
-	_ = s.SetDeadline(time.Now().Add(time.Second))
-	for {
-		f, rerr := r.ReadFrame()
-		if rerr != nil {
-			return err
-		}
-		if f.Type == wire.TypeError {
-			return serverError(f.Body)
-		}
-	}
-}
 
 // noEOF: a stream that ends before the pattern is complete is an error.
 func noEOF(err error) error {
