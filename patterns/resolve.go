@@ -37,6 +37,7 @@ type server struct {
 }
 
 type pathAddrs struct {
+	err   error // the name did not resolve on this path (ErrServerUnresolved)
 	addrs []netip.Addr
 	res   ServerResolution
 	dns   map[probe.Family]string // family -> DNS server that answered
@@ -54,7 +55,10 @@ const (
 var systemLookup = net.DefaultResolver.LookupNetIP
 
 // parseServer parses HOST[:PORT] and resolves HOST on every path of o with
-// that path's own DNS servers.
+// that path's own DNS servers. A path that cannot resolve it keeps the
+// error: its tests end as dns-error while the other paths run (a cellular
+// resolver failing must not lose the Wi-Fi measurements). Only a name no
+// path resolves is an error.
 func parseServer(ctx context.Context, o RunOptions, s string) (server, error) {
 	host, port := s, ""
 	if h, p, err := net.SplitHostPort(s); err == nil {
@@ -93,7 +97,10 @@ func parseServer(ctx context.Context, o RunOptions, s string) (server, error) {
 			pa, err := resolveOnPath(ctx, p, host, fam, system, logger)
 			if err != nil {
 				errs[i] = fmt.Errorf("server %q: %w", s, err)
-				return
+				if !errors.Is(err, ErrServerUnresolved) {
+					return
+				}
+				pa.err = errs[i]
 			}
 			mu.Lock()
 			sv.byPath[p.Name] = pa
@@ -101,12 +108,22 @@ func parseServer(ctx context.Context, o RunOptions, s string) (server, error) {
 		})
 	}
 	wg.Wait()
-	// The first failing path in path order: a run against a server a path
-	// cannot resolve has no test to run on that path.
-	for _, err := range errs {
-		if err != nil {
-			return sv, err
+	if err := ctx.Err(); err != nil {
+		return sv, err
+	}
+	var failed []error
+	for i, err := range errs {
+		switch {
+		case err == nil:
+		case !errors.Is(err, ErrServerUnresolved):
+			return sv, err // a local failure (e.g. binding), not an answer
+		default:
+			failed = append(failed, err)
+			logger.Warn("server name not resolved on this path; its tests end with dns-error", "path", o.Paths[i].Name, "err", err)
 		}
+	}
+	if len(failed) == len(o.Paths) {
+		return sv, errors.Join(failed...)
 	}
 	return sv, nil
 }
@@ -123,7 +140,7 @@ func resolveOnPath(ctx context.Context, p probe.Path, host string, fam probe.Fam
 		}
 		ips, err := system()
 		if err != nil {
-			return pa, fmt.Errorf("system resolver (for path %s): %w", p.Name, err)
+			return pa, fmt.Errorf("%w: system resolver (for path %s): %w", ErrServerUnresolved, p.Name, err)
 		}
 		for _, ip := range ips {
 			pa.addrs = append(pa.addrs, ip.Unmap())
@@ -139,7 +156,7 @@ func resolveOnPath(ctx context.Context, p probe.Path, host string, fam probe.Fam
 		return pa, ctx.Err()
 	}
 	if l.Status != probe.DNSNoError {
-		return pa, fmt.Errorf("resolving %s on path %s (DNS %s): %s%s", host, p.Name, joinAddrs(r.Servers()), l.Status, queryErr(l))
+		return pa, fmt.Errorf("%w: resolving %s on path %s (DNS %s): %s%s", ErrServerUnresolved, host, p.Name, joinAddrs(r.Servers()), l.Status, queryErr(l))
 	}
 	pa.addrs = l.Answers
 	for _, q := range l.Queries {
@@ -192,6 +209,9 @@ func (sv server) addr(p probe.Path, f probe.Family) (netip.Addr, bool) {
 	}
 	return netip.Addr{}, false
 }
+
+// unresolved is why the name did not resolve on p (nil if it did).
+func (sv server) unresolved(p probe.Path) error { return sv.byPath[p.Name].err }
 
 // resolution says how the address addr(p, f) was found; nil for a literal.
 func (sv server) resolution(p probe.Path, f probe.Family) *ServerResolution {

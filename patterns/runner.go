@@ -93,6 +93,7 @@ type test struct {
 	pattern, transport string
 	path               probe.Path
 	family             probe.Family
+	unresolved         error // the server's name did not resolve on path
 }
 
 // Run selects the server and runs the pattern x transport x path x family
@@ -125,6 +126,14 @@ func Run(ctx context.Context, o RunOptions) (RunSummary, error) {
 	var tests []test
 	for _, p := range o.Paths {
 		for _, f := range o.Families {
+			if err := sel.unresolved(p); err != nil {
+				for _, tr := range o.Transports {
+					for _, pat := range o.Patterns {
+						tests = append(tests, test{pattern: pat, transport: tr, path: p, family: f, unresolved: err})
+					}
+				}
+				continue
+			}
 			if _, ok := sel.addr(p, f); !ok {
 				o.Logger.Warn("server has no address of this family on this path; skipped", "server", sel.name, "path", p.Name, "family", int(f))
 				continue
@@ -197,7 +206,11 @@ func runOne(ctx context.Context, o RunOptions, sv server, t test) Record {
 	if cfg.Timeout == 0 {
 		cfg.Timeout = DefaultTimeout(t.pattern, o.Params)
 	}
-	tr, err := newTransport(o, sv, t.transport, t.path, t.family)
+	err := t.unresolved
+	var tr transport.Transport
+	if err == nil {
+		tr, err = newTransport(o, sv, t.transport, t.path, t.family)
+	}
 	if err != nil {
 		now := time.Now().UTC()
 		return Record{Type: RecordType, Config: cfg, StartedAt: now, FinishedAt: now, Status: Classify(ctx, err),

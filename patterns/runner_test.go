@@ -225,8 +225,8 @@ func TestParseServerResolvesOnPath(t *testing.T) {
 	}
 }
 
-// TestParseServerNXDomain: a name the path's DNS does not know is an error
-// naming the server, the path, its DNS server and the status.
+// TestParseServerNXDomain: a name the (only) path's DNS does not know is an
+// error naming the server, the path, its DNS server and the status.
 func TestParseServerNXDomain(t *testing.T) {
 	noSystemResolver(t)
 	srv := startDNS(t, testDNS{"server.mpt.test.": {"198.18.0.77"}})
@@ -307,6 +307,51 @@ func TestRunNamedServer(t *testing.T) {
 	for _, r := range recs {
 		if r.Config.Server.Addr() != netip.MustParseAddr("127.0.0.1") || r.Config.ServerResolution == nil || *r.Config.ServerResolution != want {
 			t.Fatalf("%s: server %v resolution %+v, want %+v", r.Config.Transport, r.Config.Server, r.Config.ServerResolution, want)
+		}
+	}
+}
+
+// TestRunPathThatCannotResolve: a path whose resolution of the server name
+// fails gets dns-error records for its tests, naming the path, while the
+// other path's tests run.
+func TestRunPathThatCannotResolve(t *testing.T) {
+	noSystemResolver(t)
+	srv := startServer(t, Limits{})
+	dnsSrv := startDNS(t, testDNS{"run.mpt.test.": {"127.0.0.1"}})
+	lo := loopback(t)
+	lo.DNS = []probe.DNSServer{{Addr: dnsSrv, Source: probe.DNSSourceFlag}}
+	// A path whose interface does not exist: its DNS query cannot be bound.
+	gone := lo
+	gone.Name, gone.Index = "mpt-gone0", 0
+	o := runOpts(t, lo, srv, "run.mpt.test")
+	o.Paths = []probe.Path{lo, gone}
+	o.Patterns, o.Transports = []string{"ping"}, []string{transport.TCP}
+	var recs []Record
+	o.Emit = func(r any) error {
+		if rec, ok := r.(Record); ok {
+			recs = append(recs, rec)
+		}
+		return nil
+	}
+	sum, err := Run(context.Background(), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(recs) != 2 || len(sum.Failed) != 1 {
+		t.Fatalf("%d records, %d failed: %+v", len(recs), len(sum.Failed), sum)
+	}
+	for _, r := range recs {
+		switch r.Config.Path {
+		case lo.Name:
+			if r.Status != StatusSuccess {
+				t.Errorf("%s: %s %s", lo.Name, r.Status, r.Error)
+			}
+		case gone.Name:
+			if r.Status != StatusDNSError || !strings.Contains(r.Error, "path "+gone.Name) || r.Config.ServerResolution == nil {
+				t.Errorf("%s: status %s, error %q, resolution %+v; want dns-error naming the path", gone.Name, r.Status, r.Error, r.Config.ServerResolution)
+			}
+		default:
+			t.Errorf("record for path %q", r.Config.Path)
 		}
 	}
 }

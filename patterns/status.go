@@ -38,6 +38,7 @@ const (
 	StatusCancelled         Status = "cancelled"
 	StatusUnsupported       Status = "unsupported"
 	StatusNoSourceAddr      Status = "no-source-address"
+	StatusDNSError          Status = "dns-error" // the server's name did not resolve on the test's path
 	StatusUnknownError      Status = "unknown-error"
 )
 
@@ -46,6 +47,8 @@ var (
 	ErrProtocol = errors.New("protocol error")
 	// ErrServerClosed: the stream ended before the pattern was complete.
 	ErrServerClosed = errors.New("server closed the stream early")
+	// ErrServerUnresolved: the server's name did not resolve on a path.
+	ErrServerUnresolved = errors.New("server name not resolved")
 	// ErrNetworkChanged is the cancellation cause when stable mode sees a
 	// path appear, disappear or change address (000 §II-A).
 	ErrNetworkChanged = errors.New("network changed during test")
@@ -68,6 +71,9 @@ func Classify(ctx context.Context, err error) Status {
 				return StatusCancelled
 			}
 		}
+	}
+	if errors.Is(err, ErrServerUnresolved) {
+		return StatusDNSError
 	}
 	var (
 		ef      *wire.ErrorFrame

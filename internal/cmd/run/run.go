@@ -96,8 +96,9 @@ A server name is resolved on each path by that path's own DNS servers
 (discovered, or set with --dns IFACE=ADDR or in the config), through that
 path, and the tests on a path use the address it resolved; each test
 records how in server_resolution. A path without DNS servers falls back to
-the system resolver (with a warning); a name a path cannot resolve stops
-the run with an error naming the path.
+the system resolver (with a warning). The tests of a path that cannot
+resolve the name end with status dns-error (naming the path and its DNS
+servers) while the other paths run; a name no path resolves is an error.
 
 With several servers, the one with the lowest median ping among those that
 answered every ping is used. In stable mode (the default) the paths are
