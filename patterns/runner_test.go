@@ -17,6 +17,7 @@ import (
 
 	"github.com/miekg/dns"
 
+	"github.com/mptester/mptester/internal/dnstest"
 	"github.com/mptester/mptester/patterns/transport"
 	"github.com/mptester/mptester/probe"
 )
@@ -146,20 +147,7 @@ func (z testDNS) ServeDNS(w dns.ResponseWriter, req *dns.Msg) {
 	w.WriteMsg(m)
 }
 
-func startDNS(t *testing.T, z testDNS) netip.AddrPort {
-	t.Helper()
-	pc, err := net.ListenPacket("udp4", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := &dns.Server{PacketConn: pc, Handler: z}
-	started := make(chan struct{})
-	s.NotifyStartedFunc = func() { close(started) }
-	go s.ActivateAndServe()
-	<-started
-	t.Cleanup(func() { s.Shutdown() })
-	return netip.MustParseAddrPort(pc.LocalAddr().String())
-}
+func startDNS(t *testing.T, z testDNS) netip.AddrPort { return dnstest.Serve(t, z) }
 
 // noSystemResolver fails the test if the system resolver is asked.
 func noSystemResolver(t *testing.T) {

@@ -15,6 +15,8 @@ import (
 	"github.com/miekg/dns"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/mptester/mptester/internal/dnstest"
 )
 
 // zone is served by a real miekg/dns server on loopback.
@@ -119,25 +121,7 @@ type answerWriter struct {
 func (w answerWriter) WriteMsg(m *dns.Msg) error { w.before(); return w.ResponseWriter.WriteMsg(m) }
 
 // serveZone serves z on 127.0.0.1, UDP and TCP on the same port.
-func serveZone(t testing.TB, z dns.Handler) netip.AddrPort {
-	t.Helper()
-	pc, err := net.ListenPacket("udp4", "127.0.0.1:0")
-	require.NoError(t, err)
-	port := pc.LocalAddr().(*net.UDPAddr).Port
-	ln, err := net.Listen("tcp4", fmt.Sprintf("127.0.0.1:%d", port))
-	if err != nil {
-		pc.Close()
-		t.Fatal(err)
-	}
-	for _, s := range []*dns.Server{{PacketConn: pc, Handler: z}, {Listener: ln, Handler: z}} {
-		started := make(chan struct{})
-		s.NotifyStartedFunc = func() { close(started) }
-		go s.ActivateAndServe()
-		<-started
-		t.Cleanup(func() { s.Shutdown() })
-	}
-	return netip.AddrPortFrom(netip.MustParseAddr("127.0.0.1"), uint16(port))
-}
+func serveZone(t testing.TB, z dns.Handler) netip.AddrPort { return dnstest.Serve(t, z) }
 
 // deadServer is a UDP socket that never answers.
 func deadServer(t testing.TB) netip.AddrPort {

@@ -8,7 +8,6 @@ import (
 	"net"
 	"net/netip"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -17,6 +16,7 @@ import (
 
 	"github.com/miekg/dns"
 
+	"github.com/mptester/mptester/internal/dnstest"
 	"github.com/mptester/mptester/probe"
 	"github.com/mptester/mptester/report"
 )
@@ -105,29 +105,7 @@ func (z *testZone) ServeDNS(w dns.ResponseWriter, req *dns.Msg) {
 }
 
 // startDNS serves z on 127.0.0.1 (UDP and TCP on the same port).
-func startDNS(t testing.TB, z *testZone) netip.AddrPort {
-	t.Helper()
-	pc, err := net.ListenPacket("udp4", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	port := pc.LocalAddr().(*net.UDPAddr).Port
-	ln, err := net.Listen("tcp4", fmt.Sprintf("127.0.0.1:%d", port))
-	if err != nil {
-		pc.Close()
-		t.Fatal(err)
-	}
-	var wg sync.WaitGroup
-	for _, s := range []*dns.Server{{PacketConn: pc, Handler: z}, {Listener: ln, Handler: z}} {
-		wg.Add(1)
-		started := make(chan struct{})
-		s.NotifyStartedFunc = func() { close(started) }
-		go func() { defer wg.Done(); s.ActivateAndServe() }()
-		<-started
-		t.Cleanup(func() { s.Shutdown() })
-	}
-	return netip.AddrPortFrom(netip.MustParseAddr("127.0.0.1"), uint16(port))
-}
+func startDNS(t testing.TB, z *testZone) netip.AddrPort { return dnstest.Serve(t, z) }
 
 // startListener accepts TCP on 127.0.0.1 (an open port); every other
 // 127/8 address answers that port with RST.

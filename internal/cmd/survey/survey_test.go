@@ -20,6 +20,7 @@ import (
 
 	"github.com/mptester/mptester/internal/cmdutil"
 	"github.com/mptester/mptester/internal/config"
+	"github.com/mptester/mptester/internal/dnstest"
 	"github.com/mptester/mptester/report"
 )
 
@@ -27,8 +28,6 @@ import (
 // is NXDOMAIN.
 func startDNS(t *testing.T) string {
 	t.Helper()
-	pc, err := net.ListenPacket("udp4", "127.0.0.1:0")
-	require.NoError(t, err)
 	h := dns.HandlerFunc(func(w dns.ResponseWriter, r *dns.Msg) {
 		m := new(dns.Msg)
 		m.SetReply(r)
@@ -43,13 +42,7 @@ func startDNS(t *testing.T) string {
 		}
 		w.WriteMsg(m)
 	})
-	s := &dns.Server{PacketConn: pc, Handler: h}
-	started := make(chan struct{})
-	s.NotifyStartedFunc = func() { close(started) }
-	go s.ActivateAndServe()
-	<-started
-	t.Cleanup(func() { s.Shutdown() })
-	return pc.LocalAddr().String()
+	return dnstest.Serve(t, h).String()
 }
 
 func runCLI(t *testing.T, args ...string) (string, string, error) {
