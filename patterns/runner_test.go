@@ -94,13 +94,7 @@ func TestStableModeNetworkChange(t *testing.T) {
 		}
 		return []probe.Path{p}, nil
 	}
-	var recs []Record
-	o.Emit = func(r any) error {
-		if rec, ok := r.(Record); ok {
-			recs = append(recs, rec)
-		}
-		return nil
-	}
+	recs := collectRecords(&o)
 	start := time.Now()
 	sum, err := Run(context.Background(), o)
 	if err != nil {
@@ -109,14 +103,14 @@ func TestStableModeNetworkChange(t *testing.T) {
 	if !sum.Invalid || !strings.Contains(sum.Reason, "network changed during test") || !strings.Contains(sum.Reason, lo.Name) {
 		t.Fatalf("summary %+v", sum)
 	}
-	if len(recs) != 1 || !recs[0].Invalid || recs[0].Status != StatusNetworkChanged {
-		t.Fatalf("records %+v", recs)
+	if len(*recs) != 1 || !(*recs)[0].Invalid || (*recs)[0].Status != StatusNetworkChanged {
+		t.Fatalf("records %+v", *recs)
 	}
 	if el := time.Since(start); el > 2*time.Second {
 		t.Fatalf("run stopped after %v, want right after the change", el)
 	}
-	if !strings.Contains(recs[0].Error, "network changed during test") {
-		t.Fatalf("invalid test error %q lacks the reason", recs[0].Error)
+	if !strings.Contains((*recs)[0].Error, "network changed during test") {
+		t.Fatalf("invalid test error %q lacks the reason", (*recs)[0].Error)
 	}
 }
 
@@ -277,22 +271,16 @@ func TestRunNamedServer(t *testing.T) {
 	lo.DNS = []probe.DNSServer{{Addr: dnsSrv, Source: probe.DNSSourceFlag}}
 	o := runOpts(t, lo, srv, "run.mpt.test")
 	o.Patterns, o.Transports = []string{"ping"}, []string{transport.TCP, transport.QUIC}
-	var recs []Record
-	o.Emit = func(r any) error {
-		if rec, ok := r.(Record); ok {
-			recs = append(recs, rec)
-		}
-		return nil
-	}
+	recs := collectRecords(&o)
 	sum, err := Run(context.Background(), o)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(recs) != 2 || len(sum.Failed) != 0 {
+	if len(*recs) != 2 || len(sum.Failed) != 0 {
 		t.Fatalf("summary %+v", sum)
 	}
 	want := ServerResolution{Host: "run.mpt.test", Path: lo.Name, DNSServer: dnsSrv.String()}
-	for _, r := range recs {
+	for _, r := range *recs {
 		if r.Config.Server.Addr() != netip.MustParseAddr("127.0.0.1") || r.Config.ServerResolution == nil || *r.Config.ServerResolution != want {
 			t.Fatalf("%s: server %v resolution %+v, want %+v", r.Config.Transport, r.Config.Server, r.Config.ServerResolution, want)
 		}
@@ -314,21 +302,15 @@ func TestRunPathThatCannotResolve(t *testing.T) {
 	o := runOpts(t, lo, srv, "run.mpt.test")
 	o.Paths = []probe.Path{lo, gone}
 	o.Patterns, o.Transports = []string{"ping"}, []string{transport.TCP}
-	var recs []Record
-	o.Emit = func(r any) error {
-		if rec, ok := r.(Record); ok {
-			recs = append(recs, rec)
-		}
-		return nil
-	}
+	recs := collectRecords(&o)
 	sum, err := Run(context.Background(), o)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(recs) != 2 || len(sum.Failed) != 1 {
-		t.Fatalf("%d records, %d failed: %+v", len(recs), len(sum.Failed), sum)
+	if len(*recs) != 2 || len(sum.Failed) != 1 {
+		t.Fatalf("%d records, %d failed: %+v", len(*recs), len(sum.Failed), sum)
 	}
-	for _, r := range recs {
+	for _, r := range *recs {
 		switch r.Config.Path {
 		case lo.Name:
 			if r.Status != StatusSuccess {
@@ -342,4 +324,16 @@ func TestRunPathThatCannotResolve(t *testing.T) {
 			t.Errorf("record for path %q", r.Config.Path)
 		}
 	}
+}
+
+// collectRecords makes o.Emit keep the test records.
+func collectRecords(o *RunOptions) *[]Record {
+	recs := &[]Record{}
+	o.Emit = func(r any) error {
+		if rec, ok := r.(Record); ok {
+			*recs = append(*recs, rec)
+		}
+		return nil
+	}
+	return recs
 }
