@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -19,12 +18,10 @@ import (
 	"github.com/mptester/mptester/internal/dnstest"
 )
 
-// zone is served by a real miekg/dns server on loopback.
+// zone is a dnstest.Zone that also counts queries in flight and checks
+// that every query carries our EDNS0 size.
 type zone struct {
-	a, aaaa  map[string][]string
-	cname    map[string]string
-	rcode    map[string]int
-	hang     map[string]bool
+	dnstest.Zone
 	delay    time.Duration // per query, to observe concurrency
 	inFlight atomic.Int32
 	maxSeen  atomic.Int32
@@ -32,22 +29,22 @@ type zone struct {
 }
 
 func newZone() *zone {
-	z := &zone{
-		a: map[string][]string{
+	z := &zone{Zone: dnstest.Zone{
+		A: map[string][]string{
 			"one.test.":   {"198.18.0.1"},
 			"multi.test.": {"198.18.0.2", "198.18.0.3", "198.18.0.2"}, // duplicate removed
 			"c2.test.":    {"198.18.0.4"},
 		},
-		aaaa:  map[string][]string{"one.test.": {"fd00::1"}, "v6only.test.": {"fd00::6"}},
-		cname: map[string]string{"alias.test.": "c1.test.", "c1.test.": "c2.test."},
-		rcode: map[string]int{"nx.test.": dns.RcodeNameError, "fail.test.": dns.RcodeServerFailure,
+		AAAA:  map[string][]string{"one.test.": {"fd00::1"}, "v6only.test.": {"fd00::6"}},
+		CNAME: map[string]string{"alias.test.": "c1.test.", "c1.test.": "c2.test."},
+		Rcode: map[string]int{"nx.test.": dns.RcodeNameError, "fail.test.": dns.RcodeServerFailure,
 			"refused.test.": dns.RcodeRefused, "notimp.test.": dns.RcodeNotImplemented},
-		hang: map[string]bool{"hang.test.": true},
-	}
+		Hang: map[string]bool{"hang.test.": true},
+	}}
 	for i := 1; i <= 100; i++ { // too big for one 1232-byte UDP answer
-		z.a["big.test."] = append(z.a["big.test."], fmt.Sprintf("198.18.1.%d", i))
+		z.A["big.test."] = append(z.A["big.test."], fmt.Sprintf("198.18.1.%d", i))
 	}
-	z.a["empty.test."] = nil
+	z.A["empty.test."] = nil
 	return z
 }
 
@@ -57,7 +54,6 @@ func (z *zone) ServeDNS(rw dns.ResponseWriter, req *dns.Msg) {
 	// may send the next one before this handler returns.
 	done := sync.OnceFunc(func() { z.inFlight.Add(-1) })
 	defer done()
-	w := answerWriter{rw, done}
 	for {
 		m := z.maxSeen.Load()
 		if n <= m || z.maxSeen.CompareAndSwap(m, n) {
@@ -68,49 +64,7 @@ func (z *zone) ServeDNS(rw dns.ResponseWriter, req *dns.Msg) {
 		z.noEDNS.Add(1)
 	}
 	time.Sleep(z.delay)
-	q := req.Question[0]
-	name := strings.ToLower(q.Name)
-	if z.hang[name] {
-		return
-	}
-	m := new(dns.Msg)
-	m.SetReply(req)
-	if rc, ok := z.rcode[name]; ok {
-		m.Rcode = rc
-		w.WriteMsg(m)
-		return
-	}
-	for {
-		t, ok := z.cname[name]
-		if !ok {
-			break
-		}
-		m.Answer = append(m.Answer, &dns.CNAME{Hdr: dns.RR_Header{Name: name, Rrtype: dns.TypeCNAME, Class: dns.ClassINET, Ttl: 60}, Target: t})
-		name = t
-	}
-	as, okA := z.a[name]
-	as6, ok6 := z.aaaa[name]
-	if !okA && !ok6 && len(m.Answer) == 0 {
-		m.Rcode = dns.RcodeNameError
-	}
-	switch q.Qtype {
-	case dns.TypeA:
-		for _, a := range as {
-			m.Answer = append(m.Answer, &dns.A{Hdr: dns.RR_Header{Name: name, Rrtype: dns.TypeA, Class: dns.ClassINET, Ttl: 60}, A: net.ParseIP(a)})
-		}
-	case dns.TypeAAAA:
-		for _, a := range as6 {
-			m.Answer = append(m.Answer, &dns.AAAA{Hdr: dns.RR_Header{Name: name, Rrtype: dns.TypeAAAA, Class: dns.ClassINET, Ttl: 60}, AAAA: net.ParseIP(a)})
-		}
-	}
-	if _, udp := w.RemoteAddr().(*net.UDPAddr); udp {
-		size := 512
-		if o := req.IsEdns0(); o != nil {
-			size = int(o.UDPSize())
-		}
-		m.Truncate(size)
-	}
-	w.WriteMsg(m)
+	z.Zone.ServeDNS(answerWriter{rw, done}, req)
 }
 
 type answerWriter struct {

@@ -57,11 +57,11 @@ func BenchmarkSurveyLoopback(b *testing.B) {
 			if bc.method != "tcp-connect" && os.Geteuid() != 0 {
 				b.Skip("needs root")
 			}
-			z := &testZone{a: map[string][]string{}}
+			z := &testZone{A: map[string][]string{}}
 			var domains []Domain
 			for i := range bc.domains {
 				name := "d" + strconv.Itoa(i) + ".test"
-				z.a[name+"."] = []string{fmt.Sprintf("127.1.%d.%d", i/250, i%250+1)}
+				z.A[name+"."] = []string{fmt.Sprintf("127.1.%d.%d", i/250, i%250+1)}
 				domains = append(domains, Domain{Rank: i + 1, Name: name})
 			}
 			dnsAddr := startDNS(b, z)

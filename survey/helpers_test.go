@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
-	"strings"
 	"testing"
 	"time"
 
@@ -22,31 +21,24 @@ import (
 )
 
 // testZone is served by a real miekg/dns server on loopback.
-type testZone struct {
-	a     map[string][]string // name -> A records
-	cname map[string]string
-	rcode map[string]int
-	hang  map[string]bool
-	gate  map[string]chan struct{} // answer only once the channel is closed
-	delay map[string]time.Duration
-}
+type testZone = dnstest.Zone
 
 func defaultZone() *testZone {
 	z := &testZone{
-		a: map[string][]string{
+		A: map[string][]string{
 			"open.test.":   {"127.0.0.1"},
 			"closed.test.": {"127.0.0.2"},
 			"multi.test.":  {"127.0.0.1", "127.0.0.3"},
 			"c2.test.":     {"127.0.0.4"},
 		},
-		cname: map[string]string{"alias.test.": "c1.test.", "c1.test.": "c2.test."},
-		rcode: map[string]int{"nx.test.": dns.RcodeNameError, "fail.test.": dns.RcodeServerFailure, "refused.test.": dns.RcodeRefused},
-		hang:  map[string]bool{"hang.test.": true},
+		CNAME: map[string]string{"alias.test.": "c1.test.", "c1.test.": "c2.test."},
+		Rcode: map[string]int{"nx.test.": dns.RcodeNameError, "fail.test.": dns.RcodeServerFailure, "refused.test.": dns.RcodeRefused},
+		Hang:  map[string]bool{"hang.test.": true},
 	}
 	for i := 1; i <= 100; i++ { // too big for one 1232-byte UDP answer
-		z.a["big.test."] = append(z.a["big.test."], fmt.Sprintf("127.0.1.%d", i))
+		z.A["big.test."] = append(z.A["big.test."], fmt.Sprintf("127.0.1.%d", i))
 	}
-	z.a["empty.test."] = nil
+	z.A["empty.test."] = nil
 	return z
 }
 
@@ -58,50 +50,6 @@ func defaultDomains() []Domain {
 		out[i] = Domain{Rank: i + 1, Name: n}
 	}
 	return out
-}
-
-func (z *testZone) ServeDNS(w dns.ResponseWriter, req *dns.Msg) {
-	q := req.Question[0]
-	name := strings.ToLower(q.Name)
-	if z.hang[name] {
-		return
-	}
-	if g, ok := z.gate[name]; ok {
-		<-g
-	}
-	time.Sleep(z.delay[name])
-	m := new(dns.Msg)
-	m.SetReply(req)
-	if rc, ok := z.rcode[name]; ok {
-		m.Rcode = rc
-		w.WriteMsg(m)
-		return
-	}
-	for {
-		if t, ok := z.cname[name]; ok {
-			m.Answer = append(m.Answer, &dns.CNAME{Hdr: dns.RR_Header{Name: name, Rrtype: dns.TypeCNAME, Class: dns.ClassINET, Ttl: 60}, Target: t})
-			name = t
-			continue
-		}
-		break
-	}
-	addrs, ok := z.a[name]
-	if !ok && len(m.Answer) == 0 {
-		m.Rcode = dns.RcodeNameError
-	}
-	if q.Qtype == dns.TypeA {
-		for _, a := range addrs {
-			m.Answer = append(m.Answer, &dns.A{Hdr: dns.RR_Header{Name: name, Rrtype: dns.TypeA, Class: dns.ClassINET, Ttl: 60}, A: net.ParseIP(a)})
-		}
-	}
-	if _, udp := w.RemoteAddr().(*net.UDPAddr); udp {
-		size := 512
-		if o := req.IsEdns0(); o != nil {
-			size = int(o.UDPSize())
-		}
-		m.Truncate(size)
-	}
-	w.WriteMsg(m)
 }
 
 // startDNS serves z on 127.0.0.1 (UDP and TCP on the same port).

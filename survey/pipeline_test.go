@@ -25,10 +25,10 @@ import (
 func TestProbingOverlapsResolution(t *testing.T) {
 	z := defaultZone()
 	gate := make(chan struct{})
-	z.gate = map[string]chan struct{}{"late.test.": gate}
-	z.a["late.test."] = []string{"127.0.0.1", "127.0.0.9"}
-	z.a["slow.test."] = []string{"127.0.0.10"}
-	z.delay = map[string]time.Duration{"slow.test.": 500 * time.Millisecond}
+	z.Gate = map[string]chan struct{}{"late.test.": gate}
+	z.A["late.test."] = []string{"127.0.0.1", "127.0.0.9"}
+	z.A["slow.test."] = []string{"127.0.0.10"}
+	z.Delay = map[string]time.Duration{"slow.test.": 500 * time.Millisecond}
 	dnsAddr := startDNS(t, z)
 	var once sync.Once
 	port := startListenerFunc(t, func() { once.Do(func() { close(gate) }) })

@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/miekg/dns"
 )
@@ -33,4 +35,68 @@ func Serve(t testing.TB, h dns.Handler) netip.AddrPort {
 		t.Cleanup(func() { s.Shutdown() })
 	}
 	return netip.AddrPortFrom(netip.MustParseAddr("127.0.0.1"), uint16(port))
+}
+
+// Zone answers from maps keyed by lower-case FQDN ("name.test."). CNAME
+// chains are followed within the zone; a name with no record and no CNAME
+// is NXDOMAIN; a known name without records of the asked type is NOERROR
+// with no answer. UDP answers are truncated to the client's EDNS0 size (512
+// without EDNS0), so large answers exercise the TCP fallback.
+type Zone struct {
+	A, AAAA map[string][]string
+	CNAME   map[string]string
+	Rcode   map[string]int           // answered with this rcode
+	Hang    map[string]bool          // never answered
+	Gate    map[string]chan struct{} // answered once the channel is closed
+	Delay   map[string]time.Duration // answered after this long
+}
+
+func (z *Zone) ServeDNS(w dns.ResponseWriter, req *dns.Msg) {
+	q := req.Question[0]
+	name := strings.ToLower(q.Name)
+	if z.Hang[name] {
+		return
+	}
+	if g, ok := z.Gate[name]; ok {
+		<-g
+	}
+	time.Sleep(z.Delay[name])
+	m := new(dns.Msg)
+	m.SetReply(req)
+	if rc, ok := z.Rcode[name]; ok {
+		m.Rcode = rc
+		w.WriteMsg(m)
+		return
+	}
+	for range 16 { // loop guard
+		t, ok := z.CNAME[name]
+		if !ok {
+			break
+		}
+		m.Answer = append(m.Answer, &dns.CNAME{Hdr: dns.RR_Header{Name: name, Rrtype: dns.TypeCNAME, Class: dns.ClassINET, Ttl: 60}, Target: t})
+		name = t
+	}
+	as, okA := z.A[name]
+	as6, ok6 := z.AAAA[name]
+	if !okA && !ok6 && len(m.Answer) == 0 {
+		m.Rcode = dns.RcodeNameError
+	}
+	switch q.Qtype {
+	case dns.TypeA:
+		for _, a := range as {
+			m.Answer = append(m.Answer, &dns.A{Hdr: dns.RR_Header{Name: name, Rrtype: dns.TypeA, Class: dns.ClassINET, Ttl: 60}, A: net.ParseIP(a)})
+		}
+	case dns.TypeAAAA:
+		for _, a := range as6 {
+			m.Answer = append(m.Answer, &dns.AAAA{Hdr: dns.RR_Header{Name: name, Rrtype: dns.TypeAAAA, Class: dns.ClassINET, Ttl: 60}, AAAA: net.ParseIP(a)})
+		}
+	}
+	if _, udp := w.RemoteAddr().(*net.UDPAddr); udp {
+		size := 512
+		if o := req.IsEdns0(); o != nil {
+			size = int(o.UDPSize())
+		}
+		m.Truncate(size)
+	}
+	w.WriteMsg(m)
 }
