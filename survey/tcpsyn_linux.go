@@ -5,7 +5,6 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math/rand/v2"
-	"net"
 	"net/netip"
 	"sync"
 	"sync/atomic"
@@ -17,14 +16,12 @@ import (
 )
 
 // synProber sends raw SYNs (hping3 -S) from a raw socket bound to the path
-// and matches SYN-ACK and RST replies in one receive loop per socket. The
-// kernel has no socket for these connections, so it answers every SYN-ACK
-// with a RST itself: no half-open connection is left on the server.
+// (rawProber) and matches SYN-ACK and RST replies. The kernel has no socket
+// for these connections, so it answers every SYN-ACK with a RST itself: no
+// half-open connection is left on the server.
 type synProber struct {
-	path  probe.Path
-	mu    sync.Mutex
-	socks map[probe.Family]*synSock
-	port  atomic.Uint32
+	rawProber[synKey]
+	port atomic.Uint32
 }
 
 // Source ports come from above the default ephemeral range (32768-60999)
@@ -39,54 +36,23 @@ type synKey struct {
 	dport, sport uint16
 }
 
-type synSock struct {
-	conn *net.IPConn
-	src  netip.Addr
-	dmx  *demux[synKey]
-}
-
 func newSynProber(_ context.Context, p probe.Path, _ ProberOptions) (Prober, error) {
-	s := &synProber{path: p, socks: map[probe.Family]*synSock{}}
+	s := &synProber{rawProber: rawProber[synKey]{path: p, proto: "tcp",
+		hint: "needs root or CAP_NET_RAW; use --method tcp-connect otherwise", parser: synParser}}
 	s.port.Store(rand.Uint32N(synPortCount))
 	return s, nil
 }
 
-func (s *synProber) sock(ctx context.Context, f probe.Family) (*synSock, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if ss := s.socks[f]; ss != nil {
-		return ss, nil
-	}
-	conn, src, err := probe.ListenRaw(ctx, s.path, f, "tcp")
-	if err != nil {
-		return nil, fmt.Errorf("open raw TCP socket on %s (needs root or CAP_NET_RAW; use --method tcp-connect otherwise): %w", s.path.Name, err)
-	}
-	ss := &synSock{conn: conn, src: src, dmx: newDemux[synKey]()}
-	enableRxTimestamps(ss.conn)
-	s.socks[f] = ss
-	go ss.recvLoop()
-	return ss, nil
-}
-
-func (ss *synSock) recvLoop() {
-	buf, oob := make([]byte, 1500), make([]byte, oobSize)
-	var tcp layers.TCP
-	for {
-		pkt, a, at, err := readStamped(ss.conn, buf, oob)
-		if err != nil {
-			if ne, ok := err.(net.Error); ok && ne.Timeout() {
-				continue
-			}
-			return // closed
+// synParser decodes TCP headers (the raw socket sees every TCP packet to
+// the host) into the key of the SYN they may answer.
+func synParser(probe.Family) func([]byte, netip.Addr) (synKey, any, bool) {
+	var tcp layers.TCP // reused: one parser per receive loop
+	return func(pkt []byte, from netip.Addr) (synKey, any, bool) {
+		if len(pkt) < 20 || tcp.DecodeFromBytes(pkt, gopacket.NilDecodeFeedback) != nil {
+			return synKey{}, nil, false
 		}
-		if len(pkt) < 20 {
-			continue
-		}
-		if err := tcp.DecodeFromBytes(pkt, gopacket.NilDecodeFeedback); err != nil {
-			continue
-		}
-		k := synKey{addr: a, dport: uint16(tcp.SrcPort), sport: uint16(tcp.DstPort)}
-		ss.dmx.deliver(k, synReplyMsg{syn: tcp.SYN, ack: tcp.ACK, rst: tcp.RST, ackNum: tcp.Ack}, at)
+		k := synKey{addr: from, dport: uint16(tcp.SrcPort), sport: uint16(tcp.DstPort)}
+		return k, synReplyMsg{syn: tcp.SYN, ack: tcp.ACK, rst: tcp.RST, ackNum: tcp.Ack}, true
 	}
 }
 
@@ -95,54 +61,22 @@ type synReplyMsg struct {
 	ackNum        uint32
 }
 
-func (s *synProber) Close() error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	for f, ss := range s.socks {
-		ss.conn.Close()
-		delete(s.socks, f)
-	}
-	return nil
-}
-
 func (s *synProber) Probe(ctx context.Context, t Target) Result {
 	return resultWithin(ctx, s.Start(ctx, t))
 }
 
 // Start sends one SYN and returns at once.
 func (s *synProber) Start(ctx context.Context, t Target) Pending {
-	f := probe.FamilyOf(t.Addr)
-	ss, err := s.sock(ctx, f)
-	if err != nil {
-		return donePending{Status: ProbeError, Err: err}
-	}
 	dst := t.Addr.Unmap()
 	seq := rand.Uint32()
-	var w *waiter
-	var k synKey
-	for range 8 { // find a free source port for this destination
-		sport := uint16(synPortBase + s.port.Add(1)%synPortCount)
-		k = synKey{addr: dst, dport: uint16(t.Port), sport: sport}
-		var ok bool
-		if w, ok = ss.dmx.register(k, synCheck(seq)); ok {
-			break
-		}
-	}
-	if w == nil {
-		return donePending{Status: ProbeError, Err: fmt.Errorf("no free source port towards %s", dst)}
-	}
-	done := func() { ss.dmx.unregister(k) }
-	pkt, err := buildSYN(ss.src, dst, k.sport, k.dport, seq)
-	if err != nil {
-		done()
-		return donePending{Status: ProbeError, Err: err}
-	}
-	sent := sentNow()
-	if _, err := ss.conn.WriteToIP(pkt, &net.IPAddr{IP: dst.AsSlice()}); err != nil {
-		done()
-		return donePending{Status: classifyErr(err), Err: fmt.Errorf("send SYN: %w", err)}
-	}
-	return &replyPending{w: w, sent: sent, bytes: len(pkt) + ipHeader(dst), done: done}
+	return s.send(ctx, dst, rawPacket[synKey]{
+		next: func() synKey { // the next source port for this destination
+			return synKey{addr: dst, dport: uint16(t.Port), sport: uint16(synPortBase + s.port.Add(1)%synPortCount)}
+		},
+		check:   synCheck(seq),
+		build:   func(src netip.Addr, k synKey) ([]byte, error) { return buildSYN(src, dst, k.sport, k.dport, seq) },
+		keyName: "source port", pktName: "SYN",
+	})
 }
 
 // synCheck accepts a SYN-ACK or RST acknowledging our sequence number.
