@@ -351,50 +351,21 @@ func diffPaths(before, after map[string]string) string {
 // milliseconds of the change on Linux) and on a safety ticker, PollEvery,
 // which catches lost notifications and is the only trigger elsewhere.
 func watchPaths(ctx context.Context, o RunOptions, stop context.CancelCauseFunc) {
-	ctx, cancel := context.WithCancel(ctx)
-	changes, err := probe.WatchChanges(ctx)
-	defer func(changes <-chan time.Time) {
-		cancel()
-		if changes != nil {
-			for range changes { // closed once the reader has ended
-			}
-		}
-	}(changes)
-	every := o.PollEvery
-	switch {
-	case every > 0:
-	case err == nil:
-		every = 5 * time.Second
-	default:
-		o.Logger.Debug("no change notifications: polling the interfaces", "every", 500*time.Millisecond, "error", err)
-		every = 500 * time.Millisecond
-	}
 	watched := pathNames(o.Paths)
 	initial := pathState(o.Paths, watched)
 	if ps, err := o.Discover(ctx); err == nil {
 		initial = pathState(ps, watched)
 	}
-	tick := time.NewTicker(every)
-	defer tick.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case _, ok := <-changes:
-			if !ok {
-				changes = nil // the socket failed: the ticker carries on
-				continue
-			}
-		case <-tick.C:
-		}
+	probe.Watch(ctx, o.PollEvery, 500*time.Millisecond, func(time.Time) bool {
 		ps, err := o.Discover(ctx)
 		if err != nil {
-			continue
+			return true
 		}
 		if d := diffPaths(initial, pathState(ps, watched)); d != "" {
 			o.Logger.Warn("network changed during test", "change", d)
 			stop(fmt.Errorf("%w: %s", ErrNetworkChanged, d))
-			return
+			return false
 		}
-	}
+		return true
+	})
 }

@@ -33,45 +33,12 @@ func (w *watcher) run(ctx context.Context, discover DiscoverFunc, every time.Dur
 	if discover == nil {
 		return
 	}
-	ctx, cancel := context.WithCancel(ctx)
-	changes, err := probe.WatchChanges(ctx) // err: none on this OS; poll
-	defer func(changes <-chan time.Time) {
-		cancel()
-		if err == nil {
-			for range changes { // closed once the reader has ended
-			}
+	probe.Watch(ctx, every, time.Second, func(at time.Time) bool {
+		if now, err := discover(ctx); err == nil {
+			w.check(initial, now, at)
 		}
-	}(changes)
-	if every <= 0 {
-		every = time.Second
-		if err == nil {
-			every = 5 * time.Second // a safety net: notifications do the work
-		}
-	}
-	t := time.NewTicker(every)
-	defer t.Stop()
-	for {
-		var at time.Time
-		select {
-		case <-ctx.Done():
-			return
-		case ev, ok := <-changes:
-			if !ok {
-				changes = nil // the socket failed: the ticker carries on
-				continue
-			}
-			at = ev
-		case <-t.C:
-		}
-		now, err := discover(ctx)
-		if err != nil {
-			continue
-		}
-		if at.IsZero() {
-			at = time.Now()
-		}
-		w.check(initial, now, at)
-	}
+		return true
+	})
 }
 
 func (w *watcher) check(initial, now []probe.Path, at time.Time) {
