@@ -410,11 +410,7 @@ func TestLabRetransmissions(t *testing.T) {
 		if drops < 20 {
 			t.Fatalf("%s: only %d drops: the loss was not applied", trName, drops)
 		}
-		// Every dropped data packet is retransmitted once; a few drops hit
-		// pure ACKs or the handshake, a few retransmissions are spurious.
-		if float64(retr) < 0.7*float64(drops) || float64(retr) > 1.5*float64(drops)+5 {
-			t.Errorf("%s: %d retransmissions for %d packets dropped", trName, retr, drops)
-		}
+		checkRetransmissions(t, trName, retr, drops)
 		if perInterval > retr {
 			t.Errorf("%s: intervals sum to %d retransmissions, total %d", trName, perInterval, retr)
 		}
@@ -454,13 +450,23 @@ func TestLabIperfSlowPathKeepsDuration(t *testing.T) {
 	}
 }
 
+// checkRetransmissions compares a sender's retransmission count with the
+// packets the emulator dropped (ground truth): every dropped data packet is
+// retransmitted once; a few drops hit pure ACKs, the handshake or the
+// result, a few retransmissions are spurious, and the tail still in flight
+// when sending ends is dropped but not counted. Hence 0.7x to 1.5x+5.
+func checkRetransmissions(t *testing.T, name string, retr, drops uint64) {
+	t.Helper()
+	if float64(retr) < 0.7*float64(drops) || float64(retr) > 1.5*float64(drops)+5 {
+		t.Errorf("%s: %d retransmissions for %d packets dropped", name, retr, drops)
+	}
+}
+
 // TestLabRetransmissionsDownload: the iperf download's retransmission
 // count, which the server samples on its own (sending) side of the
 // connection and reports in its stats frame, against the packets the
-// emulator dropped on the way down (ground truth). Same tolerance as the
-// upload: every dropped data packet is retransmitted once; a few drops hit
-// the handshake or the result, a few retransmissions are spurious, and the
-// tail still in flight when sending ends is dropped but not counted.
+// emulator dropped on the way down (ground truth), with the upload's
+// tolerance (checkRetransmissions).
 func TestLabRetransmissionsDownload(t *testing.T) {
 	l := labtest.Start(t, lab.Options{Domains: 0, Seed: 11})
 	startLabServer(t, l)
@@ -507,9 +513,7 @@ func TestLabRetransmissionsDownload(t *testing.T) {
 		if wlan1-wlan0 < 20 {
 			t.Fatalf("%s: only %d drops on wlan0: the loss was not applied", trName, wlan1-wlan0)
 		}
-		if float64(retr) < 0.7*float64(drops) || float64(retr) > 1.5*float64(drops)+5 {
-			t.Errorf("%s: %d retransmissions for %d packets dropped", trName, retr, drops)
-		}
+		checkRetransmissions(t, trName, retr, drops)
 		if perInterval != retr {
 			t.Errorf("%s: server's intervals sum to %d retransmissions, its total %d", trName, perInterval, retr)
 		}
