@@ -85,16 +85,23 @@ type replyPending struct {
 	w     *waiter
 	sent  time.Time
 	bytes int
-	done  func() // unregisters the waiter
+	// replyBytes is what the host sends on its own because of an answer
+	// (the kernel's RST to a SYN-ACK): it leaves the path too.
+	replyBytes func(AnswerKind) int
+	done       func() // unregisters the waiter
 }
 
 func (p *replyPending) Result(ctx context.Context, deadline time.Time) Result {
 	defer p.done()
 	ok := func(r reply) Result {
-		if r.at.After(deadline) {
-			return Result{Status: ProbeTimeout, Err: context.DeadlineExceeded, Bytes: p.bytes}
+		b := p.bytes
+		if p.replyBytes != nil {
+			b += p.replyBytes(r.kind)
 		}
-		return Result{Kind: r.kind, RTT: r.at.Sub(p.sent), Status: ProbeSuccess, Bytes: p.bytes}
+		if r.at.After(deadline) {
+			return Result{Status: ProbeTimeout, Err: context.DeadlineExceeded, Bytes: b}
+		}
+		return Result{Kind: r.kind, RTT: r.at.Sub(p.sent), Status: ProbeSuccess, Bytes: b}
 	}
 	select {
 	case r := <-p.w.ch:

@@ -83,11 +83,13 @@ func (rp *rawProber[K]) Close() error {
 
 // rawPacket describes one probe to send: next yields candidate keys until
 // one is not in use (8 tries), check accepts its reply, build makes the
-// packet for the key; keyName and pktName word the errors.
+// packet for the key, replyBytes (optional) counts what the host sends
+// by itself in answer to a reply; keyName and pktName word the errors.
 type rawPacket[K comparable] struct {
 	next             func() K
 	check            func(any) (AnswerKind, bool)
 	build            func(src netip.Addr, k K) ([]byte, error)
+	replyBytes       func(AnswerKind) int
 	keyName, pktName string
 }
 
@@ -120,5 +122,5 @@ func (rp *rawProber[K]) send(ctx context.Context, dst netip.Addr, p rawPacket[K]
 		done()
 		return donePending{Status: classifyErr(err), Err: fmt.Errorf("send %s: %w", p.pktName, err)}
 	}
-	return &replyPending{w: w, sent: sent, bytes: len(pkt) + ipHeader(dst), done: done}
+	return &replyPending{w: w, sent: sent, bytes: len(pkt) + ipHeader(dst), replyBytes: p.replyBytes, done: done}
 }

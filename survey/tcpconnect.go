@@ -48,14 +48,20 @@ func (c *connectProber) Probe(ctx context.Context, t Target) Result {
 	rtt := time.Since(start)
 	switch {
 	case err == nil:
+		// Then the handshake's ACK and our RST, each with the timestamp
+		// option when it was negotiated.
+		seg := ipTCPHeader(t.Addr) + tcpTimestampOpt
 		if tc, ok := conn.(*net.TCPConn); ok {
-			if k, ok := handshakeRTT(tc); ok {
+			if k, ts, ok := handshakeInfo(tc); ok {
 				rtt = k // the kernel's own sample, free of scheduling delay
+				if !ts {
+					seg = ipTCPHeader(t.Addr)
+				}
 			}
 			tc.SetLinger(0) // RST instead of FIN: no TIME_WAIT per probe
 		}
 		conn.Close()
-		return Result{Kind: AnswerConnect, RTT: rtt, Status: ProbeSuccess, Bytes: bytes + 2*ipTCPHeader(t.Addr)}
+		return Result{Kind: AnswerConnect, RTT: rtt, Status: ProbeSuccess, Bytes: bytes + 2*seg}
 	case errors.Is(err, syscall.ECONNREFUSED):
 		return Result{Kind: AnswerRST, RTT: rtt, Status: ProbeSuccess, Bytes: bytes}
 	}
@@ -69,6 +75,9 @@ func ipTCPHeader(a netip.Addr) int {
 	}
 	return 60
 }
+
+// tcpTimestampOpt is the TCP timestamp option with its padding.
+const tcpTimestampOpt = 12
 
 // synBytes estimates a kernel SYN (MSS, SACK, timestamps, window scale).
 func synBytes(a netip.Addr) int { return ipTCPHeader(a) + 20 }

@@ -73,8 +73,15 @@ func (s *synProber) Start(ctx context.Context, t Target) Pending {
 		next: func() synKey { // the next source port for this destination
 			return synKey{addr: dst, dport: uint16(t.Port), sport: uint16(synPortBase + s.port.Add(1)%synPortCount)}
 		},
-		check:   synCheck(seq),
-		build:   func(src netip.Addr, k synKey) ([]byte, error) { return buildSYN(src, dst, k.sport, k.dport, seq) },
+		check: synCheck(seq),
+		build: func(src netip.Addr, k synKey) ([]byte, error) { return buildSYN(src, dst, k.sport, k.dport, seq) },
+		// The kernel knows no connection for a SYN-ACK and resets it.
+		replyBytes: func(k AnswerKind) int {
+			if k == AnswerSynAck {
+				return ipTCPHeader(dst)
+			}
+			return 0
+		},
 		keyName: "source port", pktName: "SYN",
 	})
 }

@@ -65,17 +65,21 @@ func readStamped(c *net.IPConn, buf, oob []byte) ([]byte, netip.Addr, time.Time,
 // sentNow is the send time, on the same (wall) clock as kernel stamps.
 func sentNow() time.Time { return time.Now().Round(0) }
 
-// handshakeRTT is the kernel's RTT sample of the SYN/SYN-ACK exchange
-// (tcpi_rtt right after connect is that one sample, in µs).
-func handshakeRTT(c *net.TCPConn) (time.Duration, bool) {
+// handshakeInfo is the kernel's RTT sample of the SYN/SYN-ACK exchange
+// (tcpi_rtt right after connect is that one sample, in µs) and whether the
+// TCP timestamp option was negotiated.
+func handshakeInfo(c *net.TCPConn) (rtt time.Duration, timestamps, ok bool) {
 	rc, err := c.SyscallConn()
 	if err != nil {
-		return 0, false
+		return 0, false, false
 	}
 	var info *unix.TCPInfo
 	var ierr error
 	if err := rc.Control(func(fd uintptr) { info, ierr = unix.GetsockoptTCPInfo(int(fd), unix.IPPROTO_TCP, unix.TCP_INFO) }); err != nil || ierr != nil || info == nil || info.Rtt == 0 {
-		return 0, false
+		return 0, false, false
 	}
-	return time.Duration(info.Rtt) * time.Microsecond, true
+	return time.Duration(info.Rtt) * time.Microsecond, info.Options&tcpiOptTimestamps != 0, true
 }
+
+// tcpiOptTimestamps is TCPI_OPT_TIMESTAMPS of linux/tcp.h (x/sys has no name for it).
+const tcpiOptTimestamps = 1

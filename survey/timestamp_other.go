@@ -24,4 +24,4 @@ func readStamped(c *net.IPConn, buf, _ []byte) ([]byte, netip.Addr, time.Time, e
 
 func sentNow() time.Time { return time.Now() }
 
-func handshakeRTT(*net.TCPConn) (time.Duration, bool) { return 0, false }
+func handshakeInfo(*net.TCPConn) (rtt time.Duration, timestamps, ok bool) { return 0, false, false }
