@@ -277,16 +277,17 @@ func (r *runner) lowerBound(n int64) time.Duration {
 	return time.Duration(float64(n)/r.cfg.Rate*float64(time.Second)) + r.cfg.Timeout
 }
 
-// bytesPerProbe estimates the bytes one probe sends, for the budget.
+// bytesPerProbe is the most one probe can put on the path, reserved from
+// the budget before it is sent (the probers report what was really sent).
 func (r *runner) bytesPerProbe() func(netip.Addr) int {
 	return func(a netip.Addr) int {
 		switch r.cfg.Method {
 		case "tcp-syn":
-			return ipHeader(a) + 24
+			return ipHeader(a) + 24 + ipTCPHeader(a) // SYN, and the kernel's RST to a SYN-ACK
 		case "icmp":
 			return ipHeader(a) + 24
 		}
-		return synBytes(a) + 2*ipTCPHeader(a)
+		return synBytes(a) + 2*(ipTCPHeader(a)+tcpTimestampOpt)
 	}
 }
 
