@@ -10,6 +10,8 @@ import (
 	"os/signal"
 	"syscall"
 
+	"github.com/spf13/cobra"
+
 	"github.com/mptester/mptester/internal/cmd/root"
 	"github.com/mptester/mptester/internal/cmdutil"
 )
@@ -26,8 +28,19 @@ func Run(ctx context.Context, io *cmdutil.IOStreams, args []string) int {
 	defer stop()
 	f := &cmdutil.Factory{IO: io, Logger: slog.New(slog.NewTextHandler(io.ErrOut, nil))}
 	cmd := root.NewCmdRoot(f)
+	// cobra reports unknown commands, bad arguments and flags before the
+	// command starts; all of them are usage errors (exit 2).
+	started := false
+	pre := cmd.PersistentPreRunE
+	cmd.PersistentPreRunE = func(c *cobra.Command, a []string) error {
+		started = true
+		return pre(c, a)
+	}
 	cmd.SetArgs(args)
 	err := cmd.ExecuteContext(ctx)
+	if err != nil && !started && !errors.Is(err, cmdutil.ErrUsage) {
+		err = cmdutil.Usage(err)
+	}
 	if err != nil && !errors.Is(err, cmdutil.ErrSilent) {
 		fmt.Fprintf(io.ErrOut, "mptester: %v\n", err)
 	}

@@ -31,3 +31,12 @@ func WriteJSON(w io.Writer, v any) error {
 func FlagErrorf(format string, a ...any) error {
 	return fmt.Errorf("%w: %s", ErrUsage, fmt.Sprintf(format, a...))
 }
+
+// Usage marks err (bad flags, arguments or config values) as a usage error:
+// exit code 2. Nil stays nil.
+func Usage(err error) error {
+	if err == nil {
+		return nil
+	}
+	return fmt.Errorf("%w: %w", ErrUsage, err)
+}

@@ -5,7 +5,9 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"maps"
 	"os"
+	"slices"
 	"strings"
 
 	"github.com/mptester/mptester/probe"
@@ -27,7 +29,34 @@ func (f *Factory) DiscoverPaths(ctx context.Context, dnsFlags []string) ([]probe
 		}
 		opts.ConfigDNS = cfgDNS
 	}
-	return probe.Discover(ctx, opts)
+	paths, err := probe.Discover(ctx, opts)
+	if err != nil {
+		return nil, err
+	}
+	// A resolver for an interface this host does not have would be
+	// silently unused: the flag is wrong (a config file may be shared by
+	// hosts, so there it is only a warning).
+	for _, iface := range slices.Sorted(maps.Keys(flagDNS)) {
+		if _, err := probe.FindPath(paths, iface); err != nil {
+			return nil, FlagErrorf("--dns %s: no such interface (have %s)", iface, pathNames(paths))
+		}
+	}
+	if f.Config != nil && f.Logger != nil {
+		for _, iface := range slices.Sorted(maps.Keys(opts.ConfigDNS)) {
+			if _, err := probe.FindPath(paths, iface); err != nil {
+				f.Logger.Warn("config names DNS servers for an interface this host does not have", "key", f.Config.Where("dns."+iface))
+			}
+		}
+	}
+	return paths, nil
+}
+
+func pathNames(ps []probe.Path) string {
+	ns := make([]string, 0, len(ps))
+	for _, p := range ps {
+		ns = append(ns, p.Name)
+	}
+	return strings.Join(ns, ", ")
 }
 
 // ProbeID identifies this probe in results: the config's probe_id, or else

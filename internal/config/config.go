@@ -1,5 +1,6 @@
-// Package config reads the strict YAML config file. Unknown keys are an
-// error naming the key and the file; command-line flags override it.
+// Package config reads the strict YAML config file and validates every
+// value once, at load: unknown keys, wrong types and bad values are each
+// reported with the file, line and key. Command-line flags override it.
 package config
 
 import (
@@ -8,6 +9,11 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
 
 	"gopkg.in/yaml.v3"
 )
@@ -21,6 +27,9 @@ type Config struct {
 	DNS    map[string][]string `yaml:"dns"`
 	Survey Survey              `yaml:"survey"`
 	Run    Run                 `yaml:"run"`
+
+	file  string         // where it came from ("" when parsed from bytes)
+	lines map[string]int // dotted key -> line of its value
 }
 
 // Survey holds defaults for `mptester survey`.
@@ -32,14 +41,14 @@ type Survey struct {
 	Method   string   `yaml:"method"`
 	Port     int      `yaml:"port"`
 	Count    int      `yaml:"count"`
-	Timeout  string   `yaml:"timeout"`
+	Timeout  Duration `yaml:"timeout"`
 	Rate     float64  `yaml:"rate"`
 	CacheDir string   `yaml:"cache_dir"`
 	// PublicPrefixes are treated as public although the bogon table lists
 	// them (the lab's synthetic Internet lives in 198.18.0.0/15, fd00::/8).
 	PublicPrefixes []string `yaml:"public_prefixes"`
 	// Spacing is the minimum time between two probes of one target ("100ms").
-	Spacing string `yaml:"spacing"`
+	Spacing Duration `yaml:"spacing"`
 	// AllowCrossPrivate probes private addresses from every path.
 	AllowCrossPrivate bool `yaml:"allow_cross_private"`
 	// MaxBytes caps the bytes sent per metered path: {wwan0: 50MB}.
@@ -55,26 +64,166 @@ type Run struct {
 	Pin        string   `yaml:"pin"`
 }
 
-// Load reads and strictly decodes path.
+// Duration is a time.Duration written as Go writes it ("1s", "250ms").
+type Duration time.Duration
+
+// D is the value as a time.Duration.
+func (d Duration) D() time.Duration { return time.Duration(d) }
+
+// UnmarshalYAML parses the string form; a bad one is a type error on its
+// line, collected with the file's other type errors.
+func (d *Duration) UnmarshalYAML(n *yaml.Node) error {
+	v, err := time.ParseDuration(strings.TrimSpace(n.Value))
+	if err != nil || n.Kind != yaml.ScalarNode {
+		return &yaml.TypeError{Errors: []string{fmt.Sprintf("line %d: %q is not a duration (want e.g. 500ms, 2s, 1m)", n.Line, n.Value)}}
+	}
+	*d = Duration(v)
+	return nil
+}
+
+// Load reads, strictly decodes and validates path.
 func Load(path string) (*Config, error) {
 	b, err := os.ReadFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("read config: %w", err)
 	}
-	cfg, err := Parse(b)
-	if err != nil {
-		return nil, fmt.Errorf("config file %s: %w", path, err)
+	return parse(b, path)
+}
+
+// Parse strictly decodes and validates YAML: unknown keys, wrong types and
+// bad values are each reported by line and key.
+func Parse(b []byte) (*Config, error) { return parse(b, "") }
+
+func parse(b []byte, file string) (*Config, error) {
+	cfg := &Config{file: file, lines: map[string]int{}}
+	var doc yaml.Node
+	if err := yaml.Unmarshal(b, &doc); err != nil {
+		return nil, cfg.located(err.Error())
+	}
+	keyLines(&doc, "", cfg.lines)
+	dec := yaml.NewDecoder(bytes.NewReader(b))
+	dec.KnownFields(true)
+	if err := dec.Decode(cfg); err != nil && !errors.Is(err, io.EOF) {
+		var te *yaml.TypeError
+		if !errors.As(err, &te) {
+			return nil, cfg.located(err.Error())
+		}
+		var ch Checker
+		for _, e := range te.Errors {
+			ch.add(cfg.typeError(e))
+		}
+		return nil, ch.Err()
+	}
+	var ch Checker
+	cfg.validate(&ch)
+	if err := ch.Err(); err != nil {
+		return nil, err
 	}
 	return cfg, nil
 }
 
-// Parse strictly decodes YAML: unknown keys are reported by name and line.
-func Parse(b []byte) (*Config, error) {
-	cfg := &Config{}
-	dec := yaml.NewDecoder(bytes.NewReader(b))
-	dec.KnownFields(true)
-	if err := dec.Decode(cfg); err != nil && !errors.Is(err, io.EOF) {
-		return nil, err
+// located prefixes a message with the file name.
+func (c *Config) located(msg string) error {
+	if c.file == "" {
+		return errors.New(msg)
 	}
-	return cfg, nil
+	return fmt.Errorf("%s: %s", c.file, msg)
+}
+
+var lineRE = regexp.MustCompile(`^line (\d+): (.*)$`)
+
+// typeError turns yaml's "line N: msg" into "file:N: key: msg".
+func (c *Config) typeError(e string) string {
+	m := lineRE.FindStringSubmatch(e)
+	if m == nil {
+		return c.located(e).Error()
+	}
+	n, _ := strconv.Atoi(m[1])
+	var keys []string
+	for k, l := range c.lines {
+		if l == n {
+			keys = append(keys, k)
+		}
+	}
+	slices.Sort(keys)
+	// The innermost key on that line names the value.
+	if len(keys) > 0 && !strings.HasPrefix(m[2], "field ") {
+		return fmt.Sprintf("%s: %s", c.at(n, longest(keys)), m[2])
+	}
+	return fmt.Sprintf("%s: %s", c.at(n, ""), m[2])
+}
+
+func longest(keys []string) string {
+	best := keys[0]
+	for _, k := range keys {
+		if strings.Count(k, ".") > strings.Count(best, ".") {
+			best = k
+		}
+	}
+	return best
+}
+
+func (c *Config) at(line int, key string) string {
+	var s string
+	switch {
+	case c.file != "":
+		s = fmt.Sprintf("%s:%d", c.file, line)
+	default:
+		s = fmt.Sprintf("config line %d", line)
+	}
+	if key != "" {
+		s += ": " + key
+	}
+	return s
+}
+
+// keyLines records the line of every mapping key's value by dotted path.
+func keyLines(n *yaml.Node, prefix string, out map[string]int) {
+	switch n.Kind {
+	case yaml.DocumentNode:
+		for _, c := range n.Content {
+			keyLines(c, prefix, out)
+		}
+	case yaml.MappingNode:
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			k := n.Content[i].Value
+			if prefix != "" {
+				k = prefix + "." + k
+			}
+			out[k] = n.Content[i+1].Line
+			keyLines(n.Content[i+1], k, out)
+		}
+	}
+}
+
+// Has reports whether the file sets key ("survey.top"): a key that is
+// present is applied and checked even when its value is the zero value.
+func (c *Config) Has(key string) bool {
+	if c == nil {
+		return false
+	}
+	_, ok := c.lines[key]
+	return ok
+}
+
+// Where names key for a message: "file:line: key".
+func (c *Config) Where(key string) string {
+	if c == nil {
+		return "config " + key
+	}
+	if l, ok := c.lines[key]; ok {
+		return c.at(l, key)
+	}
+	if c.file != "" {
+		return c.file + ": " + key
+	}
+	return "config " + key
+}
+
+// File is where the config came from ("" when parsed from bytes).
+func (c *Config) File() string {
+	if c == nil {
+		return ""
+	}
+	return c.file
 }

@@ -239,6 +239,9 @@ func execRun(ctx context.Context, opts *ExecOptions) error {
 	if err := opts.Where.resolve(); err != nil {
 		return err
 	}
+	if err := checkSide(opts.Side); err != nil {
+		return err
+	}
 	info, err := lab.ReadInfo(opts.Dir)
 	if err != nil {
 		return err
@@ -306,6 +309,9 @@ func runRun(ctx context.Context, opts *RunOptions) error {
 	if err := opts.Where.resolve(); err != nil {
 		return err
 	}
+	if err := checkSide(opts.Side); err != nil {
+		return err
+	}
 	lo, err := opts.Build.labOptions(opts.Where)
 	if err != nil {
 		return err
@@ -329,4 +335,12 @@ func runRun(ctx context.Context, opts *RunOptions) error {
 		return errors.Join(runErr, err)
 	}
 	return runErr
+}
+
+// checkSide validates --side before a lab is built or entered.
+func checkSide(side string) error {
+	if side != "client" && side != "server" {
+		return cmdutil.FlagErrorf("--side: %q (want client or server)", side)
+	}
+	return nil
 }

@@ -60,6 +60,9 @@ func upRun(ctx context.Context, opts *UpOptions) error {
 	if err := opts.Where.resolve(); err != nil {
 		return err
 	}
+	if opts.Timeout <= 0 {
+		return cmdutil.FlagErrorf("--timeout: must be positive (got %v)", opts.Timeout)
+	}
 	if _, err := opts.Build.labOptions(opts.Where); err != nil {
 		return err
 	}

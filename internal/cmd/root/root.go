@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -41,7 +40,7 @@ traffic patterns against mptester test servers.`,
 			if configPath != "" {
 				cfg, err := config.Load(configPath)
 				if err != nil {
-					return fmt.Errorf("%w: %w", cmdutil.ErrUsage, err)
+					return cmdutil.Usage(err)
 				}
 				f.Config, f.ConfigPath = cfg, configPath
 				if !cmd.Flags().Changed("log-level") && cfg.LogLevel != "" {
@@ -73,13 +72,27 @@ traffic patterns against mptester test servers.`,
 	cmd.AddCommand(runcmd.NewCmdRun(f, nil))
 	// cobra's built-in `completion` command (bash, zsh, fish, powershell).
 	cmd.CompletionOptions.DisableDefaultCmd = false
+	cmd.InitDefaultCompletionCmd()
+	strictGroups(cmd)
 	return cmd
 }
 
+// strictGroups makes an unknown subcommand of a command group (lab,
+// completion) a usage error; cobra would print help and exit 0.
+func strictGroups(cmd *cobra.Command) {
+	for _, c := range cmd.Commands() {
+		if c.HasSubCommands() && !c.Runnable() {
+			c.Args = cobra.NoArgs
+			c.RunE = func(c *cobra.Command, args []string) error { return c.Help() }
+		}
+		strictGroups(c)
+	}
+}
+
 func parseLevel(s string) (slog.Level, error) {
-	var l slog.Level
-	if err := l.UnmarshalText([]byte(strings.ToUpper(s))); err != nil {
-		return 0, cmdutil.FlagErrorf("invalid --log-level %q (want debug, info, warn or error)", s)
+	l, err := config.LogLevel(s)
+	if err != nil {
+		return 0, cmdutil.FlagErrorf("--log-level: %v", err)
 	}
 	return l, nil
 }

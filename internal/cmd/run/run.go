@@ -9,9 +9,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
-	"os"
 	"slices"
 	"strings"
 	"time"
@@ -19,6 +17,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/mptester/mptester/internal/cmdutil"
+	"github.com/mptester/mptester/internal/config"
 	"github.com/mptester/mptester/patterns"
 	"github.com/mptester/mptester/patterns/transport"
 	"github.com/mptester/mptester/probe"
@@ -50,6 +49,7 @@ type Options struct {
 	Stable     bool
 	Smoke      bool
 	Output     string
+	ConfigFile string // an input the output must not overwrite
 	ProbeID    string
 	Params     patterns.Params
 
@@ -113,34 +113,23 @@ one line per failure: the CI smoke test of a test server.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.Logger, opts.Ctx = f.Logger, cmd.Context()
+			var ch config.Checker
 			for _, p := range []struct {
 				v   int
 				dst *uint16
 				n   string
-			}{{tcpPort, &opts.TCPPort, "tcp-port"}, {quicPort, &opts.QUICPort, "quic-port"}, {altPort, &opts.AltQUIC, "quic-alt-port"}} {
-				if p.v < 0 || p.v > 65535 {
-					return cmdutil.FlagErrorf("invalid --%s %d", p.n, p.v)
+			}{{tcpPort, &opts.TCPPort, "--tcp-port"}, {quicPort, &opts.QUICPort, "--quic-port"}, {altPort, &opts.AltQUIC, "--quic-alt-port"}} {
+				lo := 1
+				if p.n == "--quic-alt-port" {
+					lo = 0
 				}
+				ch.Check(p.n, config.IntIn(p.v, lo, 65535))
 				*p.dst = uint16(p.v)
 			}
-			if f.Config != nil {
-				c := f.Config.Run
-				fl := cmd.Flags()
-				if !fl.Changed("server") && len(c.Servers) > 0 {
-					opts.Servers = c.Servers
-				}
-				if !fl.Changed("patterns") && len(c.Patterns) > 0 {
-					opts.Patterns = c.Patterns
-				}
-				if !fl.Changed("transports") && len(c.Transports) > 0 {
-					opts.Transports = c.Transports
-				}
-				if !fl.Changed("paths") && len(c.Paths) > 0 {
-					opts.Paths = c.Paths
-				}
-				if !fl.Changed("pin") && c.Pin != "" {
-					opts.Pin = c.Pin
-				}
+			applyConfig(opts, f.Config, cmd.Flags().Changed)
+			opts.ConfigFile = f.Config.File()
+			if err := ch.Err(); err != nil {
+				return cmdutil.Usage(err)
 			}
 			opts.ProbeID = f.ProbeID()
 			if runF != nil {
@@ -178,6 +167,71 @@ one line per failure: the CI smoke test of a test server.`,
 	return cmd
 }
 
+// applyConfig fills what the command line left unset from the config's run
+// section, whose values were checked when it was loaded.
+func applyConfig(opts *Options, cfg *config.Config, changed func(string) bool) {
+	if cfg == nil {
+		return
+	}
+	c := cfg.Run
+	set := func(key, flag string, apply func()) {
+		if cfg.Has("run."+key) && !changed(flag) {
+			apply()
+		}
+	}
+	set("servers", "server", func() { opts.Servers = c.Servers })
+	set("patterns", "patterns", func() { opts.Patterns = c.Patterns })
+	set("transports", "transports", func() { opts.Transports = c.Transports })
+	set("paths", "paths", func() { opts.Paths = c.Paths })
+	// --insecure and a configured pin exclude each other; the flag wins.
+	if !changed("insecure") || !opts.Insecure {
+		set("pin", "pin", func() { opts.Pin = c.Pin })
+	}
+}
+
+// check validates every value, each bad one its own message naming its
+// flag, and the output, before the run touches the network or a file.
+func check(opts *Options) error {
+	var ch config.Checker
+	if len(opts.Servers) == 0 {
+		ch.Check("--server", fmt.Errorf("is required"))
+	}
+	ch.Check("--server", config.Servers(opts.Servers))
+	if opts.Pin != "" {
+		ch.Check("--pin", config.Pin(opts.Pin))
+		if opts.Insecure {
+			ch.Check("--pin", fmt.Errorf("use --pin or --insecure, not both"))
+		}
+	}
+	if opts.Smoke && len(opts.Servers) > 1 {
+		ch.Check("--smoke", fmt.Errorf("checks one server (got %d)", len(opts.Servers)))
+	}
+	ch.Check("--patterns", config.Patterns(opts.Patterns))
+	ch.Check("--transports", config.Transports(opts.Transports))
+	ch.Check("--paths", config.Interfaces(opts.Paths))
+	_, err := probe.ParseFamily(opts.Family)
+	ch.Check("--family", err)
+	p := opts.Params
+	ch.Check("--size", config.Positive(p.Size))
+	ch.Check("--duration", config.Positive(p.Duration))
+	ch.Check("--interval", config.Positive(p.Interval))
+	if p.ChunkSize < 4 {
+		ch.Check("--chunk-size", fmt.Errorf("must be at least 4 (got %d)", p.ChunkSize))
+	}
+	if p.PingCount < 2 {
+		ch.Check("--ping-count", fmt.Errorf("must be at least 2 (got %d)", p.PingCount))
+	}
+	switch p.Direction {
+	case patterns.DirectionBoth, patterns.DirectionUpload, patterns.DirectionDownload:
+	default:
+		ch.Check("--iperf-direction", fmt.Errorf("%q (want both, upload or download)", p.Direction))
+	}
+	ch.Check("--pace", config.NonNegative(opts.Pace))
+	ch.Check("--timeout", config.NonNegative(opts.Timeout))
+	ch.Check("--output", cmdutil.CheckOutput(opts.Output, opts.ConfigFile))
+	return cmdutil.Usage(ch.Err())
+}
+
 func families(s string) ([]probe.Family, error) {
 	f, err := probe.ParseFamily(s)
 	if err != nil {
@@ -194,41 +248,14 @@ func runRun(opts *Options) error {
 	if ctx == nil {
 		ctx = context.Background()
 	}
-	if len(opts.Servers) == 0 {
-		return cmdutil.FlagErrorf("--server is required")
-	}
-	if opts.Pin != "" {
-		if _, err := transport.ParseFingerprint(opts.Pin); err != nil {
-			return cmdutil.FlagErrorf("--pin: %v", err)
-		}
-	}
-	if opts.Smoke && len(opts.Servers) != 1 {
-		return cmdutil.FlagErrorf("--smoke checks one server")
-	}
 	if len(opts.Patterns) == 0 {
 		opts.Patterns = patterns.Names()
 	}
 	if len(opts.Transports) == 0 {
 		opts.Transports = slices.Clone(transport.Names)
 	}
-	for _, p := range opts.Patterns {
-		if _, err := patterns.Get(p); err != nil {
-			return cmdutil.FlagErrorf("--patterns: %v", err)
-		}
-	}
-	for _, t := range opts.Transports {
-		if !slices.Contains(transport.Names, t) {
-			return cmdutil.FlagErrorf("--transports: unknown transport %q (want %s)", t, strings.Join(transport.Names, ", "))
-		}
-	}
-	p := opts.Params
-	if p.Size <= 0 || p.Duration <= 0 || p.Interval <= 0 || p.ChunkSize < 4 || p.PingCount < 2 {
-		return cmdutil.FlagErrorf("--size, --duration, --interval must be positive, --chunk-size >= 4, --ping-count >= 2")
-	}
-	switch p.Direction {
-	case patterns.DirectionBoth, patterns.DirectionUpload, patterns.DirectionDownload:
-	default:
-		return cmdutil.FlagErrorf("--iperf-direction %q (want both, upload or download)", p.Direction)
+	if err := check(opts); err != nil {
+		return err
 	}
 	fams, err := families(opts.Family)
 	if err != nil {
@@ -371,14 +398,16 @@ func names(ps []probe.Path) []string {
 }
 
 func writeDoc(opts *Options, doc report.Document) error {
-	var w io.Writer = opts.IO.Out
-	if opts.Output != "" && opts.Output != "-" {
-		f, err := os.Create(opts.Output)
-		if err != nil {
-			return fmt.Errorf("%w: %w", cmdutil.ErrUsage, err)
-		}
-		defer f.Close()
-		w = f
+	w, closeOut, err := cmdutil.CreateOutput("--output", opts.Output, opts.IO.Out)
+	if err != nil {
+		return err
 	}
-	return cmdutil.WriteJSON(w, doc)
+	if err := cmdutil.WriteJSON(w, doc); err != nil {
+		closeOut()
+		return fmt.Errorf("write output: %w", err)
+	}
+	if err := closeOut(); err != nil {
+		return fmt.Errorf("write output: %w", err)
+	}
+	return nil
 }

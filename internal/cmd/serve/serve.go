@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/mptester/mptester/internal/cmdutil"
+	"github.com/mptester/mptester/internal/config"
 	"github.com/mptester/mptester/patterns"
 )
 
@@ -79,20 +80,38 @@ accepting, let running tests finish (up to 10 s) and exit.`,
 	return cmd
 }
 
-func serveRun(opts *Options) error {
+// check validates every flag, each bad value its own message naming it.
+func check(opts *Options) error {
+	var ch config.Checker
 	if (opts.CertFile == "") != (opts.KeyFile == "") {
-		return cmdutil.FlagErrorf("--cert and --key go together")
+		ch.Check("--cert", fmt.Errorf("--cert and --key go together"))
 	}
-	if opts.TCPPort < 0 || opts.TCPPort > 65535 {
-		return cmdutil.FlagErrorf("invalid --tcp-port %d", opts.TCPPort)
-	}
+	ch.Check("--tcp-port", config.IntIn(opts.TCPPort, 0, 65535))
+	ports := make([]string, 0, len(opts.QUICPorts))
 	for _, p := range opts.QUICPorts {
-		if p <= 0 || p > 65535 {
-			return cmdutil.FlagErrorf("invalid --quic-port %d", p)
-		}
+		ch.Check("--quic-port", config.IntIn(p, 1, 65535))
+		ports = append(ports, strconv.Itoa(p))
 	}
-	if opts.Limits.MaxDuration <= 0 || opts.Limits.ReadTimeout <= 0 || opts.Limits.IdleTimeout <= 0 || opts.Limits.MaxBulk < 0 {
-		return cmdutil.FlagErrorf("limits must be positive")
+	ch.Check("--quic-port", config.Unique(ports))
+	if opts.TCPPort == 0 && len(opts.QUICPorts) == 0 {
+		ch.Check("--tcp-port", fmt.Errorf("0 and no --quic-port: nothing to serve"))
+	}
+	l := opts.Limits
+	ch.Check("--max-sessions", config.Positive(l.MaxSessions))
+	ch.Check("--max-per-client", config.Positive(l.MaxPerClient))
+	if l.MaxPerClient > l.MaxSessions && l.MaxSessions > 0 {
+		ch.Check("--max-per-client", fmt.Errorf("%d exceeds --max-sessions %d", l.MaxPerClient, l.MaxSessions))
+	}
+	ch.Check("--max-bulk", config.Positive(l.MaxBulk))
+	ch.Check("--max-duration", config.Positive(l.MaxDuration))
+	ch.Check("--read-timeout", config.Positive(l.ReadTimeout))
+	ch.Check("--idle-timeout", config.Positive(l.IdleTimeout))
+	return cmdutil.Usage(ch.Err())
+}
+
+func serveRun(opts *Options) error {
+	if err := check(opts); err != nil {
+		return err
 	}
 	var (
 		cert tls.Certificate

@@ -7,18 +7,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net/netip"
 	"os"
-	"path/filepath"
 	"runtime"
 	"runtime/debug"
 	"slices"
 	"strings"
 	"time"
 
-	"github.com/dustin/go-humanize"
 	"github.com/spf13/cobra"
 
 	"github.com/mptester/mptester/internal/cmdutil"
@@ -38,6 +35,8 @@ type Options struct {
 	// changed reports whether a flag was set on the command line (flags
 	// override the config file).
 	changed func(string) bool
+	// listFrom names where List came from in messages (flag or config key).
+	listFrom string
 
 	Top               int
 	List              string
@@ -130,52 +129,44 @@ OLD's resolution and probe records, then only what is missing is measured.`,
 	return cmd
 }
 
-// applyConfig fills options the command line left unset from the config.
-// A value the config gets wrong is a usage error naming the key.
-func applyConfig(opts *Options) error {
+// applyConfig fills options the command line left unset from the config,
+// whose values were checked when it was loaded. Flags override the file,
+// including where they exclude each other: --list-id replaces survey.list.
+func applyConfig(opts *Options) {
 	cfg := opts.Config()
 	if cfg == nil {
-		return nil
+		return
 	}
 	c := cfg.Survey
-	set := func(flag string, ok bool, apply func()) {
-		if ok && (opts.changed == nil || !opts.changed(flag)) {
+	changed := func(flag string) bool { return opts.changed != nil && opts.changed(flag) }
+	set := func(key, flag string, apply func()) {
+		if cfg.Has("survey."+key) && !changed(flag) {
 			apply()
 		}
 	}
-	set("top", c.Top > 0, func() { opts.Top = c.Top })
-	set("list", c.List != "", func() { opts.List = c.List })
-	set("paths", len(c.Paths) > 0, func() { opts.Paths = c.Paths })
-	set("family", c.Family != "", func() { opts.Family = c.Family })
-	set("method", c.Method != "", func() { opts.Method = c.Method })
-	set("port", c.Port > 0, func() { opts.Port = c.Port })
-	set("count", c.Count > 0, func() { opts.Count = c.Count })
-	set("rate", c.Rate > 0, func() { opts.Rate = c.Rate })
-	set("cache-dir", c.CacheDir != "", func() { opts.CacheDir = c.CacheDir })
-	set("public-prefix", len(c.PublicPrefixes) > 0, func() { opts.PublicPrefixes = c.PublicPrefixes })
-	set("allow-cross-private", c.AllowCrossPrivate, func() { opts.AllowCrossPrivate = true })
-	if len(c.MaxBytes) > 0 {
+	set("top", "top", func() { opts.Top = c.Top })
+	if !changed("list-id") {
+		set("list", "list", func() { opts.List, opts.listFrom = c.List, cfg.Where("survey.list") })
+	}
+	set("paths", "paths", func() { opts.Paths = c.Paths })
+	set("family", "family", func() { opts.Family = c.Family })
+	set("method", "method", func() { opts.Method = c.Method })
+	set("port", "port", func() { opts.Port = c.Port })
+	set("count", "count", func() { opts.Count = c.Count })
+	set("rate", "rate", func() { opts.Rate = c.Rate })
+	set("timeout", "timeout", func() { opts.Timeout = c.Timeout.D() })
+	set("spacing", "spacing", func() { opts.Spacing = c.Spacing.D() })
+	set("cache_dir", "cache-dir", func() { opts.CacheDir = c.CacheDir })
+	set("public_prefixes", "public-prefix", func() { opts.PublicPrefixes = c.PublicPrefixes })
+	set("allow_cross_private", "allow-cross-private", func() { opts.AllowCrossPrivate = c.AllowCrossPrivate })
+	set("max_bytes", "max-bytes", func() {
 		var mb []string
 		for path, size := range c.MaxBytes {
 			mb = append(mb, path+"="+size)
 		}
 		slices.Sort(mb)
-		set("max-bytes", true, func() { opts.MaxBytes = mb })
-	}
-	for _, d := range []struct {
-		key, flag string
-		dst       *time.Duration
-	}{{c.Timeout, "timeout", &opts.Timeout}, {c.Spacing, "spacing", &opts.Spacing}} {
-		if d.key == "" {
-			continue
-		}
-		v, err := time.ParseDuration(d.key)
-		if err != nil {
-			return cmdutil.FlagErrorf("config survey.%s: %v", d.flag, err)
-		}
-		set(d.flag, true, func() { *d.dst = v })
-	}
-	return nil
+		opts.MaxBytes = mb
+	})
 }
 
 // memoryLimit is the soft heap limit of a survey of n domains unless
@@ -190,9 +181,7 @@ func surveyRun(ctx context.Context, opts *Options) error {
 	if log == nil {
 		log = slog.New(slog.NewTextHandler(opts.IO.ErrOut, nil))
 	}
-	if err := applyConfig(opts); err != nil {
-		return err
-	}
+	applyConfig(opts)
 	cfg, err := buildConfig(opts)
 	if err != nil {
 		return err
@@ -235,28 +224,12 @@ func surveyRun(ctx context.Context, opts *Options) error {
 	cfg.Discover = func(ctx context.Context) ([]probe.Path, error) { return opts.Discover(ctx, dnsFlags) }
 
 	if opts.Resume != "" {
-		if sameFile(opts.Resume, opts.Out) {
-			return cmdutil.FlagErrorf("--resume %s: write the continued run to a different --out file", opts.Resume)
-		}
 		f, err := os.Open(opts.Resume)
 		if err != nil {
 			return cmdutil.FlagErrorf("--resume: %v", err)
 		}
 		defer f.Close()
 		cfg.ResumeFrom = f
-	}
-
-	var w io.Writer = opts.IO.Out
-	if opts.Out != "" && opts.Out != "-" {
-		f, err := os.Create(opts.Out)
-		if err != nil {
-			return fmt.Errorf("create output: %w", err)
-		}
-		defer f.Close()
-		w = f
-	}
-	if opts.IO.IsStderrTTY() {
-		cfg.Progress = opts.IO.ErrOut
 	}
 	hdrCfg := map[string]any{"list": info, "resume": opts.Resume, "top": opts.Top, "family": opts.Family,
 		"method": cfg.Method, "port": cfg.Port, "count": cfg.Count, "timeout": cfg.Timeout.String(),
@@ -265,6 +238,16 @@ func surveyRun(ctx context.Context, opts *Options) error {
 	hdr, err := report.NewHeader("survey", opts.ProbeID(), cfg.Paths, hdrCfg)
 	if err != nil {
 		return err
+	}
+
+	// Every input is valid: only now is the output created.
+	w, closeOut, err := cmdutil.CreateOutput("--output", opts.Out, opts.IO.Out)
+	if err != nil {
+		return err
+	}
+	defer closeOut()
+	if opts.IO.IsStderrTTY() {
+		cfg.Progress = opts.IO.ErrOut
 	}
 	st, err := report.NewStream(w, hdr)
 	if err != nil {
@@ -295,11 +278,12 @@ func surveyRun(ctx context.Context, opts *Options) error {
 	return runErr
 }
 
+// buildConfig checks every value, each bad one its own message naming its
+// flag, and the output, before anything is read or written.
 func buildConfig(opts *Options) (survey.Config, error) {
+	var ch config.Checker
 	fam, err := probe.ParseFamily(opts.Family)
-	if err != nil {
-		return survey.Config{}, cmdutil.FlagErrorf("--family: %v", err)
-	}
+	ch.Check("--family", err)
 	method := opts.Method
 	if method == "" {
 		method = "tcp-connect"
@@ -307,28 +291,26 @@ func buildConfig(opts *Options) (survey.Config, error) {
 			method = "tcp-syn"
 		}
 	}
-	if _, ok := survey.Methods[method]; !ok {
-		return survey.Config{}, cmdutil.FlagErrorf("--method %q: want one of %s", method, strings.Join(survey.MethodNames(), ", "))
-	}
-	switch {
-	case opts.Top <= 0:
-		return survey.Config{}, cmdutil.FlagErrorf("--top must be positive")
-	case opts.Count <= 0 || opts.Count > 1000:
-		return survey.Config{}, cmdutil.FlagErrorf("--count must be in 1..1000")
-	case opts.Port <= 0 || opts.Port > 65535:
-		return survey.Config{}, cmdutil.FlagErrorf("--port must be in 1..65535")
-	case opts.Timeout <= 0:
-		return survey.Config{}, cmdutil.FlagErrorf("--timeout must be positive")
-	case opts.Rate <= 0:
-		return survey.Config{}, cmdutil.FlagErrorf("--rate must be positive (probes per second)")
-	case opts.Spacing < 0:
-		return survey.Config{}, cmdutil.FlagErrorf("--spacing must not be negative")
+	ch.Check("--method", config.Method(method))
+	ch.Check("--top", config.Positive(opts.Top))
+	ch.Check("--count", config.IntIn(opts.Count, 1, 1000))
+	ch.Check("--port", config.IntIn(opts.Port, 1, 65535))
+	ch.Check("--timeout", config.Positive(opts.Timeout))
+	ch.Check("--rate", config.Rate(opts.Rate))
+	ch.Check("--spacing", config.NonNegative(opts.Spacing))
+	ch.Check("--dns-timeout", config.Positive(opts.DNSTimeout))
+	ch.Check("--dns-retries", config.IntIn(opts.DNSRetries, 0, 10))
+	ch.Check("--resolver-concurrency", config.IntIn(opts.ResolverCap, 1, 10000))
+	ch.Check("--paths", config.Interfaces(opts.Paths))
+	if opts.List != "" && opts.ListID != "" {
+		ch.Check("--list-id", fmt.Errorf("use --list or --list-id, not both"))
 	}
 	pol := survey.Policy{AllowCrossPrivate: opts.AllowCrossPrivate}
 	for _, s := range opts.PublicPrefixes {
 		p, err := netip.ParsePrefix(strings.TrimSpace(s))
 		if err != nil {
-			return survey.Config{}, cmdutil.FlagErrorf("--public-prefix %q: %v", s, err)
+			ch.Check("--public-prefix", fmt.Errorf("invalid prefix %q", s))
+			continue
 		}
 		pol.Public = append(pol.Public, p.Masked())
 	}
@@ -336,13 +318,20 @@ func buildConfig(opts *Options) (survey.Config, error) {
 	for _, s := range opts.MaxBytes {
 		name, size, ok := strings.Cut(s, "=")
 		if !ok || name == "" {
-			return survey.Config{}, cmdutil.FlagErrorf("--max-bytes %q: want PATH=SIZE", s)
+			ch.Check("--max-bytes", fmt.Errorf("%q: want PATH=SIZE", s))
+			continue
 		}
-		n, err := humanize.ParseBytes(size)
-		if err != nil || n == 0 {
-			return survey.Config{}, cmdutil.FlagErrorf("--max-bytes %q: bad size", s)
-		}
-		maxBytes[name] = int64(n)
+		n, err := config.ByteSize(size)
+		ch.Check("--max-bytes "+name, err)
+		maxBytes[name] = n
+	}
+	if opts.Resume != "" && opts.Out != "" && opts.Out != "-" && cmdutil.SameFile(opts.Resume, opts.Out) {
+		ch.Check("--resume", fmt.Errorf("%s: write the continued run to a different --output file", opts.Resume))
+	} else {
+		ch.Check("--output", cmdutil.CheckOutput(opts.Out, opts.List, opts.Resume, opts.Config().File()))
+	}
+	if err := ch.Err(); err != nil {
+		return survey.Config{}, cmdutil.Usage(err)
 	}
 	return survey.Config{Family: fam, Method: method, Port: opts.Port, Count: opts.Count, Timeout: opts.Timeout,
 		Spacing: opts.Spacing, Rate: opts.Rate, Burst: max(1, int(opts.Rate/100)), Policy: pol, MaxBytes: maxBytes,
@@ -351,12 +340,14 @@ func buildConfig(opts *Options) (survey.Config, error) {
 
 func loadDomains(ctx context.Context, opts *Options) ([]survey.Domain, survey.ListInfo, error) {
 	switch {
-	case opts.List != "" && opts.ListID != "":
-		return nil, survey.ListInfo{}, cmdutil.FlagErrorf("use --list or --list-id, not both")
 	case opts.List != "":
 		ds, info, err := survey.LoadList(opts.List, opts.Top)
 		if err != nil {
-			return nil, info, cmdutil.FlagErrorf("--list: %v", err)
+			from := opts.listFrom
+			if from == "" {
+				from = "--list"
+			}
+			return nil, info, cmdutil.FlagErrorf("%s: %v", from, err)
 		}
 		return ds, info, nil
 	case opts.ListID != "":
@@ -373,18 +364,4 @@ func loadDomains(ctx context.Context, opts *Options) ([]survey.Domain, survey.Li
 		return ds, info, err
 	}
 	return nil, survey.ListInfo{}, cmdutil.FlagErrorf("name the domains with --list FILE or --list-id ID|latest")
-}
-
-func sameFile(a, b string) bool {
-	if b == "" || b == "-" {
-		return false
-	}
-	sa, err1 := os.Stat(a)
-	sb, err2 := os.Stat(b)
-	if err1 == nil && err2 == nil {
-		return os.SameFile(sa, sb)
-	}
-	aa, _ := filepath.Abs(a)
-	bb, _ := filepath.Abs(b)
-	return aa == bb
 }

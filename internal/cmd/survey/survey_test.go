@@ -221,14 +221,15 @@ func TestSurveyConfigSection(t *testing.T) {
 		ios, _, _ := cmdutil.Test()
 		f := &cmdutil.Factory{IO: ios, Config: cfg}
 		var got *Options
-		cmd := NewCmdSurvey(f, func(o *Options) error { got = o; return applyConfig(o) })
+		cmd := NewCmdSurvey(f, func(o *Options) error { got = o; applyConfig(o); return nil })
 		cmd.SetArgs(args)
 		cmd.SetOut(ios.Out)
 		cmd.SetErr(ios.ErrOut)
 		return got, cmd.ExecuteContext(context.Background())
 	}
-	cfg := &config.Config{Survey: config.Survey{Spacing: "250ms", Timeout: "2s", AllowCrossPrivate: true,
-		MaxBytes: map[string]string{"wwan0": "50MB", "wlan0": "1GB"}, Rate: 42}}
+	cfg, err := config.Parse([]byte("survey:\n  spacing: 250ms\n  timeout: 2s\n  allow_cross_private: true\n" +
+		"  max_bytes: {wwan0: 50MB, wlan0: 1GB}\n  rate: 42\n  list: l.csv\n"))
+	require.NoError(t, err)
 	o, err := run(cfg, "--rate", "7")
 	require.NoError(t, err)
 	assert.Equal(t, 250*time.Millisecond, o.Spacing)
@@ -236,8 +237,14 @@ func TestSurveyConfigSection(t *testing.T) {
 	assert.True(t, o.AllowCrossPrivate)
 	assert.Equal(t, []string{"wlan0=1GB", "wwan0=50MB"}, o.MaxBytes)
 	assert.Equal(t, 7.0, o.Rate, "the flag overrides the config")
+	assert.Equal(t, "l.csv", o.List)
 
-	_, err = run(&config.Config{Survey: config.Survey{Spacing: "soon"}})
-	assert.ErrorIs(t, err, cmdutil.ErrUsage)
-	assert.ErrorContains(t, err, "config survey.spacing")
+	// A flag overrides the config even where the two exclude each other.
+	o, err = run(cfg, "--list-id", "latest")
+	require.NoError(t, err)
+	assert.Empty(t, o.List)
+	assert.Equal(t, "latest", o.ListID)
+
+	_, err = config.Parse([]byte("survey:\n  spacing: soon\n"))
+	assert.ErrorContains(t, err, "config line 2: survey.spacing")
 }

@@ -1,0 +1,253 @@
+package config
+
+import (
+	"fmt"
+	"log/slog"
+	"math"
+	"net/netip"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/dustin/go-humanize"
+
+	"github.com/mptester/mptester/patterns"
+	"github.com/mptester/mptester/patterns/transport"
+	"github.com/mptester/mptester/probe"
+	"github.com/mptester/mptester/survey"
+)
+
+// Checker collects one message per bad value, each naming where the value
+// came from (a flag or file:line: key), so a user fixes them all at once.
+type Checker struct{ msgs []string }
+
+// Check records err against where (e.g. "--top" or cfg.Where("survey.top")).
+func (c *Checker) Check(where string, err error) {
+	if err != nil {
+		c.add(where + ": " + err.Error())
+	}
+}
+
+func (c *Checker) add(msg string) { c.msgs = append(c.msgs, msg) }
+
+// Err is nil when every value was good.
+func (c *Checker) Err() error {
+	if len(c.msgs) == 0 {
+		return nil
+	}
+	return Problems(slices.Clone(c.msgs))
+}
+
+// Problems are the bad values of one command line and config file.
+type Problems []string
+
+func (p Problems) Error() string {
+	if len(p) == 1 {
+		return p[0]
+	}
+	return fmt.Sprintf("%d problems:\n  %s", len(p), strings.Join(p, "\n  "))
+}
+
+// The rules below are shared by the flags and the config file, so one value
+// gets the same check wherever it comes from.
+
+// IntIn checks lo <= v <= hi.
+func IntIn(v, lo, hi int) error {
+	if v < lo || v > hi {
+		return fmt.Errorf("must be in %d..%d (got %d)", lo, hi, v)
+	}
+	return nil
+}
+
+// Positive checks v > 0.
+func Positive[T int | int64 | time.Duration](v T) error {
+	if v <= 0 {
+		return fmt.Errorf("must be positive (got %v)", v)
+	}
+	return nil
+}
+
+// NonNegative checks v >= 0.
+func NonNegative[T int | int64 | time.Duration](v T) error {
+	if v < 0 {
+		return fmt.Errorf("must not be negative (got %v)", v)
+	}
+	return nil
+}
+
+// Rate checks a finite number > 0 (NaN and Inf compare false everywhere).
+func Rate(v float64) error {
+	if math.IsNaN(v) || math.IsInf(v, 0) || v <= 0 {
+		return fmt.Errorf("must be a finite number > 0 (got %v)", v)
+	}
+	return nil
+}
+
+// Family checks 4, 6 or both.
+func Family(s string) error {
+	_, err := probe.ParseFamily(s)
+	if err != nil {
+		return fmt.Errorf("invalid address family %q (want 4, 6 or both)", s)
+	}
+	return nil
+}
+
+// Method checks a survey probe method name.
+func Method(s string) error {
+	if _, ok := survey.Methods[s]; !ok {
+		return fmt.Errorf("unknown method %q (want one of %s)", s, strings.Join(survey.MethodNames(), ", "))
+	}
+	return nil
+}
+
+// Unique names the first repeated item: running one test twice, or naming
+// a path twice, is a mistake to report, not to do.
+func Unique(items []string) error {
+	seen := map[string]bool{}
+	for _, s := range items {
+		if seen[s] {
+			return fmt.Errorf("%q given twice", s)
+		}
+		seen[s] = true
+	}
+	return nil
+}
+
+// Interfaces checks a list of interface names: non-empty, no separators,
+// no duplicates. Whether they exist is checked against the host's paths.
+func Interfaces(names []string) error {
+	for _, n := range names {
+		if err := InterfaceName(n); err != nil {
+			return err
+		}
+	}
+	return Unique(names)
+}
+
+// InterfaceName checks one name's syntax (Windows names hold spaces).
+func InterfaceName(n string) error {
+	if strings.TrimSpace(n) == "" || strings.ContainsAny(n, "=,/\n\t") || len(n) > 256 {
+		return fmt.Errorf("invalid interface name %q", n)
+	}
+	return nil
+}
+
+// Patterns checks names in the pattern registry, without duplicates.
+func Patterns(names []string) error {
+	for _, n := range names {
+		if _, err := patterns.Get(n); err != nil {
+			return err
+		}
+	}
+	return Unique(names)
+}
+
+// Transports checks transport names, without duplicates.
+func Transports(names []string) error {
+	for _, n := range names {
+		if !slices.Contains(transport.Names, n) {
+			return fmt.Errorf("unknown transport %q (want %s)", n, strings.Join(transport.Names, ", "))
+		}
+	}
+	return Unique(names)
+}
+
+// Pin checks a SHA-256 certificate fingerprint.
+func Pin(s string) error {
+	_, err := transport.ParseFingerprint(s)
+	return err
+}
+
+// Prefixes checks CIDR prefixes.
+func Prefixes(ps []string) error {
+	for _, s := range ps {
+		if _, err := netip.ParsePrefix(strings.TrimSpace(s)); err != nil {
+			return fmt.Errorf("invalid prefix %q", s)
+		}
+	}
+	return nil
+}
+
+// ByteSize parses a size such as 50MB; zero is refused.
+func ByteSize(s string) (int64, error) {
+	n, err := humanize.ParseBytes(s)
+	if err != nil || n == 0 || n > math.MaxInt64 {
+		return 0, fmt.Errorf("invalid size %q (want e.g. 50MB)", s)
+	}
+	return int64(n), nil
+}
+
+// LogLevel parses debug, info, warn or error.
+func LogLevel(s string) (slog.Level, error) {
+	var l slog.Level
+	if err := l.UnmarshalText([]byte(strings.ToUpper(s))); err != nil {
+		return 0, fmt.Errorf("invalid log level %q (want debug, info, warn or error)", s)
+	}
+	return l, nil
+}
+
+// Servers checks a list of HOST[:PORT] without blanks or duplicates.
+func Servers(ss []string) error {
+	for _, s := range ss {
+		if strings.TrimSpace(s) == "" || strings.ContainsAny(s, " \t/") {
+			return fmt.Errorf("invalid server %q (want HOST[:PORT])", s)
+		}
+	}
+	return Unique(ss)
+}
+
+// validate checks every key the file sets, each bad value its own message.
+func (c *Config) validate(ch *Checker) {
+	w := c.Where
+	if c.Has("log_level") {
+		_, err := LogLevel(c.LogLevel)
+		ch.Check(w("log_level"), err)
+	}
+	if c.Has("probe_id") && strings.TrimSpace(c.ProbeID) == "" {
+		ch.Check(w("probe_id"), fmt.Errorf("must not be empty"))
+	}
+	ifaces := make([]string, 0, len(c.DNS))
+	for k := range c.DNS {
+		ifaces = append(ifaces, k)
+	}
+	slices.Sort(ifaces)
+	for _, iface := range ifaces {
+		key := "dns." + iface
+		ch.Check(w(key), InterfaceName(iface))
+		for _, a := range c.DNS[iface] {
+			_, err := probe.ParseDNSServer(a)
+			ch.Check(w(key), err)
+		}
+	}
+	s := c.Survey
+	check := func(key string, err error) {
+		if c.Has(key) {
+			ch.Check(w(key), err)
+		}
+	}
+	check("survey.top", Positive(s.Top))
+	if c.Has("survey.list") && strings.TrimSpace(s.List) == "" {
+		ch.Check(w("survey.list"), fmt.Errorf("must not be empty"))
+	}
+	check("survey.paths", Interfaces(s.Paths))
+	check("survey.family", Family(s.Family))
+	check("survey.method", Method(s.Method))
+	check("survey.port", IntIn(s.Port, 1, 65535))
+	check("survey.count", IntIn(s.Count, 1, 1000))
+	check("survey.timeout", Positive(s.Timeout.D()))
+	check("survey.spacing", NonNegative(s.Spacing.D()))
+	check("survey.rate", Rate(s.Rate))
+	check("survey.public_prefixes", Prefixes(s.PublicPrefixes))
+	for path, size := range s.MaxBytes {
+		key := "survey.max_bytes." + path
+		ch.Check(w(key), InterfaceName(path))
+		_, err := ByteSize(size)
+		ch.Check(w(key), err)
+	}
+	r := c.Run
+	check("run.servers", Servers(r.Servers))
+	check("run.patterns", Patterns(r.Patterns))
+	check("run.transports", Transports(r.Transports))
+	check("run.paths", Interfaces(r.Paths))
+	check("run.pin", Pin(r.Pin))
+}
