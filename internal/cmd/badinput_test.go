@@ -77,6 +77,7 @@ func TestBadInputs(t *testing.T) {
 		{[]string{"survey", "--list", list, "--paths", "lo", "--resume", out, "-o", out}, []string{"--resume", "different"}},
 		{with(survey, "-o", filepath.Join(dir, "missing", "x.jsonl")), []string{"--output", "missing"}},
 		{with(survey, "-o", dir), []string{"--output", "directory"}},
+		{with(survey, "--out", out+".2"), []string{"output", "out"}},
 		{[]string{"survey", "--list", filepath.Join(dir, "nolist.csv"), "--paths", "lo", "-o", out}, []string{"--list", "nolist.csv"}},
 
 		{with(run, "--pace", "-1s"), []string{"--pace"}},
@@ -163,5 +164,16 @@ func TestBadInputs(t *testing.T) {
 				assertUntouched(t)
 			})
 		}
+	}
+}
+
+// -o, --output names the output on every command that writes a file;
+// --out is its hidden alias.
+func TestOutputFlag(t *testing.T) {
+	for _, c := range [][]string{{"survey"}, {"run"}} {
+		io, out, _ := cmdutil.Test()
+		assert.Equal(t, 0, Run(context.Background(), io, append(c, "--help")))
+		assert.Contains(t, out.String(), "-o, --output file")
+		assert.NotContains(t, out.String(), "--out ")
 	}
 }

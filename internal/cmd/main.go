@@ -28,14 +28,10 @@ func Run(ctx context.Context, io *cmdutil.IOStreams, args []string) int {
 	defer stop()
 	f := &cmdutil.Factory{IO: io, Logger: slog.New(slog.NewTextHandler(io.ErrOut, nil))}
 	cmd := root.NewCmdRoot(f)
-	// cobra reports unknown commands, bad arguments and flags before the
-	// command starts; all of them are usage errors (exit 2).
+	// cobra reports unknown commands, bad arguments and flags (groups,
+	// required) before a command's RunE starts: all usage errors (exit 2).
 	started := false
-	pre := cmd.PersistentPreRunE
-	cmd.PersistentPreRunE = func(c *cobra.Command, a []string) error {
-		started = true
-		return pre(c, a)
-	}
+	markStart(cmd, &started)
 	cmd.SetArgs(args)
 	err := cmd.ExecuteContext(ctx)
 	if err != nil && !started && !errors.Is(err, cmdutil.ErrUsage) {
@@ -45,4 +41,16 @@ func Run(ctx context.Context, io *cmdutil.IOStreams, args []string) int {
 		fmt.Fprintf(io.ErrOut, "mptester: %v\n", err)
 	}
 	return cmdutil.ExitCode(err)
+}
+
+func markStart(cmd *cobra.Command, started *bool) {
+	if run := cmd.RunE; run != nil {
+		cmd.RunE = func(c *cobra.Command, a []string) error {
+			*started = true
+			return run(c, a)
+		}
+	}
+	for _, c := range cmd.Commands() {
+		markStart(c, started)
+	}
 }

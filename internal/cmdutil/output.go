@@ -6,6 +6,8 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+
+	"github.com/spf13/cobra"
 )
 
 // CheckOutput refuses an output file that cannot be written or that names
@@ -65,4 +67,14 @@ func SameFile(a, b string) bool {
 	aa, _ := filepath.Abs(a)
 	bb, _ := filepath.Abs(b)
 	return aa == bb
+}
+
+// OutputFlag adds -o, --output: the one name of the output file on every
+// command that writes one. --out stays as a hidden alias for one release.
+func OutputFlag(cmd *cobra.Command, p *string, usage string) {
+	fl := cmd.Flags()
+	fl.StringVarP(p, "output", "o", "-", usage)
+	fl.StringVar(p, "out", "-", "alias of --output")
+	_ = fl.MarkHidden("out")
+	cmd.MarkFlagsMutuallyExclusive("output", "out")
 }

@@ -111,7 +111,7 @@ func demoRun(ctx context.Context, opts *DemoOptions) error {
 	jsonl := filepath.Join(info.Dir, "survey.jsonl")
 	args := []string{exe, "survey", "--list", info.Files.Tranco, "--top", strconv.Itoa(info.Domains),
 		"--paths", "wlan0,wwan0", "--count", "3", "--timeout", "800ms", "--spacing", "10ms", "--rate", "500",
-		"--dns-timeout", "700ms", "--dns-retries", "1", "--out", jsonl}
+		"--dns-timeout", "700ms", "--dns-retries", "1", "--output", jsonl}
 	fmt.Fprintf(out, "\n$ mptester lab exec -- mptester survey --list %s --top %d --paths wlan0,wwan0 --count 3 ...\n",
 		filepath.Base(info.Files.Tranco), info.Domains)
 	cmd, err := lab.Command(ctx, info, "client", args...)

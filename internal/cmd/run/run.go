@@ -157,7 +157,7 @@ one line per failure: the CI smoke test of a test server.`,
 	fl.DurationVar(&opts.Timeout, "timeout", 0, "per-test timeout (default: from the pattern's duration)")
 	fl.BoolVar(&opts.Stable, "stable", true, "stop the run when a path appears, disappears or changes address")
 	fl.BoolVar(&opts.Smoke, "smoke", false, "run every pattern briefly; exit 7 listing failures")
-	fl.StringVarP(&opts.Output, "output", "o", "-", "write the JSON document to `file` (- for stdout)")
+	cmdutil.OutputFlag(cmd, &opts.Output, "write the JSON document to `file` (- for stdout)")
 	fl.Int64Var(&opts.Params.Size, "size", patterns.DefaultBulkSize, "bulk download size in `bytes`")
 	fl.DurationVar(&opts.Params.Duration, "duration", patterns.DefaultIperf, "iperf (each direction) and interactive duration")
 	fl.IntVar(&opts.Params.ChunkSize, "chunk-size", patterns.DefaultChunk, "interactive chunk size in `bytes`")

@@ -88,11 +88,11 @@ resolver returned it (--allow-cross-private overrides; --public-prefix
 marks a reserved range as public, e.g. in the lab).
 
 Interrupted runs (SIGINT/SIGTERM) write what they measured, a summary with
-status "partial" and exit 130. --resume OLD --out NEW continues: NEW gets
+status "partial" and exit 130. --resume OLD --output NEW continues: NEW gets
 OLD's resolution and probe records, then only what is missing is measured.`,
-		Example: `  mptester survey --top 10000 --list top-1m.csv.zip --paths wlan0,wwan0 --out survey.jsonl
+		Example: `  mptester survey --top 10000 --list top-1m.csv.zip --paths wlan0,wwan0 -o survey.jsonl
   mptester survey --list-id latest --top 1000 --method tcp-connect --rate 50
-  mptester survey --list top-1m.csv --resume survey.jsonl --out survey2.jsonl`,
+  mptester survey --list top-1m.csv --resume survey.jsonl -o survey2.jsonl`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.changed = cmd.Flags().Changed
@@ -124,8 +124,8 @@ OLD's resolution and probe records, then only what is missing is measured.`,
 	fl.DurationVar(&opts.DNSTimeout, "dns-timeout", 2*time.Second, "per-attempt DNS timeout")
 	fl.IntVar(&opts.DNSRetries, "dns-retries", 2, "DNS retries after a timeout (rotating servers)")
 	fl.IntVar(&opts.ResolverCap, "resolver-concurrency", 200, "DNS queries in flight per resolver")
-	fl.StringVarP(&opts.Out, "out", "o", "-", "write JSON Lines to `file` (- for stdout)")
-	fl.StringVar(&opts.Resume, "resume", "", "continue the interrupted run in `file` (write to a different --out)")
+	cmdutil.OutputFlag(cmd, &opts.Out, "write JSON Lines to `file` (- for stdout)")
+	fl.StringVar(&opts.Resume, "resume", "", "continue the interrupted run in `file` (write to a different --output)")
 	return cmd
 }
 

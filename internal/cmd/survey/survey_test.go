@@ -159,7 +159,7 @@ func TestSurveyCommandResumeNeedsNewFile(t *testing.T) {
 	require.NoError(t, os.WriteFile(out, []byte("{}\n"), 0o644))
 	_, _, err := runCLI(t, "--list", list, "--paths", "lo", "--dns", "lo=127.0.0.1:9", "--method", "tcp-connect", "--resume", out, "--out", out)
 	require.ErrorIs(t, err, cmdutil.ErrUsage)
-	assert.Contains(t, err.Error(), "different --out")
+	assert.Contains(t, err.Error(), "different --output")
 }
 
 // SIGINT/SIGTERM cancel the command's context: the output still ends with a
