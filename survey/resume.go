@@ -18,7 +18,7 @@ func (r *runner) resume(in io.Reader) error {
 		Type    string `json:"type"`
 		Command string `json:"command"`
 	}
-	line, used, torn := 0, 0, 0
+	line, used, torn, header := 0, 0, 0, false
 	for sc.Scan() {
 		line++
 		b := sc.Bytes()
@@ -27,11 +27,17 @@ func (r *runner) resume(in io.Reader) error {
 			torn++
 			continue
 		}
+		if !header && kind.Type != "header" {
+			// Without its header nothing says which settings made the
+			// records: they cannot be continued.
+			return fmt.Errorf("resume: line %d: no survey header before the records", line)
+		}
 		switch kind.Type {
 		case "header":
 			if kind.Command != "survey" {
 				return fmt.Errorf("resume: line %d: not a survey output (command %q)", line, kind.Command)
 			}
+			header = true
 		case "resolution":
 			var rec ResolutionRecord
 			if err := json.Unmarshal(b, &rec); err != nil {
@@ -70,8 +76,8 @@ func (r *runner) resume(in io.Reader) error {
 	if err := sc.Err(); err != nil {
 		return fmt.Errorf("resume: read: %w", err)
 	}
-	if line == 0 {
-		return fmt.Errorf("resume: the file is empty")
+	if !header {
+		return fmt.Errorf("resume: no survey header (the file is empty or unreadable)")
 	}
 	r.log.Info("resuming", "records", used, "unreadable_lines", torn)
 	return nil

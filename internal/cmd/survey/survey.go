@@ -223,7 +223,22 @@ func surveyRun(ctx context.Context, opts *Options) error {
 	dnsFlags := opts.DNS
 	cfg.Discover = func(ctx context.Context) ([]probe.Path, error) { return opts.Discover(ctx, dnsFlags) }
 
+	hdrCfg := map[string]any{"list": info, "resume": opts.Resume, "top": opts.Top, "family": opts.Family,
+		"method": cfg.Method, "port": cfg.Port, "count": cfg.Count, "timeout": cfg.Timeout.String(),
+		"dns_timeout": cfg.DNSTimeout.String(), "dns_retries": cfg.DNSRetries,
+		"spacing": cfg.Spacing.String(), "rate": cfg.Rate, "allow_cross_private": cfg.Policy.AllowCrossPrivate,
+		"public_prefixes": cfg.Policy.Public, "max_bytes": cfg.MaxBytes}
 	if opts.Resume != "" {
+		old, err := readResumeHeader(opts.Resume)
+		if err != nil {
+			return cmdutil.FlagErrorf("--resume %s: %v", opts.Resume, err)
+		}
+		now := resumeKey{Top: opts.Top, Family: opts.Family, Method: cfg.Method, Port: cfg.Port, Count: cfg.Count,
+			Timeout: cfg.Timeout.String(), DNSTimeout: cfg.DNSTimeout.String(), paths: names(cfg.Paths)}
+		now.List.SHA256 = info.SHA256
+		if err := checkResume(old, now); err != nil {
+			return cmdutil.FlagErrorf("--resume %s: %v", opts.Resume, err)
+		}
 		f, err := os.Open(opts.Resume)
 		if err != nil {
 			return cmdutil.FlagErrorf("--resume: %v", err)
@@ -231,10 +246,6 @@ func surveyRun(ctx context.Context, opts *Options) error {
 		defer f.Close()
 		cfg.ResumeFrom = f
 	}
-	hdrCfg := map[string]any{"list": info, "resume": opts.Resume, "top": opts.Top, "family": opts.Family,
-		"method": cfg.Method, "port": cfg.Port, "count": cfg.Count, "timeout": cfg.Timeout.String(),
-		"spacing": cfg.Spacing.String(), "rate": cfg.Rate, "allow_cross_private": cfg.Policy.AllowCrossPrivate,
-		"public_prefixes": cfg.Policy.Public, "max_bytes": cfg.MaxBytes}
 	hdr, err := report.NewHeader("survey", opts.ProbeID(), cfg.Paths, hdrCfg)
 	if err != nil {
 		return err
@@ -364,4 +375,12 @@ func loadDomains(ctx context.Context, opts *Options) ([]survey.Domain, survey.Li
 		return ds, info, err
 	}
 	return nil, survey.ListInfo{}, cmdutil.FlagErrorf("name the domains with --list FILE or --list-id ID|latest")
+}
+
+func names(ps []probe.Path) []string {
+	out := make([]string, 0, len(ps))
+	for _, p := range ps {
+		out = append(out, p.Name)
+	}
+	return out
 }
