@@ -83,7 +83,25 @@ func attachDNS(ctx context.Context, paths []Path, opts DiscoverOptions) {
 		case p.Kind != KindLoopback && len(shared) > 0:
 			p.DNS = slices.Clone(shared)
 		}
+		if len(opts.FlagDNS[p.Name]) == 0 {
+			// One choice for every command: a server of a family the path
+			// has no address of (resolv.conf's IPv4 server on an IPv6-only
+			// path) cannot be asked through it, so ifaces does not list it
+			// and survey does not try it. Flag values are kept: the
+			// command reports them as a mistake.
+			p.DNS = slices.DeleteFunc(p.DNS, func(s DNSServer) bool { return !p.Reaches(s.Addr.Addr()) })
+		}
 	}
+}
+
+// Reaches reports whether the path has a source address of a's family, so
+// that a packet to a can leave through it.
+func (p Path) Reaches(a netip.Addr) bool {
+	if !a.IsValid() {
+		return false
+	}
+	_, ok := p.SourceAddr(FamilyOf(a))
+	return ok
 }
 
 func servers(addrs []netip.AddrPort, source string, shared bool) []DNSServer {

@@ -87,11 +87,20 @@ func TestParseDNSFlag(t *testing.T) {
 func TestAttachDNSPrecedence(t *testing.T) {
 	flag := netip.MustParseAddrPort("198.18.0.1:53")
 	cfg := netip.MustParseAddrPort("198.18.0.2:53")
-	paths := []Path{{Name: "wlan0"}, {Name: "wwan0"}, {Name: "eth0"}, {Name: "lo", Kind: KindLoopback}}
+	v4 := []Addr{{IP: netip.MustParseAddr("198.18.1.2"), PrefixLen: 24, Scope: ScopeGlobal}}
+	v6 := []Addr{{IP: netip.MustParseAddr("fd00:6::2"), PrefixLen: 64, Scope: ScopeOf(netip.MustParseAddr("fd00:6::2"))}}
+	cfg6 := netip.MustParseAddrPort("[fd00:6::1]:53")
+	paths := []Path{{Name: "wlan0", Addrs: v4}, {Name: "wwan0", Addrs: v4}, {Name: "eth0", Addrs: v4},
+		{Name: "lo", Kind: KindLoopback}, {Name: "v6only", Addrs: v6}}
 	attachDNS(t.Context(), paths, DiscoverOptions{
 		FlagDNS:   map[string][]netip.AddrPort{"wlan0": {flag}},
-		ConfigDNS: map[string][]netip.AddrPort{"wlan0": {cfg}, "wwan0": {cfg}},
+		ConfigDNS: map[string][]netip.AddrPort{"wlan0": {cfg}, "wwan0": {cfg}, "v6only": {cfg, cfg6}},
 	})
+	assert.Equal(t, []DNSServer{{Addr: cfg6, Source: DNSSourceConfig}}, paths[4].DNS,
+		"an IPv6-only path keeps only the servers it can ask")
+	for _, d := range paths[4].DNS {
+		assert.True(t, d.Addr.Addr().Is6())
+	}
 	assert.Equal(t, []DNSServer{{Addr: flag, Source: DNSSourceFlag}}, paths[0].DNS, "flag beats config")
 	assert.Equal(t, []DNSServer{{Addr: cfg, Source: DNSSourceConfig}}, paths[1].DNS, "config beats the OS")
 	for _, d := range paths[2].DNS {

@@ -38,6 +38,30 @@ type ListInfo struct {
 
 const maxReportedMalformed = 5
 
+// maxLineLen bounds a list line: a rank, a comma and a 253-byte name fit
+// many times over; a longer line is malformed (reported with its number),
+// and the lines after it are still read.
+const maxLineLen = 4096
+
+// readLine returns the next line without its end; long reports a line
+// longer than the reader's buffer, whose rest is skipped.
+func readLine(br *bufio.Reader) (line []byte, long bool, err error) {
+	b, prefix, err := br.ReadLine()
+	if err != nil {
+		return nil, false, err
+	}
+	for prefix {
+		long = true
+		if _, prefix, err = br.ReadLine(); err != nil {
+			if err == io.EOF {
+				return nil, true, nil
+			}
+			return nil, true, err
+		}
+	}
+	return b, long, nil
+}
+
 // idnaProfile converts to the ASCII form resolvers want (UTS #46 lookup).
 var idnaProfile = idna.Lookup
 
@@ -53,20 +77,36 @@ func ParseList(r io.Reader, top int) ([]Domain, ListInfo, error) {
 func parseList(r io.Reader, top, hint int) ([]Domain, ListInfo, error) {
 	var info ListInfo
 	h := sha256.New()
-	sc := bufio.NewScanner(io.TeeReader(r, h))
-	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	br := bufio.NewReaderSize(io.TeeReader(r, h), maxLineLen)
 	if top > 0 {
 		hint = min(top, hint)
 	}
 	hint = max(min(hint, 1<<21), 16)
 	seen := make(map[string]struct{}, hint)
 	out := make([]Domain, 0, hint)
-	for sc.Scan() {
+	malformed := func(err error) {
+		info.Malformed++
+		if len(info.FirstMalformed) < maxReportedMalformed {
+			info.FirstMalformed = append(info.FirstMalformed, fmt.Sprintf("line %d: %v", info.Lines, err))
+		}
+	}
+	for {
+		b, long, err := readLine(br)
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return out, info, fmt.Errorf("read list: line %d: %w", info.Lines+1, err)
+		}
 		info.Lines++
 		if top > 0 && len(out) >= top {
 			continue // keep hashing the whole file
 		}
-		line := strings.TrimSpace(sc.Text())
+		if long {
+			malformed(fmt.Errorf("longer than %d bytes", maxLineLen))
+			continue
+		}
+		line := strings.TrimSpace(string(b))
 		if info.Lines == 1 {
 			line = strings.TrimPrefix(line, "\ufeff")
 		}
@@ -75,10 +115,7 @@ func parseList(r io.Reader, top, hint int) ([]Domain, ListInfo, error) {
 		}
 		d, idn, err := parseLine(line, len(out)+info.Duplicates+info.Malformed+1)
 		if err != nil {
-			info.Malformed++
-			if len(info.FirstMalformed) < maxReportedMalformed {
-				info.FirstMalformed = append(info.FirstMalformed, fmt.Sprintf("line %d: %v", info.Lines, err))
-			}
+			malformed(err)
 			continue
 		}
 		if _, dup := seen[d.Name]; dup {
@@ -90,9 +127,6 @@ func parseList(r io.Reader, top, hint int) ([]Domain, ListInfo, error) {
 		}
 		seen[d.Name] = struct{}{}
 		out = append(out, d)
-	}
-	if err := sc.Err(); err != nil {
-		return out, info, fmt.Errorf("read list: %w", err)
 	}
 	info.SHA256 = hex.EncodeToString(h.Sum(nil))
 	info.Domains = len(out)

@@ -83,3 +83,22 @@ func FuzzParseList(f *testing.F) {
 		}
 	})
 }
+
+// An over-long line and names a resolver would not accept are reported with
+// their line numbers; the lines after them are still read.
+func TestParseListBadLinesNamed(t *testing.T) {
+	in := "1,a.test\n2," + strings.Repeat("x", 10000) + ".test\n3,exa mple.test\n4,b.test\n5,-\n6,c.test"
+	ds, info, err := ParseList(strings.NewReader(in), 0)
+	require.NoError(t, err)
+	got := []string{}
+	for _, d := range ds {
+		got = append(got, d.Name)
+	}
+	assert.Equal(t, []string{"a.test", "b.test", "c.test"}, got)
+	assert.Equal(t, 3, info.Malformed)
+	require.Len(t, info.FirstMalformed, 3)
+	assert.Equal(t, "line 2: longer than 4096 bytes", info.FirstMalformed[0])
+	assert.Contains(t, info.FirstMalformed[1], "line 3: bad domain")
+	assert.Contains(t, info.FirstMalformed[2], "line 5: bad domain")
+	assert.Equal(t, 6, info.Lines)
+}

@@ -37,14 +37,27 @@ func (f *Factory) DiscoverPaths(ctx context.Context, dnsFlags []string) ([]probe
 	// silently unused: the flag is wrong (a config file may be shared by
 	// hosts, so there it is only a warning).
 	for _, iface := range slices.Sorted(maps.Keys(flagDNS)) {
-		if _, err := probe.FindPath(paths, iface); err != nil {
+		p, err := probe.FindPath(paths, iface)
+		if err != nil {
 			return nil, FlagErrorf("--dns %s: no such interface (have %s)", iface, pathNames(paths))
+		}
+		for _, a := range flagDNS[iface] {
+			if !p.Reaches(a.Addr()) {
+				return nil, FlagErrorf("--dns %s=%s: %s has no IPv%d address to ask it from", iface, a, iface, probe.FamilyOf(a.Addr()))
+			}
 		}
 	}
 	if f.Config != nil && f.Logger != nil {
 		for _, iface := range slices.Sorted(maps.Keys(opts.ConfigDNS)) {
-			if _, err := probe.FindPath(paths, iface); err != nil {
+			p, err := probe.FindPath(paths, iface)
+			if err != nil {
 				f.Logger.Warn("config names DNS servers for an interface this host does not have", "key", f.Config.Where("dns."+iface))
+				continue
+			}
+			for _, a := range opts.ConfigDNS[iface] {
+				if !p.Reaches(a.Addr()) {
+					f.Logger.Warn("config DNS server not used: the path has no address of its family", "key", f.Config.Where("dns."+iface), "server", a)
+				}
 			}
 		}
 	}

@@ -273,8 +273,13 @@ func surveyRun(ctx context.Context, opts *Options) error {
 	if status == "" {
 		status = report.StatusError
 	}
-	if err := st.Close(status, reason); err != nil && runErr == nil {
-		runErr = fmt.Errorf("write output: %w", err)
+	if err := st.Close(status, reason); err != nil {
+		// Records that did not reach the output are lost: that outranks
+		// whatever else the run reports (a closed or full stdout included).
+		if runErr != nil {
+			return fmt.Errorf("write output: %w (and the survey: %v)", err, runErr)
+		}
+		return fmt.Errorf("write output: %w", err)
 	}
 	switch {
 	case runErr == nil:

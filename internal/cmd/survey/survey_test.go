@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -247,4 +248,36 @@ func TestSurveyConfigSection(t *testing.T) {
 
 	_, err = config.Parse([]byte("survey:\n  spacing: soon\n"))
 	assert.ErrorContains(t, err, "config line 2: survey.spacing")
+}
+
+// failAfter accepts n bytes, then fails every write (a disk filling up).
+type failAfter struct{ n int }
+
+func (f *failAfter) Write(p []byte) (int, error) {
+	if len(p) > f.n {
+		return 0, errors.New("no space left on device")
+	}
+	f.n -= len(p)
+	return len(p), nil
+}
+
+// A write error on the output outranks a partial run: the exit is an
+// error naming the write, never exit 3 with records silently lost.
+func TestSurveyCommandWriteErrorIsAnError(t *testing.T) {
+	list := filepath.Join(t.TempDir(), "list.csv")
+	require.NoError(t, os.WriteFile(list, []byte("1,a.test\n"), 0o644))
+	args := []string{"--list", list, "--paths", "lo", "--method", "tcp-connect", "--family", "4"}
+	whole, _, err := runCLI(t, args...)
+	require.ErrorIs(t, err, cmdutil.ErrPartial)
+	require.Contains(t, whole, `"type":"summary"`)
+	ios, _, errOut := cmdutil.Test()
+	// The header fits, the summary and the trailer do not.
+	ios.Out = &failAfter{n: strings.Index(whole, "\n") + 1}
+	f := &cmdutil.Factory{IO: ios, Logger: slog.New(slog.NewTextHandler(errOut, nil))}
+	cmd := NewCmdSurvey(f, nil)
+	cmd.SetArgs(args)
+	err = cmd.ExecuteContext(context.Background())
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "write output: no space left")
+	assert.Equal(t, cmdutil.ExitError, cmdutil.ExitCode(err))
 }
