@@ -4,7 +4,6 @@ package patterns
 
 import (
 	"context"
-	"fmt"
 	"syscall"
 	"testing"
 	"time"
@@ -27,7 +26,7 @@ func cpuTime() time.Duration {
 //	go test -run '^$' -bench Bulk -benchtime 5x ./patterns/
 func BenchmarkBulk(b *testing.B) {
 	const size = 64 << 20
-	for _, trName := range transport.Names {
+	for _, trName := range transport.Names() {
 		b.Run(trName, func(b *testing.B) {
 			lo, srv := benchSetup(b)
 			tr := benchTransport(b, trName, lo, srv.pin)
@@ -55,7 +54,7 @@ func BenchmarkBulk(b *testing.B) {
 
 // BenchmarkIperf runs a 2 s upload and download per iteration.
 func BenchmarkIperf(b *testing.B) {
-	for _, trName := range transport.Names {
+	for _, trName := range transport.Names() {
 		b.Run(trName, func(b *testing.B) {
 			lo, srv := benchSetup(b)
 			tr := benchTransport(b, trName, lo, srv.pin)
@@ -100,17 +99,14 @@ func startBenchServer(lim Limits) (*testServer, error) {
 	if err != nil {
 		return nil, err
 	}
-	srv, err := NewServer(ServerConfig{Certificate: cert, TCPAddr: "127.0.0.1:0", QUICAddrs: []string{"127.0.0.1:0"}, Limits: lim})
+	srv, err := NewServer(ServerConfig{Certificate: cert, Listen: listenAll("127.0.0.1:0"), Limits: lim})
 	if err != nil {
 		return nil, err
 	}
 	if err := srv.Start(context.Background()); err != nil {
 		return nil, err
 	}
-	var tp, qp int
-	fmt.Sscanf(portOf(srv.TCPAddr().String()), "%d", &tp)
-	fmt.Sscanf(portOf(srv.QUICAddrs()[0].String()), "%d", &qp)
-	return &testServer{Server: srv, pin: pin, tcpPort: uint16(tp), quicPort: uint16(qp)}, nil
+	return newTestServer(srv, pin), nil
 }
 
 func portOf(a string) string {
@@ -128,7 +124,7 @@ func benchTransport(b *testing.B, name string, p probe.Path, pin string) transpo
 	if err != nil {
 		b.Fatal(err)
 	}
-	tr, err := transport.New(name, transport.Options{Path: p, Family: probe.Family4, TLS: tlsCfg})
+	tr, err := transport.New(name, transport.Single(p, probe.Family4, tlsCfg))
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -36,8 +36,12 @@ type InteractiveResult struct {
 
 type interactivePattern struct{}
 
-func (interactivePattern) Name() string   { return "interactive" }
-func (interactivePattern) Family() string { return wire.ALPNInteractive }
+func (interactivePattern) Name() string { return "interactive" }
+
+// ALPNInteractive is the interactive pattern's family.
+const ALPNInteractive = "mptester-interactive/1"
+
+func (interactivePattern) Family() string { return ALPNInteractive }
 
 func summarize(ds []wire.Delay) *InteractiveDirection {
 	d := &InteractiveDirection{Sent: len(ds), Lost: []uint32{}, Delays: []time.Duration{}}
@@ -179,7 +183,7 @@ func (cs *chunkSender) wait(ctx context.Context, grace time.Duration) []wire.Del
 func (interactivePattern) Run(ctx context.Context, c *Client) (any, error) {
 	p := c.Params
 	res := &InteractiveResult{}
-	upConn, err := c.Dial(ctx, wire.ALPNInteractive)
+	upConn, err := c.Dial(ctx, ALPNInteractive)
 	if err != nil {
 		return res, err
 	}
@@ -190,7 +194,7 @@ func (interactivePattern) Run(ctx context.Context, c *Client) (any, error) {
 	res.Streams = "one-connection-two-streams"
 	if !upConn.MultiStream() {
 		res.Streams = "two-connections"
-		if downConn, err = c.Dial(ctx, wire.ALPNInteractive); err != nil {
+		if downConn, err = c.Dial(ctx, ALPNInteractive); err != nil {
 			return res, err
 		}
 		defer downConn.Close()
@@ -290,7 +294,7 @@ func interactiveDownload(s transport.Stream, r *wire.Reader, p Params) (*Interac
 
 func (interactivePattern) Register(m *Mux) {
 	// Upload: ack every chunk as it arrives.
-	m.HandleStream(wire.KindInteractiveUpload, wire.ALPNInteractive, func(ctx context.Context, s transport.Stream, h wire.Hello, r *wire.Reader) error {
+	m.HandleStream(wire.KindInteractiveUpload, ALPNInteractive, func(ctx context.Context, s transport.Stream, h wire.Hello, r *wire.Reader) error {
 		limit := time.Now().Add(h.Duration + m.Limits.ReadTimeout)
 		for {
 			if time.Now().After(limit) {
@@ -318,7 +322,7 @@ func (interactivePattern) Register(m *Mux) {
 		}
 	})
 	// Download: send chunks, time the client's acks, report the delays.
-	m.HandleStream(wire.KindInteractiveDownload, wire.ALPNInteractive, func(ctx context.Context, s transport.Stream, h wire.Hello, r *wire.Reader) error {
+	m.HandleStream(wire.KindInteractiveDownload, ALPNInteractive, func(ctx context.Context, s transport.Stream, h wire.Hello, r *wire.Reader) error {
 		cs := newChunkSender()
 		readErr := cs.readAcks(r, func(f wire.Frame) error {
 			return &wire.ErrorFrame{Code: wire.CodeMalformed, Reason: fmt.Sprintf("unexpected %s frame in interactive download", f.Type)}

@@ -62,8 +62,14 @@ type IperfResult struct {
 
 type iperfPattern struct{}
 
-func (iperfPattern) Name() string   { return "iperf" }
-func (iperfPattern) Family() string { return wire.ALPNIperf }
+func (iperfPattern) Name() string { return "iperf" }
+
+// ALPNIperf is the iperf pattern's family: its own ALPN over every
+// transport (000 §II: tests are distinguished by ALPN so middleboxes and
+// servers can tell them apart).
+const ALPNIperf = "mptester-iperf/1"
+
+func (iperfPattern) Family() string { return ALPNIperf }
 
 // openStream dials a connection (or reuses conn) and sends the Hello.
 func openStream(ctx context.Context, conn transport.Conn, h wire.Hello) (transport.Stream, *wire.Reader, error) {
@@ -157,7 +163,7 @@ func retransCounter(sample func() transport.State) func() uint64 {
 	if sample == nil {
 		return nil
 	}
-	if st := sample(); st.TCP == nil && st.MPTCP == nil && st.QUIC == nil {
+	if st := sample(); st.Data == nil {
 		return nil
 	}
 	return func() uint64 { return sample().Retransmissions() }
@@ -176,7 +182,7 @@ func toIntervals(ws []wire.Interval) []IperfInterval {
 }
 
 func iperfUpload(ctx context.Context, c *Client) (*IperfDirection, error) {
-	conn, err := c.Dial(ctx, wire.ALPNIperf)
+	conn, err := c.Dial(ctx, ALPNIperf)
 	if err != nil {
 		return nil, err
 	}
@@ -326,7 +332,7 @@ func (fd *frameFeed) early(err error) error {
 }
 
 func iperfDownload(ctx context.Context, c *Client) (*IperfDirection, error) {
-	conn, err := c.Dial(ctx, wire.ALPNIperf)
+	conn, err := c.Dial(ctx, ALPNIperf)
 	if err != nil {
 		return nil, err
 	}
@@ -422,7 +428,7 @@ func serverError(body []byte) error {
 
 // Register installs the server side of both directions.
 func (iperfPattern) Register(m *Mux) {
-	m.HandleStream(wire.KindIperfUpload, wire.ALPNIperf, func(ctx context.Context, s transport.Stream, h wire.Hello, r *wire.Reader) error {
+	m.HandleStream(wire.KindIperfUpload, ALPNIperf, func(ctx context.Context, s transport.Stream, h wire.Hello, r *wire.Reader) error {
 		var ic *intervalCounter
 		var total uint64
 		var last time.Time
@@ -461,7 +467,7 @@ func (iperfPattern) Register(m *Mux) {
 			}
 		}
 	})
-	m.HandleStream(wire.KindIperfDownload, wire.ALPNIperf, func(ctx context.Context, s transport.Stream, h wire.Hello, r *wire.Reader) error {
+	m.HandleStream(wire.KindIperfDownload, ALPNIperf, func(ctx context.Context, s transport.Stream, h wire.Hello, r *wire.Reader) error {
 		// The server is the sender: its own connection's retransmissions
 		// are the download's (the client's side sees none of them).
 		retrans := retransCounter(connSampler(ctx))

@@ -64,7 +64,7 @@ func TestIperfDownloadStatsPlanted(t *testing.T) {
 		case el >= 500*time.Millisecond:
 			n = 5
 		}
-		return transport.State{TCP: &transport.TCPInfo{TotalRetrans: n}}
+		return transport.State{Key: "tcp_info", Data: &transport.TCPInfo{TotalRetrans: n}}
 	}
 	served := make(chan error, 1)
 	go func() {
@@ -138,7 +138,7 @@ func fakeIperfServer(t *testing.T, end func(w io.Writer)) uint16 {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ln, err := tls.Listen("tcp", "127.0.0.1:0", &tls.Config{Certificates: []tls.Certificate{cert}, NextProtos: []string{wire.ALPNIperf}})
+	ln, err := tls.Listen("tcp", "127.0.0.1:0", &tls.Config{Certificates: []tls.Certificate{cert}, NextProtos: []string{ALPNIperf}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -176,11 +176,11 @@ func TestIperfDownloadServerStatsForms(t *testing.T) {
 	run := func(end func(w io.Writer)) Record {
 		port := fakeIperfServer(t, end)
 		tlsCfg, _ := transport.ClientTLS("", "", true)
-		tr, err := transport.New(transport.TCP, transport.Options{Path: lo, Family: probe.Family4, TLS: tlsCfg})
+		tr, err := transport.New(tcpName, transport.Single(lo, probe.Family4, tlsCfg))
 		if err != nil {
 			t.Fatal(err)
 		}
-		cfg := TestConfig{Pattern: "iperf", Transport: transport.TCP, Path: "lo", Family: 4,
+		cfg := TestConfig{Pattern: "iperf", Transport: tcpName, Path: "lo", Family: 4,
 			Server: netip.AddrPortFrom(netip.AddrFrom4([4]byte{127, 0, 0, 1}), port),
 			Params: Params{Duration: 200 * time.Millisecond, Direction: DirectionDownload}, Timeout: 10 * time.Second}
 		return RunTest(context.Background(), tr, cfg, nil, nil)
@@ -250,9 +250,9 @@ func TestAcceptedSamplerReadsServerSide(t *testing.T) {
 		switch {
 		case st.Err != "":
 			t.Errorf("mptcp=%v: %s", mptcp, st.Err)
-		case !mptcp && (st.TCP == nil || st.TCP.BytesSent < 1<<20):
+		case !mptcp && !tcpSent(st, 1<<20):
 			t.Errorf("tcp: server-side sample %+v, want tcp_info with the 1 MB sent", st)
-		case mptcp && (st.MPTCP == nil || len(st.MPTCP.Subflows) < 1 || st.MPTCP.Subflows[0].TCP.BytesSent < 1<<20):
+		case mptcp && !subflowSent(st, 1<<20):
 			t.Errorf("mptcp: server-side sample %+v, want a subflow with the 1 MB sent", st)
 		}
 		if transport.AcceptedSampler(nil) != nil {
@@ -262,4 +262,14 @@ func TestAcceptedSamplerReadsServerSide(t *testing.T) {
 		sc.Close()
 		ln.Close()
 	}
+}
+
+func tcpSent(st transport.State, n uint64) bool {
+	ti, ok := st.Data.(*transport.TCPInfo)
+	return ok && ti.BytesSent >= n
+}
+
+func subflowSent(st transport.State, n uint64) bool {
+	m, ok := st.Data.(*transport.MPTCPState)
+	return ok && len(m.Subflows) > 0 && m.Subflows[0].TCP.BytesSent >= n
 }

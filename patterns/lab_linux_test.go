@@ -7,7 +7,6 @@ import (
 	"crypto/tls"
 	"fmt"
 	"math"
-	"net"
 	"net/netip"
 	"os/exec"
 	"strings"
@@ -48,7 +47,7 @@ func startLabServer(t *testing.T, l *labtest.Lab) {
 		t.Fatal(err)
 	}
 	lim := DefaultLimits()
-	srv, err := NewServer(ServerConfig{Certificate: cert, TCPListener: ln, QUICConns: []net.PacketConn{pc}, Limits: lim})
+	srv, err := NewServer(ServerConfig{Certificate: cert, Sockets: map[string][]any{tcpName: {ln}, quicName: {pc}}, Limits: lim})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -70,7 +69,7 @@ func labTransport(t *testing.T, name string, p probe.Path, f probe.Family) trans
 	// The certificate is self-signed for the lab; pinning is tested on
 	// loopback (TestLimitsAndPin).
 	tlsCfg, _ := transport.ClientTLS("", "", true)
-	tr, err := transport.New(name, transport.Options{Path: p, Family: f, TLS: tlsCfg})
+	tr, err := transport.New(name, transport.Single(p, f, tlsCfg))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -112,7 +111,7 @@ func TestLabPatternsMatchPaths(t *testing.T) {
 	lat := Params{Duration: time.Second, PingCount: 9, PingGap: 100 * time.Millisecond}
 	for _, path := range lab.PathNames {
 		for _, f := range []probe.Family{probe.Family4, probe.Family6} {
-			for _, trName := range transport.Names {
+			for _, trName := range transport.Names() {
 				name := fmt.Sprintf("%s/v%d/%s", path, f, trName)
 				twice(t, name+" ping", func() string {
 					ping := labRun(t, l, "ping", trName, path, f, lat).Result.(*PingResult)
@@ -150,13 +149,13 @@ func TestLabPatternsMatchPaths(t *testing.T) {
 	// MPTCP opens a second subflow over wwan0 (also 10 Mbit/s), so it must
 	// beat the better single path and stay under both together.
 	want := func(tr string) (lo, hi float64) {
-		if tr == transport.MPTCP {
+		if tr == mptcpName {
 			return rate, 2.04 * rate
 		}
 		return 0.9 * rate, 1.02 * rate
 	}
 	tp := Params{Size: 3 << 20, Duration: 2 * time.Second}
-	for _, trName := range transport.Names {
+	for _, trName := range transport.Names() {
 		for _, f := range []probe.Family{probe.Family4, probe.Family6} {
 			name := fmt.Sprintf("wlan0/v%d/%s", f, trName)
 			twice(t, name+" bulk", func() string {
@@ -191,7 +190,7 @@ func TestLabPatternsMatchPaths(t *testing.T) {
 		l.Set(t, path, "rate=0")
 	}
 	short := Params{Size: 1 << 20, Duration: 500 * time.Millisecond}
-	for _, trName := range transport.Names {
+	for _, trName := range transport.Names() {
 		for _, f := range []probe.Family{probe.Family4, probe.Family6} {
 			labRun(t, l, "bulk", trName, "wwan0", f, short)
 			labRun(t, l, "iperf", trName, "wwan0", f, short)
@@ -202,7 +201,7 @@ func TestLabPatternsMatchPaths(t *testing.T) {
 	// Loss raises the interactive delays (retransmissions).
 	l.Set(t, "wlan0", "rate=0", "loss=10%")
 	lossy := Params{Duration: 2 * time.Second}
-	for _, trName := range transport.Names {
+	for _, trName := range transport.Names() {
 		ir := labRun(t, l, "interactive", trName, "wlan0", probe.Family4, lossy).Result.(*InteractiveResult)
 		for dir, d := range map[string]*InteractiveDirection{"upload": ir.Upload, "download": ir.Download} {
 			t.Logf("wlan0 loss=10%% %s interactive %s: median %.2f ms p95 %.2f ms max %.2f ms, %d lost", trName, dir, ms(d.Median), ms(d.P95), ms(d.Max), len(d.Lost))
@@ -248,13 +247,22 @@ func checkPathBytes(t *testing.T, name string, rec Record, payload uint64) {
 	}
 }
 
-func subflowOn(sum *MPTCPSummary, local netip.Addr) (SubflowBytes, bool) {
+// mptcpSummary is the record's MPTCP summary, nil if none.
+func mptcpSummary(rec Record) *transport.MPTCPSummary {
+	m, _ := rec.Summary.(*transport.MPTCPSummary)
+	return m
+}
+
+func subflowOn(sum *transport.MPTCPSummary, local netip.Addr) (transport.PathCounters, bool) {
+	if sum == nil {
+		return transport.PathCounters{}, false
+	}
 	for _, sf := range sum.SubflowBytes {
 		if sf.Local.Addr() == local {
 			return sf, true
 		}
 	}
-	return SubflowBytes{}, false
+	return transport.PathCounters{}, false
 }
 
 // TestLabMPTCPAggregates: with both paths rate limited, an MPTCP bulk uses
@@ -270,16 +278,16 @@ func TestLabMPTCPAggregates(t *testing.T) {
 		l.Set(t, path, "delay=5ms", "jitter=0s", fmt.Sprintf("rate=%dmbit", mbit))
 	}
 	before := l.Status(t)
-	rec := labRun(t, l, "bulk", transport.MPTCP, "wlan0", probe.Family4, Params{Size: 6 << 20})
+	rec := labRun(t, l, "bulk", mptcpName, "wlan0", probe.Family4, Params{Size: 6 << 20})
 	after := l.Status(t)
 	b := rec.Result.(*BulkResult)
-	t.Logf("MPTCP bulk %.2f Mbit/s, summary %+v, path bytes %+v", b.GoodputBps/1e6, rec.MPTCP, rec.PathBytes)
-	if rec.MPTCP == nil || !rec.MPTCP.Negotiated || rec.MPTCP.Subflows != 2 {
-		t.Fatalf("mptcp %+v: want negotiated, 2 subflows", rec.MPTCP)
+	t.Logf("MPTCP bulk %.2f Mbit/s, summary %+v, path bytes %+v", b.GoodputBps/1e6, mptcpSummary(rec), rec.PathBytes)
+	if mptcpSummary(rec) == nil || !mptcpSummary(rec).Negotiated || mptcpSummary(rec).Subflows != 2 {
+		t.Fatalf("mptcp %+v: want negotiated, 2 subflows", mptcpSummary(rec))
 	}
 	for i, path := range lab.PathNames {
 		plan, _ := lab.Plan(path)
-		sf, ok := subflowOn(rec.MPTCP, plan.Client4)
+		sf, ok := subflowOn(mptcpSummary(rec), plan.Client4)
 		if !ok || sf.Received < 100<<10 {
 			t.Errorf("%s subflow %+v: want it to carry data", path, sf)
 		}
@@ -307,12 +315,12 @@ func TestLabMPTCPCellBackup(t *testing.T) {
 	for _, path := range lab.PathNames {
 		l.Set(t, path, "delay=5ms", "jitter=0s", "rate=10mbit")
 	}
-	rec := labRun(t, l, "bulk", transport.MPTCP, "wlan0", probe.Family4, Params{Size: 2 << 20})
-	t.Logf("summary %+v", rec.MPTCP)
+	rec := labRun(t, l, "bulk", mptcpName, "wlan0", probe.Family4, Params{Size: 2 << 20})
+	t.Logf("summary %+v", mptcpSummary(rec))
 	plan, _ := lab.Plan("wwan0")
-	sf, ok := subflowOn(rec.MPTCP, plan.Client4)
+	sf, ok := subflowOn(mptcpSummary(rec), plan.Client4)
 	if !ok {
-		t.Fatalf("no backup subflow on wwan0: %+v", rec.MPTCP)
+		t.Fatalf("no backup subflow on wwan0: %+v", mptcpSummary(rec))
 	}
 	if sf.Received > 4<<10 || sf.Sent > 4<<10 {
 		t.Errorf("backup subflow carried %d bytes down, %d up while wlan0 was healthy", sf.Received, sf.Sent)
@@ -332,8 +340,8 @@ func TestLabWlanDownInvalidatesRun(t *testing.T) {
 	wlan, _ := probe.FindPath(paths, "wlan0")
 	wwan, _ := probe.FindPath(paths, "wwan0")
 	var tests atomic.Int32
-	o := RunOptions{Servers: []string{lab.Server4.String()}, TCPPort: labPort, QUICPort: labPort,
-		Patterns: []string{"interactive", "ping"}, Transports: []string{transport.MPTCP, transport.QUIC},
+	o := RunOptions{Servers: []string{lab.Server4.String()}, Ports: map[string]uint16{tcpName: labPort, quicName: labPort},
+		Patterns: []string{"interactive", "ping"}, Transports: []string{mptcpName, quicName},
 		Paths: []probe.Path{wlan, wwan}, Families: []probe.Family{probe.Family4}, Params: Params{Duration: 4 * time.Second},
 		Seed: 1, Stable: true, PollEvery: 100 * time.Millisecond,
 		Discover: func(ctx context.Context) ([]probe.Path, error) { return probe.Discover(ctx, probe.DiscoverOptions{}) },
@@ -391,7 +399,7 @@ func TestLabRetransmissions(t *testing.T) {
 		t.Fatal("no wlan0 in lab status")
 		return 0
 	}
-	for _, trName := range []string{transport.TCP, transport.QUIC} {
+	for _, trName := range []string{tcpName, quicName} {
 		before := upDrops()
 		rec := labRun(t, l, "iperf", trName, "wlan0", probe.Family4, Params{Duration: 2 * time.Second, Direction: DirectionUpload})
 		drops := upDrops() - before
@@ -428,7 +436,7 @@ func TestLabIperfSlowPathKeepsDuration(t *testing.T) {
 	}
 	l.Set(t, "wlan0", "delay=20ms", "jitter=0s", "rate=2mbit", "queue=50kb")
 	const dur = 2 * time.Second
-	for _, trName := range transport.Names {
+	for _, trName := range transport.Names() {
 		rec := labRun(t, l, "iperf", trName, "wlan0", probe.Family4, Params{Duration: dur})
 		took := rec.FinishedAt.Sub(rec.StartedAt)
 		r := rec.Result.(*IperfResult)
@@ -440,7 +448,7 @@ func TestLabIperfSlowPathKeepsDuration(t *testing.T) {
 			}
 			// Goodput never exceeds the emulated rate (MPTCP also has the
 			// unlimited wwan0).
-			if trName != transport.MPTCP && (d.GoodputBps > 2e6 || d.GoodputBps < 0.9*2e6) {
+			if trName != mptcpName && (d.GoodputBps > 2e6 || d.GoodputBps < 0.9*2e6) {
 				t.Errorf("%s %s: goodput %.3f Mbit/s on a 2 Mbit/s path", trName, dir, d.GoodputBps/1e6)
 			}
 		}
@@ -485,7 +493,7 @@ func TestLabRetransmissionsDownload(t *testing.T) {
 		}
 		return wlan, all
 	}
-	for _, trName := range transport.Names {
+	for _, trName := range transport.Names() {
 		wlan0, all0 := downDrops()
 		rec := labRun(t, l, "iperf", trName, "wlan0", probe.Family4, Params{Duration: 2 * time.Second, Direction: DirectionDownload})
 		wlan1, all1 := downDrops()

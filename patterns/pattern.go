@@ -37,7 +37,7 @@ import (
 type Pattern interface {
 	Name() string
 	// Family is the ALPN family the pattern's connections use
-	// (transport.FamilyHTTP or a wire.ALPN* stream family).
+	// (transport.FamilyHTTP or a stream pattern's own ALPN).
 	Family() string
 	// Run is the client side. It returns a JSON-encodable result; on error
 	// the partial result (if any) is still recorded.

@@ -20,11 +20,35 @@ import (
 	"github.com/mptester/mptester/probe"
 )
 
+// The transports these tests plant expectations for.
+const (
+	tcpName   = "tcp"
+	mptcpName = "mptcp"
+	quicName  = "quic"
+)
+
 type testServer struct {
 	*Server
 	pin      string
 	tcpPort  uint16
 	quicPort uint16
+}
+
+// port of the listener serving transport name.
+func (s *testServer) port(name string) uint16 {
+	a := s.Addrs(name)
+	if len(a) == 0 {
+		return 0
+	}
+	ap, _ := netip.ParseAddrPort(a[0].String())
+	return ap.Port()
+}
+
+// newTestServer wraps a started server.
+func newTestServer(srv *Server, pin string) *testServer {
+	ts := &testServer{Server: srv, pin: pin}
+	ts.tcpPort, ts.quicPort = ts.port(tcpName), ts.port(quicName)
+	return ts
 }
 
 func startServer(t *testing.T, lim Limits) *testServer {
@@ -39,7 +63,7 @@ func startServer(t *testing.T, lim Limits) *testServer {
 		lim.IdleTimeout = 5 * time.Second
 	}
 	logger := slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelInfo}))
-	srv, err := NewServer(ServerConfig{Certificate: cert, TCPAddr: ":0", QUICAddrs: []string{":0"}, Limits: lim, Logger: logger})
+	srv, err := NewServer(ServerConfig{Certificate: cert, Listen: listenAll(":0"), Limits: lim, Logger: logger})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -47,9 +71,16 @@ func startServer(t *testing.T, lim Limits) *testServer {
 		t.Fatal(err)
 	}
 	t.Cleanup(srv.Close)
-	tp := srv.TCPAddr().(*net.TCPAddr).Port
-	qp := srv.QUICAddrs()[0].(*net.UDPAddr).Port
-	return &testServer{Server: srv, pin: pin, tcpPort: uint16(tp), quicPort: uint16(qp)}
+	return newTestServer(srv, pin)
+}
+
+// listenAll gives every listening transport the address addr.
+func listenAll(addr string) map[string][]string {
+	m := map[string][]string{}
+	for _, d := range transport.Listeners() {
+		m[d.Name] = []string{addr}
+	}
+	return m
 }
 
 type testWriter struct{ t *testing.T }
@@ -90,7 +121,9 @@ func newTestTransport(t *testing.T, name string, p probe.Path, f probe.Family, p
 	if err != nil {
 		t.Fatal(err)
 	}
-	tr, err := transport.New(name, transport.Options{Path: p, Family: f, TLS: tlsCfg, IdleTimeout: 3 * time.Second})
+	o := transport.Single(p, f, tlsCfg)
+	o.IdleTimeout = 3 * time.Second
+	tr, err := transport.New(name, o)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -98,11 +131,7 @@ func newTestTransport(t *testing.T, name string, p probe.Path, f probe.Family, p
 }
 
 func (s *testServer) config(pattern, tr string, f probe.Family, params Params) TestConfig {
-	port := s.tcpPort
-	if tr == transport.QUIC {
-		port = s.quicPort
-	}
-	return TestConfig{Pattern: pattern, Transport: tr, Path: "lo", Family: int(f), Server: serverAddr(f, port), Params: params, Timeout: 20 * time.Second}
+	return TestConfig{Pattern: pattern, Transport: tr, Path: "lo", Family: int(f), Server: serverAddr(f, s.port(tr)), Params: params, Timeout: 20 * time.Second}
 }
 
 // smallParams keep the whole matrix a few seconds long.
@@ -115,7 +144,7 @@ func TestMatrixLoopback(t *testing.T) {
 	lo := loopback(t)
 	srv := startServer(t, Limits{})
 	for _, f := range []probe.Family{probe.Family4, probe.Family6} {
-		for _, trName := range transport.Names {
+		for _, trName := range transport.Names() {
 			for _, pat := range Names() {
 				t.Run(fmt.Sprintf("v%d/%s/%s", f, trName, pat), func(t *testing.T) {
 					tr := newTestTransport(t, trName, lo, f, srv.pin)
@@ -143,25 +172,25 @@ func checkResult(t *testing.T, rec Record) {
 		}
 		s := c.Samples[0]
 		switch rec.Config.Transport {
-		case transport.TCP:
-			if s.TCP == nil || s.TCP.RTT == 0 {
+		case tcpName:
+			if ti, ok := s.Data.(*transport.TCPInfo); !ok || ti.RTT == 0 {
 				t.Errorf("tcp sample without tcp_info rtt: %+v", s.State)
 			}
-		case transport.MPTCP:
-			if s.MPTCP == nil || s.MPTCP.NumSubflow < 1 || len(s.MPTCP.Subflows) < 1 {
+		case mptcpName:
+			if m, ok := s.Data.(*transport.MPTCPState); !ok || m.NumSubflow < 1 || len(m.Subflows) < 1 {
 				t.Errorf("mptcp sample without subflows: %+v", s.State)
-			} else if sf := s.MPTCP.Subflows[0]; sf.Local.String() != c.Local || sf.Remote.String() != c.Remote {
+			} else if sf := m.Subflows[0]; sf.Local.String() != c.Local || sf.Remote.String() != c.Remote {
 				t.Errorf("subflow %s->%s, connection %s->%s", sf.Local, sf.Remote, c.Local, c.Remote)
 			}
-		case transport.QUIC:
-			if s.QUIC == nil || s.QUIC.SmoothedRTT == 0 {
+		case quicName:
+			if q, ok := s.Data.(*transport.QUICStats); !ok || q.SmoothedRTT == 0 {
 				t.Errorf("quic sample without RTT: %+v", s.State)
 			}
 		}
 	}
-	if rec.Config.Transport == transport.MPTCP {
-		if rec.MPTCP == nil || !rec.MPTCP.Negotiated || rec.MPTCP.Subflows < 1 {
-			t.Errorf("mptcp summary %+v: want negotiated with >= 1 subflow", rec.MPTCP)
+	if rec.Config.Transport == mptcpName {
+		if m, ok := rec.Summary.(*transport.MPTCPSummary); !ok || !m.Negotiated || m.Subflows < 1 {
+			t.Errorf("mptcp summary %+v: want negotiated with >= 1 subflow", rec.Summary)
 		}
 	}
 	if len(rec.PathBytes) != 1 || rec.PathBytes[0].Sent == 0 {
@@ -239,7 +268,7 @@ func checkResult(t *testing.T, rec Record) {
 			}
 		}
 		wantStreams := "two-connections"
-		if rec.Config.Transport == transport.QUIC {
+		if rec.Config.Transport == quicName {
 			wantStreams = "one-connection-two-streams"
 		}
 		if r.Streams != wantStreams || (wantStreams == "two-connections") != (len(rec.Connections) == 2) {
@@ -294,7 +323,7 @@ func TestBadRequestsRefusedWithoutHarm(t *testing.T) {
 	srv := startServer(t, lim)
 
 	good := make(chan Record, 2)
-	for _, trName := range []string{transport.TCP, transport.QUIC} {
+	for _, trName := range []string{tcpName, quicName} {
 		go func() {
 			tr := newTestTransport(t, trName, lo, probe.Family4, srv.pin)
 			good <- RunTest(context.Background(), tr, srv.config("interactive", trName, probe.Family4,
@@ -304,21 +333,21 @@ func TestBadRequestsRefusedWithoutHarm(t *testing.T) {
 	time.Sleep(200 * time.Millisecond)
 
 	t.Run("garbage frame", func(t *testing.T) {
-		c := rawStream(t, srv.tcpPort, wire.ALPNIperf)
+		c := rawStream(t, srv.tcpPort, ALPNIperf)
 		_, _ = c.Write([]byte{0xee, 0, 0, 0, 1, 0})
 		if e := readError(t, c); e.Code != wire.CodeMalformed {
 			t.Errorf("error %v, want malformed", e)
 		}
 	})
 	t.Run("oversized frame", func(t *testing.T) {
-		c := rawStream(t, srv.tcpPort, wire.ALPNInteractive)
+		c := rawStream(t, srv.tcpPort, ALPNInteractive)
 		_, _ = c.Write([]byte{byte(wire.TypeHello), 0x7f, 0xff, 0xff, 0xff})
 		if e := readError(t, c); e.Code != wire.CodeMalformed || !strings.Contains(e.Reason, "exceeds limit") {
 			t.Errorf("error %v, want malformed (exceeds limit)", e)
 		}
 	})
 	t.Run("kind on the wrong ALPN", func(t *testing.T) {
-		c := rawStream(t, srv.tcpPort, wire.ALPNIperf)
+		c := rawStream(t, srv.tcpPort, ALPNIperf)
 		h := wire.Hello{Version: wire.Version, Kind: wire.KindInteractiveUpload, Duration: time.Second, ChunkSize: 100, Interval: 100 * time.Millisecond}
 		_ = wire.WriteFrame(c, wire.TypeHello, h.Encode())
 		if e := readError(t, c); e.Code != wire.CodeMalformed {
@@ -326,21 +355,21 @@ func TestBadRequestsRefusedWithoutHarm(t *testing.T) {
 		}
 	})
 	t.Run("duration above limit", func(t *testing.T) {
-		tr := newTestTransport(t, transport.QUIC, lo, probe.Family4, srv.pin)
-		rec := RunTest(context.Background(), tr, srv.config("iperf", transport.QUIC, probe.Family4, Params{Duration: time.Minute}), nil, nil)
+		tr := newTestTransport(t, quicName, lo, probe.Family4, srv.pin)
+		rec := RunTest(context.Background(), tr, srv.config("iperf", quicName, probe.Family4, Params{Duration: time.Minute}), nil, nil)
 		if rec.Status != StatusServerRefused {
 			t.Errorf("status %s (%s), want server-refused", rec.Status, rec.Error)
 		}
 	})
 	t.Run("bulk above limit", func(t *testing.T) {
-		tr := newTestTransport(t, transport.TCP, lo, probe.Family4, srv.pin)
-		rec := RunTest(context.Background(), tr, srv.config("bulk", transport.TCP, probe.Family4, Params{Size: 2 << 20}), nil, nil)
+		tr := newTestTransport(t, tcpName, lo, probe.Family4, srv.pin)
+		rec := RunTest(context.Background(), tr, srv.config("bulk", tcpName, probe.Family4, Params{Size: 2 << 20}), nil, nil)
 		if rec.Status != StatusServerRefused || !strings.Contains(rec.Error, "above limit") {
 			t.Errorf("status %s (%s), want server-refused", rec.Status, rec.Error)
 		}
 	})
 	t.Run("silent client", func(t *testing.T) {
-		c := rawStream(t, srv.tcpPort, wire.ALPNIperf)
+		c := rawStream(t, srv.tcpPort, ALPNIperf)
 		start := time.Now()
 		_ = c.SetDeadline(time.Now().Add(10 * time.Second))
 		if _, err := c.Read(make([]byte, 1)); err == nil {
@@ -362,7 +391,7 @@ func TestBadRequestsRefusedWithoutHarm(t *testing.T) {
 // yields a classified error quickly, never a hang.
 func TestServerKilledMidTest(t *testing.T) {
 	lo := loopback(t)
-	for _, trName := range transport.Names {
+	for _, trName := range transport.Names() {
 		t.Run(trName, func(t *testing.T) {
 			srv := startServer(t, Limits{})
 			tr := newTestTransport(t, trName, lo, probe.Family4, srv.pin)
@@ -393,18 +422,18 @@ func TestLimitsAndPin(t *testing.T) {
 	lim := DefaultLimits()
 	lim.MaxPerClient, lim.ReadTimeout = 1, 3*time.Second
 	srv := startServer(t, lim)
-	tr := newTestTransport(t, transport.TCP, lo, probe.Family4, srv.pin)
-	if rec := RunTest(context.Background(), tr, srv.config("ping", transport.TCP, probe.Family4, smallParams), nil, nil); rec.Status != StatusSuccess {
+	tr := newTestTransport(t, tcpName, lo, probe.Family4, srv.pin)
+	if rec := RunTest(context.Background(), tr, srv.config("ping", tcpName, probe.Family4, smallParams), nil, nil); rec.Status != StatusSuccess {
 		t.Fatalf("one session: %s %s", rec.Status, rec.Error)
 	}
 	// Interactive over TCP needs two sessions at once: the second is refused.
-	rec := RunTest(context.Background(), tr, srv.config("interactive", transport.TCP, probe.Family4, smallParams), nil, nil)
+	rec := RunTest(context.Background(), tr, srv.config("interactive", tcpName, probe.Family4, smallParams), nil, nil)
 	if rec.Status == StatusSuccess {
 		t.Fatalf("second concurrent session accepted with a cap of 1")
 	}
-	qtr := newTestTransport(t, transport.QUIC, lo, probe.Family4, srv.pin)
+	qtr := newTestTransport(t, quicName, lo, probe.Family4, srv.pin)
 	// Over QUIC one connection carries both streams: within the cap.
-	if rec := RunTest(context.Background(), qtr, srv.config("interactive", transport.QUIC, probe.Family4, smallParams), nil, nil); rec.Status != StatusSuccess {
+	if rec := RunTest(context.Background(), qtr, srv.config("interactive", quicName, probe.Family4, smallParams), nil, nil); rec.Status != StatusSuccess {
 		t.Fatalf("quic interactive: %s %s", rec.Status, rec.Error)
 	}
 
@@ -412,7 +441,7 @@ func TestLimitsAndPin(t *testing.T) {
 	// be releasing).
 	srv = startServer(t, Limits{})
 	bad := strings.Repeat("00:", 31) + "00"
-	for _, trName := range []string{transport.TCP, transport.QUIC} {
+	for _, trName := range []string{tcpName, quicName} {
 		rec := RunTest(context.Background(), newTestTransport(t, trName, lo, probe.Family4, bad), srv.config("ping", trName, probe.Family4, smallParams), nil, nil)
 		if rec.Status != StatusPinMismatch {
 			t.Errorf("%s with wrong pin: %s (%s), want pin-mismatch", trName, rec.Status, rec.Error)
@@ -430,7 +459,7 @@ func TestGracefulShutdown(t *testing.T) {
 	lo := loopback(t)
 	srv := startServer(t, Limits{})
 	recs := make(chan Record, 2)
-	for _, trName := range []string{transport.TCP, transport.QUIC} {
+	for _, trName := range []string{tcpName, quicName} {
 		go func() {
 			tr := newTestTransport(t, trName, lo, probe.Family4, srv.pin)
 			recs <- RunTest(context.Background(), tr, srv.config("interactive", trName, probe.Family4,
@@ -446,8 +475,8 @@ func TestGracefulShutdown(t *testing.T) {
 		done <- srv.Shutdown(ctx)
 	}()
 	time.Sleep(100 * time.Millisecond)
-	tr := newTestTransport(t, transport.TCP, lo, probe.Family4, srv.pin)
-	if rec := RunTest(context.Background(), tr, srv.config("ping", transport.TCP, probe.Family4, smallParams), nil, nil); rec.Status != StatusConnectionRefused {
+	tr := newTestTransport(t, tcpName, lo, probe.Family4, srv.pin)
+	if rec := RunTest(context.Background(), tr, srv.config("ping", tcpName, probe.Family4, smallParams), nil, nil); rec.Status != StatusConnectionRefused {
 		t.Errorf("new session during shutdown: %s (%s), want connection-refused", rec.Status, rec.Error)
 	}
 	for range 2 {
@@ -468,8 +497,10 @@ func TestHTTP1(t *testing.T) {
 	lo := loopback(t)
 	srv := startServer(t, Limits{})
 	tlsCfg, _ := transport.ClientTLS("localhost", srv.pin, false)
-	for _, trName := range []string{transport.TCP, transport.MPTCP} {
-		tr, err := transport.New(trName, transport.Options{Path: lo, Family: probe.Family4, TLS: tlsCfg, HTTP1: true})
+	for _, trName := range []string{tcpName, mptcpName} {
+		o := transport.Single(lo, probe.Family4, tlsCfg)
+		o.HTTP1 = true
+		tr, err := transport.New(trName, o)
 		if err != nil {
 			t.Fatal(err)
 		}

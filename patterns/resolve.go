@@ -29,11 +29,11 @@ type ServerResolution struct {
 // server is a candidate test server after name resolution: its addresses
 // are per path, because each path asks its own DNS servers.
 type server struct {
-	name      string // as given
-	host      string // SNI / certificate name
-	tcp, quic uint16
-	literal   []netip.Addr         // the host is an IP literal: every path uses it
-	byPath    map[string]pathAddrs // path name -> what that path resolved
+	name    string               // as given
+	host    string               // SNI / certificate name
+	port    uint16               // from HOST:PORT: every transport uses it; 0: RunOptions.Ports
+	literal []netip.Addr         // the host is an IP literal: every path uses it
+	byPath  map[string]pathAddrs // path name -> what that path resolved
 }
 
 type pathAddrs struct {
@@ -64,13 +64,13 @@ func parseServer(ctx context.Context, o RunOptions, s string) (server, error) {
 	if h, p, err := net.SplitHostPort(s); err == nil {
 		host, port = h, p
 	}
-	sv := server{name: s, host: host, tcp: o.TCPPort, quic: o.QUICPort}
+	sv := server{name: s, host: host}
 	if port != "" {
 		n, err := strconv.ParseUint(port, 10, 16)
 		if err != nil || n == 0 {
 			return sv, fmt.Errorf("server %q: invalid port", s)
 		}
-		sv.tcp, sv.quic = uint16(n), uint16(n)
+		sv.port = uint16(n)
 	}
 	if host == "" {
 		return sv, fmt.Errorf("server %q: empty host", s)

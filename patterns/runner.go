@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"net/netip"
-	"slices"
 	"strings"
 	"time"
 
@@ -18,9 +17,10 @@ import (
 
 // RunOptions of a stable-network run (000 §II-A "stable network mode").
 type RunOptions struct {
-	Servers    []string // HOST[:PORT]; a port overrides TCPPort and QUICPort
-	TCPPort    uint16
-	QUICPort   uint16
+	Servers []string // HOST[:PORT]; a port overrides Ports
+	// Ports of the server per listening transport (transport.Listeners);
+	// a missing one is the transport's default port.
+	Ports      map[string]uint16
 	Patterns   []string
 	Transports []string
 	Paths      []probe.Path
@@ -197,10 +197,7 @@ func Run(ctx context.Context, o RunOptions) (RunSummary, error) {
 
 func runOne(ctx context.Context, o RunOptions, sv server, t test) Record {
 	ip, _ := sv.addr(t.path, t.family)
-	port := sv.tcp
-	if t.transport == transport.QUIC {
-		port = sv.quic
-	}
+	port := sv.portFor(o, t.transport)
 	cfg := TestConfig{Pattern: t.pattern, Transport: t.transport, Path: t.path.Name, Family: int(t.family),
 		Server: netip.AddrPortFrom(ip, port), Params: o.Params, Timeout: o.Timeout, ServerResolution: sv.resolution(t.path, t.family)}
 	if cfg.Timeout == 0 {
@@ -232,7 +229,28 @@ func newTransport(o RunOptions, sv server, name string, p probe.Path, f probe.Fa
 	if err != nil {
 		return nil, err
 	}
-	return transport.New(name, transport.Options{Path: p, Family: f, TLS: tlsCfg, HTTP1: o.HTTP1})
+	to := transport.Single(p, f, tlsCfg)
+	to.HTTP1 = o.HTTP1
+	return transport.New(name, to)
+}
+
+// portFor is the server's port for a transport: HOST:PORT's port, else the
+// port given for the transport's listener, else its default.
+func (sv server) portFor(o RunOptions, name string) uint16 {
+	if sv.port != 0 {
+		return sv.port
+	}
+	d, err := transport.Get(name)
+	if err != nil {
+		return 0
+	}
+	if p := o.Ports[d.Listener()]; p != 0 {
+		return p
+	}
+	if ld, err := transport.Get(d.Listener()); err == nil {
+		return ld.DefaultPort
+	}
+	return d.DefaultPort
 }
 
 // selectServer pings every candidate over the first path, family and
@@ -243,7 +261,7 @@ func selectServer(ctx context.Context, o RunOptions, servers []server) (server, 
 		return servers[0], nil
 	}
 	rec := SelectionRecord{Type: "server_selection", Rule: "lowest median ping among servers that answered every ping", Probes: []ServerProbe{}}
-	trName := transport.TCP
+	trName := transport.Names()[0]
 	if len(o.Transports) > 0 {
 		trName = o.Transports[0]
 	}
@@ -257,11 +275,7 @@ func selectServer(ctx context.Context, o RunOptions, servers []server) (server, 
 			rec.Probes = append(rec.Probes, sp)
 			continue
 		}
-		port := sv.tcp
-		if trName == transport.QUIC {
-			port = sv.quic
-		}
-		sp.Addr = netip.AddrPortFrom(ip, port)
+		sp.Addr = netip.AddrPortFrom(ip, sv.portFor(o, trName))
 		tr, err := newTransport(o, sv, trName, o.Paths[0], f)
 		if err != nil {
 			return server{}, err
@@ -297,53 +311,6 @@ func probeSummary(ps []ServerProbe) string {
 	return strings.Join(parts, "; ")
 }
 
-// pathState is what stable mode compares: which watched interfaces exist,
-// whether they are up and which addresses they carry.
-func pathState(ps []probe.Path, watched []string) map[string]string {
-	out := map[string]string{}
-	for _, p := range ps {
-		if !slices.Contains(watched, p.Name) && !p.DefaultRoute {
-			continue
-		}
-		var addrs []string
-		for _, a := range p.Addrs {
-			if a.Scope != probe.ScopeLinkLocal {
-				addrs = append(addrs, a.IP.String())
-			}
-		}
-		slices.Sort(addrs)
-		out[p.Name] = fmt.Sprintf("up=%t %s", p.Up, strings.Join(addrs, ","))
-	}
-	return out
-}
-
-// diffPaths describes the first difference, "" if none.
-func diffPaths(before, after map[string]string) string {
-	names := make([]string, 0, len(before)+len(after))
-	for n := range before {
-		names = append(names, n)
-	}
-	for n := range after {
-		if _, ok := before[n]; !ok {
-			names = append(names, n)
-		}
-	}
-	slices.Sort(names)
-	for _, n := range names {
-		b, inB := before[n]
-		a, inA := after[n]
-		switch {
-		case inB && !inA:
-			return fmt.Sprintf("%s disappeared", n)
-		case !inB && inA:
-			return fmt.Sprintf("%s appeared (%s)", n, a)
-		case a != b:
-			return fmt.Sprintf("%s changed from %q to %q", n, b, a)
-		}
-	}
-	return ""
-}
-
 // watchPaths watches the interfaces (the reference app uses iOS's
 // Reachability; 000 §II-A) and stops the run when the selected paths, or
 // any path with a default route, appear, disappear or change address. It
@@ -352,18 +319,18 @@ func diffPaths(before, after map[string]string) string {
 // which catches lost notifications and is the only trigger elsewhere.
 func watchPaths(ctx context.Context, o RunOptions, stop context.CancelCauseFunc) {
 	watched := pathNames(o.Paths)
-	initial := pathState(o.Paths, watched)
+	initial := o.Paths
 	if ps, err := o.Discover(ctx); err == nil {
-		initial = pathState(ps, watched)
+		initial = ps
 	}
 	probe.Watch(ctx, o.PollEvery, 500*time.Millisecond, func(time.Time) bool {
 		ps, err := o.Discover(ctx)
 		if err != nil {
 			return true
 		}
-		if d := diffPaths(initial, pathState(ps, watched)); d != "" {
-			o.Logger.Warn("network changed during test", "change", d)
-			stop(fmt.Errorf("%w: %s", ErrNetworkChanged, d))
+		if ch := probe.PathChanges(initial, ps, watched, true); len(ch) > 0 {
+			o.Logger.Warn("network changed during test", "change", ch[0].String())
+			stop(fmt.Errorf("%w: %s", ErrNetworkChanged, ch[0]))
 			return false
 		}
 		return true

@@ -24,8 +24,8 @@ import (
 
 func runOpts(t *testing.T, lo probe.Path, srv *testServer, servers ...string) RunOptions {
 	return RunOptions{
-		Servers: servers, TCPPort: srv.tcpPort, QUICPort: srv.quicPort,
-		Patterns: []string{"ping", "bulk"}, Transports: []string{transport.TCP, transport.QUIC},
+		Servers: servers, Ports: map[string]uint16{tcpName: srv.tcpPort, quicName: srv.quicPort},
+		Patterns: []string{"ping", "bulk"}, Transports: []string{tcpName, quicName},
 		Paths: []probe.Path{lo}, Families: []probe.Family{probe.Family4}, Params: smallParams, Seed: 7,
 		TLS: func(name string) (*tls.Config, error) { return transport.ClientTLS("localhost", srv.pin, false) },
 	}
@@ -42,7 +42,7 @@ func TestRunSelectsAnsweringServer(t *testing.T) {
 	var mu sync.Mutex
 	var recs []any
 	o := runOpts(t, lo, srv, deadAddr, fmt.Sprintf("127.0.0.1:%d", srv.tcpPort))
-	o.Transports = []string{transport.TCP, transport.MPTCP}
+	o.Transports = []string{tcpName, mptcpName}
 	o.Emit = func(r any) error { mu.Lock(); recs = append(recs, r); mu.Unlock(); return nil }
 	sum, err := Run(context.Background(), o)
 	if err != nil {
@@ -161,7 +161,7 @@ func TestParseServerResolvesOnPath(t *testing.T) {
 	srv := startDNS(t, testDNS{"server.mpt.test.": {"198.18.0.77", "fd00::77"}})
 	lo := loopback(t)
 	lo.DNS = []probe.DNSServer{{Addr: srv, Source: probe.DNSSourceFlag}}
-	o := RunOptions{TCPPort: 443, QUICPort: 443, Paths: []probe.Path{lo}, Families: []probe.Family{probe.Family4}}
+	o := RunOptions{Paths: []probe.Path{lo}, Families: []probe.Family{probe.Family4}}
 	sv, err := parseServer(context.Background(), o, "server.mpt.test:8443")
 	if err != nil {
 		t.Fatal(err)
@@ -172,7 +172,7 @@ func TestParseServerResolvesOnPath(t *testing.T) {
 	if a, ok := sv.addr(lo, probe.Family6); ok {
 		t.Fatalf("IPv6 address %v resolved although only IPv4 was asked for", a)
 	}
-	if sv.host != "server.mpt.test" || sv.tcp != 8443 || sv.quic != 8443 {
+	if sv.host != "server.mpt.test" || sv.port != 8443 {
 		t.Fatalf("server %+v", sv)
 	}
 	want := ServerResolution{Host: "server.mpt.test", Path: lo.Name, DNSServer: srv.String()}
@@ -202,7 +202,7 @@ func TestParseServerResolvesOnPath(t *testing.T) {
 	if err != nil || sv.resolution(lo, probe.Family6) != nil {
 		t.Fatalf("literal: %+v %v", sv, err)
 	}
-	if a, _ := sv.addr(lo, probe.Family6); a != netip.MustParseAddr("fd00::1") || sv.tcp != 9000 {
+	if a, _ := sv.addr(lo, probe.Family6); a != netip.MustParseAddr("fd00::1") || sv.port != 9000 {
 		t.Fatalf("literal: %+v", sv)
 	}
 }
@@ -225,7 +225,7 @@ func TestParseServerNXDomain(t *testing.T) {
 		}
 	}
 	// Run stops with that error before any test.
-	o.Servers, o.Patterns, o.Transports = []string{"nosuch.mpt.test"}, []string{"ping"}, []string{transport.TCP}
+	o.Servers, o.Patterns, o.Transports = []string{"nosuch.mpt.test"}, []string{"ping"}, []string{tcpName}
 	if _, err := Run(context.Background(), o); err == nil || !strings.Contains(err.Error(), "NXDOMAIN") {
 		t.Fatalf("run: %v", err)
 	}
@@ -270,7 +270,7 @@ func TestRunNamedServer(t *testing.T) {
 	lo := loopback(t)
 	lo.DNS = []probe.DNSServer{{Addr: dnsSrv, Source: probe.DNSSourceFlag}}
 	o := runOpts(t, lo, srv, "run.mpt.test")
-	o.Patterns, o.Transports = []string{"ping"}, []string{transport.TCP, transport.QUIC}
+	o.Patterns, o.Transports = []string{"ping"}, []string{tcpName, quicName}
 	recs := collectRecords(&o)
 	sum, err := Run(context.Background(), o)
 	if err != nil {
@@ -301,7 +301,7 @@ func TestRunPathThatCannotResolve(t *testing.T) {
 	gone.Name, gone.Index = "mpt-gone0", 0
 	o := runOpts(t, lo, srv, "run.mpt.test")
 	o.Paths = []probe.Path{lo, gone}
-	o.Patterns, o.Transports = []string{"ping"}, []string{transport.TCP}
+	o.Patterns, o.Transports = []string{"ping"}, []string{tcpName}
 	recs := collectRecords(&o)
 	sum, err := Run(context.Background(), o)
 	if err != nil {

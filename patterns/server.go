@@ -14,9 +14,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/quic-go/quic-go"
-	"github.com/quic-go/quic-go/http3"
-
 	"github.com/mptester/mptester/patterns/transport"
 	"github.com/mptester/mptester/patterns/wire"
 )
@@ -25,42 +22,45 @@ import (
 type ServerConfig struct {
 	// Certificate served on every listener.
 	Certificate tls.Certificate
-	// TCPAddr is host:port of the TLS/TCP listener ("" disables it).
-	TCPAddr string
-	// QUICAddrs are the UDP listeners (000 §III: 443 and 6121).
-	QUICAddrs []string
-	// NoMPTCP disables the MPTCP-enabled TCP listener (plain TCP only).
-	NoMPTCP bool
-	// TCPListener and QUICConns, when set, are used instead of binding
-	// TCPAddr and QUICAddrs (sockets opened elsewhere, e.g. in a lab's
-	// network namespace). The server closes them.
-	TCPListener net.Listener
-	QUICConns   []net.PacketConn
-	Limits      Limits
-	Logger      *slog.Logger
+	// Listen gives, per listening transport (transport.Listeners), the
+	// host:port addresses it binds (000 §III: QUIC on 443 and 6121).
+	Listen map[string][]string
+	// Sockets gives, per listening transport, sockets opened elsewhere
+	// (e.g. in a lab's network namespace): a net.Listener or a
+	// net.PacketConn as the transport's Network says. The server closes them.
+	Sockets map[string][]any
+	// Transports served (default: every registered one). A transport whose
+	// listener belongs to another is served by that listener when listed
+	// (leaving out mptcp gives a plain TCP listener).
+	Transports []string
+	Limits     Limits
+	Logger     *slog.Logger
 }
 
-// Server serves every registered pattern over TLS/TCP (HTTP/1.1, HTTP/2 and
-// stream ALPNs) and QUIC (HTTP/3 and stream ALPNs).
+// Bound is one listener of a running server.
+type Bound struct {
+	Transport string // the listening transport
+	Serves    []string
+	Addr      net.Addr
+	Describe  string
+	ln        transport.Listener
+}
+
+// Server serves every registered pattern over every listening transport.
 type Server struct {
-	cfg  ServerConfig
-	mux  *Mux
-	log  *slog.Logger
-	lim  *limiter
-	http *http.Server
-	h3   *http3.Server
-	hl   *chanListener
+	cfg ServerConfig
+	mux *Mux
+	log *slog.Logger
+	lim *limiter
 
 	ctx    context.Context
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 
-	tcpLn   net.Listener
-	quicTrs []*quic.Transport
-	quicLns []*quic.Listener
+	bound []Bound
 
-	mu       sync.Mutex
-	tcpConns map[net.Conn]func() // open TCP sessions and their release
+	mu    sync.Mutex
+	conns map[transport.ServerConn]struct{} // open sessions
 }
 
 // streamFrameLimit: the largest frame a client may send (data/chunk).
@@ -74,7 +74,25 @@ func NewServer(cfg ServerConfig) (*Server, error) {
 	if cfg.Limits == (Limits{}) {
 		cfg.Limits = DefaultLimits()
 	}
-	if cfg.TCPAddr == "" && len(cfg.QUICAddrs) == 0 && cfg.TCPListener == nil && len(cfg.QUICConns) == 0 {
+	if len(cfg.Transports) == 0 {
+		cfg.Transports = transport.Names()
+	}
+	any := false
+	for _, t := range cfg.Transports {
+		if _, err := transport.Get(t); err != nil {
+			return nil, fmt.Errorf("serve: %w", err)
+		}
+	}
+	for name := range cfg.Listen {
+		if _, err := transport.Get(name); err != nil {
+			return nil, fmt.Errorf("serve: %w", err)
+		}
+		any = any || len(cfg.Listen[name]) > 0
+	}
+	for name := range cfg.Sockets {
+		any = any || len(cfg.Sockets[name]) > 0
+	}
+	if !any {
 		return nil, errors.New("serve: no listener configured")
 	}
 	m := &Mux{HTTP: http.NewServeMux(), Streams: map[wire.Kind]StreamHandler{}, Families: map[wire.Kind]string{},
@@ -83,114 +101,94 @@ func NewServer(cfg ServerConfig) (*Server, error) {
 		p, _ := Get(n)
 		p.Register(m)
 	}
-	s := &Server{cfg: cfg, mux: m, log: cfg.Logger, lim: newLimiter(cfg.Limits), tcpConns: map[net.Conn]func(){}}
+	s := &Server{cfg: cfg, mux: m, log: cfg.Logger, lim: newLimiter(cfg.Limits), conns: map[transport.ServerConn]struct{}{}}
 	return s, nil
 }
 
-func (s *Server) tlsConfig(protos ...string) *tls.Config {
-	return &tls.Config{Certificates: []tls.Certificate{s.cfg.Certificate}, NextProtos: protos, MinVersion: tls.VersionTLS12}
+// streamALPNs are the stream patterns' families, offered on every listener.
+func (s *Server) streamALPNs() []string {
+	var out []string
+	for _, f := range s.mux.Families {
+		if !slices.Contains(out, f) {
+			out = append(out, f)
+		}
+	}
+	slices.Sort(out)
+	return out
 }
 
 // Start binds every listener and serves until Shutdown.
 func (s *Server) Start(ctx context.Context) error {
 	s.ctx, s.cancel = context.WithCancel(context.WithoutCancel(ctx))
 	lim := s.cfg.Limits
-	if s.cfg.TCPAddr != "" || s.cfg.TCPListener != nil {
-		ln := s.cfg.TCPListener
-		if ln == nil {
-			var lc net.ListenConfig
-			// The standard library's MPTCP listener accepts plain TCP too.
-			lc.SetMultipathTCP(!s.cfg.NoMPTCP)
-			var err error
-			if ln, err = lc.Listen(ctx, "tcp", s.cfg.TCPAddr); err != nil {
-				return fmt.Errorf("listen tcp %s: %w", s.cfg.TCPAddr, err)
+	for _, d := range transport.Listeners() {
+		var serves []string
+		for _, t := range s.cfg.Transports {
+			if td, _ := transport.Get(t); td.Listener() == d.Name {
+				serves = append(serves, t)
 			}
 		}
-		s.tcpLn = ln
-		s.hl = newChanListener(ln.Addr())
-		s.http = &http.Server{Handler: s.mux.HTTP, ReadHeaderTimeout: lim.ReadTimeout, IdleTimeout: lim.IdleTimeout,
-			ErrorLog: slog.NewLogLogger(s.log.Handler(), slog.LevelDebug), ConnState: s.httpConnState,
-			Protocols: new(http.Protocols)}
-		s.http.Protocols.SetHTTP1(true)
-		s.http.Protocols.SetHTTP2(true)
-		s.wg.Add(2)
-		go func() { defer s.wg.Done(); _ = s.http.Serve(s.hl) }()
-		go func() { defer s.wg.Done(); s.acceptTCP() }()
-		s.log.Info("listening", "transport", "tcp", "addr", ln.Addr().String(), "mptcp", !s.cfg.NoMPTCP)
+		if len(serves) == 0 {
+			continue
+		}
+		o := transport.ListenOptions{Certificate: s.cfg.Certificate, StreamALPNs: s.streamALPNs(), HTTP: s.mux.HTTP,
+			Serves: serves, ReadTimeout: lim.ReadTimeout, IdleTimeout: lim.IdleTimeout, Logger: s.log}
+		var opts []transport.ListenOptions
+		for _, sock := range s.cfg.Sockets[d.Name] {
+			o.Socket = sock
+			opts = append(opts, o)
+		}
+		o.Socket = nil
+		for _, a := range s.cfg.Listen[d.Name] {
+			o.Addr = a
+			opts = append(opts, o)
+		}
+		for _, o := range opts {
+			ln, err := d.Listen(ctx, o)
+			if err != nil {
+				s.closeListeners()
+				return err
+			}
+			b := Bound{Transport: d.Name, Serves: serves, Addr: ln.Addr(), Describe: ln.Describe(), ln: ln}
+			s.bound = append(s.bound, b)
+			s.wg.Add(1)
+			go func() { defer s.wg.Done(); s.accept(ln) }()
+			s.log.Info("listening", "transport", d.Name, "serves", serves, "addr", b.Addr.String())
+		}
 	}
-	s.h3 = &http3.Server{Handler: s.mux.HTTP, IdleTimeout: lim.IdleTimeout, Logger: s.log}
-	pcs := slices.Clone(s.cfg.QUICConns)
-	for _, a := range s.cfg.QUICAddrs {
-		ua, err := net.ResolveUDPAddr("udp", a)
-		if err != nil {
-			s.closeListeners()
-			return fmt.Errorf("quic address %s: %w", a, err)
-		}
-		// An unconnected wildcard socket: quic-go reads the destination
-		// address of each packet (IP_PKTINFO) and replies from it, so a
-		// multi-homed server answers from the address the client reached.
-		udp, err := net.ListenUDP("udp", ua)
-		if err != nil {
-			s.closeListeners()
-			return fmt.Errorf("listen udp %s: %w", a, err)
-		}
-		pcs = append(pcs, udp)
-	}
-	for _, udp := range pcs {
-		tr := &quic.Transport{Conn: udp}
-		ln, err := tr.Listen(s.tlsConfig(wire.ALPNHTTP3, wire.ALPNIperf, wire.ALPNInteractive), transport.QUICConfig(lim.IdleTimeout))
-		if err != nil {
-			tr.Close()
-			s.closeListeners()
-			return fmt.Errorf("listen quic %s: %w", udp.LocalAddr(), err)
-		}
-		s.quicTrs, s.quicLns = append(s.quicTrs, tr), append(s.quicLns, ln)
-		s.wg.Add(1)
-		go func() { defer s.wg.Done(); s.acceptQUIC(ln) }()
-		s.log.Info("listening", "transport", "quic", "addr", ln.Addr().String())
+	if len(s.bound) == 0 {
+		return errors.New("serve: no listener for the served transports")
 	}
 	return nil
 }
 
-// TCPAddr is the bound TCP address (nil when disabled).
-func (s *Server) TCPAddr() net.Addr {
-	if s.tcpLn == nil {
-		return nil
-	}
-	return s.tcpLn.Addr()
-}
+// Bound lists the listeners in the order they were opened.
+func (s *Server) Bound() []Bound { return slices.Clone(s.bound) }
 
-// QUICAddrs are the bound UDP addresses.
-func (s *Server) QUICAddrs() []net.Addr {
+// Addrs are the bound addresses of the listeners that serve the transport
+// named name (its own or its ServedBy's).
+func (s *Server) Addrs(name string) []net.Addr {
 	out := []net.Addr{}
-	for _, ln := range s.quicLns {
-		out = append(out, ln.Addr())
+	for _, b := range s.bound {
+		if slices.Contains(b.Serves, name) {
+			out = append(out, b.Addr)
+		}
 	}
 	return out
 }
 
 func (s *Server) closeListeners() {
-	if s.tcpLn != nil {
-		s.tcpLn.Close()
-	}
-	for _, ln := range s.quicLns {
-		ln.Close()
+	for _, b := range s.bound {
+		b.ln.Close()
 	}
 }
 
 // Shutdown stops accepting, lets running sessions finish until ctx ends,
 // then closes everything.
 func (s *Server) Shutdown(ctx context.Context) error {
-	s.closeListeners()
-	if s.hl != nil {
-		s.hl.Close()
-	}
 	var errs []error
-	if s.http != nil {
-		errs = append(errs, s.http.Shutdown(ctx))
-	}
-	if s.h3 != nil {
-		errs = append(errs, s.h3.Shutdown(ctx))
+	for _, b := range s.bound {
+		errs = append(errs, b.ln.Shutdown(ctx))
 	}
 	done := make(chan struct{})
 	go func() { s.wg.Wait(); close(done) }()
@@ -209,22 +207,12 @@ func (s *Server) Close() {
 	if s.cancel != nil {
 		s.cancel()
 	}
-	s.closeListeners()
-	if s.http != nil {
-		s.http.Close()
-	}
-	if s.h3 != nil {
-		s.h3.Close()
-	}
 	s.mu.Lock()
-	for c := range s.tcpConns {
+	for c := range s.conns {
 		c.Close()
 	}
 	s.mu.Unlock()
-	for _, tr := range s.quicTrs {
-		tr.Close()
-		tr.Conn.Close()
-	}
+	s.closeListeners()
 }
 
 func remoteIP(a net.Addr) netip.Addr {
@@ -234,123 +222,72 @@ func remoteIP(a net.Addr) netip.Addr {
 	return netip.Addr{}
 }
 
-func (s *Server) trackTCP(c net.Conn, release func()) {
+func (s *Server) track(c transport.ServerConn, on bool) {
 	s.mu.Lock()
-	s.tcpConns[c] = release
-	s.mu.Unlock()
-}
-
-// untrackTCP releases a session once.
-func (s *Server) untrackTCP(c net.Conn) {
-	s.mu.Lock()
-	rel, ok := s.tcpConns[c]
-	delete(s.tcpConns, c)
-	s.mu.Unlock()
-	if ok {
-		rel()
+	defer s.mu.Unlock()
+	if on {
+		s.conns[c] = struct{}{}
+	} else {
+		delete(s.conns, c)
 	}
 }
 
-func (s *Server) httpConnState(c net.Conn, st http.ConnState) {
-	if st == http.StateClosed || st == http.StateHijacked {
-		s.untrackTCP(c)
-	}
-}
-
-func (s *Server) acceptTCP() {
-	for {
-		c, err := s.tcpLn.Accept()
-		if err != nil {
-			if !errors.Is(err, net.ErrClosed) {
-				s.log.Warn("accept", "err", err)
-			}
-			return
-		}
-		ip := remoteIP(c.RemoteAddr())
-		release, reason := s.lim.acquire(ip)
-		if release == nil {
-			s.log.Info("session refused", "client", c.RemoteAddr().String(), "reason", reason)
-			c.Close()
-			continue
-		}
-		s.wg.Add(1)
-		go func() {
-			defer s.wg.Done()
-			s.serveTCP(c, release)
-		}()
-	}
-}
-
-func (s *Server) serveTCP(raw net.Conn, release func()) {
-	tc := tls.Server(raw, s.tlsConfig(wire.ALPNHTTP2, wire.ALPNHTTP1, wire.ALPNIperf, wire.ALPNInteractive))
-	s.trackTCP(tc, release)
-	_ = raw.SetDeadline(time.Now().Add(s.cfg.Limits.ReadTimeout))
-	ctx, cancel := context.WithTimeout(s.ctx, s.cfg.Limits.ReadTimeout)
-	err := tc.HandshakeContext(ctx)
-	cancel()
-	if err != nil {
-		s.log.Info("session closed", "client", raw.RemoteAddr().String(), "reason", "tls handshake: "+err.Error())
-		tc.Close()
-		s.untrackTCP(tc)
-		return
-	}
-	_ = raw.SetDeadline(time.Time{})
-	switch alpn := tc.ConnectionState().NegotiatedProtocol; alpn {
-	case wire.ALPNIperf, wire.ALPNInteractive:
-		transport.LimitUnsent(raw)
-		s.serveStream(withConnSampler(s.ctx, transport.AcceptedSampler(raw)), tc, alpn, raw.RemoteAddr(), nil)
-		tc.Close()
-		s.untrackTCP(tc)
-	default: // h2, http/1.1, or no ALPN (plain HTTPS clients such as curl)
-		if !s.hl.push(tc) {
-			tc.Close()
-			s.untrackTCP(tc)
-		}
-	}
-}
-
-func (s *Server) acceptQUIC(ln *quic.Listener) {
+func (s *Server) accept(ln transport.Listener) {
 	for {
 		c, err := ln.Accept(s.ctx)
 		if err != nil {
+			if !errors.Is(err, net.ErrClosed) && s.ctx.Err() == nil {
+				s.log.Warn("accept", "err", err)
+			}
 			return
 		}
 		release, reason := s.lim.acquire(remoteIP(c.RemoteAddr()))
 		if release == nil {
 			s.log.Info("session refused", "client", c.RemoteAddr().String(), "reason", reason)
-			_ = c.CloseWithError(quic.ApplicationErrorCode(wire.CodeBusy), reason)
+			c.Refuse(reason)
 			continue
 		}
+		s.track(c, true)
 		s.wg.Add(1)
 		go func() {
 			defer s.wg.Done()
 			defer release()
-			s.serveQUIC(c)
+			defer s.track(c, false)
+			s.serveConn(c)
 		}()
 	}
 }
 
-func (s *Server) serveQUIC(c *quic.Conn) {
-	alpn := c.ConnectionState().TLS.NegotiatedProtocol
-	if alpn == wire.ALPNHTTP3 {
-		_ = s.h3.ServeQUICConn(c)
+// serveConn completes the handshake and serves HTTP or the stream patterns
+// according to the ALPN.
+func (s *Server) serveConn(c transport.ServerConn) {
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(s.ctx, s.cfg.Limits.ReadTimeout)
+	alpn, isHTTP, err := c.Handshake(ctx)
+	cancel()
+	if err != nil {
+		s.log.Info("session closed", "client", c.RemoteAddr().String(), "reason", "tls handshake: "+err.Error())
+		return
+	}
+	if isHTTP {
+		c.ServeHTTP()
 		return
 	}
 	var wg sync.WaitGroup
 	defer wg.Wait()
+	sctx := withConnSampler(s.ctx, c.Sample)
 	for {
 		st, err := c.AcceptStream(s.ctx)
 		if err != nil {
 			if s.ctx.Err() != nil {
-				_ = c.CloseWithError(quic.ApplicationErrorCode(wire.CodeShutdown), "server stopping")
+				c.Abort(uint64(wire.CodeShutdown), "server stopping")
 			}
 			return
 		}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			ctx := withConnSampler(s.ctx, func() transport.State { return transport.SampleQUIC(c) })
-			s.serveStream(ctx, transport.WrapQUICStream(st), alpn, c.RemoteAddr(), c)
+			s.serveStream(sctx, st, alpn, c)
 		}()
 	}
 }
@@ -376,7 +313,8 @@ func connSampler(ctx context.Context) func() transport.State {
 // serveStream reads the Hello of a stream pattern, checks it against the
 // ALPN and the limits, and runs the handler. A refusal or a malformed frame
 // is answered with an error frame and ends the session, with a log line.
-func (s *Server) serveStream(ctx context.Context, st transport.Stream, alpn string, peer net.Addr, qc *quic.Conn) {
+func (s *Server) serveStream(ctx context.Context, st transport.Stream, alpn string, c transport.ServerConn) {
+	peer := c.RemoteAddr()
 	lim := s.cfg.Limits
 	_ = st.SetDeadline(time.Now().Add(lim.ReadTimeout))
 	r := wire.NewReader(st, streamFrameLimit)
@@ -422,9 +360,9 @@ func (s *Server) serveStream(ctx context.Context, st transport.Stream, alpn stri
 		_ = st.SetDeadline(time.Now().Add(time.Second))
 		_ = wire.WriteFrame(st, wire.TypeError, ef.Encode())
 		_ = st.CloseWrite()
-		if qc != nil && ef.Code == wire.CodeMalformed {
+		if c != nil && ef.Code == wire.CodeMalformed {
 			time.Sleep(50 * time.Millisecond) // let the error frame go out first
-			_ = qc.CloseWithError(quic.ApplicationErrorCode(ef.Code), ef.Reason)
+			c.Abort(uint64(ef.Code), ef.Reason)
 		}
 		st.Close()
 		return
@@ -471,41 +409,3 @@ func (l *limiter) acquire(ip netip.Addr) (func(), string) {
 		})
 	}, ""
 }
-
-// chanListener hands already-handshaken TLS connections to http.Server,
-// which serves HTTP/2 or HTTP/1.1 according to their ALPN.
-type chanListener struct {
-	addr   net.Addr
-	ch     chan net.Conn
-	done   chan struct{}
-	closed sync.Once
-}
-
-func newChanListener(a net.Addr) *chanListener {
-	return &chanListener{addr: a, ch: make(chan net.Conn), done: make(chan struct{})}
-}
-
-func (l *chanListener) push(c net.Conn) bool {
-	select {
-	case l.ch <- c:
-		return true
-	case <-l.done:
-		return false
-	}
-}
-
-func (l *chanListener) Accept() (net.Conn, error) {
-	select {
-	case c := <-l.ch:
-		return c, nil
-	case <-l.done:
-		return nil, net.ErrClosed
-	}
-}
-
-func (l *chanListener) Close() error {
-	l.closed.Do(func() { close(l.done) })
-	return nil
-}
-
-func (l *chanListener) Addr() net.Addr { return l.addr }

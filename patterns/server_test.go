@@ -51,7 +51,7 @@ func TestQUICRepliesFromReachedAddress(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	bad, err := NewServer(ServerConfig{Certificate: cert, QUICConns: []net.PacketConn{&sourceRecorder{PacketConn: pc, from: map[string]int{}}}})
+	bad, err := NewServer(ServerConfig{Certificate: cert, Sockets: map[string][]any{quicName: {&sourceRecorder{PacketConn: pc, from: map[string]int{}}}}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -81,7 +81,7 @@ func quicSources(t *testing.T, port uint16) map[string]int {
 	target := netip.AddrPortFrom(netip.MustParseAddr("127.0.0.2"), port)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	c, err := tr.Dial(ctx, net.UDPAddrFromAddrPort(target), &tls.Config{InsecureSkipVerify: true, NextProtos: []string{wire.ALPNInteractive}}, transport.QUICConfig(5*time.Second))
+	c, err := tr.Dial(ctx, net.UDPAddrFromAddrPort(target), &tls.Config{InsecureSkipVerify: true, NextProtos: []string{ALPNInteractive}}, transport.QUICConfig(5*time.Second))
 	if err != nil {
 		t.Fatal(err)
 	}

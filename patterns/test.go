@@ -2,6 +2,7 @@ package patterns
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"log/slog"
 	"net/netip"
@@ -30,10 +31,23 @@ type TestConfig struct {
 	ServerResolution *ServerResolution `json:"server_resolution,omitempty"`
 }
 
-// Sample is one protocol-state sample of one connection.
+// Sample is one protocol-state sample of one connection, written as
+// {"t_ns": ..., "<transport's key>": {...}}.
 type Sample struct {
 	T time.Duration `json:"t_ns"` // since the test started
 	transport.State
+}
+
+// MarshalJSON writes the transport's sample under its own key.
+func (s Sample) MarshalJSON() ([]byte, error) {
+	b, err := json.Marshal(struct {
+		T   time.Duration `json:"t_ns"`
+		Err string        `json:"error,omitempty"`
+	}{s.T, s.Err})
+	if err != nil || s.Data == nil {
+		return b, err
+	}
+	return withMember(b, s.Key, s.Data)
 }
 
 // ConnRecord is one connection of a test and its samples.
@@ -43,22 +57,35 @@ type ConnRecord struct {
 	SampleError string   `json:"sample_error,omitempty"`
 }
 
-// MPTCPSummary says whether MPTCP was really used (000 §II-B).
-type MPTCPSummary struct {
-	Negotiated bool `json:"negotiated"`
-	// Subflows is the largest number of subflows seen on any connection.
-	Subflows int `json:"subflows"`
-	// SubflowBytes: bytes acked (sent) and received per subflow, from the
-	// last sample of each connection, keyed by local->remote address.
-	SubflowBytes []SubflowBytes `json:"subflow_bytes"`
+// MarshalJSON adds the transport's connection facts under their key.
+func (c ConnRecord) MarshalJSON() ([]byte, error) {
+	type plain ConnRecord // drops this method
+	b, err := json.Marshal(plain(c))
+	if err != nil || c.Facts == nil {
+		return b, err
+	}
+	return withMember(b, c.Facts.Key(), c.Facts)
 }
 
-// SubflowBytes of one MPTCP subflow.
-type SubflowBytes struct {
-	Local    netip.AddrPort `json:"local"`
-	Remote   netip.AddrPort `json:"remote"`
-	Sent     uint64         `json:"bytes_acked"`
-	Received uint64         `json:"bytes_received"`
+// withMember appends "key": v to the JSON object obj.
+func withMember(obj []byte, key string, v any) ([]byte, error) {
+	k, err := json.Marshal(key)
+	if err != nil {
+		return nil, err
+	}
+	val, err := json.Marshal(v)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]byte, 0, len(obj)+len(k)+len(val)+2)
+	out = append(out, obj[:len(obj)-1]...)
+	if len(obj) > 2 {
+		out = append(out, ',')
+	}
+	out = append(out, k...)
+	out = append(out, ':')
+	out = append(out, val...)
+	return append(out, '}'), nil
 }
 
 // PathBytes are the interface counters of one path over the test.
@@ -70,18 +97,30 @@ type PathBytes struct {
 
 // Record is one test in the run document.
 type Record struct {
-	Type        string        `json:"type"`
-	Index       int           `json:"index"`
-	Config      TestConfig    `json:"config"`
-	StartedAt   time.Time     `json:"started_at"`
-	FinishedAt  time.Time     `json:"finished_at"`
-	Status      Status        `json:"status"`
-	Error       string        `json:"error,omitempty"`
-	Invalid     bool          `json:"invalid,omitempty"`
-	Result      any           `json:"result"`
-	Connections []ConnRecord  `json:"connections"`
-	MPTCP       *MPTCPSummary `json:"mptcp,omitempty"`
-	PathBytes   []PathBytes   `json:"path_bytes"`
+	Type        string       `json:"type"`
+	Index       int          `json:"index"`
+	Config      TestConfig   `json:"config"`
+	StartedAt   time.Time    `json:"started_at"`
+	FinishedAt  time.Time    `json:"finished_at"`
+	Status      Status       `json:"status"`
+	Error       string       `json:"error,omitempty"`
+	Invalid     bool         `json:"invalid,omitempty"`
+	Result      any          `json:"result"`
+	Connections []ConnRecord `json:"connections"`
+	PathBytes   []PathBytes  `json:"path_bytes"`
+	// Summary is the transport's summary of the connections (MPTCP: was
+	// it negotiated, the bytes of each subflow), under its own key.
+	Summary transport.Fact `json:"-"`
+}
+
+// MarshalJSON adds the transport's summary under its key.
+func (r Record) MarshalJSON() ([]byte, error) {
+	type plain Record // drops this method
+	b, err := json.Marshal(plain(r))
+	if err != nil || r.Summary == nil {
+		return b, err
+	}
+	return withMember(b, r.Summary.Key(), r.Summary)
 }
 
 // RunTest runs one pattern over one transport and records everything: the
@@ -155,7 +194,7 @@ func RunTest(ctx context.Context, tr transport.Transport, cfg TestConfig, counte
 	}
 	rec.Invalid = rec.Status == StatusNetworkChanged
 	rec.Connections = smp.records()
-	rec.MPTCP = mptcpSummary(rec.Connections)
+	rec.Summary = summarise(cfg.Transport, rec.Connections)
 	for _, name := range counted {
 		b, ok := before[name]
 		if !ok {
@@ -221,28 +260,19 @@ func (s *sampler) records() []ConnRecord {
 	return out
 }
 
-func mptcpSummary(conns []ConnRecord) *MPTCPSummary {
-	var sum *MPTCPSummary
-	for _, c := range conns {
-		if c.MPTCP == nil {
-			continue
-		}
-		if sum == nil {
-			sum = &MPTCPSummary{Negotiated: true, SubflowBytes: []SubflowBytes{}}
-		}
-		sum.Negotiated = sum.Negotiated && c.MPTCP.Negotiated
-		var last *transport.MPTCPState
-		for _, s := range c.Samples {
-			if s.MPTCP != nil {
-				sum.Subflows = max(sum.Subflows, s.MPTCP.NumSubflow)
-				last = s.MPTCP
-			}
-		}
-		if last != nil {
-			for _, sf := range last.Subflows {
-				sum.SubflowBytes = append(sum.SubflowBytes, SubflowBytes{Local: sf.Local, Remote: sf.Remote, Sent: sf.TCP.BytesAcked, Received: sf.TCP.BytesReceived})
-			}
-		}
+// summarise asks the transport for its summary of the connections.
+func summarise(name string, conns []ConnRecord) transport.Fact {
+	d, err := transport.Get(name)
+	if err != nil || d.Summarise == nil {
+		return nil
 	}
-	return sum
+	cs := make([]transport.ConnSamples, 0, len(conns))
+	for _, c := range conns {
+		states := make([]transport.State, 0, len(c.Samples))
+		for _, s := range c.Samples {
+			states = append(states, s.State)
+		}
+		cs = append(cs, transport.ConnSamples{Info: c.Info, Samples: states})
+	}
+	return d.Summarise(cs)
 }

@@ -2,8 +2,6 @@ package survey
 
 import (
 	"context"
-	"fmt"
-	"slices"
 	"sync"
 	"time"
 
@@ -41,21 +39,15 @@ func (w *watcher) run(ctx context.Context, discover DiscoverFunc, every time.Dur
 	})
 }
 
+// check marks every initial path that changed (probe.PathChanges: the
+// one definition of a path change).
 func (w *watcher) check(initial, now []probe.Path, at time.Time) {
+	names := make([]string, 0, len(initial))
 	for _, p := range initial {
-		reason := ""
-		q, err := probe.FindPath(now, p.Name)
-		switch {
-		case err != nil:
-			reason = "interface disappeared"
-		case !q.Up:
-			reason = "interface went down"
-		case !sameAddrs(p, q):
-			reason = fmt.Sprintf("addresses changed from %v to %v", addrList(p), addrList(q))
-		}
-		if reason != "" {
-			w.mark(p.Name, reason, at)
-		}
+		names = append(names, p.Name)
+	}
+	for _, c := range probe.PathChanges(initial, now, names, false) {
+		w.mark(c.Path, c.Reason, at)
 	}
 }
 
@@ -90,14 +82,3 @@ func (w *watcher) records(order []string) []InvalidPathRecord {
 	}
 	return out
 }
-
-func addrList(p probe.Path) []string {
-	var s []string
-	for _, a := range p.Addrs {
-		s = append(s, a.IP.String())
-	}
-	slices.Sort(s)
-	return s
-}
-
-func sameAddrs(a, b probe.Path) bool { return slices.Equal(addrList(a), addrList(b)) }

@@ -11,10 +11,7 @@ import (
 
 	"github.com/dustin/go-humanize"
 
-	"github.com/mptester/mptester/patterns"
-	"github.com/mptester/mptester/patterns/transport"
 	"github.com/mptester/mptester/probe"
-	"github.com/mptester/mptester/survey"
 )
 
 // Checker collects one message per bad value, each naming where the value
@@ -92,14 +89,6 @@ func Family(s string) error {
 	return nil
 }
 
-// Method checks a survey probe method name.
-func Method(s string) error {
-	if _, ok := survey.Methods[s]; !ok {
-		return fmt.Errorf("unknown method %q (want one of %s)", s, strings.Join(survey.MethodNames(), ", "))
-	}
-	return nil
-}
-
 // Unique names the first repeated item: running one test twice, or naming
 // a path twice, is a mistake to report, not to do.
 func Unique(items []string) error {
@@ -130,32 +119,6 @@ func InterfaceName(n string) error {
 		return fmt.Errorf("invalid interface name %q", n)
 	}
 	return nil
-}
-
-// Patterns checks names in the pattern registry, without duplicates.
-func Patterns(names []string) error {
-	for _, n := range names {
-		if _, err := patterns.Get(n); err != nil {
-			return err
-		}
-	}
-	return Unique(names)
-}
-
-// Transports checks transport names, without duplicates.
-func Transports(names []string) error {
-	for _, n := range names {
-		if !slices.Contains(transport.Names, n) {
-			return fmt.Errorf("unknown transport %q (want %s)", n, strings.Join(transport.Names, ", "))
-		}
-	}
-	return Unique(names)
-}
-
-// Pin checks a SHA-256 certificate fingerprint.
-func Pin(s string) error {
-	_, err := transport.ParseFingerprint(s)
-	return err
 }
 
 // Prefixes checks CIDR prefixes.
@@ -197,7 +160,7 @@ func Servers(ss []string) error {
 }
 
 // validate checks every key the file sets, each bad value its own message.
-func (c *Config) validate(ch *Checker) {
+func (c *Config) validate(ch *Checker, extra []Validator) {
 	w := c.Where
 	if c.Has("log_level") {
 		_, err := LogLevel(c.LogLevel)
@@ -231,7 +194,6 @@ func (c *Config) validate(ch *Checker) {
 	}
 	check("survey.paths", Interfaces(s.Paths))
 	check("survey.family", Family(s.Family))
-	check("survey.method", Method(s.Method))
 	check("survey.port", IntIn(s.Port, 1, 65535))
 	check("survey.count", IntIn(s.Count, 1, 1000))
 	check("survey.timeout", Positive(s.Timeout.D()))
@@ -246,8 +208,13 @@ func (c *Config) validate(ch *Checker) {
 	}
 	r := c.Run
 	check("run.servers", Servers(r.Servers))
-	check("run.patterns", Patterns(r.Patterns))
-	check("run.transports", Transports(r.Transports))
 	check("run.paths", Interfaces(r.Paths))
-	check("run.pin", Pin(r.Pin))
+	for _, v := range extra {
+		v(c, check)
+	}
 }
+
+// A Validator checks the values only the measuring packages understand
+// (method, pattern and transport names, pins), so that this package stays
+// a leaf that the lab can import; check reports a set key's error.
+type Validator func(c *Config, check func(key string, err error))

@@ -2,6 +2,8 @@ package transport
 
 import (
 	"context"
+	"crypto/tls"
+	"errors"
 	"fmt"
 	"net"
 	"net/http"
@@ -14,17 +16,81 @@ import (
 	"github.com/mptester/mptester/probe"
 )
 
+// The quic transport: quic-go, HTTP/3 for the HTTP patterns.
+const (
+	nameQUIC = "quic"
+	keyQUIC  = "quic"
+	alpnH3   = "h3"
+	// Application error codes the server closes a connection with; equal
+	// to the stream patterns' wire codes, so older peers agree.
+	quicCodeRefused = 3 // too many sessions
+)
+
+func init() {
+	Register(Descriptor{Name: nameQUIC, Help: "QUIC (quic-go), HTTP/3 for the HTTP patterns", Order: 30,
+		Network: "udp", DefaultPort: 443, AltPort: 6121,
+		New:    func(o Options) (Transport, error) { return &quicTransport{o: o}, nil },
+		Listen: listenQUIC})
+}
+
 // quicTransport dials each connection from its own UDP socket bound to the
 // path (probe.ListenUDP), so a connection never leaves through another
 // interface and its packets can be counted per path.
 type quicTransport struct{ o Options }
 
-func (t *quicTransport) Name() string { return QUIC }
+func (t *quicTransport) Name() string { return nameQUIC }
 
 // QUICConfig is shared by client and server.
 func QUICConfig(idle time.Duration) *quic.Config {
 	return &quic.Config{MaxIdleTimeout: idle, KeepAlivePeriod: idle / 3,
 		MaxStreamReceiveWindow: 16 << 20, MaxConnectionReceiveWindow: 32 << 20}
+}
+
+// quicStatus says what quic-go's errors mean; "" leaves the error to the
+// common classifier.
+func quicStatus(err error) Status {
+	var (
+		appErr  *quic.ApplicationError
+		idleErr *quic.IdleTimeoutError
+		hsErr   *quic.HandshakeTimeoutError
+		trErr   *quic.TransportError
+		reset   *quic.StatelessResetError
+		strErr  *quic.StreamError
+		vnErr   *quic.VersionNegotiationError
+	)
+	switch {
+	case errors.As(err, &reset):
+		return StatusConnectionReset
+	case errors.As(err, &hsErr):
+		return StatusConnectionTimeout
+	case errors.As(err, &idleErr):
+		return StatusTimeout
+	case errors.As(err, &vnErr):
+		return StatusUnsupported
+	case errors.As(err, &trErr):
+		if trErr.ErrorCode.IsCryptoError() {
+			return StatusTLSError
+		}
+		return StatusConnectionReset
+	case errors.As(err, &appErr):
+		if appErr.ErrorCode == quicCodeRefused {
+			return StatusServerRefused
+		}
+		return StatusConnectionClosed
+	case errors.As(err, &strErr):
+		return StatusConnectionClosed
+	}
+	return ""
+}
+
+// quicSetupStatus: during the handshake an idle timeout means the server
+// never answered.
+func quicSetupStatus(err error) Status {
+	var idleErr *quic.IdleTimeoutError
+	if errors.As(err, &idleErr) {
+		return StatusConnectionTimeout
+	}
+	return quicStatus(err)
 }
 
 func (t *quicTransport) Dial(ctx context.Context, addr netip.AddrPort, family string) (Conn, error) {
@@ -33,20 +99,20 @@ func (t *quicTransport) Dial(ctx context.Context, addr netip.AddrPort, family st
 	if addr.Addr().Unmap().Is6() {
 		f = probe.Family6
 	}
-	udp, err := probe.ListenUDP(ctx, t.o.Path, f)
+	udp, err := probe.ListenUDP(ctx, t.o.Primary(), f)
 	if err != nil {
-		return nil, fmt.Errorf("quic socket: %w", err)
+		return nil, wrap(opConnect, fmt.Errorf("quic socket: %w", err), nil)
 	}
 	tr := &quic.Transport{Conn: udp}
 	cfg := t.o.TLS.Clone()
-	cfg.NextProtos = alpns(family, true, false)
+	cfg.NextProtos = offered(family, []string{alpnH3})
 	qc, err := tr.Dial(ctx, net.UDPAddrFromAddrPort(addr), cfg, QUICConfig(t.o.IdleTimeout))
 	if err != nil {
 		tr.Close()
 		udp.Close()
-		return nil, fmt.Errorf("quic handshake: %w", err)
+		return nil, wrap(opQUICHandshake, err, quicSetupStatus)
 	}
-	return &quicConn{c: qc, tr: tr, udp: udp, info: Info{Transport: QUIC, Local: qc.LocalAddr().String(),
+	return &quicConn{c: qc, tr: tr, udp: udp, info: Info{Transport: nameQUIC, Local: qc.LocalAddr().String(),
 		Remote: qc.RemoteAddr().String(), ALPN: qc.ConnectionState().TLS.NegotiatedProtocol, Setup: time.Since(start)}}, nil
 }
 
@@ -61,9 +127,9 @@ type quicConn struct {
 func (c *quicConn) OpenStream(ctx context.Context) (Stream, error) {
 	s, err := c.c.OpenStreamSync(ctx)
 	if err != nil {
-		return nil, err
+		return nil, wrap("open stream", err, quicStatus)
 	}
-	return quicStream{s}, nil
+	return classified{Stream: quicStream{s}, own: quicStatus}, nil
 }
 
 func (c *quicConn) MultiStream() bool { return true }
@@ -72,12 +138,12 @@ func (c *quicConn) RoundTripper() http.RoundTripper {
 	if c.rt == nil {
 		c.rt = (&http3.Transport{DisableCompression: true}).NewClientConn(c.c)
 	}
-	return c.rt
+	return classifiedRT{rt: c.rt, own: quicStatus}
 }
 
 func (c *quicConn) Info() Info { return c.info }
 
-func (c *quicConn) Sample() State { return SampleQUIC(c.c) }
+func (c *quicConn) Sample() State { return sampleQUIC(c.c) }
 
 func (c *quicConn) Close() error {
 	err := c.c.CloseWithError(0, "")
@@ -98,5 +164,107 @@ func (s quicStream) Close() error {
 	return s.Stream.Close()
 }
 
-// WrapQUICStream gives a server-side QUIC stream the Stream semantics.
-func WrapQUICStream(s *quic.Stream) Stream { return quicStream{s} }
+// sampleQUIC reads quic-go's ConnectionStats of either side of a connection.
+func sampleQUIC(c *quic.Conn) State {
+	s := c.ConnectionStats()
+	return State{Key: keyQUIC, Data: &QUICStats{MinRTT: s.MinRTT, LatestRTT: s.LatestRTT, SmoothedRTT: s.SmoothedRTT,
+		MeanDeviation: s.MeanDeviation, CongestionWindow: s.CongestionWindow, BytesSent: s.BytesSent,
+		PacketsSent: s.PacketsSent, BytesReceived: s.BytesReceived, PacketsReceived: s.PacketsReceived,
+		BytesLost: s.BytesLost, PacketsLost: s.PacketsLost}}
+}
+
+// quicListener is one UDP socket serving HTTP/3 and the stream ALPNs.
+type quicListener struct {
+	udp net.PacketConn
+	tr  *quic.Transport
+	ln  *quic.Listener
+	h3  *http3.Server
+	o   ListenOptions
+}
+
+func listenQUIC(ctx context.Context, o ListenOptions) (Listener, error) {
+	pc, _ := o.Socket.(net.PacketConn)
+	if pc == nil {
+		ua, err := net.ResolveUDPAddr("udp", o.Addr)
+		if err != nil {
+			return nil, fmt.Errorf("quic address %s: %w", o.Addr, err)
+		}
+		// An unconnected wildcard socket: quic-go reads the destination
+		// address of each packet (IP_PKTINFO) and replies from it, so a
+		// multi-homed server answers from the address the client reached.
+		if pc, err = net.ListenUDP("udp", ua); err != nil {
+			return nil, fmt.Errorf("listen udp %s: %w", o.Addr, err)
+		}
+	}
+	tr := &quic.Transport{Conn: pc}
+	cfg := &tls.Config{Certificates: []tls.Certificate{o.Certificate}, MinVersion: tls.VersionTLS13,
+		NextProtos: append([]string{alpnH3}, o.StreamALPNs...)}
+	ln, err := tr.Listen(cfg, QUICConfig(o.IdleTimeout))
+	if err != nil {
+		tr.Close()
+		pc.Close()
+		return nil, fmt.Errorf("listen quic %s: %w", pc.LocalAddr(), err)
+	}
+	return &quicListener{udp: pc, tr: tr, ln: ln, o: o,
+		h3: &http3.Server{Handler: o.HTTP, IdleTimeout: o.IdleTimeout, Logger: o.Logger}}, nil
+}
+
+func (l *quicListener) Addr() net.Addr { return l.ln.Addr() }
+
+func (l *quicListener) Describe() string { return "h3, stream patterns" }
+
+func (l *quicListener) Accept(ctx context.Context) (ServerConn, error) {
+	c, err := l.ln.Accept(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return &quicServerConn{l: l, c: c}, nil
+}
+
+func (l *quicListener) Shutdown(ctx context.Context) error {
+	l.ln.Close()
+	return l.h3.Shutdown(ctx)
+}
+
+func (l *quicListener) Close() error {
+	l.ln.Close()
+	l.h3.Close()
+	l.tr.Close()
+	return l.udp.Close()
+}
+
+type quicServerConn struct {
+	l *quicListener
+	c *quic.Conn
+}
+
+func (c *quicServerConn) RemoteAddr() net.Addr { return c.c.RemoteAddr() }
+
+func (c *quicServerConn) Refuse(reason string) {
+	_ = c.c.CloseWithError(quicCodeRefused, reason)
+}
+
+// Handshake: quic-go's listener returns connections with the handshake
+// done.
+func (c *quicServerConn) Handshake(context.Context) (string, bool, error) {
+	alpn := c.c.ConnectionState().TLS.NegotiatedProtocol
+	return alpn, alpn == alpnH3, nil
+}
+
+func (c *quicServerConn) ServeHTTP() { _ = c.l.h3.ServeQUICConn(c.c) }
+
+func (c *quicServerConn) AcceptStream(ctx context.Context) (Stream, error) {
+	s, err := c.c.AcceptStream(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return classified{Stream: quicStream{s}, own: quicStatus}, nil
+}
+
+func (c *quicServerConn) Sample() State { return sampleQUIC(c.c) }
+
+func (c *quicServerConn) Abort(code uint64, reason string) {
+	_ = c.c.CloseWithError(quic.ApplicationErrorCode(code), reason)
+}
+
+func (c *quicServerConn) Close() error { return c.c.CloseWithError(0, "") }

@@ -30,19 +30,19 @@ func getsockopt(fd uintptr, level, opt int, buf []byte) (int, error) {
 func sampleTCP(c *net.TCPConn) State {
 	rc, err := c.SyscallConn()
 	if err != nil {
-		return State{Err: err.Error()}
+		return errState(err.Error())
 	}
 	buf := make([]byte, 256)
 	var n int
 	var serr error
 	if err := rc.Control(func(fd uintptr) { n, serr = getsockopt(fd, unix.IPPROTO_TCP, unix.TCP_INFO, buf) }); err != nil {
-		return State{Err: err.Error()}
+		return errState(err.Error())
 	}
 	if serr != nil {
-		return State{Err: "TCP_INFO: " + serr.Error()}
+		return errState("TCP_INFO: " + serr.Error())
 	}
 	ti := DecodeTCPInfo(buf[:n])
-	return State{TCP: &ti}
+	return State{Key: keyTCPInfo, Data: &ti}
 }
 
 // sampleMPTCP reads MPTCP_FULL_INFO (connection info plus every subflow's
@@ -52,7 +52,7 @@ func sampleTCP(c *net.TCPConn) State {
 func sampleMPTCP(c *net.TCPConn) State {
 	rc, err := c.SyscallConn()
 	if err != nil {
-		return State{Err: err.Error()}
+		return errState(err.Error())
 	}
 	var st State
 	_ = rc.Control(func(fd uintptr) {
@@ -73,20 +73,20 @@ func sampleMPTCP(c *net.TCPConn) State {
 			if derr != nil {
 				st.Err = derr.Error()
 			}
-			st.MPTCP = &s
+			st.Key, st.Data = keyMPTCP, &s
 			return
 		}
 		buf := make([]byte, MPTCPInfoLen)
 		if n, err2 := getsockopt(fd, solMPTCP, mptcpInfo, buf); err2 == nil {
 			if info, derr := DecodeMPTCPInfo(buf[:n]); derr == nil {
-				st.MPTCP = &MPTCPState{Info: info, NumSubflow: int(info.Subflows) + 1}
+				st.Key, st.Data = keyMPTCP, &MPTCPState{Info: info, NumSubflow: int(info.Subflows) + 1}
 				return
 			}
 		}
 		tb := make([]byte, 256)
 		if n, err3 := getsockopt(fd, unix.IPPROTO_TCP, unix.TCP_INFO, tb); err3 == nil {
 			t := DecodeTCPInfo(tb[:n])
-			st.TCP = &t
+			st.Key, st.Data = keyTCPInfo, &t
 			return
 		}
 		st.Err = "MPTCP_FULL_INFO: " + err.Error()

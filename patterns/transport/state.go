@@ -8,13 +8,44 @@ import (
 )
 
 // State is one protocol-state sample of a connection (000 §II-B: "dumps
-// of the transport protocol states ... periodically collected").
+// of the transport protocol states ... periodically collected"): the
+// transport's own sample type, written under its own key.
 type State struct {
-	TCP   *TCPInfo    `json:"tcp_info,omitempty"`
-	MPTCP *MPTCPState `json:"mptcp,omitempty"`
-	QUIC  *QUICStats  `json:"quic,omitempty"`
-	Err   string      `json:"error,omitempty"`
+	Key  string     // "tcp_info", "mptcp", "quic", ...
+	Data SampleData // nil when Err is set
+	Err  string
 }
+
+// SampleData is a transport's sample type.
+type SampleData interface {
+	// Retransmissions so far: TCP total_retrans (segments), MPTCP the sum
+	// over subflows, QUIC packets declared lost (each is retransmitted).
+	Retransmissions() uint64
+}
+
+// PathSampler is implemented by the sample of a multipath transport: what
+// each path (by local address) carried so far.
+type PathSampler interface {
+	PerPath() []PathCounters
+}
+
+// PathCounters of one path of a multipath connection, from its sample.
+type PathCounters struct {
+	Local    netip.AddrPort `json:"local"`
+	Remote   netip.AddrPort `json:"remote"`
+	Sent     uint64         `json:"bytes_acked"`
+	Received uint64         `json:"bytes_received"`
+}
+
+// Retransmissions of the sample (0 without data).
+func (s State) Retransmissions() uint64 {
+	if s.Data == nil {
+		return 0
+	}
+	return s.Data.Retransmissions()
+}
+
+func errState(err string) State { return State{Err: err} }
 
 // TCPInfo is the part of Linux struct tcp_info a measurement needs. Times
 // are in microseconds as the kernel gives them.
@@ -230,20 +261,26 @@ type QUICStats struct {
 	PacketsLost      uint64        `json:"packets_lost"`
 }
 
-// Retransmissions of a sample: TCP total_retrans (segments), MPTCP sum over
-// subflows, QUIC packets declared lost (each is retransmitted).
-func (s State) Retransmissions() uint64 {
-	switch {
-	case s.TCP != nil:
-		return uint64(s.TCP.TotalRetrans)
-	case s.MPTCP != nil:
-		var n uint64
-		for _, sf := range s.MPTCP.Subflows {
-			n += uint64(sf.TCP.TotalRetrans)
-		}
-		return n
-	case s.QUIC != nil:
-		return s.QUIC.PacketsLost
+// Retransmissions: TCP total_retrans segments.
+func (t *TCPInfo) Retransmissions() uint64 { return uint64(t.TotalRetrans) }
+
+// Retransmissions summed over subflows.
+func (m *MPTCPState) Retransmissions() uint64 {
+	var n uint64
+	for _, sf := range m.Subflows {
+		n += uint64(sf.TCP.TotalRetrans)
 	}
-	return 0
+	return n
 }
+
+// PerPath: each subflow is a path's share of the connection.
+func (m *MPTCPState) PerPath() []PathCounters {
+	out := make([]PathCounters, 0, len(m.Subflows))
+	for _, sf := range m.Subflows {
+		out = append(out, PathCounters{Local: sf.Local, Remote: sf.Remote, Sent: sf.TCP.BytesAcked, Received: sf.TCP.BytesReceived})
+	}
+	return out
+}
+
+// Retransmissions: QUIC packets declared lost.
+func (q *QUICStats) Retransmissions() uint64 { return q.PacketsLost }

@@ -36,13 +36,13 @@ func TestSampleTCPMatchesKernel(t *testing.T) {
 	}
 	tc := c.(*net.TCPConn)
 	st := sampleTCP(tc)
-	if st.TCP == nil {
+	got, ok := st.Data.(*TCPInfo)
+	if !ok {
 		t.Fatalf("sample: %s", st.Err)
 	}
 	rc, _ := tc.SyscallConn()
 	var want *unix.TCPInfo
 	_ = rc.Control(func(fd uintptr) { want, _ = unix.GetsockoptTCPInfo(int(fd), unix.IPPROTO_TCP, unix.TCP_INFO) })
-	got := st.TCP
 	if got.State != want.State || got.SndMSS != want.Snd_mss || got.BytesSent != want.Bytes_sent || got.SegsOut > want.Segs_out || got.RTT == 0 {
 		t.Fatalf("decoded %+v\nkernel %+v", got, want)
 	}

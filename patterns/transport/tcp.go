@@ -5,14 +5,44 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/netip"
+	"slices"
 	"sync"
 	"time"
 
 	"github.com/mptester/mptester/probe"
 )
+
+// The tcp and mptcp transports: TLS over TCP, or over kernel MPTCP. One
+// listener (MPTCP-capable: it accepts plain TCP too) serves both.
+const (
+	nameTCP   = "tcp"
+	nameMPTCP = "mptcp"
+	// Sample keys: a TCP connection's tcp_info, an MPTCP connection's
+	// MPTCP_FULL_INFO (or tcp_info when it fell back to TCP).
+	keyTCPInfo = "tcp_info"
+	keyMPTCP   = "mptcp"
+)
+
+// HTTP ALPNs over TLS/TCP.
+const (
+	alpnHTTP2 = "h2"
+	alpnHTTP1 = "http/1.1"
+)
+
+func init() {
+	Register(Descriptor{Name: nameTCP, Help: "TLS over TCP", Order: 10, Network: "tcp", DefaultPort: 443,
+		New:    func(o Options) (Transport, error) { return &tcpTransport{o: o}, nil },
+		Listen: listenTCP})
+	Register(Descriptor{Name: nameMPTCP, Help: "TLS over kernel MPTCP (subflows on the selected paths)", Order: 20,
+		Network: "tcp", DefaultPort: 443, Multipath: true, ServedBy: nameTCP,
+		New:       func(o Options) (Transport, error) { return &tcpTransport{o: o, mptcp: true}, nil },
+		Summarise: summariseMPTCP})
+}
 
 // tcpTransport is TLS over TCP or over MPTCP.
 type tcpTransport struct {
@@ -22,9 +52,9 @@ type tcpTransport struct {
 
 func (t *tcpTransport) Name() string {
 	if t.mptcp {
-		return MPTCP
+		return nameMPTCP
 	}
-	return TCP
+	return nameTCP
 }
 
 func (t *tcpTransport) Dial(ctx context.Context, addr netip.AddrPort, family string) (Conn, error) {
@@ -34,36 +64,52 @@ func (t *tcpTransport) Dial(ctx context.Context, addr netip.AddrPort, family str
 		network = "tcp6"
 	}
 	var (
-		raw    *net.TCPConn
-		status *MPTCPStatus
+		raw   *net.TCPConn
+		facts Fact
 	)
 	if t.mptcp {
-		mc, err := probe.DialMPTCP(ctx, t.o.Path, network, addr.String())
+		mc, err := probe.DialMPTCP(ctx, t.o.Primary(), network, addr.String())
 		if err != nil {
-			return nil, fmt.Errorf("mptcp connect: %w", err)
+			return nil, wrap(opConnect, fmt.Errorf("mptcp: %w", err), nil)
 		}
-		raw, status = mc.TCPConn, &MPTCPStatus{Negotiated: mc.Negotiated}
+		raw, facts = mc.TCPConn, &MPTCPStatus{Negotiated: mc.Negotiated}
 	} else {
-		c, err := probe.DialContext(ctx, t.o.Path, network, addr.String())
+		c, err := probe.DialContext(ctx, t.o.Primary(), network, addr.String())
 		if err != nil {
-			return nil, fmt.Errorf("tcp connect: %w", err)
+			return nil, wrap(opConnect, err, nil)
 		}
 		raw = c.(*net.TCPConn)
 	}
 	LimitUnsent(raw)
 	cfg := t.o.TLS.Clone()
-	cfg.NextProtos = alpns(family, false, t.o.HTTP1)
+	cfg.NextProtos = offered(family, tcpHTTPALPNs(t.o.HTTP1))
 	tc := tls.Client(raw, cfg)
 	if err := tc.HandshakeContext(ctx); err != nil {
 		raw.Close()
-		return nil, fmt.Errorf("tls handshake: %w", err)
+		return nil, wrap(opHandshake, err, nil)
 	}
 	c := &tcpConn{tls: tc, raw: raw, mptcp: t.mptcp, info: Info{
 		Transport: t.Name(), Local: raw.LocalAddr().String(), Remote: raw.RemoteAddr().String(),
-		ALPN: tc.ConnectionState().NegotiatedProtocol, Setup: time.Since(start), MPTCP: status,
+		ALPN: tc.ConnectionState().NegotiatedProtocol, Setup: time.Since(start), Facts: facts,
 	}}
 	return c, nil
 }
+
+func tcpHTTPALPNs(http1 bool) []string {
+	if http1 {
+		return []string{alpnHTTP1}
+	}
+	return []string{alpnHTTP2, alpnHTTP1}
+}
+
+// MPTCPStatus of one connection: whether the server spoke MPTCP (the
+// kernel silently falls back to TCP otherwise).
+type MPTCPStatus struct {
+	Negotiated bool `json:"negotiated"`
+}
+
+// Key of the connection fact.
+func (*MPTCPStatus) Key() string { return keyMPTCP }
 
 type tcpConn struct {
 	tls   *tls.Conn
@@ -86,7 +132,7 @@ func (c *tcpConn) OpenStream(ctx context.Context) (Stream, error) {
 		return nil, errUsed
 	}
 	c.opened = true
-	return c.tls, nil
+	return classified{Stream: c.tls}, nil
 }
 
 func (c *tcpConn) MultiStream() bool { return false }
@@ -98,7 +144,7 @@ func (c *tcpConn) RoundTripper() http.RoundTripper {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.rt != nil {
-		return c.rt
+		return classifiedRT{rt: c.rt}
 	}
 	c.opened = true
 	var once sync.Once
@@ -106,13 +152,13 @@ func (c *tcpConn) RoundTripper() http.RoundTripper {
 		var conn net.Conn
 		once.Do(func() { conn = c.tls })
 		if conn == nil {
-			return nil, errors.New("connection to the server was lost")
+			return nil, &Error{Status: StatusConnectionClosed, Op: opHTTP, Err: errors.New("connection to the server was lost")}
 		}
 		return conn, nil
 	}
 	c.rt = &http.Transport{DialTLSContext: dial, ForceAttemptHTTP2: true, MaxConnsPerHost: 1,
 		MaxIdleConnsPerHost: 1, DisableCompression: true}
-	return c.rt
+	return classifiedRT{rt: c.rt}
 }
 
 func (c *tcpConn) Info() Info { return c.info }
@@ -130,3 +176,255 @@ func (c *tcpConn) Close() error {
 	}
 	return c.tls.Close()
 }
+
+// MPTCPSummary says whether MPTCP was really used (000 §II-B).
+type MPTCPSummary struct {
+	Negotiated bool `json:"negotiated"`
+	// Subflows is the largest number of subflows seen on any connection.
+	Subflows int `json:"subflows"`
+	// SubflowBytes: bytes acked (sent) and received per subflow, from the
+	// last sample of each connection, keyed by local->remote address.
+	SubflowBytes []PathCounters `json:"subflow_bytes"`
+}
+
+// Key of the record summary.
+func (*MPTCPSummary) Key() string { return keyMPTCP }
+
+// Degraded: a server that silently fell back to TCP fails the smoke check.
+func (s *MPTCPSummary) Degraded() string {
+	if s.Negotiated {
+		return ""
+	}
+	return "MPTCP not negotiated (server fell back to TCP)"
+}
+
+func summariseMPTCP(conns []ConnSamples) Fact {
+	var sum *MPTCPSummary
+	for _, c := range conns {
+		st, ok := c.Info.Facts.(*MPTCPStatus)
+		if !ok {
+			continue
+		}
+		if sum == nil {
+			sum = &MPTCPSummary{Negotiated: true, SubflowBytes: []PathCounters{}}
+		}
+		sum.Negotiated = sum.Negotiated && st.Negotiated
+		var last *MPTCPState
+		for _, s := range c.Samples {
+			if m, ok := s.Data.(*MPTCPState); ok {
+				sum.Subflows = max(sum.Subflows, m.NumSubflow)
+				last = m
+			}
+		}
+		if last != nil {
+			sum.SubflowBytes = append(sum.SubflowBytes, last.PerPath()...)
+		}
+	}
+	if sum == nil {
+		return nil
+	}
+	return sum
+}
+
+// AcceptedSampler samples a TCP connection a server accepted: MPTCP_FULL_INFO
+// when the client negotiated MPTCP, TCP_INFO otherwise (what the client's
+// Conn.Sample reads on its side). Nil for a connection that is not TCP.
+func AcceptedSampler(c net.Conn) func() State {
+	tc, ok := c.(*net.TCPConn)
+	if !ok {
+		return nil
+	}
+	if mp, _ := tc.MultipathTCP(); mp {
+		return func() State { return sampleMPTCP(tc) }
+	}
+	return func() State { return sampleTCP(tc) }
+}
+
+// tcpListener is the TLS/TCP server side: stream ALPNs are handed to the
+// patterns, HTTP ones to one http.Server (HTTP/1.1 and HTTP/2 by ALPN).
+type tcpListener struct {
+	ln    net.Listener
+	mptcp bool
+	o     ListenOptions
+	http  *http.Server
+	hl    *chanListener
+
+	mu   sync.Mutex
+	done map[net.Conn]chan struct{} // HTTP sessions, closed when they end
+}
+
+func listenTCP(ctx context.Context, o ListenOptions) (Listener, error) {
+	l := &tcpListener{o: o, done: map[net.Conn]chan struct{}{}, mptcp: slices.Contains(o.Serves, nameMPTCP)}
+	if s, ok := o.Socket.(net.Listener); ok {
+		l.ln = s
+	} else {
+		var lc net.ListenConfig
+		// The standard library's MPTCP listener accepts plain TCP too.
+		lc.SetMultipathTCP(l.mptcp)
+		ln, err := lc.Listen(ctx, "tcp", o.Addr)
+		if err != nil {
+			return nil, fmt.Errorf("listen tcp %s: %w", o.Addr, err)
+		}
+		l.ln = ln
+	}
+	logger := o.Logger
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	l.hl = newChanListener(l.ln.Addr())
+	l.http = &http.Server{Handler: o.HTTP, ReadHeaderTimeout: o.ReadTimeout, IdleTimeout: o.IdleTimeout,
+		ErrorLog: slog.NewLogLogger(logger.Handler(), slog.LevelDebug), ConnState: l.connState,
+		Protocols: new(http.Protocols)}
+	l.http.Protocols.SetHTTP1(true)
+	l.http.Protocols.SetHTTP2(true)
+	go func() { _ = l.http.Serve(l.hl) }()
+	return l, nil
+}
+
+func (l *tcpListener) Addr() net.Addr { return l.ln.Addr() }
+
+func (l *tcpListener) Describe() string {
+	mp := "off"
+	if l.mptcp {
+		mp = "on"
+	}
+	return fmt.Sprintf("TLS: h2, http/1.1, stream patterns; MPTCP %s", mp)
+}
+
+func (l *tcpListener) Accept(ctx context.Context) (ServerConn, error) {
+	c, err := l.ln.Accept()
+	if err != nil {
+		return nil, err
+	}
+	return &tcpServerConn{l: l, raw: c}, nil
+}
+
+func (l *tcpListener) Shutdown(ctx context.Context) error {
+	l.ln.Close()
+	l.hl.Close()
+	return l.http.Shutdown(ctx)
+}
+
+func (l *tcpListener) Close() error {
+	l.ln.Close()
+	l.hl.Close()
+	return l.http.Close()
+}
+
+func (l *tcpListener) connState(c net.Conn, st http.ConnState) {
+	if st != http.StateClosed && st != http.StateHijacked {
+		return
+	}
+	l.mu.Lock()
+	ch, ok := l.done[c]
+	delete(l.done, c)
+	l.mu.Unlock()
+	if ok {
+		close(ch)
+	}
+}
+
+type tcpServerConn struct {
+	l      *tcpListener
+	raw    net.Conn
+	tc     *tls.Conn
+	once   sync.Once
+	opened bool
+}
+
+func (c *tcpServerConn) RemoteAddr() net.Addr { return c.raw.RemoteAddr() }
+
+func (c *tcpServerConn) Refuse(string) { c.raw.Close() }
+
+func (c *tcpServerConn) Handshake(ctx context.Context) (string, bool, error) {
+	cfg := &tls.Config{Certificates: []tls.Certificate{c.l.o.Certificate}, MinVersion: tls.VersionTLS12,
+		NextProtos: append(tcpHTTPALPNs(false), c.l.o.StreamALPNs...)}
+	c.tc = tls.Server(c.raw, cfg)
+	if d, ok := ctx.Deadline(); ok {
+		_ = c.raw.SetDeadline(d)
+	}
+	if err := c.tc.HandshakeContext(ctx); err != nil {
+		return "", false, err
+	}
+	_ = c.raw.SetDeadline(time.Time{})
+	alpn := c.tc.ConnectionState().NegotiatedProtocol
+	// No ALPN: a plain HTTPS client such as curl.
+	return alpn, !slices.Contains(c.l.o.StreamALPNs, alpn), nil
+}
+
+func (c *tcpServerConn) ServeHTTP() {
+	ch := make(chan struct{})
+	c.l.mu.Lock()
+	c.l.done[c.tc] = ch
+	c.l.mu.Unlock()
+	if !c.l.hl.push(c.tc) {
+		c.l.mu.Lock()
+		delete(c.l.done, c.tc)
+		c.l.mu.Unlock()
+		return
+	}
+	<-ch
+}
+
+func (c *tcpServerConn) AcceptStream(ctx context.Context) (Stream, error) {
+	if c.opened {
+		return nil, io.EOF
+	}
+	c.opened = true
+	LimitUnsent(c.raw)
+	return classified{Stream: c.tc}, nil
+}
+
+func (c *tcpServerConn) Sample() State {
+	if f := AcceptedSampler(c.raw); f != nil {
+		return f()
+	}
+	return errState("not a TCP connection")
+}
+
+func (c *tcpServerConn) Abort(uint64, string) { c.Close() }
+
+func (c *tcpServerConn) Close() error {
+	if c.tc != nil {
+		return c.tc.Close()
+	}
+	return c.raw.Close()
+}
+
+// chanListener hands already-handshaken TLS connections to http.Server,
+// which serves HTTP/2 or HTTP/1.1 according to their ALPN.
+type chanListener struct {
+	addr   net.Addr
+	ch     chan net.Conn
+	done   chan struct{}
+	closed sync.Once
+}
+
+func newChanListener(a net.Addr) *chanListener {
+	return &chanListener{addr: a, ch: make(chan net.Conn), done: make(chan struct{})}
+}
+
+func (l *chanListener) push(c net.Conn) bool {
+	select {
+	case l.ch <- c:
+		return true
+	case <-l.done:
+		return false
+	}
+}
+
+func (l *chanListener) Accept() (net.Conn, error) {
+	select {
+	case c := <-l.ch:
+		return c, nil
+	case <-l.done:
+		return nil, net.ErrClosed
+	}
+}
+
+func (l *chanListener) Close() error {
+	l.closed.Do(func() { close(l.done) })
+	return nil
+}
+
+func (l *chanListener) Addr() net.Addr { return l.addr }

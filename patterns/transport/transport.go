@@ -1,7 +1,10 @@
 // Package transport is the one interface every traffic pattern uses to reach
-// a test server: tcp, mptcp and quic, each over one chosen path (every
-// client socket is bound through package probe). A later multipath QUIC or
-// handover-mode transport is one more implementation of Transport.
+// a test server, and the registry of the transports behind it. A transport
+// is one file that registers a Descriptor in init: how it dials (over one
+// path or several), how it listens, what its samples are and what its
+// errors mean. Names, the run matrix, serve's listeners, flag help texts
+// and the smoke check are derived from the registry; nothing outside a
+// transport's file names it.
 package transport
 
 import (
@@ -18,26 +21,16 @@ import (
 	"strings"
 	"time"
 
-	"github.com/mptester/mptester/patterns/wire"
 	"github.com/mptester/mptester/probe"
-)
-
-// Names of the transports.
-const (
-	TCP   = "tcp"
-	MPTCP = "mptcp"
-	QUIC  = "quic"
 )
 
 // UnsentLimit is the most data a TCP sender keeps queued unsent (see
 // LimitUnsent): enough to keep a 1 Gbit/s, 1 ms path busy.
 const UnsentLimit = 128 << 10
 
-// Names lists every transport, in the order of the matrix.
-var Names = []string{TCP, MPTCP, QUIC}
-
-// ALPN families: FamilyHTTP maps to h2/http1.1 over TCP and h3 over QUIC;
-// stream patterns carry their own ALPN on both.
+// ALPN families: FamilyHTTP is mapped by each transport to its HTTP ALPNs
+// (h2/http1.1 over TCP, h3 over QUIC); any other family is a stream
+// pattern's own ALPN, offered as is.
 const FamilyHTTP = "http"
 
 // Stream is one bidirectional byte stream: a TLS connection over TCP, a
@@ -67,7 +60,7 @@ type Conn interface {
 	Close() error
 }
 
-// Transport dials connections over one path.
+// Transport dials connections over the paths of its Options.
 type Transport interface {
 	Name() string
 	// Dial connects to addr (an IP literal and port) for the ALPN family.
@@ -81,19 +74,39 @@ type Info struct {
 	Remote    string        `json:"remote"`
 	ALPN      string        `json:"alpn"`
 	Setup     time.Duration `json:"setup_ns"` // connect + TLS handshake
-	// MPTCP is set for the mptcp transport: whether the server spoke MPTCP
-	// (the kernel silently falls back to TCP otherwise).
-	MPTCP *MPTCPStatus `json:"mptcp,omitempty"`
+	// Facts the transport knows about this connection (MPTCP: whether the
+	// server spoke it), written under Facts.Key().
+	Facts Fact `json:"-"`
 }
 
-// MPTCPStatus of one connection.
-type MPTCPStatus struct {
-	Negotiated bool `json:"negotiated"`
+// Fact is transport-specific data of a record, serialised under its own
+// key next to the generic fields.
+type Fact interface{ Key() string }
+
+// Degraded is implemented by a summary Fact that can say the transport was
+// not really used (MPTCP fell back to TCP): the smoke check fails on it.
+type Degraded interface{ Degraded() string }
+
+// Role of a path for a multipath transport.
+type Role string
+
+const (
+	RolePrimary   Role = "primary"   // the first subflow / the path a single-path transport uses
+	RoleBackup    Role = "backup"    // used only when the others fail (MPTCP backup flag)
+	RoleAvailable Role = "available" // may carry traffic alongside the primary
+)
+
+// PathRole is one selected path and what it is for.
+type PathRole struct {
+	probe.Path
+	Role Role
 }
 
 // Options shared by every transport.
 type Options struct {
-	Path   probe.Path
+	// Paths are every selected path, primary first. A single-path
+	// transport uses Paths[0]; a multipath one may use them all.
+	Paths  []PathRole
 	Family probe.Family
 	// TLS is the client configuration (ServerName, pin); NextProtos is set
 	// per dial.
@@ -104,37 +117,44 @@ type Options struct {
 	IdleTimeout time.Duration
 }
 
+// Primary is the path a connection starts on.
+func (o Options) Primary() probe.Path {
+	if len(o.Paths) == 0 {
+		return probe.Path{}
+	}
+	return o.Paths[0].Path
+}
+
+// Single returns options for one path as primary.
+func Single(p probe.Path, f probe.Family, tlsCfg *tls.Config) Options {
+	return Options{Paths: []PathRole{{Path: p, Role: RolePrimary}}, Family: f, TLS: tlsCfg}
+}
+
 // New returns the transport named name.
 func New(name string, o Options) (Transport, error) {
+	d, err := Get(name)
+	if err != nil {
+		return nil, err
+	}
 	if o.TLS == nil {
 		return nil, errors.New("transport: no TLS configuration")
+	}
+	if len(o.Paths) == 0 {
+		return nil, errors.New("transport: no path")
 	}
 	if o.IdleTimeout == 0 {
 		o.IdleTimeout = 30 * time.Second
 	}
-	switch name {
-	case TCP:
-		return &tcpTransport{o: o}, nil
-	case MPTCP:
-		return &tcpTransport{o: o, mptcp: true}, nil
-	case QUIC:
-		return &quicTransport{o: o}, nil
-	}
-	return nil, fmt.Errorf("unknown transport %q (want %s)", name, strings.Join(Names, ", "))
+	return d.New(o)
 }
 
-// alpns returns what a client offers for a family over TCP or QUIC.
-func alpns(family string, quic, http1 bool) []string {
-	if family != FamilyHTTP {
-		return []string{family}
+// offered returns the ALPNs a client offers for a family: the transport's
+// HTTP ALPNs for FamilyHTTP, else the stream pattern's own.
+func offered(family string, http []string) []string {
+	if family == FamilyHTTP {
+		return http
 	}
-	switch {
-	case quic:
-		return []string{wire.ALPNHTTP3}
-	case http1:
-		return []string{wire.ALPNHTTP1}
-	}
-	return []string{wire.ALPNHTTP2, wire.ALPNHTTP1}
+	return []string{family}
 }
 
 // ClientTLS builds the client TLS configuration: a pinned SHA-256 leaf

@@ -22,16 +22,6 @@ const Version = 1
 // default and a delay report of 10 minutes at 10 chunks/s is 48 KB.
 const MaxFrame = 1 << 20
 
-// ALPN identifiers, one per pattern family (000 §II: QUIC tests are
-// distinguished by ALPN so middleboxes and servers can tell them apart).
-const (
-	ALPNHTTP2       = "h2"
-	ALPNHTTP1       = "http/1.1"
-	ALPNHTTP3       = "h3"
-	ALPNIperf       = "mptester-iperf/1"
-	ALPNInteractive = "mptester-interactive/1"
-)
-
 // Type of a frame.
 type Type byte
 

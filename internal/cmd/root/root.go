@@ -38,7 +38,7 @@ traffic patterns against mptester test servers.`,
 				configPath = os.Getenv("MPTESTER_CONFIG")
 			}
 			if configPath != "" {
-				cfg, err := config.Load(configPath)
+				cfg, err := config.Load(configPath, cmdutil.CheckConfig)
 				if err != nil {
 					return cmdutil.Usage(err)
 				}

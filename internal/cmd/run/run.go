@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -39,9 +40,10 @@ type Options struct {
 	Pin        string
 	Insecure   bool
 	ServerName string
-	TCPPort    uint16
-	QUICPort   uint16
-	AltQUIC    uint16
+	// Ports per listening transport (--<transport>-port); AltPorts the
+	// second ports --smoke checks (--<transport>-alt-port, 0: skip).
+	Ports      map[string]uint16
+	AltPorts   map[string]uint16
 	HTTP1      bool
 	Seed       int64
 	Pace       time.Duration
@@ -62,36 +64,41 @@ type Options struct {
 
 // Config is what the run document records as its configuration.
 type Config struct {
-	Servers    []string        `json:"servers"`
-	Patterns   []string        `json:"patterns"`
-	Transports []string        `json:"transports"`
-	Paths      []string        `json:"paths"`
-	DNS        []string        `json:"dns,omitempty"`
-	Families   []int           `json:"families"`
-	Seed       int64           `json:"seed"`
-	Pace       time.Duration   `json:"pace_ns"`
-	Timeout    time.Duration   `json:"timeout_ns"`
-	Stable     bool            `json:"stable"`
-	Smoke      bool            `json:"smoke"`
-	TCPPort    uint16          `json:"tcp_port"`
-	QUICPort   uint16          `json:"quic_port"`
-	Pinned     bool            `json:"pinned"`
-	Insecure   bool            `json:"insecure"`
-	Params     patterns.Params `json:"params"`
+	Servers    []string      `json:"servers"`
+	Patterns   []string      `json:"patterns"`
+	Transports []string      `json:"transports"`
+	Paths      []string      `json:"paths"`
+	DNS        []string      `json:"dns,omitempty"`
+	Families   []int         `json:"families"`
+	Seed       int64         `json:"seed"`
+	Pace       time.Duration `json:"pace_ns"`
+	Timeout    time.Duration `json:"timeout_ns"`
+	Stable     bool          `json:"stable"`
+	Smoke      bool          `json:"smoke"`
+	// Ports per listening transport.
+	Ports    map[string]uint16 `json:"ports"`
+	Pinned   bool              `json:"pinned"`
+	Insecure bool              `json:"insecure"`
+	Params   patterns.Params   `json:"params"`
 }
 
 // NewCmdRun builds the command; runF replaces runRun in tests.
 func NewCmdRun(f *cmdutil.Factory, runF func(*Options) error) *cobra.Command {
 	opts := &Options{IO: f.IO}
 	opts.Discover = func(ctx context.Context) ([]probe.Path, error) { return f.DiscoverPaths(ctx, opts.DNS) }
-	var tcpPort, quicPort, altPort int
+	portFlags, altFlags := map[string]*int{}, map[string]*int{}
+	var trHelp strings.Builder
+	for _, d := range transport.All() {
+		fmt.Fprintf(&trHelp, "  %-6s %s\n", d.Name, d.Help)
+	}
 	cmd := &cobra.Command{
 		Use:   "run --server HOST[:PORT][,HOST...]",
-		Short: "Run the traffic patterns over TCP, MPTCP and QUIC against a test server",
+		Short: "Run the traffic patterns over every transport against a test server",
 		Long: `Run the ping, bulk, iperf and interactive patterns (000 §II-A) over each
 transport and path against an mptester test server, in a random order
-(the seed is recorded), and print one JSON document.
+(the seed is recorded), and print one JSON document. The transports:
 
+` + trHelp.String() + `
 A server name is resolved on each path by that path's own DNS servers
 (discovered, or set with --dns IFACE=ADDR or in the config), through that
 path, and the tests on a path use the address it resolved; each test
@@ -114,17 +121,18 @@ one line per failure: the CI smoke test of a test server.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.Logger, opts.Ctx = f.Logger, cmd.Context()
 			var ch config.Checker
-			for _, p := range []struct {
-				v   int
-				dst *uint16
-				n   string
-			}{{tcpPort, &opts.TCPPort, "--tcp-port"}, {quicPort, &opts.QUICPort, "--quic-port"}, {altPort, &opts.AltQUIC, "--quic-alt-port"}} {
-				lo := 1
-				if p.n == "--quic-alt-port" {
-					lo = 0
+			opts.Ports, opts.AltPorts = map[string]uint16{}, map[string]uint16{}
+			for _, fl := range []struct {
+				flags map[string]*int
+				dst   map[string]uint16
+				n     string
+				lo    int
+			}{{portFlags, opts.Ports, "port", 1}, {altFlags, opts.AltPorts, "alt-port", 0}} {
+				for _, name := range slices.Sorted(maps.Keys(fl.flags)) {
+					v := *fl.flags[name]
+					ch.Check("--"+name+"-"+fl.n, config.IntIn(v, fl.lo, 65535))
+					fl.dst[name] = uint16(v)
 				}
-				ch.Check(p.n, config.IntIn(p.v, lo, 65535))
-				*p.dst = uint16(p.v)
 			}
 			applyConfig(opts, f.Config, cmd.Flags().Changed)
 			opts.ConfigFile = f.Config.File()
@@ -139,18 +147,21 @@ one line per failure: the CI smoke test of a test server.`,
 		},
 	}
 	fl := cmd.Flags()
-	fl.StringSliceVar(&opts.Servers, "server", nil, "test `HOST[:PORT]`s; the port applies to TCP and QUIC")
+	fl.StringSliceVar(&opts.Servers, "server", nil, "test `HOST[:PORT]`s; the port applies to every transport")
 	fl.StringSliceVar(&opts.Patterns, "patterns", nil, "`PATTERNS` to run (default: "+strings.Join(patterns.Names(), ",")+")")
-	fl.StringSliceVar(&opts.Transports, "transports", nil, "`TRANSPORTS` (default: "+strings.Join(transport.Names, ",")+")")
+	fl.StringSliceVar(&opts.Transports, "transports", nil, "`TRANSPORTS` (default: "+strings.Join(transport.Names(), ",")+")")
 	fl.StringSliceVar(&opts.Paths, "paths", nil, "`IFACES` to use (default: every up, non-loopback path with a default route)")
 	fl.StringArrayVar(&opts.DNS, "dns", nil, "use `IFACE=ADDR[,ADDR]` as the resolvers of IFACE for the server name (repeatable)")
 	fl.StringVar(&opts.Family, "family", "4", "address family: 4, 6 or both")
 	fl.StringVar(&opts.Pin, "pin", "", "SHA-256 `FINGERPRINT` of the server certificate (as `mptester serve` prints it)")
 	fl.BoolVar(&opts.Insecure, "insecure", false, "do not verify the server certificate")
 	fl.StringVar(&opts.ServerName, "server-name", "", "TLS server `NAME` (default: the server host)")
-	fl.IntVar(&tcpPort, "tcp-port", 443, "server TLS/TCP port")
-	fl.IntVar(&quicPort, "quic-port", 443, "server QUIC port")
-	fl.IntVar(&altPort, "quic-alt-port", 6121, "non-standard QUIC port checked by --smoke (0: skip)")
+	for _, d := range transport.Listeners() {
+		portFlags[d.Name] = fl.Int(d.Name+"-port", int(d.DefaultPort), "server "+d.Help+" port")
+		if d.AltPort != 0 {
+			altFlags[d.Name] = fl.Int(d.Name+"-alt-port", int(d.AltPort), "non-standard "+d.Help+" port checked by --smoke (0: skip)")
+		}
+	}
 	fl.BoolVar(&opts.HTTP1, "http1", false, "HTTP/1.1 instead of HTTP/2 over TCP")
 	fl.Int64Var(&opts.Seed, "seed", 0, "order of the tests (default: random, recorded in the output)")
 	fl.DurationVar(&opts.Pace, "pace", time.Second, "pause between tests")
@@ -198,7 +209,7 @@ func check(opts *Options) error {
 	}
 	ch.Check("--server", config.Servers(opts.Servers))
 	if opts.Pin != "" {
-		ch.Check("--pin", config.Pin(opts.Pin))
+		ch.Check("--pin", cmdutil.Pin(opts.Pin))
 		if opts.Insecure {
 			ch.Check("--pin", fmt.Errorf("use --pin or --insecure, not both"))
 		}
@@ -206,8 +217,8 @@ func check(opts *Options) error {
 	if opts.Smoke && len(opts.Servers) > 1 {
 		ch.Check("--smoke", fmt.Errorf("checks one server (got %d)", len(opts.Servers)))
 	}
-	ch.Check("--patterns", config.Patterns(opts.Patterns))
-	ch.Check("--transports", config.Transports(opts.Transports))
+	ch.Check("--patterns", cmdutil.Patterns(opts.Patterns))
+	ch.Check("--transports", cmdutil.Transports(opts.Transports))
 	ch.Check("--paths", config.Interfaces(opts.Paths))
 	_, err := probe.ParseFamily(opts.Family)
 	ch.Check("--family", err)
@@ -252,7 +263,7 @@ func runRun(opts *Options) error {
 		opts.Patterns = patterns.Names()
 	}
 	if len(opts.Transports) == 0 {
-		opts.Transports = slices.Clone(transport.Names)
+		opts.Transports = transport.Names()
 	}
 	if err := check(opts); err != nil {
 		return err
@@ -282,7 +293,7 @@ func runRun(opts *Options) error {
 	}
 	cfg := Config{Servers: opts.Servers, Patterns: opts.Patterns, Transports: opts.Transports, Paths: names(paths), DNS: opts.DNS,
 		Seed: opts.Seed, Pace: opts.Pace, Timeout: opts.Timeout, Stable: opts.Stable, Smoke: opts.Smoke,
-		TCPPort: opts.TCPPort, QUICPort: opts.QUICPort, Pinned: opts.Pin != "", Insecure: opts.Insecure, Params: opts.Params}
+		Ports: opts.Ports, Pinned: opts.Pin != "", Insecure: opts.Insecure, Params: opts.Params}
 	for _, f := range fams {
 		cfg.Families = append(cfg.Families, int(f))
 	}
@@ -291,7 +302,7 @@ func runRun(opts *Options) error {
 		return err
 	}
 	doc := report.Document{Header: hdr, Records: []json.RawMessage{}}
-	ro := patterns.RunOptions{Servers: opts.Servers, TCPPort: opts.TCPPort, QUICPort: opts.QUICPort,
+	ro := patterns.RunOptions{Servers: opts.Servers, Ports: opts.Ports,
 		Patterns: opts.Patterns, Transports: opts.Transports, Paths: paths, Families: fams, Params: opts.Params,
 		Seed: opts.Seed, Pace: opts.Pace, Timeout: opts.Timeout, Stable: opts.Stable, Discover: opts.Discover, PollEvery: opts.PollEvery,
 		HTTP1: opts.HTTP1, Logger: opts.Logger,
@@ -312,19 +323,25 @@ func runRun(opts *Options) error {
 		}}
 	sum, runErr := patterns.Run(ctx, ro)
 	var smokeFails []string
-	if opts.Smoke && runErr == nil && opts.AltQUIC != 0 && slices.Contains(opts.Transports, transport.QUIC) {
+	for _, name := range opts.Transports {
+		d, _ := transport.Get(name)
+		port := opts.AltPorts[d.Listener()]
+		if !opts.Smoke || runErr != nil || port == 0 {
+			continue
+		}
 		// 000 §III: QUIC on a non-standard port reveals middleboxes that
 		// treat UDP 443 specially.
 		alt := ro
-		alt.QUICPort, alt.Patterns, alt.Transports = opts.AltQUIC, []string{"ping"}, []string{transport.QUIC}
+		alt.Patterns, alt.Transports = []string{"ping"}, []string{name}
+		alt.Ports = maps.Clone(opts.Ports)
+		alt.Ports[d.Listener()] = port
 		alt.Servers = []string{hostOnly(opts.Servers[0])}
-		alt.TCPPort = opts.TCPPort
 		s2, err := patterns.Run(ctx, alt)
 		if err != nil {
-			smokeFails = append(smokeFails, fmt.Sprintf("quic port %d: %v", opts.AltQUIC, err))
+			smokeFails = append(smokeFails, fmt.Sprintf("%s port %d: %v", name, port, err))
 		}
 		for _, r := range s2.Failed {
-			smokeFails = append(smokeFails, fmt.Sprintf("ping/quic port %d: %s: %s", opts.AltQUIC, r.Status, r.Error))
+			smokeFails = append(smokeFails, fmt.Sprintf("ping/%s port %d: %s: %s", name, port, r.Status, r.Error))
 		}
 	}
 
@@ -355,9 +372,13 @@ func runRun(opts *Options) error {
 			smokeFails = append(smokeFails, fmt.Sprintf("%s/%s over %s (IPv%d): %s: %s", c.Pattern, c.Transport, c.Path, c.Family, r.Status, r.Error))
 		}
 		for _, r := range sum.All {
-			// A server that silently falls back to TCP fails the MPTCP check.
-			if c := r.Config; r.Status == patterns.StatusSuccess && r.MPTCP != nil && !r.MPTCP.Negotiated {
-				smokeFails = append(smokeFails, fmt.Sprintf("%s/%s over %s (IPv%d): MPTCP not negotiated (server fell back to TCP)", c.Pattern, c.Transport, c.Path, c.Family))
+			// A transport that was not really used (MPTCP falling back to
+			// TCP) fails the check.
+			if d, ok := r.Summary.(transport.Degraded); ok && r.Status == patterns.StatusSuccess {
+				if why := d.Degraded(); why != "" {
+					c := r.Config
+					smokeFails = append(smokeFails, fmt.Sprintf("%s/%s over %s (IPv%d): %s", c.Pattern, c.Transport, c.Path, c.Family, why))
+				}
 			}
 		}
 		if len(smokeFails) > 0 {

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"runtime"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -17,6 +18,7 @@ import (
 
 	"github.com/mptester/mptester/internal/cmdutil"
 	"github.com/mptester/mptester/patterns"
+	"github.com/mptester/mptester/patterns/transport"
 	"github.com/mptester/mptester/probe"
 	"github.com/mptester/mptester/report"
 )
@@ -30,7 +32,15 @@ func startServer(t *testing.T, noMPTCP bool) (tcpPort, quicPort int, pin string)
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv, err := patterns.NewServer(patterns.ServerConfig{Certificate: cert, TCPAddr: "127.0.0.1:0", QUICAddrs: []string{"127.0.0.1:0"}, NoMPTCP: noMPTCP})
+	served := transport.Names()
+	if noMPTCP {
+		served = slices.DeleteFunc(served, func(n string) bool { return n == "mptcp" })
+	}
+	listen := map[string][]string{}
+	for _, d := range transport.Listeners() {
+		listen[d.Name] = []string{"127.0.0.1:0"}
+	}
+	srv, err := patterns.NewServer(patterns.ServerConfig{Certificate: cert, Listen: listen, Transports: served})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -38,7 +48,7 @@ func startServer(t *testing.T, noMPTCP bool) (tcpPort, quicPort int, pin string)
 		t.Fatal(err)
 	}
 	t.Cleanup(srv.Close)
-	return srv.TCPAddr().(*net.TCPAddr).Port, srv.QUICAddrs()[0].(*net.UDPAddr).Port, pin
+	return srv.Addrs("tcp")[0].(*net.TCPAddr).Port, srv.Addrs("quic")[0].(*net.UDPAddr).Port, pin
 }
 
 func execute(t *testing.T, discover func(context.Context) ([]probe.Path, error), args ...string) (string, string, error) {
@@ -125,7 +135,7 @@ func TestNetworkChangeExitsInvalid(t *testing.T) {
 	if err := json.Unmarshal([]byte(out), &doc); err != nil {
 		t.Fatal(err)
 	}
-	if doc.Status != report.StatusInvalid || !strings.Contains(doc.Reason, "network changed during test: lo changed") {
+	if doc.Status != report.StatusInvalid || !strings.Contains(doc.Reason, "network changed during test: lo: ") {
 		t.Fatalf("status %s reason %q", doc.Status, doc.Reason)
 	}
 	_ = time.Second

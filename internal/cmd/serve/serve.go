@@ -6,8 +6,11 @@ import (
 	"crypto/tls"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net"
+	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -15,6 +18,7 @@ import (
 	"github.com/mptester/mptester/internal/cmdutil"
 	"github.com/mptester/mptester/internal/config"
 	"github.com/mptester/mptester/patterns"
+	"github.com/mptester/mptester/patterns/transport"
 )
 
 // Options for `mptester serve`.
@@ -23,14 +27,14 @@ type Options struct {
 	Logger *slog.Logger
 	Ctx    context.Context
 
-	Listen    string
-	TCPPort   int
-	QUICPorts []int
-	CertFile  string
-	KeyFile   string
-	Names     []string
-	NoMPTCP   bool
-	Limits    patterns.Limits
+	Listen string
+	// Ports per listening transport (--<transport>-port); 0 disables it.
+	Ports      map[string][]int
+	Transports []string
+	CertFile   string
+	KeyFile    string
+	Names      []string
+	Limits     patterns.Limits
 	// Ready, when set, is called with the server once it listens (tests).
 	Ready func(*patterns.Server)
 }
@@ -38,15 +42,27 @@ type Options struct {
 // NewCmdServe builds the command; runF replaces serveRun in tests.
 func NewCmdServe(f *cmdutil.Factory, runF func(*Options) error) *cobra.Command {
 	opts := &Options{IO: f.IO, Limits: patterns.DefaultLimits()}
+	portFlags := map[string]*[]int{}
+	var listeners strings.Builder
+	for _, d := range transport.Listeners() {
+		var served []string
+		for _, t := range transport.All() {
+			if t.Listener() == d.Name {
+				served = append(served, t.Name)
+			}
+		}
+		fmt.Fprintf(&listeners, "  %-5s %s, on --%s-port; serves %s\n", d.Name, d.Help, d.Name, strings.Join(served, ", "))
+	}
 	cmd := &cobra.Command{
 		Use:   "serve",
 		Short: "Run a test server for the ping, bulk, iperf and interactive patterns",
-		Long: `Serve every traffic pattern to mptester probes:
+		Long: `Serve every traffic pattern to mptester probes over every transport:
 
-  TCP  TLS on --tcp-port with HTTP/1.1 and HTTP/2 (ping, bulk) and one ALPN
-       per stream pattern (iperf, interactive); the listener accepts MPTCP.
-  QUIC on each --quic-port (443 and 6121 by default: 6121 reveals middleboxes
-       that only treat UDP 443 specially) with HTTP/3 and the same stream ALPNs.
+` + listeners.String() + `
+Every listener offers the HTTP patterns (ping, bulk: HTTP/1.1 and HTTP/2
+over TLS/TCP, HTTP/3 over QUIC) and one ALPN per stream pattern (iperf,
+interactive). QUIC also listens on 6121 by default: it reveals middleboxes
+that only treat UDP 443 specially (000 §III).
 
 Without --cert/--key a self-signed certificate is generated and its SHA-256
 fingerprint printed on stdout; probes pin it with --pin. SIGINT/SIGTERM stop
@@ -57,6 +73,10 @@ accepting, let running tests finish (up to 10 s) and exit.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.Logger = f.Logger
 			opts.Ctx = cmd.Context()
+			opts.Ports = map[string][]int{}
+			for name, p := range portFlags {
+				opts.Ports[name] = *p
+			}
 			if runF != nil {
 				return runF(opts)
 			}
@@ -65,12 +85,19 @@ accepting, let running tests finish (up to 10 s) and exit.`,
 	}
 	fl := cmd.Flags()
 	fl.StringVar(&opts.Listen, "listen", "", "`ADDR` to listen on (default: every address)")
-	fl.IntVar(&opts.TCPPort, "tcp-port", 443, "TLS/TCP port (0: disabled)")
-	fl.IntSliceVar(&opts.QUICPorts, "quic-port", []int{443, 6121}, "QUIC/UDP `PORT`s (repeatable)")
+	for _, d := range transport.Listeners() {
+		def := []int{int(d.DefaultPort)}
+		if d.AltPort != 0 {
+			def = append(def, int(d.AltPort))
+		}
+		ports := new([]int)
+		portFlags[d.Name] = ports
+		fl.IntSliceVar(ports, d.Name+"-port", def, d.Help+" `PORT`s (repeatable; 0: disabled)")
+	}
+	fl.StringSliceVar(&opts.Transports, "transports", nil, "`TRANSPORTS` to serve (default: "+strings.Join(transport.Names(), ",")+")")
 	fl.StringVar(&opts.CertFile, "cert", "", "PEM certificate `file` (default: self-signed)")
 	fl.StringVar(&opts.KeyFile, "key", "", "PEM private key `file`")
 	fl.StringSliceVar(&opts.Names, "name", nil, "extra DNS `NAME`s or IPs for the self-signed certificate")
-	fl.BoolVar(&opts.NoMPTCP, "no-mptcp", false, "plain TCP listener (MPTCP clients fall back to TCP)")
 	fl.IntVar(&opts.Limits.MaxSessions, "max-sessions", opts.Limits.MaxSessions, "concurrent sessions over all clients")
 	fl.IntVar(&opts.Limits.MaxPerClient, "max-per-client", opts.Limits.MaxPerClient, "concurrent sessions per client address")
 	fl.Int64Var(&opts.Limits.MaxBulk, "max-bulk", opts.Limits.MaxBulk, "largest bulk download in `bytes`")
@@ -86,16 +113,27 @@ func check(opts *Options) error {
 	if (opts.CertFile == "") != (opts.KeyFile == "") {
 		ch.Check("--cert", fmt.Errorf("--cert and --key go together"))
 	}
-	ch.Check("--tcp-port", config.IntIn(opts.TCPPort, 0, 65535))
-	ports := make([]string, 0, len(opts.QUICPorts))
-	for _, p := range opts.QUICPorts {
-		ch.Check("--quic-port", config.IntIn(p, 1, 65535))
-		ports = append(ports, strconv.Itoa(p))
+	serving := 0
+	for _, name := range slices.Sorted(maps.Keys(opts.Ports)) {
+		flag := "--" + name + "-port"
+		ports := make([]string, 0, len(opts.Ports[name]))
+		for _, p := range opts.Ports[name] {
+			lo := 1
+			if len(opts.Ports[name]) == 1 {
+				lo = 0 // a lone 0 disables the listener
+			}
+			ch.Check(flag, config.IntIn(p, lo, 65535))
+			if p > 0 {
+				serving++
+			}
+			ports = append(ports, strconv.Itoa(p))
+		}
+		ch.Check(flag, config.Unique(ports))
 	}
-	ch.Check("--quic-port", config.Unique(ports))
-	if opts.TCPPort == 0 && len(opts.QUICPorts) == 0 {
-		ch.Check("--tcp-port", fmt.Errorf("0 and no --quic-port: nothing to serve"))
+	if serving == 0 {
+		ch.Check("--"+transport.Listeners()[0].Name+"-port", fmt.Errorf("every port is 0: nothing to serve"))
 	}
+	ch.Check("--transports", cmdutil.Transports(opts.Transports))
 	l := opts.Limits
 	ch.Check("--max-sessions", config.Positive(l.MaxSessions))
 	ch.Check("--max-per-client", config.Positive(l.MaxPerClient))
@@ -108,6 +146,9 @@ func check(opts *Options) error {
 	ch.Check("--idle-timeout", config.Positive(l.IdleTimeout))
 	return cmdutil.Usage(ch.Err())
 }
+
+// Run serves as the command does (for a runF that sets Options.Ready).
+func Run(opts *Options) error { return serveRun(opts) }
 
 func serveRun(opts *Options) error {
 	if err := check(opts); err != nil {
@@ -126,12 +167,14 @@ func serveRun(opts *Options) error {
 	} else if cert, fp, err = patterns.SelfSigned(opts.Names); err != nil {
 		return err
 	}
-	cfg := patterns.ServerConfig{Certificate: cert, NoMPTCP: opts.NoMPTCP, Limits: opts.Limits, Logger: opts.Logger}
-	if opts.TCPPort > 0 {
-		cfg.TCPAddr = net.JoinHostPort(opts.Listen, strconv.Itoa(opts.TCPPort))
-	}
-	for _, p := range opts.QUICPorts {
-		cfg.QUICAddrs = append(cfg.QUICAddrs, net.JoinHostPort(opts.Listen, strconv.Itoa(p)))
+	cfg := patterns.ServerConfig{Certificate: cert, Transports: opts.Transports, Limits: opts.Limits, Logger: opts.Logger,
+		Listen: map[string][]string{}}
+	for name, ports := range opts.Ports {
+		for _, p := range ports {
+			if p > 0 {
+				cfg.Listen[name] = append(cfg.Listen[name], net.JoinHostPort(opts.Listen, strconv.Itoa(p)))
+			}
+		}
 	}
 	srv, err := patterns.NewServer(cfg)
 	if err != nil {
@@ -145,11 +188,8 @@ func serveRun(opts *Options) error {
 		return err
 	}
 	fmt.Fprintf(opts.IO.Out, "certificate SHA-256 fingerprint: %s\n", fp)
-	if a := srv.TCPAddr(); a != nil {
-		fmt.Fprintf(opts.IO.Out, "tcp  %s (TLS: h2, http/1.1, stream patterns; MPTCP %s)\n", a, map[bool]string{true: "off", false: "on"}[opts.NoMPTCP])
-	}
-	for _, a := range srv.QUICAddrs() {
-		fmt.Fprintf(opts.IO.Out, "quic %s (h3, stream patterns)\n", a)
+	for _, b := range srv.Bound() {
+		fmt.Fprintf(opts.IO.Out, "%-5s %s (%s; serves %s)\n", b.Transport, b.Addr, b.Describe, strings.Join(b.Serves, ", "))
 	}
 	if opts.Ready != nil {
 		opts.Ready(srv)

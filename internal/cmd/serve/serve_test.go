@@ -22,15 +22,15 @@ func TestFlagsReachOptions(t *testing.T) {
 	if err := cmd.Execute(); err != nil {
 		t.Fatal(err)
 	}
-	if got.TCPPort != 8443 || len(got.QUICPorts) != 2 || got.QUICPorts[1] != 6121 || got.Limits.MaxBulk != 1000 || got.Limits.MaxPerClient != 2 {
+	if tcp, quic := got.Ports["tcp"], got.Ports["quic"]; len(tcp) != 1 || tcp[0] != 8443 || len(quic) != 2 || quic[1] != 6121 || got.Limits.MaxBulk != 1000 || got.Limits.MaxPerClient != 2 {
 		t.Fatalf("options %+v", got)
 	}
 }
 
 func TestBadFlags(t *testing.T) {
 	io, _, _ := cmdutil.Test()
-	for _, args := range [][]string{{"--cert", "x.pem"}, {"--quic-port", "0"}, {"--tcp-port", "70000"}, {"--max-duration", "0s"}} {
-		opts := &Options{IO: io, Logger: slog.New(slog.DiscardHandler), Limits: patterns.DefaultLimits(), TCPPort: 443, QUICPorts: []int{443}}
+	for _, args := range [][]string{{"--cert", "x.pem"}, {"--quic-port", "0,443"}, {"--tcp-port", "70000"}, {"--transports", "nosuch"}, {"--max-duration", "0s"}} {
+		opts := &Options{IO: io, Logger: slog.New(slog.DiscardHandler), Limits: patterns.DefaultLimits(), Ports: map[string][]int{"tcp": {443}, "quic": {443}}}
 		cmd := NewCmdServe(&cmdutil.Factory{IO: io, Logger: slog.New(slog.DiscardHandler)}, func(o *Options) error { *opts = *o; return serveRun(o) })
 		cmd.SetArgs(args)
 		if err := cmd.Execute(); !errors.Is(err, cmdutil.ErrUsage) {
@@ -45,11 +45,9 @@ func TestServeGracefulShutdown(t *testing.T) {
 	io, out, _ := cmdutil.Test()
 	ctx, cancel := context.WithCancel(context.Background())
 	ready := make(chan *patterns.Server, 1)
-	opts := &Options{IO: io, Logger: slog.New(slog.DiscardHandler), Ctx: ctx, Listen: "127.0.0.1", TCPPort: 0,
-		QUICPorts: []int{}, Limits: patterns.DefaultLimits(), Ready: func(s *patterns.Server) { ready <- s }}
-	// Port 0 disables TCP; bind QUIC on an ephemeral port through the
-	// address list instead.
-	opts.TCPPort = freePort(t)
+	port := freePort(t)
+	opts := &Options{IO: io, Logger: slog.New(slog.DiscardHandler), Ctx: ctx, Listen: "127.0.0.1",
+		Ports: map[string][]int{"tcp": {port}}, Limits: patterns.DefaultLimits(), Ready: func(s *patterns.Server) { ready <- s }}
 	done := make(chan error, 1)
 	go func() { done <- serveRun(opts) }()
 	select {
@@ -62,7 +60,7 @@ func TestServeGracefulShutdown(t *testing.T) {
 	if !strings.Contains(out.String(), "certificate SHA-256 fingerprint: ") {
 		t.Fatalf("no fingerprint printed: %q", out.String())
 	}
-	c, err := net.Dial("tcp", net.JoinHostPort("127.0.0.1", itoa(opts.TCPPort)))
+	c, err := net.Dial("tcp", net.JoinHostPort("127.0.0.1", itoa(port)))
 	if err != nil {
 		t.Fatal(err)
 	}

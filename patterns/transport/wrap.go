@@ -1,0 +1,64 @@
+package transport
+
+import (
+	"io"
+	"net/http"
+)
+
+// Operations named in classified errors.
+const (
+	opRead  = "read"
+	opWrite = "write"
+	opHTTP  = "http"
+)
+
+// classified gives a stream's read and write errors their status: the
+// transport's own classifier (own, may be nil) first, the common one after.
+type classified struct {
+	Stream
+	own func(error) Status
+}
+
+func (s classified) Read(p []byte) (int, error) {
+	n, err := s.Stream.Read(p)
+	if err != nil {
+		err = wrap(opRead, err, s.own)
+	}
+	return n, err
+}
+
+func (s classified) Write(p []byte) (int, error) {
+	n, err := s.Stream.Write(p)
+	if err != nil {
+		err = wrap(opWrite, err, s.own)
+	}
+	return n, err
+}
+
+// classifiedRT does the same for HTTP requests and their bodies.
+type classifiedRT struct {
+	rt  http.RoundTripper
+	own func(error) Status
+}
+
+func (c classifiedRT) RoundTrip(r *http.Request) (*http.Response, error) {
+	resp, err := c.rt.RoundTrip(r)
+	if err != nil {
+		return nil, wrap(opHTTP, err, c.own)
+	}
+	resp.Body = classifiedBody{resp.Body, c.own}
+	return resp, nil
+}
+
+type classifiedBody struct {
+	io.ReadCloser
+	own func(error) Status
+}
+
+func (b classifiedBody) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	if err != nil {
+		err = wrap(opRead, err, b.own)
+	}
+	return n, err
+}
