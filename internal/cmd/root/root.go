@@ -8,6 +8,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	collectcmd "github.com/mptester/mptester/internal/cmd/collect"
 	"github.com/mptester/mptester/internal/cmd/doctor"
 	"github.com/mptester/mptester/internal/cmd/ifaces"
 	labcmd "github.com/mptester/mptester/internal/cmd/lab"
@@ -70,6 +71,7 @@ traffic patterns against mptester test servers.`,
 	cmd.AddCommand(surveycmd.NewCmdSurvey(f, nil))
 	cmd.AddCommand(servecmd.NewCmdServe(f, nil))
 	cmd.AddCommand(runcmd.NewCmdRun(f, nil))
+	cmd.AddCommand(collectcmd.NewCmdCollect(f, nil))
 	// cobra's built-in `completion` command (bash, zsh, fish, powershell).
 	cmd.CompletionOptions.DisableDefaultCmd = false
 	cmd.InitDefaultCompletionCmd()

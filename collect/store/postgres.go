@@ -1,0 +1,40 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+
+	_ "github.com/jackc/pgx/v5/stdlib" // the "pgx" database/sql driver
+)
+
+func openPostgres(ctx context.Context, dsn string) (Store, error) {
+	db, err := sql.Open("pgx", dsn)
+	if err != nil {
+		return nil, err
+	}
+	db.SetMaxOpenConns(32)
+	db.SetMaxIdleConns(32)
+	if err := db.PingContext(ctx); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("postgres: %w", err)
+	}
+	// Collectors starting together take turns migrating.
+	lock := func(tx *sql.Tx) error {
+		_, err := tx.ExecContext(ctx, `SELECT pg_advisory_xact_lock(7283401)`)
+		return err
+	}
+	if err := migrate(ctx, db, postgresDialect, lock); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("postgres: %w", err)
+	}
+	s := &sqlStore{d: postgresDialect, db: db, wdb: db}
+	s.put = func(ctx context.Context, r Run, rep Report) (out Run, o Outcome, err error) {
+		err = s.inTx(ctx, func(tx *sql.Tx) error {
+			out, o, err = s.putTx(ctx, tx, r, rep)
+			return err
+		})
+		return out, o, err
+	}
+	return s, nil
+}

@@ -1,0 +1,121 @@
+// Package store is the collect server's index: runs, probes, their paths
+// and tokens, in SQLite (the default, one file, WAL) or PostgreSQL (for
+// fleets). The raw uploads themselves live on disk (package collect); the
+// index says which file holds which run. Both backends run the same SQL
+// (times are Unix nanoseconds) and pass one shared test suite.
+package store
+
+import (
+	"context"
+	"errors"
+	"time"
+)
+
+// Errors callers branch on.
+var (
+	ErrNotFound = errors.New("not found")
+	ErrExists   = errors.New("already exists")
+)
+
+// Outcome of storing a run's index row.
+type Outcome int
+
+const (
+	Stored    Outcome = iota // new row committed
+	Duplicate                // the same run_id with the same sha256 was already stored
+	Conflict                 // the same run_id with other content was already stored
+)
+
+func (o Outcome) String() string {
+	return [...]string{"stored", "duplicate", "conflict"}[o]
+}
+
+// Run is one upload's index row.
+type Run struct {
+	Seq           int64     `json:"seq"`
+	RunID         string    `json:"run_id"`
+	ProbeID       string    `json:"probe_id"`
+	Command       string    `json:"command"`
+	SchemaVersion string    `json:"schema_version"`
+	Status        string    `json:"status"`
+	Parsed        bool      `json:"parsed"`
+	StartedAt     time.Time `json:"started_at"`
+	FinishedAt    time.Time `json:"finished_at"`
+	Records       int64     `json:"records"`
+	Bytes         int64     `json:"bytes"`
+	SHA256        string    `json:"sha256"`
+	RawPath       string    `json:"-"`
+	ContentType   string    `json:"content_type"`
+	UploadPath    string    `json:"upload_path,omitempty"`
+	StoredAt      time.Time `json:"stored_at"`
+	Paths         []Path    `json:"paths,omitempty"`
+}
+
+// Path is one measured path of a run.
+type Path struct {
+	Name string `json:"name"`
+	Kind string `json:"kind"`
+}
+
+// Probe is an enrolled probe and what the server last heard from it.
+type Probe struct {
+	Name       string     `json:"name"`
+	CreatedAt  time.Time  `json:"created_at"`
+	RevokedAt  *time.Time `json:"revoked_at,omitempty"`
+	LastSeen   *time.Time `json:"last_seen,omitempty"`
+	Runs       int64      `json:"runs"`
+	LastStatus string     `json:"last_status"`
+	Backlog    int64      `json:"backlog"`
+	Dropped    int64      `json:"dropped"`
+}
+
+// Token roles.
+const (
+	RoleProbe = "probe"
+	RoleAdmin = "admin"
+)
+
+// Token is a credential as stored: only its hash.
+type Token struct {
+	Hash string
+	Name string
+	Role string
+}
+
+// RunFilter selects runs for GET /v1/runs; After is the last Seq seen.
+type RunFilter struct {
+	Probe, Command string
+	Since, Until   time.Time
+	After          int64
+	Limit          int
+}
+
+// Report is what a probe says about itself with an upload.
+type Report struct {
+	Probe   string
+	Seen    time.Time
+	Backlog int64 // results still in its spool
+	Dropped int64 // results its spool quota dropped since the last report
+}
+
+// Store is the index. Every method is safe for concurrent use.
+type Store interface {
+	// PutRun commits r's index row (and its paths, and the probe's run
+	// count, and rep about the probe) unless r.RunID is already stored, in which case it returns the
+	// stored row and Duplicate or Conflict.
+	PutRun(ctx context.Context, r Run, rep Report) (Run, Outcome, error)
+	GetRun(ctx context.Context, runID string) (Run, error)
+	ListRuns(ctx context.Context, f RunFilter) ([]Run, error)
+	// AddProbe enrols a probe with its token; ErrExists if the name is taken.
+	AddProbe(ctx context.Context, name, tokenHash string, now time.Time) error
+	// AddAdmin stores an admin token.
+	AddAdmin(ctx context.Context, name, tokenHash string, now time.Time) error
+	// Revoke revokes every token of name (and the probe); ErrNotFound if none.
+	Revoke(ctx context.Context, name string, now time.Time) error
+	// LookupToken returns the live token with this hash, or ErrNotFound.
+	LookupToken(ctx context.Context, hash string) (Token, error)
+	// Seen records a probe's report (last seen, spool backlog, drops).
+	Seen(ctx context.Context, r Report) error
+	ListProbes(ctx context.Context) ([]Probe, error)
+	Close() error
+}

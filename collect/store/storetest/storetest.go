@@ -1,0 +1,187 @@
+// Package storetest is the one test suite every store backend passes.
+package storetest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/mptester/mptester/collect/store"
+)
+
+// Run runs the suite; open must return the same database each time it is
+// called within one subtest (it is called again to test reopening).
+func Run(t *testing.T, newDSN func(t *testing.T) string) {
+	ctx := context.Background()
+	open := func(t *testing.T, dsn string) store.Store {
+		s, err := store.Open(ctx, dsn)
+		require.NoError(t, err)
+		return s
+	}
+	t0 := time.Date(2026, 11, 22, 10, 0, 0, 500, time.UTC)
+	run := func(id, probe, sha string, i int) store.Run {
+		return store.Run{RunID: id, ProbeID: probe, Command: "survey", SchemaVersion: "1.0", Status: "ok", Parsed: true,
+			StartedAt: t0.Add(time.Duration(i) * time.Minute), FinishedAt: t0.Add(time.Duration(i)*time.Minute + time.Second),
+			Records: int64(i), Bytes: 100, SHA256: sha, RawPath: "raw/" + id, ContentType: "application/x-ndjson",
+			StoredAt: t0, Paths: []store.Path{{Name: "wlan0", Kind: "wifi"}, {Name: "wwan0", Kind: "cellular"}}}
+	}
+
+	t.Run("PutDuplicateConflict", func(t *testing.T) {
+		s := open(t, newDSN(t))
+		defer s.Close()
+		require.NoError(t, s.AddProbe(ctx, "pi1", "h1", t0))
+		r := run("r1", "pi1", "aaa", 1)
+		got, o, err := s.PutRun(ctx, r, store.Report{Probe: "pi1", Seen: t0, Backlog: 3})
+		require.NoError(t, err)
+		assert.Equal(t, store.Stored, o)
+		assert.Positive(t, got.Seq)
+		_, o, err = s.PutRun(ctx, r, store.Report{Probe: "pi1", Seen: t0.Add(time.Second)})
+		require.NoError(t, err)
+		assert.Equal(t, store.Duplicate, o)
+		r2 := r
+		r2.SHA256 = "bbb"
+		old, o, err := s.PutRun(ctx, r2, store.Report{})
+		require.NoError(t, err)
+		assert.Equal(t, store.Conflict, o)
+		assert.Equal(t, "aaa", old.SHA256)
+
+		back, err := s.GetRun(ctx, "r1")
+		require.NoError(t, err)
+		assert.Equal(t, r.StartedAt, back.StartedAt, "nanoseconds survive")
+		assert.Equal(t, r.Paths, back.Paths)
+		assert.Equal(t, "raw/r1", back.RawPath)
+		assert.True(t, back.Parsed)
+		_, err = s.GetRun(ctx, "nope")
+		assert.ErrorIs(t, err, store.ErrNotFound)
+
+		ps, err := s.ListProbes(ctx)
+		require.NoError(t, err)
+		require.Len(t, ps, 1)
+		assert.Equal(t, int64(1), ps[0].Runs, "a duplicate is not a second run")
+		assert.Equal(t, "ok", ps[0].LastStatus)
+		assert.Equal(t, int64(0), ps[0].Backlog, "the latest report wins")
+		require.NotNil(t, ps[0].LastSeen)
+		assert.Equal(t, t0.Add(time.Second), *ps[0].LastSeen)
+	})
+
+	t.Run("ListFiltersAndPages", func(t *testing.T) {
+		s := open(t, newDSN(t))
+		defer s.Close()
+		for i := 0; i < 25; i++ {
+			r := run(fmt.Sprintf("r%02d", i), []string{"pi1", "pi2"}[i%2], "x", i)
+			if i%5 == 0 {
+				r.Command = "run"
+			}
+			_, _, err := s.PutRun(ctx, r, store.Report{})
+			require.NoError(t, err)
+		}
+		var all []store.Run
+		after := int64(0)
+		for {
+			page, err := s.ListRuns(ctx, store.RunFilter{After: after, Limit: 10})
+			require.NoError(t, err)
+			if len(page) == 0 {
+				break
+			}
+			all = append(all, page...)
+			after = page[len(page)-1].Seq
+		}
+		require.Len(t, all, 25)
+		for i, r := range all {
+			assert.Equal(t, fmt.Sprintf("r%02d", i), r.RunID, "pages in upload order, none skipped or repeated")
+		}
+		got, err := s.ListRuns(ctx, store.RunFilter{Probe: "pi2"})
+		require.NoError(t, err)
+		assert.Len(t, got, 12)
+		got, err = s.ListRuns(ctx, store.RunFilter{Command: "run"})
+		require.NoError(t, err)
+		assert.Len(t, got, 5)
+		got, err = s.ListRuns(ctx, store.RunFilter{Since: t0.Add(10 * time.Minute), Until: t0.Add(20 * time.Minute)})
+		require.NoError(t, err)
+		assert.Len(t, got, 10, "since inclusive, until exclusive")
+	})
+
+	t.Run("Tokens", func(t *testing.T) {
+		s := open(t, newDSN(t))
+		defer s.Close()
+		require.NoError(t, s.AddProbe(ctx, "pi1", "hash1", t0))
+		assert.ErrorIs(t, s.AddProbe(ctx, "pi1", "hash2", t0), store.ErrExists)
+		require.NoError(t, s.AddAdmin(ctx, "ops", "hashA", t0))
+		tok, err := s.LookupToken(ctx, "hash1")
+		require.NoError(t, err)
+		assert.Equal(t, store.Token{Hash: "hash1", Name: "pi1", Role: store.RoleProbe}, tok)
+		tok, err = s.LookupToken(ctx, "hashA")
+		require.NoError(t, err)
+		assert.Equal(t, store.RoleAdmin, tok.Role)
+		_, err = s.LookupToken(ctx, "hash2")
+		assert.ErrorIs(t, err, store.ErrNotFound)
+		require.NoError(t, s.Revoke(ctx, "pi1", t0.Add(time.Hour)))
+		_, err = s.LookupToken(ctx, "hash1")
+		assert.ErrorIs(t, err, store.ErrNotFound, "a revoked token no longer authenticates")
+		assert.ErrorIs(t, s.Revoke(ctx, "pi1", t0), store.ErrNotFound)
+		ps, err := s.ListProbes(ctx)
+		require.NoError(t, err)
+		require.Len(t, ps, 1)
+		require.NotNil(t, ps[0].RevokedAt)
+		require.NoError(t, s.Seen(ctx, store.Report{Probe: "pi1", Seen: t0, Backlog: 7, Dropped: 2}))
+		require.NoError(t, s.Seen(ctx, store.Report{Probe: "pi1", Seen: t0, Backlog: 5, Dropped: 1}))
+		ps, err = s.ListProbes(ctx)
+		require.NoError(t, err)
+		assert.Equal(t, int64(5), ps[0].Backlog)
+		assert.Equal(t, int64(3), ps[0].Dropped, "drops add up")
+	})
+
+	t.Run("ConcurrentExactlyOnce", func(t *testing.T) {
+		s := open(t, newDSN(t))
+		defer s.Close()
+		const ids, writers = 40, 8
+		var mu sync.Mutex
+		count := map[store.Outcome]int{}
+		var wg sync.WaitGroup
+		for w := 0; w < writers; w++ {
+			wg.Add(1)
+			go func(w int) {
+				defer wg.Done()
+				for i := 0; i < ids; i++ {
+					// Writers 0 and 1 disagree on content: exactly one wins per id.
+					_, o, err := s.PutRun(ctx, run(fmt.Sprintf("c%02d", i), "pi", fmt.Sprint(w%2), i), store.Report{})
+					if !assert.NoError(t, err) {
+						return
+					}
+					mu.Lock()
+					count[o]++
+					mu.Unlock()
+				}
+			}(w)
+		}
+		wg.Wait()
+		assert.Equal(t, ids, count[store.Stored])
+		assert.Equal(t, ids*writers, count[store.Stored]+count[store.Duplicate]+count[store.Conflict])
+		all, err := s.ListRuns(ctx, store.RunFilter{})
+		require.NoError(t, err)
+		assert.Len(t, all, ids)
+	})
+
+	t.Run("Reopen", func(t *testing.T) {
+		dsn := newDSN(t)
+		s := open(t, dsn)
+		_, _, err := s.PutRun(ctx, run("keep", "pi", "k", 1), store.Report{})
+		require.NoError(t, err)
+		require.NoError(t, s.Close())
+		s = open(t, dsn) // migrations run again: a no-op
+		defer s.Close()
+		r, err := s.GetRun(ctx, "keep")
+		require.NoError(t, err)
+		assert.Equal(t, "k", r.SHA256)
+		_, _, err = s.PutRun(ctx, run("after", "pi", "k", 2), store.Report{})
+		require.NoError(t, err)
+		_, err = s.GetRun(ctx, "after")
+		require.False(t, errors.Is(err, store.ErrNotFound))
+	})
+}

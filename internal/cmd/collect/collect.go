@@ -1,0 +1,275 @@
+// Package collect implements `mptester collect`: the upload server and its
+// probe enrolment.
+package collect
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"regexp"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/mptester/mptester/collect"
+	"github.com/mptester/mptester/collect/store"
+	"github.com/mptester/mptester/internal/cmdutil"
+	"github.com/mptester/mptester/patterns"
+)
+
+// Options for `mptester collect` and its subcommands.
+type Options struct {
+	IO     *cmdutil.IOStreams
+	Logger *slog.Logger
+	Ctx    context.Context
+
+	DB        string
+	Data      string
+	Listen    string
+	CertFile  string
+	KeyFile   string
+	Names     []string
+	PlainHTTP bool
+	Limits    collect.Limits
+
+	// Subcommands.
+	Name string
+	URL  string
+	// Ready, when set, is called with the listening address (tests).
+	Ready func(net.Addr)
+}
+
+// NewCmdCollect builds the command tree; runF replaces collectRun in tests.
+func NewCmdCollect(f *cmdutil.Factory, runF func(*Options) error) *cobra.Command {
+	opts := &Options{IO: f.IO, Limits: collect.DefaultLimits()}
+	cmd := &cobra.Command{
+		Use:   "collect",
+		Short: "Run the server probes upload their results to",
+		Long: `Receive results from enrolled probes over HTTPS:
+
+  PUT /v1/runs/{run_id}   one run (JSON document or JSON Lines; gzip or zstd),
+                          validated while it streams, stored raw and indexed
+                          before the 2xx receipt; a probe token only
+  GET /v1/runs            ?probe=&type=&since=&until=&after=&limit= (admin)
+  GET /v1/runs/{run_id}   the raw upload, byte-identical (admin)
+  GET /v1/probes          last seen, runs, last status, spool backlog (admin)
+  GET /healthz, /metrics  (metrics: admin)
+
+The index is a SQLite file in --data (WAL, no cgo) unless --db names a
+PostgreSQL server (postgres://…); raw uploads always live in --data.
+Without --cert/--key a self-signed certificate is generated and its SHA-256
+fingerprint printed; probes pin it (upload: pin:).`,
+		Example: `  mptester collect --data /var/lib/mptester-collect
+  mptester collect probe add pi-kitchen --url https://collect.example.net:8080
+  mptester collect --db postgres://collect@db/collect --cert cert.pem --key key.pem`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			opts.Logger, opts.Ctx = f.Logger, cmd.Context()
+			if runF != nil {
+				return runF(opts)
+			}
+			return collectRun(opts)
+		},
+	}
+	pf := cmd.PersistentFlags()
+	pf.StringVar(&opts.Data, "data", "mptester-collect", "`directory` for raw uploads (and the SQLite index)")
+	pf.StringVar(&opts.DB, "db", "", "index `DSN`: postgres://… or a SQLite file (default DATA/collect.db)")
+	fl := cmd.Flags()
+	fl.StringVar(&opts.Listen, "listen", ":8080", "`ADDR` to listen on")
+	fl.StringVar(&opts.CertFile, "cert", "", "PEM certificate `file` (default: self-signed)")
+	fl.StringVar(&opts.KeyFile, "key", "", "PEM private key `file`")
+	fl.StringSliceVar(&opts.Names, "name", nil, "extra DNS `NAME`s or IPs for the self-signed certificate")
+	fl.BoolVar(&opts.PlainHTTP, "plain-http", false, "serve HTTP without TLS (behind a TLS-terminating proxy, or in tests)")
+	fl.Int64Var(&opts.Limits.MaxBytes, "max-bytes", opts.Limits.MaxBytes, "largest upload in `bytes` (compressed and uncompressed)")
+	fl.Int64Var(&opts.Limits.MaxDocument, "max-document", opts.Limits.MaxDocument, "largest run sent as one JSON document, in `bytes`")
+	fl.IntVar(&opts.Limits.MaxInFlight, "max-inflight", opts.Limits.MaxInFlight, "uploads at once (more are answered 429)")
+	fl.DurationVar(&opts.Limits.RetryAfter, "retry-after", opts.Limits.RetryAfter, "what a 429 asks probes to wait")
+
+	cmd.AddCommand(newCmdProbe(f, opts, runF), newCmdAdmin(f, opts, runF))
+	return cmd
+}
+
+func newCmdProbe(f *cmdutil.Factory, opts *Options, runF func(*Options) error) *cobra.Command {
+	cmd := &cobra.Command{Use: "probe", Short: "Enrol, list and revoke probes"}
+	add := &cobra.Command{
+		Use:   "add NAME",
+		Short: "Enrol a probe: prints its token (shown once) and its config lines",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(c *cobra.Command, args []string) error {
+			opts.Logger, opts.Ctx, opts.Name = f.Logger, c.Context(), args[0]
+			if runF != nil {
+				return runF(opts)
+			}
+			return probeAddRun(opts)
+		},
+	}
+	add.Flags().StringVar(&opts.URL, "url", "https://COLLECTOR:8080", "the collector's `URL` as probes reach it (for the config line)")
+	revoke := &cobra.Command{
+		Use:   "revoke NAME",
+		Short: "Revoke a probe's token: its uploads are refused from now on",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(c *cobra.Command, args []string) error {
+			opts.Logger, opts.Ctx, opts.Name = f.Logger, c.Context(), args[0]
+			return withStore(opts, func(st store.Store) error {
+				if err := st.Revoke(opts.Ctx, opts.Name, time.Now()); err != nil {
+					if errors.Is(err, store.ErrNotFound) {
+						return cmdutil.FlagErrorf("%v", err)
+					}
+					return err
+				}
+				fmt.Fprintf(opts.IO.Out, "revoked %s\n", opts.Name)
+				return nil
+			})
+		},
+	}
+	list := &cobra.Command{
+		Use:   "list",
+		Short: "List enrolled probes (JSON)",
+		Args:  cobra.NoArgs,
+		RunE: func(c *cobra.Command, args []string) error {
+			opts.Logger, opts.Ctx = f.Logger, c.Context()
+			return withStore(opts, func(st store.Store) error {
+				ps, err := st.ListProbes(opts.Ctx)
+				if err != nil {
+					return err
+				}
+				return cmdutil.WriteJSON(opts.IO.Out, ps)
+			})
+		},
+	}
+	cmd.AddCommand(add, revoke, list)
+	return cmd
+}
+
+func newCmdAdmin(f *cmdutil.Factory, opts *Options, runF func(*Options) error) *cobra.Command {
+	cmd := &cobra.Command{Use: "admin", Short: "Admin tokens for the read and management endpoints"}
+	cmd.AddCommand(&cobra.Command{
+		Use:   "add NAME",
+		Short: "Create an admin token (shown once)",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(c *cobra.Command, args []string) error {
+			opts.Logger, opts.Ctx, opts.Name = f.Logger, c.Context(), args[0]
+			if err := checkName(opts.Name); err != nil {
+				return err
+			}
+			return withStore(opts, func(st store.Store) error {
+				tok := collect.NewToken()
+				if err := st.AddAdmin(opts.Ctx, opts.Name, collect.HashToken(tok), time.Now()); err != nil {
+					return err
+				}
+				fmt.Fprintf(opts.IO.Out, "%s\n", tok)
+				return nil
+			})
+		},
+	})
+	return cmd
+}
+
+var namePattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$`)
+
+func checkName(n string) error {
+	if !namePattern.MatchString(n) {
+		return cmdutil.FlagErrorf("invalid name %q: 1-64 letters, digits, '.', '_' or '-'", n)
+	}
+	return nil
+}
+
+func probeAddRun(opts *Options) error {
+	if err := checkName(opts.Name); err != nil {
+		return err
+	}
+	return withStore(opts, func(st store.Store) error {
+		tok := collect.NewToken()
+		if err := st.AddProbe(opts.Ctx, opts.Name, collect.HashToken(tok), time.Now()); err != nil {
+			if errors.Is(err, store.ErrExists) {
+				return cmdutil.FlagErrorf("%v (revoke it, or choose another name)", err)
+			}
+			return err
+		}
+		fmt.Fprintf(opts.IO.Out, "token: %s\n", tok)
+		fmt.Fprintf(opts.IO.Out, "# on the probe: the token in a 0600 file, and in its config:\n")
+		fmt.Fprintf(opts.IO.Out, "probe_id: %s\nupload: {url: %q, token_file: /etc/mptester/upload.token}\n", opts.Name, opts.URL)
+		return nil
+	})
+}
+
+func (o *Options) dsn() string {
+	if o.DB != "" {
+		return o.DB
+	}
+	return filepath.Join(o.Data, "collect.db")
+}
+
+func withStore(opts *Options, fn func(store.Store) error) error {
+	ctx := opts.Ctx
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	opts.Ctx = ctx
+	if err := os.MkdirAll(opts.Data, 0o750); err != nil {
+		return fmt.Errorf("data directory: %w", err)
+	}
+	st, err := store.Open(ctx, opts.dsn())
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	return fn(st)
+}
+
+func collectRun(opts *Options) error {
+	if (opts.CertFile == "") != (opts.KeyFile == "") {
+		return cmdutil.FlagErrorf("--cert and --key go together")
+	}
+	if opts.PlainHTTP && opts.CertFile != "" {
+		return cmdutil.FlagErrorf("--plain-http and --cert exclude each other")
+	}
+	if opts.Limits.MaxBytes <= 0 || opts.Limits.MaxDocument <= 0 || opts.Limits.MaxInFlight <= 0 || opts.Limits.RetryAfter <= 0 {
+		return cmdutil.FlagErrorf("limits must be positive")
+	}
+	var cert *tls.Certificate
+	if !opts.PlainHTTP {
+		var (
+			c   tls.Certificate
+			fp  string
+			err error
+		)
+		if opts.CertFile != "" {
+			if c, fp, err = patterns.LoadCertificate(opts.CertFile, opts.KeyFile); err != nil {
+				return fmt.Errorf("%w: %w", cmdutil.ErrUsage, err)
+			}
+		} else if c, fp, err = patterns.SelfSigned(opts.Names); err != nil {
+			return err
+		}
+		cert = &c
+		fmt.Fprintf(opts.IO.Out, "certificate SHA-256 fingerprint: %s\n", fp)
+	}
+	ln, err := net.Listen("tcp", opts.Listen)
+	if err != nil {
+		return cmdutil.FlagErrorf("--listen %s: %v", opts.Listen, err)
+	}
+	defer ln.Close()
+	return withStore(opts, func(st store.Store) error {
+		srv, err := collect.New(collect.Config{Store: st, Data: opts.Data, Limits: opts.Limits, Logger: opts.Logger})
+		if err != nil {
+			return err
+		}
+		scheme := map[bool]string{true: "http", false: "https"}[cert == nil]
+		fmt.Fprintf(opts.IO.Out, "listening on %s://%s (index %s)\n", scheme, ln.Addr(), redact(opts.dsn()))
+		if opts.Ready != nil {
+			opts.Ready(ln.Addr())
+		}
+		return srv.Serve(opts.Ctx, ln, cert, 10*time.Second)
+	})
+}
+
+// redact hides a DSN's password.
+func redact(dsn string) string {
+	re := regexp.MustCompile(`(://[^:/@]+:)[^@]*@`)
+	return re.ReplaceAllString(dsn, "${1}***@")
+}
