@@ -29,9 +29,9 @@ type icmpKey struct {
 	seq  uint16
 }
 
-func newICMPProber(_ context.Context, p probe.Path, _ ProberOptions) (Prober, error) {
+func newICMPProber(_ context.Context, p probe.Path, opts ProberOptions) (Prober, error) {
 	ip := &icmpProber{id: uint16(rand.Uint32())}
-	ip.rawProber = rawProber[icmpKey]{path: p, proto: "icmp", hint: "needs root or CAP_NET_RAW", parser: ip.parser}
+	ip.rawProber = rawProber[icmpKey]{path: p, proto: "icmp", health: opts.health, hint: "needs root or CAP_NET_RAW", parser: ip.parser}
 	return ip, nil
 }
 

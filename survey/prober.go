@@ -25,6 +25,9 @@ type Result struct {
 	Status ProbeStatus
 	Err    error
 	Bytes  int // bytes this probe put on the wire (IP packets we sent)
+	// HostSuspect: the answer may have been lost by this host (a send
+	// refused for lack of buffers, a receive loop too late to tell).
+	HostSuspect bool
 }
 
 // Prober sends single probes from one path (blackbox_exporter style). The
@@ -89,6 +92,10 @@ type replyPending struct {
 	// (the kernel's RST to a SYN-ACK): it leaves the path too.
 	replyBytes func(AnswerKind) int
 	done       func() // unregisters the waiter
+	// drained waits until the receive loop has read every reply that
+	// arrived before the deadline (false: it could not within
+	// maxVerdictWait), so a late loop delays the verdict, not changes it.
+	drained func(ctx context.Context, deadline time.Time) bool
 }
 
 func (p *replyPending) Result(ctx context.Context, deadline time.Time) Result {
@@ -103,25 +110,27 @@ func (p *replyPending) Result(ctx context.Context, deadline time.Time) Result {
 		}
 		return Result{Kind: r.kind, RTT: r.at.Sub(p.sent), Status: ProbeSuccess, Bytes: b}
 	}
+	if d := time.Until(deadline); d > 0 {
+		tm := time.NewTimer(d)
+		defer tm.Stop()
+		select {
+		case r := <-p.w.ch:
+			return ok(r)
+		case <-tm.C:
+		case <-ctx.Done():
+			return Result{Status: classifyErr(ctx.Err()), Err: ctx.Err(), Bytes: p.bytes}
+		}
+	}
+	drained := p.drained == nil || p.drained(ctx, deadline)
 	select {
 	case r := <-p.w.ch:
 		return ok(r)
 	default:
 	}
-	d := time.Until(deadline)
-	if d <= 0 {
-		return Result{Status: ProbeTimeout, Err: context.DeadlineExceeded, Bytes: p.bytes}
-	}
-	tm := time.NewTimer(d)
-	defer tm.Stop()
-	select {
-	case r := <-p.w.ch:
-		return ok(r)
-	case <-tm.C:
-		return Result{Status: ProbeTimeout, Err: context.DeadlineExceeded, Bytes: p.bytes}
-	case <-ctx.Done():
+	if ctx.Err() != nil {
 		return Result{Status: classifyErr(ctx.Err()), Err: ctx.Err(), Bytes: p.bytes}
 	}
+	return Result{Status: ProbeTimeout, Err: context.DeadlineExceeded, Bytes: p.bytes, HostSuspect: !drained}
 }
 
 // resultWithin is Probe for a Starter: the deadline is ctx's, if any.
@@ -139,6 +148,8 @@ type ProberOptions struct {
 	// retransmission (initial RTO 1 s), so a retransmitted SYN never shows
 	// up as a long RTT.
 	ConnectCap time.Duration
+	// health hears of what the prober sees of host overload; nil: nobody.
+	health *health
 }
 
 // NewProberFunc builds a prober bound to path p.

@@ -29,14 +29,39 @@ func NewLimiter(rate float64, burst int) *Limiter {
 	return l
 }
 
-// Reserve returns when the caller may go, without waiting.
-func (l *Limiter) Reserve() time.Time {
-	now := l.now()
+// Rate is the current rate (0: unlimited).
+func (l *Limiter) Rate() float64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
 	if l.interval == 0 {
-		return now
+		return 0
+	}
+	return float64(time.Second) / float64(l.interval)
+}
+
+// SetRate changes the rate from the next reservation on (the health
+// monitor's adaptive rate); the burst keeps its size in probes.
+func (l *Limiter) SetRate(rate float64) {
+	if rate <= 0 {
+		return
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	old := l.interval
+	l.interval = time.Duration(float64(time.Second) / rate)
+	if old > 0 {
+		l.burst = l.burst / old * l.interval
+	}
+}
+
+// Reserve returns when the caller may go, without waiting.
+func (l *Limiter) Reserve() time.Time {
+	now := l.now()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.interval == 0 {
+		return now
+	}
 	if floor := now.Add(-l.burst); l.next.Before(floor) {
 		l.next = floor
 	}

@@ -2,11 +2,15 @@ package survey
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"net/netip"
 	"strings"
 	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
 
 	"github.com/mptester/mptester/probe"
 )
@@ -27,12 +31,21 @@ type rawProber[K comparable] struct {
 
 	mu    sync.Mutex
 	socks map[probe.Family]*rawSock[K]
+	// health, when set, hears of receive-queue drops and lag.
+	health *health
 }
 
 type rawSock[K comparable] struct {
-	conn *net.IPConn
-	src  netip.Addr
-	dmx  *demux[K]
+	conn   *net.IPConn
+	src    netip.Addr
+	dmx    *demux[K]
+	health *health
+	// watermark (Unix ns): every packet that reached the socket before it
+	// has been read and handed to its probe; advanced wakes verdicts
+	// waiting for it.
+	watermark atomic.Int64
+	mu        sync.Mutex
+	advanced  chan struct{}
 }
 
 func (rp *rawProber[K]) sock(ctx context.Context, f probe.Family) (*rawSock[K], error) {
@@ -45,31 +58,88 @@ func (rp *rawProber[K]) sock(ctx context.Context, f probe.Family) (*rawSock[K], 
 	if err != nil {
 		return nil, fmt.Errorf("open raw %s socket on %s (%s): %w", strings.ToUpper(rp.proto), rp.path.Name, rp.hint, err)
 	}
-	s := &rawSock[K]{conn: conn, src: src, dmx: newDemux[K]()}
+	s := &rawSock[K]{conn: conn, src: src, dmx: newDemux[K](), health: rp.health}
+	s.watermark.Store(time.Now().UnixNano())
 	enableRxTimestamps(conn)
 	if rp.socks == nil {
 		rp.socks = map[probe.Family]*rawSock[K]{}
 	}
 	rp.socks[f] = s
-	go s.recvLoop(rp.parser(f))
+	parse := rp.parser(f)
+	go receive(conn, rxHandler{
+		packet: func(pkt []byte, from netip.Addr, at, now time.Time) {
+			if s.health != nil {
+				s.health.recvLag(now.Sub(at))
+			}
+			if k, msg, ok := parse(pkt, from); ok {
+				s.dmx.deliver(k, msg, at)
+			}
+		},
+		empty: s.drainedUntil,
+		drops: func(n uint64, from, to time.Time) {
+			if s.health != nil {
+				s.health.lostDuring(from, to, n, true)
+			}
+		},
+	})
 	return s, nil
 }
 
-func (s *rawSock[K]) recvLoop(parse func([]byte, netip.Addr) (K, any, bool)) {
-	buf, oob := make([]byte, 1500), make([]byte, oobSize)
-	for {
-		pkt, from, at, err := readStamped(s.conn, buf, oob)
-		if err != nil {
-			if ne, ok := err.(net.Error); ok && ne.Timeout() {
-				continue
-			}
-			return // closed
+// drainedUntil advances the watermark.
+func (s *rawSock[K]) drainedUntil(t time.Time) {
+	s.watermark.Store(t.UnixNano())
+	s.mu.Lock()
+	if s.advanced != nil {
+		close(s.advanced)
+		s.advanced = nil
+	}
+	s.mu.Unlock()
+}
+
+// drained waits until every reply that reached the socket before deadline
+// has been handed to its probe; false when that took more than
+// maxVerdictWait (the host is overloaded) or ctx ended.
+func (s *rawSock[K]) drained(ctx context.Context, deadline time.Time) bool {
+	dl := deadline.UnixNano()
+	var tm *time.Timer
+	for s.watermark.Load() < dl {
+		s.mu.Lock()
+		if s.advanced == nil {
+			s.advanced = make(chan struct{})
 		}
-		if k, msg, ok := parse(pkt, from); ok {
-			s.dmx.deliver(k, msg, at)
+		ch := s.advanced
+		s.mu.Unlock()
+		if s.watermark.Load() >= dl {
+			break
+		}
+		if tm == nil {
+			tm = time.NewTimer(time.Until(deadline.Add(maxVerdictWait)))
+			defer tm.Stop()
+		}
+		select {
+		case <-ch:
+		case <-tm.C:
+			return false
+		case <-ctx.Done():
+			return false
 		}
 	}
+	return true
 }
+
+// rxHandler receives what a socket's receive loop reads: each packet with
+// its kernel arrival time and the time it is processed; empty(t) each time
+// the queue was found empty (every arrival before t has been read); and
+// the receive queue's drops, which happened in (from, to].
+type rxHandler struct {
+	packet func(pkt []byte, from netip.Addr, at, now time.Time)
+	empty  func(t time.Time)
+	drops  func(n uint64, from, to time.Time)
+}
+
+// rxTick is how often an idle receive loop looks at its queue, so the
+// watermark (and with it the verdicts waiting on it) keeps advancing.
+const rxTick = 10 * time.Millisecond
 
 func (rp *rawProber[K]) Close() error {
 	rp.mu.Lock()
@@ -120,7 +190,16 @@ func (rp *rawProber[K]) send(ctx context.Context, dst netip.Addr, p rawPacket[K]
 	sent := sentNow()
 	if _, err := s.conn.WriteToIP(pkt, &net.IPAddr{IP: dst.AsSlice()}); err != nil {
 		done()
-		return donePending{Status: classifyErr(err), Err: fmt.Errorf("send %s: %w", p.pktName, err)}
+		if hostRefused(err) && s.health != nil {
+			s.health.sendFailed(sent)
+		}
+		return donePending{Status: classifyErr(err), Err: fmt.Errorf("send %s: %w", p.pktName, err), HostSuspect: hostRefused(err)}
 	}
-	return &replyPending{w: w, sent: sent, bytes: len(pkt) + ipHeader(dst), replyBytes: p.replyBytes, done: done}
+	return &replyPending{w: w, sent: sent, bytes: len(pkt) + ipHeader(dst), replyBytes: p.replyBytes, done: done, drained: s.drained}
+}
+
+// hostRefused says a send failed because the host ran out of buffers: the
+// probe never left, which says nothing about the target.
+func hostRefused(err error) bool {
+	return errors.Is(err, syscall.ENOBUFS) || errors.Is(err, syscall.EAGAIN) || errors.Is(err, syscall.ENOMEM)
 }

@@ -24,6 +24,12 @@ type ProbeRecord struct {
 	Responsive   bool           `json:"responsive"`
 	Bytes        int64          `json:"bytes"`
 	Valid        bool           `json:"valid"`
+	// HostOverloaded: no probe was answered, but this host may have lost
+	// or been too late for the answers (Summary.Degraded says how), also
+	// when probed again: the target is neither responsive nor counted
+	// unresponsive.
+	HostOverloaded bool `json:"host_overloaded,omitempty"`
+	Reprobed       int  `json:"reprobed,omitempty"` // times probed again because of host overload
 }
 
 // answered reports whether any probe was answered.

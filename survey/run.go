@@ -21,6 +21,9 @@ var (
 	ErrInterrupted = errors.New("survey interrupted")
 	ErrIncomplete  = errors.New("survey incomplete") // a path could not resolve, or probes failed to start
 	ErrPathChanged = errors.New("a path changed during the survey")
+	// ErrDegraded: the host could not keep up and some targets are marked
+	// host_overloaded instead of measured (Summary.Degraded says why).
+	ErrDegraded = errors.New("survey degraded")
 )
 
 // Config of one survey run.
@@ -132,6 +135,7 @@ type runner struct {
 	watch      *watcher
 	prog       *progress
 	lim        *Limiter
+	health     *health
 	failed     atomic.Bool // something did not run (reported as partial)
 	probes     atomic.Int64
 	writeMu    sync.Mutex
@@ -150,6 +154,7 @@ func Run(ctx context.Context, cfg Config, out *report.Stream) (Summary, error) {
 		addrs: map[netip.Addr]*addrInfo{}, queue: newTargetQueue(), resolvedCh: make(chan struct{}),
 		skipped: map[skipKey]int{}, bytes: map[string]*atomic.Int64{}, watch: newWatcher(),
 		lim: NewLimiter(cfg.Rate, cfg.Burst)}
+	r.health = newHealth(cfg.Rate, r.lim, cfg.Timeout)
 	for _, p := range cfg.Paths {
 		r.names = append(r.names, p.Name)
 		r.paths[p.Name] = p
@@ -167,6 +172,7 @@ func Run(ctx context.Context, cfg Config, out *report.Stream) (Summary, error) {
 	var bgWG sync.WaitGroup
 	bgWG.Go(func() { r.watch.run(bg, cfg.Discover, cfg.WatchInterval, cfg.Paths) })
 	bgWG.Go(func() { r.prog.run(bg) })
+	bgWG.Go(func() { r.health.run(bg) })
 	// The watcher and the progress bar end before Run returns: nothing
 	// writes to stderr after the command is done.
 	stopBG := func() { cancelBG(); bgWG.Wait() }
@@ -216,6 +222,9 @@ func Run(ctx context.Context, cfg Config, out *report.Stream) (Summary, error) {
 	case r.failed.Load():
 		s.Status = string(report.StatusPartial)
 		err = ErrIncomplete
+	case s.Degraded != nil && s.Degraded.HostOverloaded > 0:
+		s.Status = string(report.StatusPartial)
+		err = fmt.Errorf("%w: %s", ErrDegraded, s.Degraded.Reason)
 	}
 	if werr := r.write(s); werr != nil {
 		return s, werr
@@ -251,5 +260,6 @@ func (r *runner) summary(resolvers map[string]*Resolver) Summary {
 		s.BytesSent[n] = r.bytes[n].Load()
 	}
 	s.Invalid = r.watch.records(r.names)
+	s.Degraded = r.health.degraded()
 	return s
 }

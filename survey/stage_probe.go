@@ -187,7 +187,7 @@ func (r *runner) newProbers(ctx context.Context) map[string]Prober {
 		if connectCap <= 0 {
 			connectCap = defaultConnectCap
 		}
-		p, err := NewProber(ctx, r.cfg.Method, r.paths[name], ProberOptions{ConnectCap: min(connectCap, r.cfg.Timeout)})
+		p, err := NewProber(ctx, r.cfg.Method, r.paths[name], ProberOptions{ConnectCap: min(connectCap, r.cfg.Timeout), health: r.health})
 		if err != nil {
 			r.log.Warn("cannot probe from path", "path", name, "err", err)
 			r.failed.Store(true)
@@ -291,9 +291,66 @@ func (r *runner) bytesPerProbe() func(netip.Addr) int {
 	}
 }
 
+// maxReprobes is how many times a target that got no answer while the
+// host was overloaded is probed again (each time after reprobePause, at
+// the rate the health monitor has lowered meanwhile) before its record is
+// marked host_overloaded instead.
+const (
+	maxReprobes  = 3
+	reprobePause = time.Second
+)
+
 func (r *runner) probeTarget(ctx context.Context, pr Prober, t target, reserved int64) {
-	// One goroutine per target: send every probe (spaced, paced), then
-	// collect the answers; each probe has Timeout from its own send.
+	var sent int64
+	var rec ProbeRecord
+	for attempt := 0; ; attempt++ {
+		results, sentAt := r.probeOnce(ctx, pr, t)
+		for _, res := range results {
+			sent += int64(res.Bytes)
+		}
+		if ctx.Err() != nil {
+			r.bytes[t.probe].Add(sent - reserved)
+			return // incomplete target: not recorded, probed again on resume
+		}
+		rec = r.record(t, results)
+		rec.Reprobed = attempt
+		if rec.Responsive || !r.hostSuspect(results, sentAt) {
+			break
+		}
+		// No answer, and the host may have lost it: no verdict yet.
+		if attempt == 0 {
+			r.health.countReprobe()
+		}
+		more := int64(r.cfg.Count * r.bytesPerProbe()(t.addr))
+		limit := r.cfg.MaxBytes[t.probe]
+		if attempt == maxReprobes || (limit > 0 && r.bytes[t.probe].Load()+more > limit) || sleepUntil(ctx, time.Now().Add(reprobePause)) != nil {
+			rec.HostOverloaded = true
+			r.health.countMarked()
+			break
+		}
+		r.bytes[t.probe].Add(more)
+		reserved += more
+		r.probeStage.grow(r.cfg.Count)
+	}
+	r.bytes[t.probe].Add(sent - reserved)
+	rec.Bytes = sent
+	valid := r.validity()
+	r.mu.Lock()
+	r.results[t.probe][t.addr] = TargetResult{Responsive: rec.Responsive, MedianMs: rec.Median, HostOverloaded: rec.HostOverloaded}
+	if !r.resolved {
+		r.held = append(r.held, heldRecord{t, rec, valid})
+		r.mu.Unlock()
+		return
+	}
+	r.complete(&rec, t, valid)
+	r.mu.Unlock()
+	r.write(rec)
+}
+
+// probeOnce sends every probe of t (spaced, paced), then collects the
+// answers; each probe has Timeout from its own send. One goroutine per
+// target, no goroutine or context per probe.
+func (r *runner) probeOnce(ctx context.Context, pr Prober, t target) ([]Result, []time.Time) {
 	results := make([]Result, r.cfg.Count)
 	pend := make([]Pending, 0, r.cfg.Count)
 	sentAt := make([]time.Time, 0, r.cfg.Count)
@@ -304,10 +361,12 @@ func (r *runner) probeTarget(ctx context.Context, pr Prober, t target, reserved 
 				break
 			}
 		}
-		if r.lim.Wait(ctx) != nil {
+		slot := r.lim.Reserve()
+		if sleepUntil(ctx, slot) != nil {
 			break
 		}
 		last = time.Now()
+		r.health.sendLag(last.Sub(slot))
 		r.probes.Add(1)
 		pend = append(pend, start(ctx, pr, Target{Addr: t.addr, Port: r.cfg.Port}, r.cfg.Timeout))
 		sentAt = append(sentAt, last)
@@ -316,27 +375,21 @@ func (r *runner) probeTarget(ctx context.Context, pr Prober, t target, reserved 
 		results[i] = p.Result(ctx, sentAt[i].Add(r.cfg.Timeout))
 		r.probeStage.add(1)
 	}
-	var sent int64
-	for _, res := range results {
-		sent += int64(res.Bytes)
+	return results, sentAt
+}
+
+// hostSuspect says whether an unanswered probe of results may owe its
+// silence to this host rather than to the target (health).
+func (r *runner) hostSuspect(results []Result, sentAt []time.Time) bool {
+	for i, res := range results[:len(sentAt)] {
+		if res.Kind != AnswerNone {
+			continue
+		}
+		if res.HostSuspect || r.health.suspect(sentAt[i], sentAt[i].Add(r.cfg.Timeout)) {
+			return true
+		}
 	}
-	r.bytes[t.probe].Add(sent - reserved)
-	if ctx.Err() != nil {
-		return // incomplete target: not recorded, probed again on resume
-	}
-	rec := r.record(t, results)
-	rec.Bytes = sent
-	valid := r.validity()
-	r.mu.Lock()
-	r.results[t.probe][t.addr] = TargetResult{Responsive: rec.Responsive, MedianMs: rec.Median}
-	if !r.resolved {
-		r.held = append(r.held, heldRecord{t, rec, valid})
-		r.mu.Unlock()
-		return
-	}
-	r.complete(&rec, t, valid)
-	r.mu.Unlock()
-	r.write(rec)
+	return false
 }
 
 // validity says, per path, whether it is still unchanged.

@@ -14,8 +14,9 @@ type DomainResult struct {
 
 // TargetResult is what probing one address from one path gave.
 type TargetResult struct {
-	Responsive bool
-	MedianMs   float64
+	Responsive     bool
+	MedianMs       float64
+	HostOverloaded bool // no verdict: the host may have lost the answers
 }
 
 type skipKey struct{ probe, resolve, reason string }
@@ -81,14 +82,17 @@ func computeSummary(in summaryInput) Summary {
 					continue
 				}
 				c.Targets++
-				if tr.Responsive {
+				switch {
+				case tr.Responsive:
 					c.Responsive++
 					medians = append(medians, tr.MedianMs)
+				case tr.HostOverloaded:
+					c.HostOverloaded++
 				}
 			}
-			c.Unresponsive = c.Targets - c.Responsive
-			if c.Targets > 0 {
-				c.UnresponsivePct = 100 * float64(c.Unresponsive) / float64(c.Targets)
+			c.Unresponsive = c.Targets - c.Responsive - c.HostOverloaded
+			if measured := c.Targets - c.HostOverloaded; measured > 0 {
+				c.UnresponsivePct = 100 * float64(c.Unresponsive) / float64(measured)
 			}
 			c.RTTms = rttStats(medians)
 			s.Cells = append(s.Cells, c)

@@ -17,7 +17,10 @@ package survey
 //     addresses, --max-bytes exhausted) are not in Targets; they are counted
 //     in Summary.Skipped. Responsive = at least one probe answered (SYN-ACK or
 //     RST for tcp-syn, connect or refused for tcp-connect, echo reply for
-//     icmp). UnresponsivePct = 100*Unresponsive/Targets (0 when no targets).
+//     icmp). HostOverloaded = targets the host could not measure (records
+//     marked host_overloaded): in Targets, neither Responsive nor
+//     Unresponsive. UnresponsivePct = 100*Unresponsive/(Targets-
+//     HostOverloaded) (0 when none; HostOverloaded is 0 unless Degraded).
 //   - RTTms summarises the per-target median RTTs of the responsive targets;
 //     percentiles interpolate linearly between closest ranks (numpy default).
 //   - Overlap is between the first two paths: OverlapPct = 100*common/|A∪B|;
@@ -42,6 +45,8 @@ type Summary struct {
 	Skipped     []SkippedCount      `json:"skipped,omitempty"`
 	BytesSent   map[string]int64    `json:"bytes_sent,omitempty"`
 	Invalid     []InvalidPathRecord `json:"invalid,omitempty"`
+	// Degraded is set when the host could not keep up (issue 18).
+	Degraded *Degraded `json:"degraded,omitempty"`
 }
 
 // PathResolution counts the resolution outcome of one path.
@@ -73,6 +78,7 @@ type Cell struct {
 	Responsive      int      `json:"responsive"`
 	Unresponsive    int      `json:"unresponsive"`
 	UnresponsivePct float64  `json:"unresponsive_pct"`
+	HostOverloaded  int      `json:"host_overloaded,omitempty"`
 	RTTms           RTTStats `json:"rtt_ms"`
 }
 

@@ -36,8 +36,8 @@ type synKey struct {
 	dport, sport uint16
 }
 
-func newSynProber(_ context.Context, p probe.Path, _ ProberOptions) (Prober, error) {
-	s := &synProber{rawProber: rawProber[synKey]{path: p, proto: "tcp",
+func newSynProber(_ context.Context, p probe.Path, opts ProberOptions) (Prober, error) {
+	s := &synProber{rawProber: rawProber[synKey]{path: p, proto: "tcp", health: opts.health,
 		hint: "needs root or CAP_NET_RAW; use --method tcp-connect otherwise", parser: synParser}}
 	s.port.Store(rand.Uint32N(synPortCount))
 	return s, nil

@@ -1,8 +1,10 @@
 package survey
 
 import (
+	"errors"
 	"net"
 	"net/netip"
+	"os"
 	"time"
 	"unsafe"
 
@@ -20,8 +22,13 @@ func enableRxTimestamps(c *net.IPConn) {
 	if rc, err := c.SyscallConn(); err == nil {
 		rc.Control(func(fd uintptr) {
 			_ = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_TIMESTAMPNS, 1)
-			if unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_RCVBUFFORCE, rawRcvBuf) != nil {
-				_ = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_RCVBUF, rawRcvBuf)
+			_ = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_RXQ_OVFL, 1)
+			size := rawRcvBuf
+			if testRcvBuf > 0 {
+				size = testRcvBuf
+			}
+			if unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_RCVBUFFORCE, size) != nil {
+				_ = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_RCVBUF, size)
 			}
 		})
 	}
@@ -31,35 +38,120 @@ const rawRcvBuf = 8 << 20
 
 const oobSize = 128
 
-// readStamped reads one packet's transport payload (ReadMsgIP, unlike
-// ReadFrom, leaves the IPv4 header in place) and its kernel arrival time
-// (time.Now() when the kernel gave none).
-func readStamped(c *net.IPConn, buf, oob []byte) ([]byte, netip.Addr, time.Time, error) {
-	n, oobn, _, from, err := c.ReadMsgIP(buf, oob)
-	at := time.Now()
+// receive reads c until it is closed, without blocking in the kernel: a
+// read that finds the queue empty dates the watermark (h.empty) and the
+// loop waits in the Go poller, at most rxTick, for more. Each packet's
+// SO_RXQ_OVFL count, and on an empty queue the socket's drop counter
+// (SO_MEMINFO), report receive-queue drops as they happen.
+func receive(c *net.IPConn, h rxHandler) {
+	rc, err := c.SyscallConn()
 	if err != nil {
-		return nil, netip.Addr{}, at, err
+		return
 	}
-	var a netip.Addr
-	if from != nil {
-		a, _ = netip.AddrFromSlice(from.IP)
-	}
-	payload := buf[:n]
-	if a.Unmap().Is4() {
-		if n < 20 || payload[0]>>4 != 4 || int(payload[0]&0x0f)*4 > n {
-			return nil, a.Unmap(), at, nil
-		}
-		payload = payload[int(payload[0]&0x0f)*4:]
-	}
-	if msgs, perr := unix.ParseSocketControlMessage(oob[:oobn]); perr == nil {
-		for _, m := range msgs {
-			if m.Header.Level == unix.SOL_SOCKET && m.Header.Type == unix.SCM_TIMESTAMPNS && len(m.Data) >= int(unsafe.Sizeof(unix.Timespec{})) {
-				ts := (*unix.Timespec)(unsafe.Pointer(&m.Data[0]))
-				at = time.Unix(int64(ts.Sec), int64(ts.Nsec))
+	buf, oob := make([]byte, 1500), make([]byte, oobSize)
+	var drops uint32
+	checked := time.Now() // the drop count is known up to here
+	var rerr error
+	read := func(fd uintptr) bool {
+		for {
+			before := time.Now()
+			n, oobn, _, from, err := unix.Recvmsg(int(fd), buf, oob, unix.MSG_DONTWAIT)
+			switch {
+			case err == unix.EAGAIN:
+				if d, ok := sockDrops(fd); ok {
+					now := time.Now()
+					if d > drops {
+						h.drops(uint64(d-drops), checked, now)
+						drops = d
+					}
+					checked = now
+				}
+				h.empty(before)
+				return false
+			case err == unix.EINTR:
+				continue
+			case err != nil:
+				rerr = err
+				return true
+			}
+			now := time.Now()
+			at, ovfl, hasOvfl := parseRxControl(oob[:oobn], now)
+			if hasOvfl && ovfl > drops {
+				h.drops(uint64(ovfl-drops), checked, at)
+				drops = ovfl
+			}
+			if at.After(checked) {
+				checked = at
+			}
+			if testRxHook != nil {
+				testRxHook()
+			}
+			if pkt, a, ok := transportPayload(buf[:n], from); ok {
+				h.packet(pkt, a, at, now)
 			}
 		}
 	}
-	return payload, a.Unmap(), at, nil
+	for {
+		c.SetReadDeadline(time.Now().Add(rxTick))
+		err := rc.Read(read)
+		if rerr != nil || (err != nil && !errors.Is(err, os.ErrDeadlineExceeded)) {
+			return // closed
+		}
+	}
+}
+
+// transportPayload strips the IPv4 header a raw IPv4 socket delivers.
+func transportPayload(b []byte, from unix.Sockaddr) ([]byte, netip.Addr, bool) {
+	var a netip.Addr
+	switch sa := from.(type) {
+	case *unix.SockaddrInet4:
+		a = netip.AddrFrom4(sa.Addr)
+	case *unix.SockaddrInet6:
+		a = netip.AddrFrom16(sa.Addr).Unmap()
+	default:
+		return nil, a, false
+	}
+	if a.Is4() {
+		if len(b) < 20 || b[0]>>4 != 4 || int(b[0]&0x0f)*4 > len(b) {
+			return nil, a, false
+		}
+		b = b[int(b[0]&0x0f)*4:]
+	}
+	return b, a, true
+}
+
+// parseRxControl returns the kernel arrival time (now when none) and the
+// socket's drop count when the packet was queued (SO_RXQ_OVFL).
+func parseRxControl(oob []byte, now time.Time) (at time.Time, drops uint32, hasDrops bool) {
+	at = now
+	msgs, err := unix.ParseSocketControlMessage(oob)
+	if err != nil {
+		return at, 0, false
+	}
+	for _, m := range msgs {
+		if m.Header.Level != unix.SOL_SOCKET {
+			continue
+		}
+		switch {
+		case m.Header.Type == unix.SCM_TIMESTAMPNS && len(m.Data) >= int(unsafe.Sizeof(unix.Timespec{})):
+			ts := (*unix.Timespec)(unsafe.Pointer(&m.Data[0]))
+			at = time.Unix(int64(ts.Sec), int64(ts.Nsec))
+		case m.Header.Type == unix.SO_RXQ_OVFL && len(m.Data) >= 4:
+			drops, hasDrops = *(*uint32)(unsafe.Pointer(&m.Data[0])), true
+		}
+	}
+	return at, drops, hasDrops
+}
+
+// sockDrops is the socket's receive drop counter (SK_MEMINFO_DROPS).
+func sockDrops(fd uintptr) (uint32, bool) {
+	var mi [unix.SK_MEMINFO_VARS]uint32
+	l := uint32(unsafe.Sizeof(mi))
+	_, _, e := unix.Syscall6(unix.SYS_GETSOCKOPT, fd, unix.SOL_SOCKET, unix.SO_MEMINFO, uintptr(unsafe.Pointer(&mi[0])), uintptr(unsafe.Pointer(&l)), 0)
+	if e != 0 || l < 4*(unix.SK_MEMINFO_DROPS+1) {
+		return 0, false
+	}
+	return mi[unix.SK_MEMINFO_DROPS], true
 }
 
 // sentNow is the send time, on the same (wall) clock as kernel stamps.

@@ -10,16 +10,29 @@ import (
 
 func enableRxTimestamps(*net.IPConn) {}
 
-const oobSize = 0
-
-func readStamped(c *net.IPConn, buf, _ []byte) ([]byte, netip.Addr, time.Time, error) {
-	n, from, err := c.ReadFromIP(buf)
-	at := time.Now()
-	if err != nil {
-		return nil, netip.Addr{}, at, err
+// receive reads c until it is closed. Without a non-blocking read, a read
+// that times out after rxTick dates the watermark at its start: nothing
+// arrived during it.
+func receive(c *net.IPConn, h rxHandler) {
+	buf := make([]byte, 1500)
+	for {
+		start := time.Now()
+		c.SetReadDeadline(start.Add(rxTick))
+		n, from, err := c.ReadFromIP(buf)
+		now := time.Now()
+		if err != nil {
+			if ne, ok := err.(net.Error); ok && ne.Timeout() {
+				h.empty(start)
+				continue
+			}
+			return // closed
+		}
+		if testRxHook != nil {
+			testRxHook()
+		}
+		a, _ := netip.AddrFromSlice(from.IP)
+		h.packet(buf[:n], a.Unmap(), now, now)
 	}
-	a, _ := netip.AddrFromSlice(from.IP)
-	return buf[:n], a.Unmap(), at, nil
 }
 
 func sentNow() time.Time { return time.Now() }

@@ -45,6 +45,7 @@ type direction struct {
 	pktIn, bytesIn, delivered, bytesOut      atomic.Uint64
 	dropLoss, dropQueue, dropBlock, dropDown atomic.Uint64
 	dropInvalid, writeErrs                   atomic.Uint64
+	late1, late10, late100, dropOverflow     atomic.Uint64
 	lateMu                                   sync.Mutex
 	late                                     []int64
 	lateNext                                 int
@@ -170,6 +171,7 @@ func (d *direction) push(p packet) {
 	if len(d.q) >= MaxInFlight {
 		d.mu.Unlock()
 		d.dropQueue.Add(1)
+		d.dropOverflow.Add(1)
 		bufPool.Put(p.buf)
 		return
 	}
@@ -289,6 +291,16 @@ func (d *direction) release(b *[]byte) {
 }
 
 func (d *direction) recordLate(ns int64) {
+	switch {
+	case ns > int64(100*time.Millisecond):
+		d.late100.Add(1)
+		fallthrough
+	case ns > int64(10*time.Millisecond):
+		d.late10.Add(1)
+		fallthrough
+	case ns > int64(time.Millisecond):
+		d.late1.Add(1)
+	}
 	d.lateMu.Lock()
 	if len(d.late) < LatenessSamples {
 		d.late = append(d.late, ns)
@@ -305,6 +317,7 @@ func (d *direction) stats() DirStats {
 		Delivered: d.delivered.Load(), BytesDelivered: d.bytesOut.Load(),
 		DropLoss: d.dropLoss.Load(), DropQueue: d.dropQueue.Load(), DropBlock: d.dropBlock.Load(),
 		DropDown: d.dropDown.Load(), DropInvalid: d.dropInvalid.Load(), WriteErrs: d.writeErrs.Load(),
+		DropOverflow: d.dropOverflow.Load(), LateOver1ms: d.late1.Load(), LateOver10ms: d.late10.Load(), LateOver100ms: d.late100.Load(),
 	}
 	d.lateMu.Lock()
 	late := slices.Clone(d.late)

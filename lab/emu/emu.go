@@ -129,6 +129,7 @@ type DirStats struct {
 	Delivered, BytesDelivered uint64
 	DropLoss                  uint64 // random or Gilbert-Elliott loss
 	DropQueue                 uint64 // rate queue full (or MaxInFlight)
+	DropOverflow              uint64 // of DropQueue: MaxInFlight, the emulator's own limit
 	DropBlock                 uint64 // Block prefix
 	DropDown                  uint64 // link down on arrival or at delivery
 	DropInvalid               uint64 // not an IPv4/IPv6 packet
@@ -136,6 +137,28 @@ type DirStats struct {
 	// Lateness of the writer (actual write time minus scheduled deliver
 	// time) over the most recent LatenessSamples packets.
 	Lateness Lateness
+	// LateOver1ms, LateOver10ms and LateOver100ms count, over the whole
+	// run, the packets delivered later than that after their scheduled
+	// time: the lab's own error, which a test must tell apart from the
+	// measuring tool's (issue 18).
+	LateOver1ms, LateOver10ms, LateOver100ms uint64
+}
+
+// LabLoss is what the emulator itself lost or delayed by more than late
+// in this direction: overflows it was not asked to emulate (MaxInFlight),
+// output write errors, and deliveries later than late (rounded down to
+// one of the LateOver thresholds, so it may count more, never fewer).
+func (s DirStats) LabLoss(late time.Duration) uint64 {
+	n := s.DropOverflow + s.WriteErrs
+	switch {
+	case late >= 100*time.Millisecond:
+		n += s.LateOver100ms
+	case late >= 10*time.Millisecond:
+		n += s.LateOver10ms
+	default:
+		n += s.LateOver1ms
+	}
+	return n
 }
 
 // LatenessSamples is how many recent lateness samples each direction keeps.

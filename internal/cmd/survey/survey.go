@@ -81,6 +81,14 @@ Methods: tcp-syn (raw SYN like hping3 -S; default when root), tcp-connect
 retransmission, so a retransmitted SYN never inflates an RTT) and icmp.
 SYN-ACK and RST both count as answers and are told apart.
 
+Overload: the prober watches its own sockets' drops, the host's input
+drops, how late it reads replies and sends probes, and lowers --rate while
+the host cannot keep up. A target left silent while replies may have been
+lost is probed again; if it cannot be measured cleanly its record says
+host_overloaded and it is not counted unresponsive. The summary's
+"degraded" object and the trailer's reason say what happened; a run with
+such targets ends "partial".
+
 Politeness: --rate caps probes per second over all paths, --spacing spaces
 the probes of one target. Broadcast and multicast addresses are never
 probed; a private/reserved address is probed only from the path whose
@@ -266,8 +274,11 @@ func surveyRun(ctx context.Context, opts *Options) error {
 	}
 	sum, runErr := survey.Run(ctx, cfg, st)
 	reason := ""
-	if runErr != nil {
+	switch {
+	case runErr != nil:
 		reason = runErr.Error()
+	case sum.Degraded != nil: // the host fell behind, re-probing made up for it
+		reason = "degraded, recovered: " + sum.Degraded.Reason
 	}
 	status := report.Status(sum.Status)
 	if status == "" {
@@ -288,7 +299,7 @@ func surveyRun(ctx context.Context, opts *Options) error {
 		return fmt.Errorf("%w: %w (summary written with status partial)", cmdutil.ErrCancelled, runErr)
 	case errors.Is(runErr, survey.ErrPathChanged):
 		return fmt.Errorf("%w: %w", cmdutil.ErrInvalid, runErr)
-	case errors.Is(runErr, survey.ErrIncomplete):
+	case errors.Is(runErr, survey.ErrIncomplete), errors.Is(runErr, survey.ErrDegraded):
 		return fmt.Errorf("%w: %w", cmdutil.ErrPartial, runErr)
 	}
 	return runErr

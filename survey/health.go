@@ -1,0 +1,360 @@
+package survey
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+)
+
+// health is the prober watching itself (issue 18): a reply the host lost
+// or could not process in time must never make a server look unresponsive.
+//
+// Loss: every receive-queue drop of a probe socket (SO_RXQ_OVFL, the
+// socket's drop counter) and of the host's input backlog (softnet_stat)
+// is recorded as an interval (after the previous look at the counter, up
+// to this look) in which some reply may have been lost. A probe whose
+// (send, deadline] window meets such an interval and got no answer is
+// suspect: its target is probed again, slower, and marked host_overloaded
+// when it cannot be measured cleanly.
+//
+// Delay: replies are dated by the kernel and a probe's verdict waits until
+// its socket's receive loop has read everything that arrived before the
+// deadline (rawSock.watermark), so a late receive loop delays verdicts,
+// never changes them. The lag, the send schedule's lateness and the host's
+// CPU are watched to slow the rate down (AIMD, never above the asked
+// rate) before the kernel starts dropping.
+type health struct {
+	asked float64
+	lim   *Limiter
+	host  hostCounters // nil: none on this OS
+
+	sampleMu sync.Mutex // one host read at a time
+	mu       sync.Mutex
+	lost     []span    // merged, by start; trimmed to what pending verdicts can meet
+	sampled  time.Time // host counters read up to here
+	hostLast hostSample
+	keep     time.Duration // how long a span can still matter
+
+	// Window counters for the rate controller, and run totals.
+	winDrops              uint64
+	winRecvLag, winSendLg time.Duration
+	sockDrops, hostDrops  uint64
+	sendErrs              uint64
+	maxRecvLag, maxSendLg time.Duration
+	rateMin               float64
+	cpuMax                float64
+	events                int           // windows judged overloaded
+	healthy               time.Duration // since the last overloaded window or raise
+	reprobed, marked      int
+}
+
+type span struct{ from, to time.Time }
+
+// hostCounters reads the host's cumulative input drops and CPU time.
+type hostCounters interface {
+	sample() (hostSample, bool)
+}
+
+type hostSample struct {
+	drops      uint64
+	busy, all  uint64 // CPU jiffies
+	at         time.Time
+	ok, hasCPU bool
+}
+
+// Thresholds of the rate controller: a window is overloaded when anything
+// was dropped or when the receive loop or the send schedule ran this late.
+const (
+	healthWindow  = 100 * time.Millisecond
+	overloadLag   = 100 * time.Millisecond
+	rateDecrease  = 0.7  // multiplicative decrease per overloaded window
+	rateIncrease  = 0.05 // of the asked rate, per healthy second
+	rateFloorFrac = 0.02 // never below this share of the asked rate
+	// maxVerdictWait bounds how long a verdict waits for a late receive
+	// loop; past it the probe is suspect rather than a timeout.
+	maxVerdictWait = 10 * time.Second
+)
+
+func newHealth(asked float64, lim *Limiter, keep time.Duration) *health {
+	h := &health{asked: asked, lim: lim, host: newHostCounters(), keep: keep + 2*maxVerdictWait, rateMin: asked}
+	h.sampleHost(time.Now())
+	return h
+}
+
+// lostDuring records that replies arriving in (from, to] may have been
+// dropped by the host (n drops of a socket when sock, else of the host).
+func (h *health) lostDuring(from, to time.Time, n uint64, sock bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.winDrops += n
+	if sock {
+		h.sockDrops += n
+	} else {
+		h.hostDrops += n
+	}
+	h.addSpanLocked(span{from, to})
+}
+
+func (h *health) addSpanLocked(s span) {
+	i, _ := slices.BinarySearchFunc(h.lost, s.from, func(e span, t time.Time) int { return e.from.Compare(t) })
+	h.lost = slices.Insert(h.lost, i, s)
+	// Merge overlapping neighbours (the list stays sorted and disjoint).
+	merged := h.lost[:0]
+	for _, e := range h.lost {
+		if n := len(merged); n > 0 && !e.from.After(merged[n-1].to) {
+			if e.to.After(merged[n-1].to) {
+				merged[n-1].to = e.to
+			}
+			continue
+		}
+		merged = append(merged, e)
+	}
+	h.lost = merged
+	// Spans older than any pending verdict can look at are forgotten, so
+	// a long overloaded run keeps a bounded list.
+	cut := time.Now().Add(-h.keep)
+	j := 0
+	for j < len(h.lost) && h.lost[j].to.Before(cut) {
+		j++
+	}
+	h.lost = h.lost[j:]
+}
+
+// sendFailed records a send the host refused for lack of buffers: the
+// probe is suspect like a dropped reply.
+func (h *health) sendFailed(at time.Time) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.sendErrs++
+	h.winDrops++
+	h.addSpanLocked(span{at.Add(-time.Microsecond), at})
+}
+
+// recvLag and sendLag report how late a receive loop processed a packet
+// (processing time minus kernel stamp) and a probe left (send time minus
+// its slot in the schedule).
+func (h *health) recvLag(d time.Duration) {
+	h.mu.Lock()
+	h.winRecvLag = max(h.winRecvLag, d)
+	h.maxRecvLag = max(h.maxRecvLag, d)
+	h.mu.Unlock()
+}
+
+func (h *health) sendLag(d time.Duration) {
+	if h == nil {
+		return
+	}
+	h.mu.Lock()
+	h.winSendLg = max(h.winSendLg, d)
+	h.maxSendLg = max(h.maxSendLg, d)
+	h.mu.Unlock()
+}
+
+// suspect says whether a reply due in (sent, deadline] may have been lost
+// by the host. It first brings the host's counters up to the deadline.
+func (h *health) suspect(sent, deadline time.Time) bool {
+	if h == nil {
+		return false
+	}
+	h.mu.Lock()
+	current := !h.sampled.Before(deadline)
+	h.mu.Unlock()
+	if !current {
+		h.sampleHost(time.Now())
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	i, _ := slices.BinarySearchFunc(h.lost, sent, func(e span, t time.Time) int { return e.to.Compare(t) })
+	// lost[i] is the first span ending at or after sent.
+	for ; i < len(h.lost); i++ {
+		s := h.lost[i]
+		if s.from.Before(deadline) && s.to.After(sent) {
+			return true
+		}
+		if !s.from.Before(deadline) {
+			break
+		}
+	}
+	return false
+}
+
+// sampleHost reads the host counters, recording new input drops as a span
+// since the previous read.
+func (h *health) sampleHost(now time.Time) {
+	if h.host == nil {
+		h.mu.Lock()
+		if now.After(h.sampled) {
+			h.sampled = now
+		}
+		h.mu.Unlock()
+		return
+	}
+	h.sampleMu.Lock()
+	defer h.sampleMu.Unlock()
+	h.mu.Lock()
+	fresh := !h.sampled.Before(now)
+	h.mu.Unlock()
+	if fresh { // another caller read the counters meanwhile
+		return
+	}
+	s, ok := h.host.sample()
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if !ok {
+		h.sampled = now
+		return
+	}
+	s.at = now
+	prev := h.hostLast
+	if prev.ok && s.drops > prev.drops {
+		n := s.drops - prev.drops
+		h.winDrops += n
+		h.hostDrops += n
+		h.addSpanLocked(span{prev.at, now})
+	}
+	if prev.ok && prev.hasCPU && s.hasCPU && s.all > prev.all && now.Sub(prev.at) >= healthWindow/2 {
+		h.cpuMax = max(h.cpuMax, 100*float64(s.busy-prev.busy)/float64(s.all-prev.all))
+	}
+	if !prev.ok || s.at.After(prev.at) {
+		h.hostLast = s
+	}
+	if now.After(h.sampled) {
+		h.sampled = now
+	}
+}
+
+// run samples the host and adapts the rate every healthWindow until ctx ends.
+func (h *health) run(ctx context.Context) {
+	if h == nil {
+		return
+	}
+	tk := time.NewTicker(healthWindow)
+	defer tk.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case now := <-tk.C:
+			h.sampleHost(now)
+			h.step()
+		}
+	}
+}
+
+// step ends one window: an overloaded one lowers the rate (AIMD), each
+// healthy second raises it again towards the asked rate.
+func (h *health) step() {
+	h.mu.Lock()
+	over := h.winDrops > 0 || h.winRecvLag > overloadLag || h.winSendLg > overloadLag
+	h.winDrops, h.winRecvLag, h.winSendLg = 0, 0, 0
+	if over {
+		h.events++
+		h.healthy = 0
+	} else {
+		h.healthy += healthWindow
+	}
+	raise := h.healthy >= time.Second
+	if raise {
+		h.healthy = 0
+	}
+	h.mu.Unlock()
+	if h.asked <= 0 || h.lim == nil {
+		return
+	}
+	rate := h.lim.Rate()
+	switch {
+	case over:
+		rate = max(rate*rateDecrease, h.asked*rateFloorFrac)
+	case raise:
+		rate = min(rate+h.asked*rateIncrease, h.asked)
+	}
+	if rate != h.lim.Rate() {
+		h.lim.SetRate(rate)
+		h.mu.Lock()
+		h.rateMin = min(h.rateMin, rate)
+		h.mu.Unlock()
+	}
+}
+
+func (h *health) countReprobe() {
+	if h != nil {
+		h.mu.Lock()
+		h.reprobed++
+		h.mu.Unlock()
+	}
+}
+
+func (h *health) countMarked() {
+	if h != nil {
+		h.mu.Lock()
+		h.marked++
+		h.mu.Unlock()
+	}
+}
+
+// degraded reports the run's overload, nil when the host kept up.
+func (h *health) degraded() *Degraded {
+	if h == nil {
+		return nil
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.events == 0 && h.sockDrops+h.hostDrops+h.sendErrs == 0 && h.reprobed == 0 && h.marked == 0 {
+		return nil
+	}
+	d := &Degraded{HostOverloaded: h.marked, Reprobed: h.reprobed, SocketDrops: h.sockDrops, HostDrops: h.hostDrops,
+		SendErrors: h.sendErrs, MaxReceiveLagMs: msOf(h.maxRecvLag), MaxSendLagMs: msOf(h.maxSendLg),
+		HostCPUMaxPct: h.cpuMax}
+	if h.asked > 0 {
+		d.RateAsked, d.RateMin = h.asked, h.rateMin
+	}
+	var why []string
+	if h.sockDrops > 0 {
+		why = append(why, fmt.Sprintf("%d replies dropped by the probe sockets' receive queues", h.sockDrops))
+	}
+	if h.hostDrops > 0 {
+		why = append(why, fmt.Sprintf("%d packets dropped by the host's input backlog", h.hostDrops))
+	}
+	if h.sendErrs > 0 {
+		why = append(why, fmt.Sprintf("%d sends refused for lack of buffers", h.sendErrs))
+	}
+	if h.maxRecvLag > overloadLag {
+		why = append(why, fmt.Sprintf("replies processed up to %v after arrival", h.maxRecvLag.Round(time.Millisecond)))
+	}
+	if h.maxSendLg > overloadLag {
+		why = append(why, fmt.Sprintf("probes sent up to %v behind schedule", h.maxSendLg.Round(time.Millisecond)))
+	}
+	if h.cpuMax > 0 {
+		why = append(why, fmt.Sprintf("host CPU up to %.0f%% busy", h.cpuMax))
+	}
+	if d.RateMin < d.RateAsked {
+		why = append(why, fmt.Sprintf("rate lowered from %.0f/s to %.0f/s", d.RateAsked, d.RateMin))
+	}
+	outcome := fmt.Sprintf("%d targets probed again", h.reprobed)
+	if h.marked > 0 {
+		outcome += fmt.Sprintf(", %d marked host_overloaded (not counted unresponsive)", h.marked)
+	} else {
+		outcome += ", none left unmeasured"
+	}
+	d.Reason = "host overloaded: " + strings.Join(why, "; ") + "; " + outcome
+	return d
+}
+
+// Degraded says the host could not keep up during the run, how, and what
+// was done about it (Summary.Degraded).
+type Degraded struct {
+	Reason          string  `json:"reason"`
+	HostOverloaded  int     `json:"host_overloaded_targets"` // probe records marked host_overloaded
+	Reprobed        int     `json:"reprobed_targets"`
+	SocketDrops     uint64  `json:"socket_drops"`
+	HostDrops       uint64  `json:"host_drops"`
+	SendErrors      uint64  `json:"send_errors"`
+	MaxReceiveLagMs float64 `json:"max_receive_lag_ms"`
+	MaxSendLagMs    float64 `json:"max_send_lag_ms"`
+	HostCPUMaxPct   float64 `json:"host_cpu_max_pct"`
+	RateAsked       float64 `json:"rate_asked,omitempty"`
+	RateMin         float64 `json:"rate_min,omitempty"`
+}

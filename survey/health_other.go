@@ -1,0 +1,6 @@
+//go:build !linux
+
+package survey
+
+// Other systems: the probe sockets' own signals only.
+func newHostCounters() hostCounters { return nil }

@@ -1,0 +1,169 @@
+package survey
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"net/netip"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/mptester/mptester/probe"
+)
+
+// TestHealthSuspect: a probe is suspect exactly when the interval in which
+// a dropped reply arrived, (from, to], meets the probe's (send, deadline].
+func TestHealthSuspect(t *testing.T) {
+	h := &health{keep: time.Hour}
+	t0 := time.Now()
+	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
+	h.lostDuring(at(100), at(200), 1, true)
+	h.lostDuring(at(150), at(250), 2, false) // merges with the first
+	h.lostDuring(at(1000), at(1001), 1, true)
+	h.sampled = at(5000) // host counters current
+	require.Len(t, h.lost, 2)
+	for _, c := range []struct {
+		sent, deadline int
+		want           bool
+	}{
+		{0, 100, false}, // replies due before the drops began
+		{0, 101, true},
+		{250, 900, false}, // after the merged span
+		{249, 900, true},
+		{300, 999, false},
+		{300, 1000, false},
+		{300, 1001, true},
+		{1001, 2000, false},
+	} {
+		assert.Equal(t, c.want, h.suspect(at(c.sent), at(c.deadline)), "probe (%d, %d] ms", c.sent, c.deadline)
+	}
+	assert.Equal(t, uint64(2), h.sockDrops)
+	assert.Equal(t, uint64(2), h.hostDrops)
+}
+
+// TestHealthRate: an overloaded window lowers the rate by rateDecrease
+// (never below the floor), each healthy second raises it by rateIncrease
+// of the asked rate, never above it; the degraded report says so.
+func TestHealthRate(t *testing.T) {
+	lim := NewLimiter(1000, 10)
+	h := &health{asked: 1000, lim: lim, keep: time.Hour, rateMin: 1000}
+	h.step()
+	assert.InDelta(t, 1000, lim.Rate(), 0.01, "healthy: unchanged")
+	assert.Nil(t, h.degraded())
+	h.lostDuring(time.Now(), time.Now(), 3, true)
+	h.step()
+	assert.InDelta(t, 700, lim.Rate(), 0.01)
+	h.recvLag(2 * overloadLag)
+	h.step()
+	assert.InDelta(t, 490, lim.Rate(), 0.01)
+	for range 9 {
+		h.step()
+	}
+	assert.InDelta(t, 490, lim.Rate(), 0.01, "not yet a healthy second")
+	h.step()
+	assert.InDelta(t, 540, lim.Rate(), 0.01)
+	for range 200 {
+		h.step()
+	}
+	assert.InDelta(t, 1000, lim.Rate(), 0.01, "back to the asked rate, not above")
+	for range 500 {
+		h.sendLag(time.Second)
+		h.step()
+	}
+	assert.InDelta(t, 20, lim.Rate(), 0.01, "floor")
+	d := h.degraded()
+	require.NotNil(t, d)
+	assert.Equal(t, uint64(3), d.SocketDrops)
+	assert.InDelta(t, 20, d.RateMin, 0.01)
+	for _, w := range []string{"3 replies dropped", "rate lowered from 1000/s to 20/s", "behind schedule"} {
+		assert.True(t, strings.Contains(d.Reason, w), "reason %q lacks %q", d.Reason, w)
+	}
+}
+
+// TestLimiterSetRate: a changed rate applies from the next reservation.
+func TestLimiterSetRate(t *testing.T) {
+	now := time.Unix(1000, 0)
+	l := NewLimiter(100, 1)
+	l.now = func() time.Time { return now }
+	assert.Equal(t, now, l.Reserve())
+	assert.Equal(t, now.Add(10*time.Millisecond), l.Reserve())
+	l.SetRate(50)
+	assert.Equal(t, now.Add(20*time.Millisecond), l.Reserve())
+	assert.Equal(t, now.Add(40*time.Millisecond), l.Reserve())
+	assert.InDelta(t, 50, l.Rate(), 1e-9)
+}
+
+// overloadProber answers every target but 127.0.0.1 and 127.0.0.4 at
+// once; those it leaves unanswered as if the host had lost the replies
+// (HostSuspect): 127.0.0.4 only on its first attempt.
+type overloadProber struct{ seen4 atomic.Int32 }
+
+func (p *overloadProber) Probe(_ context.Context, t Target) Result {
+	switch t.Addr {
+	case netip.MustParseAddr("127.0.0.1"):
+		return Result{Status: ProbeTimeout, HostSuspect: true, Bytes: 40}
+	case netip.MustParseAddr("127.0.0.4"):
+		if p.seen4.Add(1) <= 3 { // Count 3: the first attempt
+			return Result{Status: ProbeTimeout, HostSuspect: true, Bytes: 40}
+		}
+	}
+	return Result{Kind: AnswerSynAck, RTT: time.Millisecond, Status: ProbeSuccess, Bytes: 40}
+}
+
+func (p *overloadProber) Close() error { return nil }
+
+// TestRunHostOverloaded: a target whose probes the host may have lost is
+// probed again; still lost after maxReprobes, its record is marked
+// host_overloaded, it is counted neither responsive nor unresponsive, and
+// the run ends partial with ErrDegraded and the reason. A target answered
+// on a later attempt is responsive.
+func TestRunHostOverloaded(t *testing.T) {
+	pr := &overloadProber{}
+	Methods["test-overload"] = func(context.Context, probe.Path, ProberOptions) (Prober, error) { return pr, nil }
+	defer delete(Methods, "test-overload")
+	dnsAddr := startDNS(t, defaultZone())
+	cfg := baseConfig(loopback(t, dnsAddr), 1)
+	cfg.Method = "test-overload"
+	var out bytes.Buffer
+	s, err := runToBuffer(t, context.Background(), cfg, &out)
+	require.ErrorIs(t, err, ErrDegraded)
+	assert.Equal(t, "partial", s.Status)
+	require.NotNil(t, s.Degraded)
+	assert.Equal(t, 1, s.Degraded.HostOverloaded)
+	assert.Equal(t, 2, s.Degraded.Reprobed)
+	assert.Contains(t, err.Error(), s.Degraded.Reason)
+	assert.Contains(t, s.Degraded.Reason, "1 marked host_overloaded")
+	c := s.Cells[0]
+	assert.Equal(t, 104, c.Targets)
+	assert.Equal(t, 103, c.Responsive)
+	assert.Equal(t, 1, c.HostOverloaded)
+	assert.Equal(t, 0, c.Unresponsive)
+	assert.Zero(t, c.UnresponsivePct)
+	seen := 0
+	for _, b := range records(t, out.Bytes())["probe"] {
+		var p ProbeRecord
+		require.NoError(t, json.Unmarshal(b, &p))
+		switch p.Address.String() {
+		case "127.0.0.1":
+			seen++
+			assert.True(t, p.HostOverloaded)
+			assert.False(t, p.Responsive)
+			assert.Equal(t, maxReprobes, p.Reprobed)
+			assert.Equal(t, int64(40*3*(maxReprobes+1)), p.Bytes, "every attempt's bytes")
+		case "127.0.0.4":
+			seen++
+			assert.False(t, p.HostOverloaded)
+			assert.True(t, p.Responsive)
+			assert.Equal(t, 1, p.Reprobed)
+		default:
+			assert.False(t, p.HostOverloaded, p.Address)
+			assert.Zero(t, p.Reprobed, p.Address)
+		}
+	}
+	assert.Equal(t, 2, seen)
+}

@@ -1,0 +1,9 @@
+package survey
+
+// Test hooks (set by export_test.go only): a receive loop slowed on
+// purpose and a small receive buffer make the host overload the survey
+// must detect.
+var (
+	testRxHook func() // called before each received packet is handled
+	testRcvBuf int    // raw socket receive buffer in bytes; 0: rawRcvBuf
+)
