@@ -31,6 +31,7 @@ type PathSampler interface {
 
 // PathCounters of one path of a multipath connection, from its sample.
 type PathCounters struct {
+	Path     string         `json:"path,omitempty"` // as the transport labelled it
 	Local    netip.AddrPort `json:"local"`
 	Remote   netip.AddrPort `json:"remote"`
 	Sent     uint64         `json:"bytes_acked"`
@@ -165,7 +166,10 @@ func DecodeMPTCPInfo(b []byte) (MPTCPInfo, error) {
 
 // Subflow is one MPTCP subflow: its addresses and its tcp_info.
 type Subflow struct {
-	ID     uint32         `json:"id"`
+	ID uint32 `json:"id"`
+	// Path is the selected path whose address the subflow uses ("" when
+	// none has it).
+	Path   string         `json:"path,omitempty"`
 	Local  netip.AddrPort `json:"local"`
 	Remote netip.AddrPort `json:"remote"`
 	TCP    TCPInfo        `json:"tcp_info"`
@@ -277,7 +281,7 @@ func (m *MPTCPState) Retransmissions() uint64 {
 func (m *MPTCPState) PerPath() []PathCounters {
 	out := make([]PathCounters, 0, len(m.Subflows))
 	for _, sf := range m.Subflows {
-		out = append(out, PathCounters{Local: sf.Local, Remote: sf.Remote, Sent: sf.TCP.BytesAcked, Received: sf.TCP.BytesReceived})
+		out = append(out, PathCounters{Path: sf.Path, Local: sf.Local, Remote: sf.Remote, Sent: sf.TCP.BytesAcked, Received: sf.TCP.BytesReceived})
 	}
 	return out
 }

@@ -88,7 +88,7 @@ func (t *tcpTransport) Dial(ctx context.Context, addr netip.AddrPort, family str
 		raw.Close()
 		return nil, wrap(opHandshake, err, nil)
 	}
-	c := &tcpConn{tls: tc, raw: raw, mptcp: t.mptcp, info: Info{
+	c := &tcpConn{tls: tc, raw: raw, mptcp: t.mptcp, paths: t.o.Paths, info: Info{
 		Transport: t.Name(), Local: raw.LocalAddr().String(), Remote: raw.RemoteAddr().String(),
 		ALPN: tc.ConnectionState().NegotiatedProtocol, Setup: time.Since(start), Facts: facts,
 	}}
@@ -115,6 +115,7 @@ type tcpConn struct {
 	tls   *tls.Conn
 	raw   *net.TCPConn
 	mptcp bool
+	paths []PathRole
 	info  Info
 
 	mu     sync.Mutex
@@ -164,10 +165,23 @@ func (c *tcpConn) RoundTripper() http.RoundTripper {
 func (c *tcpConn) Info() Info { return c.info }
 
 func (c *tcpConn) Sample() State {
-	if c.mptcp {
-		return sampleMPTCP(c.raw)
+	if !c.mptcp {
+		return sampleTCP(c.raw)
 	}
-	return sampleTCP(c.raw)
+	st := sampleMPTCP(c.raw)
+	if m, ok := st.Data.(*MPTCPState); ok {
+		// Subflows are per-path facts: name each by the path whose
+		// address it uses.
+		for i, sf := range m.Subflows {
+			for _, p := range c.paths {
+				if p.HasAddr(sf.Local.Addr()) {
+					m.Subflows[i].Path = p.Name
+					break
+				}
+			}
+		}
+	}
+	return st
 }
 
 func (c *tcpConn) Close() error {
