@@ -37,6 +37,13 @@ type Descriptor struct {
 	// ServedBy names the transport whose listener serves this one (mptcp
 	// is served by tcp's MPTCP-capable listener); "" when it listens itself.
 	ServedBy string
+	// HeaderOverhead is the most the bytes on the wire (IP packets) of a
+	// direction exceed the transport's own byte counter of that direction,
+	// as a fraction, when both directions carry the same amount of data:
+	// IP and transport headers, options, and acks the counter does not
+	// count. The conformance suite holds every transport to its statement
+	// against the lab emulator's counters.
+	HeaderOverhead float64
 	// Summarise turns a test's connections into the record's transport
 	// summary (nil: none).
 	Summarise func(conns []ConnSamples) Fact
@@ -65,7 +72,7 @@ var (
 // (a programming error found at init). The returned function removes it
 // again (for transports a test defines).
 func Register(d Descriptor) (unregister func()) {
-	if d.Name == "" || d.New == nil || (d.Listen == nil && d.ServedBy == "") || (d.Network != "tcp" && d.Network != "udp") {
+	if d.Name == "" || d.New == nil || d.HeaderOverhead < 0 || (d.Listen == nil && d.ServedBy == "") || (d.Network != "tcp" && d.Network != "udp") {
 		panic(fmt.Sprintf("transport: incomplete descriptor %+v", d))
 	}
 	regMu.Lock()

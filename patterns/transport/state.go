@@ -21,6 +21,9 @@ type SampleData interface {
 	// Retransmissions so far: TCP total_retrans (segments), MPTCP the sum
 	// over subflows, QUIC packets declared lost (each is retransmitted).
 	Retransmissions() uint64
+	// Bytes the connection sent (retransmissions included) and received,
+	// as the transport counts them (payload of TCP segments, QUIC packets).
+	Bytes() (sent, received uint64)
 }
 
 // PathSampler is implemented by the sample of a multipath transport: what
@@ -268,6 +271,23 @@ type QUICStats struct {
 // Retransmissions: TCP total_retrans segments.
 func (t *TCPInfo) Retransmissions() uint64 { return uint64(t.TotalRetrans) }
 
+// Bytes of the TCP connection.
+func (t *TCPInfo) Bytes() (uint64, uint64) { return t.BytesSent, t.BytesReceived }
+
+// Bytes summed over subflows (what the paths carried, reinjections
+// included).
+func (m *MPTCPState) Bytes() (sent, received uint64) {
+	for _, sf := range m.Subflows {
+		sent += sf.TCP.BytesSent
+		received += sf.TCP.BytesReceived
+	}
+	if len(m.Subflows) == 0 {
+		// MPTCP_INFO only (kernels before 6.5): the connection's counters.
+		return m.Info.BytesSent, m.Info.BytesReceived
+	}
+	return sent, received
+}
+
 // Retransmissions summed over subflows.
 func (m *MPTCPState) Retransmissions() uint64 {
 	var n uint64
@@ -285,6 +305,9 @@ func (m *MPTCPState) PerPath() []PathCounters {
 	}
 	return out
 }
+
+// Bytes of QUIC packets sent and received.
+func (q *QUICStats) Bytes() (uint64, uint64) { return q.BytesSent, q.BytesReceived }
 
 // Retransmissions: QUIC packets declared lost.
 func (q *QUICStats) Retransmissions() uint64 { return q.PacketsLost }
