@@ -9,9 +9,9 @@ import (
 	"math"
 	"net/netip"
 	"os/exec"
+	"slices"
 	"strings"
 	"sync/atomic"
-	"slices"
 	"testing"
 	"time"
 
@@ -574,7 +574,7 @@ func TestLabMatrixMultipathRow(t *testing.T) {
 		Patterns: []string{"bulk"}, Transports: []string{tcpName, mptcpName},
 		Paths: []probe.Path{l.Path(t, "wlan0"), l.Path(t, "wwan0")}, Backup: []string{"wlan0"},
 		Families: []probe.Family{probe.Family4}, Params: Params{Size: 1 << 20}, Seed: 1,
-		TLS:  func(string) (*tls.Config, error) { return transport.ClientTLS("", "", true) },
+		TLS: func(string) (*tls.Config, error) { return transport.ClientTLS("", "", true) },
 		Emit: func(r any) error {
 			if rec, ok := r.(Record); ok {
 				recs = append(recs, rec)

@@ -156,6 +156,9 @@ func Run(ctx context.Context, o RunOptions) (RunSummary, error) {
 				return sum, err
 			}
 			for _, pat := range o.Patterns {
+				if p, err := Get(pat); err == nil && !d.Carries(p.Family()) {
+					continue
+				}
 				add := func(primary probe.Path, span []probe.Path, err error) {
 					paths := roles(o, primary, span)
 					tests = append(tests, test{pattern: pat, transport: tr, path: paths[0].Path, paths: paths, family: f, unresolved: err})

@@ -28,6 +28,10 @@ type Descriptor struct {
 	// Multipath transports span every selected path in one connection: the
 	// matrix gives them one row per family, not one per path.
 	Multipath bool
+	// Families the transport carries (FamilyHTTP, stream patterns' ALPNs);
+	// nil: every family. An HTTP-only transport (MPHTTP's byte ranges)
+	// lists FamilyHTTP and the matrix gives it only the HTTP patterns.
+	Families []string
 	// New builds the client side for the options (Options.Paths[0] is the
 	// primary path).
 	New func(o Options) (Transport, error)
@@ -53,6 +57,11 @@ type Descriptor struct {
 type ConnSamples struct {
 	Info    Info
 	Samples []State
+}
+
+// Carries says whether the transport carries the ALPN family.
+func (d *Descriptor) Carries(family string) bool {
+	return d.Families == nil || slices.Contains(d.Families, family)
 }
 
 // Listener is the transport whose listener serves d: d itself or ServedBy.
