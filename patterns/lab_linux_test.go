@@ -9,6 +9,7 @@ import (
 	"math"
 	"net/netip"
 	"os/exec"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -81,7 +82,23 @@ func labRun(t *testing.T, l *labtest.Lab, pattern, trName, path string, f probe.
 	p := l.Path(t, path)
 	cfg := TestConfig{Pattern: pattern, Transport: trName, Path: path, Family: int(f), Server: labServer(f),
 		Params: params, Timeout: DefaultTimeout(pattern, params)}
-	rec := RunTest(context.Background(), labTransport(t, trName, p, f), cfg, []string{"wlan0", "wwan0"}, nil)
+	tr := labTransport(t, trName, p, f)
+	if d, _ := transport.Get(trName); d.Multipath {
+		// A multipath transport is given both paths, path primary.
+		o := transport.Single(p, f, nil)
+		o.TLS, _ = transport.ClientTLS("", "", true)
+		for _, other := range lab.PathNames {
+			if other != path {
+				o.Paths = append(o.Paths, transport.PathRole{Path: l.Path(t, other), Role: transport.RoleAvailable})
+			}
+		}
+		var err error
+		if tr, err = transport.New(trName, o); err != nil {
+			t.Fatal(err)
+		}
+		cfg.Paths = configPaths(o.Paths)
+	}
+	rec := RunTest(context.Background(), tr, cfg, []string{"wlan0", "wwan0"}, nil)
 	if rec.Status != StatusSuccess {
 		t.Fatalf("%s/%s over %s IPv%d: %s: %s", pattern, trName, path, f, rec.Status, rec.Error)
 	}
@@ -293,6 +310,17 @@ func TestLabMPTCPAggregates(t *testing.T) {
 		}
 		// Our per-path counters against the emulator's (ground truth).
 		delivered := after.Paths[i].Stats.Down.BytesDelivered - before.Paths[i].Stats.Down.BytesDelivered
+		// The transport's own per-path share: payload bytes, so below
+		// the wire bytes by the headers (TCP/IP + MPTCP options, < 10%).
+		var share *PathShare
+		for j := range rec.PathShares {
+			if rec.PathShares[j].Path == path {
+				share = &rec.PathShares[j]
+			}
+		}
+		if share == nil || float64(share.Received) > float64(delivered) || float64(share.Received) < 0.9*float64(delivered) || len(share.Samples) == 0 {
+			t.Errorf("%s: path share %+v, emulator delivered %d bytes", path, share, delivered)
+		}
 		for _, pb := range rec.PathBytes {
 			if pb.Path == path && math.Abs(float64(pb.Received)-float64(delivered)) > 0.02*float64(delivered)+2000 {
 				t.Errorf("%s: counted %d bytes received, emulator delivered %d", path, pb.Received, delivered)
@@ -525,5 +553,60 @@ func TestLabRetransmissionsDownload(t *testing.T) {
 		if perInterval != retr {
 			t.Errorf("%s: server's intervals sum to %d retransmissions, its total %d", trName, perInterval, retr)
 		}
+	}
+}
+
+// TestLabMatrixMultipathRow: over two paths the matrix gives a
+// single-path transport one row per path and a multipath one a single row
+// spanning both, with the --backup role, and its record carries each
+// path's share from the subflows.
+func TestLabMatrixMultipathRow(t *testing.T) {
+	l := labtest.Start(t, lab.Options{Domains: 0, Seed: 8})
+	startLabServer(t, l)
+	if !l.InClient(t) {
+		return
+	}
+	for _, path := range lab.PathNames {
+		l.Set(t, path, "delay=5ms", "jitter=0s", "rate=0")
+	}
+	var recs []Record
+	o := RunOptions{Servers: []string{lab.Server4.String()}, Ports: map[string]uint16{tcpName: labPort, quicName: labPort},
+		Patterns: []string{"bulk"}, Transports: []string{tcpName, mptcpName},
+		Paths: []probe.Path{l.Path(t, "wlan0"), l.Path(t, "wwan0")}, Backup: []string{"wlan0"},
+		Families: []probe.Family{probe.Family4}, Params: Params{Size: 1 << 20}, Seed: 1,
+		TLS: func(string) (*tls.Config, error) { return transport.ClientTLS("", "", true) },
+		Emit: func(r any) error {
+			if rec, ok := r.(Record); ok {
+				recs = append(recs, rec)
+			}
+			return nil
+		}}
+	if _, err := Run(context.Background(), o); err != nil {
+		t.Fatal(err)
+	}
+	rows := map[string][]Record{}
+	for _, r := range recs {
+		if r.Status != StatusSuccess {
+			t.Errorf("%s over %s: %s %s", r.Config.Transport, r.Config.Path, r.Status, r.Error)
+		}
+		rows[r.Config.Transport] = append(rows[r.Config.Transport], r)
+	}
+	if len(rows[tcpName]) != 2 || len(rows[mptcpName]) != 1 {
+		t.Fatalf("rows %d tcp, %d mptcp: want 2 and 1", len(rows[tcpName]), len(rows[mptcpName]))
+	}
+	mp := rows[mptcpName][0]
+	// wlan0 is the backup, so wwan0 is primary.
+	want := []PathRole{{"wwan0", transport.RolePrimary}, {"wlan0", transport.RoleBackup}}
+	if mp.Config.Path != "wwan0" || !slices.Equal(mp.Config.Paths, want) {
+		t.Errorf("mptcp row on %s spans %+v, want %+v", mp.Config.Path, mp.Config.Paths, want)
+	}
+	var primary *PathShare
+	for i := range mp.PathShares {
+		if mp.PathShares[i].Path == "wwan0" {
+			primary = &mp.PathShares[i]
+		}
+	}
+	if primary == nil || primary.Role != transport.RolePrimary || primary.Received == 0 {
+		t.Errorf("path shares %+v: want wwan0 as primary carrying data", mp.PathShares)
 	}
 }

@@ -7,9 +7,9 @@
 // Layers, each replaceable without touching the others:
 //
 //   - wire: framing of the stream patterns (fuzzed decoders).
-//   - transport: tcp, mptcp, quic over one probe.Path. Multipath QUIC is one
-//     more Transport whose Conn samples per-path state; nothing above
-//     changes.
+//   - transport: the registry of transports (each one file registering a
+//     Descriptor), over every selected path with its role; a multipath
+//     transport's samples say what each path carried.
 //   - Pattern (ping, bulk, iperf, interactive): client Run + server Register.
 //   - RunTest: one pattern over one transport with sampling, byte counters
 //     and error classification; Run: the stable-mode matrix (000 §II-A).

@@ -193,6 +193,15 @@ func checkResult(t *testing.T, rec Record) {
 			t.Errorf("mptcp summary %+v: want negotiated with >= 1 subflow", rec.Summary)
 		}
 	}
+	if d, _ := transport.Get(rec.Config.Transport); d.Multipath {
+		// The one path's share, from the transport's own samples, is at
+		// least the payload the pattern moved.
+		if len(rec.PathShares) != 1 || rec.PathShares[0].Path != "lo" || len(rec.PathShares[0].Samples) == 0 {
+			t.Errorf("path shares %+v: want lo", rec.PathShares)
+		} else if b, ok := rec.Result.(*BulkResult); ok && rec.PathShares[0].Received < uint64(b.Bytes) {
+			t.Errorf("lo share received %d bytes, bulk moved %d", rec.PathShares[0].Received, b.Bytes)
+		}
+	}
 	if len(rec.PathBytes) != 1 || rec.PathBytes[0].Sent == 0 {
 		t.Errorf("path bytes %+v: want lo counted", rec.PathBytes)
 	}

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"net/netip"
+	"slices"
 	"strings"
 	"time"
 
@@ -24,11 +25,15 @@ type RunOptions struct {
 	Patterns   []string
 	Transports []string
 	Paths      []probe.Path
-	Families   []probe.Family
-	Params     Params
-	Seed       int64
-	Pace       time.Duration // pause between tests
-	Timeout    time.Duration // per test; 0 = derived from the pattern
+	// Backup names the paths a multipath transport uses only as backups
+	// (transport.RoleBackup); the others are available, the first of them
+	// primary.
+	Backup   []string
+	Families []probe.Family
+	Params   Params
+	Seed     int64
+	Pace     time.Duration // pause between tests
+	Timeout  time.Duration // per test; 0 = derived from the pattern
 	// Stable watches the paths and invalidates the run when they change.
 	Stable    bool
 	Discover  func(ctx context.Context) ([]probe.Path, error)
@@ -91,7 +96,8 @@ func DefaultTimeout(pattern string, p Params) time.Duration {
 
 type test struct {
 	pattern, transport string
-	path               probe.Path
+	path               probe.Path           // the primary path
+	paths              []transport.PathRole // every path the test may use, primary first
 	family             probe.Family
 	unresolved         error // the server's name did not resolve on path
 }
@@ -123,15 +129,15 @@ func Run(ctx context.Context, o RunOptions) (RunSummary, error) {
 	}
 	sum.Selected = sel.name
 
+	// A single-path transport gets one row per path; a multipath one a
+	// row per family that spans every usable path.
 	var tests []test
-	for _, p := range o.Paths {
-		for _, f := range o.Families {
+	for _, f := range o.Families {
+		var usable, unresolved []probe.Path
+		var unresolvedErr []error
+		for _, p := range o.Paths {
 			if err := sel.unresolved(p); err != nil {
-				for _, tr := range o.Transports {
-					for _, pat := range o.Patterns {
-						tests = append(tests, test{pattern: pat, transport: tr, path: p, family: f, unresolved: err})
-					}
-				}
+				unresolved, unresolvedErr = append(unresolved, p), append(unresolvedErr, err)
 				continue
 			}
 			if _, ok := sel.addr(p, f); !ok {
@@ -142,9 +148,34 @@ func Run(ctx context.Context, o RunOptions) (RunSummary, error) {
 				o.Logger.Warn("path has no address of this family; skipped", "path", p.Name, "family", int(f))
 				continue
 			}
-			for _, tr := range o.Transports {
-				for _, pat := range o.Patterns {
-					tests = append(tests, test{pattern: pat, transport: tr, path: p, family: f})
+			usable = append(usable, p)
+		}
+		for _, tr := range o.Transports {
+			d, err := transport.Get(tr)
+			if err != nil {
+				return sum, err
+			}
+			for _, pat := range o.Patterns {
+				if p, err := Get(pat); err == nil && !d.Carries(p.Family()) {
+					continue
+				}
+				add := func(primary probe.Path, span []probe.Path, err error) {
+					paths := roles(o, primary, span)
+					tests = append(tests, test{pattern: pat, transport: tr, path: paths[0].Path, paths: paths, family: f, unresolved: err})
+				}
+				if d.Multipath && len(usable) > 0 {
+					add(primaryOf(o, usable), usable, nil)
+					continue
+				}
+				for i, p := range unresolved {
+					if !d.Multipath || i == 0 {
+						add(p, nil, unresolvedErr[i])
+					}
+				}
+				if !d.Multipath {
+					for _, p := range usable {
+						add(p, usable, nil)
+					}
 				}
 			}
 		}
@@ -198,7 +229,7 @@ func Run(ctx context.Context, o RunOptions) (RunSummary, error) {
 func runOne(ctx context.Context, o RunOptions, sv server, t test) Record {
 	ip, _ := sv.addr(t.path, t.family)
 	port := sv.portFor(o, t.transport)
-	cfg := TestConfig{Pattern: t.pattern, Transport: t.transport, Path: t.path.Name, Family: int(t.family),
+	cfg := TestConfig{Pattern: t.pattern, Transport: t.transport, Path: t.path.Name, Paths: configPaths(t.paths), Family: int(t.family),
 		Server: netip.AddrPortFrom(ip, port), Params: o.Params, Timeout: o.Timeout, ServerResolution: sv.resolution(t.path, t.family)}
 	if cfg.Timeout == 0 {
 		cfg.Timeout = DefaultTimeout(t.pattern, o.Params)
@@ -206,7 +237,7 @@ func runOne(ctx context.Context, o RunOptions, sv server, t test) Record {
 	err := t.unresolved
 	var tr transport.Transport
 	if err == nil {
-		tr, err = newTransport(o, sv, t.transport, t.path, t.family)
+		tr, err = newTransport(o, sv, t.transport, t.paths, t.family)
 	}
 	if err != nil {
 		now := time.Now().UTC()
@@ -224,14 +255,48 @@ func pathNames(ps []probe.Path) []string {
 	return out
 }
 
-func newTransport(o RunOptions, sv server, name string, p probe.Path, f probe.Family) (transport.Transport, error) {
+func newTransport(o RunOptions, sv server, name string, paths []transport.PathRole, f probe.Family) (transport.Transport, error) {
 	tlsCfg, err := o.TLS(sv.host)
 	if err != nil {
 		return nil, err
 	}
-	to := transport.Single(p, f, tlsCfg)
-	to.HTTP1 = o.HTTP1
-	return transport.New(name, to)
+	return transport.New(name, transport.Options{Paths: paths, Family: f, TLS: tlsCfg, HTTP1: o.HTTP1})
+}
+
+// primaryOf is the first path that is not a backup (the first path when
+// all are).
+func primaryOf(o RunOptions, ps []probe.Path) probe.Path {
+	for _, p := range ps {
+		if !slices.Contains(o.Backup, p.Name) {
+			return p
+		}
+	}
+	return ps[0]
+}
+
+// roles orders the paths a test may use: primary first, then the others
+// of span as backup or available.
+func roles(o RunOptions, primary probe.Path, span []probe.Path) []transport.PathRole {
+	out := []transport.PathRole{{Path: primary, Role: transport.RolePrimary}}
+	for _, p := range span {
+		if p.Name == primary.Name {
+			continue
+		}
+		r := transport.RoleAvailable
+		if slices.Contains(o.Backup, p.Name) {
+			r = transport.RoleBackup
+		}
+		out = append(out, transport.PathRole{Path: p, Role: r})
+	}
+	return out
+}
+
+func configPaths(ps []transport.PathRole) []PathRole {
+	out := make([]PathRole, 0, len(ps))
+	for _, p := range ps {
+		out = append(out, PathRole{Name: p.Name, Role: p.Role})
+	}
+	return out
 }
 
 // portFor is the server's port for a transport: HOST:PORT's port, else the
@@ -276,7 +341,7 @@ func selectServer(ctx context.Context, o RunOptions, servers []server) (server, 
 			continue
 		}
 		sp.Addr = netip.AddrPortFrom(ip, sv.portFor(o, trName))
-		tr, err := newTransport(o, sv, trName, o.Paths[0], f)
+		tr, err := newTransport(o, sv, trName, roles(o, o.Paths[0], nil), f)
 		if err != nil {
 			return server{}, err
 		}

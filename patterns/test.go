@@ -20,15 +20,24 @@ const SampleInterval = 100 * time.Millisecond
 
 // TestConfig is what one test of the matrix runs.
 type TestConfig struct {
-	Pattern   string         `json:"pattern"`
-	Transport string         `json:"transport"`
-	Path      string         `json:"path"`
-	Family    int            `json:"family"`
-	Server    netip.AddrPort `json:"server"`
-	Params    Params         `json:"params"`
-	Timeout   time.Duration  `json:"timeout_ns"`
+	Pattern   string `json:"pattern"`
+	Transport string `json:"transport"`
+	Path      string `json:"path"` // the primary path
+	// Paths are every path the test may use, primary first (a multipath
+	// transport's test spans them).
+	Paths   []PathRole     `json:"paths,omitempty"`
+	Family  int            `json:"family"`
+	Server  netip.AddrPort `json:"server"`
+	Params  Params         `json:"params"`
+	Timeout time.Duration  `json:"timeout_ns"`
 	// ServerResolution: how a server name became Server (nil for an IP literal).
 	ServerResolution *ServerResolution `json:"server_resolution,omitempty"`
+}
+
+// PathRole is one path of a test and its role.
+type PathRole struct {
+	Name string         `json:"name"`
+	Role transport.Role `json:"role"`
 }
 
 // Sample is one protocol-state sample of one connection, written as
@@ -95,6 +104,65 @@ type PathBytes struct {
 	Received uint64 `json:"bytes_received"`
 }
 
+// PathShare is one path's part of a multipath test.
+type PathShare struct {
+	Path string         `json:"path"` // or the local address when no selected path has it
+	Role transport.Role `json:"role,omitempty"`
+	// Sent (acked) and received bytes: the last sample of every
+	// connection, summed.
+	Sent     uint64       `json:"bytes_acked"`
+	Received uint64       `json:"bytes_received"`
+	Samples  []PathSample `json:"samples"`
+}
+
+// PathSample is one sample of one connection's share on a path.
+type PathSample struct {
+	T        time.Duration `json:"t_ns"`
+	Conn     int           `json:"conn"` // index in connections
+	Sent     uint64        `json:"bytes_acked"`
+	Received uint64        `json:"bytes_received"`
+}
+
+// pathShares collects the per-path counters of multipath samples.
+func pathShares(conns []ConnRecord, roles []PathRole) []PathShare {
+	var out []PathShare
+	idx := map[string]int{}
+	for ci, c := range conns {
+		last := map[string][2]uint64{}
+		for _, s := range c.Samples {
+			ps, ok := s.Data.(transport.PathSampler)
+			if !ok {
+				continue
+			}
+			for _, pc := range ps.PerPath() {
+				name := pc.Path
+				if name == "" {
+					name = pc.Local.Addr().String()
+				}
+				i, ok := idx[name]
+				if !ok {
+					i = len(out)
+					idx[name] = i
+					sh := PathShare{Path: name, Samples: []PathSample{}}
+					for _, r := range roles {
+						if r.Name == name {
+							sh.Role = r.Role
+						}
+					}
+					out = append(out, sh)
+				}
+				out[i].Samples = append(out[i].Samples, PathSample{T: s.T, Conn: ci, Sent: pc.Sent, Received: pc.Received})
+				last[name] = [2]uint64{pc.Sent, pc.Received}
+			}
+		}
+		for name, v := range last {
+			out[idx[name]].Sent += v[0]
+			out[idx[name]].Received += v[1]
+		}
+	}
+	return out
+}
+
 // Record is one test in the run document.
 type Record struct {
 	Type        string       `json:"type"`
@@ -108,6 +176,9 @@ type Record struct {
 	Result      any          `json:"result"`
 	Connections []ConnRecord `json:"connections"`
 	PathBytes   []PathBytes  `json:"path_bytes"`
+	// PathShares: what each path carried as a multipath transport's own
+	// samples say (MPTCP subflows), with a time series.
+	PathShares []PathShare `json:"path_shares,omitempty"`
 	// Summary is the transport's summary of the connections (MPTCP: was
 	// it negotiated, the bytes of each subflow), under its own key.
 	Summary transport.Fact `json:"-"`
@@ -195,6 +266,7 @@ func RunTest(ctx context.Context, tr transport.Transport, cfg TestConfig, counte
 	rec.Invalid = rec.Status == StatusNetworkChanged
 	rec.Connections = smp.records()
 	rec.Summary = summarise(cfg.Transport, rec.Connections)
+	rec.PathShares = pathShares(rec.Connections, cfg.Paths)
 	for _, name := range counted {
 		b, ok := before[name]
 		if !ok {

@@ -5,13 +5,11 @@ package report
 import (
 	"encoding/json"
 	"time"
-
-	"github.com/mptester/mptester/probe"
 )
 
 // SchemaVersion is bumped on any incompatible change of the envelope;
 // report/schema/envelope.schema.json is its contract.
-const SchemaVersion = "1.0"
+const SchemaVersion = "1.1"
 
 // Status of a whole run.
 type Status string
@@ -55,7 +53,7 @@ type Header struct {
 	Host          Host            `json:"host"`
 	StartedAt     time.Time       `json:"started_at"`
 	Clock         Clock           `json:"clock"`
-	Paths         []probe.Path    `json:"paths"`
+	Paths         []Path          `json:"paths"`
 	Config        json.RawMessage `json:"config"`
 }
 

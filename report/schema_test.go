@@ -13,8 +13,6 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-
-	"github.com/mptester/mptester/probe"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files in testdata/")
@@ -33,19 +31,19 @@ func goldenHeader() Header {
 		Host:          Host{OS: "linux", Arch: "amd64", Kernel: "6.18.0", HostnameHash: "0123456789abcdef"},
 		StartedAt:     time.Date(2026, 11, 22, 11, 0, 0, 500_000_000, time.FixedZone("CET", 3600)),
 		Clock:         Clock{Synchronized: &synced, Source: "adjtimex"},
-		Paths: []probe.Path{
-			{Name: "wlan0", Index: 2, Kind: probe.KindWiFi, Up: true, Flags: []string{"up", "broadcast", "multicast", "running"}, MTU: 1500,
-				Addrs: []probe.Addr{
-					{IP: netip.MustParseAddr("198.18.1.2"), PrefixLen: 24, Scope: probe.ScopeGlobal},
-					{IP: netip.MustParseAddr("fd00:1::2"), PrefixLen: 64, Scope: probe.ScopeGlobal},
-					{IP: netip.MustParseAddr("fe80::1"), PrefixLen: 64, Scope: probe.ScopeLinkLocal}},
+		Paths: []Path{
+			{Name: "wlan0", Index: 2, Kind: "wifi", Up: true, Flags: []string{"up", "broadcast", "multicast", "running"}, MTU: 1500,
+				Addrs: []PathAddr{
+					{IP: netip.MustParseAddr("198.18.1.2"), PrefixLen: 24, Scope: "global"},
+					{IP: netip.MustParseAddr("fd00:1::2"), PrefixLen: 64, Scope: "global"},
+					{IP: netip.MustParseAddr("fe80::1"), PrefixLen: 64, Scope: "link-local"}},
 				DefaultRoute: true,
-				DNS:          []probe.DNSServer{{Addr: netip.MustParseAddrPort("198.18.1.1:53"), Source: probe.DNSSourceSystemdResolved}}},
-			{Name: "wwan0", Index: 3, Kind: probe.KindCellular, Up: true, Flags: []string{"up", "pointtopoint", "running"}, MTU: 1428,
-				Addrs:        []probe.Addr{{IP: netip.MustParseAddr("198.18.2.2"), PrefixLen: 24, Scope: probe.ScopeGlobal}},
+				DNS:          []DNSServer{{Addr: netip.MustParseAddrPort("198.18.1.1:53"), Source: "systemd-resolved"}}},
+			{Name: "wwan0", Index: 3, Kind: "cellular", Up: true, Flags: []string{"up", "pointtopoint", "running"}, MTU: 1428,
+				Addrs:        []PathAddr{{IP: netip.MustParseAddr("198.18.2.2"), PrefixLen: 24, Scope: "global"}},
 				DefaultRoute: true,
-				DNS: []probe.DNSServer{{Addr: netip.MustParseAddrPort("[fd00:2::1]:53"), Source: probe.DNSSourceFlag},
-					{Addr: netip.MustParseAddrPort("198.18.0.53:53"), Source: probe.DNSSourceResolvConf, Shared: true}}},
+				DNS: []DNSServer{{Addr: netip.MustParseAddrPort("[fd00:2::1]:53"), Source: "flag"},
+					{Addr: netip.MustParseAddrPort("198.18.0.53:53"), Source: "resolv.conf", Shared: true}}},
 		},
 		Config: json.RawMessage(`{"top":2,"paths":["wlan0","wwan0"]}`),
 	}
@@ -119,7 +117,7 @@ func TestGoldenStream(t *testing.T) {
 
 // A document written by NewHeader on this machine must validate too.
 func TestLiveHeaderValidates(t *testing.T) {
-	h, err := NewHeader("doctor", "p-test", nil, map[string]any{"dns": []string{}})
+	h, err := NewHeader("doctor", "p-test", []Path(nil), map[string]any{"dns": []string{}})
 	require.NoError(t, err)
 	b, err := json.Marshal(Document{Header: h, FinishedAt: time.Now(), Status: StatusOK})
 	require.NoError(t, err)

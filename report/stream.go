@@ -13,30 +13,29 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-
-	"github.com/mptester/mptester/internal/buildinfo"
-	"github.com/mptester/mptester/probe"
 )
 
-// NewHeader fills the envelope header for a run starting now.
-func NewHeader(command, probeID string, paths []probe.Path, config any) (Header, error) {
+// Producer is the binary that writes results: the command line sets it
+// from the linker-stamped build information.
+var Producer = Tool{Name: "mptester", Version: "dev", Commit: "none"}
+
+// NewHeader fills the envelope header for a run starting now; paths are
+// probe.Paths (or Paths) converted to their records.
+func NewHeader[P Pather](command, probeID string, paths []P, config any) (Header, error) {
 	cfg, err := json.Marshal(config)
 	if err != nil {
 		return Header{}, fmt.Errorf("encode run config: %w", err)
-	}
-	if paths == nil {
-		paths = []probe.Path{}
 	}
 	return Header{
 		SchemaVersion: SchemaVersion,
 		RunID:         uuid.NewString(),
 		ProbeID:       probeID,
 		Command:       command,
-		Tool:          Tool{Name: "mptester", Version: buildinfo.Version, Commit: buildinfo.Commit},
+		Tool:          Producer,
 		Host:          CurrentHost(),
 		StartedAt:     time.Now().UTC(),
 		Clock:         CurrentClock(),
-		Paths:         paths,
+		Paths:         Paths(paths),
 		Config:        cfg,
 	}, nil
 }

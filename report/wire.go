@@ -3,8 +3,6 @@ package report
 import (
 	"encoding/json"
 	"time"
-
-	"github.com/mptester/mptester/probe"
 )
 
 // Envelope timestamps are UTC RFC 3339 with exactly nine fractional
@@ -24,14 +22,14 @@ type wireHeader struct {
 	Host          Host            `json:"host"`
 	StartedAt     string          `json:"started_at"`
 	Clock         Clock           `json:"clock"`
-	Paths         []probe.Path    `json:"paths"`
+	Paths         []Path          `json:"paths"`
 	Config        json.RawMessage `json:"config"`
 }
 
 func toWire(h Header, typ string) wireHeader {
 	paths := h.Paths
 	if paths == nil {
-		paths = []probe.Path{}
+		paths = []Path{}
 	}
 	cfg := h.Config
 	if len(cfg) == 0 {

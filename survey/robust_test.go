@@ -351,7 +351,7 @@ func FuzzResume(f *testing.F) {
 		r := &runner{cfg: Config{Method: "tcp-connect", Domains: []Domain{{1, "a.test"}}}, domIdx: map[string]int{"a.test": 0},
 			res: map[string][]DomainResult{"lo": make([]DomainResult, 1)}, results: map[string]map[netip.Addr]TargetResult{"lo": {}},
 			bytes: map[string]*atomicInt{"lo": new(atomicInt)}, log: discardLogger()}
-		h, _ := report.NewHeader("survey", "t", nil, nil)
+		h, _ := report.NewHeader("survey", "t", []report.Path(nil), nil)
 		st, _ := report.NewStream(&bytes.Buffer{}, h)
 		r.out = st
 		_ = r.resume(bytes.NewReader(b)) // must not panic

@@ -12,8 +12,10 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/mptester/mptester/internal/buildinfo"
 	"github.com/mptester/mptester/internal/cmd/root"
 	"github.com/mptester/mptester/internal/cmdutil"
+	"github.com/mptester/mptester/report"
 )
 
 // Main runs mptester with os.Args and returns the exit code.
@@ -26,6 +28,7 @@ func Main() int {
 func Run(ctx context.Context, io *cmdutil.IOStreams, args []string) int {
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	report.Producer.Version, report.Producer.Commit = buildinfo.Version, buildinfo.Commit
 	f := &cmdutil.Factory{IO: io, Logger: slog.New(slog.NewTextHandler(io.ErrOut, nil))}
 	cmd := root.NewCmdRoot(f)
 	// cobra reports unknown commands, bad arguments and flags (groups,

@@ -28,6 +28,10 @@ type Descriptor struct {
 	// Multipath transports span every selected path in one connection: the
 	// matrix gives them one row per family, not one per path.
 	Multipath bool
+	// Families the transport carries (FamilyHTTP, stream patterns' ALPNs);
+	// nil: every family. An HTTP-only transport (MPHTTP's byte ranges)
+	// lists FamilyHTTP and the matrix gives it only the HTTP patterns.
+	Families []string
 	// New builds the client side for the options (Options.Paths[0] is the
 	// primary path).
 	New func(o Options) (Transport, error)
@@ -37,6 +41,13 @@ type Descriptor struct {
 	// ServedBy names the transport whose listener serves this one (mptcp
 	// is served by tcp's MPTCP-capable listener); "" when it listens itself.
 	ServedBy string
+	// HeaderOverhead is the most the bytes on the wire (IP packets) of a
+	// direction exceed the transport's own byte counter of that direction,
+	// as a fraction, when both directions carry the same amount of data:
+	// IP and transport headers, options, and acks the counter does not
+	// count. The conformance suite holds every transport to its statement
+	// against the lab emulator's counters.
+	HeaderOverhead float64
 	// Summarise turns a test's connections into the record's transport
 	// summary (nil: none).
 	Summarise func(conns []ConnSamples) Fact
@@ -46,6 +57,11 @@ type Descriptor struct {
 type ConnSamples struct {
 	Info    Info
 	Samples []State
+}
+
+// Carries says whether the transport carries the ALPN family.
+func (d *Descriptor) Carries(family string) bool {
+	return d.Families == nil || slices.Contains(d.Families, family)
 }
 
 // Listener is the transport whose listener serves d: d itself or ServedBy.
@@ -65,7 +81,7 @@ var (
 // (a programming error found at init). The returned function removes it
 // again (for transports a test defines).
 func Register(d Descriptor) (unregister func()) {
-	if d.Name == "" || d.New == nil || (d.Listen == nil && d.ServedBy == "") || (d.Network != "tcp" && d.Network != "udp") {
+	if d.Name == "" || d.New == nil || d.HeaderOverhead < 0 || (d.Listen == nil && d.ServedBy == "") || (d.Network != "tcp" && d.Network != "udp") {
 		panic(fmt.Sprintf("transport: incomplete descriptor %+v", d))
 	}
 	regMu.Lock()

@@ -55,7 +55,7 @@ func sampleMPTCP(c *net.TCPConn) State {
 		return errState(err.Error())
 	}
 	var st State
-	_ = rc.Control(func(fd uintptr) {
+	cerr := rc.Control(func(fd uintptr) {
 		hdr := make([]byte, FullInfoLen)
 		sf := make([]byte, maxSubflows*SubflowInfoLen)
 		ti := make([]byte, maxSubflows*TCPInfoLen)
@@ -91,5 +91,8 @@ func sampleMPTCP(c *net.TCPConn) State {
 		}
 		st.Err = "MPTCP_FULL_INFO: " + err.Error()
 	})
+	if cerr != nil {
+		return errState(cerr.Error())
+	}
 	return st
 }

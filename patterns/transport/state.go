@@ -21,6 +21,9 @@ type SampleData interface {
 	// Retransmissions so far: TCP total_retrans (segments), MPTCP the sum
 	// over subflows, QUIC packets declared lost (each is retransmitted).
 	Retransmissions() uint64
+	// Bytes the connection sent (retransmissions included) and received,
+	// as the transport counts them (payload of TCP segments, QUIC packets).
+	Bytes() (sent, received uint64)
 }
 
 // PathSampler is implemented by the sample of a multipath transport: what
@@ -31,6 +34,7 @@ type PathSampler interface {
 
 // PathCounters of one path of a multipath connection, from its sample.
 type PathCounters struct {
+	Path     string         `json:"path,omitempty"` // as the transport labelled it
 	Local    netip.AddrPort `json:"local"`
 	Remote   netip.AddrPort `json:"remote"`
 	Sent     uint64         `json:"bytes_acked"`
@@ -165,7 +169,10 @@ func DecodeMPTCPInfo(b []byte) (MPTCPInfo, error) {
 
 // Subflow is one MPTCP subflow: its addresses and its tcp_info.
 type Subflow struct {
-	ID     uint32         `json:"id"`
+	ID uint32 `json:"id"`
+	// Path is the selected path whose address the subflow uses ("" when
+	// none has it).
+	Path   string         `json:"path,omitempty"`
 	Local  netip.AddrPort `json:"local"`
 	Remote netip.AddrPort `json:"remote"`
 	TCP    TCPInfo        `json:"tcp_info"`
@@ -264,6 +271,23 @@ type QUICStats struct {
 // Retransmissions: TCP total_retrans segments.
 func (t *TCPInfo) Retransmissions() uint64 { return uint64(t.TotalRetrans) }
 
+// Bytes of the TCP connection.
+func (t *TCPInfo) Bytes() (uint64, uint64) { return t.BytesSent, t.BytesReceived }
+
+// Bytes summed over subflows (what the paths carried, reinjections
+// included).
+func (m *MPTCPState) Bytes() (sent, received uint64) {
+	for _, sf := range m.Subflows {
+		sent += sf.TCP.BytesSent
+		received += sf.TCP.BytesReceived
+	}
+	if len(m.Subflows) == 0 {
+		// MPTCP_INFO only (kernels before 6.5): the connection's counters.
+		return m.Info.BytesSent, m.Info.BytesReceived
+	}
+	return sent, received
+}
+
 // Retransmissions summed over subflows.
 func (m *MPTCPState) Retransmissions() uint64 {
 	var n uint64
@@ -277,10 +301,13 @@ func (m *MPTCPState) Retransmissions() uint64 {
 func (m *MPTCPState) PerPath() []PathCounters {
 	out := make([]PathCounters, 0, len(m.Subflows))
 	for _, sf := range m.Subflows {
-		out = append(out, PathCounters{Local: sf.Local, Remote: sf.Remote, Sent: sf.TCP.BytesAcked, Received: sf.TCP.BytesReceived})
+		out = append(out, PathCounters{Path: sf.Path, Local: sf.Local, Remote: sf.Remote, Sent: sf.TCP.BytesAcked, Received: sf.TCP.BytesReceived})
 	}
 	return out
 }
+
+// Bytes of QUIC packets sent and received.
+func (q *QUICStats) Bytes() (uint64, uint64) { return q.BytesSent, q.BytesReceived }
 
 // Retransmissions: QUIC packets declared lost.
 func (q *QUICStats) Retransmissions() uint64 { return q.PacketsLost }

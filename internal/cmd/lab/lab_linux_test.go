@@ -170,8 +170,9 @@ func TestLabDemo(t *testing.T) {
 			}
 		}
 	}
-	if ok != 12 {
-		t.Errorf("demo: %d of 12 pattern tests succeeded:\n%s", ok, out)
+	// ping and bulk: tcp and quic on each path, one mptcp row over both.
+	if ok != 10 {
+		t.Errorf("demo: %d of 10 pattern tests succeeded:\n%s", ok, out)
 	}
 	if left := lab.Leftovers(name, dir); len(left) > 0 {
 		t.Errorf("lab demo left %v", left)

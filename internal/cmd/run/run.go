@@ -35,6 +35,7 @@ type Options struct {
 	Patterns   []string
 	Transports []string
 	Paths      []string
+	Backup     []string // paths a multipath transport uses only as backups
 	DNS        []string // IFACE=ADDR[,ADDR]: the resolvers of a path
 	Family     string
 	Pin        string
@@ -68,6 +69,7 @@ type Config struct {
 	Patterns   []string      `json:"patterns"`
 	Transports []string      `json:"transports"`
 	Paths      []string      `json:"paths"`
+	Backup     []string      `json:"backup,omitempty"`
 	DNS        []string      `json:"dns,omitempty"`
 	Families   []int         `json:"families"`
 	Seed       int64         `json:"seed"`
@@ -151,6 +153,7 @@ one line per failure: the CI smoke test of a test server.`,
 	fl.StringSliceVar(&opts.Patterns, "patterns", nil, "`PATTERNS` to run (default: "+strings.Join(patterns.Names(), ",")+")")
 	fl.StringSliceVar(&opts.Transports, "transports", nil, "`TRANSPORTS` (default: "+strings.Join(transport.Names(), ",")+")")
 	fl.StringSliceVar(&opts.Paths, "paths", nil, "`IFACES` to use (default: every up, non-loopback path with a default route)")
+	fl.StringSliceVar(&opts.Backup, "backup", nil, "`IFACES` a multipath transport uses only as backup paths (the others are available, the first primary)")
 	fl.StringArrayVar(&opts.DNS, "dns", nil, "use `IFACE=ADDR[,ADDR]` as the resolvers of IFACE for the server name (repeatable)")
 	fl.StringVar(&opts.Family, "family", "4", "address family: 4, 6 or both")
 	fl.StringVar(&opts.Pin, "pin", "", "SHA-256 `FINGERPRINT` of the server certificate (as `mptester serve` prints it)")
@@ -280,6 +283,11 @@ func runRun(opts *Options) error {
 	if err != nil {
 		return err
 	}
+	for _, b := range opts.Backup {
+		if !slices.Contains(names(paths), b) {
+			return cmdutil.FlagErrorf("--backup: %q is not one of the paths (%s)", b, strings.Join(names(paths), ", "))
+		}
+	}
 	if opts.Seed == 0 {
 		var b [8]byte
 		_, _ = rand.Read(b[:])
@@ -291,7 +299,7 @@ func runRun(opts *Options) error {
 		opts.Pace = 0
 		opts.Stable = false
 	}
-	cfg := Config{Servers: opts.Servers, Patterns: opts.Patterns, Transports: opts.Transports, Paths: names(paths), DNS: opts.DNS,
+	cfg := Config{Servers: opts.Servers, Patterns: opts.Patterns, Transports: opts.Transports, Paths: names(paths), Backup: opts.Backup, DNS: opts.DNS,
 		Seed: opts.Seed, Pace: opts.Pace, Timeout: opts.Timeout, Stable: opts.Stable, Smoke: opts.Smoke,
 		Ports: opts.Ports, Pinned: opts.Pin != "", Insecure: opts.Insecure, Params: opts.Params}
 	for _, f := range fams {
@@ -303,7 +311,7 @@ func runRun(opts *Options) error {
 	}
 	doc := report.Document{Header: hdr, Records: []json.RawMessage{}}
 	ro := patterns.RunOptions{Servers: opts.Servers, Ports: opts.Ports,
-		Patterns: opts.Patterns, Transports: opts.Transports, Paths: paths, Families: fams, Params: opts.Params,
+		Patterns: opts.Patterns, Transports: opts.Transports, Paths: paths, Backup: opts.Backup, Families: fams, Params: opts.Params,
 		Seed: opts.Seed, Pace: opts.Pace, Timeout: opts.Timeout, Stable: opts.Stable, Discover: opts.Discover, PollEvery: opts.PollEvery,
 		HTTP1: opts.HTTP1, Logger: opts.Logger,
 		TLS: func(host string) (*tls.Config, error) {

@@ -1,0 +1,96 @@
+//go:build linux && !race
+
+package transport_test
+
+import (
+	"fmt"
+	"net/netip"
+	"testing"
+
+	"github.com/mptester/mptester/lab"
+	"github.com/mptester/mptester/lab/labtest"
+	"github.com/mptester/mptester/patterns/transport"
+)
+
+// Ports of the suite's servers in the lab's Internet namespace: echo
+// servers from labEcho on, one per listening transport; a silent socket
+// of each network; nothing on labClosed.
+const (
+	labEcho   = 8451
+	labSilent = 8450
+	labClosed = 8449
+)
+
+// TestConformanceLab runs the suite for every registered transport from
+// the lab's client namespace over both emulated paths (wlan0 primary,
+// wwan0 available) to servers in its Internet namespace, and holds the
+// transports' byte counters to the emulator's count of the bytes the
+// paths carried.
+func TestConformanceLab(t *testing.T) {
+	l := labtest.Start(t, lab.Options{Domains: 0, Seed: 9})
+	for _, p := range lab.PathNames {
+		l.Set(t, p, "delay=2ms", "jitter=0s", "loss=0", "rate=0")
+	}
+	listeners := transport.Listeners()
+	if !labtest.IsChild() {
+		cert, _ := selfSigned(t)
+		for i, d := range listeners {
+			echoFor(t, d, labSocket(t, l, d.Network, labEcho+i), cert)
+		}
+		for _, network := range []string{"tcp", "udp"} {
+			silentSocket(t, labSocket(t, l, network, labSilent))
+		}
+	}
+	if !l.InClient(t) {
+		return
+	}
+	at := func(port int) netip.AddrPort { return netip.AddrPortFrom(lab.Server4, uint16(port)) }
+	e := env{family: 4,
+		paths: []transport.PathRole{{Path: l.Path(t, "wlan0"), Role: transport.RolePrimary},
+			{Path: l.Path(t, "wwan0"), Role: transport.RoleAvailable}},
+		server: func(t *testing.T, d *transport.Descriptor) (netip.AddrPort, string) {
+			for i, ld := range listeners {
+				if ld.Name == d.Listener() {
+					return at(labEcho + i), "" // another process's certificate: not pinned
+				}
+			}
+			t.Fatalf("no listener for %s", d.Name)
+			return netip.AddrPort{}, ""
+		},
+		silent:     func(*testing.T, string) netip.AddrPort { return at(labSilent) },
+		closedPort: func(*testing.T, string) netip.AddrPort { return at(labClosed) },
+	}
+	var lastUp, lastDown uint64
+	wire := func() (up, down uint64) {
+		var u, d uint64
+		for _, p := range l.Status(t).Paths {
+			u += p.Stats.Up.BytesDelivered
+			d += p.Stats.Down.BytesDelivered
+		}
+		up, down, lastUp, lastDown = u-lastUp, d-lastDown, u, d
+		return up, down
+	}
+	for _, d := range transport.All() {
+		t.Run(d.Name, func(t *testing.T) { conform(t, d, e, wire) })
+	}
+}
+
+// labSocket opens a server socket of network on port in the lab's
+// Internet namespace.
+func labSocket(t *testing.T, l *labtest.Lab, network string, port int) any {
+	t.Helper()
+	addr := fmt.Sprintf(":%d", port)
+	var (
+		s   any
+		err error
+	)
+	if network == "tcp" {
+		s, err = l.Lab.ListenTCP(addr, true)
+	} else {
+		s, err = l.Lab.ListenUDP(addr)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}

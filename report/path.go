@@ -1,0 +1,49 @@
+package report
+
+import "net/netip"
+
+// Path is what the envelope records of one network path: the fields of
+// probe.Path as results store them (the same JSON). report imports no
+// socket code, so readers of results (the collect server, the renderer)
+// need none; probe.Path.ReportPath converts where results are made.
+type Path struct {
+	Name         string      `json:"name"`
+	Index        int         `json:"index"`
+	Kind         string      `json:"kind"`
+	Up           bool        `json:"up"`
+	Flags        []string    `json:"flags"`
+	MTU          int         `json:"mtu"`
+	Addrs        []PathAddr  `json:"addresses"`
+	DefaultRoute bool        `json:"default_route"`
+	DNS          []DNSServer `json:"dns"`
+}
+
+// PathAddr is one address of a path.
+type PathAddr struct {
+	IP        netip.Addr `json:"ip"`
+	PrefixLen int        `json:"prefix_len"`
+	Scope     string     `json:"scope"`
+}
+
+// DNSServer is one resolver of a path and where it was learnt.
+type DNSServer struct {
+	Addr   netip.AddrPort `json:"addr"`
+	Source string         `json:"source"`
+	Shared bool           `json:"shared,omitempty"`
+}
+
+// Pather is anything that can say what the envelope records of it as a
+// path (probe.Path).
+type Pather interface{ ReportPath() Path }
+
+// ReportPath makes Path a Pather.
+func (p Path) ReportPath() Path { return p }
+
+// Paths converts paths to their records; nil gives an empty list.
+func Paths[P Pather](ps []P) []Path {
+	out := make([]Path, 0, len(ps))
+	for _, p := range ps {
+		out = append(out, p.ReportPath())
+	}
+	return out
+}
