@@ -19,30 +19,19 @@ import (
 
 	"github.com/klauspost/compress/zstd"
 
+	"github.com/mptester/mptester/collect/api"
 	"github.com/mptester/mptester/collect/store"
 	"github.com/mptester/mptester/report"
 )
 
-// Receipt answers every accepted upload. A probe deletes its copy only
-// when SHA256 equals the hash of what it sent.
-type Receipt struct {
-	RunID      string    `json:"run_id"`
-	SHA256     string    `json:"sha256"`
-	Bytes      int64     `json:"bytes"`
-	StoredAt   time.Time `json:"stored_at"`
-	ServerTime time.Time `json:"server_time"`
-	Duplicate  bool      `json:"duplicate,omitempty"`
-	// Status is "stored", or "unparsed" for a newer schema major kept raw.
-	Status string `json:"status"`
-	// UploadPath is the probe path the upload came over (X-Mptester-Path).
-	UploadPath string `json:"upload_path,omitempty"`
-}
+// Receipt is the answer to an accepted upload.
+type Receipt = api.Receipt
 
 // Headers a probe sends with an upload.
 const (
-	HeaderPath    = "X-Mptester-Path"    // the path it uploads over
-	HeaderBacklog = "X-Mptester-Backlog" // results still in its spool
-	HeaderDropped = "X-Mptester-Dropped" // results its quota dropped since the last receipt
+	HeaderPath    = api.HeaderPath
+	HeaderBacklog = api.HeaderBacklog
+	HeaderDropped = api.HeaderDropped
 )
 
 var runIDPattern = regexp.MustCompile(`^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$`)
