@@ -28,6 +28,7 @@ type Settings struct {
 	Compression string
 	Quota       Quota
 	Timeout     time.Duration
+	Backoff     Backoff
 }
 
 // DefaultTimeout bounds the upload at the end of a measuring command.
@@ -93,8 +94,16 @@ func SettingsFrom(c *config.Upload) (Settings, error) {
 		}
 		s.Quota.MaxBytes = int64(n)
 	}
-	if s.Quota.MaxAge < 0 || s.Timeout < 0 {
-		return Settings{}, errors.New("upload.max_age and upload.timeout must not be negative")
+	if s.Quota.MaxAge < 0 || s.Timeout < 0 || c.RetryMax < 0 || c.Attempts < 0 {
+		return Settings{}, errors.New("upload.max_age, timeout, attempts and retry_max must not be negative")
+	}
+	s.Backoff = DefaultBackoff()
+	if c.Attempts > 0 {
+		s.Backoff.Attempts = c.Attempts
+	}
+	if c.RetryMax > 0 {
+		s.Backoff.Max = c.RetryMax
+		s.Backoff.Base = min(s.Backoff.Base, c.RetryMax)
 	}
 	if s.Timeout == 0 {
 		s.Timeout = DefaultTimeout
@@ -108,6 +117,6 @@ func SettingsFrom(c *config.Upload) (Settings, error) {
 // Client returns the uploader; dial, when set, binds its connections (to
 // s.Path).
 func (s Settings) Client(dial func(ctx context.Context, network, addr string) (net.Conn, error)) *Client {
-	return &Client{URL: s.URL, Token: s.Token, Compression: s.Compression, Path: s.Path, Backoff: DefaultBackoff(),
+	return &Client{URL: s.URL, Token: s.Token, Compression: s.Compression, Path: s.Path, Backoff: s.Backoff,
 		HTTP: &http.Client{Transport: Transport(s.Pin, dial)}}
 }

@@ -45,6 +45,9 @@ type Upload struct {
 	MaxAge   time.Duration `yaml:"max_age"`
 	// Timeout bounds the upload at the end of a measuring command.
 	Timeout time.Duration `yaml:"timeout"`
+	// Attempts per result and the longest pause between two (backoff).
+	Attempts int           `yaml:"attempts"`
+	RetryMax time.Duration `yaml:"retry_max"`
 }
 
 // Survey holds defaults for `mptester survey`.
