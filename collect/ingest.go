@@ -19,30 +19,19 @@ import (
 
 	"github.com/klauspost/compress/zstd"
 
+	"github.com/mptester/mptester/collect/api"
 	"github.com/mptester/mptester/collect/store"
 	"github.com/mptester/mptester/report"
 )
 
-// Receipt answers every accepted upload. A probe deletes its copy only
-// when SHA256 equals the hash of what it sent.
-type Receipt struct {
-	RunID      string    `json:"run_id"`
-	SHA256     string    `json:"sha256"`
-	Bytes      int64     `json:"bytes"`
-	StoredAt   time.Time `json:"stored_at"`
-	ServerTime time.Time `json:"server_time"`
-	Duplicate  bool      `json:"duplicate,omitempty"`
-	// Status is "stored", or "unparsed" for a newer schema major kept raw.
-	Status string `json:"status"`
-	// UploadPath is the probe path the upload came over (X-Mptester-Path).
-	UploadPath string `json:"upload_path,omitempty"`
-}
+// Receipt is the answer to an accepted upload.
+type Receipt = api.Receipt
 
 // Headers a probe sends with an upload.
 const (
-	HeaderPath    = "X-Mptester-Path"    // the path it uploads over
-	HeaderBacklog = "X-Mptester-Backlog" // results still in its spool
-	HeaderDropped = "X-Mptester-Dropped" // results its quota dropped since the last receipt
+	HeaderPath    = api.HeaderPath
+	HeaderBacklog = api.HeaderBacklog
+	HeaderDropped = api.HeaderDropped
 )
 
 var runIDPattern = regexp.MustCompile(`^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$`)
@@ -161,7 +150,7 @@ func (s *Server) ingest(r *http.Request) (Receipt, error) {
 	h := sha256.New()
 	fw := bufio.NewWriterSize(f, 256<<10)
 	n := &countWriter{}
-	in := io.TeeReader(&limitReader{r: body, n: lim.MaxBytes}, io.MultiWriter(h, fw, n))
+	in := io.TeeReader(&limitReader{r: body, n: lim.MaxBytes}, storageWriter{io.MultiWriter(h, fw, n)})
 	p, err := s.parse(in)
 	if err == nil {
 		if err = fw.Flush(); err != nil {
@@ -245,7 +234,10 @@ func headerInt(r *http.Request, name string) int64 {
 func classify(err error, lim Limits) error {
 	var inv *report.InvalidError
 	var mbe *http.MaxBytesError
+	var se *storageError
 	switch {
+	case errors.As(err, &se):
+		return err
 	case errors.Is(err, errTooLarge), errors.As(err, &mbe), errors.Is(err, bufio.ErrTooLong):
 		return reject(http.StatusRequestEntityTooLarge, "too_large", apiError{Reason: fmt.Sprintf("over the size limit (%d bytes; a JSON document %d; a line %d)", lim.MaxBytes, lim.MaxDocument, report.MaxLineSize)})
 	case errors.As(err, &inv):
@@ -298,6 +290,9 @@ func (s *Server) parse(in io.Reader) (parsed, error) {
 			return parsed{}, &report.InvalidError{Reason: "empty body"}
 		}
 	}
+	if err := sc.Err(); err != nil && !errors.Is(err, bufio.ErrTooLong) {
+		return parsed{}, err
+	}
 	first := sc.Bytes()
 	var id ident
 	if sc.Err() == nil && json.Unmarshal(first, &id) == nil && id.Type == report.TypeHeader {
@@ -325,10 +320,18 @@ func (s *Server) parseStream(sc *bufio.Scanner, in io.Reader, id ident) (parsed,
 		return parsed{}, err
 	}
 	if err := v.Line(sc.Bytes()); err != nil {
+		if serr := sc.Err(); serr != nil {
+			return parsed{}, serr
+		}
 		return parsed{}, err
 	}
 	for sc.Scan() {
 		if err := v.Line(sc.Bytes()); err != nil {
+			// A read or disk error ends the scan with a cut line: report
+			// that error, not the cut line's.
+			if serr := sc.Err(); serr != nil {
+				return parsed{}, serr
+			}
 			return parsed{}, err
 		}
 	}
@@ -382,6 +385,23 @@ func (l *limitReader) Read(p []byte) (int, error) {
 	l.n -= int64(n)
 	if l.n < 0 {
 		return n, errTooLarge
+	}
+	return n, err
+}
+
+// storageWriter marks errors of the hash/tmp-file side of the tee, so a
+// full disk is answered 5xx, never blamed on the upload.
+type storageWriter struct{ w io.Writer }
+
+type storageError struct{ err error }
+
+func (e *storageError) Error() string { return "store upload: " + e.err.Error() }
+func (e *storageError) Unwrap() error { return e.err }
+
+func (s storageWriter) Write(p []byte) (int, error) {
+	n, err := s.w.Write(p)
+	if err != nil {
+		err = &storageError{err}
 	}
 	return n, err
 }

@@ -19,6 +19,7 @@ var (
 	ErrCheckFailed = errors.New("check failed")        // doctor or smoke checks failed
 	ErrCancelled   = errors.New("cancelled")           // SIGINT/SIGTERM
 	ErrSilent      = errors.New("silent error")        // already reported; just exit 1
+	ErrNotUploaded = errors.New("not uploaded")        // measured and spooled, but the upload did not finish
 )
 
 // Exit codes, documented in README.md ("Exit codes"). This is the one place
@@ -32,6 +33,7 @@ const (
 	ExitPermission  = 5
 	ExitUnsupported = 6
 	ExitCheckFailed = 7
+	ExitNotUploaded = 8
 	ExitCancelled   = 130
 )
 
@@ -67,6 +69,8 @@ func ExitCode(err error) int {
 		return ExitUnsupported
 	case errors.Is(err, ErrCheckFailed):
 		return ExitCheckFailed
+	case errors.Is(err, ErrNotUploaded):
+		return ExitNotUploaded
 	}
 	return ExitError
 }

@@ -23,6 +23,7 @@ func TestExitCode(t *testing.T) {
 		wrap(ErrPermission):        5,
 		wrap(probe.ErrUnsupported): 6,
 		wrap(ErrCheckFailed):       7,
+		wrap(ErrNotUploaded):       8,
 		wrap(ErrCancelled):         130,
 		wrap(context.Canceled):     130,
 		wrap(ErrSilent):            1,

@@ -27,9 +27,35 @@ type Config struct {
 	DNS    map[string][]string `yaml:"dns"`
 	Survey Survey              `yaml:"survey"`
 	Run    Run                 `yaml:"run"`
+	// Upload, when present, spools every result and uploads it to a
+	// collect server (package upload).
+	Upload *Upload `yaml:"upload"`
 
 	file  string         // where it came from ("" when parsed from bytes)
 	lines map[string]int // dotted key -> line of its value
+}
+
+// Upload is the probe's link to its collect server.
+type Upload struct {
+	URL string `yaml:"url"`
+	// TokenFile holds the probe's token (mode 0600).
+	TokenFile string `yaml:"token_file"`
+	// Pin is the collector certificate's SHA-256 fingerprint (self-signed).
+	Pin string `yaml:"pin"`
+	// Spool directory (default /var/spool/mptester for root).
+	Spool string `yaml:"spool"`
+	// Path binds uploads to one interface (spare the metered LTE path).
+	Path string `yaml:"path"`
+	// Compression: zstd (default), gzip or none.
+	Compression string `yaml:"compression"`
+	// MaxBytes and MaxAge bound the spool; the oldest results go first.
+	MaxBytes string        `yaml:"max_bytes"`
+	MaxAge   time.Duration `yaml:"max_age"`
+	// Timeout bounds the upload at the end of a measuring command.
+	Timeout time.Duration `yaml:"timeout"`
+	// Attempts per result and the longest pause between two (backoff).
+	Attempts int           `yaml:"attempts"`
+	RetryMax time.Duration `yaml:"retry_max"`
 }
 
 // Survey holds defaults for `mptester survey`.

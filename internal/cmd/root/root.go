@@ -15,6 +15,7 @@ import (
 	runcmd "github.com/mptester/mptester/internal/cmd/run"
 	servecmd "github.com/mptester/mptester/internal/cmd/serve"
 	surveycmd "github.com/mptester/mptester/internal/cmd/survey"
+	uploadcmd "github.com/mptester/mptester/internal/cmd/upload"
 	versioncmd "github.com/mptester/mptester/internal/cmd/version"
 	"github.com/mptester/mptester/internal/cmdutil"
 	"github.com/mptester/mptester/internal/config"
@@ -72,6 +73,7 @@ traffic patterns against mptester test servers.`,
 	cmd.AddCommand(servecmd.NewCmdServe(f, nil))
 	cmd.AddCommand(runcmd.NewCmdRun(f, nil))
 	cmd.AddCommand(collectcmd.NewCmdCollect(f, nil))
+	cmd.AddCommand(uploadcmd.NewCmdUpload(f, nil))
 	// cobra's built-in `completion` command (bash, zsh, fish, powershell).
 	cmd.CompletionOptions.DisableDefaultCmd = false
 	cmd.InitDefaultCompletionCmd()

@@ -55,6 +55,9 @@ type Options struct {
 	ConfigFile string // an input the output must not overwrite
 	ProbeID    string
 	Params     patterns.Params
+	NoUpload   bool
+	// Spool opens the upload spool (nil: none).
+	Spool func(noUpload bool) (*cmdutil.Spooled, error)
 
 	// Discover lists the paths (replaced in tests).
 	Discover func(ctx context.Context) ([]probe.Path, error)
@@ -86,7 +89,7 @@ type Config struct {
 
 // NewCmdRun builds the command; runF replaces runRun in tests.
 func NewCmdRun(f *cmdutil.Factory, runF func(*Options) error) *cobra.Command {
-	opts := &Options{IO: f.IO}
+	opts := &Options{IO: f.IO, Spool: f.Spool}
 	opts.Discover = func(ctx context.Context) ([]probe.Path, error) { return f.DiscoverPaths(ctx, opts.DNS) }
 	portFlags, altFlags := map[string]*int{}, map[string]*int{}
 	var trHelp strings.Builder
@@ -172,6 +175,7 @@ one line per failure: the CI smoke test of a test server.`,
 	fl.BoolVar(&opts.Stable, "stable", true, "stop the run when a path appears, disappears or changes address")
 	fl.BoolVar(&opts.Smoke, "smoke", false, "run every pattern briefly; exit 7 listing failures")
 	cmdutil.OutputFlag(cmd, &opts.Output, "write the JSON document to `file` (- for stdout)")
+	fl.BoolVar(&opts.NoUpload, "no-upload", false, "keep the result in the spool; `mptester upload` sends it later")
 	fl.Int64Var(&opts.Params.Size, "size", patterns.DefaultBulkSize, "bulk download size in `bytes`")
 	fl.DurationVar(&opts.Params.Duration, "duration", patterns.DefaultIperf, "iperf (each direction) and interactive duration")
 	fl.IntVar(&opts.Params.ChunkSize, "chunk-size", patterns.DefaultChunk, "interactive chunk size in `bytes`")
@@ -305,8 +309,15 @@ func runRun(opts *Options) error {
 	for _, f := range fams {
 		cfg.Families = append(cfg.Families, int(f))
 	}
+	spooled, err := cmdutil.OpenSpool(opts.Spool, opts.NoUpload)
+	if err != nil {
+		return err
+	}
 	hdr, err := report.NewHeader("run", opts.ProbeID, paths, cfg)
 	if err != nil {
+		return err
+	}
+	if err := spooled.Start(hdr.RunID, ".json"); err != nil {
 		return err
 	}
 	doc := report.Document{Header: hdr, Records: []json.RawMessage{}}
@@ -403,7 +414,10 @@ func runRun(opts *Options) error {
 	if err := writeDoc(opts, doc); err != nil {
 		return err
 	}
-	return exitErr
+	if err := cmdutil.WriteJSON(spooled.Writer(), doc); err != nil {
+		return fmt.Errorf("spool: %w", err)
+	}
+	return spooled.Finish(ctx, exitErr)
 }
 
 func hostOnly(s string) string {

@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/netip"
 	"os"
@@ -60,6 +61,9 @@ type Options struct {
 	ResolverCap       int
 	Out               string
 	Resume            string
+	NoUpload          bool
+	// Spool opens the upload spool (nil: none).
+	Spool func(noUpload bool) (*cmdutil.Spooled, error)
 }
 
 // NewCmdSurvey builds the command; runF replaces surveyRun in tests.
@@ -67,7 +71,7 @@ func NewCmdSurvey(f *cmdutil.Factory, runF func(*Options) error) *cobra.Command 
 	opts := &Options{IO: f.IO,
 		Logger:   func() *slog.Logger { return f.Logger },
 		Config:   func() *config.Config { return f.Config },
-		Discover: f.DiscoverPaths, ProbeID: f.ProbeID}
+		Discover: f.DiscoverPaths, ProbeID: f.ProbeID, Spool: f.Spool}
 	cmd := &cobra.Command{
 		Use:   "survey",
 		Short: "Resolve a Tranco list on every path and probe every address from every path",
@@ -134,6 +138,7 @@ OLD's resolution and probe records, then only what is missing is measured.`,
 	fl.IntVar(&opts.ResolverCap, "resolver-concurrency", 200, "DNS queries in flight per resolver")
 	cmdutil.OutputFlag(cmd, &opts.Out, "write JSON Lines to `file` (- for stdout)")
 	fl.StringVar(&opts.Resume, "resume", "", "continue the interrupted run in `file` (write to a different --output)")
+	fl.BoolVar(&opts.NoUpload, "no-upload", false, "keep the result in the spool; `mptester upload` sends it later")
 	return cmd
 }
 
@@ -254,6 +259,11 @@ func surveyRun(ctx context.Context, opts *Options) error {
 		defer f.Close()
 		cfg.ResumeFrom = f
 	}
+
+	spooled, err := cmdutil.OpenSpool(opts.Spool, opts.NoUpload)
+	if err != nil {
+		return err
+	}
 	hdr, err := report.NewHeader("survey", opts.ProbeID(), cfg.Paths, hdrCfg)
 	if err != nil {
 		return err
@@ -268,7 +278,10 @@ func surveyRun(ctx context.Context, opts *Options) error {
 	if opts.IO.IsStderrTTY() {
 		cfg.Progress = opts.IO.ErrOut
 	}
-	st, err := report.NewStream(w, hdr)
+	if err := spooled.Start(hdr.RunID, ".jsonl"); err != nil {
+		return err
+	}
+	st, err := report.NewStream(io.MultiWriter(w, spooled.Writer()), hdr)
 	if err != nil {
 		return fmt.Errorf("write output: %w", err)
 	}
@@ -292,6 +305,11 @@ func surveyRun(ctx context.Context, opts *Options) error {
 		}
 		return fmt.Errorf("write output: %w", err)
 	}
+	return spooled.Finish(ctx, exitError(runErr))
+}
+
+// exitError maps the survey's outcome to the command's exit status.
+func exitError(runErr error) error {
 	switch {
 	case runErr == nil:
 		return nil

@@ -1,0 +1,249 @@
+// Package upload is the probe side of the fleet pipeline: a spool
+// directory that keeps every result until the collect server has
+// acknowledged it with a matching hash, and the client that drains it.
+//
+// Lessons from the fleets of study 000 §II: RIPE Atlas deletes a result
+// only once the controller answered OK; OONI keeps nothing after a 200 that
+// did not store, and never re-submits. Here a file leaves the spool only
+// after a 2xx receipt whose sha256 equals the file's.
+package upload
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"runtime"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Spool layout: tmp/ (being written), new/ (complete, pending upload),
+// rejected/ (refused by the server, with its answer), lock, dropped.
+const (
+	dirTmp      = "tmp"
+	dirNew      = "new"
+	dirRejected = "rejected"
+	answerExt   = ".answer.json"
+)
+
+// Quota bounds a spool during a long outage: the oldest results go first.
+type Quota struct {
+	MaxBytes int64         // 0: unbounded
+	MaxAge   time.Duration // 0: unbounded
+}
+
+// Spool is a directory of results waiting for upload.
+type Spool struct {
+	dir   string
+	quota Quota
+	now   func() time.Time
+}
+
+// Item is one spooled result.
+type Item struct {
+	Name    string    `json:"name"`
+	RunID   string    `json:"run_id"`
+	Bytes   int64     `json:"bytes"`
+	ModTime time.Time `json:"spooled_at"`
+	// Answer is the server's answer to a rejected result.
+	Answer string `json:"answer,omitempty"`
+	path   string
+}
+
+// OpenSpool creates the spool's directories (0700: results name the host's
+// paths and addresses).
+func OpenSpool(dir string, q Quota) (*Spool, error) {
+	for _, d := range []string{dir, filepath.Join(dir, dirTmp), filepath.Join(dir, dirNew), filepath.Join(dir, dirRejected)} {
+		if err := os.MkdirAll(d, 0o700); err != nil {
+			return nil, fmt.Errorf("spool: %w", err)
+		}
+	}
+	return &Spool{dir: dir, quota: q, now: time.Now}, nil
+}
+
+// Dir is the spool's directory.
+func (s *Spool) Dir() string { return s.dir }
+
+// Entry is a result being written into the spool.
+type Entry struct {
+	s    *Spool
+	f    *os.File
+	name string
+}
+
+// Create starts a result for runID; ext is ".jsonl" or ".json".
+func (s *Spool) Create(runID, ext string) (*Entry, error) {
+	if runID == "" || strings.ContainsAny(runID, `/\.`) {
+		return nil, fmt.Errorf("spool: bad run id %q", runID)
+	}
+	name := runID + ext
+	f, err := os.OpenFile(filepath.Join(s.dir, dirTmp, name), os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("spool: %w", err)
+	}
+	return &Entry{s: s, f: f, name: name}, nil
+}
+
+func (e *Entry) Write(p []byte) (int, error) { return e.f.Write(p) }
+
+// Commit makes the result durable and pending: fsync, rename into new/,
+// fsync new/. Then the quota is applied (this result is the newest).
+func (e *Entry) Commit() error {
+	if err := e.f.Sync(); err != nil {
+		e.f.Close()
+		return fmt.Errorf("spool: fsync: %w", err)
+	}
+	if err := e.f.Close(); err != nil {
+		return err
+	}
+	if err := os.Rename(e.f.Name(), filepath.Join(e.s.dir, dirNew, e.name)); err != nil {
+		return fmt.Errorf("spool: %w", err)
+	}
+	if err := syncDir(filepath.Join(e.s.dir, dirNew)); err != nil {
+		return err
+	}
+	_, err := e.s.enforceQuota()
+	return err
+}
+
+// Abort drops an unfinished result.
+func (e *Entry) Abort() {
+	e.f.Close()
+	os.Remove(e.f.Name())
+}
+
+// Pending lists new/, oldest first.
+func (s *Spool) Pending() ([]Item, error) { return s.list(dirNew) }
+
+// Rejected lists rejected/ with the server's answers.
+func (s *Spool) Rejected() ([]Item, error) {
+	items, err := s.list(dirRejected)
+	for i := range items {
+		b, _ := os.ReadFile(items[i].path + answerExt)
+		items[i].Answer = strings.TrimSpace(string(b))
+	}
+	return items, err
+}
+
+func (s *Spool) list(sub string) ([]Item, error) {
+	ents, err := os.ReadDir(filepath.Join(s.dir, sub))
+	if err != nil {
+		return nil, fmt.Errorf("spool: %w", err)
+	}
+	items := []Item{}
+	for _, de := range ents {
+		if de.IsDir() || strings.HasSuffix(de.Name(), answerExt) {
+			continue
+		}
+		fi, err := de.Info()
+		if err != nil {
+			continue // removed meanwhile
+		}
+		runID, _, _ := strings.Cut(de.Name(), ".")
+		items = append(items, Item{Name: de.Name(), RunID: runID, Bytes: fi.Size(), ModTime: fi.ModTime(), path: filepath.Join(s.dir, sub, de.Name())})
+	}
+	sort.Slice(items, func(i, j int) bool {
+		if !items[i].ModTime.Equal(items[j].ModTime) {
+			return items[i].ModTime.Before(items[j].ModTime)
+		}
+		return items[i].Name < items[j].Name
+	})
+	return items, nil
+}
+
+// Open reads a pending item.
+func (s *Spool) Open(it Item) (*os.File, error) { return os.Open(it.path) }
+
+// Done removes an acknowledged item.
+func (s *Spool) Done(it Item) error {
+	if err := os.Remove(it.path); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return err
+	}
+	return syncDir(filepath.Dir(it.path))
+}
+
+// Reject moves an item the server refused into rejected/ with its answer.
+func (s *Spool) Reject(it Item, answer []byte) error {
+	dst := filepath.Join(s.dir, dirRejected, it.Name)
+	if err := os.WriteFile(dst+answerExt, answer, 0o600); err != nil {
+		return err
+	}
+	if err := os.Rename(it.path, dst); err != nil {
+		return err
+	}
+	return errors.Join(syncDir(filepath.Join(s.dir, dirRejected)), syncDir(filepath.Join(s.dir, dirNew)))
+}
+
+// enforceQuota drops the oldest pending results beyond the quota and
+// counts them (reported with the next upload). It returns how many went.
+func (s *Spool) enforceQuota() (int, error) {
+	if s.quota.MaxBytes <= 0 && s.quota.MaxAge <= 0 {
+		return 0, nil
+	}
+	items, err := s.Pending()
+	if err != nil {
+		return 0, err
+	}
+	var total int64
+	for _, it := range items {
+		total += it.Bytes
+	}
+	dropped := 0
+	for i, it := range items {
+		tooOld := s.quota.MaxAge > 0 && s.now().Sub(it.ModTime) > s.quota.MaxAge
+		tooBig := s.quota.MaxBytes > 0 && total > s.quota.MaxBytes && i < len(items)-1 // never the newest
+		if !tooOld && !tooBig {
+			continue
+		}
+		if err := os.Remove(it.path); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return dropped, err
+		}
+		total -= it.Bytes
+		dropped++
+	}
+	if dropped > 0 {
+		if err := s.addDropped(int64(dropped)); err != nil {
+			return dropped, err
+		}
+	}
+	return dropped, nil
+}
+
+// Dropped is how many results the quota dropped and no receipt reported yet.
+func (s *Spool) Dropped() int64 {
+	b, err := os.ReadFile(filepath.Join(s.dir, "dropped"))
+	if err != nil {
+		return 0
+	}
+	n, _ := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
+	return n
+}
+
+// addDropped adds n (negative once reported) to the persistent counter.
+func (s *Spool) addDropped(n int64) error {
+	v := max(s.Dropped()+n, 0)
+	tmp := filepath.Join(s.dir, dirTmp, "dropped")
+	if err := os.WriteFile(tmp, []byte(strconv.FormatInt(v, 10)+"\n"), 0o600); err != nil {
+		return err
+	}
+	return os.Rename(tmp, filepath.Join(s.dir, "dropped"))
+}
+
+// syncDir makes a rename in dir durable; Windows cannot fsync a directory.
+func syncDir(dir string) error {
+	if runtime.GOOS == "windows" {
+		return nil
+	}
+	f, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	return f.Sync()
+}
+
+var _ io.Writer = (*Entry)(nil)
