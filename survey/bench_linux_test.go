@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"runtime"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 	"syscall"
@@ -52,8 +53,12 @@ func BenchmarkSurveyLoopback(b *testing.B) {
 		method  string
 		rate    float64
 		domains int
-	}{{"tcp-connect", 1000, 500}, {"tcp-connect", 5000, 2500}, {"tcp-syn", 5000, 2500}, {"icmp", 5000, 2500}, {"tcp-syn", 5000, 10000}} {
-		b.Run(fmt.Sprintf("%s/rate=%g/targets=%d", bc.method, bc.rate, bc.domains), func(b *testing.B) {
+		count   int
+	}{{"tcp-connect", 1000, 500, 10}, {"tcp-connect", 5000, 2500, 10}, {"tcp-syn", 5000, 2500, 10}, {"icmp", 5000, 2500, 10},
+		{"tcp-syn", 5000, 10000, 10},
+		// Memory at list size: 100K domains, one probe each.
+		{"tcp-syn", 10000, 100000, 1}} {
+		b.Run(fmt.Sprintf("%s/rate=%g/targets=%d/count=%d", bc.method, bc.rate, bc.domains, bc.count), func(b *testing.B) {
 			if bc.method != "tcp-connect" && os.Geteuid() != 0 {
 				b.Skip("needs root")
 			}
@@ -61,19 +66,21 @@ func BenchmarkSurveyLoopback(b *testing.B) {
 			var domains []Domain
 			for i := range bc.domains {
 				name := "d" + strconv.Itoa(i) + ".test"
-				z.A[name+"."] = []string{fmt.Sprintf("127.1.%d.%d", i/250, i%250+1)}
+				z.A[name+"."] = []string{fmt.Sprintf("127.%d.%d.%d", 1+i/62500, i/250%250, i%250+1)}
 				domains = append(domains, Domain{Rank: i + 1, Name: name})
 			}
 			dnsAddr := startDNS(b, z)
 			port := startListener(b)
 			cfg := baseConfig(loopback(b, dnsAddr), port)
-			cfg.Domains, cfg.Method, cfg.Rate, cfg.Count = domains, bc.method, bc.rate, 10
+			cfg.Domains, cfg.Method, cfg.Rate, cfg.Count = domains, bc.method, bc.rate, bc.count
 			cfg.Spacing, cfg.Timeout, cfg.Burst = 100*time.Millisecond, time.Second, max(1, int(bc.rate/100))
 			for b.Loop() {
 				var ru0, ru1 syscall.Rusage
 				syscall.Getrusage(syscall.RUSAGE_SELF, &ru0)
 				r := &benchRun{cfg: cfg}
+				stop := heapPeak(b)
 				r.run(b)
+				stop()
 				syscall.Getrusage(syscall.RUSAGE_SELF, &ru1)
 				cpu := time.Duration(ru1.Utime.Nano()+ru1.Stime.Nano()-ru0.Utime.Nano()-ru0.Stime.Nano()) * time.Nanosecond
 				probes := float64(bc.domains * cfg.Count)
@@ -124,4 +131,40 @@ func peakRSSKB() int64 {
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
 	return int64(ms.HeapInuse / 1024)
+}
+
+// heapPeak reports the largest Go heap in use (sampled every 100 ms) as
+// peak_heap_MB, and writes a heap profile at that peak to the file named
+// by $SURVEY_HEAP_PROFILE, if set.
+func heapPeak(b *testing.B) (stop func()) {
+	done, finished := make(chan struct{}), make(chan struct{})
+	var peak uint64
+	go func() {
+		defer close(finished)
+		tk := time.NewTicker(100 * time.Millisecond)
+		defer tk.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-tk.C:
+			}
+			var ms runtime.MemStats
+			runtime.ReadMemStats(&ms)
+			if ms.HeapInuse > peak {
+				peak = ms.HeapInuse
+				if name := os.Getenv("SURVEY_HEAP_PROFILE"); name != "" {
+					if f, err := os.Create(name); err == nil {
+						pprof.WriteHeapProfile(f)
+						f.Close()
+					}
+				}
+			}
+		}
+	}()
+	return func() {
+		close(done)
+		<-finished
+		b.ReportMetric(float64(peak)/(1<<20), "peak_heap_MB")
+	}
 }

@@ -6,4 +6,8 @@ package survey
 var (
 	testRxHook func() // called before each received packet is handled
 	testRcvBuf int    // raw socket receive buffer in bytes; 0: rawRcvBuf
+	// testHeldInMemory overrides heldInMemory; testNoSpill makes held
+	// records stay in memory (as without a temporary directory).
+	testHeldInMemory int
+	testNoSpill      bool
 )

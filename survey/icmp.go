@@ -6,15 +6,11 @@ import (
 	"net/netip"
 	"sync/atomic"
 
-	"golang.org/x/net/icmp"
-	"golang.org/x/net/ipv4"
-	"golang.org/x/net/ipv6"
-
 	"github.com/mptester/mptester/probe"
 )
 
 // icmpProber sends ICMP echo requests from a raw socket bound to the path
-// (rawProber). pro-bing is not used: its InterfaceName only sets the
+// (rawProber), built and read by hand (packets.go). pro-bing is not used: its InterfaceName only sets the
 // outgoing ifindex (IP_PKTINFO), it offers no socket Control hook for our
 // one binding place, and it opens a socket and goroutines per target
 // (docs/architecture.md).
@@ -37,20 +33,13 @@ func newICMPProber(_ context.Context, p probe.Path, opts ProberOptions) (Prober,
 
 // parser accepts echo replies carrying our identifier.
 func (ip *icmpProber) parser(f probe.Family) func([]byte, netip.Addr) (icmpKey, any, bool) {
-	proto := 1
-	if f == probe.Family6 {
-		proto = 58
-	}
+	v6 := f == probe.Family6
 	return func(pkt []byte, from netip.Addr) (icmpKey, any, bool) {
-		m, err := icmp.ParseMessage(proto, pkt)
-		if err != nil || (m.Type != ipv4.ICMPTypeEchoReply && m.Type != ipv6.ICMPTypeEchoReply) {
+		id, seq, ok := parseEchoReply(pkt, v6)
+		if !ok || id != ip.id {
 			return icmpKey{}, nil, false
 		}
-		e, ok := m.Body.(*icmp.Echo)
-		if !ok || uint16(e.ID) != ip.id {
-			return icmpKey{}, nil, false
-		}
-		return icmpKey{addr: from, seq: uint16(e.Seq)}, nil, true
+		return icmpKey{addr: from, seq: seq}, nil, true
 	}
 }
 
@@ -63,17 +52,11 @@ func (ip *icmpProber) Probe(ctx context.Context, t Target) Result {
 // Start sends one echo request and returns at once.
 func (ip *icmpProber) Start(ctx context.Context, t Target) Pending {
 	dst := t.Addr.Unmap()
-	var typ icmp.Type = ipv4.ICMPTypeEcho
-	if probe.FamilyOf(dst) == probe.Family6 {
-		typ = ipv6.ICMPTypeEchoRequest
-	}
+	v6 := probe.FamilyOf(dst) == probe.Family6
 	return ip.send(ctx, dst, rawPacket[icmpKey]{
-		next:  func() icmpKey { return icmpKey{addr: dst, seq: uint16(ip.seq.Add(1))} },
-		check: echoReply,
-		build: func(_ netip.Addr, k icmpKey) ([]byte, error) {
-			msg := icmp.Message{Type: typ, Body: &icmp.Echo{ID: int(ip.id), Seq: int(k.seq), Data: make([]byte, 16)}}
-			return msg.Marshal(nil) // the kernel computes the ICMPv6 checksum
-		},
+		next:    func() icmpKey { return icmpKey{addr: dst, seq: uint16(ip.seq.Add(1))} },
+		check:   echoReply,
+		build:   func(b []byte, _ netip.Addr, k icmpKey) []byte { return appendEcho(b, v6, ip.id, k.seq) },
 		keyName: "ICMP sequence", pktName: "echo request",
 	})
 }

@@ -80,9 +80,12 @@ func TestProbingOverlapsResolution(t *testing.T) {
 }
 
 // TestHeldRecordsCapped: while resolution runs (hang.test times out for
-// 2x300 ms), at most MaxHeld probe records wait for it; probing pauses at
-// the cap and every target is still probed once it ends.
+// 2x300 ms) and no temporary file can take them, at most MaxHeld probe
+// records wait for it; probing pauses at the cap and every target is
+// still probed once it ends.
 func TestHeldRecordsCapped(t *testing.T) {
+	testNoSpill = true
+	defer func() { testNoSpill = false }()
 	dnsAddr := startDNS(t, defaultZone())
 	port := startListener(t)
 	cfg := baseConfig(loopback(t, dnsAddr), port)
@@ -99,4 +102,40 @@ func TestHeldRecordsCapped(t *testing.T) {
 	held, _ := strconv.Atoi(m[1])
 	assert.LessOrEqual(t, held, 7)
 	assert.Contains(t, logs.String(), "probing paused until resolution ends")
+}
+
+// TestHeldRecordsSpilled: past heldInMemory (5 here) the records held
+// while resolution runs go to a temporary file, probing never pauses, and
+// every record comes back once, completed with its domains.
+func TestHeldRecordsSpilled(t *testing.T) {
+	testHeldInMemory = 5
+	defer func() { testHeldInMemory = 0 }()
+	dnsAddr := startDNS(t, defaultZone())
+	port := startListener(t)
+	cfg := baseConfig(loopback(t, dnsAddr), port)
+	cfg.MaxHeld = 7
+	var logs bytes.Buffer
+	cfg.Logger = slog.New(slog.NewTextHandler(&logs, nil))
+	var out bytes.Buffer
+	s, err := runToBuffer(t, context.Background(), cfg, &out)
+	require.NoError(t, err)
+	assert.Equal(t, 104, s.Cells[0].Targets)
+	seen := map[string]int{}
+	for _, b := range records(t, out.Bytes())["probe"] {
+		var p ProbeRecord
+		require.NoError(t, json.Unmarshal(b, &p))
+		seen[p.Address.String()]++
+		assert.NotEmpty(t, p.Domains, p.Address)
+		assert.Equal(t, []string{"lo"}, p.ResolvePaths, p.Address)
+		assert.Equal(t, 3, p.Received, p.Address)
+	}
+	assert.Len(t, seen, 104)
+	for a, n := range seen {
+		assert.Equal(t, 1, n, a)
+	}
+	m := regexp.MustCompile(`probe records held until resolution ended" count=(\d+)`).FindStringSubmatch(logs.String())
+	require.NotNil(t, m, logs.String())
+	held, _ := strconv.Atoi(m[1])
+	assert.Greater(t, held, 7, "more than MaxHeld held: spilled, not paused")
+	assert.NotContains(t, logs.String(), "probing paused")
 }

@@ -110,9 +110,14 @@ func (p *replyPending) Result(ctx context.Context, deadline time.Time) Result {
 		}
 		return Result{Kind: r.kind, RTT: r.at.Sub(p.sent), Status: ProbeSuccess, Bytes: b}
 	}
+	select {
+	case r := <-p.w.ch:
+		return ok(r)
+	default:
+	}
 	if d := time.Until(deadline); d > 0 {
-		tm := time.NewTimer(d)
-		defer tm.Stop()
+		tm := getTimer(d)
+		defer putTimer(tm)
 		select {
 		case r := <-p.w.ch:
 			return ok(r)

@@ -83,12 +83,30 @@ func sleepUntil(ctx context.Context, t time.Time) error {
 	if d <= 0 {
 		return ctx.Err()
 	}
-	tm := time.NewTimer(d)
-	defer tm.Stop()
+	tm := getTimer(d)
+	defer putTimer(tm)
 	select {
 	case <-ctx.Done():
 		return ctx.Err()
 	case <-tm.C:
 		return nil
 	}
+}
+
+// timers recycles the timers of the probing hot path (a spacing and a
+// rate wait and a reply wait per probe): with Go 1.23 timer semantics a
+// stopped timer's channel holds no stale tick, so Reset is safe.
+var timers sync.Pool
+
+func getTimer(d time.Duration) *time.Timer {
+	if tm, ok := timers.Get().(*time.Timer); ok {
+		tm.Reset(d)
+		return tm
+	}
+	return time.NewTimer(d)
+}
+
+func putTimer(tm *time.Timer) {
+	tm.Stop()
+	timers.Put(tm)
 }

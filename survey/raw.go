@@ -158,7 +158,7 @@ func (rp *rawProber[K]) Close() error {
 type rawPacket[K comparable] struct {
 	next             func() K
 	check            func(any) (AnswerKind, bool)
-	build            func(src netip.Addr, k K) ([]byte, error)
+	build            func(b []byte, src netip.Addr, k K) []byte // appends the packet to b
 	replyBytes       func(AnswerKind) int
 	keyName, pktName string
 }
@@ -182,11 +182,8 @@ func (rp *rawProber[K]) send(ctx context.Context, dst netip.Addr, p rawPacket[K]
 		return donePending{Status: ProbeError, Err: fmt.Errorf("no free %s towards %s", p.keyName, dst)}
 	}
 	done := func() { s.dmx.unregister(k) }
-	pkt, err := p.build(s.src, k)
-	if err != nil {
-		done()
-		return donePending{Status: ProbeError, Err: err}
-	}
+	var buf [64]byte
+	pkt := p.build(buf[:0], s.src, k)
 	sent := sentNow()
 	if _, err := s.conn.WriteToIP(pkt, &net.IPAddr{IP: dst.AsSlice()}); err != nil {
 		done()

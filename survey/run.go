@@ -48,8 +48,9 @@ type Config struct {
 	ResolveWorkers int // domains in flight per path
 	MaxInFlight    int // targets being probed at once; 0 = from rate
 	// MaxHeld caps the probe records finished while resolution still runs
-	// (they are held until it ends); probing pauses at the cap so a long
-	// list's memory stays bounded. 0 = 20000 (about 6 MB).
+	// (they are held until it ends) when they cannot be spilled to a
+	// temporary file; probing then pauses at the cap so a long list's
+	// memory stays bounded. 0 = 20000 (about 6 MB).
 	MaxHeld    int
 	ConnectCap time.Duration
 
@@ -122,9 +123,10 @@ type runner struct {
 	res     map[string][]DomainResult
 	mu      sync.Mutex
 	results map[string]map[netip.Addr]TargetResult
-	addrs   map[netip.Addr]*addrInfo
+	addrs   map[netip.Addr]int32 // index in infos
+	infos   []addrInfo           // guarded by mu
 	queue   *targetQueue
-	held    []heldRecord // guarded by mu
+	held    heldStore // guarded by mu
 	// resolved is set once resolution ended (guarded by mu), and
 	// resolvedCh closed.
 	resolved   bool
@@ -149,12 +151,16 @@ func Run(ctx context.Context, cfg Config, out *report.Stream) (Summary, error) {
 	if _, ok := Methods[cfg.Method]; !ok {
 		return Summary{}, fmt.Errorf("unknown probe method %q", cfg.Method)
 	}
+	if len(cfg.Paths) > maxPaths || len(cfg.Domains) >= maxDomains {
+		return Summary{}, fmt.Errorf("survey of %d domains on %d paths: at most %d domains and %d paths", len(cfg.Domains), len(cfg.Paths), maxDomains-1, maxPaths)
+	}
 	r := &runner{cfg: cfg, out: out, log: cfg.Logger, paths: map[string]probe.Path{}, domIdx: map[string]int{},
 		res: map[string][]DomainResult{}, results: map[string]map[netip.Addr]TargetResult{},
-		addrs: map[netip.Addr]*addrInfo{}, queue: newTargetQueue(), resolvedCh: make(chan struct{}),
+		addrs: map[netip.Addr]int32{}, queue: newTargetQueue(), resolvedCh: make(chan struct{}),
 		skipped: map[skipKey]int{}, bytes: map[string]*atomic.Int64{}, watch: newWatcher(),
 		lim: NewLimiter(cfg.Rate, cfg.Burst)}
 	r.health = newHealth(cfg.Rate, r.lim, cfg.Timeout)
+	r.held.noTmp = testNoSpill
 	for _, p := range cfg.Paths {
 		r.names = append(r.names, p.Name)
 		r.paths[p.Name] = p
@@ -250,7 +256,7 @@ func (r *runner) write(rec any) error {
 func (r *runner) summary(resolvers map[string]*Resolver) Summary {
 	rps := r.resolvePaths(resolvers)
 	in := summaryInput{Paths: r.names, ResolvePaths: rps, Domains: len(r.cfg.Domains), Res: r.res,
-		Probe: r.results, Skipped: r.skipped,
+		Probe: r.targetResult, Skipped: r.skipped,
 		Allowed: func(p, rp string, a netip.Addr) bool {
 			return r.cfg.Policy.Check(r.paths[p], r.paths[rp], a) == ""
 		}}

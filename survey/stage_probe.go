@@ -15,7 +15,7 @@ import (
 // record lists are only final once resolution ends, so records finished
 // before that are held and written then.
 
-// Per probe path state of an address.
+// Per probe path state of an address (4 bits each in addrInfo.state).
 const (
 	targetNone       uint8 = iota
 	targetQueued           // probed, or being probed
@@ -23,20 +23,78 @@ const (
 	targetOverBudget       // skipped: --max-bytes of the probe path spent
 )
 
-// addrInfo is what the run knows of one resolved address: per resolution
-// path the indexes of the domains that resolved to it, and per probe path
-// its target's state. Indexes are into runner.names.
+// Limits of the compact per-address state.
+const (
+	maxPaths   = 16      // 4 state bits each in a uint64
+	maxDomains = 1 << 24 // domain indexes share a uint32 with a path index
+)
+
+// addrInfo is what the run knows of one resolved address, compactly (a
+// top-1M list has millions): the domains that resolved to it, each as
+// resolution path index<<24 | domain index (indexes into runner.names and
+// Config.Domains) in arrival order; per probe path its target's state;
+// and, once probed, per probe path its result.
 type addrInfo struct {
-	doms  [][]int32
-	state []uint8
+	doms  []uint32
+	state uint64
+	res   []targetRes // nil until the first result
+}
+
+// targetRes is a TargetResult in 16 bytes.
+type targetRes struct {
+	medianMs float64
+	flags    uint8
+}
+
+const (
+	resSet uint8 = 1 << iota
+	resResponsive
+	resOverloaded
+)
+
+func (ai *addrInfo) stateOf(pi int) uint8 { return uint8(ai.state>>(4*pi)) & 0xf }
+
+func (ai *addrInfo) setState(pi int, st uint8) {
+	ai.state = ai.state&^(0xf<<(4*pi)) | uint64(st)<<(4*pi)
+}
+
+// lastDom is the last domain index resolved to the address on path rpi.
+func (ai *addrInfo) lastDom(rpi int) (int32, bool) {
+	for i := len(ai.doms) - 1; i >= 0; i-- {
+		if int(ai.doms[i]>>24) == rpi {
+			return int32(ai.doms[i] & (maxDomains - 1)), true
+		}
+	}
+	return 0, false
+}
+
+func (ai *addrInfo) setResult(pi, paths int, tr TargetResult) {
+	if ai.res == nil {
+		ai.res = make([]targetRes, paths)
+	}
+	f := resSet
+	if tr.Responsive {
+		f |= resResponsive
+	}
+	if tr.HostOverloaded {
+		f |= resOverloaded
+	}
+	ai.res[pi] = targetRes{medianMs: tr.MedianMs, flags: f}
+}
+
+func (ai *addrInfo) result(pi int) (TargetResult, bool) {
+	if ai.res == nil || ai.res[pi].flags&resSet == 0 {
+		return TargetResult{}, false
+	}
+	r := ai.res[pi]
+	return TargetResult{Responsive: r.flags&resResponsive != 0, MedianMs: r.medianMs, HostOverloaded: r.flags&resOverloaded != 0}, true
 }
 
 // target is one address to probe from one path.
 type target struct {
-	probe string
-	pi    int // index of probe in runner.names
-	addr  netip.Addr
-	info  *addrInfo
+	addr netip.Addr
+	ai   int32 // index in runner.infos
+	pi   uint8 // index of the probe path in runner.names
 }
 
 // heldRecord is a probe record finished while resolution still ran, with
@@ -53,17 +111,19 @@ func (r *runner) addResolved(rpi, di int, addrs []netip.Addr) {
 	var queue []target
 	r.mu.Lock()
 	for _, a := range addrs {
-		ai := r.addrs[a]
-		if ai == nil {
-			ai = &addrInfo{doms: make([][]int32, len(r.names)), state: make([]uint8, len(r.names))}
-			r.addrs[a] = ai
+		idx, ok := r.addrs[a]
+		if !ok {
+			idx = int32(len(r.infos))
+			r.infos = append(r.infos, addrInfo{})
+			r.addrs[a] = idx
 		}
-		l := ai.doms[rpi]
-		if len(l) > 0 && l[len(l)-1] == int32(di) {
+		ai := &r.infos[idx]
+		last, seen := ai.lastDom(rpi)
+		if seen && last == int32(di) {
 			continue // listed twice in one answer
 		}
-		ai.doms[rpi] = append(l, int32(di))
-		if len(l) > 0 {
+		ai.doms = append(ai.doms, uint32(rpi)<<24|uint32(di))
+		if seen {
 			continue // not new on this resolution path: nothing more to count
 		}
 		rp := r.names[rpi]
@@ -72,14 +132,14 @@ func (r *runner) addResolved(rpi, di int, addrs []netip.Addr) {
 				r.skipped[skipKey{pp, rp, why}]++
 				continue
 			}
-			switch ai.state[pi] {
+			switch ai.stateOf(pi) {
 			case targetNone:
 				if _, done := r.results[pp][a]; done {
-					ai.state[pi] = targetDone
+					ai.setState(pi, targetDone)
 					continue
 				}
-				ai.state[pi] = targetQueued
-				queue = append(queue, target{probe: pp, pi: pi, addr: a, info: ai})
+				ai.setState(pi, targetQueued)
+				queue = append(queue, target{addr: a, ai: idx, pi: uint8(pi)})
 			case targetOverBudget:
 				r.skipped[skipKey{pp, rp, SkipMaxBytes}]++
 			}
@@ -90,21 +150,28 @@ func (r *runner) addResolved(rpi, di int, addrs []netip.Addr) {
 	r.queue.push(queue)
 }
 
+// probePath is the name of t's probe path.
+func (r *runner) probePath(t target) string { return r.names[t.pi] }
+
 // resolvesOf lists the resolution paths whose cell t belongs to (the
 // policy allows probing it from t's path), in path order, and the domains
 // that resolved to t's address on them, in list order. Callers hold r.mu.
 func (r *runner) resolvesOf(t target) (resolves, domains []string) {
+	var on uint64 // resolution paths the address is known on
+	for _, d := range r.infos[t.ai].doms {
+		on |= 1 << (d >> 24)
+	}
+	pp := r.probePath(t)
+	for rpi, rp := range r.names {
+		if on&(1<<rpi) != 0 && r.cfg.Policy.Check(r.paths[pp], r.paths[rp], t.addr) == "" {
+			resolves = append(resolves, rp)
+		}
+	}
 	var idx []int32
-	for rpi, doms := range t.info.doms {
-		if len(doms) == 0 {
-			continue
+	for _, d := range r.infos[t.ai].doms {
+		if rpi := int(d >> 24); r.cfg.Policy.Check(r.paths[pp], r.paths[r.names[rpi]], t.addr) == "" {
+			idx = append(idx, int32(d&(maxDomains-1)))
 		}
-		rp := r.names[rpi]
-		if r.cfg.Policy.Check(r.paths[t.probe], r.paths[rp], t.addr) != "" {
-			continue
-		}
-		resolves = append(resolves, rp)
-		idx = append(idx, doms...)
 	}
 	// A CDN address can serve thousands of domains: sort and compact
 	// rather than a quadratic membership test.
@@ -113,6 +180,18 @@ func (r *runner) resolvesOf(t target) (resolves, domains []string) {
 		domains = append(domains, r.cfg.Domains[di].Name)
 	}
 	return resolves, domains
+}
+
+// targetResult is the result of probing a from probe path pi: this run's,
+// else the resumed run's. Callers hold r.mu or run after probing.
+func (r *runner) targetResult(pi int, a netip.Addr) (TargetResult, bool) {
+	if idx, ok := r.addrs[a]; ok {
+		if tr, ok := r.infos[idx].result(pi); ok {
+			return tr, true
+		}
+	}
+	tr, ok := r.results[r.names[pi]][a]
+	return tr, ok
 }
 
 // targetQueue is an unbounded FIFO: resolution never waits for probing.
@@ -210,13 +289,14 @@ func (r *runner) probeLoop(ctx context.Context, probers map[string]Prober) {
 		if !ok {
 			return
 		}
-		pr := probers[t.probe]
+		pp := r.probePath(t)
+		pr := probers[pp]
 		if pr == nil {
 			r.probeStage.grow(-r.cfg.Count)
 			continue
 		}
 		reserved := int64(r.cfg.Count * perProbe(t.addr))
-		if limit := r.cfg.MaxBytes[t.probe]; limit > 0 && r.bytes[t.probe].Load()+reserved > limit {
+		if limit := r.cfg.MaxBytes[pp]; limit > 0 && r.bytes[pp].Load()+reserved > limit {
 			r.overBudget(t)
 			continue
 		}
@@ -229,7 +309,7 @@ func (r *runner) probeLoop(ctx context.Context, probers map[string]Prober) {
 			return
 		}
 		// Reserve the budget now so concurrent targets cannot overrun it.
-		r.bytes[t.probe].Add(reserved)
+		r.bytes[pp].Add(reserved)
 		wg.Go(func() {
 			defer func() { <-sem }()
 			r.probeTarget(ctx, pr, t, reserved)
@@ -241,7 +321,7 @@ func (r *runner) probeLoop(ctx context.Context, probers map[string]Prober) {
 // take the held records past MaxHeld; false if ctx ended first.
 func (r *runner) mayProbeAhead(ctx context.Context, inFlight int) bool {
 	r.mu.Lock()
-	full := !r.resolved && len(r.held)+inFlight >= r.cfg.MaxHeld
+	full := !r.resolved && r.held.capped() && len(r.held.mem)+inFlight >= r.cfg.MaxHeld
 	r.mu.Unlock()
 	if !full {
 		return true
@@ -261,10 +341,10 @@ func (r *runner) overBudget(t target) {
 	r.probeStage.grow(-r.cfg.Count)
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	t.info.state[t.pi] = targetOverBudget
+	r.infos[t.ai].setState(int(t.pi), targetOverBudget)
 	resolves, _ := r.resolvesOf(t)
 	for _, rp := range resolves {
-		r.skipped[skipKey{t.probe, rp, SkipMaxBytes}]++
+		r.skipped[skipKey{r.probePath(t), rp, SkipMaxBytes}]++
 	}
 }
 
@@ -301,6 +381,7 @@ const (
 )
 
 func (r *runner) probeTarget(ctx context.Context, pr Prober, t target, reserved int64) {
+	pp := r.probePath(t)
 	var sent int64
 	var rec ProbeRecord
 	for attempt := 0; ; attempt++ {
@@ -309,7 +390,7 @@ func (r *runner) probeTarget(ctx context.Context, pr Prober, t target, reserved 
 			sent += int64(res.Bytes)
 		}
 		if ctx.Err() != nil {
-			r.bytes[t.probe].Add(sent - reserved)
+			r.bytes[pp].Add(sent - reserved)
 			return // incomplete target: not recorded, probed again on resume
 		}
 		rec = r.record(t, results)
@@ -322,23 +403,23 @@ func (r *runner) probeTarget(ctx context.Context, pr Prober, t target, reserved 
 			r.health.countReprobe()
 		}
 		more := int64(r.cfg.Count * r.bytesPerProbe()(t.addr))
-		limit := r.cfg.MaxBytes[t.probe]
-		if attempt == maxReprobes || (limit > 0 && r.bytes[t.probe].Load()+more > limit) || sleepUntil(ctx, time.Now().Add(reprobePause)) != nil {
+		limit := r.cfg.MaxBytes[pp]
+		if attempt == maxReprobes || (limit > 0 && r.bytes[pp].Load()+more > limit) || sleepUntil(ctx, time.Now().Add(reprobePause)) != nil {
 			rec.HostOverloaded = true
 			r.health.countMarked()
 			break
 		}
-		r.bytes[t.probe].Add(more)
+		r.bytes[pp].Add(more)
 		reserved += more
 		r.probeStage.grow(r.cfg.Count)
 	}
-	r.bytes[t.probe].Add(sent - reserved)
+	r.bytes[pp].Add(sent - reserved)
 	rec.Bytes = sent
 	valid := r.validity()
 	r.mu.Lock()
-	r.results[t.probe][t.addr] = TargetResult{Responsive: rec.Responsive, MedianMs: rec.Median, HostOverloaded: rec.HostOverloaded}
+	r.infos[t.ai].setResult(int(t.pi), len(r.names), TargetResult{Responsive: rec.Responsive, MedianMs: rec.Median, HostOverloaded: rec.HostOverloaded})
 	if !r.resolved {
-		r.held = append(r.held, heldRecord{t, rec, valid})
+		r.held.add(heldRecord{t, rec, valid})
 		r.mu.Unlock()
 		return
 	}
@@ -420,19 +501,28 @@ func (r *runner) resolutionDone() {
 	r.resolved = true
 	close(r.resolvedCh)
 	held := r.held
-	r.held = nil
-	for i := range held {
-		r.complete(&held[i].rec, held[i].t, held[i].valid)
-	}
+	r.held = heldStore{noTmp: held.noTmp}
 	r.mu.Unlock()
-	r.log.Info("probe records held until resolution ended", "count", len(held))
-	for _, h := range held {
+	count := 0
+	err := held.drain(func(h heldRecord) {
+		r.mu.Lock()
+		r.complete(&h.rec, h.t, h.valid)
+		r.mu.Unlock()
 		r.write(h.rec)
+		count++
+	})
+	if err != nil {
+		r.writeMu.Lock()
+		if r.writeEr == nil {
+			r.writeEr = err
+		}
+		r.writeMu.Unlock()
 	}
+	r.log.Info("probe records held until resolution ended", "count", count)
 }
 
 func (r *runner) record(t target, results []Result) ProbeRecord {
-	rec := ProbeRecord{Type: "probe", ProbePath: t.probe, Address: t.addr, Method: r.cfg.Method, RTTsMs: []float64{}}
+	rec := ProbeRecord{Type: "probe", ProbePath: r.probePath(t), Address: t.addr, Method: r.cfg.Method, RTTsMs: []float64{}}
 	if r.cfg.Method != "icmp" {
 		rec.Port = r.cfg.Port
 	}
@@ -460,7 +550,7 @@ func (r *runner) record(t target, results []Result) ProbeRecord {
 				rec.Errors = map[string]int{}
 			}
 			rec.Errors[string(res.Status)]++
-			r.log.Debug("probe failed", "path", t.probe, "addr", t.addr, "err", res.Err)
+			r.log.Debug("probe failed", "path", r.probePath(t), "addr", t.addr, "err", res.Err)
 		}
 	}
 	rec.ProbeStats = statsOf(rec.RTTsMs)

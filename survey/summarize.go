@@ -28,7 +28,8 @@ type summaryInput struct {
 	ResolvePaths []string // paths that resolved (had DNS), in path order
 	Domains      int
 	Res          map[string][]DomainResult // resolve path -> by domain index
-	Probe        map[string]map[netip.Addr]TargetResult
+	// Probe is the result of probing an address from Paths[i], if any.
+	Probe func(i int, a netip.Addr) (TargetResult, bool)
 	// Allowed reports the policy decision for (probe, resolve, addr).
 	Allowed func(probe, resolve string, a netip.Addr) bool
 	Skipped map[skipKey]int
@@ -69,7 +70,7 @@ func computeSummary(in summaryInput) Summary {
 		ok bool
 	}
 	var cellRTT [][]drtt
-	for _, p := range in.Paths {
+	for pi, p := range in.Paths {
 		for _, r := range in.ResolvePaths {
 			c := Cell{ProbePath: p, ResolvePath: r}
 			var medians []float64
@@ -77,7 +78,7 @@ func computeSummary(in summaryInput) Summary {
 				if !in.Allowed(p, r, a) {
 					continue
 				}
-				tr, ok := in.Probe[p][a]
+				tr, ok := in.Probe(pi, a)
 				if !ok {
 					continue
 				}
@@ -106,7 +107,7 @@ func computeSummary(in summaryInput) Summary {
 					if !in.Allowed(p, r, a) {
 						continue
 					}
-					if tr, ok := in.Probe[p][a]; ok && tr.Responsive && (!per[i].ok || tr.MedianMs < per[i].v) {
+					if tr, ok := in.Probe(pi, a); ok && tr.Responsive && (!per[i].ok || tr.MedianMs < per[i].v) {
 						per[i] = drtt{tr.MedianMs, true}
 					}
 				}

@@ -32,10 +32,10 @@ func TestComputeSummaryHandBuilt(t *testing.T) {
 			"A": {ok("1.1.1.1"), ok("2.2.2.2", "3.3.3.3"), fail(StatusNXDomain), ok("10.0.0.1")},
 			"B": {ok("1.1.1.1"), ok("4.4.4.4"), ok("5.5.5.5"), fail(StatusTimeout)},
 		},
-		Probe: map[string]map[netip.Addr]TargetResult{
+		Probe: probeMap([]string{"A", "B"}, map[string]map[netip.Addr]TargetResult{
 			"A": {a("1.1.1.1"): up(10), a("2.2.2.2"): up(20), a("3.3.3.3"): down, a("10.0.0.1"): up(5), a("4.4.4.4"): up(30), a("5.5.5.5"): up(40)},
 			"B": {a("1.1.1.1"): up(12), a("2.2.2.2"): down, a("3.3.3.3"): up(50), a("4.4.4.4"): up(35), a("5.5.5.5"): down},
-		},
+		}),
 		Allowed: func(p, r string, x netip.Addr) bool { return p == r || !x.IsPrivate() },
 		Skipped: map[skipKey]int{{"B", "A", SkipCrossPrivate}: 1},
 	}
@@ -108,7 +108,7 @@ func TestSlowerMargin(t *testing.T) {
 		probeB[ad] = TargetResult{Responsive: true, MedianMs: 20}
 	}
 	s := computeSummary(summaryInput{Paths: []string{"A", "B"}, ResolvePaths: []string{"A"}, Domains: 4,
-		Res: map[string][]DomainResult{"A": doms}, Probe: map[string]map[netip.Addr]TargetResult{"A": probeA, "B": probeB},
+		Res: map[string][]DomainResult{"A": doms}, Probe: probeMap([]string{"A", "B"}, map[string]map[netip.Addr]TargetResult{"A": probeA, "B": probeB}),
 		Allowed: func(string, string, netip.Addr) bool { return true }})
 	require.Len(t, s.Comparisons, 1)
 	c := s.Comparisons[0]
@@ -116,4 +116,12 @@ func TestSlowerMargin(t *testing.T) {
 	assert.Equal(t, 4, c.Domains)
 	assert.InDelta(t, 25.0, c.ASlowerPct, 1e-9)
 	assert.InDelta(t, 0.1, c.MeanDiffMs, 1e-9)
+}
+
+// probeMap serves summaryInput.Probe from per-path maps.
+func probeMap(paths []string, m map[string]map[netip.Addr]TargetResult) func(int, netip.Addr) (TargetResult, bool) {
+	return func(i int, a netip.Addr) (TargetResult, bool) {
+		tr, ok := m[paths[i]][a]
+		return tr, ok
+	}
 }

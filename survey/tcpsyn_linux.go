@@ -2,15 +2,9 @@ package survey
 
 import (
 	"context"
-	"encoding/binary"
-	"fmt"
 	"math/rand/v2"
 	"net/netip"
-	"sync"
 	"sync/atomic"
-
-	"github.com/gopacket/gopacket"
-	"github.com/gopacket/gopacket/layers"
 
 	"github.com/mptester/mptester/probe"
 )
@@ -43,16 +37,16 @@ func newSynProber(_ context.Context, p probe.Path, opts ProberOptions) (Prober, 
 	return s, nil
 }
 
-// synParser decodes TCP headers (the raw socket sees every TCP packet to
+// synParser reads TCP headers (the raw socket sees every TCP packet to
 // the host) into the key of the SYN they may answer.
 func synParser(probe.Family) func([]byte, netip.Addr) (synKey, any, bool) {
-	var tcp layers.TCP // reused: one parser per receive loop
 	return func(pkt []byte, from netip.Addr) (synKey, any, bool) {
-		if len(pkt) < 20 || tcp.DecodeFromBytes(pkt, gopacket.NilDecodeFeedback) != nil {
+		h, ok := parseTCP(pkt)
+		if !ok {
 			return synKey{}, nil, false
 		}
-		k := synKey{addr: from, dport: uint16(tcp.SrcPort), sport: uint16(tcp.DstPort)}
-		return k, synReplyMsg{syn: tcp.SYN, ack: tcp.ACK, rst: tcp.RST, ackNum: tcp.Ack}, true
+		k := synKey{addr: from, dport: h.sport, sport: h.dport}
+		return k, synReplyMsg{syn: h.flags&tcpSYN != 0, ack: h.flags&tcpACK != 0, rst: h.flags&tcpRST != 0, ackNum: h.ack}, true
 	}
 }
 
@@ -74,7 +68,7 @@ func (s *synProber) Start(ctx context.Context, t Target) Pending {
 			return synKey{addr: dst, dport: uint16(t.Port), sport: uint16(synPortBase + s.port.Add(1)%synPortCount)}
 		},
 		check: synCheck(seq),
-		build: func(src netip.Addr, k synKey) ([]byte, error) { return buildSYN(src, dst, k.sport, k.dport, seq) },
+		build: func(b []byte, src netip.Addr, k synKey) []byte { return appendSYN(b, src, dst, k.sport, k.dport, seq) },
 		// The kernel knows no connection for a SYN-ACK and resets it.
 		replyBytes: func(k AnswerKind) int {
 			if k == AnswerSynAck {
@@ -102,31 +96,3 @@ func synCheck(seq uint32) func(any) (AnswerKind, bool) {
 		return "", false
 	}
 }
-
-// buildSYN serializes a TCP SYN with an MSS option; the checksum covers the
-// pseudo-header (the kernel fills the IP header of a raw TCP socket).
-func buildSYN(src, dst netip.Addr, sport, dport uint16, seq uint32) ([]byte, error) {
-	mss := make([]byte, 2)
-	binary.BigEndian.PutUint16(mss, 1460)
-	tcp := &layers.TCP{SrcPort: layers.TCPPort(sport), DstPort: layers.TCPPort(dport), Seq: seq, SYN: true,
-		Window: 64240, Options: []layers.TCPOption{{OptionType: layers.TCPOptionKindMSS, OptionLength: 4, OptionData: mss}}}
-	var nl gopacket.NetworkLayer
-	if dst.Is4() {
-		nl = &layers.IPv4{SrcIP: src.AsSlice(), DstIP: dst.AsSlice(), Protocol: layers.IPProtocolTCP}
-	} else {
-		nl = &layers.IPv6{SrcIP: src.AsSlice(), DstIP: dst.AsSlice(), NextHeader: layers.IPProtocolTCP}
-	}
-	if err := tcp.SetNetworkLayerForChecksum(nl); err != nil {
-		return nil, err
-	}
-	buf := serializeBufs.Get().(gopacket.SerializeBuffer)
-	defer serializeBufs.Put(buf)
-	if err := gopacket.SerializeLayers(buf, gopacket.SerializeOptions{ComputeChecksums: true, FixLengths: true}, tcp); err != nil {
-		return nil, fmt.Errorf("build SYN: %w", err)
-	}
-	return append([]byte(nil), buf.Bytes()...), nil
-}
-
-// serializeBufs recycles gopacket buffers: at thousands of SYNs per second
-// a fresh one per packet was the survey's largest source of garbage.
-var serializeBufs = sync.Pool{New: func() any { return gopacket.NewSerializeBuffer() }}

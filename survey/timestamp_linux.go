@@ -38,35 +38,38 @@ const rawRcvBuf = 8 << 20
 
 const oobSize = 128
 
-// receive reads c until it is closed, without blocking in the kernel: a
-// read that finds the queue empty dates the watermark (h.empty) and the
-// loop waits in the Go poller, at most rxTick, for more. Each packet's
-// SO_RXQ_OVFL count, and on an empty queue the socket's drop counter
-// (SO_MEMINFO), report receive-queue drops as they happen.
+// receive reads c until it is closed, up to rxBatch packets per system
+// call (recvmmsg) and without blocking in the kernel: a read that finds the
+// queue empty dates the watermark (h.empty) and the loop waits in the Go
+// poller, at most rxTick, for more. Each packet's SO_RXQ_OVFL count, and
+// on an empty queue (at most every dropCheckEvery) the socket's drop
+// counter (SO_MEMINFO), report receive-queue drops as they happen.
 func receive(c *net.IPConn, h rxHandler) {
 	rc, err := c.SyscallConn()
 	if err != nil {
 		return
 	}
-	buf, oob := make([]byte, 1500), make([]byte, oobSize)
+	rb := newRxBatch()
 	var drops uint32
 	checked := time.Now() // the drop count is known up to here
 	var rerr error
 	read := func(fd uintptr) bool {
 		for {
 			before := time.Now()
-			n, oobn, _, from, err := unix.Recvmsg(int(fd), buf, oob, unix.MSG_DONTWAIT)
+			n, err := rb.read(fd)
 			switch {
 			case err == unix.EAGAIN:
-				if d, ok := sockDrops(fd); ok {
-					now := time.Now()
-					if d > drops {
-						h.drops(uint64(d-drops), checked, now)
-						drops = d
+				if before.Sub(checked) >= dropCheckEvery {
+					if d, ok := sockDrops(fd); ok {
+						now := time.Now()
+						if d > drops {
+							h.drops(uint64(d-drops), checked, now)
+							drops = d
+						}
+						checked = now
 					}
-					checked = now
 				}
-				h.empty(before)
+				h.empty(minTime(before, checked))
 				return false
 			case err == unix.EINTR:
 				continue
@@ -75,19 +78,22 @@ func receive(c *net.IPConn, h rxHandler) {
 				return true
 			}
 			now := time.Now()
-			at, ovfl, hasOvfl := parseRxControl(oob[:oobn], now)
-			if hasOvfl && ovfl > drops {
-				h.drops(uint64(ovfl-drops), checked, at)
-				drops = ovfl
-			}
-			if at.After(checked) {
-				checked = at
-			}
-			if testRxHook != nil {
-				testRxHook()
-			}
-			if pkt, a, ok := transportPayload(buf[:n], from); ok {
-				h.packet(pkt, a, at, now)
+			for i := range n {
+				pkt, from, oob := rb.packet(i)
+				at, ovfl, hasOvfl := parseRxControl(oob, now)
+				if hasOvfl && ovfl > drops {
+					h.drops(uint64(ovfl-drops), checked, at)
+					drops = ovfl
+				}
+				if at.After(checked) {
+					checked = at
+				}
+				if testRxHook != nil {
+					testRxHook()
+				}
+				if pkt, a, ok := transportPayload(pkt, from); ok {
+					h.packet(pkt, a, at, now)
+				}
 			}
 		}
 	}
@@ -100,15 +106,74 @@ func receive(c *net.IPConn, h rxHandler) {
 	}
 }
 
-// transportPayload strips the IPv4 header a raw IPv4 socket delivers.
-func transportPayload(b []byte, from unix.Sockaddr) ([]byte, netip.Addr, bool) {
+// dropCheckEvery spaces the SO_MEMINFO reads of a receive loop that keeps
+// finding its queue empty (the per-packet SO_RXQ_OVFL count is free).
+const dropCheckEvery = time.Millisecond
+
+func minTime(a, b time.Time) time.Time {
+	if b.Before(a) {
+		return b
+	}
+	return a
+}
+
+// rxBatch is recvmmsg's state: rxBatch buffers, addresses and control
+// messages, set up once.
+const rxBatchLen = 32
+
+type rxBatch struct {
+	msgs  [rxBatchLen]unix.Mmsghdr
+	iov   [rxBatchLen]unix.Iovec
+	names [rxBatchLen]unix.RawSockaddrAny
+	bufs  [rxBatchLen][1500]byte
+	oob   [rxBatchLen][oobSize]byte
+}
+
+func newRxBatch() *rxBatch {
+	rb := &rxBatch{}
+	for i := range rb.msgs {
+		rb.iov[i].Base = &rb.bufs[i][0]
+		rb.iov[i].SetLen(len(rb.bufs[i]))
+		m := &rb.msgs[i].Hdr
+		m.Iov = &rb.iov[i]
+		m.SetIovlen(1)
+		m.Name = (*byte)(unsafe.Pointer(&rb.names[i]))
+		m.Control = &rb.oob[i][0]
+	}
+	return rb
+}
+
+// read fills up to rxBatchLen packets without waiting.
+func (rb *rxBatch) read(fd uintptr) (int, error) {
+	for i := range rb.msgs {
+		m := &rb.msgs[i].Hdr
+		m.Namelen = unix.SizeofSockaddrAny
+		m.SetControllen(oobSize)
+		m.Flags = 0
+	}
+	n, _, e := unix.Syscall6(unix.SYS_RECVMMSG, fd, uintptr(unsafe.Pointer(&rb.msgs[0])), rxBatchLen, unix.MSG_DONTWAIT, 0, 0)
+	if e != 0 {
+		return 0, e
+	}
+	return int(n), nil
+}
+
+// packet i of the last read: its bytes, sender and control messages.
+func (rb *rxBatch) packet(i int) ([]byte, netip.Addr, []byte) {
+	m := &rb.msgs[i]
 	var a netip.Addr
-	switch sa := from.(type) {
-	case *unix.SockaddrInet4:
-		a = netip.AddrFrom4(sa.Addr)
-	case *unix.SockaddrInet6:
-		a = netip.AddrFrom16(sa.Addr).Unmap()
-	default:
+	switch rb.names[i].Addr.Family {
+	case unix.AF_INET:
+		a = netip.AddrFrom4((*unix.RawSockaddrInet4)(unsafe.Pointer(&rb.names[i])).Addr)
+	case unix.AF_INET6:
+		a = netip.AddrFrom16((*unix.RawSockaddrInet6)(unsafe.Pointer(&rb.names[i])).Addr).Unmap()
+	}
+	return rb.bufs[i][:m.Len], a, rb.oob[i][:m.Hdr.Controllen]
+}
+
+// transportPayload strips the IPv4 header a raw IPv4 socket delivers.
+func transportPayload(b []byte, a netip.Addr) ([]byte, netip.Addr, bool) {
+	if !a.IsValid() {
 		return nil, a, false
 	}
 	if a.Is4() {
