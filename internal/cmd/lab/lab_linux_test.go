@@ -6,6 +6,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
@@ -146,6 +148,11 @@ func TestLabRunExitStatus(t *testing.T) {
 func TestLabDemo(t *testing.T) {
 	labtest.Require(t)
 	t.Setenv(envMain, "1") // the demo runs this binary as mptester survey
+	// The demo needs no system ping: it uses mptester's own ICMP probe.
+	t.Setenv("PATH", pathWithout(t, "ping"))
+	if p, err := exec.LookPath("ping"); err == nil {
+		t.Fatalf("ping still on PATH: %s", p)
+	}
 	name, dir := uniqueName(), shortDir(t)
 	code, out, stderr := run(t, "lab", "demo", "--name", name, "--dir", dir, "--domains", "40", "--log-level", "warn")
 	if code != 0 {
@@ -175,5 +182,96 @@ func TestLabDemo(t *testing.T) {
 	}
 	if left := lab.Leftovers(name, dir); len(left) > 0 {
 		t.Errorf("lab demo left %v", left)
+	}
+}
+
+// pathWithout returns a PATH of one directory linking every program on the
+// current PATH except those whose name starts with prefix.
+func pathWithout(t *testing.T, prefix string) string {
+	bin := t.TempDir()
+	for _, dir := range filepath.SplitList(os.Getenv("PATH")) {
+		ents, _ := os.ReadDir(dir)
+		for _, e := range ents {
+			if strings.HasPrefix(e.Name(), prefix) {
+				continue
+			}
+			_ = os.Symlink(filepath.Join(dir, e.Name()), filepath.Join(bin, e.Name())) // first on PATH wins
+		}
+	}
+	return bin
+}
+
+// TestLabUpServesRun: the servers in lab.json answer `mptester run` as its
+// help shows (default ports), with --insecure or the fingerprint lab.json
+// gives; lab down says where the lab's files stay, --purge removes them.
+func TestLabUpServesRun(t *testing.T) {
+	labtest.Require(t)
+	t.Setenv(envMain, "1") // lab exec runs this binary as mptester run
+	name, dir := uniqueName(), shortDir(t)
+	t.Cleanup(func() { _ = lab.CleanStale(context.Background(), name, dir) })
+	info := up(t, name, dir)
+	ts := info.TestServer
+	if ts == nil || ts.Fingerprint == "" || ts.TCPPort != 443 || len(ts.QUICPorts) != 2 {
+		t.Fatalf("lab.json test_server = %+v", ts)
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, auth := range [][]string{{"--insecure"}, {"--pin", ts.Fingerprint}} {
+		args := append([]string{"lab", "exec", "--name", name, "--dir", dir, "--", exe, "run", "--server", lab.Server4.String(),
+			"--paths", "wlan0", "--patterns", "ping", "--transports", "tcp,mptcp,quic", "--ping-count", "3", "--pace", "0s",
+			"--log-level", "warn"}, auth...)
+		code, out, stderr := run(t, args...)
+		if code != 0 {
+			t.Fatalf("run %v against the lab's server: exit %d\n%s\n%s", auth, code, out, stderr)
+		}
+		var doc struct {
+			Status  string `json:"status"`
+			Records []struct {
+				Status string `json:"status"`
+			} `json:"records"`
+		}
+		if err := json.Unmarshal([]byte(out), &doc); err != nil {
+			t.Fatalf("run output: %v\n%s", err, out)
+		}
+		ok := 0
+		for _, r := range doc.Records {
+			if r.Status == "success" {
+				ok++
+			}
+		}
+		if doc.Status != "ok" || ok != 3 {
+			t.Errorf("run %v: status %s, %d of 3 tests succeeded\n%s", auth, doc.Status, ok, out)
+		}
+	}
+	code, out, stderr := run(t, "lab", "down", "--name", name, "--dir", dir)
+	if code != 0 || !strings.Contains(out, dir) || !strings.Contains(out, "--purge") {
+		t.Errorf("lab down: exit %d, %q %s; want it to say where the files stay", code, out, stderr)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "lab.log")); err != nil {
+		t.Errorf("lab down removed lab.log: %v", err)
+	}
+	code, out, stderr = run(t, "lab", "down", "--purge", "--name", name, "--dir", dir)
+	if code != 0 || !strings.Contains(out, "removed") {
+		t.Errorf("lab down --purge: exit %d, %q %s", code, out, stderr)
+	}
+	if _, err := os.Stat(dir); !os.IsNotExist(err) {
+		ents, _ := os.ReadDir(dir)
+		t.Errorf("lab down --purge left %s: %v", dir, ents)
+	}
+
+	// --no-serve: no test server.
+	dir2 := shortDir(t)
+	code, out, stderr = run(t, "lab", "up", "--no-serve", "--name", name, "--dir", dir2, "--domains", "0")
+	if code != 0 {
+		t.Fatalf("lab up --no-serve: exit %d: %s", code, stderr)
+	}
+	var info2 lab.Info
+	if err := json.Unmarshal([]byte(out), &info2); err != nil || info2.TestServer != nil {
+		t.Errorf("lab up --no-serve: test_server %+v (err %v)", info2.TestServer, err)
+	}
+	if code, _, stderr = run(t, "lab", "down", "--name", name, "--dir", dir2); code != 0 {
+		t.Errorf("lab down: exit %d: %s", code, stderr)
 	}
 }
