@@ -19,6 +19,7 @@ package patterns
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -158,6 +159,10 @@ func (p Params) WithDefaults(pattern string) Params {
 	return p
 }
 
+// ErrConnectTimeout: the connect and handshake did not end within the
+// client's ConnectTimeout.
+var ErrConnectTimeout = errors.New("connect and handshake not done in time")
+
 // Client is what a pattern's client side gets: a transport bound to a
 // path, the server address for that transport, and its parameters.
 type Client struct {
@@ -165,6 +170,10 @@ type Client struct {
 	Addr      netip.AddrPort
 	Params    Params
 	Logger    *slog.Logger
+	// ConnectTimeout bounds each connect and TLS/QUIC handshake, apart
+	// from the test's timeout: a server that accepts and never answers
+	// ends the test now, not when the transfer's time is up.
+	ConnectTimeout time.Duration
 
 	mu    sync.Mutex
 	conns []transport.Conn
@@ -174,8 +183,17 @@ type Client struct {
 // Dial opens a connection for family and tracks it: it is sampled while
 // the test runs and closed when the test ends or is cancelled.
 func (c *Client) Dial(ctx context.Context, family string) (transport.Conn, error) {
-	conn, err := c.Transport.Dial(ctx, c.Addr, family)
+	dctx, cancel := ctx, context.CancelFunc(func() {})
+	if c.ConnectTimeout > 0 {
+		dctx, cancel = context.WithTimeoutCause(ctx, c.ConnectTimeout, ErrConnectTimeout)
+	}
+	conn, err := c.Transport.Dial(dctx, c.Addr, family)
+	timedOut := errors.Is(context.Cause(dctx), ErrConnectTimeout)
+	cancel()
 	if err != nil {
+		if timedOut && ctx.Err() == nil {
+			return nil, fmt.Errorf("%w (%v, --connect-timeout): %w", ErrConnectTimeout, c.ConnectTimeout, err)
+		}
 		return nil, err
 	}
 	c.mu.Lock()

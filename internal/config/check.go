@@ -7,15 +7,40 @@ import (
 	"net/netip"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/dustin/go-humanize"
 
-	"github.com/mptester/mptester/patterns"
-	"github.com/mptester/mptester/patterns/transport"
 	"github.com/mptester/mptester/probe"
-	"github.com/mptester/mptester/survey"
 )
+
+// checks validate names from the registries of other packages (pattern,
+// transport, method) and their formats (pin). Those packages register at
+// init instead of being imported here: their tests run the lab, which
+// reads config files, and an import would close a cycle.
+var (
+	checksMu sync.RWMutex
+	checks   = map[string]func(string) error{}
+)
+
+// RegisterCheck sets the check of a kind of value ("pattern", "transport",
+// "method", "pin"); a kind nobody registered is not checked.
+func RegisterCheck(kind string, check func(string) error) {
+	checksMu.Lock()
+	defer checksMu.Unlock()
+	checks[kind] = check
+}
+
+func checkNamed(kind, s string) error {
+	checksMu.RLock()
+	f := checks[kind]
+	checksMu.RUnlock()
+	if f == nil {
+		return nil
+	}
+	return f(s)
+}
 
 // Checker collects one message per bad value, each naming where the value
 // came from (a flag or file:line: key), so a user fixes them all at once.
@@ -93,12 +118,7 @@ func Family(s string) error {
 }
 
 // Method checks a survey probe method name.
-func Method(s string) error {
-	if _, ok := survey.Methods[s]; !ok {
-		return fmt.Errorf("unknown method %q (want one of %s)", s, strings.Join(survey.MethodNames(), ", "))
-	}
-	return nil
-}
+func Method(s string) error { return checkNamed("method", s) }
 
 // Unique names the first repeated item: running one test twice, or naming
 // a path twice, is a mistake to report, not to do.
@@ -135,7 +155,7 @@ func InterfaceName(n string) error {
 // Patterns checks names in the pattern registry, without duplicates.
 func Patterns(names []string) error {
 	for _, n := range names {
-		if _, err := patterns.Get(n); err != nil {
+		if err := checkNamed("pattern", n); err != nil {
 			return err
 		}
 	}
@@ -145,18 +165,15 @@ func Patterns(names []string) error {
 // Transports checks transport names, without duplicates.
 func Transports(names []string) error {
 	for _, n := range names {
-		if !slices.Contains(transport.Names, n) {
-			return fmt.Errorf("unknown transport %q (want %s)", n, strings.Join(transport.Names, ", "))
+		if err := checkNamed("transport", n); err != nil {
+			return err
 		}
 	}
 	return Unique(names)
 }
 
 // Pin checks a SHA-256 certificate fingerprint.
-func Pin(s string) error {
-	_, err := transport.ParseFingerprint(s)
-	return err
-}
+func Pin(s string) error { return checkNamed("pin", s) }
 
 // Prefixes checks CIDR prefixes.
 func Prefixes(ps []string) error {

@@ -245,7 +245,36 @@ func TestLabUpServesRun(t *testing.T) {
 			t.Errorf("run %v: status %s, %d of 3 tests succeeded\n%s", auth, doc.Status, ok, out)
 		}
 	}
-	code, out, stderr := run(t, "lab", "down", "--name", name, "--dir", dir)
+	// A server that accepts and never answers (the lab's TCP 80 reads until
+	// EOF): each test ends within --connect-timeout (1 s here), not after
+	// the ping pattern's own timeout.
+	start := time.Now()
+	code, out, stderr := run(t, "lab", "exec", "--name", name, "--dir", dir, "--", exe, "run", "--server", lab.Server4.String(),
+		"--tcp-port", "80", "--insecure", "--paths", "wlan0", "--patterns", "ping", "--transports", "tcp,mptcp",
+		"--connect-timeout", "1s", "--pace", "0s", "--log-level", "warn")
+	elapsed := time.Since(start)
+	var silent struct {
+		Records []struct {
+			Status     string    `json:"status"`
+			Error      string    `json:"error"`
+			StartedAt  time.Time `json:"started_at"`
+			FinishedAt time.Time `json:"finished_at"`
+		} `json:"records"`
+	}
+	if err := json.Unmarshal([]byte(out), &silent); err != nil || code != 3 || len(silent.Records) != 2 {
+		t.Fatalf("run against a silent server: exit %d, err %v\n%s\n%s", code, err, out, stderr)
+	}
+	for _, r := range silent.Records {
+		d := r.FinishedAt.Sub(r.StartedAt)
+		if r.Status != "connection-timeout" || !strings.Contains(r.Error, "--connect-timeout") || d < time.Second || d > 1500*time.Millisecond {
+			t.Errorf("silent server: status %s after %v (want connection-timeout within 1 s + 0.5 s): %s", r.Status, d, r.Error)
+		}
+	}
+	if elapsed > 6*time.Second {
+		t.Errorf("run against a silent server took %v (2 tests, 1 s connect timeout)", elapsed)
+	}
+
+	code, out, stderr = run(t, "lab", "down", "--name", name, "--dir", dir)
 	if code != 0 || !strings.Contains(out, dir) || !strings.Contains(out, "--purge") {
 		t.Errorf("lab down: exit %d, %q %s; want it to say where the files stay", code, out, stderr)
 	}

@@ -46,12 +46,14 @@ type Options struct {
 	Seed       int64
 	Pace       time.Duration
 	Timeout    time.Duration
-	Stable     bool
-	Smoke      bool
-	Output     string
-	ConfigFile string // an input the output must not overwrite
-	ProbeID    string
-	Params     patterns.Params
+	// ConnectTimeout bounds each connect and handshake, apart from Timeout.
+	ConnectTimeout time.Duration
+	Stable         bool
+	Smoke          bool
+	Output         string
+	ConfigFile     string // an input the output must not overwrite
+	ProbeID        string
+	Params         patterns.Params
 
 	// Discover lists the paths (replaced in tests).
 	Discover func(ctx context.Context) ([]probe.Path, error)
@@ -155,6 +157,7 @@ one line per failure: the CI smoke test of a test server.`,
 	fl.Int64Var(&opts.Seed, "seed", 0, "order of the tests (default: random, recorded in the output)")
 	fl.DurationVar(&opts.Pace, "pace", time.Second, "pause between tests")
 	fl.DurationVar(&opts.Timeout, "timeout", 0, "per-test timeout (default: from the pattern's duration)")
+	fl.DurationVar(&opts.ConnectTimeout, "connect-timeout", 5*time.Second, "limit on each connect and TLS/QUIC handshake, apart from --timeout")
 	fl.BoolVar(&opts.Stable, "stable", true, "stop the run when a path appears, disappears or changes address")
 	fl.BoolVar(&opts.Smoke, "smoke", false, "run every pattern briefly; exit 7 listing failures")
 	cmdutil.OutputFlag(cmd, &opts.Output, "write the JSON document to `file` (- for stdout)")
@@ -165,6 +168,17 @@ one line per failure: the CI smoke test of a test server.`,
 	fl.IntVar(&opts.Params.PingCount, "ping-count", patterns.DefaultPingCount, "requests of the ping pattern")
 	fl.StringVar(&opts.Params.Direction, "iperf-direction", patterns.DirectionBoth, "iperf direction: both, upload or download")
 	return cmd
+}
+
+func init() {
+	config.RegisterCheck("pattern", func(s string) error { _, err := patterns.Get(s); return err })
+	config.RegisterCheck("transport", func(s string) error {
+		if !slices.Contains(transport.Names, s) {
+			return fmt.Errorf("unknown transport %q (want %s)", s, strings.Join(transport.Names, ", "))
+		}
+		return nil
+	})
+	config.RegisterCheck("pin", func(s string) error { _, err := transport.ParseFingerprint(s); return err })
 }
 
 // applyConfig fills what the command line left unset from the config's run
@@ -228,6 +242,7 @@ func check(opts *Options) error {
 	}
 	ch.Check("--pace", config.NonNegative(opts.Pace))
 	ch.Check("--timeout", config.NonNegative(opts.Timeout))
+	ch.Check("--connect-timeout", config.Positive(opts.ConnectTimeout))
 	ch.Check("--output", cmdutil.CheckOutput(opts.Output, opts.ConfigFile))
 	return cmdutil.Usage(ch.Err())
 }
@@ -293,7 +308,7 @@ func runRun(opts *Options) error {
 	doc := report.Document{Header: hdr, Records: []json.RawMessage{}}
 	ro := patterns.RunOptions{Servers: opts.Servers, TCPPort: opts.TCPPort, QUICPort: opts.QUICPort,
 		Patterns: opts.Patterns, Transports: opts.Transports, Paths: paths, Families: fams, Params: opts.Params,
-		Seed: opts.Seed, Pace: opts.Pace, Timeout: opts.Timeout, Stable: opts.Stable, Discover: opts.Discover, PollEvery: opts.PollEvery,
+		Seed: opts.Seed, Pace: opts.Pace, Timeout: opts.Timeout, ConnectTimeout: opts.ConnectTimeout, Stable: opts.Stable, Discover: opts.Discover, PollEvery: opts.PollEvery,
 		HTTP1: opts.HTTP1, Logger: opts.Logger,
 		TLS: func(host string) (*tls.Config, error) {
 			name := opts.ServerName
