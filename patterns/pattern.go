@@ -241,16 +241,19 @@ func (m *Mux) HandleStream(k wire.Kind, family string, h StreamHandler) {
 
 // Limits a public test server needs.
 type Limits struct {
-	MaxSessions  int           `json:"max_sessions"`   // concurrent connections, all clients
-	MaxPerClient int           `json:"max_per_client"` // concurrent connections from one IP
-	MaxBulk      int64         `json:"max_bulk"`       // largest bulk response
-	MaxDuration  time.Duration `json:"max_duration_ns"`
-	ReadTimeout  time.Duration `json:"read_timeout_ns"` // wait for a request or the next frame
-	IdleTimeout  time.Duration `json:"idle_timeout_ns"` // idle connection lifetime
+	MaxSessions  int `json:"max_sessions"`   // concurrent connections, all clients
+	MaxPerClient int `json:"max_per_client"` // concurrent connections from one client (below)
+	// ClientPrefix4 is the IPv4 prefix length that counts as one client;
+	// an IPv6 client is its /64 (one host holds a whole /64). 0 means 32.
+	ClientPrefix4 int           `json:"client_prefix4,omitempty"`
+	MaxBulk       int64         `json:"max_bulk"` // largest bulk response
+	MaxDuration   time.Duration `json:"max_duration_ns"`
+	ReadTimeout   time.Duration `json:"read_timeout_ns"` // wait for a request or the next frame
+	IdleTimeout   time.Duration `json:"idle_timeout_ns"` // idle connection lifetime
 }
 
 // DefaultLimits suit a small public server.
 func DefaultLimits() Limits {
-	return Limits{MaxSessions: 256, MaxPerClient: 16, MaxBulk: 100 << 20, MaxDuration: 60 * time.Second,
+	return Limits{MaxSessions: 256, MaxPerClient: 16, ClientPrefix4: 32, MaxBulk: 100 << 20, MaxDuration: 60 * time.Second,
 		ReadTimeout: 10 * time.Second, IdleTimeout: 30 * time.Second}
 }
