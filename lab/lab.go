@@ -166,15 +166,27 @@ type Info struct {
 	Namespaces Namespaces `json:"namespaces"`
 	Paths      []PathPlan `json:"paths"`
 	// Resolvers per path, as in config.yaml's dns section.
-	Resolvers       map[string][]string `json:"resolvers"`
-	Servers         []netip.Addr        `json:"servers"`
-	PublicPrefixes  []netip.Prefix      `json:"public_prefixes"`
-	PrivatePrefixes []netip.Prefix      `json:"private_prefixes"`
-	Ports           map[string]int      `json:"ports"`
-	CellBackup      bool                `json:"cell_backup"`
-	WorldSeed       int64               `json:"world_seed"`
-	Domains         int                 `json:"domains"`
-	Files           Files               `json:"files"`
+	Resolvers map[string][]string `json:"resolvers"`
+	Servers   []netip.Addr        `json:"servers"`
+	// TestServer is the mptester test server on Servers (absent with
+	// `lab up --no-serve`).
+	TestServer      *TestServer    `json:"test_server,omitempty"`
+	PublicPrefixes  []netip.Prefix `json:"public_prefixes"`
+	PrivatePrefixes []netip.Prefix `json:"private_prefixes"`
+	Ports           map[string]int `json:"ports"`
+	CellBackup      bool           `json:"cell_backup"`
+	WorldSeed       int64          `json:"world_seed"`
+	Domains         int            `json:"domains"`
+	Files           Files          `json:"files"`
+}
+
+// TestServer is what `mptester run` needs to reach the lab's test server.
+type TestServer struct {
+	// Ports per listening transport (the server's default ports).
+	Ports       map[string][]int `json:"ports"`
+	Fingerprint string           `json:"fingerprint"`
+	// Run is a command that runs the patterns against it from the client.
+	Run string `json:"run"`
 }
 
 // Namespaces of a lab.

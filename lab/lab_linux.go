@@ -14,7 +14,10 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/mptester/mptester/lab/emu"
 )
@@ -124,6 +127,13 @@ func (l *Lab) buildInfo() Info {
 
 // Info returns lab.json's content.
 func (l *Lab) Info() Info { return l.info }
+
+// SetTestServer records the test server in lab.json. Call it before the
+// control socket serves (Status reads the info unlocked).
+func (l *Lab) SetTestServer(ts *TestServer) error {
+	l.info.TestServer = ts
+	return writeJSONFile(l.info.Files.LabJSON, l.info)
+}
 
 // Link returns the emulator of path name (nil if none).
 func (l *Lab) Link(name string) *emu.Link { return l.links[name] }
@@ -292,7 +302,10 @@ func writeSysctl(key, val string) error {
 func (l *Lab) ListenTCP(addr string, mptcp bool) (net.Listener, error) {
 	var ln net.Listener
 	err := InNS(l.info.Namespaces.Internet, func() error {
-		lc := net.ListenConfig{}
+		// SO_REUSEPORT: the test server binds the server addresses' port
+		// 443 beside the wildcard listener every target answers on; the
+		// kernel gives a connection to the most specific one.
+		lc := net.ListenConfig{Control: reusePort}
 		lc.SetMultipathTCP(mptcp)
 		var err error
 		ln, err = lc.Listen(context.Background(), "tcp", addr)
@@ -430,4 +443,13 @@ func (l *Lab) Close() error {
 	err := CleanStale(ctx, l.opts.Name, l.opts.Dir)
 	l.log.Info("lab down", "name", l.opts.Name)
 	return err
+}
+
+func reusePort(_, _ string, c syscall.RawConn) error {
+	var serr error
+	err := c.Control(func(fd uintptr) { serr = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_REUSEPORT, 1) })
+	if err != nil {
+		return err
+	}
+	return serr
 }

@@ -5,6 +5,7 @@ package lab
 import (
 	"context"
 	"fmt"
+	"net"
 	"time"
 
 	"github.com/mptester/mptester/lab/emu"
@@ -32,6 +33,18 @@ func (l *Lab) Status() Status                      { return Status{} }
 func (l *Lab) Context() context.Context            { return context.Background() }
 func (l *Lab) Close() error                        { return nil }
 func (l *Lab) World() *world.World                 { return nil }
+
+// InNS is Linux only.
+func InNS(ns string, fn func() error) error { return ErrUnsupported }
+
+// SetTestServer is Linux only.
+func (l *Lab) SetTestServer(ts *TestServer) error { return ErrUnsupported }
+
+// ListenTCP is Linux only.
+func (l *Lab) ListenTCP(addr string, mptcp bool) (net.Listener, error) { return nil, ErrUnsupported }
+
+// ListenUDPNet is Linux only.
+func (l *Lab) ListenUDPNet(network, addr string) (net.PacketConn, error) { return nil, ErrUnsupported }
 
 // DaemonPID is Linux only.
 func DaemonPID(dir string) (int, bool) { return 0, false }

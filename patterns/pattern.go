@@ -19,6 +19,7 @@ package patterns
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -158,6 +159,10 @@ func (p Params) WithDefaults(pattern string) Params {
 	return p
 }
 
+// ErrConnectTimeout: the connect and handshake did not end within the
+// client's ConnectTimeout.
+var ErrConnectTimeout = errors.New("connect and handshake not done in time")
+
 // Client is what a pattern's client side gets: a transport bound to a
 // path, the server address for that transport, and its parameters.
 type Client struct {
@@ -165,6 +170,10 @@ type Client struct {
 	Addr      netip.AddrPort
 	Params    Params
 	Logger    *slog.Logger
+	// ConnectTimeout bounds each connect and TLS/QUIC handshake, apart
+	// from the test's timeout: a server that accepts and never answers
+	// ends the test now, not when the transfer's time is up.
+	ConnectTimeout time.Duration
 
 	mu    sync.Mutex
 	conns []transport.Conn
@@ -174,8 +183,17 @@ type Client struct {
 // Dial opens a connection for family and tracks it: it is sampled while
 // the test runs and closed when the test ends or is cancelled.
 func (c *Client) Dial(ctx context.Context, family string) (transport.Conn, error) {
-	conn, err := c.Transport.Dial(ctx, c.Addr, family)
+	dctx, cancel := ctx, context.CancelFunc(func() {})
+	if c.ConnectTimeout > 0 {
+		dctx, cancel = context.WithTimeoutCause(ctx, c.ConnectTimeout, ErrConnectTimeout)
+	}
+	conn, err := c.Transport.Dial(dctx, c.Addr, family)
+	timedOut := errors.Is(context.Cause(dctx), ErrConnectTimeout)
+	cancel()
 	if err != nil {
+		if timedOut && ctx.Err() == nil {
+			return nil, fmt.Errorf("%w (%v, --connect-timeout): %w", ErrConnectTimeout, c.ConnectTimeout, err)
+		}
 		return nil, err
 	}
 	c.mu.Lock()
@@ -223,16 +241,19 @@ func (m *Mux) HandleStream(k wire.Kind, family string, h StreamHandler) {
 
 // Limits a public test server needs.
 type Limits struct {
-	MaxSessions  int           `json:"max_sessions"`   // concurrent connections, all clients
-	MaxPerClient int           `json:"max_per_client"` // concurrent connections from one IP
-	MaxBulk      int64         `json:"max_bulk"`       // largest bulk response
-	MaxDuration  time.Duration `json:"max_duration_ns"`
-	ReadTimeout  time.Duration `json:"read_timeout_ns"` // wait for a request or the next frame
-	IdleTimeout  time.Duration `json:"idle_timeout_ns"` // idle connection lifetime
+	MaxSessions  int `json:"max_sessions"`   // concurrent connections, all clients
+	MaxPerClient int `json:"max_per_client"` // concurrent connections from one client (below)
+	// ClientPrefix4 is the IPv4 prefix length that counts as one client;
+	// an IPv6 client is its /64 (one host holds a whole /64). 0 means 32.
+	ClientPrefix4 int           `json:"client_prefix4,omitempty"`
+	MaxBulk       int64         `json:"max_bulk"` // largest bulk response
+	MaxDuration   time.Duration `json:"max_duration_ns"`
+	ReadTimeout   time.Duration `json:"read_timeout_ns"` // wait for a request or the next frame
+	IdleTimeout   time.Duration `json:"idle_timeout_ns"` // idle connection lifetime
 }
 
 // DefaultLimits suit a small public server.
 func DefaultLimits() Limits {
-	return Limits{MaxSessions: 256, MaxPerClient: 16, MaxBulk: 100 << 20, MaxDuration: 60 * time.Second,
+	return Limits{MaxSessions: 256, MaxPerClient: 16, ClientPrefix4: 32, MaxBulk: 100 << 20, MaxDuration: 60 * time.Second,
 		ReadTimeout: 10 * time.Second, IdleTimeout: 30 * time.Second}
 }

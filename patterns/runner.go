@@ -34,6 +34,8 @@ type RunOptions struct {
 	Seed     int64
 	Pace     time.Duration // pause between tests
 	Timeout  time.Duration // per test; 0 = derived from the pattern
+	// ConnectTimeout bounds each connect and handshake (0: only Timeout).
+	ConnectTimeout time.Duration
 	// Stable watches the paths and invalidates the run when they change.
 	Stable    bool
 	Discover  func(ctx context.Context) ([]probe.Path, error)
@@ -230,7 +232,8 @@ func runOne(ctx context.Context, o RunOptions, sv server, t test) Record {
 	ip, _ := sv.addr(t.path, t.family)
 	port := sv.portFor(o, t.transport)
 	cfg := TestConfig{Pattern: t.pattern, Transport: t.transport, Path: t.path.Name, Paths: configPaths(t.paths), Family: int(t.family),
-		Server: netip.AddrPortFrom(ip, port), Params: o.Params, Timeout: o.Timeout, ServerResolution: sv.resolution(t.path, t.family)}
+		Server: netip.AddrPortFrom(ip, port), Params: o.Params, Timeout: o.Timeout, ServerResolution: sv.resolution(t.path, t.family),
+		ConnectTimeout: o.ConnectTimeout}
 	if cfg.Timeout == 0 {
 		cfg.Timeout = DefaultTimeout(t.pattern, o.Params)
 	}
@@ -346,7 +349,7 @@ func selectServer(ctx context.Context, o RunOptions, servers []server) (server, 
 			return server{}, err
 		}
 		r := RunTest(ctx, tr, TestConfig{Pattern: "ping", Transport: trName, Path: o.Paths[0].Name, Family: int(f),
-			Server: sp.Addr, Params: o.Params, Timeout: DefaultTimeout("ping", o.Params)}, nil, o.Logger)
+			Server: sp.Addr, Params: o.Params, Timeout: DefaultTimeout("ping", o.Params), ConnectTimeout: o.ConnectTimeout}, nil, o.Logger)
 		sp.Status, sp.Error = r.Status, r.Error
 		if pr, ok := r.Result.(*PingResult); ok {
 			sp.Median, sp.Answered, sp.Sent = pr.Median, pr.Answered, pr.Sent

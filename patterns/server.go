@@ -377,23 +377,40 @@ func (s *Server) serveStream(ctx context.Context, st transport.Stream, alpn stri
 type limiter struct {
 	mu          sync.Mutex
 	total       int
-	per         map[netip.Addr]int
+	per         map[netip.Prefix]int
 	max, maxPer int
+	prefix4     int
 }
 
 func newLimiter(l Limits) *limiter {
-	return &limiter{per: map[netip.Addr]int{}, max: l.MaxSessions, maxPer: l.MaxPerClient}
+	p4 := l.ClientPrefix4
+	if p4 <= 0 || p4 > 32 {
+		p4 = 32
+	}
+	return &limiter{per: map[netip.Prefix]int{}, max: l.MaxSessions, maxPer: l.MaxPerClient, prefix4: p4}
+}
+
+// client is the prefix that counts as one client: an IPv6 host is given a
+// whole /64, so counting single addresses would let it take every slot.
+func (l *limiter) client(ip netip.Addr) netip.Prefix {
+	bits := 64
+	if ip.Is4() {
+		bits = l.prefix4
+	}
+	p, _ := ip.Prefix(bits)
+	return p
 }
 
 // acquire returns a release function, or nil and the reason for refusal.
-func (l *limiter) acquire(ip netip.Addr) (func(), string) {
+func (l *limiter) acquire(addr netip.Addr) (func(), string) {
+	ip := l.client(addr.Unmap())
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.max > 0 && l.total >= l.max {
 		return nil, fmt.Sprintf("server at its limit of %d sessions", l.max)
 	}
 	if l.maxPer > 0 && l.per[ip] >= l.maxPer {
-		return nil, fmt.Sprintf("client at its limit of %d sessions", l.maxPer)
+		return nil, fmt.Sprintf("client %s at its limit of %d sessions", ip, l.maxPer)
 	}
 	l.total++
 	l.per[ip]++

@@ -30,6 +30,8 @@ type TestConfig struct {
 	Server  netip.AddrPort `json:"server"`
 	Params  Params         `json:"params"`
 	Timeout time.Duration  `json:"timeout_ns"`
+	// ConnectTimeout bounds each connect and handshake (0: only Timeout).
+	ConnectTimeout time.Duration `json:"connect_timeout_ns,omitempty"`
 	// ServerResolution: how a server name became Server (nil for an IP literal).
 	ServerResolution *ServerResolution `json:"server_resolution,omitempty"`
 }
@@ -226,7 +228,7 @@ func RunTest(ctx context.Context, tr transport.Transport, cfg TestConfig, counte
 	}
 	start := time.Now()
 	smp := &sampler{start: start}
-	client := &Client{Transport: tr, Addr: cfg.Server, Params: cfg.Params, Logger: log, onNew: smp.add}
+	client := &Client{Transport: tr, Addr: cfg.Server, Params: cfg.Params, Logger: log, onNew: smp.add, ConnectTimeout: cfg.ConnectTimeout}
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
 	wg.Add(1)

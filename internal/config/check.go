@@ -7,12 +7,40 @@ import (
 	"net/netip"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/dustin/go-humanize"
 
 	"github.com/mptester/mptester/probe"
 )
+
+// checks validate names from the registries of other packages (pattern,
+// transport, method) and their formats (pin). Those packages register at
+// init instead of being imported here: their tests run the lab, which
+// reads config files, and an import would close a cycle.
+var (
+	checksMu sync.RWMutex
+	checks   = map[string]func(string) error{}
+)
+
+// RegisterCheck sets the check of a kind of value ("pattern", "transport",
+// "method", "pin"); a kind nobody registered is not checked.
+func RegisterCheck(kind string, check func(string) error) {
+	checksMu.Lock()
+	defer checksMu.Unlock()
+	checks[kind] = check
+}
+
+func checkNamed(kind, s string) error {
+	checksMu.RLock()
+	f := checks[kind]
+	checksMu.RUnlock()
+	if f == nil {
+		return nil
+	}
+	return f(s)
+}
 
 // Checker collects one message per bad value, each naming where the value
 // came from (a flag or file:line: key), so a user fixes them all at once.
@@ -89,6 +117,9 @@ func Family(s string) error {
 	return nil
 }
 
+// Method checks a survey probe method name.
+func Method(s string) error { return checkNamed("method", s) }
+
 // Unique names the first repeated item: running one test twice, or naming
 // a path twice, is a mistake to report, not to do.
 func Unique(items []string) error {
@@ -120,6 +151,29 @@ func InterfaceName(n string) error {
 	}
 	return nil
 }
+
+// Patterns checks names in the pattern registry, without duplicates.
+func Patterns(names []string) error {
+	for _, n := range names {
+		if err := checkNamed("pattern", n); err != nil {
+			return err
+		}
+	}
+	return Unique(names)
+}
+
+// Transports checks transport names, without duplicates.
+func Transports(names []string) error {
+	for _, n := range names {
+		if err := checkNamed("transport", n); err != nil {
+			return err
+		}
+	}
+	return Unique(names)
+}
+
+// Pin checks a SHA-256 certificate fingerprint.
+func Pin(s string) error { return checkNamed("pin", s) }
 
 // Prefixes checks CIDR prefixes.
 func Prefixes(ps []string) error {
@@ -160,7 +214,7 @@ func Servers(ss []string) error {
 }
 
 // validate checks every key the file sets, each bad value its own message.
-func (c *Config) validate(ch *Checker, extra []Validator) {
+func (c *Config) validate(ch *Checker) {
 	w := c.Where
 	if c.Has("log_level") {
 		_, err := LogLevel(c.LogLevel)
@@ -194,6 +248,7 @@ func (c *Config) validate(ch *Checker, extra []Validator) {
 	}
 	check("survey.paths", Interfaces(s.Paths))
 	check("survey.family", Family(s.Family))
+	check("survey.method", Method(s.Method))
 	check("survey.port", IntIn(s.Port, 1, 65535))
 	check("survey.count", IntIn(s.Count, 1, 1000))
 	check("survey.timeout", Positive(s.Timeout.D()))
@@ -208,13 +263,8 @@ func (c *Config) validate(ch *Checker, extra []Validator) {
 	}
 	r := c.Run
 	check("run.servers", Servers(r.Servers))
+	check("run.patterns", Patterns(r.Patterns))
+	check("run.transports", Transports(r.Transports))
 	check("run.paths", Interfaces(r.Paths))
-	for _, v := range extra {
-		v(c, check)
-	}
+	check("run.pin", Pin(r.Pin))
 }
-
-// A Validator checks the values only the measuring packages understand
-// (method, pattern and transport names, pins), so that this package stays
-// a leaf that the lab can import; check reports a set key's error.
-type Validator func(c *Config, check func(key string, err error))

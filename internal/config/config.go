@@ -107,21 +107,20 @@ func (d *Duration) UnmarshalYAML(n *yaml.Node) error {
 	return nil
 }
 
-// Load reads, strictly decodes and validates path, with the extra
-// validators of the caller's domain.
-func Load(path string, extra ...Validator) (*Config, error) {
+// Load reads, strictly decodes and validates path.
+func Load(path string) (*Config, error) {
 	b, err := os.ReadFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("read config: %w", err)
 	}
-	return parse(b, path, extra)
+	return parse(b, path)
 }
 
 // Parse strictly decodes and validates YAML: unknown keys, wrong types and
 // bad values are each reported by line and key.
-func Parse(b []byte, extra ...Validator) (*Config, error) { return parse(b, "", extra) }
+func Parse(b []byte) (*Config, error) { return parse(b, "") }
 
-func parse(b []byte, file string, extra []Validator) (*Config, error) {
+func parse(b []byte, file string) (*Config, error) {
 	cfg := &Config{file: file, lines: map[string]int{}}
 	var doc yaml.Node
 	if err := yaml.Unmarshal(b, &doc); err != nil {
@@ -142,7 +141,7 @@ func parse(b []byte, file string, extra []Validator) (*Config, error) {
 		return nil, ch.Err()
 	}
 	var ch Checker
-	cfg.validate(&ch, extra)
+	cfg.validate(&ch)
 	if err := ch.Err(); err != nil {
 		return nil, err
 	}

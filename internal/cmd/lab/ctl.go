@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -24,6 +25,7 @@ type DownOptions struct {
 	IO     *cmdutil.IOStreams
 	Logger *slog.Logger
 	Where
+	Purge bool
 }
 
 // NewCmdDown builds `lab down`.
@@ -32,7 +34,12 @@ func NewCmdDown(f *cmdutil.Factory, runF func(context.Context, *DownOptions) err
 	cmd := &cobra.Command{
 		Use:   "down",
 		Short: "Stop a lab and remove its namespaces, devices and processes",
-		Args:  cobra.NoArgs,
+		Long: `Stop a lab and remove its namespaces, devices and processes. Its
+directory keeps what it measured and how it was built (lab.log, world.json,
+truth.json, tranco.csv, a demo's survey.jsonl and run.json); lab down says
+where. --purge removes those files too, and the directory if nothing else is
+in it.`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.Logger = f.Logger
 			if runF != nil {
@@ -42,6 +49,7 @@ func NewCmdDown(f *cmdutil.Factory, runF func(context.Context, *DownOptions) err
 		},
 	}
 	opts.Where.flags(cmd)
+	cmd.Flags().BoolVar(&opts.Purge, "purge", false, "also remove the lab's files from its directory")
 	return cmd
 }
 
@@ -72,8 +80,41 @@ func downRun(ctx context.Context, opts *DownOptions) error {
 	if left := lab.Leftovers(opts.Name, opts.Dir); len(left) > 0 {
 		return fmt.Errorf("lab %s: could not remove %s", opts.Name, strings.Join(left, ", "))
 	}
-	_, err = fmt.Fprintf(opts.IO.Out, "lab %s is down\n", opts.Name)
+	if !opts.Purge {
+		_, err = fmt.Fprintf(opts.IO.Out, "lab %s is down; its logs and world files stay in %s (lab down --purge removes them)\n", opts.Name, opts.Dir)
+		return err
+	}
+	kept, err := purge(opts.Dir)
+	if err != nil {
+		return err
+	}
+	if len(kept) > 0 {
+		_, err = fmt.Fprintf(opts.IO.Out, "lab %s is down; its files are removed; %s is kept: it holds %s\n", opts.Name, opts.Dir, strings.Join(kept, ", "))
+		return err
+	}
+	_, err = fmt.Fprintf(opts.IO.Out, "lab %s is down; %s is removed\n", opts.Name, opts.Dir)
 	return err
+}
+
+// labFiles are the names a lab (and its demo) writes into its directory;
+// --purge removes only these, never a directory the user pointed --dir at.
+var labFiles = []string{"lab.json", "config.yaml", "tranco.csv", "truth.json", "world.json", "lab.log",
+	"control.sock", "pid", "error", "survey.jsonl", "run.json"}
+
+// purge removes the lab's files and then its directory if it is empty.
+func purge(dir string) (kept []string, err error) {
+	for _, n := range labFiles {
+		if err := os.Remove(filepath.Join(dir, n)); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return nil, err
+		}
+	}
+	if err := os.Remove(dir); err != nil && !errors.Is(err, os.ErrNotExist) {
+		ents, _ := os.ReadDir(dir)
+		for _, e := range ents {
+			kept = append(kept, e.Name())
+		}
+	}
+	return kept, nil
 }
 
 // StatusOptions for `mptester lab status`.
@@ -277,6 +318,7 @@ type RunOptions struct {
 	Build   BuildOptions
 	Side    string
 	Command []string
+	NoServe bool
 }
 
 // NewCmdRun builds `lab run`.
@@ -302,6 +344,7 @@ lab down and exit with the command's exit status. For tests and scripts.`,
 	opts.Where.flags(cmd)
 	opts.Build.flags(cmd)
 	cmd.Flags().StringVar(&opts.Side, "side", "client", "namespace: client or server (the Internet side)")
+	noServeFlag(cmd, &opts.NoServe)
 	return cmd
 }
 
@@ -322,6 +365,13 @@ func runRun(ctx context.Context, opts *RunOptions) error {
 		return mapErr(err)
 	}
 	defer l.Close()
+	if !opts.NoServe {
+		stopServe, err := startTestServer(ctx, l, opts.Logger)
+		if err != nil {
+			return err
+		}
+		defer stopServe()
+	}
 	ln, err := lab.ListenControl(l.Info().Files.Control)
 	if err != nil {
 		return err

@@ -10,10 +10,11 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
+	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
 	"slices"
 	"strconv"
 	"syscall"
@@ -26,6 +27,7 @@ import (
 	"github.com/mptester/mptester/lab"
 	"github.com/mptester/mptester/lab/emu"
 	"github.com/mptester/mptester/lab/world"
+	"github.com/mptester/mptester/probe"
 	"github.com/mptester/mptester/survey"
 )
 
@@ -297,22 +299,45 @@ func humanBytes(n int64) string {
 	return fmt.Sprintf("%d B", n)
 }
 
-var pingRTT = regexp.MustCompile(`time=([0-9.]+) ms`)
-
-// pingMedian pings addr 5 times through dev in the client namespace.
+// pingMedian sends 5 ICMP echo requests to addr through dev in the client
+// namespace with mptester's own ICMP prober (the survey's icmp method), so
+// the demo needs no system ping. The prober's sockets are opened on a
+// thread inside the namespace and keep it.
 func pingMedian(ctx context.Context, info lab.Info, dev, addr string) (float64, error) {
-	cmd, err := lab.Command(ctx, info, "client", "ping", "-n", "-c", "5", "-i", "0.05", "-W", "2", "-I", dev, addr)
+	target, err := netip.ParseAddr(addr)
 	if err != nil {
 		return 0, err
 	}
-	b, err := cmd.CombinedOutput()
-	if err != nil {
-		return 0, fmt.Errorf("%v: %s", err, tail(b, 300))
-	}
 	var xs []float64
-	for _, m := range pingRTT.FindAllSubmatch(b, -1) {
-		v, _ := strconv.ParseFloat(string(m[1]), 64)
-		xs = append(xs, v)
+	err = lab.InNS(info.Namespaces.Client, func() error {
+		ifc, err := net.InterfaceByName(dev)
+		if err != nil {
+			return err
+		}
+		p := probe.Path{Name: dev, Index: ifc.Index, Up: true}
+		if plan, ok := info.Plan(dev); ok {
+			for _, a := range []netip.Addr{plan.Client4, plan.Client6} {
+				p.Addrs = append(p.Addrs, probe.Addr{IP: a, Scope: probe.ScopeOf(a)})
+			}
+		}
+		pr, err := survey.NewProber(ctx, "icmp", p, survey.ProberOptions{})
+		if err != nil {
+			return err
+		}
+		defer pr.Close()
+		for i := 0; i < 5; i++ {
+			pctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+			r := pr.Probe(pctx, survey.Target{Addr: target})
+			cancel()
+			if r.Kind == survey.AnswerEchoReply {
+				xs = append(xs, float64(r.RTT)/float64(time.Millisecond))
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+		return nil
+	})
+	if err != nil {
+		return 0, err
 	}
 	if len(xs) == 0 {
 		return 0, errors.New("no replies")

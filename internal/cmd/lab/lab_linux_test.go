@@ -6,6 +6,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"os/exec"
+	"path/filepath"
+	"reflect"
 	"strings"
 	"syscall"
 	"testing"
@@ -13,6 +16,7 @@ import (
 
 	"github.com/mptester/mptester/lab"
 	"github.com/mptester/mptester/lab/labtest"
+	"github.com/mptester/mptester/patterns/transport"
 )
 
 func uniqueName() string { return fmt.Sprintf("c%d-%d", os.Getpid(), time.Now().UnixNano()%100000) }
@@ -146,6 +150,11 @@ func TestLabRunExitStatus(t *testing.T) {
 func TestLabDemo(t *testing.T) {
 	labtest.Require(t)
 	t.Setenv(envMain, "1") // the demo runs this binary as mptester survey
+	// The demo needs no system ping: it uses mptester's own ICMP probe.
+	t.Setenv("PATH", pathWithout(t, "ping"))
+	if p, err := exec.LookPath("ping"); err == nil {
+		t.Fatalf("ping still on PATH: %s", p)
+	}
 	name, dir := uniqueName(), shortDir(t)
 	code, out, stderr := run(t, "lab", "demo", "--name", name, "--dir", dir, "--domains", "40", "--log-level", "warn")
 	if code != 0 {
@@ -177,4 +186,138 @@ func TestLabDemo(t *testing.T) {
 	if left := lab.Leftovers(name, dir); len(left) > 0 {
 		t.Errorf("lab demo left %v", left)
 	}
+}
+
+// pathWithout returns a PATH of one directory linking every program on the
+// current PATH except those whose name starts with prefix.
+func pathWithout(t *testing.T, prefix string) string {
+	bin := t.TempDir()
+	for _, dir := range filepath.SplitList(os.Getenv("PATH")) {
+		ents, _ := os.ReadDir(dir)
+		for _, e := range ents {
+			if strings.HasPrefix(e.Name(), prefix) {
+				continue
+			}
+			_ = os.Symlink(filepath.Join(dir, e.Name()), filepath.Join(bin, e.Name())) // first on PATH wins
+		}
+	}
+	return bin
+}
+
+// TestLabUpServesRun: the servers in lab.json answer `mptester run` as its
+// help shows (default ports), with --insecure or the fingerprint lab.json
+// gives; lab down says where the lab's files stay, --purge removes them.
+func TestLabUpServesRun(t *testing.T) {
+	labtest.Require(t)
+	t.Setenv(envMain, "1") // lab exec runs this binary as mptester run
+	name, dir := uniqueName(), shortDir(t)
+	t.Cleanup(func() { _ = lab.CleanStale(context.Background(), name, dir) })
+	info := up(t, name, dir)
+	ts := info.TestServer
+	if ts == nil || ts.Fingerprint == "" || !reflect.DeepEqual(ts.Ports, defaultPorts()) {
+		t.Fatalf("lab.json test_server = %+v", ts)
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, auth := range [][]string{{"--insecure"}, {"--pin", ts.Fingerprint}} {
+		args := append([]string{"lab", "exec", "--name", name, "--dir", dir, "--", exe, "run", "--server", lab.Server4.String(),
+			"--paths", "wlan0", "--patterns", "ping", "--transports", "tcp,mptcp,quic", "--ping-count", "3", "--pace", "0s",
+			"--log-level", "warn"}, auth...)
+		code, out, stderr := run(t, args...)
+		if code != 0 {
+			t.Fatalf("run %v against the lab's server: exit %d\n%s\n%s", auth, code, out, stderr)
+		}
+		var doc struct {
+			Status  string `json:"status"`
+			Records []struct {
+				Status string `json:"status"`
+			} `json:"records"`
+		}
+		if err := json.Unmarshal([]byte(out), &doc); err != nil {
+			t.Fatalf("run output: %v\n%s", err, out)
+		}
+		ok := 0
+		for _, r := range doc.Records {
+			if r.Status == "success" {
+				ok++
+			}
+		}
+		if doc.Status != "ok" || ok != 3 {
+			t.Errorf("run %v: status %s, %d of 3 tests succeeded\n%s", auth, doc.Status, ok, out)
+		}
+	}
+	// A server that accepts and never answers (the lab's TCP 80 reads until
+	// EOF): each test ends within --connect-timeout (1 s here), not after
+	// the ping pattern's own timeout.
+	start := time.Now()
+	code, out, stderr := run(t, "lab", "exec", "--name", name, "--dir", dir, "--", exe, "run", "--server", lab.Server4.String(),
+		"--tcp-port", "80", "--insecure", "--paths", "wlan0", "--patterns", "ping", "--transports", "tcp,mptcp",
+		"--connect-timeout", "1s", "--pace", "0s", "--log-level", "warn")
+	elapsed := time.Since(start)
+	var silent struct {
+		Records []struct {
+			Status     string    `json:"status"`
+			Error      string    `json:"error"`
+			StartedAt  time.Time `json:"started_at"`
+			FinishedAt time.Time `json:"finished_at"`
+		} `json:"records"`
+	}
+	if err := json.Unmarshal([]byte(out), &silent); err != nil || code != 3 || len(silent.Records) != 2 {
+		t.Fatalf("run against a silent server: exit %d, err %v\n%s\n%s", code, err, out, stderr)
+	}
+	for _, r := range silent.Records {
+		d := r.FinishedAt.Sub(r.StartedAt)
+		if r.Status != "connection-timeout" || !strings.Contains(r.Error, "--connect-timeout") || d < time.Second || d > 1500*time.Millisecond {
+			t.Errorf("silent server: status %s after %v (want connection-timeout within 1 s + 0.5 s): %s", r.Status, d, r.Error)
+		}
+	}
+	if elapsed > 6*time.Second {
+		t.Errorf("run against a silent server took %v (2 tests, 1 s connect timeout)", elapsed)
+	}
+
+	code, out, stderr = run(t, "lab", "down", "--name", name, "--dir", dir)
+	if code != 0 || !strings.Contains(out, dir) || !strings.Contains(out, "--purge") {
+		t.Errorf("lab down: exit %d, %q %s; want it to say where the files stay", code, out, stderr)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "lab.log")); err != nil {
+		t.Errorf("lab down removed lab.log: %v", err)
+	}
+	code, out, stderr = run(t, "lab", "down", "--purge", "--name", name, "--dir", dir)
+	if code != 0 || !strings.Contains(out, "removed") {
+		t.Errorf("lab down --purge: exit %d, %q %s", code, out, stderr)
+	}
+	if _, err := os.Stat(dir); !os.IsNotExist(err) {
+		ents, _ := os.ReadDir(dir)
+		t.Errorf("lab down --purge left %s: %v", dir, ents)
+	}
+
+	// --no-serve: no test server.
+	dir2 := shortDir(t)
+	code, out, stderr = run(t, "lab", "up", "--no-serve", "--name", name, "--dir", dir2, "--domains", "0")
+	if code != 0 {
+		t.Fatalf("lab up --no-serve: exit %d: %s", code, stderr)
+	}
+	var info2 lab.Info
+	if err := json.Unmarshal([]byte(out), &info2); err != nil || info2.TestServer != nil {
+		t.Errorf("lab up --no-serve: test_server %+v (err %v)", info2.TestServer, err)
+	}
+	if code, _, stderr = run(t, "lab", "down", "--name", name, "--dir", dir2); code != 0 {
+		t.Errorf("lab down: exit %d: %s", code, stderr)
+	}
+}
+
+// defaultPorts are the ports `mptester run` uses by default, per listening
+// transport: the lab's test server must listen on exactly these.
+func defaultPorts() map[string][]int {
+	out := map[string][]int{}
+	for _, d := range transport.Listeners() {
+		for _, p := range []uint16{d.DefaultPort, d.AltPort} {
+			if p != 0 {
+				out[d.Name] = append(out[d.Name], int(p))
+			}
+		}
+	}
+	return out
 }

@@ -47,7 +47,7 @@ func TestLabFlagErrors(t *testing.T) {
 		{"lab", "exec", "--side", "moon", "--name", "x", "--", "true"},
 	} {
 		code, _, stderr := run(t, args...)
-		if code != cmdutil.ExitUsage && !(args[1] == "exec" && code == cmdutil.ExitError) {
+		if code != cmdutil.ExitUsage {
 			t.Errorf("%v: exit %d, want %d (usage); stderr %s", args, code, cmdutil.ExitUsage, stderr)
 		}
 		if stderr == "" {

@@ -28,6 +28,7 @@ type UpOptions struct {
 	// Exe is the binary started as the lab daemon (default: this one).
 	Exe     string
 	Timeout time.Duration
+	NoServe bool
 }
 
 // NewCmdUp builds `lab up`; runF replaces upRun in tests.
@@ -38,9 +39,16 @@ func NewCmdUp(f *cmdutil.Factory, runF func(context.Context, *UpOptions) error) 
 		Short: "Start a lab in the background and print lab.json",
 		Long: `Start a lab: a background process (the lab daemon, logging to DIR/lab.log)
 builds the namespaces and emulated paths and serves the synthetic Internet
-until 'lab down'. Whatever a previous lab of the same name left behind
-(namespaces, devices, its process) is removed first. Prints lab.json:
-namespaces, interfaces, addresses, resolvers, servers and file paths.`,
+until 'lab down'. If a lab of that name is running (its control socket
+answers), up refuses: run 'lab down' first. What a crashed lab of that name
+left behind (namespaces, devices, its process) is removed first.
+
+The lab's servers (198.18.200.1, fd00:200::1) run the mptester test server,
+as 'mptester serve' does, on the ports 'mptester run' uses by default:
+TLS/TCP 443 (MPTCP-capable), QUIC 443 and 6121, with a self-signed
+certificate (--no-serve: none). Prints lab.json: namespaces, interfaces,
+addresses, resolvers, servers, the test server's fingerprint and a run
+command (test_server), and file paths.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.Logger = f.Logger
@@ -53,7 +61,12 @@ namespaces, interfaces, addresses, resolvers, servers and file paths.`,
 	opts.Where.flags(cmd)
 	opts.Build.flags(cmd)
 	cmd.Flags().DurationVar(&opts.Timeout, "timeout", time.Minute, "give up if the lab is not up within this `duration`")
+	noServeFlag(cmd, &opts.NoServe)
 	return cmd
+}
+
+func noServeFlag(cmd *cobra.Command, p *bool) {
+	cmd.Flags().BoolVar(p, "no-serve", false, "do not start the test server on the lab's server addresses")
 }
 
 func upRun(ctx context.Context, opts *UpOptions) error {
@@ -97,6 +110,9 @@ func upRun(ctx context.Context, opts *UpOptions) error {
 		}
 	}
 	args := append([]string{"lab", "daemon", "--name", opts.Name, "--dir", opts.Dir}, opts.Build.args()...)
+	if opts.NoServe {
+		args = append(args, "--no-serve")
+	}
 	cmd := exec.Command(exe, args...)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.Dir = "/"
@@ -151,7 +167,8 @@ func daemonError(errFile, logFile string) string {
 type DaemonOptions struct {
 	Logger *slog.Logger
 	Where
-	Build BuildOptions
+	Build   BuildOptions
+	NoServe bool
 }
 
 // NewCmdDaemon builds the hidden command `lab up` starts in the background.
@@ -172,6 +189,7 @@ func NewCmdDaemon(f *cmdutil.Factory, runF func(context.Context, *DaemonOptions)
 	}
 	opts.Where.flags(cmd)
 	opts.Build.flags(cmd)
+	noServeFlag(cmd, &opts.NoServe)
 	return cmd
 }
 
@@ -194,6 +212,13 @@ func daemonRun(ctx context.Context, opts *DaemonOptions) error {
 		return fail(err)
 	}
 	defer l.Close()
+	if !opts.NoServe {
+		stopServe, err := startTestServer(ctx, l, opts.Logger)
+		if err != nil {
+			return fail(err)
+		}
+		defer stopServe()
+	}
 	files := l.Info().Files
 	if err := os.WriteFile(files.PID, []byte(strconv.Itoa(os.Getpid())+"\n"), 0o644); err != nil {
 		return fail(err)

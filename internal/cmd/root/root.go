@@ -40,7 +40,7 @@ traffic patterns against mptester test servers.`,
 				configPath = os.Getenv("MPTESTER_CONFIG")
 			}
 			if configPath != "" {
-				cfg, err := config.Load(configPath, cmdutil.CheckConfig)
+				cfg, err := config.Load(configPath)
 				if err != nil {
 					return cmdutil.Usage(err)
 				}

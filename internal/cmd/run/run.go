@@ -43,19 +43,21 @@ type Options struct {
 	ServerName string
 	// Ports per listening transport (--<transport>-port); AltPorts the
 	// second ports --smoke checks (--<transport>-alt-port, 0: skip).
-	Ports      map[string]uint16
-	AltPorts   map[string]uint16
-	HTTP1      bool
-	Seed       int64
-	Pace       time.Duration
-	Timeout    time.Duration
-	Stable     bool
-	Smoke      bool
-	Output     string
-	ConfigFile string // an input the output must not overwrite
-	ProbeID    string
-	Params     patterns.Params
-	NoUpload   bool
+	Ports    map[string]uint16
+	AltPorts map[string]uint16
+	HTTP1    bool
+	Seed     int64
+	Pace     time.Duration
+	Timeout  time.Duration
+	// ConnectTimeout bounds each connect and handshake, apart from Timeout.
+	ConnectTimeout time.Duration
+	Stable         bool
+	Smoke          bool
+	Output         string
+	ConfigFile     string // an input the output must not overwrite
+	ProbeID        string
+	Params         patterns.Params
+	NoUpload       bool
 	// Spool opens the upload spool (nil: none).
 	Spool func(noUpload bool) (*cmdutil.Spooled, error)
 
@@ -172,6 +174,7 @@ one line per failure: the CI smoke test of a test server.`,
 	fl.Int64Var(&opts.Seed, "seed", 0, "order of the tests (default: random, recorded in the output)")
 	fl.DurationVar(&opts.Pace, "pace", time.Second, "pause between tests")
 	fl.DurationVar(&opts.Timeout, "timeout", 0, "per-test timeout (default: from the pattern's duration)")
+	fl.DurationVar(&opts.ConnectTimeout, "connect-timeout", 5*time.Second, "limit on each connect and TLS/QUIC handshake, apart from --timeout")
 	fl.BoolVar(&opts.Stable, "stable", true, "stop the run when a path appears, disappears or changes address")
 	fl.BoolVar(&opts.Smoke, "smoke", false, "run every pattern briefly; exit 7 listing failures")
 	cmdutil.OutputFlag(cmd, &opts.Output, "write the JSON document to `file` (- for stdout)")
@@ -183,6 +186,12 @@ one line per failure: the CI smoke test of a test server.`,
 	fl.IntVar(&opts.Params.PingCount, "ping-count", patterns.DefaultPingCount, "requests of the ping pattern")
 	fl.StringVar(&opts.Params.Direction, "iperf-direction", patterns.DirectionBoth, "iperf direction: both, upload or download")
 	return cmd
+}
+
+func init() {
+	config.RegisterCheck("pattern", func(s string) error { _, err := patterns.Get(s); return err })
+	config.RegisterCheck("transport", func(s string) error { _, err := transport.Get(s); return err })
+	config.RegisterCheck("pin", func(s string) error { _, err := transport.ParseFingerprint(s); return err })
 }
 
 // applyConfig fills what the command line left unset from the config's run
@@ -216,7 +225,7 @@ func check(opts *Options) error {
 	}
 	ch.Check("--server", config.Servers(opts.Servers))
 	if opts.Pin != "" {
-		ch.Check("--pin", cmdutil.Pin(opts.Pin))
+		ch.Check("--pin", config.Pin(opts.Pin))
 		if opts.Insecure {
 			ch.Check("--pin", fmt.Errorf("use --pin or --insecure, not both"))
 		}
@@ -224,8 +233,8 @@ func check(opts *Options) error {
 	if opts.Smoke && len(opts.Servers) > 1 {
 		ch.Check("--smoke", fmt.Errorf("checks one server (got %d)", len(opts.Servers)))
 	}
-	ch.Check("--patterns", cmdutil.Patterns(opts.Patterns))
-	ch.Check("--transports", cmdutil.Transports(opts.Transports))
+	ch.Check("--patterns", config.Patterns(opts.Patterns))
+	ch.Check("--transports", config.Transports(opts.Transports))
 	ch.Check("--paths", config.Interfaces(opts.Paths))
 	_, err := probe.ParseFamily(opts.Family)
 	ch.Check("--family", err)
@@ -246,6 +255,7 @@ func check(opts *Options) error {
 	}
 	ch.Check("--pace", config.NonNegative(opts.Pace))
 	ch.Check("--timeout", config.NonNegative(opts.Timeout))
+	ch.Check("--connect-timeout", config.Positive(opts.ConnectTimeout))
 	ch.Check("--output", cmdutil.CheckOutput(opts.Output, opts.ConfigFile))
 	return cmdutil.Usage(ch.Err())
 }
@@ -323,7 +333,7 @@ func runRun(opts *Options) error {
 	doc := report.Document{Header: hdr, Records: []json.RawMessage{}}
 	ro := patterns.RunOptions{Servers: opts.Servers, Ports: opts.Ports,
 		Patterns: opts.Patterns, Transports: opts.Transports, Paths: paths, Backup: opts.Backup, Families: fams, Params: opts.Params,
-		Seed: opts.Seed, Pace: opts.Pace, Timeout: opts.Timeout, Stable: opts.Stable, Discover: opts.Discover, PollEvery: opts.PollEvery,
+		Seed: opts.Seed, Pace: opts.Pace, Timeout: opts.Timeout, ConnectTimeout: opts.ConnectTimeout, Stable: opts.Stable, Discover: opts.Discover, PollEvery: opts.PollEvery,
 		HTTP1: opts.HTTP1, Logger: opts.Logger,
 		TLS: func(host string) (*tls.Config, error) {
 			name := opts.ServerName

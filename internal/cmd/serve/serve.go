@@ -99,7 +99,8 @@ accepting, let running tests finish (up to 10 s) and exit.`,
 	fl.StringVar(&opts.KeyFile, "key", "", "PEM private key `file`")
 	fl.StringSliceVar(&opts.Names, "name", nil, "extra DNS `NAME`s or IPs for the self-signed certificate")
 	fl.IntVar(&opts.Limits.MaxSessions, "max-sessions", opts.Limits.MaxSessions, "concurrent sessions over all clients")
-	fl.IntVar(&opts.Limits.MaxPerClient, "max-per-client", opts.Limits.MaxPerClient, "concurrent sessions per client address")
+	fl.IntVar(&opts.Limits.MaxPerClient, "max-per-client", opts.Limits.MaxPerClient, "concurrent sessions per client (an IPv6 /64, an IPv4 --client-prefix4)")
+	fl.IntVar(&opts.Limits.ClientPrefix4, "client-prefix4", opts.Limits.ClientPrefix4, "IPv4 prefix `length` counted as one client by --max-per-client")
 	fl.Int64Var(&opts.Limits.MaxBulk, "max-bulk", opts.Limits.MaxBulk, "largest bulk download in `bytes`")
 	fl.DurationVar(&opts.Limits.MaxDuration, "max-duration", opts.Limits.MaxDuration, "longest iperf/interactive test")
 	fl.DurationVar(&opts.Limits.ReadTimeout, "read-timeout", opts.Limits.ReadTimeout, "wait for a request or the next frame")
@@ -133,13 +134,14 @@ func check(opts *Options) error {
 	if serving == 0 {
 		ch.Check("--"+transport.Listeners()[0].Name+"-port", fmt.Errorf("every port is 0: nothing to serve"))
 	}
-	ch.Check("--transports", cmdutil.Transports(opts.Transports))
+	ch.Check("--transports", config.Transports(opts.Transports))
 	l := opts.Limits
 	ch.Check("--max-sessions", config.Positive(l.MaxSessions))
 	ch.Check("--max-per-client", config.Positive(l.MaxPerClient))
 	if l.MaxPerClient > l.MaxSessions && l.MaxSessions > 0 {
 		ch.Check("--max-per-client", fmt.Errorf("%d exceeds --max-sessions %d", l.MaxPerClient, l.MaxSessions))
 	}
+	ch.Check("--client-prefix4", config.IntIn(l.ClientPrefix4, 8, 32))
 	ch.Check("--max-bulk", config.Positive(l.MaxBulk))
 	ch.Check("--max-duration", config.Positive(l.MaxDuration))
 	ch.Check("--read-timeout", config.Positive(l.ReadTimeout))
