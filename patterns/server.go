@@ -16,6 +16,7 @@ import (
 
 	"github.com/quic-go/quic-go"
 	"github.com/quic-go/quic-go/http3"
+	"golang.org/x/net/http2"
 
 	"github.com/mptester/mptester/patterns/transport"
 	"github.com/mptester/mptester/patterns/wire"
@@ -47,6 +48,7 @@ type Server struct {
 	mux  *Mux
 	log  *slog.Logger
 	lim  *limiter
+	hs   *limiter // the TLS handshake stage: no session slot until it ends
 	http *http.Server
 	h3   *http3.Server
 	hl   *chanListener
@@ -83,7 +85,8 @@ func NewServer(cfg ServerConfig) (*Server, error) {
 		p, _ := Get(n)
 		p.Register(m)
 	}
-	s := &Server{cfg: cfg, mux: m, log: cfg.Logger, lim: newLimiter(cfg.Limits), tcpConns: map[net.Conn]func(){}}
+	s := &Server{cfg: cfg, mux: m, log: cfg.Logger, lim: newLimiter(cfg.Limits), hs: newLimiter(handshakeLimits(cfg.Limits)),
+		tcpConns: map[net.Conn]func(){}}
 	return s, nil
 }
 
@@ -267,33 +270,43 @@ func (s *Server) acceptTCP() {
 			return
 		}
 		ip := remoteIP(c.RemoteAddr())
-		release, reason := s.lim.acquire(ip)
-		if release == nil {
-			s.log.Info("session refused", "client", c.RemoteAddr().String(), "reason", reason)
+		// Connections that never finish their handshake hold a place in
+		// the handshake stage (bounded, short timeout), never a session.
+		hsRelease, reason := s.hs.acquire(ip)
+		if hsRelease == nil {
+			s.log.Info("handshake refused", "client", c.RemoteAddr().String(), "reason", reason)
 			c.Close()
 			continue
 		}
 		s.wg.Add(1)
 		go func() {
 			defer s.wg.Done()
-			s.serveTCP(c, release)
+			s.serveTCP(c, hsRelease)
 		}()
 	}
 }
 
-func (s *Server) serveTCP(raw net.Conn, release func()) {
+func (s *Server) serveTCP(raw net.Conn, hsRelease func()) {
 	tc := tls.Server(raw, s.tlsConfig(wire.ALPNHTTP2, wire.ALPNHTTP1, wire.ALPNIperf, wire.ALPNInteractive))
-	s.trackTCP(tc, release)
-	_ = raw.SetDeadline(time.Now().Add(s.cfg.Limits.ReadTimeout))
-	ctx, cancel := context.WithTimeout(s.ctx, s.cfg.Limits.ReadTimeout)
+	s.trackTCP(tc, hsRelease)
+	hto := s.cfg.Limits.handshakeTimeout()
+	_ = raw.SetDeadline(time.Now().Add(hto))
+	ctx, cancel := context.WithTimeout(s.ctx, hto)
 	err := tc.HandshakeContext(ctx)
 	cancel()
+	s.untrackTCP(tc) // leaves the handshake stage
 	if err != nil {
 		s.log.Info("session closed", "client", raw.RemoteAddr().String(), "reason", "tls handshake: "+err.Error())
 		tc.Close()
-		s.untrackTCP(tc)
 		return
 	}
+	release, reason := s.lim.acquire(remoteIP(raw.RemoteAddr()))
+	if release == nil {
+		s.log.Info("session refused", "client", raw.RemoteAddr().String(), "reason", reason)
+		refuseTCP(tc, reason)
+		return
+	}
+	s.trackTCP(tc, release)
 	_ = raw.SetDeadline(time.Time{})
 	switch alpn := tc.ConnectionState().NegotiatedProtocol; alpn {
 	case wire.ALPNIperf, wire.ALPNInteractive:
@@ -433,6 +446,32 @@ func (s *Server) serveStream(ctx context.Context, st transport.Stream, alpn stri
 		s.log.Info("session ended", "client", peer.String(), "reason", err.Error())
 	}
 	st.Close()
+}
+
+// handshakeLimits bound the handshake stage: far more places than
+// sessions (a handshake is short and cheap to hold), a few per client.
+func handshakeLimits(l Limits) Limits {
+	return Limits{MaxSessions: 16 * max(l.MaxSessions, 1), MaxPerClient: 4 * max(l.MaxPerClient, 1), ClientPrefix4: l.ClientPrefix4}
+}
+
+// refuseTCP tells a client refused for a limit why, as QUIC clients are
+// told in CONNECTION_CLOSE: an error frame on the stream ALPNs, a 503 with
+// the reason over HTTP.
+func refuseTCP(tc *tls.Conn, reason string) {
+	defer tc.Close()
+	_ = tc.SetDeadline(time.Now().Add(2 * time.Second))
+	switch tc.ConnectionState().NegotiatedProtocol {
+	case wire.ALPNIperf, wire.ALPNInteractive:
+		_ = wire.WriteFrame(tc, wire.TypeError, (&wire.ErrorFrame{Code: wire.CodeBusy, Reason: reason}).Encode())
+	case wire.ALPNHTTP2:
+		h := http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { http.Error(w, reason, http.StatusServiceUnavailable) })
+		(&http2.Server{}).ServeConn(tc, &http2.ServeConnOpts{Handler: h})
+		return
+	default:
+		fmt.Fprintf(tc, "HTTP/1.1 503 Service Unavailable\r\nContent-Type: text/plain\r\nConnection: close\r\nContent-Length: %d\r\n\r\n%s", len(reason), reason)
+	}
+	_ = tc.CloseWrite()
+	_, _ = io.Copy(io.Discard, io.LimitReader(tc, 64<<10)) // let the client read it before the close
 }
 
 // limiter caps concurrent sessions overall and per client address.
