@@ -248,12 +248,22 @@ type Limits struct {
 	ClientPrefix4 int           `json:"client_prefix4,omitempty"`
 	MaxBulk       int64         `json:"max_bulk"` // largest bulk response
 	MaxDuration   time.Duration `json:"max_duration_ns"`
-	ReadTimeout   time.Duration `json:"read_timeout_ns"` // wait for a request or the next frame
-	IdleTimeout   time.Duration `json:"idle_timeout_ns"` // idle connection lifetime
+	// HandshakeTimeout bounds a TLS handshake (0: ReadTimeout), which holds
+	// no session slot.
+	HandshakeTimeout time.Duration `json:"handshake_timeout_ns,omitempty"`
+	ReadTimeout      time.Duration `json:"read_timeout_ns"` // wait for a request or the next frame
+	IdleTimeout      time.Duration `json:"idle_timeout_ns"` // idle connection lifetime
+}
+
+func (l Limits) handshakeTimeout() time.Duration {
+	if l.HandshakeTimeout > 0 {
+		return l.HandshakeTimeout
+	}
+	return l.ReadTimeout
 }
 
 // DefaultLimits suit a small public server.
 func DefaultLimits() Limits {
 	return Limits{MaxSessions: 256, MaxPerClient: 16, ClientPrefix4: 32, MaxBulk: 100 << 20, MaxDuration: 60 * time.Second,
-		ReadTimeout: 10 * time.Second, IdleTimeout: 30 * time.Second}
+		HandshakeTimeout: 5 * time.Second, ReadTimeout: 10 * time.Second, IdleTimeout: 30 * time.Second}
 }

@@ -52,6 +52,7 @@ type Server struct {
 	mux *Mux
 	log *slog.Logger
 	lim *limiter
+	hs  *limiter // the handshake stage: no session slot until it ends
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -101,7 +102,8 @@ func NewServer(cfg ServerConfig) (*Server, error) {
 		p, _ := Get(n)
 		p.Register(m)
 	}
-	s := &Server{cfg: cfg, mux: m, log: cfg.Logger, lim: newLimiter(cfg.Limits), conns: map[transport.ServerConn]struct{}{}}
+	s := &Server{cfg: cfg, mux: m, log: cfg.Logger, lim: newLimiter(cfg.Limits), hs: newLimiter(handshakeLimits(cfg.Limits)),
+		conns: map[transport.ServerConn]struct{}{}}
 	return s, nil
 }
 
@@ -241,9 +243,12 @@ func (s *Server) accept(ln transport.Listener) {
 			}
 			return
 		}
-		release, reason := s.lim.acquire(remoteIP(c.RemoteAddr()))
-		if release == nil {
-			s.log.Info("session refused", "client", c.RemoteAddr().String(), "reason", reason)
+		// A connection that has not finished its handshake holds a place
+		// in the handshake stage (bounded, short timeout), never a session
+		// slot: half-open connections cannot lock real clients out.
+		hsRelease, reason := s.hs.acquire(remoteIP(c.RemoteAddr()))
+		if hsRelease == nil {
+			s.log.Info("handshake refused", "client", c.RemoteAddr().String(), "reason", reason)
 			c.Refuse(reason)
 			continue
 		}
@@ -251,24 +256,35 @@ func (s *Server) accept(ln transport.Listener) {
 		s.wg.Add(1)
 		go func() {
 			defer s.wg.Done()
-			defer release()
 			defer s.track(c, false)
-			s.serveConn(c)
+			s.serveConn(c, hsRelease)
 		}()
 	}
 }
 
-// serveConn completes the handshake and serves HTTP or the stream patterns
-// according to the ALPN.
-func (s *Server) serveConn(c transport.ServerConn) {
+// serveConn completes the handshake, takes a session slot and serves HTTP
+// or the stream patterns according to the ALPN.
+func (s *Server) serveConn(c transport.ServerConn, hsRelease func()) {
 	defer c.Close()
-	ctx, cancel := context.WithTimeout(s.ctx, s.cfg.Limits.ReadTimeout)
+	ctx, cancel := context.WithTimeout(s.ctx, s.cfg.Limits.handshakeTimeout())
 	alpn, isHTTP, err := c.Handshake(ctx)
 	cancel()
+	hsRelease()
 	if err != nil {
 		s.log.Info("session closed", "client", c.RemoteAddr().String(), "reason", "tls handshake: "+err.Error())
 		return
 	}
+	release, reason := s.lim.acquire(remoteIP(c.RemoteAddr()))
+	if release == nil {
+		s.log.Info("session refused", "client", c.RemoteAddr().String(), "reason", reason)
+		if isHTTP {
+			c.Refuse(reason)
+		} else {
+			s.refuseStream(c, reason)
+		}
+		return
+	}
+	defer release()
 	if isHTTP {
 		c.ServeHTTP()
 		return
@@ -371,6 +387,29 @@ func (s *Server) serveStream(ctx context.Context, st transport.Stream, alpn stri
 		s.log.Info("session ended", "client", peer.String(), "reason", err.Error())
 	}
 	st.Close()
+}
+
+// handshakeLimits bound the handshake stage: far more places than
+// sessions (a handshake is short and cheap to hold), a few per client.
+func handshakeLimits(l Limits) Limits {
+	return Limits{MaxSessions: 16 * max(l.MaxSessions, 1), MaxPerClient: 4 * max(l.MaxPerClient, 1), ClientPrefix4: l.ClientPrefix4}
+}
+
+// refuseStream tells a stream-pattern client refused for a limit why, in
+// an error frame on its first stream, as QUIC clients read it in
+// CONNECTION_CLOSE.
+func (s *Server) refuseStream(c transport.ServerConn, reason string) {
+	ctx, cancel := context.WithTimeout(s.ctx, 2*time.Second)
+	defer cancel()
+	st, err := c.AcceptStream(ctx)
+	if err != nil {
+		c.Refuse(reason)
+		return
+	}
+	_ = st.SetDeadline(time.Now().Add(2 * time.Second))
+	_ = wire.WriteFrame(st, wire.TypeError, (&wire.ErrorFrame{Code: wire.CodeBusy, Reason: reason}).Encode())
+	_ = st.CloseWrite()
+	_, _ = io.Copy(io.Discard, io.LimitReader(st, 64<<10)) // let the client read it before the close
 }
 
 // limiter caps concurrent sessions overall and per client address.

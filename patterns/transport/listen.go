@@ -51,9 +51,9 @@ type Listener interface {
 // ServerConn is one accepted connection.
 type ServerConn interface {
 	RemoteAddr() net.Addr
-	// Refuse turns the client away before the handshake (server limits);
-	// the client's transport reports StatusServerRefused where its
-	// protocol can carry the reason.
+	// Refuse turns the client away (server limits), before the handshake
+	// or, for an HTTP client, after it; the client's transport reports
+	// StatusServerRefused where its protocol can carry the reason.
 	Refuse(reason string)
 	// Handshake completes TLS; http says the client chose an HTTP ALPN.
 	Handshake(ctx context.Context) (alpn string, http bool, err error)

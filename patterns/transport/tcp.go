@@ -14,6 +14,8 @@ import (
 	"sync"
 	"time"
 
+	"golang.org/x/net/http2"
+
 	"github.com/mptester/mptester/probe"
 )
 
@@ -354,7 +356,25 @@ type tcpServerConn struct {
 
 func (c *tcpServerConn) RemoteAddr() net.Addr { return c.raw.RemoteAddr() }
 
-func (c *tcpServerConn) Refuse(string) { c.raw.Close() }
+// Refuse closes the connection before the handshake; after it, an HTTP
+// client is answered 503 with the reason (as QUIC clients read it in
+// CONNECTION_CLOSE), in the HTTP version it chose.
+func (c *tcpServerConn) Refuse(reason string) {
+	if c.tc == nil {
+		c.raw.Close()
+		return
+	}
+	defer c.tc.Close()
+	_ = c.tc.SetDeadline(time.Now().Add(2 * time.Second))
+	if c.tc.ConnectionState().NegotiatedProtocol == alpnHTTP2 {
+		h := http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { http.Error(w, reason, http.StatusServiceUnavailable) })
+		(&http2.Server{}).ServeConn(c.tc, &http2.ServeConnOpts{Handler: h})
+		return
+	}
+	fmt.Fprintf(c.tc, "HTTP/1.1 503 Service Unavailable\r\nContent-Type: text/plain\r\nConnection: close\r\nContent-Length: %d\r\n\r\n%s", len(reason), reason)
+	_ = c.tc.CloseWrite()
+	_, _ = io.Copy(io.Discard, io.LimitReader(c.tc, 64<<10)) // let the client read it before the close
+}
 
 func (c *tcpServerConn) Handshake(ctx context.Context) (string, bool, error) {
 	cfg := &tls.Config{Certificates: []tls.Certificate{c.l.o.Certificate}, MinVersion: tls.VersionTLS12,

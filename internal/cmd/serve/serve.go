@@ -103,6 +103,7 @@ accepting, let running tests finish (up to 10 s) and exit.`,
 	fl.IntVar(&opts.Limits.ClientPrefix4, "client-prefix4", opts.Limits.ClientPrefix4, "IPv4 prefix `length` counted as one client by --max-per-client")
 	fl.Int64Var(&opts.Limits.MaxBulk, "max-bulk", opts.Limits.MaxBulk, "largest bulk download in `bytes`")
 	fl.DurationVar(&opts.Limits.MaxDuration, "max-duration", opts.Limits.MaxDuration, "longest iperf/interactive test")
+	fl.DurationVar(&opts.Limits.HandshakeTimeout, "handshake-timeout", opts.Limits.HandshakeTimeout, "limit on a TLS handshake (which holds no session slot)")
 	fl.DurationVar(&opts.Limits.ReadTimeout, "read-timeout", opts.Limits.ReadTimeout, "wait for a request or the next frame")
 	fl.DurationVar(&opts.Limits.IdleTimeout, "idle-timeout", opts.Limits.IdleTimeout, "close idle connections after")
 	return cmd
@@ -144,6 +145,7 @@ func check(opts *Options) error {
 	ch.Check("--client-prefix4", config.IntIn(l.ClientPrefix4, 8, 32))
 	ch.Check("--max-bulk", config.Positive(l.MaxBulk))
 	ch.Check("--max-duration", config.Positive(l.MaxDuration))
+	ch.Check("--handshake-timeout", config.NonNegative(l.HandshakeTimeout))
 	ch.Check("--read-timeout", config.Positive(l.ReadTimeout))
 	ch.Check("--idle-timeout", config.Positive(l.IdleTimeout))
 	return cmdutil.Usage(ch.Err())
