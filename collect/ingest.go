@@ -207,6 +207,12 @@ func (s *Server) ingest(r *http.Request) (Receipt, error) {
 		return s.answerExisting(got, sha, now)
 	}
 	s.m.lastSeen.WithLabelValues(tok.Name).Set(float64(now.Unix()))
+	if p.parsed {
+		select {
+		case s.derive <- got:
+		default: // reindex catches up
+		}
+	}
 	st := "stored"
 	if !p.parsed {
 		st = "unparsed"

@@ -117,5 +117,9 @@ type Store interface {
 	// Seen records a probe's report (last seen, spool backlog, drops).
 	Seen(ctx context.Context, r Report) error
 	ListProbes(ctx context.Context) ([]Probe, error)
+	// PutDerived replaces a run's rows in the derived tables (survey cells
+	// and probe records, pattern tests with per-path bytes).
+	PutDerived(ctx context.Context, runID string, d Derived) error
+	GetDerived(ctx context.Context, runID string) (Derived, error)
 	Close() error
 }

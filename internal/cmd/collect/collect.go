@@ -90,7 +90,23 @@ fingerprint printed; probes pin it (upload: pin:).`,
 	fl.IntVar(&opts.Limits.MaxInFlight, "max-inflight", opts.Limits.MaxInFlight, "uploads at once (more are answered 429)")
 	fl.DurationVar(&opts.Limits.RetryAfter, "retry-after", opts.Limits.RetryAfter, "what a 429 asks probes to wait")
 
-	cmd.AddCommand(newCmdProbe(f, opts, runF), newCmdAdmin(f, opts, runF))
+	cmd.AddCommand(newCmdProbe(f, opts, runF), newCmdAdmin(f, opts, runF), &cobra.Command{
+		Use:   "reindex",
+		Short: "Rebuild the derived tables (survey cells and probe records, pattern tests and per-path bytes) from the raw uploads",
+		Args:  cobra.NoArgs,
+		RunE: func(c *cobra.Command, args []string) error {
+			opts.Logger, opts.Ctx = f.Logger, c.Context()
+			return withStore(opts, func(st store.Store) error {
+				srv, err := collect.New(collect.Config{Store: st, Data: opts.Data, Limits: collect.DefaultLimits(), Logger: opts.Logger})
+				if err != nil {
+					return err
+				}
+				n, err := srv.ReindexAll(opts.Ctx)
+				fmt.Fprintf(opts.IO.Out, "reindexed %d runs\n", n)
+				return err
+			})
+		},
+	})
 	return cmd
 }
 
