@@ -38,7 +38,7 @@ type derivedLine struct {
 			Mean float64 `json:"mean"`
 		} `json:"rtt_ms"`
 	} `json:"cells"`
-	// patterns "test"
+	// patterns "pattern_test"
 	Index  int64 `json:"index"`
 	Config struct {
 		Pattern   string `json:"pattern"`
@@ -64,7 +64,7 @@ func addDerived(d *store.Derived, raw []byte) error {
 			d.Cells = append(d.Cells, store.SurveyCell{ProbePath: c.ProbePath, ResolvePath: c.ResolvePath, Targets: c.Targets,
 				Responsive: c.Responsive, Unresponsive: c.Unresponsive, UnresponsivePct: c.UnresponsivePct, RTTP50ms: c.RTT.P50, RTTMeanms: c.RTT.Mean})
 		}
-	case "test":
+	case "pattern_test": // patterns.RecordType
 		pb := l.PathBytes
 		if pb == nil {
 			pb = []store.PathBytes{}

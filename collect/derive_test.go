@@ -34,8 +34,8 @@ func TestDerivedTables(t *testing.T) {
 
 	rid := uuid.NewString()
 	doc := strings.Replace(string(fixture(t, "document.json", rid, "pi1", 0)), `"records": [`, `"records": [
-    {"type":"test","index":0,"config":{"pattern":"bulk","transport":"mptcp","path":"wlan0","family":4},"status":"success","path_bytes":[{"path":"wlan0","bytes_sent":1200,"bytes_received":5000000},{"path":"wwan0","bytes_sent":80,"bytes_received":4000}]},
-    {"type":"test","index":1,"config":{"pattern":"ping","transport":"quic","path":"wwan0","family":6},"status":"timeout","invalid":true,"path_bytes":[]},`, 1)
+    {"type":"pattern_test","index":0,"config":{"pattern":"bulk","transport":"mptcp","path":"wlan0","family":4},"status":"success","path_bytes":[{"path":"wlan0","bytes_sent":1200,"bytes_received":5000000},{"path":"wwan0","bytes_sent":80,"bytes_received":4000}]},
+    {"type":"pattern_test","index":1,"config":{"pattern":"ping","transport":"quic","path":"wwan0","family":6},"status":"timeout","invalid":true,"path_bytes":[]},`, 1)
 	a := e.put(t, rid, []byte(doc), e.probeTok, "")
 	require.Equal(t, http.StatusCreated, a.code, "%s", a.body)
 

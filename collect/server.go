@@ -83,6 +83,8 @@ func New(cfg Config) (*Server, error) {
 	s.mux.HandleFunc("GET /v1/runs", s.admin(s.handleList))
 	s.mux.HandleFunc("GET /v1/runs/{run_id}", s.admin(s.handleGet))
 	s.mux.HandleFunc("GET /v1/probes", s.admin(s.handleProbes))
+	s.mux.HandleFunc("GET /v1/probes/{probe}/config", s.handleGetSchedule)
+	s.mux.HandleFunc("PUT /v1/probes/{probe}/config", s.admin(s.handlePutSchedule))
 	s.mux.HandleFunc("GET /healthz", s.handleHealth)
 	s.mux.Handle("GET /metrics", s.admin(promhttp.HandlerFor(s.m.reg, promhttp.HandlerOpts{}).ServeHTTP))
 	return s, nil

@@ -7,6 +7,7 @@ package e2e
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"crypto/x509"
 	"encoding/pem"
@@ -252,3 +253,5 @@ func pending(t testing.TB, spool string) (n, rejected int) {
 	require.NoError(t, err)
 	return len(p), len(r)
 }
+
+func bytesReader(b []byte) *bytes.Reader { return bytes.NewReader(b) }

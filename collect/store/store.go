@@ -121,5 +121,9 @@ type Store interface {
 	// and probe records, pattern tests with per-path bytes).
 	PutDerived(ctx context.Context, runID string, d Derived) error
 	GetDerived(ctx context.Context, runID string) (Derived, error)
+	// PutSchedule stores the next revision of a probe's (or AnyProbe's)
+	// fleet schedule; GetSchedule falls back to AnyProbe's.
+	PutSchedule(ctx context.Context, probe string, body []byte) (int64, error)
+	GetSchedule(ctx context.Context, probe string) (Schedule, error)
 	Close() error
 }

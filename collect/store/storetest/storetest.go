@@ -188,6 +188,27 @@ func Run(t *testing.T, newDSN func(t *testing.T) string) {
 		assert.Equal(t, d, got)
 	})
 
+	t.Run("Schedules", func(t *testing.T) {
+		s := open(t, newDSN(t))
+		defer s.Close()
+		_, err := s.GetSchedule(ctx, "pi1")
+		assert.ErrorIs(t, err, store.ErrNotFound)
+		rev, err := s.PutSchedule(ctx, store.AnyProbe, []byte(`{"tasks":[]}`))
+		require.NoError(t, err)
+		assert.Equal(t, int64(1), rev)
+		sc, err := s.GetSchedule(ctx, "pi1")
+		require.NoError(t, err)
+		assert.Equal(t, store.Schedule{Probe: store.AnyProbe, Revision: 1, Body: []byte(`{"tasks":[]}`)}, sc)
+		_, err = s.PutSchedule(ctx, "pi1", []byte(`{"a":1}`))
+		require.NoError(t, err)
+		rev, err = s.PutSchedule(ctx, "pi1", []byte(`{"a":2}`))
+		require.NoError(t, err)
+		assert.Equal(t, int64(2), rev, "revisions count per probe")
+		sc, err = s.GetSchedule(ctx, "pi1")
+		require.NoError(t, err)
+		assert.Equal(t, store.Schedule{Probe: "pi1", Revision: 2, Body: []byte(`{"a":2}`)}, sc)
+	})
+
 	t.Run("Reopen", func(t *testing.T) {
 		dsn := newDSN(t)
 		s := open(t, dsn)
