@@ -51,15 +51,19 @@ func benchIngest(b *testing.B, dsn string, survey bool) {
 	require.NoError(b, err)
 	tr := upload.Transport(&pin, nil)
 	tr.MaxIdleConnsPerHost = benchClients
+	tr.ResponseHeaderTimeout = 0
 	hc := &http.Client{Transport: tr}
 
 	// A pattern-run envelope (the golden document, 2.3 kB) or a survey
 	// stream of ~2 MB in the survey's record shape.
 	var base []byte
 	uploads := 20000
+	if n, err := strconv.Atoi(os.Getenv("MPTESTER_BENCH_UPLOADS")); err == nil && n > 0 {
+		uploads = n
+	}
 	if survey {
 		base = surveyStream(2 << 20)
-		uploads = 400
+		uploads = min(uploads, 400)
 	} else {
 		base = fixtureDoc(b)
 	}
@@ -67,6 +71,7 @@ func benchIngest(b *testing.B, dsn string, survey bool) {
 	var next atomic.Int64
 	lat := make([]time.Duration, uploads)
 	var failed atomic.Int64
+	var firstErr sync.Once
 	var wg sync.WaitGroup
 	b.ResetTimer()
 	start := time.Now()
@@ -87,12 +92,14 @@ func benchIngest(b *testing.B, dsn string, survey bool) {
 				resp, err := hc.Do(req)
 				if err != nil {
 					failed.Add(1)
+					firstErr.Do(func() { b.Logf("first failure: %v", err) })
 					continue
 				}
-				io.Copy(io.Discard, resp.Body)
+				ans, _ := io.ReadAll(resp.Body)
 				resp.Body.Close()
 				if resp.StatusCode != http.StatusCreated {
 					failed.Add(1)
+					firstErr.Do(func() { b.Logf("first failure: %d %s", resp.StatusCode, ans) })
 					continue
 				}
 				lat[i] = time.Since(t0)
