@@ -122,7 +122,8 @@ func (s *Server) ingest(r *http.Request) (Receipt, error) {
 	}
 	select {
 	case s.sem <- struct{}{}:
-		defer func() { <-s.sem }()
+		s.m.inFlight.Inc()
+		defer func() { s.m.inFlight.Dec(); <-s.sem }()
 	default:
 		return Receipt{}, reject(http.StatusTooManyRequests, "overloaded", apiError{Reason: "too many uploads at once; retry later"})
 	}
@@ -136,7 +137,7 @@ func (s *Server) ingest(r *http.Request) (Receipt, error) {
 	}
 	defer body.Close()
 
-	f, err := s.raw.create()
+	f, err := s.raw.create(id)
 	if err != nil {
 		return Receipt{}, err
 	}
@@ -206,6 +207,12 @@ func (s *Server) ingest(r *http.Request) (Receipt, error) {
 		return s.answerExisting(got, sha, now)
 	}
 	s.m.lastSeen.WithLabelValues(tok.Name).Set(float64(now.Unix()))
+	if p.parsed {
+		select {
+		case s.derive <- got:
+		default: // reindex catches up
+		}
+	}
 	st := "stored"
 	if !p.parsed {
 		st = "unparsed"

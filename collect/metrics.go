@@ -13,6 +13,7 @@ type metrics struct {
 	bytes      prometheus.Counter
 	latency    prometheus.Histogram
 	lastSeen   *prometheus.GaugeVec
+	inFlight   prometheus.Gauge
 }
 
 func newMetrics() *metrics {
@@ -30,8 +31,10 @@ func newMetrics() *metrics {
 			Help: "Time from request to receipt of stored uploads.", Buckets: prometheus.ExponentialBuckets(0.001, 2, 16)}),
 		lastSeen: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "mptester_collect_probe_last_seen_seconds",
 			Help: "Unix time of each probe's last upload."}, []string{"probe"}),
+		inFlight: prometheus.NewGauge(prometheus.GaugeOpts{Name: "mptester_collect_uploads_in_flight",
+			Help: "Uploads being received now (429 beyond --max-inflight)."}),
 	}
-	m.reg.MustRegister(m.uploads, m.rejects, m.duplicates, m.bytes, m.latency, m.lastSeen,
+	m.reg.MustRegister(m.uploads, m.rejects, m.duplicates, m.bytes, m.latency, m.lastSeen, m.inFlight,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }

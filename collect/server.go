@@ -49,13 +49,14 @@ type Config struct {
 
 // Server is the collect HTTP API.
 type Server struct {
-	cfg  Config
-	raw  *rawDir
-	sem  chan struct{}
-	m    *metrics
-	log  *slog.Logger
-	mux  *http.ServeMux
-	http *http.Server
+	cfg Config
+	raw *rawDir
+	sem chan struct{}
+	m   *metrics
+	log *slog.Logger
+	mux *http.ServeMux
+	// derive queues stored runs for the derived tables (Serve runs it).
+	derive chan store.Run
 }
 
 // New checks cfg and prepares the data directory.
@@ -76,11 +77,14 @@ func New(cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Server{cfg: cfg, raw: raw, sem: make(chan struct{}, cfg.Limits.MaxInFlight), m: newMetrics(), log: cfg.Logger, mux: http.NewServeMux()}
+	s := &Server{cfg: cfg, raw: raw, sem: make(chan struct{}, cfg.Limits.MaxInFlight), m: newMetrics(), log: cfg.Logger,
+		mux: http.NewServeMux(), derive: make(chan store.Run, 4096)}
 	s.mux.HandleFunc("PUT /v1/runs/{run_id}", s.handlePut)
 	s.mux.HandleFunc("GET /v1/runs", s.admin(s.handleList))
 	s.mux.HandleFunc("GET /v1/runs/{run_id}", s.admin(s.handleGet))
 	s.mux.HandleFunc("GET /v1/probes", s.admin(s.handleProbes))
+	s.mux.HandleFunc("GET /v1/probes/{probe}/config", s.handleGetSchedule)
+	s.mux.HandleFunc("PUT /v1/probes/{probe}/config", s.admin(s.handlePutSchedule))
 	s.mux.HandleFunc("GET /healthz", s.handleHealth)
 	s.mux.Handle("GET /metrics", s.admin(promhttp.HandlerFor(s.m.reg, promhttp.HandlerOpts{}).ServeHTTP))
 	return s, nil
@@ -98,6 +102,9 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener, cert *tls.Certifica
 		hs.TLSConfig = &tls.Config{Certificates: []tls.Certificate{*cert}, MinVersion: tls.VersionTLS12}
 		ln = tls.NewListener(ln, hs.TLSConfig)
 	}
+	dctx, stopDerive := context.WithCancel(ctx)
+	defer stopDerive()
+	go s.deriver(dctx)
 	errc := make(chan error, 1)
 	go func() { errc <- hs.Serve(ln) }()
 	select {

@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -17,6 +18,8 @@ import (
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/mptester/mptester/internal/pgtest"
 )
 
 // loadKill: clients probes, each draining runs spooled results with
@@ -94,7 +97,7 @@ func loadKill(t *testing.T, clients, runs, pad int, db string, chaos func(ctx co
 	}
 	raws := 0
 	filepath.WalkDir(filepath.Join(c.data, "raw"), func(_ string, d os.DirEntry, err error) error {
-		if err == nil && !d.IsDir() {
+		if err == nil && !d.IsDir() && !strings.HasPrefix(d.Name(), ".tmp-") {
 			raws++
 		}
 		return nil
@@ -150,4 +153,25 @@ func TestClientKilledDuringUpload(t *testing.T) {
 		t.Logf("upload processes killed %d times", killed)
 	})
 	assert.Positive(t, killed)
+}
+
+// TestServerKilledDuringLoadPostgres: the same with the index on a real
+// PostgreSQL server (started by the test, or MPTESTER_TEST_PG_DSN).
+func TestServerKilledDuringLoadPostgres(t *testing.T) {
+	dsn := pgtest.DSN(t)
+	kills := 0
+	loadKill(t, 8, 100, 0, dsn, func(ctx context.Context, c *collector, _ []*probeEnv) {
+		for {
+			select {
+			case <-ctx.Done():
+				t.Logf("collector killed %d times", kills)
+				return
+			case <-time.After(300*time.Millisecond + rand.N(900*time.Millisecond)):
+			}
+			c.kill()
+			kills++
+			c.start()
+		}
+	})
+	assert.Positive(t, kills)
 }

@@ -7,6 +7,7 @@ package e2e
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"crypto/x509"
 	"encoding/pem"
@@ -51,7 +52,7 @@ func TestMain(m *testing.M) {
 // collector is `mptester collect` as a child process on a fixed loopback
 // port, so it can be killed and restarted in place.
 type collector struct {
-	t      *testing.T
+	t      testing.TB
 	data   string
 	db     string
 	addr   string
@@ -63,7 +64,7 @@ type collector struct {
 	exited chan struct{}
 }
 
-func newCollector(t *testing.T, data, db string, extra ...string) *collector {
+func newCollector(t testing.TB, data, db string, extra ...string) *collector {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
 	addr := l.Addr().String()
@@ -151,7 +152,7 @@ type probeEnv struct {
 
 // newProbe enrols name and writes its config, pinning the collector's
 // certificate.
-func newProbe(t *testing.T, c *collector, name string, extra string) *probeEnv {
+func newProbe(t testing.TB, c *collector, name string, extra string) *probeEnv {
 	dir := t.TempDir()
 	p := &probeEnv{name: name, dir: dir, config: filepath.Join(dir, "mptester.yaml"), spool: filepath.Join(dir, "spool")}
 	tok := c.enrol(name)
@@ -217,7 +218,7 @@ func spoolFixture(t testing.TB, dir, id string, body []byte) {
 }
 
 // stored reads the collector's index and raw files (collector stopped).
-func stored(t *testing.T, c *collector) map[string][]byte {
+func stored(t testing.TB, c *collector) map[string][]byte {
 	dsn := c.db
 	if dsn == "" {
 		dsn = filepath.Join(c.data, "collect.db")
@@ -243,7 +244,7 @@ func stored(t *testing.T, c *collector) map[string][]byte {
 	}
 }
 
-func pending(t *testing.T, spool string) (n, rejected int) {
+func pending(t testing.TB, spool string) (n, rejected int) {
 	sp, err := upload.OpenSpool(spool, upload.Quota{})
 	require.NoError(t, err)
 	p, err := sp.Pending()
@@ -252,3 +253,5 @@ func pending(t *testing.T, spool string) (n, rejected int) {
 	require.NoError(t, err)
 	return len(p), len(r)
 }
+
+func bytesReader(b []byte) *bytes.Reader { return bytes.NewReader(b) }

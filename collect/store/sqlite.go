@@ -41,11 +41,16 @@ func openSQLite(ctx context.Context, dsn string) (Store, error) {
 	}
 	rdb.SetMaxOpenConns(4)
 	s := &sqlStore{d: sqliteDialect, db: rdb, wdb: wdb}
+	startBatcher(s)
+	return s, nil
+}
+
+// startBatcher routes s's PutRun through one group-committing writer.
+func startBatcher(s *sqlStore) {
 	b := &batcher{s: s, jobs: make(chan *putJob), done: make(chan struct{})}
 	s.put, s.end = b.put, b.stop
 	b.wg.Add(1)
 	go b.run()
-	return s, nil
 }
 
 // batcher is group commit: uploads arriving while a commit is on disk go

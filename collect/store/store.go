@@ -117,5 +117,13 @@ type Store interface {
 	// Seen records a probe's report (last seen, spool backlog, drops).
 	Seen(ctx context.Context, r Report) error
 	ListProbes(ctx context.Context) ([]Probe, error)
+	// PutDerived replaces a run's rows in the derived tables (survey cells
+	// and probe records, pattern tests with per-path bytes).
+	PutDerived(ctx context.Context, runID string, d Derived) error
+	GetDerived(ctx context.Context, runID string) (Derived, error)
+	// PutSchedule stores the next revision of a probe's (or AnyProbe's)
+	// fleet schedule; GetSchedule falls back to AnyProbe's.
+	PutSchedule(ctx context.Context, probe string, body []byte) (int64, error)
+	GetSchedule(ctx context.Context, probe string) (Schedule, error)
 	Close() error
 }

@@ -168,6 +168,47 @@ func Run(t *testing.T, newDSN func(t *testing.T) string) {
 		assert.Len(t, all, ids)
 	})
 
+	t.Run("Derived", func(t *testing.T) {
+		s := open(t, newDSN(t))
+		defer s.Close()
+		_, _, err := s.PutRun(ctx, run("d1", "pi", "x", 1), store.Report{})
+		require.NoError(t, err)
+		d := store.Derived{
+			Cells: []store.SurveyCell{{ProbePath: "wlan0", ResolvePath: "wlan0", Targets: 10, Responsive: 9, Unresponsive: 1, UnresponsivePct: 10, RTTP50ms: 12.5, RTTMeanms: 13.25},
+				{ProbePath: "wlan0", ResolvePath: "wwan0", Targets: 8, Responsive: 8, RTTP50ms: 40.125}},
+			Probes: []store.SurveyProbe{{ProbePath: "wwan0", ResolvePath: "wlan0", Address: "198.18.9.1", Method: "tcp-syn", Sent: 10, Received: 9, Responsive: true, Valid: true},
+				{ProbePath: "wlan0", ResolvePath: "wlan0", Address: "fd00::1", Method: "tcp-syn", Sent: 10}},
+			Tests: []store.PatternTest{{Index: 0, Pattern: "bulk", Transport: "mptcp", Path: "wlan0", Status: "success",
+				PathBytes: []store.PathBytes{{Path: "wlan0", Sent: 1000, Received: 5000000}, {Path: "wwan0", Sent: 10, Received: 20}}}},
+		}
+		require.NoError(t, s.PutDerived(ctx, "d1", store.Derived{Cells: d.Cells[:1]}))
+		require.NoError(t, s.PutDerived(ctx, "d1", d), "replaces, never appends")
+		got, err := s.GetDerived(ctx, "d1")
+		require.NoError(t, err)
+		assert.Equal(t, d, got)
+	})
+
+	t.Run("Schedules", func(t *testing.T) {
+		s := open(t, newDSN(t))
+		defer s.Close()
+		_, err := s.GetSchedule(ctx, "pi1")
+		assert.ErrorIs(t, err, store.ErrNotFound)
+		rev, err := s.PutSchedule(ctx, store.AnyProbe, []byte(`{"tasks":[]}`))
+		require.NoError(t, err)
+		assert.Equal(t, int64(1), rev)
+		sc, err := s.GetSchedule(ctx, "pi1")
+		require.NoError(t, err)
+		assert.Equal(t, store.Schedule{Probe: store.AnyProbe, Revision: 1, Body: []byte(`{"tasks":[]}`)}, sc)
+		_, err = s.PutSchedule(ctx, "pi1", []byte(`{"a":1}`))
+		require.NoError(t, err)
+		rev, err = s.PutSchedule(ctx, "pi1", []byte(`{"a":2}`))
+		require.NoError(t, err)
+		assert.Equal(t, int64(2), rev, "revisions count per probe")
+		sc, err = s.GetSchedule(ctx, "pi1")
+		require.NoError(t, err)
+		assert.Equal(t, store.Schedule{Probe: "pi1", Revision: 2, Body: []byte(`{"a":2}`)}, sc)
+	})
+
 	t.Run("Reopen", func(t *testing.T) {
 		dsn := newDSN(t)
 		s := open(t, dsn)

@@ -17,6 +17,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/mptester/mptester/collect"
+	"github.com/mptester/mptester/collect/api"
 	"github.com/mptester/mptester/collect/store"
 	"github.com/mptester/mptester/internal/cmdutil"
 	"github.com/mptester/mptester/patterns"
@@ -90,7 +91,47 @@ fingerprint printed; probes pin it (upload: pin:).`,
 	fl.IntVar(&opts.Limits.MaxInFlight, "max-inflight", opts.Limits.MaxInFlight, "uploads at once (more are answered 429)")
 	fl.DurationVar(&opts.Limits.RetryAfter, "retry-after", opts.Limits.RetryAfter, "what a 429 asks probes to wait")
 
-	cmd.AddCommand(newCmdProbe(f, opts, runF), newCmdAdmin(f, opts, runF))
+	schedule := &cobra.Command{Use: "schedule", Short: "The fleet schedule probes run with `mptester agent`"}
+	schedule.AddCommand(&cobra.Command{
+		Use:   "set PROBE|'*' FILE",
+		Short: "Store FILE (JSON: tasks with command, args, every, spread, windows) as the next revision of a probe's schedule ('*': every probe without its own)",
+		Args:  cobra.ExactArgs(2),
+		RunE: func(c *cobra.Command, args []string) error {
+			opts.Logger, opts.Ctx = f.Logger, c.Context()
+			b, err := os.ReadFile(args[1])
+			if err != nil {
+				return cmdutil.FlagErrorf("%v", err)
+			}
+			if _, err := api.ParseSchedule(b); err != nil {
+				return cmdutil.FlagErrorf("%s: %v", args[1], err)
+			}
+			return withStore(opts, func(st store.Store) error {
+				rev, err := st.PutSchedule(opts.Ctx, args[0], b)
+				if err == nil {
+					fmt.Fprintf(opts.IO.Out, "schedule of %s: revision %d\n", args[0], rev)
+				}
+				return err
+			})
+		},
+	})
+	cmd.AddCommand(schedule)
+	cmd.AddCommand(newCmdProbe(f, opts, runF), newCmdAdmin(f, opts, runF), &cobra.Command{
+		Use:   "reindex",
+		Short: "Rebuild the derived tables (survey cells and probe records, pattern tests and per-path bytes) from the raw uploads",
+		Args:  cobra.NoArgs,
+		RunE: func(c *cobra.Command, args []string) error {
+			opts.Logger, opts.Ctx = f.Logger, c.Context()
+			return withStore(opts, func(st store.Store) error {
+				srv, err := collect.New(collect.Config{Store: st, Data: opts.Data, Limits: collect.DefaultLimits(), Logger: opts.Logger})
+				if err != nil {
+					return err
+				}
+				n, err := srv.ReindexAll(opts.Ctx)
+				fmt.Fprintf(opts.IO.Out, "reindexed %d runs\n", n)
+				return err
+			})
+		},
+	})
 	return cmd
 }
 

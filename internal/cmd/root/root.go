@@ -8,6 +8,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	agentcmd "github.com/mptester/mptester/internal/cmd/agent"
 	collectcmd "github.com/mptester/mptester/internal/cmd/collect"
 	"github.com/mptester/mptester/internal/cmd/doctor"
 	"github.com/mptester/mptester/internal/cmd/ifaces"
@@ -74,6 +75,7 @@ traffic patterns against mptester test servers.`,
 	cmd.AddCommand(runcmd.NewCmdRun(f, nil))
 	cmd.AddCommand(collectcmd.NewCmdCollect(f, nil))
 	cmd.AddCommand(uploadcmd.NewCmdUpload(f, nil))
+	cmd.AddCommand(agentcmd.NewCmdAgent(f, nil))
 	// cobra's built-in `completion` command (bash, zsh, fish, powershell).
 	cmd.CompletionOptions.DisableDefaultCmd = false
 	cmd.InitDefaultCompletionCmd()

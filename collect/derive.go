@@ -1,0 +1,160 @@
+package collect
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+
+	"github.com/mptester/mptester/collect/store"
+	"github.com/mptester/mptester/report"
+)
+
+// Record fields the derived tables read, by their JSON names in the
+// envelope (survey/record.go, survey/summary.go, patterns/test.go); collect
+// reads results only as JSON, never through the measuring packages.
+type derivedLine struct {
+	Type string `json:"type"`
+	// survey "probe"
+	ProbePath   string `json:"probe_path"`
+	ResolvePath string `json:"resolve_path"`
+	Address     string `json:"address"`
+	Method      string `json:"method"`
+	Sent        int64  `json:"sent"`
+	Received    int64  `json:"received"`
+	Responsive  bool   `json:"responsive"`
+	Valid       bool   `json:"valid"`
+	// survey "summary"
+	Cells []struct {
+		ProbePath       string  `json:"probe_path"`
+		ResolvePath     string  `json:"resolve_path"`
+		Targets         int64   `json:"targets"`
+		Responsive      int64   `json:"responsive"`
+		Unresponsive    int64   `json:"unresponsive"`
+		UnresponsivePct float64 `json:"unresponsive_pct"`
+		RTT             struct {
+			P50  float64 `json:"p50"`
+			Mean float64 `json:"mean"`
+		} `json:"rtt_ms"`
+	} `json:"cells"`
+	// patterns "pattern_test"
+	Index  int64 `json:"index"`
+	Config struct {
+		Pattern   string `json:"pattern"`
+		Transport string `json:"transport"`
+		Path      string `json:"path"`
+	} `json:"config"`
+	Status    string            `json:"status"`
+	Invalid   bool              `json:"invalid"`
+	PathBytes []store.PathBytes `json:"path_bytes"`
+}
+
+func addDerived(d *store.Derived, raw []byte) error {
+	var l derivedLine
+	if err := json.Unmarshal(raw, &l); err != nil {
+		return err
+	}
+	switch l.Type {
+	case "probe":
+		d.Probes = append(d.Probes, store.SurveyProbe{ProbePath: l.ProbePath, ResolvePath: l.ResolvePath, Address: l.Address,
+			Method: l.Method, Sent: l.Sent, Received: l.Received, Responsive: l.Responsive, Valid: l.Valid})
+	case "summary":
+		for _, c := range l.Cells {
+			d.Cells = append(d.Cells, store.SurveyCell{ProbePath: c.ProbePath, ResolvePath: c.ResolvePath, Targets: c.Targets,
+				Responsive: c.Responsive, Unresponsive: c.Unresponsive, UnresponsivePct: c.UnresponsivePct, RTTP50ms: c.RTT.P50, RTTMeanms: c.RTT.Mean})
+		}
+	case "pattern_test": // patterns.RecordType
+		pb := l.PathBytes
+		if pb == nil {
+			pb = []store.PathBytes{}
+		}
+		d.Tests = append(d.Tests, store.PatternTest{Index: l.Index, Pattern: l.Config.Pattern, Transport: l.Config.Transport,
+			Path: l.Config.Path, Status: l.Status, Invalid: l.Invalid, PathBytes: pb})
+	}
+	return nil
+}
+
+// Derive reads a stored run (JSON Lines or one document) into its derived
+// rows. Records of types the tables do not hold are skipped.
+func Derive(r io.Reader, contentType string) (store.Derived, error) {
+	var d store.Derived
+	if contentType == "application/json" {
+		var doc struct {
+			Records []json.RawMessage `json:"records"`
+		}
+		if err := json.NewDecoder(r).Decode(&doc); err != nil {
+			return d, fmt.Errorf("derive: %w", err)
+		}
+		for i, rec := range doc.Records {
+			if err := addDerived(&d, rec); err != nil {
+				return d, fmt.Errorf("derive: record %d: %w", i, err)
+			}
+		}
+		return d, nil
+	}
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 0, 64<<10), report.MaxLineSize)
+	for n := 1; sc.Scan(); n++ {
+		if err := addDerived(&d, sc.Bytes()); err != nil {
+			return d, fmt.Errorf("derive: line %d: %w", n, err)
+		}
+	}
+	return d, sc.Err()
+}
+
+// Reindex rebuilds the derived rows of one stored run from its raw file.
+func (s *Server) Reindex(ctx context.Context, run store.Run) error {
+	if !run.Parsed {
+		return nil // a newer schema: nothing this build can derive
+	}
+	f, err := s.raw.open(run.RawPath)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	d, err := Derive(f, run.ContentType)
+	if err != nil {
+		return fmt.Errorf("run %s: %w", run.RunID, err)
+	}
+	return s.cfg.Store.PutDerived(ctx, run.RunID, d)
+}
+
+// ReindexAll rebuilds every run's derived rows and returns how many runs
+// it read.
+func (s *Server) ReindexAll(ctx context.Context) (int, error) {
+	n := 0
+	var after int64
+	for {
+		page, err := s.cfg.Store.ListRuns(ctx, store.RunFilter{After: after})
+		if err != nil {
+			return n, err
+		}
+		if len(page) == 0 {
+			return n, nil
+		}
+		for _, r := range page {
+			if err := s.Reindex(ctx, r); err != nil {
+				return n, err
+			}
+			n++
+		}
+		after = page[len(page)-1].Seq
+	}
+}
+
+// deriver fills the derived tables for new uploads in the background, so
+// a receipt never waits for them; a run it misses (queue full, crash) is
+// picked up by `mptester collect reindex`.
+func (s *Server) deriver(ctx context.Context) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case r := <-s.derive:
+			if err := s.Reindex(ctx, r); err != nil {
+				s.log.Warn("derived tables not filled; run `mptester collect reindex`", "run_id", r.RunID, "err", err)
+			}
+		}
+	}
+}

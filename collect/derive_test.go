@@ -1,0 +1,70 @@
+package collect_test
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/mptester/mptester/collect/store"
+)
+
+// TestDerivedTables: uploads fill the derived tables (in the background),
+// and reindex rebuilds them identically from the raw files.
+func TestDerivedTables(t *testing.T) {
+	e := newEnv(t, nil)
+	ctx := context.Background()
+
+	sid := uuid.NewString()
+	lines := strings.Split(strings.TrimSpace(string(stream(t, sid, "pi1"))), "\n")
+	recs := []string{
+		`{"type":"probe","probe_path":"wlan0","resolve_path":"wwan0","resolve_paths":["wwan0"],"address":"198.18.9.1","domains":["a.example"],"method":"tcp-syn","sent":10,"received":9,"rtts_ms":[1],"answer":"syn-ack","responsive":true,"bytes":600,"valid":true}`,
+		`{"type":"probe","probe_path":"wwan0","resolve_path":"wwan0","resolve_paths":["wwan0"],"address":"fd00::9","domains":["a.example"],"method":"tcp-syn","sent":10,"received":0,"rtts_ms":[],"answer":"","responsive":false,"bytes":600,"valid":true}`,
+		`{"type":"summary","status":"ok","cells":[{"probe_path":"wlan0","resolve_path":"wlan0","targets":3,"responsive":2,"unresponsive":1,"unresponsive_pct":33.3,"rtt_ms":{"min":1,"p10":1,"p25":1,"p50":10.5,"p75":20,"p90":20,"max":20,"mean":12.25}},{"probe_path":"wwan0","resolve_path":"wlan0","targets":3,"responsive":3,"unresponsive":0,"unresponsive_pct":0,"rtt_ms":{"p50":40.125,"mean":41}}]}`,
+	}
+	trailer := strings.Replace(lines[3], `"records":2`, fmt.Sprintf(`"records":%d`, 2+len(recs)), 1)
+	survey := strings.Join(append(append(lines[:3:3], recs...), trailer), "\n") + "\n"
+	require.Equal(t, http.StatusCreated, e.put(t, sid, []byte(survey), e.probeTok, "").code)
+
+	rid := uuid.NewString()
+	doc := strings.Replace(string(fixture(t, "document.json", rid, "pi1", 0)), `"records": [`, `"records": [
+    {"type":"pattern_test","index":0,"config":{"pattern":"bulk","transport":"mptcp","path":"wlan0","family":4},"status":"success","path_bytes":[{"path":"wlan0","bytes_sent":1200,"bytes_received":5000000},{"path":"wwan0","bytes_sent":80,"bytes_received":4000}]},
+    {"type":"pattern_test","index":1,"config":{"pattern":"ping","transport":"quic","path":"wwan0","family":6},"status":"timeout","invalid":true,"path_bytes":[]},`, 1)
+	a := e.put(t, rid, []byte(doc), e.probeTok, "")
+	require.Equal(t, http.StatusCreated, a.code, "%s", a.body)
+
+	wantSurvey := store.Derived{
+		Cells: []store.SurveyCell{
+			{ProbePath: "wlan0", ResolvePath: "wlan0", Targets: 3, Responsive: 2, Unresponsive: 1, UnresponsivePct: 33.3, RTTP50ms: 10.5, RTTMeanms: 12.25},
+			{ProbePath: "wwan0", ResolvePath: "wlan0", Targets: 3, Responsive: 3, RTTP50ms: 40.125, RTTMeanms: 41}},
+		Probes: []store.SurveyProbe{
+			{ProbePath: "wlan0", ResolvePath: "wwan0", Address: "198.18.9.1", Method: "tcp-syn", Sent: 10, Received: 9, Responsive: true, Valid: true},
+			{ProbePath: "wwan0", ResolvePath: "wwan0", Address: "fd00::9", Method: "tcp-syn", Sent: 10, Valid: true}},
+	}
+	wantRun := store.Derived{Tests: []store.PatternTest{
+		{Index: 0, Pattern: "bulk", Transport: "mptcp", Path: "wlan0", Status: "success",
+			PathBytes: []store.PathBytes{{Path: "wlan0", Sent: 1200, Received: 5000000}, {Path: "wwan0", Sent: 80, Received: 4000}}},
+		{Index: 1, Pattern: "ping", Transport: "quic", Path: "wwan0", Status: "timeout", Invalid: true, PathBytes: []store.PathBytes{}}}}
+	check := func(id string, want store.Derived) {
+		require.Eventually(t, func() bool {
+			got, err := e.st.GetDerived(ctx, id)
+			return err == nil && assert.ObjectsAreEqual(want, got)
+		}, 5*time.Second, 20*time.Millisecond, "derived rows of %s", id)
+	}
+	check(sid, wantSurvey)
+	check(rid, wantRun)
+
+	require.NoError(t, e.st.PutDerived(ctx, sid, store.Derived{}))
+	require.NoError(t, e.st.PutDerived(ctx, rid, store.Derived{}))
+	n, err := e.srv.ReindexAll(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, 2, n)
+	check(sid, wantSurvey)
+	check(rid, wantRun)
+}

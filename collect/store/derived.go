@@ -1,0 +1,159 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+)
+
+// Derived is what one run contributes to the typed tables.
+type Derived struct {
+	Cells  []SurveyCell  `json:"cells,omitempty"`
+	Probes []SurveyProbe `json:"probes,omitempty"`
+	Tests  []PatternTest `json:"tests,omitempty"`
+}
+
+// SurveyCell is one WW/WL/LW/LL cell of a survey summary (study 004 §III).
+type SurveyCell struct {
+	ProbePath       string  `json:"probe_path"`
+	ResolvePath     string  `json:"resolve_path"`
+	Targets         int64   `json:"targets"`
+	Responsive      int64   `json:"responsive"`
+	Unresponsive    int64   `json:"unresponsive"`
+	UnresponsivePct float64 `json:"unresponsive_pct"`
+	RTTP50ms        float64 `json:"rtt_p50_ms"`
+	RTTMeanms       float64 `json:"rtt_mean_ms"`
+}
+
+// SurveyProbe is one probe record of a survey.
+type SurveyProbe struct {
+	ProbePath   string `json:"probe_path"`
+	ResolvePath string `json:"resolve_path"`
+	Address     string `json:"address"`
+	Method      string `json:"method"`
+	Sent        int64  `json:"sent"`
+	Received    int64  `json:"received"`
+	Responsive  bool   `json:"responsive"`
+	Valid       bool   `json:"valid"`
+}
+
+// PatternTest is one test of a pattern run with its per-path bytes.
+type PatternTest struct {
+	Index     int64       `json:"index"`
+	Pattern   string      `json:"pattern"`
+	Transport string      `json:"transport"`
+	Path      string      `json:"path"`
+	Status    string      `json:"status"`
+	Invalid   bool        `json:"invalid"`
+	PathBytes []PathBytes `json:"path_bytes"`
+}
+
+// PathBytes are one path's interface counters over a test.
+type PathBytes struct {
+	Path     string `json:"path"`
+	Sent     int64  `json:"bytes_sent"`
+	Received int64  `json:"bytes_received"`
+}
+
+var derivedTables = []string{"survey_cells", "survey_probes", "pattern_path_bytes", "pattern_tests"}
+
+// PutDerived replaces runID's rows in the derived tables.
+func (s *sqlStore) PutDerived(ctx context.Context, runID string, d Derived) error {
+	return s.inTx(ctx, func(tx *sql.Tx) error {
+		for _, t := range derivedTables {
+			if _, err := tx.ExecContext(ctx, s.q(`DELETE FROM `+t+` WHERE run_id = ?`), runID); err != nil {
+				return fmt.Errorf("clear %s: %w", t, err)
+			}
+		}
+		for _, c := range d.Cells {
+			if _, err := tx.ExecContext(ctx, s.q(`INSERT INTO survey_cells (run_id, probe_path, resolve_path, targets, responsive, unresponsive,
+				unresponsive_pct, rtt_p50_ms, rtt_mean_ms) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`),
+				runID, c.ProbePath, c.ResolvePath, c.Targets, c.Responsive, c.Unresponsive, c.UnresponsivePct, c.RTTP50ms, c.RTTMeanms); err != nil {
+				return fmt.Errorf("insert cell: %w", err)
+			}
+		}
+		for i, p := range d.Probes {
+			if _, err := tx.ExecContext(ctx, s.q(`INSERT INTO survey_probes (run_id, seq, probe_path, resolve_path, address, method, sent, received,
+				responsive, valid) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`),
+				runID, i, p.ProbePath, p.ResolvePath, p.Address, p.Method, p.Sent, p.Received, p.Responsive, p.Valid); err != nil {
+				return fmt.Errorf("insert probe record: %w", err)
+			}
+		}
+		for _, t := range d.Tests {
+			if _, err := tx.ExecContext(ctx, s.q(`INSERT INTO pattern_tests (run_id, idx, pattern, transport, path, status, invalid)
+				VALUES (?, ?, ?, ?, ?, ?, ?)`), runID, t.Index, t.Pattern, t.Transport, t.Path, t.Status, t.Invalid); err != nil {
+				return fmt.Errorf("insert test: %w", err)
+			}
+			for _, b := range t.PathBytes {
+				if _, err := tx.ExecContext(ctx, s.q(`INSERT INTO pattern_path_bytes (run_id, idx, path, bytes_sent, bytes_received)
+					VALUES (?, ?, ?, ?, ?)`), runID, t.Index, b.Path, b.Sent, b.Received); err != nil {
+					return fmt.Errorf("insert path bytes: %w", err)
+				}
+			}
+		}
+		return nil
+	})
+}
+
+// GetDerived reads runID's rows back, in their order.
+func (s *sqlStore) GetDerived(ctx context.Context, runID string) (Derived, error) {
+	var d Derived
+	rows, err := s.db.QueryContext(ctx, s.q(`SELECT probe_path, resolve_path, targets, responsive, unresponsive, unresponsive_pct,
+		rtt_p50_ms, rtt_mean_ms FROM survey_cells WHERE run_id = ? ORDER BY probe_path, resolve_path`), runID)
+	if err != nil {
+		return d, err
+	}
+	for rows.Next() {
+		var c SurveyCell
+		if err := rows.Scan(&c.ProbePath, &c.ResolvePath, &c.Targets, &c.Responsive, &c.Unresponsive, &c.UnresponsivePct, &c.RTTP50ms, &c.RTTMeanms); err != nil {
+			rows.Close()
+			return d, err
+		}
+		d.Cells = append(d.Cells, c)
+	}
+	rows.Close()
+	rows, err = s.db.QueryContext(ctx, s.q(`SELECT probe_path, resolve_path, address, method, sent, received, responsive, valid
+		FROM survey_probes WHERE run_id = ? ORDER BY seq`), runID)
+	if err != nil {
+		return d, err
+	}
+	for rows.Next() {
+		var p SurveyProbe
+		if err := rows.Scan(&p.ProbePath, &p.ResolvePath, &p.Address, &p.Method, &p.Sent, &p.Received, &p.Responsive, &p.Valid); err != nil {
+			rows.Close()
+			return d, err
+		}
+		d.Probes = append(d.Probes, p)
+	}
+	rows.Close()
+	rows, err = s.db.QueryContext(ctx, s.q(`SELECT idx, pattern, transport, path, status, invalid FROM pattern_tests WHERE run_id = ? ORDER BY idx`), runID)
+	if err != nil {
+		return d, err
+	}
+	for rows.Next() {
+		var t PatternTest
+		if err := rows.Scan(&t.Index, &t.Pattern, &t.Transport, &t.Path, &t.Status, &t.Invalid); err != nil {
+			rows.Close()
+			return d, err
+		}
+		d.Tests = append(d.Tests, t)
+	}
+	rows.Close()
+	for i := range d.Tests {
+		rows, err := s.db.QueryContext(ctx, s.q(`SELECT path, bytes_sent, bytes_received FROM pattern_path_bytes WHERE run_id = ? AND idx = ? ORDER BY path`), runID, d.Tests[i].Index)
+		if err != nil {
+			return d, err
+		}
+		d.Tests[i].PathBytes = []PathBytes{}
+		for rows.Next() {
+			var b PathBytes
+			if err := rows.Scan(&b.Path, &b.Sent, &b.Received); err != nil {
+				rows.Close()
+				return d, err
+			}
+			d.Tests[i].PathBytes = append(d.Tests[i].PathBytes, b)
+		}
+		rows.Close()
+	}
+	return d, nil
+}

@@ -1,0 +1,135 @@
+// Package agent implements `mptester agent`: run the fleet schedule.
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/mptester/mptester/agent"
+	"github.com/mptester/mptester/collect/api"
+	"github.com/mptester/mptester/internal/cmdutil"
+	"github.com/mptester/mptester/upload"
+)
+
+// Options for `mptester agent`.
+type Options struct {
+	IO     *cmdutil.IOStreams
+	Logger *slog.Logger
+	Ctx    context.Context
+	F      *cmdutil.Factory
+
+	Once  bool
+	State string
+	Poll  time.Duration
+}
+
+// NewCmdAgent builds the command; runF replaces agentRun in tests.
+func NewCmdAgent(f *cmdutil.Factory, runF func(*Options) error) *cobra.Command {
+	opts := &Options{IO: f.IO, F: f}
+	cmd := &cobra.Command{
+		Use:   "agent [--once]",
+		Short: "Run this probe's fleet schedule from the collect server",
+		Long: `Fetch this probe's schedule from the collect server (the config's upload:
+section names it; If-None-Match with the last ETag, and the last good copy
+is used while the server is unreachable), run every measurement that is
+due, one at a time, each at its interval plus a uniform random spread and
+inside its time windows, then upload the spool. A changed schedule is
+logged with its revision.
+
+--once runs what is due and exits (cron, or the systemd timer shipped in
+the packages); without it the agent keeps running.`,
+		Example: `  mptester agent --once --config /etc/mptester/mptester.yaml`,
+		Args:    cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			opts.Logger, opts.Ctx = f.Logger, cmd.Context()
+			if runF != nil {
+				return runF(opts)
+			}
+			return agentRun(opts)
+		},
+	}
+	cmd.Flags().BoolVar(&opts.Once, "once", false, "run what is due, upload, and exit")
+	cmd.Flags().StringVar(&opts.State, "state", "", "`directory` for the cached schedule and task state (default: next to the spool)")
+	cmd.Flags().DurationVar(&opts.Poll, "poll", 5*time.Minute, "without --once: how often to look for a new schedule")
+	return cmd
+}
+
+func agentRun(opts *Options) error {
+	set, err := opts.F.UploadSettings()
+	if err != nil {
+		return err
+	}
+	if opts.Poll <= 0 {
+		return cmdutil.FlagErrorf("--poll must be positive")
+	}
+	if opts.State == "" {
+		opts.State = filepath.Join(filepath.Dir(set.SpoolDir), filepath.Base(set.SpoolDir)+"-agent")
+	}
+	self, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	sp, err := upload.OpenSpool(set.SpoolDir, set.Quota)
+	if err != nil {
+		return err
+	}
+	ctx := opts.Ctx
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	a := &agent.Agent{URL: set.URL, Token: set.Token, Probe: opts.F.ProbeID(), Dir: opts.State, Logger: opts.Logger,
+		HTTP: &http.Client{Transport: upload.Transport(set.Pin, nil), Timeout: time.Minute},
+		Exec: func(ctx context.Context, t api.Task) error {
+			args := []string{t.Command}
+			if opts.F.ConfigPath != "" {
+				args = append([]string{"--config", opts.F.ConfigPath}, args...)
+			}
+			args = append(append(args, t.Args...), "--no-upload")
+			cmd := exec.CommandContext(ctx, self, args...)
+			cmd.Stdout = io.Discard // the result is in the spool
+			cmd.Stderr = opts.IO.ErrOut
+			err := cmd.Run()
+			var ee *exec.ExitError
+			if errors.As(err, &ee) && (ee.ExitCode() == cmdutil.ExitPartial || ee.ExitCode() == cmdutil.ExitInvalid) {
+				return nil // measured; the result says what went wrong
+			}
+			return err
+		},
+		Upload: func(ctx context.Context) error { return opts.F.Upload(ctx, set, sp) },
+	}
+	for {
+		ran, err := a.RunOnce(ctx)
+		switch {
+		case errors.Is(err, agent.ErrBusy):
+			opts.Logger.Info("another agent is measuring; leaving it to that one")
+			return nil
+		case err != nil && opts.Once:
+			return err
+		case err != nil:
+			opts.Logger.Warn("agent", "err", err)
+		}
+		if opts.Once {
+			fmt.Fprintf(opts.IO.ErrOut, "agent: ran %d tasks\n", len(ran))
+			return nil
+		}
+		wait := opts.Poll
+		if next := a.NextDue(); !next.IsZero() && time.Until(next) < wait {
+			wait = max(time.Until(next), time.Second)
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(wait):
+		}
+	}
+}
