@@ -41,6 +41,8 @@ type health struct {
 	// Window counters for the rate controller, and run totals.
 	winDrops              uint64
 	winRecvLag, winSendLg time.Duration
+	winFill, maxFill      float64
+	timeout               time.Duration // of a probe
 	sockDrops, hostDrops  uint64
 	sendErrs              uint64
 	maxRecvLag, maxSendLg time.Duration
@@ -66,10 +68,16 @@ type hostSample struct {
 }
 
 // Thresholds of the rate controller: a window is overloaded when anything
-// was dropped or when the receive loop or the send schedule ran this late.
+// was dropped, a probe socket's receive queue was more than overloadFill
+// full (drops come next), or the receive loop ran more than half a probe
+// timeout late. Lateness alone (the loop's, or the send schedule's past
+// overloadLag) is reported, not acted on: on a host loaded by others it
+// costs no answer (verdicts wait for the loop) and a lower rate would not
+// cure it.
 const (
 	healthWindow  = 100 * time.Millisecond
 	overloadLag   = 100 * time.Millisecond
+	overloadFill  = 0.5
 	rateDecrease  = 0.7  // multiplicative decrease per overloaded window
 	rateIncrease  = 0.05 // of the asked rate, per healthy second
 	rateFloorFrac = 0.02 // never below this share of the asked rate
@@ -78,8 +86,10 @@ const (
 	maxVerdictWait = 10 * time.Second
 )
 
+// newHealth watches a run at asked probes/s (lim's rate) whose probes time
+// out after keep.
 func newHealth(asked float64, lim *Limiter, keep time.Duration) *health {
-	h := &health{asked: asked, lim: lim, host: newHostCounters(), keep: keep + 2*maxVerdictWait, rateMin: asked}
+	h := &health{asked: asked, lim: lim, host: newHostCounters(), keep: keep + 2*maxVerdictWait, rateMin: asked, timeout: keep}
 	h.sampleHost(time.Now())
 	return h
 }
@@ -140,6 +150,14 @@ func (h *health) recvLag(d time.Duration) {
 	h.mu.Lock()
 	h.winRecvLag = max(h.winRecvLag, d)
 	h.maxRecvLag = max(h.maxRecvLag, d)
+	h.mu.Unlock()
+}
+
+// queueFill reports how full a probe socket's receive queue is (0..1).
+func (h *health) queueFill(f float64) {
+	h.mu.Lock()
+	h.winFill = max(h.winFill, f)
+	h.maxFill = max(h.maxFill, f)
 	h.mu.Unlock()
 }
 
@@ -248,10 +266,13 @@ func (h *health) run(ctx context.Context) {
 // healthy second raises it again towards the asked rate.
 func (h *health) step() {
 	h.mu.Lock()
-	over := h.winDrops > 0 || h.winRecvLag > overloadLag || h.winSendLg > overloadLag
-	h.winDrops, h.winRecvLag, h.winSendLg = 0, 0, 0
-	if over {
+	late := h.winRecvLag > overloadLag || h.winSendLg > overloadLag
+	over := h.winDrops > 0 || h.winFill > overloadFill || (h.timeout > 0 && h.winRecvLag > h.timeout/2)
+	h.winDrops, h.winRecvLag, h.winSendLg, h.winFill = 0, 0, 0, 0
+	if over || late {
 		h.events++
+	}
+	if over {
 		h.healthy = 0
 	} else {
 		h.healthy += healthWindow
@@ -307,7 +328,7 @@ func (h *health) degraded() *Degraded {
 	}
 	d := &Degraded{HostOverloaded: h.marked, Reprobed: h.reprobed, SocketDrops: h.sockDrops, HostDrops: h.hostDrops,
 		SendErrors: h.sendErrs, MaxReceiveLagMs: msOf(h.maxRecvLag), MaxSendLagMs: msOf(h.maxSendLg),
-		HostCPUMaxPct: h.cpuMax}
+		HostCPUMaxPct: h.cpuMax, MaxQueueFillPct: 100 * h.maxFill}
 	if h.asked > 0 {
 		d.RateAsked, d.RateMin = h.asked, h.rateMin
 	}
@@ -323,6 +344,9 @@ func (h *health) degraded() *Degraded {
 	}
 	if h.maxRecvLag > overloadLag {
 		why = append(why, fmt.Sprintf("replies processed up to %v after arrival", h.maxRecvLag.Round(time.Millisecond)))
+	}
+	if h.maxFill > overloadFill {
+		why = append(why, fmt.Sprintf("a probe socket's receive queue %.0f%% full", 100*h.maxFill))
 	}
 	if h.maxSendLg > overloadLag {
 		why = append(why, fmt.Sprintf("probes sent up to %v behind schedule", h.maxSendLg.Round(time.Millisecond)))
@@ -354,6 +378,7 @@ type Degraded struct {
 	SendErrors      uint64  `json:"send_errors"`
 	MaxReceiveLagMs float64 `json:"max_receive_lag_ms"`
 	MaxSendLagMs    float64 `json:"max_send_lag_ms"`
+	MaxQueueFillPct float64 `json:"max_receive_queue_fill_pct"`
 	HostCPUMaxPct   float64 `json:"host_cpu_max_pct"`
 	RateAsked       float64 `json:"rate_asked,omitempty"`
 	RateMin         float64 `json:"rate_min,omitempty"`

@@ -46,19 +46,25 @@ func TestHealthSuspect(t *testing.T) {
 	assert.Equal(t, uint64(2), h.hostDrops)
 }
 
-// TestHealthRate: an overloaded window lowers the rate by rateDecrease
-// (never below the floor), each healthy second raises it by rateIncrease
-// of the asked rate, never above it; the degraded report says so.
+// TestHealthRate: a window with drops, a receive queue over half full or
+// a receive loop late by more than half the probe timeout lowers the rate
+// by rateDecrease (never below the floor); lateness alone does not (it is
+// reported); each healthy second raises the rate by rateIncrease of the
+// asked rate, never above it; the degraded report says all of it.
 func TestHealthRate(t *testing.T) {
 	lim := NewLimiter(1000, 10)
-	h := &health{asked: 1000, lim: lim, keep: time.Hour, rateMin: 1000}
+	h := &health{asked: 1000, lim: lim, keep: time.Hour, rateMin: 1000, timeout: time.Second}
 	h.step()
 	assert.InDelta(t, 1000, lim.Rate(), 0.01, "healthy: unchanged")
 	assert.Nil(t, h.degraded())
+	h.recvLag(2 * overloadLag)
+	h.sendLag(time.Second)
+	h.step()
+	assert.InDelta(t, 1000, lim.Rate(), 0.01, "late only: unchanged")
 	h.lostDuring(time.Now(), time.Now(), 3, true)
 	h.step()
 	assert.InDelta(t, 700, lim.Rate(), 0.01)
-	h.recvLag(2 * overloadLag)
+	h.recvLag(600 * time.Millisecond)
 	h.step()
 	assert.InDelta(t, 490, lim.Rate(), 0.01)
 	for range 9 {
@@ -72,7 +78,7 @@ func TestHealthRate(t *testing.T) {
 	}
 	assert.InDelta(t, 1000, lim.Rate(), 0.01, "back to the asked rate, not above")
 	for range 500 {
-		h.sendLag(time.Second)
+		h.queueFill(0.8)
 		h.step()
 	}
 	assert.InDelta(t, 20, lim.Rate(), 0.01, "floor")
@@ -80,7 +86,7 @@ func TestHealthRate(t *testing.T) {
 	require.NotNil(t, d)
 	assert.Equal(t, uint64(3), d.SocketDrops)
 	assert.InDelta(t, 20, d.RateMin, 0.01)
-	for _, w := range []string{"3 replies dropped", "rate lowered from 1000/s to 20/s", "behind schedule"} {
+	for _, w := range []string{"3 replies dropped", "rate lowered from 1000/s to 20/s", "1s behind schedule", "receive queue 80% full", "600ms after arrival"} {
 		assert.True(t, strings.Contains(d.Reason, w), "reason %q lacks %q", d.Reason, w)
 	}
 }

@@ -81,6 +81,11 @@ func (rp *rawProber[K]) sock(ctx context.Context, f probe.Family) (*rawSock[K], 
 				s.health.lostDuring(from, to, n, true)
 			}
 		},
+		fill: func(f float64) {
+			if s.health != nil {
+				s.health.queueFill(f)
+			}
+		},
 	})
 	return s, nil
 }
@@ -129,12 +134,14 @@ func (s *rawSock[K]) drained(ctx context.Context, deadline time.Time) bool {
 
 // rxHandler receives what a socket's receive loop reads: each packet with
 // its kernel arrival time and the time it is processed; empty(t) each time
-// the queue was found empty (every arrival before t has been read); and
-// the receive queue's drops, which happened in (from, to].
+// the queue was found empty (every arrival before t has been read); the
+// receive queue's drops, which happened in (from, to]; and, while it has
+// a backlog, how full it is (0..1).
 type rxHandler struct {
 	packet func(pkt []byte, from netip.Addr, at, now time.Time)
 	empty  func(t time.Time)
 	drops  func(n uint64, from, to time.Time)
+	fill   func(f float64)
 }
 
 // rxTick is how often an idle receive loop looks at its queue, so the

@@ -52,6 +52,7 @@ func receive(c *net.IPConn, h rxHandler) {
 	rb := newRxBatch()
 	var drops uint32
 	checked := time.Now() // the drop count is known up to here
+	var filled time.Time  // the queue's fill last read
 	var rerr error
 	read := func(fd uintptr) bool {
 		for {
@@ -60,7 +61,7 @@ func receive(c *net.IPConn, h rxHandler) {
 			switch {
 			case err == unix.EAGAIN:
 				if before.Sub(checked) >= dropCheckEvery {
-					if d, ok := sockDrops(fd); ok {
+					if d, _, ok := sockMemInfo(fd); ok {
 						now := time.Now()
 						if d > drops {
 							h.drops(uint64(d-drops), checked, now)
@@ -78,6 +79,13 @@ func receive(c *net.IPConn, h rxHandler) {
 				return true
 			}
 			now := time.Now()
+			if n == rxBatchLen && now.Sub(filled) >= dropCheckEvery {
+				// A full batch: a backlog. How full is the queue?
+				if _, fill, ok := sockMemInfo(fd); ok {
+					h.fill(fill)
+				}
+				filled = now
+			}
 			for i := range n {
 				pkt, from, oob := rb.packet(i)
 				at, ovfl, hasOvfl := parseRxControl(oob, now)
@@ -208,15 +216,19 @@ func parseRxControl(oob []byte, now time.Time) (at time.Time, drops uint32, hasD
 	return at, drops, hasDrops
 }
 
-// sockDrops is the socket's receive drop counter (SK_MEMINFO_DROPS).
-func sockDrops(fd uintptr) (uint32, bool) {
+// sockMemInfo is the socket's receive drop counter (SK_MEMINFO_DROPS) and
+// how full its receive queue is (SK_MEMINFO_RMEM_ALLOC / RCVBUF).
+func sockMemInfo(fd uintptr) (drops uint32, fill float64, ok bool) {
 	var mi [unix.SK_MEMINFO_VARS]uint32
 	l := uint32(unsafe.Sizeof(mi))
 	_, _, e := unix.Syscall6(unix.SYS_GETSOCKOPT, fd, unix.SOL_SOCKET, unix.SO_MEMINFO, uintptr(unsafe.Pointer(&mi[0])), uintptr(unsafe.Pointer(&l)), 0)
 	if e != 0 || l < 4*(unix.SK_MEMINFO_DROPS+1) {
-		return 0, false
+		return 0, 0, false
 	}
-	return mi[unix.SK_MEMINFO_DROPS], true
+	if mi[unix.SK_MEMINFO_RCVBUF] > 0 {
+		fill = float64(mi[unix.SK_MEMINFO_RMEM_ALLOC]) / float64(mi[unix.SK_MEMINFO_RCVBUF])
+	}
+	return mi[unix.SK_MEMINFO_DROPS], fill, true
 }
 
 // sentNow is the send time, on the same (wall) clock as kernel stamps.
