@@ -284,6 +284,9 @@ func runRun(opts *Options) error {
 	if err != nil {
 		return err
 	}
+	if wrong := wrongPaths(ctx, opts.Servers, paths, opts.Transports, localAddrs(), routeDev); len(wrong) > 0 {
+		return cmdutil.FlagErrorf("--server: %s", joinLines(wrong))
+	}
 	if opts.Seed == 0 {
 		var b [8]byte
 		_, _ = rand.Read(b[:])
