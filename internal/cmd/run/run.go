@@ -308,7 +308,18 @@ func runRun(opts *Options) error {
 	if err != nil {
 		return err
 	}
-	doc := report.Document{Header: hdr, Records: []json.RawMessage{}}
+	// Every input is valid: the output is created now and each test is
+	// written to it as it ends.
+	w, closeOut, err := cmdutil.CreateOutput("--output", opts.Output, opts.IO.Out)
+	if err != nil {
+		return err
+	}
+	defer closeOut()
+	ds, err := newDocStream(w, hdr)
+	if err != nil {
+		return fmt.Errorf("write output: %w", err)
+	}
+	var doc report.Document
 	ro := patterns.RunOptions{Servers: opts.Servers, TCPPort: opts.TCPPort, QUICPort: opts.QUICPort,
 		Patterns: opts.Patterns, Transports: opts.Transports, Paths: paths, Families: fams, Params: opts.Params,
 		Seed: opts.Seed, Pace: opts.Pace, Timeout: opts.Timeout, ConnectTimeout: opts.ConnectTimeout, Stable: opts.Stable, Discover: opts.Discover, PollEvery: opts.PollEvery,
@@ -325,7 +336,9 @@ func runRun(opts *Options) error {
 			if err != nil {
 				return fmt.Errorf("encode record: %w", err)
 			}
-			doc.Records = append(doc.Records, b)
+			if err := ds.record(b); err != nil {
+				return fmt.Errorf("write output: %w", err)
+			}
 			return nil
 		}}
 	sum, runErr := patterns.Run(ctx, ro)
@@ -389,8 +402,11 @@ func runRun(opts *Options) error {
 			fmt.Fprintf(opts.IO.ErrOut, "smoke: %d checks passed against %s\n", sum.Tests, sum.Selected)
 		}
 	}
-	if err := writeDoc(opts, doc); err != nil {
-		return err
+	if err := ds.end(doc.FinishedAt, doc.Status, doc.Reason); err != nil {
+		return fmt.Errorf("write output: %w", err)
+	}
+	if err := closeOut(); err != nil {
+		return fmt.Errorf("write output: %w", err)
 	}
 	return exitErr
 }
@@ -413,19 +429,4 @@ func names(ps []probe.Path) []string {
 		out = append(out, p.Name)
 	}
 	return out
-}
-
-func writeDoc(opts *Options, doc report.Document) error {
-	w, closeOut, err := cmdutil.CreateOutput("--output", opts.Output, opts.IO.Out)
-	if err != nil {
-		return err
-	}
-	if err := cmdutil.WriteJSON(w, doc); err != nil {
-		closeOut()
-		return fmt.Errorf("write output: %w", err)
-	}
-	if err := closeOut(); err != nil {
-		return fmt.Errorf("write output: %w", err)
-	}
-	return nil
 }
