@@ -64,22 +64,24 @@ type Options struct {
 
 // Config is what the run document records as its configuration.
 type Config struct {
-	Servers    []string        `json:"servers"`
-	Patterns   []string        `json:"patterns"`
-	Transports []string        `json:"transports"`
-	Paths      []string        `json:"paths"`
-	DNS        []string        `json:"dns,omitempty"`
-	Families   []int           `json:"families"`
-	Seed       int64           `json:"seed"`
-	Pace       time.Duration   `json:"pace_ns"`
-	Timeout    time.Duration   `json:"timeout_ns"`
-	Stable     bool            `json:"stable"`
-	Smoke      bool            `json:"smoke"`
-	TCPPort    uint16          `json:"tcp_port"`
-	QUICPort   uint16          `json:"quic_port"`
-	Pinned     bool            `json:"pinned"`
-	Insecure   bool            `json:"insecure"`
-	Params     patterns.Params `json:"params"`
+	Servers    []string      `json:"servers"`
+	Patterns   []string      `json:"patterns"`
+	Transports []string      `json:"transports"`
+	Paths      []string      `json:"paths"`
+	DNS        []string      `json:"dns,omitempty"`
+	Families   []int         `json:"families"`
+	Seed       int64         `json:"seed"`
+	Pace       time.Duration `json:"pace_ns"`
+	Timeout    time.Duration `json:"timeout_ns"`
+	// ConnectTimeout bounds each connect and handshake.
+	ConnectTimeout time.Duration   `json:"connect_timeout_ns"`
+	Stable         bool            `json:"stable"`
+	Smoke          bool            `json:"smoke"`
+	TCPPort        uint16          `json:"tcp_port"`
+	QUICPort       uint16          `json:"quic_port"`
+	Pinned         bool            `json:"pinned"`
+	Insecure       bool            `json:"insecure"`
+	Params         patterns.Params `json:"params"`
 }
 
 // NewCmdRun builds the command; runF replaces runRun in tests.
@@ -299,7 +301,7 @@ func runRun(opts *Options) error {
 		opts.Stable = false
 	}
 	cfg := Config{Servers: opts.Servers, Patterns: opts.Patterns, Transports: opts.Transports, Paths: names(paths), DNS: opts.DNS,
-		Seed: opts.Seed, Pace: opts.Pace, Timeout: opts.Timeout, Stable: opts.Stable, Smoke: opts.Smoke,
+		Seed: opts.Seed, Pace: opts.Pace, Timeout: opts.Timeout, ConnectTimeout: opts.ConnectTimeout, Stable: opts.Stable, Smoke: opts.Smoke,
 		TCPPort: opts.TCPPort, QUICPort: opts.QUICPort, Pinned: opts.Pin != "", Insecure: opts.Insecure, Params: opts.Params}
 	for _, f := range fams {
 		cfg.Families = append(cfg.Families, int(f))
