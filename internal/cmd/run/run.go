@@ -286,7 +286,8 @@ func runRun(opts *Options) error {
 	if err != nil {
 		return err
 	}
-	if wrong := wrongPaths(ctx, opts.Servers, paths, opts.Transports, localAddrs(), routeDev); len(wrong) > 0 {
+	local := localAddrs()
+	if wrong := wrongPaths(ctx, opts.Servers, paths, opts.Transports, local, routeDev); len(wrong) > 0 {
 		return cmdutil.FlagErrorf("--server: %s", joinLines(wrong))
 	}
 	if opts.Seed == 0 {
@@ -333,6 +334,7 @@ func runRun(opts *Options) error {
 			}
 			return transport.ClientTLS(name, opts.Pin, opts.Insecure)
 		},
+		Check: checkRecord(ctx, paths, local, routeDev),
 		Emit: func(rec any) error {
 			b, err := json.Marshal(rec)
 			if err != nil {

@@ -22,14 +22,23 @@ type docStream struct {
 }
 
 func newDocStream(w io.Writer, hdr report.Header) (*docStream, error) {
-	b, err := json.MarshalIndent(hdr, "", "  ")
+	// The envelope's own marshalling (timestamps with nine digits), cut
+	// before the fields that come at the end.
+	b, err := json.Marshal(report.Document{Header: hdr})
 	if err != nil {
 		return nil, fmt.Errorf("encode header: %w", err)
 	}
-	// Drop the object's closing brace only: the header continues.
-	b = bytes.TrimRight(bytes.TrimSuffix(b, []byte("}")), "\n ")
+	i := bytes.LastIndex(b, []byte(`,"finished_at":`))
+	if i < 0 {
+		return nil, fmt.Errorf("encode header: no finished_at in %.40q", b)
+	}
+	var buf bytes.Buffer
+	if err := json.Indent(&buf, append(b[:i:i], '}'), "", "  "); err != nil {
+		return nil, fmt.Errorf("encode header: %w", err)
+	}
+	head := bytes.TrimRight(bytes.TrimSuffix(bytes.TrimRight(buf.Bytes(), "\n"), []byte("}")), "\n ")
 	d := &docStream{w: w}
-	d.write(append(b, []byte(",\n  \"records\": [")...))
+	d.write(append(head, []byte(",\n  \"records\": [")...))
 	return d, d.err
 }
 
@@ -51,10 +60,10 @@ func (d *docStream) record(rec []byte) error {
 // end closes the records and the document.
 func (d *docStream) end(finished time.Time, status report.Status, reason string) error {
 	tail := struct {
-		FinishedAt time.Time     `json:"finished_at"`
+		FinishedAt string        `json:"finished_at"`
 		Status     report.Status `json:"status"`
 		Reason     string        `json:"reason,omitempty"`
-	}{finished, status, reason}
+	}{report.Timestamp(finished), status, reason}
 	b, err := json.MarshalIndent(tail, "", "  ")
 	if err != nil {
 		return err

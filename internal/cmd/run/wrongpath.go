@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/mptester/mptester/patterns"
 	"github.com/mptester/mptester/patterns/transport"
 	"github.com/mptester/mptester/probe"
 )
@@ -55,6 +56,26 @@ func wrongPaths(ctx context.Context, servers []string, paths []probe.Path, trans
 		}
 	}
 	return out
+}
+
+// statusWrongPath marks a test whose traffic did not take its path (a
+// server name that resolved to this host, or an MPTCP route leaving by
+// another interface): its figures belong to no path, never a success.
+const statusWrongPath patterns.Status = "wrong-path"
+
+// checkRecord relabels a test whose server address, as resolved on its
+// path, sends the traffic elsewhere.
+func checkRecord(ctx context.Context, paths []probe.Path, local func(netip.Addr) bool,
+	routeDev func(ctx context.Context, dst, src netip.Addr) (string, error)) func(*patterns.Record) {
+	return func(r *patterns.Record) {
+		i := slices.IndexFunc(paths, func(p probe.Path) bool { return p.Name == r.Config.Path })
+		if i < 0 || !r.Config.Server.IsValid() {
+			return
+		}
+		if w := wrongPaths(ctx, []string{r.Config.Server.Addr().String()}, paths[i:i+1], []string{r.Config.Transport}, local, routeDev); len(w) > 0 {
+			r.Status, r.Error = statusWrongPath, w[0]
+		}
+	}
 }
 
 // localAddrs reports whether an address belongs to an interface of this

@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/mptester/mptester/internal/cmdutil"
+	"github.com/mptester/mptester/patterns"
 	"github.com/mptester/mptester/probe"
 )
 
@@ -48,4 +49,29 @@ func TestRunRefusesLocalServerOverOtherPath(t *testing.T) {
 	assert.Equal(t, cmdutil.ExitUsage, cmdutil.ExitCode(err))
 	assert.Contains(t, err.Error(), "server 127.0.0.1 is an address of this host: its traffic goes over loopback, not eth9")
 	assert.Empty(t, out)
+}
+
+// A test whose server name resolved, on its path, to this host (or whose
+// MPTCP route leaves by another interface) is relabelled wrong-path: never
+// a success for a path the traffic did not take.
+func TestCheckRecordRelabels(t *testing.T) {
+	eth := probe.Path{Name: "eth9", Kind: probe.KindEthernet, Up: true,
+		Addrs: []probe.Addr{{IP: netip.MustParseAddr("198.18.9.2"), PrefixLen: 24, Scope: probe.ScopeGlobal}}}
+	route := func(_ context.Context, dst, src netip.Addr) (string, error) { return "wlan0", nil }
+	check := checkRecord(context.Background(), []probe.Path{eth}, func(netip.Addr) bool { return false }, route)
+	rec := func(server, tr string) *patterns.Record {
+		return &patterns.Record{Status: patterns.StatusSuccess,
+			Config: patterns.TestConfig{Path: "eth9", Transport: tr, Server: netip.MustParseAddrPort(server)}}
+	}
+	r := rec("127.0.0.1:443", "tcp")
+	check(r)
+	assert.Equal(t, statusWrongPath, r.Status)
+	assert.Contains(t, r.Error, "not eth9")
+	r = rec("198.18.200.1:443", "mptcp")
+	check(r)
+	assert.Equal(t, statusWrongPath, r.Status)
+	assert.Contains(t, r.Error, "leaves by wlan0")
+	r = rec("198.18.200.1:443", "quic")
+	check(r)
+	assert.Equal(t, patterns.StatusSuccess, r.Status, "QUIC is bound to the device")
 }
