@@ -46,6 +46,10 @@ type RunOptions struct {
 	Logger *slog.Logger
 	// Emit receives every record as it is produced.
 	Emit func(rec any) error
+	// Check, when set, may relabel a test's record before it is emitted
+	// and counted (the run command marks a test whose traffic did not
+	// take its path).
+	Check func(rec *Record)
 }
 
 // ServerProbe is the ping of one candidate server (000 §II-A: the ping
@@ -206,6 +210,9 @@ func Run(ctx context.Context, o RunOptions) (RunSummary, error) {
 		}
 		rec := runOne(runCtx, o, sel, t)
 		rec.Index = i
+		if o.Check != nil {
+			o.Check(&rec)
+		}
 		sum.Tests++
 		if err := o.Emit(rec); err != nil {
 			return sum, err

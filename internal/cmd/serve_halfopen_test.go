@@ -28,34 +28,10 @@ func TestServeHalfOpenDoNotExhaust(t *testing.T) {
 	if testing.Short() {
 		t.Skip("2,000 connections")
 	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	port := l.Addr().(*net.TCPAddr).Port
-	l.Close()
-	u, err := net.ListenPacket("udp", "127.0.0.1:0")
-	require.NoError(t, err)
-	qport := u.LocalAddr().(*net.UDPAddr).Port
-	u.Close()
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	var wg sync.WaitGroup
-	defer wg.Wait()
-	defer cancel()
-	sio, _, serr := cmdutil.Test()
-	wg.Go(func() {
-		// The handshake timeout outlasts the test: the half-open
-		// connections stay for all of it.
-		Run(ctx, sio, []string{"serve", "--listen", "127.0.0.1", "--tcp-port", strconv.Itoa(port), "--quic-port", strconv.Itoa(qport),
-			"--handshake-timeout", "60s", "--read-timeout", "60s", "--log-level", "error"})
-	})
-	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
-	require.Eventually(t, func() bool {
-		c, err := net.Dial("tcp", addr)
-		if err == nil {
-			c.Close()
-		}
-		return err == nil
-	}, 5*time.Second, 20*time.Millisecond, "serve did not start: %s", serr)
+	// The handshake timeout outlasts the test: the half-open connections
+	// stay for all of it.
+	addr := startServe(t, "--handshake-timeout", "60s", "--read-timeout", "60s")
+	_, port, _ := net.SplitHostPort(addr)
 
 	var held []net.Conn
 	defer func() {
@@ -75,7 +51,7 @@ func TestServeHalfOpenDoNotExhaust(t *testing.T) {
 
 	start := time.Now()
 	io, out, errOut := cmdutil.Test()
-	code := Run(context.Background(), io, []string{"run", "--server", "127.0.0.1", "--tcp-port", strconv.Itoa(port),
+	code := Run(context.Background(), io, []string{"run", "--server", "127.0.0.1", "--tcp-port", port,
 		"--insecure", "--paths", "lo", "--patterns", "ping,bulk", "--transports", "tcp,mptcp", "--size", "1000000",
 		"--ping-count", "3", "--pace", "0s", "--connect-timeout", "3s", "--log-level", "warn"})
 	elapsed := time.Since(start)
@@ -104,6 +80,28 @@ func TestServeHalfOpenDoNotExhaust(t *testing.T) {
 // the reason (a 503 over HTTP, an error frame on the stream patterns), as a
 // QUIC client reads it in CONNECTION_CLOSE, not "tls handshake: EOF".
 func TestServeRefusedTCPClientToldWhy(t *testing.T) {
+	addr := startServe(t, "--max-sessions", "1", "--max-per-client", "1")
+	_, port, _ := net.SplitHostPort(addr)
+	// One finished handshake takes the only session slot.
+	hold, err := tls.Dial("tcp", addr, &tls.Config{InsecureSkipVerify: true, NextProtos: []string{"http/1.1"}})
+	require.NoError(t, err)
+	defer hold.Close()
+
+	for _, pattern := range []string{"ping", "interactive"} {
+		io, out, errOut := cmdutil.Test()
+		code := Run(context.Background(), io, []string{"run", "--server", "127.0.0.1", "--tcp-port", port,
+			"--insecure", "--paths", "lo", "--patterns", pattern, "--transports", "tcp", "--duration", "300ms",
+			"--ping-count", "2", "--pace", "0s", "--log-level", "error"})
+		require.Equal(t, cmdutil.ExitPartial, code, "%s\n%s", out, errOut)
+		assert.Contains(t, out.String(), "at its limit of 1 sessions", pattern)
+		assert.Contains(t, out.String(), `"status": "server-refused"`, pattern)
+	}
+}
+
+// startServe runs `mptester serve` on free loopback ports until the test
+// ends and returns its TCP address once it accepts.
+func startServe(t *testing.T, args ...string) string {
+	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
 	port := l.Addr().(*net.TCPAddr).Port
@@ -114,29 +112,20 @@ func TestServeRefusedTCPClientToldWhy(t *testing.T) {
 	u.Close()
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
-	defer wg.Wait()
-	defer cancel()
+	t.Cleanup(wg.Wait)
+	t.Cleanup(cancel)
 	sio, _, serr := cmdutil.Test()
 	wg.Go(func() {
-		Run(ctx, sio, []string{"serve", "--listen", "127.0.0.1", "--tcp-port", strconv.Itoa(port), "--quic-port", strconv.Itoa(qport),
-			"--max-sessions", "1", "--max-per-client", "1", "--log-level", "error"})
+		Run(ctx, sio, append([]string{"serve", "--listen", "127.0.0.1", "--tcp-port", strconv.Itoa(port),
+			"--quic-port", strconv.Itoa(qport), "--log-level", "error"}, args...))
 	})
 	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
-	var hold *tls.Conn
 	require.Eventually(t, func() bool {
-		// One finished handshake takes the only session slot.
-		hold, err = tls.Dial("tcp", addr, &tls.Config{InsecureSkipVerify: true, NextProtos: []string{"http/1.1"}})
+		c, err := net.Dial("tcp", addr)
+		if err == nil {
+			c.Close()
+		}
 		return err == nil
 	}, 5*time.Second, 20*time.Millisecond, "serve did not start: %s", serr)
-	defer hold.Close()
-
-	for _, pattern := range []string{"ping", "interactive"} {
-		io, out, errOut := cmdutil.Test()
-		code := Run(context.Background(), io, []string{"run", "--server", "127.0.0.1", "--tcp-port", strconv.Itoa(port),
-			"--insecure", "--paths", "lo", "--patterns", pattern, "--transports", "tcp", "--duration", "300ms",
-			"--ping-count", "2", "--pace", "0s", "--log-level", "error"})
-		require.Equal(t, cmdutil.ExitPartial, code, "%s\n%s", out, errOut)
-		assert.Contains(t, out.String(), "at its limit of 1 sessions", pattern)
-		assert.Contains(t, out.String(), `"status": "server-refused"`, pattern)
-	}
+	return addr
 }

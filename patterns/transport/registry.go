@@ -28,6 +28,12 @@ type Descriptor struct {
 	// Multipath transports span every selected path in one connection: the
 	// matrix gives them one row per family, not one per path.
 	Multipath bool
+	// SourceBound transports bind their sockets to a path by source
+	// address only, not to its device (MPTCP: a device binding would pin
+	// every subflow), so the route from that address decides which
+	// interface really carries them; `run` checks it before trusting a
+	// path.
+	SourceBound bool
 	// Families the transport carries (FamilyHTTP, stream patterns' ALPNs);
 	// nil: every family. An HTTP-only transport (MPHTTP's byte ranges)
 	// lists FamilyHTTP and the matrix gives it only the HTTP patterns.

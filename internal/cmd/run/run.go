@@ -80,8 +80,10 @@ type Config struct {
 	Seed       int64         `json:"seed"`
 	Pace       time.Duration `json:"pace_ns"`
 	Timeout    time.Duration `json:"timeout_ns"`
-	Stable     bool          `json:"stable"`
-	Smoke      bool          `json:"smoke"`
+	// ConnectTimeout bounds each connect and handshake.
+	ConnectTimeout time.Duration `json:"connect_timeout_ns"`
+	Stable         bool          `json:"stable"`
+	Smoke          bool          `json:"smoke"`
 	// Ports per listening transport.
 	Ports    map[string]uint16 `json:"ports"`
 	Pinned   bool              `json:"pinned"`
@@ -302,6 +304,10 @@ func runRun(opts *Options) error {
 			return cmdutil.FlagErrorf("--backup: %q is not one of the paths (%s)", b, strings.Join(names(paths), ", "))
 		}
 	}
+	local := localAddrs()
+	if wrong := wrongPaths(ctx, opts.Servers, paths, opts.Transports, local, routeDev); len(wrong) > 0 {
+		return cmdutil.FlagErrorf("--server: %s", joinLines(wrong))
+	}
 	if opts.Seed == 0 {
 		var b [8]byte
 		_, _ = rand.Read(b[:])
@@ -314,7 +320,7 @@ func runRun(opts *Options) error {
 		opts.Stable = false
 	}
 	cfg := Config{Servers: opts.Servers, Patterns: opts.Patterns, Transports: opts.Transports, Paths: names(paths), Backup: opts.Backup, DNS: opts.DNS,
-		Seed: opts.Seed, Pace: opts.Pace, Timeout: opts.Timeout, Stable: opts.Stable, Smoke: opts.Smoke,
+		Seed: opts.Seed, Pace: opts.Pace, Timeout: opts.Timeout, ConnectTimeout: opts.ConnectTimeout, Stable: opts.Stable, Smoke: opts.Smoke,
 		Ports: opts.Ports, Pinned: opts.Pin != "", Insecure: opts.Insecure, Params: opts.Params}
 	for _, f := range fams {
 		cfg.Families = append(cfg.Families, int(f))
@@ -330,7 +336,18 @@ func runRun(opts *Options) error {
 	if err := spooled.Start(hdr.RunID, ".json"); err != nil {
 		return err
 	}
-	doc := report.Document{Header: hdr, Records: []json.RawMessage{}}
+	// Every input is valid: the output is created now and each test is
+	// written to it as it ends.
+	w, closeOut, err := cmdutil.CreateOutput("--output", opts.Output, opts.IO.Out)
+	if err != nil {
+		return err
+	}
+	defer closeOut()
+	ds, err := newDocStream(w, hdr)
+	if err != nil {
+		return fmt.Errorf("write output: %w", err)
+	}
+	var doc report.Document
 	ro := patterns.RunOptions{Servers: opts.Servers, Ports: opts.Ports,
 		Patterns: opts.Patterns, Transports: opts.Transports, Paths: paths, Backup: opts.Backup, Families: fams, Params: opts.Params,
 		Seed: opts.Seed, Pace: opts.Pace, Timeout: opts.Timeout, ConnectTimeout: opts.ConnectTimeout, Stable: opts.Stable, Discover: opts.Discover, PollEvery: opts.PollEvery,
@@ -342,12 +359,15 @@ func runRun(opts *Options) error {
 			}
 			return transport.ClientTLS(name, opts.Pin, opts.Insecure)
 		},
+		Check: checkRecord(ctx, paths, local, routeDev),
 		Emit: func(rec any) error {
 			b, err := json.Marshal(rec)
 			if err != nil {
 				return fmt.Errorf("encode record: %w", err)
 			}
-			doc.Records = append(doc.Records, b)
+			if err := ds.record(b); err != nil {
+				return fmt.Errorf("write output: %w", err)
+			}
 			return nil
 		}}
 	sum, runErr := patterns.Run(ctx, ro)
@@ -421,8 +441,11 @@ func runRun(opts *Options) error {
 			fmt.Fprintf(opts.IO.ErrOut, "smoke: %d checks passed against %s\n", sum.Tests, sum.Selected)
 		}
 	}
-	if err := writeDoc(opts, doc); err != nil {
-		return err
+	if err := ds.end(doc.FinishedAt, doc.Status, doc.Reason); err != nil {
+		return fmt.Errorf("write output: %w", err)
+	}
+	if err := closeOut(); err != nil {
+		return fmt.Errorf("write output: %w", err)
 	}
 	if err := cmdutil.WriteJSON(spooled.Writer(), doc); err != nil {
 		return fmt.Errorf("spool: %w", err)
@@ -448,19 +471,4 @@ func names(ps []probe.Path) []string {
 		out = append(out, p.Name)
 	}
 	return out
-}
-
-func writeDoc(opts *Options, doc report.Document) error {
-	w, closeOut, err := cmdutil.CreateOutput("--output", opts.Output, opts.IO.Out)
-	if err != nil {
-		return err
-	}
-	if err := cmdutil.WriteJSON(w, doc); err != nil {
-		closeOut()
-		return fmt.Errorf("write output: %w", err)
-	}
-	if err := closeOut(); err != nil {
-		return fmt.Errorf("write output: %w", err)
-	}
-	return nil
 }
