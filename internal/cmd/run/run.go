@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"maps"
 	"slices"
@@ -343,7 +344,8 @@ func runRun(opts *Options) error {
 		return err
 	}
 	defer closeOut()
-	ds, err := newDocStream(w, hdr)
+	// The spooled copy is the same bytes as the output, for the upload.
+	ds, err := newDocStream(io.MultiWriter(w, spooled.Writer()), hdr)
 	if err != nil {
 		return fmt.Errorf("write output: %w", err)
 	}
@@ -446,9 +448,6 @@ func runRun(opts *Options) error {
 	}
 	if err := closeOut(); err != nil {
 		return fmt.Errorf("write output: %w", err)
-	}
-	if err := cmdutil.WriteJSON(spooled.Writer(), doc); err != nil {
-		return fmt.Errorf("spool: %w", err)
 	}
 	return spooled.Finish(ctx, exitErr)
 }
