@@ -71,11 +71,16 @@ type ConnRecord struct {
 // MarshalJSON adds the transport's connection facts under their key.
 func (c ConnRecord) MarshalJSON() ([]byte, error) {
 	type plain ConnRecord // drops this method
-	b, err := json.Marshal(plain(c))
-	if err != nil || c.Facts == nil {
+	return withFact(plain(c), c.Facts)
+}
+
+// withFact marshals v and adds the fact under its key.
+func withFact(v any, f transport.Fact) ([]byte, error) {
+	b, err := json.Marshal(v)
+	if err != nil || f == nil {
 		return b, err
 	}
-	return withMember(b, c.Facts.Key(), c.Facts)
+	return withMember(b, f.Key(), f)
 }
 
 // withMember appends "key": v to the JSON object obj.
@@ -189,11 +194,7 @@ type Record struct {
 // MarshalJSON adds the transport's summary under its key.
 func (r Record) MarshalJSON() ([]byte, error) {
 	type plain Record // drops this method
-	b, err := json.Marshal(plain(r))
-	if err != nil || r.Summary == nil {
-		return b, err
-	}
-	return withMember(b, r.Summary.Key(), r.Summary)
+	return withFact(plain(r), r.Summary)
 }
 
 // RunTest runs one pattern over one transport and records everything: the

@@ -19,10 +19,12 @@ type classified struct {
 	own func(error) Status
 }
 
-func (s classified) Read(p []byte) (int, error) {
-	n, err := s.Stream.Read(p)
+func (s classified) Read(p []byte) (int, error) { return readClassified(s.Stream, p, s.own) }
+
+func readClassified(r io.Reader, p []byte, own func(error) Status) (int, error) {
+	n, err := r.Read(p)
 	if err != nil {
-		err = wrap(opRead, err, s.own)
+		err = wrap(opRead, err, own)
 	}
 	return n, err
 }
@@ -55,10 +57,4 @@ type classifiedBody struct {
 	own func(error) Status
 }
 
-func (b classifiedBody) Read(p []byte) (int, error) {
-	n, err := b.ReadCloser.Read(p)
-	if err != nil {
-		err = wrap(opRead, err, b.own)
-	}
-	return n, err
-}
+func (b classifiedBody) Read(p []byte) (int, error) { return readClassified(b.ReadCloser, p, b.own) }
