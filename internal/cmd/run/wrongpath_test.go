@@ -27,7 +27,7 @@ func TestWrongPaths(t *testing.T) {
 
 	got := wrongPaths(ctx, []string{"198.18.200.1"}, paths, []string{"tcp", "mptcp"}, local, route)
 	require.Len(t, got, 1)
-	assert.Contains(t, got[0], "leaves by wlan0: MPTCP over wwan0 would measure wlan0")
+	assert.Contains(t, got[0], "leaves by wlan0: mptcp over wwan0 would measure wlan0")
 	assert.Empty(t, wrongPaths(ctx, []string{"198.18.200.1"}, paths, []string{"tcp", "quic"}, local, route),
 		"TCP and QUIC are bound to the device")
 	assert.Empty(t, wrongPaths(ctx, []string{"test.example"}, paths, []string{"mptcp"}, local, route), "names are not checked here")
