@@ -440,6 +440,11 @@ func TestLimitsAndPin(t *testing.T) {
 	if rec.Status == StatusSuccess {
 		t.Fatalf("second concurrent session accepted with a cap of 1")
 	}
+	// The refused test's first session ends when its client gives up.
+	deadline := time.Now().Add(5 * time.Second)
+	for srv.lim.inUse() > 0 && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
 	qtr := newTestTransport(t, quicName, lo, probe.Family4, srv.pin)
 	// Over QUIC one connection carries both streams: within the cap.
 	if rec := RunTest(context.Background(), qtr, srv.config("interactive", quicName, probe.Family4, smallParams), nil, nil); rec.Status != StatusSuccess {

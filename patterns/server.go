@@ -465,3 +465,11 @@ func (l *limiter) acquire(addr netip.Addr) (func(), string) {
 		})
 	}, ""
 }
+
+// inUse is the number of places taken (for tests that wait for sessions
+// to end).
+func (l *limiter) inUse() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.total
+}
