@@ -13,6 +13,7 @@ import (
 	"encoding/pem"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net"
 	"os"
 	"os/exec"
@@ -255,3 +256,37 @@ func pending(t testing.TB, spool string) (n, rejected int) {
 }
 
 func bytesReader(b []byte) *bytes.Reader { return bytes.NewReader(b) }
+
+// startServe runs `mptester serve` on a loopback port (TCP and QUIC) for
+// the test and returns the port.
+func startServe(t testing.TB) int {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	port := l.Addr().(*net.TCPAddr).Port
+	l.Close()
+	serve := exec.Command(bin, "serve", "--listen", "127.0.0.1", "--tcp-port", fmt.Sprint(port), "--quic-port", fmt.Sprint(port))
+	out, err := serve.StdoutPipe()
+	require.NoError(t, err)
+	require.NoError(t, serve.Start())
+	t.Cleanup(func() { serve.Process.Kill(); serve.Wait() })
+	sc := bufio.NewScanner(out)
+	require.True(t, sc.Scan(), "serve started")
+	go io.Copy(io.Discard, out)
+	return port
+}
+
+// killEvery SIGKILLs and restarts the collector at random moments (every
+// 0.3-1.2 s) until ctx is done, and returns how often.
+func killEvery(ctx context.Context, c *collector) int {
+	kills := 0
+	for {
+		select {
+		case <-ctx.Done():
+			return kills
+		case <-time.After(300*time.Millisecond + rand.N(900*time.Millisecond)):
+		}
+		c.kill()
+		kills++
+		c.start()
+	}
+}

@@ -3,10 +3,8 @@
 package e2e
 
 import (
-	"bufio"
 	"context"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -30,21 +28,7 @@ func TestOutageThenDrain(t *testing.T) {
 	c := newCollector(t, filepath.Join(t.TempDir(), "data"), "")
 	p := newProbe(t, c, "pi-outage", "")
 
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	port := l.Addr().(*net.TCPAddr).Port
-	l.Close()
-	serve := exec.Command(bin, "serve", "--listen", "127.0.0.1", "--tcp-port", fmt.Sprint(port), "--quic-port", fmt.Sprint(port))
-	out, err := serve.StdoutPipe()
-	require.NoError(t, err)
-	require.NoError(t, serve.Start())
-	t.Cleanup(func() { serve.Process.Kill(); serve.Wait() })
-	sc := bufio.NewScanner(out)
-	require.True(t, sc.Scan(), "serve started")
-	go func() {
-		for sc.Scan() {
-		}
-	}()
+	port := startServe(t)
 
 	outputs := map[string][]byte{}
 	for i := 0; i < 3; i++ {
