@@ -14,6 +14,8 @@ import (
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/mptester/mptester/collect/store"
 )
 
 // TestOutageThenDrain: the collector is down while a probe measures three
@@ -26,7 +28,8 @@ func TestOutageThenDrain(t *testing.T) {
 		t.Skip("real processes")
 	}
 	c := newCollector(t, filepath.Join(t.TempDir(), "data"), "")
-	p := newProbe(t, c, "pi-outage", "")
+	// Uploads bound to a path (lo here) through package probe's dialer.
+	p := newProbe(t, c, "pi-outage", "  path: lo\n")
 
 	port := startServe(t)
 
@@ -62,6 +65,14 @@ func TestOutageThenDrain(t *testing.T) {
 	assert.Empty(t, ids, "nothing sent twice")
 	c.kill()
 	assert.Equal(t, outputs, stored(t, c))
+	idx, err := store.Open(context.Background(), filepath.Join(c.data, "collect.db"))
+	require.NoError(t, err)
+	defer idx.Close()
+	for id := range outputs {
+		r, err := idx.GetRun(context.Background(), id)
+		require.NoError(t, err)
+		assert.Equal(t, "lo", r.UploadPath, "the receipt records the path the upload took")
+	}
 }
 
 // TestFullDiskAnswers5xx: the collector's data directory is a small tmpfs;
