@@ -53,16 +53,18 @@ func TestMain(m *testing.M) {
 // collector is `mptester collect` as a child process on a fixed loopback
 // port, so it can be killed and restarted in place.
 type collector struct {
-	t      testing.TB
-	data   string
-	db     string
-	addr   string
-	url    string
-	pin    string
-	extra  []string
-	mu     sync.Mutex
-	cmd    *exec.Cmd
-	exited chan struct{}
+	t     testing.TB
+	data  string
+	db    string
+	addr  string
+	url   string
+	pin   string
+	extra []string
+	// command, when set, makes the collector's command (in a lab namespace).
+	command func(args ...string) *exec.Cmd
+	mu      sync.Mutex
+	cmd     *exec.Cmd
+	exited  chan struct{}
 }
 
 func newCollector(t testing.TB, data, db string, extra ...string) *collector {
@@ -105,7 +107,11 @@ func (c *collector) enrol(name string) string {
 // start runs the collector and waits until it listens.
 func (c *collector) start() {
 	c.t.Helper()
-	cmd := exec.Command(bin, c.args(append([]string{"--listen", c.addr}, c.extra...)...)...)
+	args := c.args(append([]string{"--listen", c.addr}, c.extra...)...)
+	cmd := exec.Command(bin, args...)
+	if c.command != nil {
+		cmd = c.command(args...)
+	}
 	stdout, err := cmd.StdoutPipe()
 	require.NoError(c.t, err)
 	cmd.Stderr = io.Discard
