@@ -1,4 +1,4 @@
-//go:build !race
+//go:build linux && !race
 
 // Package e2e tests the fleet pipeline with real processes: the mptester
 // binary as collector (killed with SIGKILL and restarted), as uploading
