@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/mptester/mptester/collect/api"
+	"github.com/mptester/mptester/internal/fsutil"
 	"github.com/mptester/mptester/upload"
 )
 
@@ -94,7 +95,7 @@ func (a *Agent) Fetch(ctx context.Context) (api.Schedule, error) {
 		a.log().Info("schedule changed", "revision", fresh.Schedule.Revision, "etag", fresh.ETag, "previous", c.ETag, "tasks", len(fresh.Schedule.Tasks))
 	}
 	b, _ := json.Marshal(fresh)
-	if err := writeAtomic(path, b); err != nil {
+	if err := fsutil.WriteFileAtomic(path, b, 0o600); err != nil {
 		return api.Schedule{}, err
 	}
 	return fresh.Schedule, nil
@@ -185,12 +186,12 @@ func (a *Agent) RunOnce(ctx context.Context) ([]string, error) {
 		ran = append(ran, t.Name)
 		next[t.Name] = a.now().Add(time.Duration(t.Every) + a.jitter(time.Duration(t.Spread)))
 		b, _ := json.Marshal(state{Next: next})
-		if err := writeAtomic(statePath, b); err != nil {
+		if err := fsutil.WriteFileAtomic(statePath, b, 0o600); err != nil {
 			return ran, err
 		}
 	}
 	b, _ := json.Marshal(state{Next: next})
-	if err := writeAtomic(statePath, b); err != nil {
+	if err := fsutil.WriteFileAtomic(statePath, b, 0o600); err != nil {
 		return ran, err
 	}
 	if a.Upload != nil && ctx.Err() == nil {
@@ -215,24 +216,4 @@ func (a *Agent) NextDue() time.Time {
 		}
 	}
 	return first
-}
-
-func writeAtomic(path string, b []byte) error {
-	tmp := path + ".tmp"
-	f, err := os.OpenFile(tmp, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o600)
-	if err != nil {
-		return err
-	}
-	if _, err := f.Write(b); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Close(); err != nil {
-		return err
-	}
-	return os.Rename(tmp, path)
 }

@@ -4,7 +4,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"runtime"
+
+	"github.com/mptester/mptester/internal/fsutil"
 )
 
 // rawDir keeps every upload as the probe wrote it, immutable: written to
@@ -47,7 +48,7 @@ func (d *rawDir) dirOf(runID string) (string, error) {
 		if err := os.Mkdir(dir, 0o750); err != nil && !os.IsExist(err) {
 			return "", err
 		}
-		if err := syncDir(filepath.Dir(dir)); err != nil {
+		if err := fsutil.SyncDir(filepath.Dir(dir)); err != nil {
 			return "", err
 		}
 	}
@@ -71,7 +72,7 @@ func (d *rawDir) commit(f *os.File, runID, sha string) (string, error) {
 	if err := os.Rename(f.Name(), filepath.Join(d.root, rel)); err != nil {
 		return "", err
 	}
-	if err := syncDir(dir); err != nil {
+	if err := fsutil.SyncDir(dir); err != nil {
 		return "", err
 	}
 	return rel, nil
@@ -80,20 +81,3 @@ func (d *rawDir) commit(f *os.File, runID, sha string) (string, error) {
 func (d *rawDir) open(rel string) (*os.File, error) { return os.Open(filepath.Join(d.root, rel)) }
 
 func (d *rawDir) remove(rel string) { _ = os.Remove(filepath.Join(d.root, rel)) }
-
-// syncDir makes a rename or create in dir durable (POSIX: fsync the
-// directory). Windows cannot fsync a directory; NTFS journals renames.
-func syncDir(dir string) error {
-	if runtime.GOOS == "windows" {
-		return nil
-	}
-	f, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer f.Close()
-	if err := f.Sync(); err != nil {
-		return fmt.Errorf("fsync %s: %w", dir, err)
-	}
-	return nil
-}

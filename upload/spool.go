@@ -14,11 +14,12 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"runtime"
 	"sort"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/mptester/mptester/internal/fsutil"
 )
 
 // Spool layout: tmp/ (being written), new/ (complete, pending upload),
@@ -103,7 +104,7 @@ func (e *Entry) Commit() error {
 	if err := os.Rename(e.f.Name(), filepath.Join(e.s.dir, dirNew, e.name)); err != nil {
 		return fmt.Errorf("spool: %w", err)
 	}
-	if err := syncDir(filepath.Join(e.s.dir, dirNew)); err != nil {
+	if err := fsutil.SyncDir(filepath.Join(e.s.dir, dirNew)); err != nil {
 		return err
 	}
 	_, err := e.s.enforceQuota()
@@ -163,7 +164,7 @@ func (s *Spool) Done(it Item) error {
 	if err := os.Remove(it.path); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return err
 	}
-	return syncDir(filepath.Dir(it.path))
+	return fsutil.SyncDir(filepath.Dir(it.path))
 }
 
 // Reject moves an item the server refused into rejected/ with its answer.
@@ -175,7 +176,7 @@ func (s *Spool) Reject(it Item, answer []byte) error {
 	if err := os.Rename(it.path, dst); err != nil {
 		return err
 	}
-	return errors.Join(syncDir(filepath.Join(s.dir, dirRejected)), syncDir(filepath.Join(s.dir, dirNew)))
+	return errors.Join(fsutil.SyncDir(filepath.Join(s.dir, dirRejected)), fsutil.SyncDir(filepath.Join(s.dir, dirNew)))
 }
 
 // enforceQuota drops the oldest pending results beyond the quota and
@@ -226,24 +227,7 @@ func (s *Spool) Dropped() int64 {
 // addDropped adds n (negative once reported) to the persistent counter.
 func (s *Spool) addDropped(n int64) error {
 	v := max(s.Dropped()+n, 0)
-	tmp := filepath.Join(s.dir, dirTmp, "dropped")
-	if err := os.WriteFile(tmp, []byte(strconv.FormatInt(v, 10)+"\n"), 0o600); err != nil {
-		return err
-	}
-	return os.Rename(tmp, filepath.Join(s.dir, "dropped"))
-}
-
-// syncDir makes a rename in dir durable; Windows cannot fsync a directory.
-func syncDir(dir string) error {
-	if runtime.GOOS == "windows" {
-		return nil
-	}
-	f, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer f.Close()
-	return f.Sync()
+	return fsutil.WriteFileAtomic(filepath.Join(s.dir, "dropped"), []byte(strconv.FormatInt(v, 10)+"\n"), 0o600)
 }
 
 var _ io.Writer = (*Entry)(nil)

@@ -1,13 +1,11 @@
-//go:build !race
+//go:build linux && !race
 
 package e2e
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -31,21 +29,7 @@ func TestAgentOnceEndToEnd(t *testing.T) {
 	c := newCollector(t, filepath.Join(t.TempDir(), "data"), "")
 	p := newProbe(t, c, "pi-agent", "")
 
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	port := l.Addr().(*net.TCPAddr).Port
-	l.Close()
-	serve := exec.Command(bin, "serve", "--listen", "127.0.0.1", "--tcp-port", fmt.Sprint(port), "--quic-port", fmt.Sprint(port))
-	out, err := serve.StdoutPipe()
-	require.NoError(t, err)
-	require.NoError(t, serve.Start())
-	t.Cleanup(func() { serve.Process.Kill(); serve.Wait() })
-	sc := bufio.NewScanner(out)
-	require.True(t, sc.Scan(), "serve started")
-	go func() {
-		for sc.Scan() {
-		}
-	}()
+	port := startServe(t)
 
 	sched := fmt.Sprintf(`{"tasks":[{"name":"patterns","command":"run","every":"1h","args":["--server","127.0.0.1:%d","--patterns","ping,bulk","--transports","tcp,quic","--paths","lo","--insecure","--pace","0s","--size","200000"]}]}`, port)
 	file := filepath.Join(t.TempDir(), "schedule.json")

@@ -1,4 +1,4 @@
-//go:build !race
+//go:build linux && !race
 
 package e2e
 
@@ -189,7 +189,7 @@ func peakRSSMB(c *collector) float64 {
 // uploader's CPU and the compression ratio with zstd, gzip and none.
 func BenchmarkProbeUploadCompression(b *testing.B) {
 	c := newCollector(b, filepath.Join(b.TempDir(), "data"), "")
-	p := newProbe(b, c, "pcomp", "")
+	p := newProbe(b, c, "bench", "") // surveyStream's probe_id
 	c.start()
 	body := surveyStream(40 << 20)
 	tokB, err := os.ReadFile(filepath.Join(p.dir, "token"))
@@ -217,12 +217,14 @@ func BenchmarkProbeUploadCompression(b *testing.B) {
 				wall := time.Since(t0)
 				syscall.Getrusage(syscall.RUSAGE_SELF, &r1)
 				require.NoError(b, err)
-				require.Equal(b, 1, res.Uploaded)
+				left, _ := sp.Pending()
+				require.Equal(b, 1, res.Uploaded, "%+v, %d left in %s", res, len(left), sp.Dir())
 				cpu := time.Duration(r1.Utime.Nano()+r1.Stime.Nano()-r0.Utime.Nano()-r0.Stime.Nano()) * time.Nanosecond
 				b.ReportMetric(wall.Seconds(), "upload_s")
 				b.ReportMetric(cpu.Seconds(), "client_cpu_s")
 				b.ReportMetric(float64(len(body))/float64(wire.Load()), "ratio")
 				b.ReportMetric(float64(wire.Load())/1e6, "wire_MB")
+				b.ReportMetric(peakRSSMB(c), "server_peak_RSS_MB") // one 40 MB stream at a time
 				b.StartTimer()
 			}
 		})

@@ -1,4 +1,4 @@
-//go:build !race
+//go:build linux && !race
 
 package e2e
 
@@ -115,17 +115,8 @@ func loadKill(t *testing.T, clients, runs, pad int, db string, chaos func(ctx co
 func TestServerKilledDuringLoad(t *testing.T) {
 	kills := 0
 	loadKill(t, 16, 150, 0, "", func(ctx context.Context, c *collector, _ []*probeEnv) {
-		for {
-			select {
-			case <-ctx.Done():
-				t.Logf("collector killed %d times", kills)
-				return
-			case <-time.After(300*time.Millisecond + rand.N(900*time.Millisecond)):
-			}
-			c.kill()
-			kills++
-			c.start()
-		}
+		kills = killEvery(ctx, c)
+		t.Logf("collector killed %d times", kills)
 	})
 	assert.Positive(t, kills)
 }
@@ -161,17 +152,8 @@ func TestServerKilledDuringLoadPostgres(t *testing.T) {
 	dsn := pgtest.DSN(t)
 	kills := 0
 	loadKill(t, 8, 100, 0, dsn, func(ctx context.Context, c *collector, _ []*probeEnv) {
-		for {
-			select {
-			case <-ctx.Done():
-				t.Logf("collector killed %d times", kills)
-				return
-			case <-time.After(300*time.Millisecond + rand.N(900*time.Millisecond)):
-			}
-			c.kill()
-			kills++
-			c.start()
-		}
+		kills = killEvery(ctx, c)
+		t.Logf("collector killed %d times", kills)
 	})
 	assert.Positive(t, kills)
 }

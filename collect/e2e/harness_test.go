@@ -1,4 +1,4 @@
-//go:build !race
+//go:build linux && !race
 
 // Package e2e tests the fleet pipeline with real processes: the mptester
 // binary as collector (killed with SIGKILL and restarted), as uploading
@@ -13,6 +13,7 @@ import (
 	"encoding/pem"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net"
 	"os"
 	"os/exec"
@@ -52,16 +53,18 @@ func TestMain(m *testing.M) {
 // collector is `mptester collect` as a child process on a fixed loopback
 // port, so it can be killed and restarted in place.
 type collector struct {
-	t      testing.TB
-	data   string
-	db     string
-	addr   string
-	url    string
-	pin    string
-	extra  []string
-	mu     sync.Mutex
-	cmd    *exec.Cmd
-	exited chan struct{}
+	t     testing.TB
+	data  string
+	db    string
+	addr  string
+	url   string
+	pin   string
+	extra []string
+	// command, when set, makes the collector's command (in a lab namespace).
+	command func(args ...string) *exec.Cmd
+	mu      sync.Mutex
+	cmd     *exec.Cmd
+	exited  chan struct{}
 }
 
 func newCollector(t testing.TB, data, db string, extra ...string) *collector {
@@ -104,7 +107,11 @@ func (c *collector) enrol(name string) string {
 // start runs the collector and waits until it listens.
 func (c *collector) start() {
 	c.t.Helper()
-	cmd := exec.Command(bin, c.args(append([]string{"--listen", c.addr}, c.extra...)...)...)
+	args := c.args(append([]string{"--listen", c.addr}, c.extra...)...)
+	cmd := exec.Command(bin, args...)
+	if c.command != nil {
+		cmd = c.command(args...)
+	}
 	stdout, err := cmd.StdoutPipe()
 	require.NoError(c.t, err)
 	cmd.Stderr = io.Discard
@@ -255,3 +262,37 @@ func pending(t testing.TB, spool string) (n, rejected int) {
 }
 
 func bytesReader(b []byte) *bytes.Reader { return bytes.NewReader(b) }
+
+// startServe runs `mptester serve` on a loopback port (TCP and QUIC) for
+// the test and returns the port.
+func startServe(t testing.TB) int {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	port := l.Addr().(*net.TCPAddr).Port
+	l.Close()
+	serve := exec.Command(bin, "serve", "--listen", "127.0.0.1", "--tcp-port", fmt.Sprint(port), "--quic-port", fmt.Sprint(port))
+	out, err := serve.StdoutPipe()
+	require.NoError(t, err)
+	require.NoError(t, serve.Start())
+	t.Cleanup(func() { serve.Process.Kill(); serve.Wait() })
+	sc := bufio.NewScanner(out)
+	require.True(t, sc.Scan(), "serve started")
+	go io.Copy(io.Discard, out)
+	return port
+}
+
+// killEvery SIGKILLs and restarts the collector at random moments (every
+// 0.3-1.2 s) until ctx is done, and returns how often.
+func killEvery(ctx context.Context, c *collector) int {
+	kills := 0
+	for {
+		select {
+		case <-ctx.Done():
+			return kills
+		case <-time.After(300*time.Millisecond + rand.N(900*time.Millisecond)):
+		}
+		c.kill()
+		kills++
+		c.start()
+	}
+}

@@ -1,12 +1,10 @@
-//go:build !race
+//go:build linux && !race
 
 package e2e
 
 import (
-	"bufio"
 	"context"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -16,6 +14,8 @@ import (
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/mptester/mptester/collect/store"
 )
 
 // TestOutageThenDrain: the collector is down while a probe measures three
@@ -28,23 +28,10 @@ func TestOutageThenDrain(t *testing.T) {
 		t.Skip("real processes")
 	}
 	c := newCollector(t, filepath.Join(t.TempDir(), "data"), "")
-	p := newProbe(t, c, "pi-outage", "")
+	// Uploads bound to a path (lo here) through package probe's dialer.
+	p := newProbe(t, c, "pi-outage", "  path: lo\n")
 
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	port := l.Addr().(*net.TCPAddr).Port
-	l.Close()
-	serve := exec.Command(bin, "serve", "--listen", "127.0.0.1", "--tcp-port", fmt.Sprint(port), "--quic-port", fmt.Sprint(port))
-	out, err := serve.StdoutPipe()
-	require.NoError(t, err)
-	require.NoError(t, serve.Start())
-	t.Cleanup(func() { serve.Process.Kill(); serve.Wait() })
-	sc := bufio.NewScanner(out)
-	require.True(t, sc.Scan(), "serve started")
-	go func() {
-		for sc.Scan() {
-		}
-	}()
+	port := startServe(t)
 
 	outputs := map[string][]byte{}
 	for i := 0; i < 3; i++ {
@@ -78,6 +65,14 @@ func TestOutageThenDrain(t *testing.T) {
 	assert.Empty(t, ids, "nothing sent twice")
 	c.kill()
 	assert.Equal(t, outputs, stored(t, c))
+	idx, err := store.Open(context.Background(), filepath.Join(c.data, "collect.db"))
+	require.NoError(t, err)
+	defer idx.Close()
+	for id := range outputs {
+		r, err := idx.GetRun(context.Background(), id)
+		require.NoError(t, err)
+		assert.Equal(t, "lo", r.UploadPath, "the receipt records the path the upload took")
+	}
 }
 
 // TestFullDiskAnswers5xx: the collector's data directory is a small tmpfs;

@@ -15,14 +15,22 @@ import (
 //go:embed migrations
 var migrations embed.FS
 
-// migrate applies the embedded migrations of d newer than the recorded
-// version, each in its own transaction (a small goose-like migrator: files
-// NNNN_name.sql, statements separated by ";" at the end of a line).
+// seqPK is an auto-numbered primary key in each dialect; the one place the
+// migrations differ.
+var seqPK = map[dialect]string{
+	sqliteDialect:   "INTEGER PRIMARY KEY AUTOINCREMENT",
+	postgresDialect: "BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY",
+}
+
+// migrate applies the embedded migrations newer than the recorded version,
+// each in its own transaction (a small goose-like migrator: files
+// NNNN_name.sql, statements separated by ";" at the end of a line,
+// {{seq_pk}} replaced by the dialect's auto-numbered key).
 func migrate(ctx context.Context, db *sql.DB, d dialect, lock func(*sql.Tx) error) error {
 	if _, err := db.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS schema_migrations (version BIGINT PRIMARY KEY, applied_at BIGINT NOT NULL)`); err != nil {
 		return fmt.Errorf("migrations table: %w", err)
 	}
-	dir := "migrations/" + d.String()
+	dir := "migrations"
 	files, err := fs.ReadDir(migrations, dir)
 	if err != nil {
 		return err
@@ -38,7 +46,8 @@ func migrate(ctx context.Context, db *sql.DB, d dialect, lock func(*sql.Tx) erro
 		if err != nil {
 			return err
 		}
-		if err := applyOne(ctx, db, d, v, string(body), lock); err != nil {
+		sql := strings.ReplaceAll(string(body), "{{seq_pk}}", seqPK[d])
+		if err := applyOne(ctx, db, d, v, sql, lock); err != nil {
 			return fmt.Errorf("migration %s: %w", f.Name(), err)
 		}
 	}

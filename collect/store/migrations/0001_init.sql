@@ -1,4 +1,5 @@
--- Index of raw uploads; times are Unix nanoseconds (UTC), identical SQL on both backends.
+-- Index of raw uploads; times are Unix nanoseconds (UTC). One file for both
+-- backends: {{seq_pk}} is the only dialect-specific part (migrate.go).
 CREATE TABLE probes (
   name TEXT PRIMARY KEY,
   created_at BIGINT NOT NULL,
@@ -18,7 +19,7 @@ CREATE TABLE tokens (
 );
 CREATE INDEX tokens_name ON tokens(name);
 CREATE TABLE runs (
-  seq BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+  seq {{seq_pk}},
   run_id TEXT NOT NULL UNIQUE,
   probe_id TEXT NOT NULL,
   command TEXT NOT NULL,

@@ -1,0 +1,162 @@
+//go:build linux && !race
+
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"math"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/mptester/mptester/collect"
+	"github.com/mptester/mptester/collect/store"
+	"github.com/mptester/mptester/internal/config"
+	"github.com/mptester/mptester/lab"
+	"github.com/mptester/mptester/lab/labtest"
+	"github.com/mptester/mptester/lab/world"
+)
+
+// TestLabAgentEndToEnd: the collector runs in the lab's Internet
+// namespace; the lab probe runs `mptester agent --once` with a schedule of
+// a survey and a pattern run (against `mptester serve` in the Internet
+// namespace). The server's raw runs equal the probe's own output files,
+// its derived tables equal what those files say, and the survey cells
+// equal the lab's ground truth (targets and responsive counts exactly,
+// RTT p50 within 2 ms).
+func TestLabAgentEndToEnd(t *testing.T) {
+	l := labtest.Start(t, lab.Options{Domains: 40, WorldSeed: 7})
+	info := l.Config()
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	labCfg, err := config.Load(info.Files.Config)
+	require.NoError(t, err)
+
+	c := newCollector(t, filepath.Join(t.TempDir(), "data"), "")
+	c.addr = lab.Server4.String() + ":8080"
+	c.url = "https://" + c.addr
+	c.command = func(args ...string) *exec.Cmd {
+		cmd, err := l.Command(ctx, "server", append([]string{bin}, args...)...)
+		require.NoError(t, err)
+		return cmd
+	}
+	srv, err := l.Command(ctx, "server", bin, "serve", "--listen", lab.Server4.String(), "--tcp-port", "8443", "--quic-port", "8443", "--log-level", "warn")
+	require.NoError(t, err)
+	require.NoError(t, srv.Start())
+	t.Cleanup(func() { srv.Process.Kill(); srv.Wait() })
+
+	p := newProbe(t, c, labCfg.ProbeID, "")
+	base, err := os.ReadFile(info.Files.Config)
+	require.NoError(t, err)
+	own, err := os.ReadFile(p.config)
+	require.NoError(t, err)
+	merged := regexp.MustCompile(`(?m)^probe_id:.*\n`).ReplaceAllString(string(base), "") + string(own)
+	require.NoError(t, os.WriteFile(p.config, []byte(merged), 0o600))
+
+	surveyOut, runOut := filepath.Join(p.dir, "survey.jsonl"), filepath.Join(p.dir, "run.json")
+	sched := map[string]any{"tasks": []map[string]any{
+		{"name": "survey", "command": "survey", "every": "1h", "args": []string{"--list", info.Files.Tranco, "--top", fmt.Sprint(info.Domains),
+			"--paths", "wlan0,wwan0", "--count", "3", "--timeout", "800ms", "--spacing", "10ms", "--rate", "500",
+			"--dns-timeout", "700ms", "--dns-retries", "1", "--out", surveyOut}},
+		{"name": "patterns", "command": "run", "every": "1h", "args": []string{"--server", lab.Server4.String(), "--tcp-port", "8443",
+			"--quic-port", "8443", "--quic-alt-port", "0", "--insecure", "--paths", "wlan0,wwan0", "--patterns", "ping,bulk",
+			"--transports", "tcp,quic", "--size", "500000", "--ping-count", "5", "--pace", "50ms", "-o", runOut}},
+	}}
+	b, _ := json.Marshal(sched)
+	file := filepath.Join(t.TempDir(), "schedule.json")
+	require.NoError(t, os.WriteFile(file, b, 0o600))
+	out, err := exec.Command(bin, c.args("schedule", "set", labCfg.ProbeID, file)...).CombinedOutput()
+	require.NoError(t, err, "%s", out)
+	c.start()
+
+	agent, err := l.Command(ctx, "client", bin, "--config", p.config, "agent", "--once")
+	require.NoError(t, err)
+	out, err = agent.CombinedOutput()
+	require.NoError(t, err, "%s", out)
+	assert.Contains(t, string(out), "ran 2 tasks")
+	n, rej := pending(t, p.spool)
+	require.Zero(t, n, "%s", out)
+	require.Zero(t, rej)
+	c.kill()
+
+	got := stored(t, c)
+	require.Len(t, got, 2)
+	files := map[string][]byte{}
+	for _, f := range []string{surveyOut, runOut} {
+		b, err := os.ReadFile(f)
+		require.NoError(t, err)
+		id := regexp.MustCompile(`"run_id": ?"([0-9a-f-]{36})"`).FindSubmatch(b)
+		require.NotNil(t, id, f)
+		files[string(id[1])] = b
+	}
+	require.Equal(t, files, got, "the stored runs are the probe's own files, byte for byte")
+
+	// Derived rows: rebuilt from raw, equal to what the probe's files say.
+	out, err = exec.Command(bin, c.args("reindex")...).CombinedOutput()
+	require.NoError(t, err, "%s", out)
+	idx, err := store.Open(ctx, filepath.Join(c.data, "collect.db"))
+	require.NoError(t, err)
+	defer idx.Close()
+	var cells []store.SurveyCell
+	for id, b := range files {
+		ct := "application/x-ndjson"
+		if strings.HasSuffix(string(b[:1]), "{") && !strings.HasPrefix(string(b), `{"type"`) {
+			ct = "application/json"
+		}
+		want, err := collect.Derive(strings.NewReader(string(b)), ct)
+		require.NoError(t, err)
+		d, err := idx.GetDerived(ctx, id)
+		require.NoError(t, err)
+		assert.Equal(t, want.Tests, d.Tests)
+		assert.Equal(t, want.Probes, d.Probes)
+		assert.ElementsMatch(t, want.Cells, d.Cells)
+		if len(d.Cells) > 0 {
+			cells = d.Cells
+		}
+		if len(d.Tests) > 0 {
+			assert.Len(t, d.Tests, 2*2*2, "ping and bulk over tcp and quic on two paths")
+			t.Logf("run: %d pattern tests, first %s/%s over %s: %s, path bytes %+v", len(d.Tests), d.Tests[0].Pattern, d.Tests[0].Transport, d.Tests[0].Path, d.Tests[0].Status, d.Tests[0].PathBytes)
+		}
+	}
+
+	t.Logf("stored: survey %d bytes, %d cells", len(files[surveyID(files)]), len(cells))
+
+	// Survey cells against the lab's ground truth.
+	var truth world.Truth
+	l.Truth(t, &truth)
+	require.NotEmpty(t, truth.Summary.Cells)
+	require.Len(t, cells, len(truth.Summary.Cells))
+	for _, w := range truth.Summary.Cells {
+		found := false
+		for _, g := range cells {
+			if g.ProbePath != w.ProbePath || g.ResolvePath != w.ResolvePath {
+				continue
+			}
+			found = true
+			assert.Equal(t, int64(w.Targets), g.Targets, "%s/%s targets", w.ProbePath, w.ResolvePath)
+			assert.Equal(t, int64(w.Responsive), g.Responsive, "%s/%s responsive", w.ProbePath, w.ResolvePath)
+			assert.Equal(t, int64(w.Unresponsive), g.Unresponsive, "%s/%s unresponsive", w.ProbePath, w.ResolvePath)
+			assert.LessOrEqual(t, math.Abs(g.RTTP50ms-w.RTTms.P50), 2.0, "%s/%s RTT p50 %v vs truth %v", w.ProbePath, w.ResolvePath, g.RTTP50ms, w.RTTms.P50)
+			t.Logf("cell %s/%s: targets %d, responsive %d, RTT p50 %.2f ms (truth %.2f)", g.ProbePath, g.ResolvePath, g.Targets, g.Responsive, g.RTTP50ms, w.RTTms.P50)
+		}
+		assert.True(t, found, "cell %s/%s in the derived table", w.ProbePath, w.ResolvePath)
+	}
+}
+
+func surveyID(files map[string][]byte) string {
+	for id, b := range files {
+		if strings.HasPrefix(string(b), `{"type":"header"`) {
+			return id
+		}
+	}
+	return ""
+}
