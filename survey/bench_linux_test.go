@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mptester/mptester/probe"
 	"github.com/mptester/mptester/report"
 )
 
@@ -166,5 +167,70 @@ func heapPeak(b *testing.B) (stop func()) {
 		close(done)
 		<-finished
 		b.ReportMetric(float64(peak)/(1<<20), "peak_heap_MB")
+	}
+}
+
+// nopProber answers every probe at once: a survey run with it takes as
+// long as its resolution.
+type nopProber struct{}
+
+func (nopProber) Probe(context.Context, Target) Result {
+	return Result{Kind: AnswerSynAck, RTT: time.Millisecond, Status: ProbeSuccess}
+}
+func (nopProber) Close() error { return nil }
+
+// BenchmarkResolve10K resolves 10,000 names (A and AAAA) on loopback, 100
+// of which the server never answers, with the survey's defaults (256
+// domains in flight, 200 queries in flight per server), a 2 s timeout and
+// 2 retries. It prints the floor these settings imply (every dead name
+// takes (retries+1) x timeout; ceil(dead/workers) rounds of them) and
+// reports the run's ratio to it; the statuses must be exact.
+// $SURVEY_RESOLVER_CAP overrides the per-server cap.
+func BenchmarkResolve10K(b *testing.B) {
+	const names, dead = 10000, 100
+	z := &testZone{A: map[string][]string{}, AAAA: map[string][]string{}, Hang: map[string]bool{}}
+	var domains []Domain
+	for i := range names {
+		name := "r" + strconv.Itoa(i) + ".test"
+		if i%(names/dead) == 0 {
+			z.Hang[name+"."] = true
+		} else {
+			z.A[name+"."] = []string{fmt.Sprintf("127.2.%d.%d", i/250, i%250+1)}
+			z.AAAA[name+"."] = []string{"::1"}
+		}
+		domains = append(domains, Domain{Rank: i + 1, Name: name})
+	}
+	Methods["test-nop"] = func(context.Context, probe.Path, ProberOptions) (Prober, error) { return nopProber{}, nil }
+	defer delete(Methods, "test-nop")
+	dnsAddr := startDNS(b, z)
+	cfg := baseConfig(loopback(b, dnsAddr), 1)
+	cfg.Domains, cfg.Method, cfg.Count, cfg.Rate, cfg.Family = domains, "test-nop", 1, 0, probe.Family4
+	cfg.DNSTimeout, cfg.DNSRetries = 2*time.Second, 2
+	if c, err := strconv.Atoi(os.Getenv("SURVEY_RESOLVER_CAP")); err == nil {
+		cfg.ResolverCap = c
+	}
+	cfg.defaults()
+	rounds := (dead + cfg.ResolveWorkers - 1) / cfg.ResolveWorkers
+	floor := time.Duration(rounds*(cfg.DNSRetries+1)) * cfg.DNSTimeout
+	b.Logf("floor: %d dead names x (%d retries + 1) x %v timeout over %d workers = %v", dead, cfg.DNSRetries, cfg.DNSTimeout, cfg.ResolveWorkers, floor)
+	for b.Loop() {
+		h, _ := report.NewHeader("survey", "bench", cfg.Paths, nil)
+		st, _ := report.NewStream(io.Discard, h)
+		var ru0, ru1 syscall.Rusage
+		syscall.Getrusage(syscall.RUSAGE_SELF, &ru0)
+		t0 := time.Now()
+		s, err := Run(context.Background(), cfg, st)
+		el := time.Since(t0)
+		syscall.Getrusage(syscall.RUSAGE_SELF, &ru1)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if got := s.Resolution[0].ByStatus; got[StatusTimeout] != dead || got[StatusNoError] != names-dead {
+			b.Fatalf("statuses %v, want %d TIMEOUT and %d NOERROR", got, dead, names-dead)
+		}
+		cpu := time.Duration(ru1.Utime.Nano()+ru1.Stime.Nano()-ru0.Utime.Nano()-ru0.Stime.Nano()) * time.Nanosecond
+		b.ReportMetric(el.Seconds(), "s")
+		b.ReportMetric(el.Seconds()/floor.Seconds(), "x_floor")
+		b.ReportMetric(float64(cpu.Microseconds())/names, "cpu_us/name")
 	}
 }

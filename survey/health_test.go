@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/mptester/mptester/probe"
+	"github.com/mptester/mptester/report"
 )
 
 // TestHealthSuspect: a probe is suspect exactly when the interval in which
@@ -172,4 +173,27 @@ func TestRunHostOverloaded(t *testing.T) {
 		}
 	}
 	assert.Equal(t, 2, seen)
+}
+
+// TestResumeProbesOverloadedAgain: a resumed run copies measured probe
+// records but probes a host_overloaded one again (its target was never
+// measured), counting the bytes it cost.
+func TestResumeProbesOverloadedAgain(t *testing.T) {
+	r := &runner{cfg: Config{Method: "tcp-syn"}, domIdx: map[string]int{},
+		res: map[string][]DomainResult{"lo": nil}, results: map[string]map[netip.Addr]TargetResult{"lo": {}},
+		bytes: map[string]*atomicInt{"lo": new(atomicInt)}, log: discardLogger()}
+	h, _ := report.NewHeader("survey", "t", nil, nil)
+	var out bytes.Buffer
+	st, err := report.NewStream(&out, h)
+	require.NoError(t, err)
+	r.out = st
+	in := `{"type":"header","command":"survey"}
+{"type":"probe","probe_path":"lo","address":"127.0.0.1","method":"tcp-syn","responsive":true,"median":1.5,"bytes":100}
+{"type":"probe","probe_path":"lo","address":"127.0.0.2","method":"tcp-syn","responsive":false,"host_overloaded":true,"bytes":400}
+`
+	require.NoError(t, r.resume(strings.NewReader(in)))
+	assert.Contains(t, r.results["lo"], netip.MustParseAddr("127.0.0.1"))
+	assert.NotContains(t, r.results["lo"], netip.MustParseAddr("127.0.0.2"), "to be probed again")
+	assert.Equal(t, int64(500), r.bytes["lo"].Load())
+	assert.NotContains(t, out.String(), "127.0.0.2")
 }

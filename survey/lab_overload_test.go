@@ -22,9 +22,12 @@ import (
 )
 
 // TestLabSurveyOverloaded is issue 18's acceptance test: the survey is
-// overloaded on purpose (a receive loop slowed to about 1 ms per packet,
-// with a stall of 300 ms every 500 packets, and a 16 KB receive buffer,
-// at 3000 probes/s asked) in the lab world of TestLabSurveyMatchesTruth.
+// overloaded on purpose (the receive loop slowed to about 1 ms per packet
+// with a stall of 1.5 s every 300 packets, a 16 KB receive buffer, 3000
+// probes/s asked) in the lab world of TestLabSurveyMatchesTruth, with one
+// probe per target so that any reply the host loses would otherwise turn a
+// responsive target unresponsive (without re-probing 95 did, without the
+// watermark wait 94).
 // No target that truth says answers may be reported unresponsive without
 // the host_overloaded mark, unless the lab itself lost or delayed enough
 // packets to explain it (the emulator's own drops and deliveries more than

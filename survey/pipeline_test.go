@@ -86,20 +86,8 @@ func TestProbingOverlapsResolution(t *testing.T) {
 func TestHeldRecordsCapped(t *testing.T) {
 	testNoSpill = true
 	defer func() { testNoSpill = false }()
-	dnsAddr := startDNS(t, defaultZone())
-	port := startListener(t)
-	cfg := baseConfig(loopback(t, dnsAddr), port)
-	cfg.MaxHeld = 7
-	var logs bytes.Buffer
-	cfg.Logger = slog.New(slog.NewTextHandler(&logs, nil))
-	var out bytes.Buffer
-	s, err := runToBuffer(t, context.Background(), cfg, &out)
-	require.NoError(t, err)
-	assert.Equal(t, 104, s.Cells[0].Targets)
+	out, logs, held := runHeld(t)
 	assert.Equal(t, 104, len(records(t, out.Bytes())["probe"]), "probe records")
-	m := regexp.MustCompile(`probe records held until resolution ended" count=(\d+)`).FindStringSubmatch(logs.String())
-	require.NotNil(t, m, logs.String())
-	held, _ := strconv.Atoi(m[1])
 	assert.LessOrEqual(t, held, 7)
 	assert.Contains(t, logs.String(), "probing paused until resolution ends")
 }
@@ -110,16 +98,7 @@ func TestHeldRecordsCapped(t *testing.T) {
 func TestHeldRecordsSpilled(t *testing.T) {
 	testHeldInMemory = 5
 	defer func() { testHeldInMemory = 0 }()
-	dnsAddr := startDNS(t, defaultZone())
-	port := startListener(t)
-	cfg := baseConfig(loopback(t, dnsAddr), port)
-	cfg.MaxHeld = 7
-	var logs bytes.Buffer
-	cfg.Logger = slog.New(slog.NewTextHandler(&logs, nil))
-	var out bytes.Buffer
-	s, err := runToBuffer(t, context.Background(), cfg, &out)
-	require.NoError(t, err)
-	assert.Equal(t, 104, s.Cells[0].Targets)
+	out, logs, held := runHeld(t)
 	seen := map[string]int{}
 	for _, b := range records(t, out.Bytes())["probe"] {
 		var p ProbeRecord
@@ -133,9 +112,25 @@ func TestHeldRecordsSpilled(t *testing.T) {
 	for a, n := range seen {
 		assert.Equal(t, 1, n, a)
 	}
-	m := regexp.MustCompile(`probe records held until resolution ended" count=(\d+)`).FindStringSubmatch(logs.String())
-	require.NotNil(t, m, logs.String())
-	held, _ := strconv.Atoi(m[1])
 	assert.Greater(t, held, 7, "more than MaxHeld held: spilled, not paused")
 	assert.NotContains(t, logs.String(), "probing paused")
+}
+
+// runHeld surveys the default zone (hang.test keeps resolution running
+// 2x300 ms) with MaxHeld 7; it returns the output, the logs and how many
+// probe records were held until resolution ended.
+func runHeld(t *testing.T) (out, logs *bytes.Buffer, held int) {
+	dnsAddr := startDNS(t, defaultZone())
+	port := startListener(t)
+	cfg := baseConfig(loopback(t, dnsAddr), port)
+	cfg.MaxHeld = 7
+	logs, out = &bytes.Buffer{}, &bytes.Buffer{}
+	cfg.Logger = slog.New(slog.NewTextHandler(logs, nil))
+	s, err := runToBuffer(t, context.Background(), cfg, out)
+	require.NoError(t, err)
+	assert.Equal(t, 104, s.Cells[0].Targets)
+	m := regexp.MustCompile(`probe records held until resolution ended" count=(\d+)`).FindStringSubmatch(logs.String())
+	require.NotNil(t, m, logs.String())
+	held, _ = strconv.Atoi(m[1])
+	return out, logs, held
 }

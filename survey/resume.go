@@ -65,6 +65,10 @@ func (r *runner) resume(in io.Reader) error {
 			if !ok || !rec.Address.IsValid() || rec.Method != r.cfg.Method {
 				continue
 			}
+			if rec.HostOverloaded { // not measured: probed again
+				r.bytes[rec.ProbePath].Add(rec.Bytes)
+				continue
+			}
 			m[rec.Address] = TargetResult{Responsive: rec.Responsive, MedianMs: rec.Median}
 			r.bytes[rec.ProbePath].Add(rec.Bytes)
 			if err := r.write(json.RawMessage(append([]byte(nil), b...))); err != nil {
