@@ -182,7 +182,7 @@ func TestResumeProbesOverloadedAgain(t *testing.T) {
 	r := &runner{cfg: Config{Method: "tcp-syn"}, domIdx: map[string]int{},
 		res: map[string][]DomainResult{"lo": nil}, results: map[string]map[netip.Addr]TargetResult{"lo": {}},
 		bytes: map[string]*atomicInt{"lo": new(atomicInt)}, log: discardLogger()}
-	h, _ := report.NewHeader("survey", "t", nil, nil)
+	h, _ := report.NewHeader("survey", "t", []report.Path(nil), nil)
 	var out bytes.Buffer
 	st, err := report.NewStream(&out, h)
 	require.NoError(t, err)
