@@ -237,6 +237,20 @@ func TestProtectPathIDSeparatesSpaces(t *testing.T) {
 		if _, err := next.Unprotect(bytes.Clone(pkt), 1+len(dcid), 70, 5); !errors.Is(err, ErrDecryptionFailed) {
 			t.Fatalf("suite %x: opened with the updated keys: %v", suite, err)
 		}
+		// After a key update both ends derive the same keys, and header
+		// protection is unchanged (RFC 9001 §6.1).
+		hdr, _ = AppendShortHeader(nil, ShortHeader{DCID: dcid}, 78, 2)
+		pkt2, _ := next.Protect(nil, hdr, payload, 78, 5)
+		peerNext, _ := k.NextKeys()
+		if o, err := peerNext.Unprotect(pkt2, 1+len(dcid), 77, 5); err != nil || o.PN != 78 || o.KeyPhase() {
+			t.Fatalf("suite %x: updated keys: %+v %v", suite, o, err)
+		}
+		if next.hpKey == nil && next.hpAES != k.hpAES || next.hpKey != nil && !bytes.Equal(next.hpKey, k.hpKey) {
+			t.Fatalf("suite %x: header protection key changed on update", suite)
+		}
+		if bytes.Equal(next.secret, k.secret) || next.iv == k.iv {
+			t.Fatalf("suite %x: key update kept the secret or IV", suite)
+		}
 	}
 }
 
