@@ -46,7 +46,10 @@ func HKDFExpandLabel(h func() hash.Hash, secret []byte, label string, length int
 }
 
 // Keys protect or remove protection from packets in one direction at one
-// encryption level: the AEAD, its IV and the header protection key.
+// encryption level: the AEAD, its IV and the header protection key. Like a
+// cipher.AEAD's buffers, a Keys is used by one goroutine at a time (a
+// connection's send or receive loop): it keeps scratch space so that
+// protecting a packet allocates nothing.
 type Keys struct {
 	suite  uint16
 	hash   func() hash.Hash
@@ -55,6 +58,9 @@ type Keys struct {
 	iv     [12]byte
 	hpAES  cipher.Block
 	hpKey  []byte // ChaCha20 header protection key
+
+	nonceBuf [12]byte
+	maskBuf  [16]byte
 }
 
 func suiteParams(suite uint16) (h func() hash.Hash, keyLen int, err error) {
@@ -136,10 +142,10 @@ func InitialKeys(dcid []byte) (client, server *Keys) {
 // the path ID in bytes 0-3 and the packet number in bytes 4-11
 // (draft-ietf-quic-multipath-21 §"Nonce Calculation"). Path 0 (and every
 // packet without multipath) gives exactly RFC 9001 §5.3's nonce.
-func (k *Keys) nonce(pathID uint32, pn uint64) [12]byte {
-	n := k.iv
-	binary.BigEndian.PutUint32(n[0:4], binary.BigEndian.Uint32(n[0:4])^pathID)
-	binary.BigEndian.PutUint64(n[4:12], binary.BigEndian.Uint64(n[4:12])^pn)
+func (k *Keys) nonce(pathID uint32, pn uint64) []byte {
+	n := k.nonceBuf[:]
+	binary.BigEndian.PutUint32(n[0:4], binary.BigEndian.Uint32(k.iv[0:4])^pathID)
+	binary.BigEndian.PutUint64(n[4:12], binary.BigEndian.Uint64(k.iv[4:12])^pn)
 	return n
 }
 
@@ -148,9 +154,8 @@ func (k *Keys) nonce(pathID uint32, pn uint64) [12]byte {
 func (k *Keys) mask(sample []byte) [5]byte {
 	var m [5]byte
 	if k.hpAES != nil {
-		var out [16]byte
-		k.hpAES.Encrypt(out[:], sample)
-		copy(m[:], out[:5])
+		k.hpAES.Encrypt(k.maskBuf[:], sample)
+		copy(m[:], k.maskBuf[:5])
 		return m
 	}
 	c, err := chacha20.NewUnauthenticatedCipher(k.hpKey, sample[4:16])
@@ -158,7 +163,9 @@ func (k *Keys) mask(sample []byte) [5]byte {
 		panic("mpquic: chacha20: " + err.Error()) // key and nonce sizes are fixed
 	}
 	c.SetCounter(binary.LittleEndian.Uint32(sample[0:4]))
-	c.XORKeyStream(m[:], m[:])
+	clear(k.maskBuf[:5])
+	c.XORKeyStream(k.maskBuf[:5], k.maskBuf[:5])
+	copy(m[:], k.maskBuf[:5])
 	return m
 }
 
@@ -182,7 +189,7 @@ func (k *Keys) Protect(dst, header, payload []byte, pn uint64, pathID uint32) ([
 	start := len(dst)
 	out := append(dst, header...)
 	n := k.nonce(pathID, pn)
-	out = k.aead.Seal(out, n[:], payload, out[start:])
+	out = k.aead.Seal(out, n, payload, out[start:])
 	pkt := out[start:]
 	m := k.mask(pkt[pnOffset+4 : pnOffset+4+sampleLen])
 	if pkt[0]&0x80 != 0 {
@@ -240,7 +247,7 @@ func (k *Keys) Unprotect(packet []byte, pnOffset int, largest int64, pathID uint
 	pn := DecodePacketNumber(largest, truncated, 8*pnLen)
 	n := k.nonce(pathID, pn)
 	ct := packet[hdrLen:]
-	pt, err := k.aead.Open(ct[:0], n[:], ct, packet[:hdrLen])
+	pt, err := k.aead.Open(ct[:0], n, ct, packet[:hdrLen])
 	if err != nil {
 		return o, ErrDecryptionFailed
 	}

@@ -169,7 +169,7 @@ func TestChaCha20ShortHeaderRFC9001(t *testing.T) {
 		t.Errorf("iv %s", got)
 	}
 	const pn = 654360564
-	if n := k.nonce(0, pn); hex.EncodeToString(n[:]) != "e0459b3474bdd0e46d417eb0" {
+	if n := k.nonce(0, pn); hex.EncodeToString(n) != "e0459b3474bdd0e46d417eb0" {
 		t.Errorf("nonce %x", n)
 	}
 	if l := PacketNumberLen(pn, pn-40000); l != 3 {
@@ -203,7 +203,7 @@ func TestChaCha20ShortHeaderRFC9001(t *testing.T) {
 func TestMultipathNonce(t *testing.T) {
 	k := &Keys{}
 	copy(k.iv[:], unhex(t, "6b26114b9cba2b63a9e8dd4f"))
-	if n := k.nonce(3, 54321); hex.EncodeToString(n[:]) != "6b2611489cba2b63a9e8097e" {
+	if n := k.nonce(3, 54321); hex.EncodeToString(n) != "6b2611489cba2b63a9e8097e" {
 		t.Fatalf("nonce %x", n)
 	}
 }
