@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"hash"
+	"slices"
 
 	"golang.org/x/crypto/chacha20"
 	"golang.org/x/crypto/chacha20poly1305"
@@ -173,24 +174,57 @@ func (k *Keys) mask(sample []byte) [5]byte {
 // AppendLongHeader or AppendShortHeader, ending with the packet number) and
 // the plaintext payload, for packet number pn on the given path (RFC 9001
 // §5.3, §5.4). The payload must be long enough for the header protection
-// sample: packet number length + payload >= 4 bytes.
+// sample: packet number length + payload >= 4 bytes. payload must not lie
+// in dst's spare capacity; to build a packet in one buffer use
+// ProtectInPlace.
 func (k *Keys) Protect(dst, header, payload []byte, pn uint64, pathID uint32) ([]byte, error) {
-	if len(header) == 0 {
-		return dst, errors.New("mpquic: empty header")
-	}
-	pnLen := int(header[0]&3) + 1
-	pnOffset := len(header) - pnLen
-	if pnOffset < 1 {
-		return dst, errors.New("mpquic: header shorter than its packet number")
-	}
-	if pnLen+len(payload) < 4 {
-		return dst, fmt.Errorf("mpquic: payload of %d bytes too short for header protection (pad it)", len(payload))
+	pnLen, err := checkProtect(header, len(payload))
+	if err != nil {
+		return dst, err
 	}
 	start := len(dst)
 	out := append(dst, header...)
-	n := k.nonce(pathID, pn)
-	out = k.aead.Seal(out, n, payload, out[start:])
-	pkt := out[start:]
+	out = k.aead.Seal(out, k.nonce(pathID, pn), payload, out[start:])
+	k.protectHeader(out[start:], len(header)-pnLen, pnLen)
+	return out, nil
+}
+
+// ProtectInPlace protects pkt, which holds the header (ending with the
+// packet number) in its first hdrLen bytes and the plaintext payload after
+// it, without copying the payload: the result is pkt extended by the AEAD
+// tag (allocated only if pkt lacks 16 bytes of spare capacity).
+func (k *Keys) ProtectInPlace(pkt []byte, hdrLen int, pn uint64, pathID uint32) ([]byte, error) {
+	if hdrLen < 0 || hdrLen > len(pkt) {
+		return pkt, fmt.Errorf("mpquic: header length %d of a %d-byte packet", hdrLen, len(pkt))
+	}
+	pnLen, err := checkProtect(pkt[:hdrLen], len(pkt)-hdrLen)
+	if err != nil {
+		return pkt, err
+	}
+	pkt = slices.Grow(pkt, k.aead.Overhead()) // Seal must not allocate elsewhere
+	sealed := k.aead.Seal(pkt[hdrLen:hdrLen], k.nonce(pathID, pn), pkt[hdrLen:], pkt[:hdrLen])
+	pkt = pkt[:hdrLen+len(sealed)]
+	k.protectHeader(pkt, hdrLen-pnLen, pnLen)
+	return pkt, nil
+}
+
+func checkProtect(header []byte, payloadLen int) (pnLen int, err error) {
+	if len(header) == 0 {
+		return 0, errors.New("mpquic: empty header")
+	}
+	pnLen = int(header[0]&3) + 1
+	if len(header)-pnLen < 1 {
+		return 0, errors.New("mpquic: header shorter than its packet number")
+	}
+	if pnLen+payloadLen < 4 {
+		return 0, fmt.Errorf("mpquic: payload of %d bytes too short for header protection (pad it)", payloadLen)
+	}
+	return pnLen, nil
+}
+
+// protectHeader masks the first byte's low bits and the packet number of a
+// sealed packet (RFC 9001 §5.4.1).
+func (k *Keys) protectHeader(pkt []byte, pnOffset, pnLen int) {
 	m := k.mask(pkt[pnOffset+4 : pnOffset+4+sampleLen])
 	if pkt[0]&0x80 != 0 {
 		pkt[0] ^= m[0] & 0x0f
@@ -200,7 +234,6 @@ func (k *Keys) Protect(dst, header, payload []byte, pn uint64, pathID uint32) ([
 	for i := 0; i < pnLen; i++ {
 		pkt[pnOffset+i] ^= m[1+i]
 	}
-	return out, nil
 }
 
 // Opened is a packet whose protection was removed.

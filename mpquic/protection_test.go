@@ -67,21 +67,7 @@ func TestClientInitialRFC9001(t *testing.T) {
 	crypto := readHex(t, "rfc9001_a2_crypto.hex")
 	payload := make([]byte, 1162)
 	copy(payload, crypto) // the rest is PADDING
-	hdr, err := AppendLongHeader(nil, LongHeader{Type: PacketInitial, DCID: rfcDCID, SCID: []byte{}}, 2, 4, len(payload))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if want := readHex(t, "rfc9001_a2_header.hex"); !bytes.Equal(hdr, want) {
-		t.Fatalf("header %x\nwant   %x", hdr, want)
-	}
-	pkt, err := client.Protect(nil, hdr, payload, 2, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	want := readHex(t, "rfc9001_a2_packet.hex")
-	if !bytes.Equal(pkt, want) {
-		t.Fatalf("protected packet differs at byte %d", firstDiff(pkt, want))
-	}
+	want := protectVector(t, client, LongHeader{Type: PacketInitial, DCID: rfcDCID, SCID: []byte{}}, 2, 4, payload, "a2")
 
 	// The server's view: parse, unprotect, parse the frames.
 	h, n, err := ParseHeader(want, 0)
@@ -117,21 +103,7 @@ func TestServerInitialRFC9001(t *testing.T) {
 	_, server := InitialKeys(rfcDCID)
 	payload := readHex(t, "rfc9001_a3_payload.hex")
 	scid := unhex(t, "f067a5502a4262b5")
-	hdr, err := AppendLongHeader(nil, LongHeader{Type: PacketInitial, DCID: []byte{}, SCID: scid}, 1, 2, len(payload))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if want := readHex(t, "rfc9001_a3_header.hex"); !bytes.Equal(hdr, want) {
-		t.Fatalf("header %x\nwant   %x", hdr, want)
-	}
-	pkt, err := server.Protect(nil, hdr, payload, 1, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	want := readHex(t, "rfc9001_a3_packet.hex")
-	if !bytes.Equal(pkt, want) {
-		t.Fatalf("protected %x\nwant      %x", pkt, want)
-	}
+	want := protectVector(t, server, LongHeader{Type: PacketInitial, DCID: []byte{}, SCID: scid}, 1, 2, payload, "a3")
 	h, _, err := ParseHeader(want, 0)
 	if err != nil {
 		t.Fatal(err)
@@ -271,6 +243,41 @@ func TestProtectRejectsShortPayload(t *testing.T) {
 	if _, err := client.Protect(nil, hdr, []byte{1, 0}, 1, 0); err == nil {
 		t.Fatal("no error for a payload too short to sample")
 	}
+}
+
+// protectVector builds the header of an RFC 9001 Appendix A packet with
+// AppendLongHeader, protects the payload and checks both against the RFC's
+// bytes (testdata/rfc9001_<name>_header.hex and _packet.hex).
+func protectVector(t *testing.T, k *Keys, lh LongHeader, pn uint64, pnLen int, payload []byte, name string) []byte {
+	t.Helper()
+	hdr, err := AppendLongHeader(nil, lh, pn, pnLen, len(payload))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := readHex(t, "rfc9001_"+name+"_header.hex"); !bytes.Equal(hdr, want) {
+		t.Fatalf("header %x\nwant   %x", hdr, want)
+	}
+	pkt, err := k.Protect(nil, hdr, payload, pn, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := readHex(t, "rfc9001_"+name+"_packet.hex")
+	if !bytes.Equal(pkt, want) {
+		t.Fatalf("protected packet differs at byte %d of %d", firstDiff(pkt, want), len(want))
+	}
+	// In place, with and without room for the tag: the same bytes.
+	for _, room := range []int{0, 16} {
+		buf := make([]byte, 0, len(hdr)+len(payload)+room)
+		buf = append(append(buf, hdr...), payload...)
+		inPlace, err := k.ProtectInPlace(buf, len(hdr), pn, 0)
+		if err != nil || !bytes.Equal(inPlace, want) {
+			t.Fatalf("in place (room %d): differs at byte %d (%v)", room, firstDiff(inPlace, want), err)
+		}
+		if room == 16 && &inPlace[0] != &buf[0] {
+			t.Fatal("in place with room for the tag reallocated")
+		}
+	}
+	return want
 }
 
 func firstDiff(a, b []byte) int {

@@ -43,21 +43,6 @@ func AppendVarint(b []byte, v uint64) []byte {
 		byte(v>>24), byte(v>>16), byte(v>>8), byte(v))
 }
 
-// appendVarintLen appends v in exactly n bytes (n is 1, 2, 4 or 8 and large
-// enough); a long header's Length uses it when reserved before the payload.
-func appendVarintLen(b []byte, v uint64, n int) []byte {
-	switch n {
-	case 1:
-		return append(b, byte(v))
-	case 2:
-		return append(b, 0x40|byte(v>>8), byte(v))
-	case 4:
-		return append(b, 0x80|byte(v>>24), byte(v>>16), byte(v>>8), byte(v))
-	}
-	return append(b, 0xc0|byte(v>>56), byte(v>>48), byte(v>>40), byte(v>>32),
-		byte(v>>24), byte(v>>16), byte(v>>8), byte(v))
-}
-
 // ParseVarint decodes one variable-length integer from the front of b and
 // returns it with the number of bytes it took.
 func ParseVarint(b []byte) (uint64, int, error) {
