@@ -15,7 +15,8 @@
 //     AES-128-GCM and ChaCha20-Poly1305, and the multipath nonce that puts the
 //     path ID into the AEAD nonce (draft §"Nonce Calculation")
 //
-// 0-RTT and Retry are out of scope for mptester (a Retry or Version
-// Negotiation packet is parsed so a client can fail cleanly). The package
+// 0-RTT and Retry are out of scope for mptester: a Retry is parsed and its
+// integrity tag verified (VerifyRetry), a Version Negotiation packet parsed,
+// so that a client can fail cleanly on either. The package
 // imports nothing from the rest of mptester; patterns/transport wraps it.
 package mpquic

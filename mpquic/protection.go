@@ -293,3 +293,26 @@ func (k *Keys) Unprotect(packet []byte, pnOffset int, largest int64, pathID uint
 
 // Overhead is the bytes protection adds to a payload (the AEAD tag).
 func (k *Keys) Overhead() int { return k.aead.Overhead() }
+
+// Retry integrity key and nonce of QUIC version 1 (RFC 9001 §5.8).
+var (
+	retryKeyV1   = [16]byte{0xbe, 0x0c, 0x69, 0x0b, 0x9f, 0x66, 0x57, 0x5a, 0x1d, 0x76, 0x6b, 0x54, 0xe3, 0x68, 0xc8, 0x4e}
+	retryNonceV1 = [12]byte{0x46, 0x15, 0x99, 0xd3, 0x5d, 0x63, 0x2b, 0xf2, 0x23, 0x98, 0x25, 0xbb}
+)
+
+// VerifyRetry checks a Retry packet's integrity tag against the
+// Destination Connection ID of the client's first Initial (RFC 9001 §5.8).
+// mptester does not follow Retries, but a client must tell a forged one
+// from a real one before failing on it.
+func VerifyRetry(packet, originalDCID []byte) bool {
+	if len(packet) < tagLen || len(originalDCID) > 255 {
+		return false
+	}
+	block, _ := aes.NewCipher(retryKeyV1[:])
+	gcm, _ := cipher.NewGCM(block)
+	body := packet[:len(packet)-tagLen]
+	pseudo := make([]byte, 0, 1+len(originalDCID)+len(body))
+	pseudo = append(append(append(pseudo, byte(len(originalDCID))), originalDCID...), body...)
+	_, err := gcm.Open(nil, retryNonceV1[:], packet[len(body):], pseudo)
+	return err == nil
+}

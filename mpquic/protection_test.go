@@ -288,3 +288,22 @@ func firstDiff(a, b []byte) int {
 	}
 	return min(len(a), len(b))
 }
+
+// RFC 9001 Appendix A.4: the Retry packet answering the client Initial.
+func TestRetryRFC9001(t *testing.T) {
+	retry := unhex(t, "ff000000010008f067a5502a4262b5746f6b656e04a265ba2eff4d829058fb3f0f2496ba")
+	h, _, err := ParseHeader(retry, 0)
+	if err != nil || h.Type != PacketRetry || string(h.Token) != "token" || !bytes.Equal(h.SCID, unhex(t, "f067a5502a4262b5")) {
+		t.Fatalf("ParseHeader: %+v %v", h, err)
+	}
+	if !VerifyRetry(retry, rfcDCID) {
+		t.Fatal("the RFC's Retry does not verify")
+	}
+	if VerifyRetry(retry, rfcDCID[:7]) {
+		t.Fatal("verified against another connection ID")
+	}
+	retry[10] ^= 1
+	if VerifyRetry(retry, rfcDCID) {
+		t.Fatal("a changed Retry verifies")
+	}
+}
