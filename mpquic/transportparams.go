@@ -85,7 +85,9 @@ func tpErr(format string, args ...any) error {
 	return transportErr(TransportParameterError, 0, format, args...)
 }
 
-// Append encodes the parameters, leaving out those at their default.
+// Append encodes the parameters, leaving out those at their default. Build
+// p from DefaultTransportParameters: a zero max_udp_payload_size or
+// active_connection_id_limit would be sent as is and refused by the peer.
 func (p *TransportParameters) Append(b []byte) []byte {
 	cid := func(id uint64, v []byte) {
 		if v != nil {
