@@ -1,0 +1,22 @@
+// Package mpquic is mptester's own QUIC version 1 stack with the IETF
+// multipath extension, written from RFC 9000 (transport), RFC 9001 (TLS and
+// packet protection) and draft-ietf-quic-multipath-21 (the latest draft; its
+// code points are the ones the draft asks IANA for: initial_max_path_id 0x3e,
+// PATH_ACK 0x3e-0x3f, PATH_ABANDON 0x3e75 ... PATH_CIDS_BLOCKED 0x3e7c).
+//
+// This first stage is the wire layer only, with no connection state:
+//   - variable-length integers and packet numbers (RFC 9000 §16, §17.1, A.2, A.3)
+//   - long and short headers, coalesced packets, Version Negotiation (§17)
+//   - every RFC 9000 frame and the draft's multipath frames, with the
+//     per-packet-type rule of RFC 9000 §12.4 Table 3 (errors are *TransportError
+//     carrying the code a CONNECTION_CLOSE must send)
+//   - transport parameters (§18) with initial_max_path_id
+//   - packet and header protection (RFC 9001 §5): Initial secrets,
+//     AES-128-GCM and ChaCha20-Poly1305, and the multipath nonce that puts the
+//     path ID into the AEAD nonce (draft §"Nonce Calculation")
+//
+// 0-RTT and Retry are out of scope for mptester: a Retry is parsed and its
+// integrity tag verified (VerifyRetry), a Version Negotiation packet parsed,
+// so that a client can fail cleanly on either. The package
+// imports nothing from the rest of mptester; patterns/transport wraps it.
+package mpquic
