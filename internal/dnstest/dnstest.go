@@ -17,15 +17,26 @@ import (
 // answers are retried over TCP), until the test ends.
 func Serve(t testing.TB, h dns.Handler) netip.AddrPort {
 	t.Helper()
-	pc, err := net.ListenPacket("udp4", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	port := pc.LocalAddr().(*net.UDPAddr).Port
-	ln, err := net.Listen("tcp4", fmt.Sprintf("127.0.0.1:%d", port))
-	if err != nil {
+	// The kernel picks a free UDP port; its TCP twin may be taken by
+	// another process (tests run in parallel), so try a few.
+	var (
+		pc   net.PacketConn
+		ln   net.Listener
+		port int
+		err  error
+	)
+	for try := 0; ; try++ {
+		if pc, err = net.ListenPacket("udp4", "127.0.0.1:0"); err != nil {
+			t.Fatal(err)
+		}
+		port = pc.LocalAddr().(*net.UDPAddr).Port
+		if ln, err = net.Listen("tcp4", fmt.Sprintf("127.0.0.1:%d", port)); err == nil {
+			break
+		}
 		pc.Close()
-		t.Fatal(err)
+		if try == 20 {
+			t.Fatal(err)
+		}
 	}
 	for _, s := range []*dns.Server{{PacketConn: pc, Handler: h}, {Listener: ln, Handler: h}} {
 		started := make(chan struct{})
