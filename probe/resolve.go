@@ -48,6 +48,7 @@ type Resolver struct {
 	opts    ResolverOptions
 	servers []netip.AddrPort
 	sems    []chan struct{} // per-server in-flight cap
+	muxes   []udpMux        // per-server shared UDP socket
 	next    atomic.Uint32   // spreads first attempts over the servers
 }
 
@@ -72,6 +73,7 @@ func NewResolver(p Path, o ResolverOptions) (*Resolver, error) {
 		r.servers = append(r.servers, s.Addr)
 		r.sems = append(r.sems, make(chan struct{}, max(o.Cap, 1)))
 	}
+	r.muxes = make([]udpMux, len(r.servers))
 	if len(r.servers) == 0 {
 		return nil, fmt.Errorf("path %s has %w (set one with --dns %s=ADDR or in the config)", p.Name, ErrNoDNS, p.Name)
 	}
@@ -245,7 +247,7 @@ func (r *Resolver) exchange(ctx context.Context, i int, m *dns.Msg, sent *int64)
 		return nil, false, ctx.Err()
 	}
 	defer func() { <-sem }()
-	resp, err := r.exchangeOn(ctx, "udp", r.servers[i], m, sent)
+	resp, err := r.exchangeUDP(ctx, i, m, sent)
 	if err != nil || !resp.Truncated {
 		return resp, false, err
 	}
