@@ -1,0 +1,214 @@
+package analysis
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"slices"
+	"sort"
+)
+
+// Table is one rendered table of a section: every format (text, Markdown,
+// CSV) shows the same cells. Long tables (exact ECDFs) are written whole in
+// CSV; the terminal formats print how many rows they hold instead.
+type Table struct {
+	Name    string // unique in a report; the CSV file's base name
+	Title   string
+	Note    string // definitions and sources, one sentence
+	Columns []string
+	Rows    [][]string
+	Long    bool
+}
+
+// Section aggregates the records of the runs it applies to as they stream
+// past (never holding a file) and yields its tables at the end; a section
+// without data yields none and is left out.
+type Section interface {
+	AppliesTo(command string) bool
+	Add(rec Record) error
+	Tables() []Table
+}
+
+type entry struct {
+	name string
+	new  func() Section
+}
+
+var registry []entry
+
+// register adds a section; each lives in its own file and registers in init.
+func register(name string, f func() Section) {
+	if slices.ContainsFunc(registry, func(e entry) bool { return e.name == name }) {
+		panic("analysis: section registered twice: " + name)
+	}
+	registry = append(registry, entry{name, f})
+}
+
+// Sections lists the registered section names in report order.
+func Sections() []string {
+	var names []string
+	for _, e := range registry {
+		names = append(names, e.name)
+	}
+	return names
+}
+
+// Report is the result of reading all inputs.
+type Report struct {
+	Runs   []*Run
+	Tables []Table
+}
+
+// Table returns the table named name, or false.
+func (r *Report) Table(name string) (Table, bool) {
+	for _, t := range r.Tables {
+		if t.Name == name {
+			return t, true
+		}
+	}
+	return Table{}, false
+}
+
+// Input is one file to read.
+type Input struct {
+	Name string
+	Open func() (io.ReadCloser, error)
+}
+
+// Files makes inputs of paths on disk.
+func Files(paths ...string) []Input {
+	in := make([]Input, len(paths))
+	for i, p := range paths {
+		in[i] = Input{Name: p, Open: func() (io.ReadCloser, error) { return os.Open(p) }}
+	}
+	return in
+}
+
+// Analyze streams every input through every section. Any unreadable input
+// fails the whole report with an *InputError naming file and line.
+func Analyze(inputs []Input) (*Report, error) {
+	secs := make([]Section, len(registry))
+	for i, e := range registry {
+		secs[i] = e.new()
+	}
+	rep := &Report{}
+	for _, in := range inputs {
+		rc, err := in.Open()
+		if err != nil {
+			return nil, &InputError{File: in.Name, Reason: err.Error()}
+		}
+		var applies []Section
+		chosen := false
+		run, err := Read(in.Name, rc, func(rec Record) error {
+			if !chosen { // the header is known by the first record
+				chosen = true
+				for _, s := range secs {
+					if s.AppliesTo(rec.Run.Header.Command) {
+						applies = append(applies, s)
+					}
+				}
+			}
+			for _, s := range applies {
+				if err := s.Add(rec); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+		rc.Close()
+		if err != nil {
+			return nil, err
+		}
+		rep.Runs = append(rep.Runs, run)
+	}
+	rep.Tables = append(rep.Tables, inputsTable(rep.Runs))
+	for _, s := range secs {
+		rep.Tables = append(rep.Tables, s.Tables()...)
+	}
+	return rep, nil
+}
+
+// inputsTable is the provenance every report carries.
+func inputsTable(runs []*Run) Table {
+	t := Table{Name: "inputs", Title: "Inputs",
+		Note:    "sha256 of each file as stored; status is the trailer's (a stream without one did not finish writing)",
+		Columns: []string{"file", "sha256", "form", "gzip", "schema", "command", "tool", "run_id", "probe_id", "status", "records"}}
+	for _, r := range runs {
+		status := string(r.Status)
+		if r.Truncated {
+			status = "truncated: " + r.TruncatedNote
+		}
+		t.Rows = append(t.Rows, []string{r.File, r.SHA256, r.Form, fmt.Sprint(r.Gzip), r.Header.SchemaVersion,
+			r.Header.Command, r.Header.Tool.Name + " " + r.Header.Tool.Version, r.Header.RunID, r.Header.ProbeID, status, fmt.Sprint(r.Records)})
+	}
+	return t
+}
+
+// decode unmarshals a record into v, naming the record type on failure.
+func decode(rec Record, v any) error {
+	if err := json.Unmarshal(rec.Raw, v); err != nil {
+		return fmt.Errorf("bad %s record: %w", rec.Type, err)
+	}
+	return nil
+}
+
+// Quantile of sorted xs at p in [0,1], interpolating linearly between the
+// closest ranks (numpy's default, as survey.Summary defines RTT stats).
+func Quantile(sorted []float64, p float64) float64 {
+	if len(sorted) == 0 {
+		return 0
+	}
+	pos := p * float64(len(sorted)-1)
+	lo := int(pos)
+	if lo >= len(sorted)-1 {
+		return sorted[len(sorted)-1]
+	}
+	return sorted[lo] + (pos-float64(lo))*(sorted[lo+1]-sorted[lo])
+}
+
+// ECDF returns the exact empirical CDF of xs: each distinct value with the
+// share of xs at or below it.
+func ECDF(xs []float64) (vals, cdf []float64) {
+	s := slices.Clone(xs)
+	sort.Float64s(s)
+	for i, v := range s {
+		if i+1 < len(s) && s[i+1] == v {
+			continue
+		}
+		vals = append(vals, v)
+		cdf = append(cdf, float64(i+1)/float64(len(s)))
+	}
+	return vals, cdf
+}
+
+func ms(v float64) string { return fmt.Sprintf("%.3f", v) }
+func pct(n, of int) string {
+	if of == 0 {
+		return "0.00"
+	}
+	return fmt.Sprintf("%.2f", 100*float64(n)/float64(of))
+}
+
+// pathOrder sorts names by their position in the run's header paths, then
+// by name for paths the header does not list.
+func pathOrder(order []string, names []string) {
+	idx := func(n string) int {
+		if i := slices.Index(order, n); i >= 0 {
+			return i
+		}
+		return len(order)
+	}
+	slices.SortStableFunc(names, func(a, b string) int {
+		if d := idx(a) - idx(b); d != 0 {
+			return d
+		}
+		if a < b {
+			return -1
+		}
+		if a > b {
+			return 1
+		}
+		return 0
+	})
+}
