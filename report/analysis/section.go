@@ -7,6 +7,7 @@ import (
 	"os"
 	"slices"
 	"sort"
+	"strings"
 )
 
 // Table is one rendered table of a section: every format (text, Markdown,
@@ -26,6 +27,7 @@ type Table struct {
 // without data yields none and is left out.
 type Section interface {
 	AppliesTo(command string) bool
+	Types() []string // the record types Add reads
 	Add(rec Record) error
 	Tables() []Table
 }
@@ -93,23 +95,27 @@ func Analyze(inputs []Input) (*Report, error) {
 		secs[i] = e.new()
 	}
 	rep := &Report{}
+	used := map[typeKey]*typeUse{}
 	for _, in := range inputs {
 		rc, err := in.Open()
 		if err != nil {
 			return nil, &InputError{File: in.Name, Reason: err.Error()}
 		}
-		var applies []Section
-		chosen := false
 		run, err := Read(in.Name, rc, func(rec Record) error {
-			if !chosen { // the header is known by the first record
-				chosen = true
-				for _, s := range secs {
-					if s.AppliesTo(rec.Run.Header.Command) {
-						applies = append(applies, s)
+			k := typeKey{rec.Run.Header.Command, rec.Type}
+			u := used[k]
+			if u == nil {
+				u = &typeUse{}
+				used[k] = u
+				for i, s := range secs {
+					if s.AppliesTo(k.command) && slices.Contains(s.Types(), k.typ) {
+						u.secs = append(u.secs, s)
+						u.names = append(u.names, registry[i].name)
 					}
 				}
 			}
-			for _, s := range applies {
+			u.n++
+			for _, s := range u.secs {
 				if err := s.Add(rec); err != nil {
 					return err
 				}
@@ -122,7 +128,7 @@ func Analyze(inputs []Input) (*Report, error) {
 		}
 		rep.Runs = append(rep.Runs, run)
 	}
-	rep.Tables = append(rep.Tables, inputsTable(rep.Runs))
+	rep.Tables = append(rep.Tables, inputsTable(rep.Runs), typesTable(used))
 	for _, s := range secs {
 		rep.Tables = append(rep.Tables, s.Tables()...)
 	}
@@ -141,6 +147,40 @@ func inputsTable(runs []*Run) Table {
 		}
 		t.Rows = append(t.Rows, []string{r.File, r.SHA256, r.Form, fmt.Sprint(r.Gzip), r.Header.SchemaVersion,
 			r.Header.Command, r.Header.Tool.Name + " " + r.Header.Tool.Version, r.Header.RunID, r.Header.ProbeID, status, fmt.Sprint(r.Records)})
+	}
+	return t
+}
+
+type typeKey struct{ command, typ string }
+
+type typeUse struct {
+	n     int
+	secs  []Section
+	names []string
+}
+
+// typesTable says which records every section read and which none did, so
+// nothing is left out unseen.
+func typesTable(used map[typeKey]*typeUse) Table {
+	t := Table{Name: "records", Title: "Records read",
+		Note:    "records of a type no section reads are counted here and shown nowhere else",
+		Columns: []string{"command", "type", "records", "read_by"}}
+	keys := make([]typeKey, 0, len(used))
+	for k := range used {
+		keys = append(keys, k)
+	}
+	slices.SortFunc(keys, func(a, b typeKey) int {
+		if a.command != b.command {
+			return strings.Compare(a.command, b.command)
+		}
+		return strings.Compare(a.typ, b.typ)
+	})
+	for _, k := range keys {
+		by := strings.Join(used[k].names, " ")
+		if by == "" {
+			by = "(none)"
+		}
+		t.Rows = append(t.Rows, []string{k.command, k.typ, fmt.Sprint(used[k].n), by})
 	}
 	return t
 }

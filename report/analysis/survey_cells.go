@@ -42,6 +42,8 @@ type cells struct {
 
 func (c *cells) AppliesTo(cmd string) bool { return cmd == "survey" }
 
+func (*cells) Types() []string { return []string{"probe"} }
+
 func (c *cells) Add(rec Record) error {
 	if rec.Type != "probe" {
 		return nil

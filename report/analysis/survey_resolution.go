@@ -44,6 +44,8 @@ type resolution struct {
 
 func (s *resolution) AppliesTo(cmd string) bool { return cmd == "survey" }
 
+func (*resolution) Types() []string { return []string{"resolution"} }
+
 func (s *resolution) Add(rec Record) error {
 	if rec.Type != "resolution" {
 		return nil
