@@ -15,7 +15,9 @@ import (
 // per direction and test; interactive application delay per chunk, pooled,
 // and the maximum application delay per test, 000 §IV-A), and the bytes
 // each path carried.
-func init() { register("patterns", func() Section { return &patternSec{by: map[patKey]*patAgg{}} }) }
+func init() {
+	register(30, "patterns", func() Section { return &patternSec{by: map[patKey]*patAgg{}} })
+}
 
 type patKey struct {
 	pattern, transport string

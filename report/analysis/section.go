@@ -33,18 +33,21 @@ type Section interface {
 }
 
 type entry struct {
+	rank int // report order
 	name string
 	new  func() Section
 }
 
 var registry []entry
 
-// register adds a section; each lives in its own file and registers in init.
-func register(name string, f func() Section) {
+// register adds a section at rank (lower first); each section lives in its
+// own file and registers in init.
+func register(rank int, name string, f func() Section) {
 	if slices.ContainsFunc(registry, func(e entry) bool { return e.name == name }) {
 		panic("analysis: section registered twice: " + name)
 	}
-	registry = append(registry, entry{name, f})
+	registry = append(registry, entry{rank, name, f})
+	slices.SortStableFunc(registry, func(a, b entry) int { return a.rank - b.rank })
 }
 
 // Sections lists the registered section names in report order.

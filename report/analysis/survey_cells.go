@@ -14,7 +14,7 @@ import (
 // was answered, its RTT is the median of its probes, host-overloaded
 // targets are neither responsive nor unresponsive, and runs combined pool
 // their targets.
-func init() { register("cells", func() Section { return &cells{by: map[cellKey]*cellAgg{}} }) }
+func init() { register(20, "cells", func() Section { return &cells{by: map[cellKey]*cellAgg{}} }) }
 
 type probeRecord struct {
 	ProbePath      string    `json:"probe_path"`

@@ -15,7 +15,9 @@ import (
 // the unique addresses; domains differ = domains resolved on both paths
 // whose address sets differ, over all domains. Overlap is per run: two
 // runs' address sets are not one population.
-func init() { register("resolution", func() Section { return &resolution{runs: map[*Run]*resRun{}} }) }
+func init() {
+	register(10, "resolution", func() Section { return &resolution{runs: map[*Run]*resRun{}} })
+}
 
 type resolutionRecord struct {
 	Domain  string   `json:"domain"`
