@@ -2,6 +2,7 @@ package analysis_test
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
@@ -17,7 +18,8 @@ import (
 // runDoc writes a run document holding recs.
 func runDoc(t *testing.T, dir, name string, recs ...string) string {
 	t.Helper()
-	d := report.Document{Header: report.Header{SchemaVersion: "1.1", RunID: "22222222-2222-4333-8444-555555555555", ProbeID: "m",
+	id := fmt.Sprintf("22222222-2222-4333-8444-%012x", len(name)*1000+int(name[0]))
+	d := report.Document{Header: report.Header{SchemaVersion: "1.1", RunID: id, ProbeID: "m",
 		Command: "run", Tool: report.Tool{Name: "mptester", Version: "test"}, StartedAt: time.Unix(1e9, 0)}, Status: report.StatusPartial}
 	for _, r := range recs {
 		d.Records = append(d.Records, json.RawMessage(r))

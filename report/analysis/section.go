@@ -129,6 +129,12 @@ func Analyze(inputs []Input) (*Report, error) {
 		if err != nil {
 			return nil, err
 		}
+		// A run given twice (copied, or once gzip'd) would count double.
+		for _, r := range rep.Runs {
+			if r.Header.RunID == run.Header.RunID {
+				return nil, &InputError{File: in.Name, Reason: fmt.Sprintf("run %s is already read from %s: a run counts once", run.Header.RunID, r.File)}
+			}
+		}
 		rep.Runs = append(rep.Runs, run)
 	}
 	rep.Tables = append(rep.Tables, inputsTable(rep.Runs), typesTable(used))

@@ -106,7 +106,8 @@ func num(t *testing.T, s string) float64 {
 // quantiles, resolution and overlap equal what lab/world computes
 // independently from its ground truth (counts exact, RTTs within 0.001 ms:
 // the tables print three decimals; percentages within 0.005). Given twice
-// (once as a gzip'd document), every count doubles and the quantiles are
+// (a second run of the same records as a gzip'd document), every count doubles;
+// the same run given twice is refused and the quantiles are
 // those of the pooled sample.
 func TestSurveyTablesEqualLabTruth(t *testing.T) {
 	w, err := world.Generate(world.Options{Seed: 14, Domains: 600})
@@ -118,7 +119,11 @@ func TestSurveyTablesEqualLabTruth(t *testing.T) {
 	plain := filepath.Join(dir, "survey.jsonl")
 	require.NoError(t, os.WriteFile(plain, stream, 0o644))
 	gz := filepath.Join(dir, "survey.json.gz")
-	require.NoError(t, os.WriteFile(gz, gzipped(t, toDocument(t, stream)), 0o644))
+	second := bytes.ReplaceAll(stream, []byte("11111111-2222-4333-8444-555555555555"), []byte("11111111-2222-4333-8444-666666666666"))
+	require.NoError(t, os.WriteFile(gz, gzipped(t, toDocument(t, second)), 0o644))
+	_, err = analysis.Analyze(analysis.Files(plain, plain))
+	require.ErrorIs(t, err, analysis.ErrInput)
+	assert.ErrorContains(t, err, "survey.jsonl: run 11111111-2222-4333-8444-555555555555 is already read from")
 
 	for _, tc := range []struct {
 		files []string
