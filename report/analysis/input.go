@@ -202,7 +202,12 @@ func readStream(br *bufio.Reader, first []byte, run *Run, fn func(Record) error)
 			return &InputError{File: run.File, Line: n, Reason: "data after the trailer"}
 		}
 		var t trailer
-		if jerr := json.Unmarshal(line, &t); jerr != nil {
+		if typ, ok := leadingType(line); ok && !eof && typ != report.TypeTrailer && typ != report.TypeHeader {
+			// A record as the stream writes it: its type is read without
+			// parsing the line twice; the sections decode (and so check)
+			// what they read, Analyze checks the rest.
+			t.Type = typ
+		} else if jerr := json.Unmarshal(line, &t); jerr != nil {
 			if eof { // the last line was cut mid-write
 				run.Truncated = true
 				run.TruncatedNote = fmt.Sprintf("line %d cut mid-write, no trailer", n)
@@ -239,6 +244,21 @@ func readStream(br *bufio.Reader, first []byte, run *Run, fn func(Record) error)
 		run.TruncatedNote = fmt.Sprintf("ends after line %d without a trailer", n)
 	}
 	return nil
+}
+
+// leadingType returns the type of a line that starts {"type":"X", with X
+// free of escapes; other lines are parsed whole.
+func leadingType(line []byte) (string, bool) {
+	const prefix = `{"type":"`
+	if !bytes.HasPrefix(line, []byte(prefix)) || line[len(line)-1] != '}' {
+		return "", false
+	}
+	rest := line[len(prefix):]
+	end := bytes.IndexByte(rest, '"')
+	if end <= 0 || bytes.IndexByte(rest[:end], '\\') >= 0 {
+		return "", false
+	}
+	return string(rest[:end]), true
 }
 
 func countOf(p *int64) string {

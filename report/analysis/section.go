@@ -2,6 +2,7 @@ package analysis
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -118,6 +119,9 @@ func Analyze(inputs []Input) (*Report, error) {
 				}
 			}
 			u.n++
+			if len(u.secs) == 0 && !json.Valid(rec.Raw) {
+				return errors.New("not JSON")
+			}
 			for _, s := range u.secs {
 				if err := s.Add(rec); err != nil {
 					return err

@@ -36,7 +36,8 @@ type resRun struct {
 	paths    []string
 	byStatus map[string]map[string]int // path -> status -> domains
 	addrs    map[string]map[string]struct{}
-	domains  map[string]map[string]domainRes // domain -> path -> result
+	pathIdx  map[string]int
+	domains  map[string][]domainRes // domain -> result by path index (a slice: a map per domain costs more than the answers)
 }
 
 type resolution struct {
@@ -62,11 +63,12 @@ func (s *resolution) Add(rec Record) error {
 	rr := s.runs[rec.Run]
 	if rr == nil {
 		rr = &resRun{run: rec.Run, byStatus: map[string]map[string]int{}, addrs: map[string]map[string]struct{}{},
-			domains: map[string]map[string]domainRes{}}
+			pathIdx: map[string]int{}, domains: map[string][]domainRes{}}
 		s.runs[rec.Run] = rr
 		s.order = append(s.order, rec.Run)
 	}
 	if rr.byStatus[r.Path] == nil {
+		rr.pathIdx[r.Path] = len(rr.paths)
 		rr.paths = append(rr.paths, r.Path)
 		rr.byStatus[r.Path] = map[string]int{}
 		rr.addrs[r.Path] = map[string]struct{}{}
@@ -85,10 +87,13 @@ func (s *resolution) Add(rec Record) error {
 		}
 		d.set = h.Sum64()
 	}
-	if rr.domains[r.Domain] == nil {
-		rr.domains[r.Domain] = map[string]domainRes{}
+	ds := rr.domains[r.Domain]
+	i := rr.pathIdx[r.Path]
+	if len(ds) <= i {
+		ds = append(ds, make([]domainRes, i+1-len(ds))...)
 	}
-	rr.domains[r.Domain][r.Path] = d
+	ds[i] = d
+	rr.domains[r.Domain] = ds
 	return nil
 }
 
@@ -123,6 +128,7 @@ func (s *resolution) Tables() []Table {
 			continue
 		}
 		a, b := rr.paths[0], rr.paths[1]
+		ia, ib := rr.pathIdx[a], rr.pathIdx[b]
 		common := 0
 		for ip := range rr.addrs[a] {
 			if _, ok := rr.addrs[b][ip]; ok {
@@ -130,8 +136,14 @@ func (s *resolution) Tables() []Table {
 			}
 		}
 		differ, unresolved := 0, 0
+		at := func(ds []domainRes, i int) domainRes {
+			if i < len(ds) {
+				return ds[i]
+			}
+			return domainRes{}
+		}
 		for _, d := range rr.domains {
-			da, db := d[a], d[b]
+			da, db := at(d, ia), at(d, ib)
 			switch {
 			case !da.ok || !db.ok:
 				unresolved++
