@@ -135,10 +135,12 @@ func peakHeap(f func()) uint64 {
 }
 
 // TestSurveyIsStreamed: a 15,000-domain survey (34 MB of records) is read
-// with a peak heap under half the file's size: records are streamed, and
-// only one float per target, the unique addresses per path and one hash
-// per domain and path are kept (memory grows with targets and domains,
-// never with the records or their RTT samples).
+// with a peak heap (garbage not yet collected included) under 0.75 of the
+// file's size, where holding the file would take at least its size:
+// records are streamed through one reused line buffer, and only per-target
+// and per-domain state is kept (one float per target and cell, interned
+// addresses, address ids per domain and path: memory grows with targets
+// and domains, never with the records or their RTT samples).
 func TestSurveyIsStreamed(t *testing.T) {
 	if testing.Short() {
 		t.Skip("reads 34 MB")
@@ -152,5 +154,5 @@ func TestSurveyIsStreamed(t *testing.T) {
 	})
 	t.Logf("read %.1f MB, peak heap %.1f MB", float64(c.n)/(1<<20), float64(peak)/(1<<20))
 	require.Greater(t, c.n, int64(30<<20))
-	require.Less(t, peak, uint64(c.n/2))
+	require.Less(t, peak, uint64(c.n*3/4))
 }

@@ -53,12 +53,14 @@ type Run struct {
 	TruncatedNote string // where it ends
 }
 
-// Record is one record of a run, undecoded but for its type.
+// Record is one record of a run, undecoded but for its type. Raw is valid
+// only during the call it is given to: lines share one buffer.
 type Record struct {
 	Run  *Run
 	Line int // 1-based line in a stream; 0 in a document
 	Type string
 	Raw  json.RawMessage
+	memo *memo // the record decoded once for every section that reads it
 }
 
 // maxLine bounds one JSON Lines line (a probe record with its RTTs is far
@@ -117,7 +119,7 @@ func firstByte(br *bufio.Reader) (byte, error) {
 // detect tells a stream (first line a complete "header" object) from a
 // document (one object, possibly spread over lines) and reads it.
 func detect(br *bufio.Reader, run *Run, fn func(Record) error) error {
-	line, err := readLine(br)
+	line, err := readLine(br, nil)
 	if err != nil && err != io.EOF {
 		return &InputError{File: run.File, Line: 1, Reason: err.Error()}
 	}
@@ -135,8 +137,10 @@ func detect(br *bufio.Reader, run *Run, fn func(Record) error) error {
 	return readDocument(io.MultiReader(bytes.NewReader(append(line, '\n')), br), run, fn)
 }
 
-func readLine(br *bufio.Reader) ([]byte, error) {
-	var buf []byte
+// readLine reads the next line into buf (reused: a line is valid until the
+// next call).
+func readLine(br *bufio.Reader, buf []byte) ([]byte, error) {
+	buf = buf[:0]
 	for {
 		chunk, err := br.ReadSlice('\n')
 		buf = append(buf, chunk...)
@@ -184,8 +188,10 @@ func readStream(br *bufio.Reader, first []byte, run *Run, fn func(Record) error)
 	run.Form = "stream"
 	n := 1
 	done := false
+	var buf []byte
 	for {
-		line, err := readLine(br)
+		line, err := readLine(br, buf)
+		buf = line
 		if err != nil && err != io.EOF {
 			return &InputError{File: run.File, Line: n + 1, Reason: err.Error()}
 		}

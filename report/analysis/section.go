@@ -119,6 +119,7 @@ func Analyze(inputs []Input) (*Report, error) {
 				}
 			}
 			u.n++
+			rec.memo = &memo{}
 			if len(u.secs) == 0 && !json.Valid(rec.Raw) {
 				return errors.New("not JSON")
 			}
@@ -204,6 +205,28 @@ func decode(rec Record, v any) error {
 		return fmt.Errorf("bad %s record: %w", rec.Type, err)
 	}
 	return nil
+}
+
+// memo holds a record's decoded form, so sections reading the same type
+// decode it once.
+type memo struct {
+	v   any
+	err error
+}
+
+// decoded returns rec decoded into a *T, decoding at most once per record.
+func decoded[T any](rec Record) (*T, error) {
+	if rec.memo != nil && rec.memo.v != nil {
+		if v, ok := rec.memo.v.(*T); ok {
+			return v, rec.memo.err
+		}
+	}
+	v := new(T)
+	err := decode(rec, v)
+	if rec.memo != nil {
+		rec.memo.v, rec.memo.err = v, err
+	}
+	return v, err
 }
 
 // Quantile of sorted xs at p in [0,1], interpolating linearly between the

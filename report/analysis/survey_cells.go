@@ -28,6 +28,26 @@ type probeRecord struct {
 	HostOverloaded bool      `json:"host_overloaded"`
 }
 
+// resolvePaths are the cells' resolve paths (resolve_path alone in a
+// record without the list).
+func (r *probeRecord) resolvePaths() []string {
+	if len(r.ResolvePaths) == 0 && r.ResolvePath != "" {
+		return []string{r.ResolvePath}
+	}
+	return r.ResolvePaths
+}
+
+// median is the target's RTT: the median of its samples, or the record's
+// median when it carries no samples.
+func (r *probeRecord) median() float64 {
+	if len(r.RTTsMs) == 0 {
+		return r.Median
+	}
+	s := slices.Clone(r.RTTsMs)
+	sort.Float64s(s)
+	return Quantile(s, 0.5)
+}
+
 type cellKey struct{ probe, resolve string }
 
 type cellAgg struct {
@@ -53,26 +73,18 @@ func (c *cells) Add(rec Record) error {
 			c.order = append(c.order, p.Name)
 		}
 	}
-	var r probeRecord
-	if err := decode(rec, &r); err != nil {
+	r, err := decoded[probeRecord](rec)
+	if err != nil {
 		return err
 	}
 	if r.ProbePath == "" {
 		return fmt.Errorf("probe record without probe_path")
 	}
-	resolve := r.ResolvePaths
-	if len(resolve) == 0 && r.ResolvePath != "" {
-		resolve = []string{r.ResolvePath}
-	}
+	resolve := r.resolvePaths()
 	if len(resolve) == 0 {
 		return fmt.Errorf("probe record of %s without resolve_paths", r.Address)
 	}
-	med := r.Median
-	if len(r.RTTsMs) > 0 {
-		s := slices.Clone(r.RTTsMs)
-		sort.Float64s(s)
-		med = Quantile(s, 0.5)
-	}
+	med := r.median()
 	for _, rp := range resolve {
 		k := cellKey{r.ProbePath, rp}
 		a := c.by[k]

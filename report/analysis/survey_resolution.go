@@ -53,8 +53,8 @@ func (s *resolution) Add(rec Record) error {
 	if rec.Type != "resolution" {
 		return nil
 	}
-	var r resolutionRecord
-	if err := decode(rec, &r); err != nil {
+	r, err := decoded[resolutionRecord](rec)
+	if err != nil {
 		return err
 	}
 	if r.Path == "" || r.Domain == "" || r.Status == "" {

@@ -103,7 +103,7 @@ func num(t *testing.T, s string) float64 {
 }
 
 // TestSurveyTablesEqualLabTruth: the unresponsive table, the per-cell RTT
-// quantiles, resolution and overlap equal what lab/world computes
+// quantiles, the cell comparisons, resolution and overlap equal what lab/world computes
 // independently from its ground truth (counts exact, RTTs within 0.001 ms:
 // the tables print three decimals; percentages within 0.005). Given twice
 // (a second run of the same records as a gzip'd document), every count doubles;
@@ -172,12 +172,21 @@ func TestSurveyTablesEqualLabTruth(t *testing.T) {
 		for i, pr := range tr.Summary.Resolution {
 			assert.Equal(t, []string{pr.Path, fmt.Sprint(pr.Domains), fmt.Sprint(pr.Resolved), fmt.Sprint(pr.Failed)}, res.Rows[i][1:5])
 		}
+		cmp, _ := rep.Table("comparisons")
+		require.Len(t, cmp.Rows, len(tr.Summary.Comparisons))
+		for i, c := range tr.Summary.Comparisons {
+			row := cmp.Rows[i]
+			assert.Equal(t, []string{c.A, c.B, fmt.Sprint(tc.times * c.Domains)}, row[:3])
+			assert.InDelta(t, c.MeanDiffMs, num(t, row[3]), 0.001, "%s vs %s", c.A, c.B)
+			assert.InDelta(t, c.ASlowerPct, num(t, row[4]), 0.005, "%s vs %s", c.A, c.B)
+		}
 		cdf, _ := rep.Table("rtt-cdf")
 		assert.NotEmpty(t, cdf.Rows)
 	}
 	// The truth is not degenerate: the test could fail.
 	require.Greater(t, tr.Summary.Cells[1].Unresponsive, 0)
 	require.NotEqual(t, tr.Summary.Cells[0].RTTms.P10, tr.Summary.Cells[0].RTTms.P90)
+	require.Positive(t, tr.Summary.Comparisons[0].ASlowerPct+tr.Summary.Comparisons[1].ASlowerPct)
 }
 
 // toDocument turns a stream into the run document of the same run.

@@ -56,7 +56,8 @@ func f64(t *testing.T, s string) float64 {
 // Table I), resolution and overlap equal truth.json exactly; every cell's
 // RTT quantiles are within 2 ms of the truth's (the survey's own lab
 // tolerance: per-target medians within 1 ms, the emulator late under
-// load). A failed RTT check is retried once after a pause, as the
+// load), the comparisons' mean differences within 1 ms and shares of
+// slower domains within 2 percentage points (the survey test's). A failed RTT check is retried once after a pause, as the
 // survey's lab test does.
 func TestLabSurveyReportEqualsTruth(t *testing.T) {
 	labtest.Require(t)
@@ -105,6 +106,17 @@ func TestLabSurveyReportEqualsTruth(t *testing.T) {
 				if got := f64(t, rtt[i][2+j]); got < w-2 || got > w+2 {
 					problems = append(problems, fmt.Sprintf("cell %s column %d: report %.3f ms, truth %.3f ms", rtt[i][0], j, got, w))
 				}
+			}
+		}
+		cmp := reportCSV(t, "comparisons", out)
+		require.Len(t, cmp, len(s.Comparisons))
+		for i, c := range s.Comparisons {
+			assert.Equal(t, []string{c.A, c.B, fmt.Sprint(c.Domains)}, cmp[i][:3])
+			if got := f64(t, cmp[i][3]); got < c.MeanDiffMs-1 || got > c.MeanDiffMs+1 {
+				problems = append(problems, fmt.Sprintf("%s vs %s: mean difference %.3f ms, truth %.3f ms", c.A, c.B, got, c.MeanDiffMs))
+			}
+			if got := f64(t, cmp[i][4]); got < c.ASlowerPct-2 || got > c.ASlowerPct+2 {
+				problems = append(problems, fmt.Sprintf("%s vs %s: a slower for %.2f%%, truth %.2f%%", c.A, c.B, got, c.ASlowerPct))
 			}
 		}
 		if len(problems) == 0 {

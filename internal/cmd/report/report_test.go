@@ -61,7 +61,7 @@ func TestGolden(t *testing.T) {
 		names = append(names, filepath.Base(f))
 		golden(t, filepath.Base(f), string(b))
 	}
-	assert.Equal(t, []string{"inputs.csv", "overlap.csv", "path-bytes.csv", "pattern-metrics.csv", "pattern-status.csv",
+	assert.Equal(t, []string{"comparisons.csv", "inputs.csv", "overlap.csv", "path-bytes.csv", "pattern-metrics.csv", "pattern-status.csv",
 		"records.csv", "resolution.csv", "rtt-cdf.csv", "rtt.csv", "unresponsive.csv"}, names)
 }
 
@@ -79,6 +79,13 @@ func TestGoldenSurveyValues(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, "run,path_a,path_b,ips_a,ips_b,ips_common,overlap_pct,domains,domains_differ_pct,unresolved_somewhere_pct\n"+
 		"33333333,wlan0,wwan0,4,2,1,20.00,3,33.33,33.33\n", out)
+	// Domain RTTs: wlan0/wlan0 a 20 b 24 c 31; wlan0/wwan0 a 20 b 66;
+	// wwan0/wlan0 a 60 b 64 c 70; wwan0/wwan0 a 60 b 50.
+	out, _, err = execute(t, "--format", "csv", "--section", "comparisons", inputs[0])
+	require.NoError(t, err)
+	assert.Contains(t, out, "wlan0/wlan0,wlan0/wwan0,2,-21.000,0.00\n")
+	assert.Contains(t, out, "wlan0/wlan0,wwan0/wlan0,3,-39.667,0.00\n")
+	assert.Contains(t, out, "wwan0/wlan0,wwan0/wwan0,2,7.000,50.00\n")
 	out, _, err = execute(t, "--format", "csv", "--section", "rtt-cdf", inputs[0])
 	require.NoError(t, err)
 	assert.Contains(t, out, "wlan0/wwan0,20.000,0.500000\nwlan0/wwan0,66.000,1.000000\n")
