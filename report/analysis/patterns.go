@@ -211,5 +211,42 @@ func (s *patternSec) Tables() []Table {
 			pb.Rows = append(pb.Rows, append(k.cells(), ps.source, ps.path, fmt.Sprint(v[0]), fmt.Sprint(v[1]), share))
 		}
 	}
-	return []Table{st, mt, pb}
+	return []Table{st, mt, pb, familyRatios(keys, s.by)}
+}
+
+// familyRatios compares IPv4 with IPv6 for every pattern × transport ×
+// path measured over both (000 Fig. 4 plots the IPv4/IPv6 completion-time
+// ratio of QUIC): the ratio of the two families' medians per metric.
+func familyRatios(keys []patKey, by map[patKey]*patAgg) Table {
+	t := Table{Name: "family-ratio", Title: "IPv4 / IPv6 (000 Fig. 4)",
+		Note:    "ratio of the IPv4 median to the IPv6 median of each metric, for every pattern × transport × path measured over both families",
+		Columns: []string{"pattern", "transport", "path", "metric", "ipv4_n", "ipv4_median", "ipv6_n", "ipv6_median", "ratio"}}
+	for _, k := range keys {
+		if k.family != 4 {
+			continue
+		}
+		k6 := k
+		k6.family = 6
+		a4, a6 := by[k], by[k6]
+		if a6 == nil {
+			continue
+		}
+		var names []string
+		for m := range a4.metrics {
+			if len(a6.metrics[m]) > 0 {
+				names = append(names, m)
+			}
+		}
+		sort.Strings(names)
+		for _, m := range names {
+			m4, m6 := StatsOf(a4.metrics[m]).P50, StatsOf(a6.metrics[m]).P50
+			ratio := "-"
+			if m6 != 0 {
+				ratio = fmt.Sprintf("%.3f", m4/m6)
+			}
+			t.Rows = append(t.Rows, []string{k.pattern, k.transport, k.path, m, fmt.Sprint(len(a4.metrics[m])), ms(m4),
+				fmt.Sprint(len(a6.metrics[m])), ms(m6), ratio})
+		}
+	}
+	return t
 }

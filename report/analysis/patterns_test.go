@@ -40,12 +40,14 @@ func rowsOf(t *testing.T, rep *analysis.Report, name string) [][]string {
 
 // TestPatternTablesEqualPlantedValues: planted delays, completion times,
 // goodputs and per-path bytes come out exactly (ms to three decimals),
-// failed tests count in the status table only, and two runs combine.
+// failed tests count in the status table only, two runs combine, and the
+// IPv4/IPv6 ratio is that of the planted medians.
 func TestPatternTablesEqualPlantedValues(t *testing.T) {
 	dir := t.TempDir()
-	cfg := func(p, tr string) string {
-		return `"config":{"pattern":"` + p + `","transport":"` + tr + `","path":"wlan0","family":4}`
+	cfgFam := func(p, tr string, fam int) string {
+		return `"config":{"pattern":"` + p + `","transport":"` + tr + `","path":"wlan0","family":` + fmt.Sprint(fam) + `}`
 	}
+	cfg := func(p, tr string) string { return cfgFam(p, tr, 4) }
 	a := runDoc(t, dir, "a.json",
 		`{"type":"pattern_test",`+cfg("ping", "tcp")+`,"status":"success","result":{"delays_ns":[10000000,20000000]}}`,
 		`{"type":"pattern_test",`+cfg("bulk", "mptcp")+`,"status":"success","result":{"completion_ns":100000000,"goodput_bps":8e6},`+
@@ -58,11 +60,13 @@ func TestPatternTablesEqualPlantedValues(t *testing.T) {
 	b := runDoc(t, dir, "b.json",
 		`{"type":"pattern_test",`+cfg("ping", "tcp")+`,"status":"success","result":{"delays_ns":[30000000,40000000]}}`,
 		`{"type":"pattern_test",`+cfg("bulk", "mptcp")+`,"status":"success","result":{"completion_ns":300000000,"goodput_bps":4e6}}`,
+		`{"type":"pattern_test",`+cfgFam("bulk", "mptcp", 6)+`,"status":"success","result":{"completion_ns":80000000,"goodput_bps":1e7}}`,
 	)
 	rep, err := analysis.Analyze(analysis.Files(a, b))
 	require.NoError(t, err)
 	assert.Equal(t, [][]string{
 		{"bulk", "mptcp", "IPv4", "wlan0", "3", "success=2 timeout=1"},
+		{"bulk", "mptcp", "IPv6", "wlan0", "1", "success=1"},
 		{"interactive", "tcp", "IPv4", "wlan0", "1", "success=1"},
 		{"iperf", "quic", "IPv4", "wlan0", "1", "success=1"},
 		{"ping", "tcp", "IPv4", "wlan0", "2", "success=2"},
@@ -71,6 +75,8 @@ func TestPatternTablesEqualPlantedValues(t *testing.T) {
 	assert.Equal(t, [][]string{
 		{"bulk", "mptcp", "IPv4", "wlan0", "completion_ms", "2", "100.000", "120.000", "150.000", "200.000", "250.000", "280.000", "300.000", "200.000"},
 		{"bulk", "mptcp", "IPv4", "wlan0", "goodput_mbps", "2", "4.000", "4.400", "5.000", "6.000", "7.000", "7.600", "8.000", "6.000"},
+		{"bulk", "mptcp", "IPv6", "wlan0", "completion_ms", "1", "80.000", "80.000", "80.000", "80.000", "80.000", "80.000", "80.000", "80.000"},
+		{"bulk", "mptcp", "IPv6", "wlan0", "goodput_mbps", "1", "10.000", "10.000", "10.000", "10.000", "10.000", "10.000", "10.000", "10.000"},
 		{"interactive", "tcp", "IPv4", "wlan0", "up_delay_ms", "2", "1.000", "1.200", "1.500", "2.000", "2.500", "2.800", "3.000", "2.000"},
 		{"interactive", "tcp", "IPv4", "wlan0", "up_max_delay_ms", "1", "3.000", "3.000", "3.000", "3.000", "3.000", "3.000", "3.000", "3.000"},
 		{"iperf", "quic", "IPv4", "wlan0", "down_goodput_mbps", "1", "9.000", "9.000", "9.000", "9.000", "9.000", "9.000", "9.000", "9.000"},
@@ -83,6 +89,11 @@ func TestPatternTablesEqualPlantedValues(t *testing.T) {
 		{"bulk", "mptcp", "IPv4", "wlan0", "transport", "wwan0", "1000", "0", "20.00"},
 		{"bulk", "mptcp", "IPv4", "wlan0", "interface", "wlan0", "4100", "1100", "100.00"},
 	}, rowsOf(t, rep, "path-bytes"))
+	// IPv4 medians 200 ms and 6 Mb/s against IPv6's 80 ms and 10 Mb/s.
+	assert.Equal(t, [][]string{
+		{"bulk", "mptcp", "wlan0", "completion_ms", "2", "200.000", "1", "80.000", "2.500"},
+		{"bulk", "mptcp", "wlan0", "goodput_mbps", "2", "6.000", "1", "10.000", "0.600"},
+	}, rowsOf(t, rep, "family-ratio"))
 }
 
 // TestMixedCommandsCombine: a survey and a run given together each fill

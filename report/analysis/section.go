@@ -144,7 +144,11 @@ func Analyze(inputs []Input) (*Report, error) {
 	}
 	rep.Tables = append(rep.Tables, inputsTable(rep.Runs), typesTable(used))
 	for _, s := range secs {
-		rep.Tables = append(rep.Tables, s.Tables()...)
+		for _, t := range s.Tables() {
+			if len(t.Rows) > 0 { // a table is present when its data is
+				rep.Tables = append(rep.Tables, t)
+			}
+		}
 	}
 	return rep, nil
 }

@@ -26,6 +26,7 @@ type probeRecord struct {
 	Responsive     bool      `json:"responsive"`
 	Valid          bool      `json:"valid"`
 	HostOverloaded bool      `json:"host_overloaded"`
+	Bytes          int64     `json:"bytes"`
 }
 
 // resolvePaths are the cells' resolve paths (resolve_path alone in a

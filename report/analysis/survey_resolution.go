@@ -24,6 +24,7 @@ type resolutionRecord struct {
 	Path    string   `json:"path"`
 	Status  string   `json:"status"`
 	Answers []string `json:"answers"`
+	Bytes   int64    `json:"bytes"`
 }
 
 type domainRes struct {

@@ -5,6 +5,7 @@ package report_test
 import (
 	"context"
 	"encoding/csv"
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -21,6 +22,7 @@ import (
 	"github.com/mptester/mptester/lab"
 	"github.com/mptester/mptester/lab/labtest"
 	"github.com/mptester/mptester/lab/world"
+	"github.com/mptester/mptester/survey"
 )
 
 // envMain makes this test binary behave as mptester, so the lab's client
@@ -43,6 +45,21 @@ func reportCSV(t *testing.T, name, file string) [][]string {
 	rows, err := csv.NewReader(strings.NewReader(out.String())).ReadAll()
 	require.NoError(t, err)
 	return rows[1:]
+}
+
+// summaryOf returns the survey's own summary record from its output.
+func summaryOf(t *testing.T, path string) survey.Summary {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	require.NoError(t, err)
+	var s survey.Summary
+	for _, line := range strings.Split(string(b), "\n") {
+		if strings.HasPrefix(line, `{"type":"summary"`) {
+			require.NoError(t, json.Unmarshal([]byte(line), &s))
+		}
+	}
+	require.Equal(t, "summary", s.Type)
+	return s
 }
 
 func f64(t *testing.T, s string) float64 {
@@ -96,6 +113,17 @@ func TestLabSurveyReportEqualsTruth(t *testing.T) {
 		assert.Equal(t, []string{o.PathA, o.PathB, fmt.Sprint(o.IPsPathA), fmt.Sprint(o.IPsPathB), fmt.Sprint(o.IPsCommon),
 			fmt.Sprintf("%.2f", o.OverlapPct)}, ov[0][1:7])
 		assert.Equal(t, fmt.Sprintf("%.2f", o.DomainsDifferPct), ov[0][8])
+
+		// Bytes per path: exactly the survey's own bytes_sent, which its
+		// lab test holds within 1% of what the emulator received.
+		sum := summaryOf(t, out)
+		by := reportCSV(t, "survey-bytes", out)
+		require.Len(t, by, len(sum.BytesSent))
+		for _, row := range by {
+			want := float64(sum.BytesSent[row[1]])
+			assert.Equal(t, fmt.Sprint(sum.BytesSent[row[1]]), row[4], "bytes sent through %s", row[1])
+			t.Logf("%s: report %s bytes, survey bytes_sent %.0f", row[1], row[4], want)
+		}
 
 		var problems []string
 		rtt := reportCSV(t, "rtt", out)

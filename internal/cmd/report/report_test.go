@@ -62,7 +62,7 @@ func TestGolden(t *testing.T) {
 		golden(t, filepath.Base(f), string(b))
 	}
 	assert.Equal(t, []string{"comparisons.csv", "inputs.csv", "overlap.csv", "path-bytes.csv", "pattern-metrics.csv", "pattern-status.csv",
-		"records.csv", "resolution.csv", "rtt-cdf.csv", "rtt.csv", "unresponsive.csv"}, names)
+		"records.csv", "resolution.csv", "rtt-cdf.csv", "rtt.csv", "survey-bytes.csv", "unresponsive.csv"}, names)
 }
 
 // TestGoldenSurveyValues pins the hand-made survey's tables to values
@@ -86,6 +86,10 @@ func TestGoldenSurveyValues(t *testing.T) {
 	assert.Contains(t, out, "wlan0/wlan0,wlan0/wwan0,2,-21.000,0.00\n")
 	assert.Contains(t, out, "wlan0/wlan0,wwan0/wlan0,3,-39.667,0.00\n")
 	assert.Contains(t, out, "wwan0/wlan0,wwan0/wwan0,2,7.000,50.00\n")
+	// 3 resolution records of 80 bytes and 5 probe records of 180 per path.
+	out, _, err = execute(t, "--format", "csv", "--section", "survey-bytes", inputs[0])
+	require.NoError(t, err)
+	assert.Equal(t, "run,path,dns_bytes,probe_bytes,total_bytes\n33333333,wlan0,240,900,1140\n33333333,wwan0,240,900,1140\n", out)
 	out, _, err = execute(t, "--format", "csv", "--section", "rtt-cdf", inputs[0])
 	require.NoError(t, err)
 	assert.Contains(t, out, "wlan0/wwan0,20.000,0.500000\nwlan0/wwan0,66.000,1.000000\n")
