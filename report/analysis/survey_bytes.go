@@ -24,7 +24,6 @@ func (s *surveyBytes) AppliesTo(cmd string) bool { return cmd == "survey" }
 
 func (*surveyBytes) Types() []string { return []string{"resolution", "probe"} }
 
-
 func (s *surveyBytes) Add(rec Record) error {
 	br := s.by[rec.Run]
 	if br == nil {
