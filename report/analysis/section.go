@@ -270,6 +270,15 @@ func pct(n, of int) string {
 	return fmt.Sprintf("%.2f", 100*float64(n)/float64(of))
 }
 
+// pathNames are the run's paths as its header lists them.
+func (r *Run) pathNames() []string {
+	names := make([]string, len(r.Header.Paths))
+	for i, p := range r.Header.Paths {
+		names[i] = p.Name
+	}
+	return names
+}
+
 // pathOrder sorts names by their position in the run's header paths, then
 // by name for paths the header does not list.
 func pathOrder(order []string, names []string) {

@@ -62,10 +62,7 @@ func (s *surveyBytes) Tables() []Table {
 		Columns: []string{"run", "path", "dns_bytes", "probe_bytes", "total_bytes"}}
 	for _, run := range s.order {
 		br := s.by[run]
-		var order []string
-		for _, p := range run.Header.Paths {
-			order = append(order, p.Name)
-		}
+		order := run.pathNames()
 		pathOrder(order, br.paths)
 		for _, p := range br.paths {
 			t.Rows = append(t.Rows, []string{shortID(run), p, fmt.Sprint(br.dns[p]), fmt.Sprint(br.prb[p]), fmt.Sprint(br.dns[p] + br.prb[p])})

@@ -134,7 +134,6 @@ type pairAgg struct {
 }
 
 func (c *comparisons) Tables() []Table {
-	var order []string
 	pairs := map[[2]string]*pairAgg{}
 	var pairOrder [][2]string
 	for _, run := range c.order {
@@ -153,9 +152,7 @@ func (c *comparisons) Tables() []Table {
 				resolves = append(resolves, n)
 			}
 		}
-		for _, p := range run.Header.Paths {
-			order = append(order, p.Name)
-		}
+		order := run.pathNames()
 		pathOrder(order, probes)
 		pathOrder(order, resolves)
 		type cellRTT struct {

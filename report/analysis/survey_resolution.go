@@ -110,10 +110,7 @@ func (s *resolution) Tables() []Table {
 		Columns: []string{"run", "path_a", "path_b", "ips_a", "ips_b", "ips_common", "overlap_pct", "domains", "domains_differ_pct", "unresolved_somewhere_pct"}}
 	for _, run := range s.order {
 		rr := s.runs[run]
-		var order []string
-		for _, p := range run.Header.Paths {
-			order = append(order, p.Name)
-		}
+		order := run.pathNames()
 		pathOrder(order, rr.paths)
 		for _, p := range rr.paths {
 			n, ok := 0, rr.byStatus[p]["NOERROR"]

@@ -50,22 +50,30 @@ func each(w io.Writer, tables []analysis.Table, f func(io.Writer, analysis.Table
 	return nil
 }
 
-func elided(t analysis.Table) string {
-	return fmt.Sprintf("(%d rows: write them with --format csv --section %s)\n", len(t.Rows), t.Name)
+// framed writes a table's title and note, then its body, or for a Long
+// table only how many rows it holds (the terminal formats leave exact
+// ECDFs to CSV).
+func framed(w io.Writer, t analysis.Table, titleFmt, noteFmt string, body func(*strings.Builder)) error {
+	var b strings.Builder
+	fmt.Fprintf(&b, titleFmt, t.Title)
+	if t.Note != "" {
+		fmt.Fprintf(&b, noteFmt, t.Note)
+	}
+	if t.Long {
+		fmt.Fprintf(&b, "(%d rows: write them with --format csv --section %s)\n", len(t.Rows), t.Name)
+	} else {
+		body(&b)
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
 }
 
 // Text writes a table aligned for a terminal.
 func Text(w io.Writer, t analysis.Table) error {
-	var b strings.Builder
-	fmt.Fprintf(&b, "%s\n", t.Title)
-	if t.Note != "" {
-		fmt.Fprintf(&b, "  %s\n", t.Note)
-	}
-	if t.Long {
-		b.WriteString(elided(t))
-		_, err := io.WriteString(w, b.String())
-		return err
-	}
+	return framed(w, t, "%s\n", "  %s\n", func(b *strings.Builder) { textBody(b, t) })
+}
+
+func textBody(b *strings.Builder, t analysis.Table) {
 	width := make([]int, len(t.Columns))
 	for i, c := range t.Columns {
 		width[i] = utf8.RuneCountInString(c)
@@ -95,8 +103,6 @@ func Text(w io.Writer, t analysis.Table) error {
 	for _, r := range t.Rows {
 		line(r)
 	}
-	_, err := io.WriteString(w, b.String())
-	return err
 }
 
 func numeric(s string) bool {
@@ -113,16 +119,10 @@ func numeric(s string) bool {
 
 // Markdown writes a table as a GitHub-flavoured Markdown table.
 func Markdown(w io.Writer, t analysis.Table) error {
-	var b strings.Builder
-	fmt.Fprintf(&b, "## %s\n\n", t.Title)
-	if t.Note != "" {
-		fmt.Fprintf(&b, "%s\n\n", t.Note)
-	}
-	if t.Long {
-		b.WriteString(elided(t))
-		_, err := io.WriteString(w, b.String())
-		return err
-	}
+	return framed(w, t, "## %s\n\n", "%s\n\n", func(b *strings.Builder) { markdownBody(b, t) })
+}
+
+func markdownBody(b *strings.Builder, t analysis.Table) {
 	row := func(cells []string) {
 		b.WriteString("|")
 		for _, c := range cells {
@@ -139,8 +139,6 @@ func Markdown(w io.Writer, t analysis.Table) error {
 	for _, r := range t.Rows {
 		row(r)
 	}
-	_, err := io.WriteString(w, b.String())
-	return err
 }
 
 // CSV writes one table with a header row, every row whole.
