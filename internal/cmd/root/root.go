@@ -13,6 +13,7 @@ import (
 	"github.com/mptester/mptester/internal/cmd/doctor"
 	"github.com/mptester/mptester/internal/cmd/ifaces"
 	labcmd "github.com/mptester/mptester/internal/cmd/lab"
+	reportcmd "github.com/mptester/mptester/internal/cmd/report"
 	runcmd "github.com/mptester/mptester/internal/cmd/run"
 	servecmd "github.com/mptester/mptester/internal/cmd/serve"
 	surveycmd "github.com/mptester/mptester/internal/cmd/survey"
@@ -76,6 +77,7 @@ traffic patterns against mptester test servers.`,
 	cmd.AddCommand(collectcmd.NewCmdCollect(f, nil))
 	cmd.AddCommand(uploadcmd.NewCmdUpload(f, nil))
 	cmd.AddCommand(agentcmd.NewCmdAgent(f, nil))
+	cmd.AddCommand(reportcmd.NewCmdReport(f, nil))
 	// cobra's built-in `completion` command (bash, zsh, fish, powershell).
 	cmd.CompletionOptions.DisableDefaultCmd = false
 	cmd.InitDefaultCompletionCmd()

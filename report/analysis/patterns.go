@@ -1,0 +1,252 @@
+package analysis
+
+import (
+	"cmp"
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+)
+
+// The traffic patterns of study 000 §II compared per pattern × transport ×
+// family × primary path, over every run given: status counts, then one row
+// per metric (ping RTT: every request delay after the first, pooled; bulk
+// completion time and goodput per test; iperf goodput and retransmissions
+// per direction and test; interactive application delay per chunk, pooled,
+// and the maximum application delay per test, 000 §IV-A), and the bytes
+// each path carried.
+func init() {
+	register(30, "patterns", func() Section { return &patternSec{by: map[patKey]*patAgg{}} })
+}
+
+type patKey struct {
+	pattern, transport string
+	family             int
+	path               string
+}
+
+type patAgg struct {
+	status  map[string]int
+	metrics map[string][]float64
+	paths   map[pathSrc]*[2]uint64 // sent, received
+}
+
+type pathSrc struct{ path, source string }
+
+type patternSec struct {
+	by    map[patKey]*patAgg
+	order []patKey
+}
+
+type patternRecord struct {
+	Config struct {
+		Pattern   string `json:"pattern"`
+		Transport string `json:"transport"`
+		Path      string `json:"path"`
+		Family    int    `json:"family"`
+	} `json:"config"`
+	Status string `json:"status"`
+	Result *struct {
+		// ping
+		Delays []int64 `json:"delays_ns"`
+		// bulk
+		Completion *int64   `json:"completion_ns"`
+		Goodput    *float64 `json:"goodput_bps"`
+		// iperf and interactive
+		Upload   *direction `json:"upload"`
+		Download *direction `json:"download"`
+	} `json:"result"`
+	PathBytes []struct {
+		Path     string `json:"path"`
+		Sent     uint64 `json:"bytes_sent"`
+		Received uint64 `json:"bytes_received"`
+	} `json:"path_bytes"`
+	PathShares []struct {
+		Path     string `json:"path"`
+		Sent     uint64 `json:"bytes_acked"`
+		Received uint64 `json:"bytes_received"`
+	} `json:"path_shares"`
+}
+
+type direction struct {
+	GoodputBps      *float64 `json:"goodput_bps"` // iperf
+	Retransmissions *uint64  `json:"retransmissions"`
+	Delays          []int64  `json:"delays_ns"` // interactive
+	Max             *int64   `json:"max_ns"`
+}
+
+func (s *patternSec) AppliesTo(cmd string) bool { return cmd == "run" }
+
+func (*patternSec) Types() []string { return []string{"pattern_test"} }
+
+func (s *patternSec) Add(rec Record) error {
+	if rec.Type != "pattern_test" {
+		return nil
+	}
+	var r patternRecord
+	if err := decode(rec, &r); err != nil {
+		return err
+	}
+	c := r.Config
+	if c.Pattern == "" || c.Transport == "" || r.Status == "" {
+		return fmt.Errorf("pattern_test record without pattern, transport or status")
+	}
+	k := patKey{c.Pattern, c.Transport, c.Family, c.Path}
+	a := s.by[k]
+	if a == nil {
+		a = &patAgg{status: map[string]int{}, metrics: map[string][]float64{}, paths: map[pathSrc]*[2]uint64{}}
+		s.by[k] = a
+		s.order = append(s.order, k)
+	}
+	a.status[r.Status]++
+	add := func(m string, v float64) { a.metrics[m] = append(a.metrics[m], v) }
+	if res := r.Result; res != nil && r.Status == "success" {
+		for _, d := range res.Delays {
+			add("ping_rtt_ms", nsMs(d))
+		}
+		if res.Completion != nil {
+			add("completion_ms", nsMs(*res.Completion))
+		}
+		if res.Goodput != nil {
+			add("goodput_mbps", *res.Goodput/1e6)
+		}
+		for name, d := range map[string]*direction{"up": res.Upload, "down": res.Download} {
+			if d == nil {
+				continue
+			}
+			if d.GoodputBps != nil {
+				add(name+"_goodput_mbps", *d.GoodputBps/1e6)
+			}
+			if d.Retransmissions != nil {
+				add(name+"_retransmissions", float64(*d.Retransmissions))
+			}
+			for _, v := range d.Delays {
+				add(name+"_delay_ms", nsMs(v))
+			}
+			if d.Max != nil {
+				add(name+"_max_delay_ms", nsMs(*d.Max))
+			}
+		}
+	}
+	// Multipath transports report what each path carried (schema 1.1
+	// path_shares); interface counters are every test's fallback.
+	for _, p := range r.PathShares {
+		a.addBytes(pathSrc{p.Path, "transport"}, p.Sent, p.Received)
+	}
+	for _, p := range r.PathBytes {
+		a.addBytes(pathSrc{p.Path, "interface"}, p.Sent, p.Received)
+	}
+	return nil
+}
+
+func (a *patAgg) addBytes(k pathSrc, sent, recv uint64) {
+	v := a.paths[k]
+	if v == nil {
+		v = &[2]uint64{}
+		a.paths[k] = v
+	}
+	v[0] += sent
+	v[1] += recv
+}
+
+func nsMs(ns int64) float64 { return float64(ns) / 1e6 }
+
+func (k patKey) cells() []string {
+	return []string{k.pattern, k.transport, fmt.Sprintf("IPv%d", k.family), k.path}
+}
+
+func (s *patternSec) Tables() []Table {
+	if len(s.order) == 0 {
+		return nil
+	}
+	keys := slices.Clone(s.order)
+	slices.SortStableFunc(keys, func(a, b patKey) int {
+		return cmp.Or(cmp.Compare(a.pattern, b.pattern), cmp.Compare(a.transport, b.transport),
+			cmp.Compare(a.family, b.family), cmp.Compare(a.path, b.path))
+	})
+	group := []string{"pattern", "transport", "family", "path"}
+	st := Table{Name: "pattern-status", Title: "Pattern tests by status (000 §II)",
+		Note:    "one row per pattern × transport × family × primary path, every run combined",
+		Columns: append(slices.Clone(group), "tests", "by_status")}
+	mt := Table{Name: "pattern-metrics", Title: "Pattern metrics (000 §II, §IV-A)",
+		Note:    "successful tests only; ping RTT and interactive delays pooled over requests/chunks, the rest one value per test; quantiles interpolate linearly",
+		Columns: append(slices.Clone(group), "metric", "n", "min", "p10", "p25", "median", "p75", "p90", "max", "mean")}
+	pb := Table{Name: "path-bytes", Title: "Bytes per path",
+		Note:    "source transport: the multipath transport's own per-path counters; interface: the path's interface counters over the test",
+		Columns: append(slices.Clone(group), "source", "carried_by", "bytes_sent", "bytes_received", "share_pct")}
+	for _, k := range keys {
+		a := s.by[k]
+		n := 0
+		var sts []string
+		for name, c := range a.status {
+			n += c
+			sts = append(sts, fmt.Sprintf("%s=%d", name, c))
+		}
+		sort.Strings(sts)
+		st.Rows = append(st.Rows, append(k.cells(), fmt.Sprint(n), strings.Join(sts, " ")))
+		var names []string
+		for m := range a.metrics {
+			names = append(names, m)
+		}
+		sort.Strings(names)
+		for _, m := range names {
+			xs := a.metrics[m]
+			q := StatsOf(xs)
+			mt.Rows = append(mt.Rows, append(k.cells(), m, fmt.Sprint(len(xs)), ms(q.Min), ms(q.P10), ms(q.P25), ms(q.P50),
+				ms(q.P75), ms(q.P90), ms(q.Max), ms(q.Mean)))
+		}
+		var srcs []pathSrc
+		total := map[string]uint64{}
+		for ps, v := range a.paths {
+			srcs = append(srcs, ps)
+			total[ps.source] += v[0] + v[1]
+		}
+		slices.SortFunc(srcs, func(a, b pathSrc) int { return cmp.Or(-cmp.Compare(a.source, b.source), cmp.Compare(a.path, b.path)) })
+		for _, ps := range srcs {
+			v := a.paths[ps]
+			share := "0.00"
+			if t := total[ps.source]; t > 0 {
+				share = fmt.Sprintf("%.2f", 100*float64(v[0]+v[1])/float64(t))
+			}
+			pb.Rows = append(pb.Rows, append(k.cells(), ps.source, ps.path, fmt.Sprint(v[0]), fmt.Sprint(v[1]), share))
+		}
+	}
+	return []Table{st, mt, pb, familyRatios(keys, s.by)}
+}
+
+// familyRatios compares IPv4 with IPv6 for every pattern × transport ×
+// path measured over both (000 Fig. 4 plots the IPv4/IPv6 completion-time
+// ratio of QUIC): the ratio of the two families' medians per metric.
+func familyRatios(keys []patKey, by map[patKey]*patAgg) Table {
+	t := Table{Name: "family-ratio", Title: "IPv4 / IPv6 (000 Fig. 4)",
+		Note:    "ratio of the IPv4 median to the IPv6 median of each metric, for every pattern × transport × path measured over both families",
+		Columns: []string{"pattern", "transport", "path", "metric", "ipv4_n", "ipv4_median", "ipv6_n", "ipv6_median", "ratio"}}
+	for _, k := range keys {
+		if k.family != 4 {
+			continue
+		}
+		k6 := k
+		k6.family = 6
+		a4, a6 := by[k], by[k6]
+		if a6 == nil {
+			continue
+		}
+		var names []string
+		for m := range a4.metrics {
+			if len(a6.metrics[m]) > 0 {
+				names = append(names, m)
+			}
+		}
+		sort.Strings(names)
+		for _, m := range names {
+			m4, m6 := StatsOf(a4.metrics[m]).P50, StatsOf(a6.metrics[m]).P50
+			ratio := "-"
+			if m6 != 0 {
+				ratio = fmt.Sprintf("%.3f", m4/m6)
+			}
+			t.Rows = append(t.Rows, []string{k.pattern, k.transport, k.path, m, fmt.Sprint(len(a4.metrics[m])), ms(m4),
+				fmt.Sprint(len(a6.metrics[m])), ms(m6), ratio})
+		}
+	}
+	return t
+}

@@ -1,0 +1,303 @@
+package analysis
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"slices"
+	"sort"
+	"strings"
+)
+
+// Table is one rendered table of a section: every format (text, Markdown,
+// CSV) shows the same cells. Long tables (exact ECDFs) are written whole in
+// CSV; the terminal formats print how many rows they hold instead.
+type Table struct {
+	Name    string // unique in a report; the CSV file's base name
+	Title   string
+	Note    string // definitions and sources, one sentence
+	Columns []string
+	Rows    [][]string
+	Long    bool
+}
+
+// Section aggregates the records of the runs it applies to as they stream
+// past (never holding a file) and yields its tables at the end; a section
+// without data yields none and is left out.
+type Section interface {
+	AppliesTo(command string) bool
+	Types() []string // the record types Add reads
+	Add(rec Record) error
+	Tables() []Table
+}
+
+type entry struct {
+	rank int // report order
+	name string
+	new  func() Section
+}
+
+var registry []entry
+
+// register adds a section at rank (lower first); each section lives in its
+// own file and registers in init.
+func register(rank int, name string, f func() Section) {
+	if slices.ContainsFunc(registry, func(e entry) bool { return e.name == name }) {
+		panic("analysis: section registered twice: " + name)
+	}
+	registry = append(registry, entry{rank, name, f})
+	slices.SortStableFunc(registry, func(a, b entry) int { return a.rank - b.rank })
+}
+
+// Sections lists the registered section names in report order.
+func Sections() []string {
+	var names []string
+	for _, e := range registry {
+		names = append(names, e.name)
+	}
+	return names
+}
+
+// Report is the result of reading all inputs.
+type Report struct {
+	Runs   []*Run
+	Tables []Table
+}
+
+// Table returns the table named name, or false.
+func (r *Report) Table(name string) (Table, bool) {
+	for _, t := range r.Tables {
+		if t.Name == name {
+			return t, true
+		}
+	}
+	return Table{}, false
+}
+
+// Input is one file to read.
+type Input struct {
+	Name string
+	Open func() (io.ReadCloser, error)
+}
+
+// Files makes inputs of paths on disk.
+func Files(paths ...string) []Input {
+	in := make([]Input, len(paths))
+	for i, p := range paths {
+		in[i] = Input{Name: p, Open: func() (io.ReadCloser, error) { return os.Open(p) }}
+	}
+	return in
+}
+
+// Analyze streams every input through every section. Any unreadable input
+// fails the whole report with an *InputError naming file and line.
+func Analyze(inputs []Input) (*Report, error) {
+	secs := make([]Section, len(registry))
+	for i, e := range registry {
+		secs[i] = e.new()
+	}
+	rep := &Report{}
+	used := map[typeKey]*typeUse{}
+	for _, in := range inputs {
+		rc, err := in.Open()
+		if err != nil {
+			return nil, &InputError{File: in.Name, Reason: err.Error()}
+		}
+		run, err := Read(in.Name, rc, func(rec Record) error {
+			k := typeKey{rec.Run.Header.Command, rec.Type}
+			u := used[k]
+			if u == nil {
+				u = &typeUse{}
+				used[k] = u
+				for i, s := range secs {
+					if s.AppliesTo(k.command) && slices.Contains(s.Types(), k.typ) {
+						u.secs = append(u.secs, s)
+						u.names = append(u.names, registry[i].name)
+					}
+				}
+			}
+			u.n++
+			rec.memo = &memo{}
+			if len(u.secs) == 0 && !json.Valid(rec.Raw) {
+				return errors.New("not JSON")
+			}
+			for _, s := range u.secs {
+				if err := s.Add(rec); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+		rc.Close()
+		if err != nil {
+			return nil, err
+		}
+		// A run given twice (copied, or once gzip'd) would count double.
+		for _, r := range rep.Runs {
+			if r.Header.RunID == run.Header.RunID {
+				return nil, &InputError{File: in.Name, Reason: fmt.Sprintf("run %s is already read from %s: a run counts once", run.Header.RunID, r.File)}
+			}
+		}
+		rep.Runs = append(rep.Runs, run)
+	}
+	rep.Tables = append(rep.Tables, inputsTable(rep.Runs), typesTable(used))
+	for _, s := range secs {
+		for _, t := range s.Tables() {
+			if len(t.Rows) > 0 { // a table is present when its data is
+				rep.Tables = append(rep.Tables, t)
+			}
+		}
+	}
+	return rep, nil
+}
+
+// inputsTable is the provenance every report carries.
+func inputsTable(runs []*Run) Table {
+	t := Table{Name: "inputs", Title: "Inputs",
+		Note:    "sha256 of each file as stored; status is the trailer's (a stream without one did not finish writing)",
+		Columns: []string{"file", "sha256", "form", "gzip", "schema", "command", "tool", "run_id", "probe_id", "status", "records"}}
+	for _, r := range runs {
+		status := string(r.Status)
+		if r.Truncated {
+			status = "truncated: " + r.TruncatedNote
+		}
+		t.Rows = append(t.Rows, []string{r.File, r.SHA256, r.Form, fmt.Sprint(r.Gzip), r.Header.SchemaVersion,
+			r.Header.Command, r.Header.Tool.Name + " " + r.Header.Tool.Version, r.Header.RunID, r.Header.ProbeID, status, fmt.Sprint(r.Records)})
+	}
+	return t
+}
+
+type typeKey struct{ command, typ string }
+
+type typeUse struct {
+	n     int
+	secs  []Section
+	names []string
+}
+
+// typesTable says which records every section read and which none did, so
+// nothing is left out unseen.
+func typesTable(used map[typeKey]*typeUse) Table {
+	t := Table{Name: "records", Title: "Records read",
+		Note:    "records of a type no section reads are counted here and shown nowhere else",
+		Columns: []string{"command", "type", "records", "read_by"}}
+	keys := make([]typeKey, 0, len(used))
+	for k := range used {
+		keys = append(keys, k)
+	}
+	slices.SortFunc(keys, func(a, b typeKey) int {
+		if a.command != b.command {
+			return strings.Compare(a.command, b.command)
+		}
+		return strings.Compare(a.typ, b.typ)
+	})
+	for _, k := range keys {
+		by := strings.Join(used[k].names, " ")
+		if by == "" {
+			by = "(none)"
+		}
+		t.Rows = append(t.Rows, []string{k.command, k.typ, fmt.Sprint(used[k].n), by})
+	}
+	return t
+}
+
+// decode unmarshals a record into v, naming the record type on failure.
+func decode(rec Record, v any) error {
+	if err := json.Unmarshal(rec.Raw, v); err != nil {
+		return fmt.Errorf("bad %s record: %w", rec.Type, err)
+	}
+	return nil
+}
+
+// memo holds a record's decoded form, so sections reading the same type
+// decode it once.
+type memo struct {
+	v   any
+	err error
+}
+
+// decoded returns rec decoded into a *T, decoding at most once per record.
+func decoded[T any](rec Record) (*T, error) {
+	if rec.memo != nil && rec.memo.v != nil {
+		if v, ok := rec.memo.v.(*T); ok {
+			return v, rec.memo.err
+		}
+	}
+	v := new(T)
+	err := decode(rec, v)
+	if rec.memo != nil {
+		rec.memo.v, rec.memo.err = v, err
+	}
+	return v, err
+}
+
+// Quantile of sorted xs at p in [0,1], interpolating linearly between the
+// closest ranks (numpy's default, as survey.Summary defines RTT stats).
+func Quantile(sorted []float64, p float64) float64 {
+	if len(sorted) == 0 {
+		return 0
+	}
+	pos := p * float64(len(sorted)-1)
+	lo := int(pos)
+	if lo >= len(sorted)-1 {
+		return sorted[len(sorted)-1]
+	}
+	return sorted[lo] + (pos-float64(lo))*(sorted[lo+1]-sorted[lo])
+}
+
+// ECDF returns the exact empirical CDF of xs: each distinct value with the
+// share of xs at or below it.
+func ECDF(xs []float64) (vals, cdf []float64) {
+	s := slices.Clone(xs)
+	sort.Float64s(s)
+	for i, v := range s {
+		if i+1 < len(s) && s[i+1] == v {
+			continue
+		}
+		vals = append(vals, v)
+		cdf = append(cdf, float64(i+1)/float64(len(s)))
+	}
+	return vals, cdf
+}
+
+func ms(v float64) string { return fmt.Sprintf("%.3f", v) }
+func pct(n, of int) string {
+	if of == 0 {
+		return "0.00"
+	}
+	return fmt.Sprintf("%.2f", 100*float64(n)/float64(of))
+}
+
+// pathNames are the run's paths as its header lists them.
+func (r *Run) pathNames() []string {
+	names := make([]string, len(r.Header.Paths))
+	for i, p := range r.Header.Paths {
+		names[i] = p.Name
+	}
+	return names
+}
+
+// pathOrder sorts names by their position in the run's header paths, then
+// by name for paths the header does not list.
+func pathOrder(order []string, names []string) {
+	idx := func(n string) int {
+		if i := slices.Index(order, n); i >= 0 {
+			return i
+		}
+		return len(order)
+	}
+	slices.SortStableFunc(names, func(a, b string) int {
+		if d := idx(a) - idx(b); d != 0 {
+			return d
+		}
+		if a < b {
+			return -1
+		}
+		if a > b {
+			return 1
+		}
+		return 0
+	})
+}

@@ -1,0 +1,184 @@
+package analysis
+
+import (
+	"fmt"
+	"slices"
+	"sort"
+)
+
+// The survey's cells (study 004 §III): a probe record measures one address
+// from one probe path, and belongs to every cell (probe path, resolve path)
+// whose resolve path resolved it. Table I counts unresponsive servers per
+// cell; Fig. 2 plots the CDF of the per-target RTT per cell. The
+// definitions are survey.Summary's: a target is responsive when any probe
+// was answered, its RTT is the median of its probes, host-overloaded
+// targets are neither responsive nor unresponsive, and runs combined pool
+// their targets.
+func init() { register(20, "cells", func() Section { return &cells{by: map[cellKey]*cellAgg{}} }) }
+
+type probeRecord struct {
+	ProbePath      string    `json:"probe_path"`
+	ResolvePath    string    `json:"resolve_path"`
+	ResolvePaths   []string  `json:"resolve_paths"`
+	Address        string    `json:"address"`
+	RTTsMs         []float64 `json:"rtts_ms"`
+	Median         float64   `json:"median"`
+	Responsive     bool      `json:"responsive"`
+	Valid          bool      `json:"valid"`
+	HostOverloaded bool      `json:"host_overloaded"`
+	Bytes          int64     `json:"bytes"`
+}
+
+// resolvePaths are the cells' resolve paths (resolve_path alone in a
+// record without the list).
+func (r *probeRecord) resolvePaths() []string {
+	if len(r.ResolvePaths) == 0 && r.ResolvePath != "" {
+		return []string{r.ResolvePath}
+	}
+	return r.ResolvePaths
+}
+
+// median is the target's RTT: the median of its samples, or the record's
+// median when it carries no samples.
+func (r *probeRecord) median() float64 {
+	if len(r.RTTsMs) == 0 {
+		return r.Median
+	}
+	s := slices.Clone(r.RTTsMs)
+	sort.Float64s(s)
+	return Quantile(s, 0.5)
+}
+
+type cellKey struct{ probe, resolve string }
+
+type cellAgg struct {
+	targets, responsive, overloaded, invalid int
+	medians                                  []float64 // one per responsive target: O(targets), not O(records)
+}
+
+type cells struct {
+	by    map[cellKey]*cellAgg
+	order []string // paths in first-seen header order
+}
+
+func (c *cells) AppliesTo(cmd string) bool { return cmd == "survey" }
+
+func (*cells) Types() []string { return []string{"probe"} }
+
+func (c *cells) Add(rec Record) error {
+	if rec.Type != "probe" {
+		return nil
+	}
+	for _, p := range rec.Run.Header.Paths {
+		if !slices.Contains(c.order, p.Name) {
+			c.order = append(c.order, p.Name)
+		}
+	}
+	r, err := decoded[probeRecord](rec)
+	if err != nil {
+		return err
+	}
+	if r.ProbePath == "" {
+		return fmt.Errorf("probe record without probe_path")
+	}
+	resolve := r.resolvePaths()
+	if len(resolve) == 0 {
+		return fmt.Errorf("probe record of %s without resolve_paths", r.Address)
+	}
+	med := r.median()
+	for _, rp := range resolve {
+		k := cellKey{r.ProbePath, rp}
+		a := c.by[k]
+		if a == nil {
+			a = &cellAgg{}
+			c.by[k] = a
+		}
+		if !r.Valid { // measured while a path changed: counted apart, never pooled
+			a.invalid++
+			continue
+		}
+		a.targets++
+		switch {
+		case r.Responsive:
+			a.responsive++
+			a.medians = append(a.medians, med)
+		case r.HostOverloaded:
+			a.overloaded++
+		}
+	}
+	return nil
+}
+
+func (c *cells) keys() []cellKey {
+	var probes, resolves []string
+	for k := range c.by {
+		if !slices.Contains(probes, k.probe) {
+			probes = append(probes, k.probe)
+		}
+		if !slices.Contains(resolves, k.resolve) {
+			resolves = append(resolves, k.resolve)
+		}
+	}
+	pathOrder(c.order, probes)
+	pathOrder(c.order, resolves)
+	var ks []cellKey
+	for _, p := range probes {
+		for _, r := range resolves {
+			if c.by[cellKey{p, r}] != nil {
+				ks = append(ks, cellKey{p, r})
+			}
+		}
+	}
+	return ks
+}
+
+// CellName is "probe/resolve", as survey.Comparison names cells.
+func CellName(probe, resolve string) string { return probe + "/" + resolve }
+
+func (c *cells) Tables() []Table {
+	if len(c.by) == 0 {
+		return nil
+	}
+	un := Table{Name: "unresponsive", Title: "Unresponsive servers per cell (004 Table I)",
+		Note:    "cell = probe path / resolve path; unresponsive % of targets measured (targets - host overloaded); invalid records (a path changed) are not counted",
+		Columns: []string{"cell", "targets", "responsive", "unresponsive", "unresponsive_pct", "host_overloaded", "invalid"}}
+	rtt := Table{Name: "rtt", Title: "RTT per cell, ms (004 Fig. 2)",
+		Note:    "per-target median RTT of responsive targets; quantiles interpolate linearly between closest ranks",
+		Columns: []string{"cell", "n", "min", "p10", "p25", "p50", "p75", "p90", "max", "mean"}}
+	cdf := Table{Name: "rtt-cdf", Title: "RTT ECDF per cell (004 Fig. 2), exact", Long: true,
+		Note:    "every distinct per-target median RTT with the share of the cell's responsive targets at or below it",
+		Columns: []string{"cell", "rtt_ms", "cdf"}}
+	for _, k := range c.keys() {
+		a := c.by[k]
+		name := CellName(k.probe, k.resolve)
+		un.Rows = append(un.Rows, []string{name, fmt.Sprint(a.targets), fmt.Sprint(a.responsive),
+			fmt.Sprint(a.targets - a.responsive - a.overloaded), pct(a.targets-a.responsive-a.overloaded, a.targets-a.overloaded),
+			fmt.Sprint(a.overloaded), fmt.Sprint(a.invalid)})
+		st := StatsOf(a.medians)
+		rtt.Rows = append(rtt.Rows, []string{name, fmt.Sprint(len(a.medians)), ms(st.Min), ms(st.P10), ms(st.P25),
+			ms(st.P50), ms(st.P75), ms(st.P90), ms(st.Max), ms(st.Mean)})
+		vals, fr := ECDF(a.medians)
+		for i := range vals {
+			cdf.Rows = append(cdf.Rows, []string{name, ms(vals[i]), fmt.Sprintf("%.6f", fr[i])})
+		}
+	}
+	return []Table{un, rtt, cdf}
+}
+
+// Stats summarises a sample as survey.RTTStats does.
+type Stats struct{ Min, P10, P25, P50, P75, P90, Max, Mean float64 }
+
+// StatsOf returns the stats of xs (zero for none).
+func StatsOf(xs []float64) Stats {
+	if len(xs) == 0 {
+		return Stats{}
+	}
+	s := slices.Clone(xs)
+	sort.Float64s(s)
+	var sum float64
+	for _, v := range s {
+		sum += v
+	}
+	return Stats{Min: s[0], P10: Quantile(s, .1), P25: Quantile(s, .25), P50: Quantile(s, .5), P75: Quantile(s, .75),
+		P90: Quantile(s, .9), Max: s[len(s)-1], Mean: sum / float64(len(s))}
+}

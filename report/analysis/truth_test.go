@@ -1,0 +1,216 @@
+package analysis_test
+
+import (
+	"bytes"
+	"compress/gzip"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/mptester/mptester/lab/world"
+	"github.com/mptester/mptester/report"
+	"github.com/mptester/mptester/report/analysis"
+	"github.com/mptester/mptester/survey"
+)
+
+// jitter is planted around each target's true RTT: its median is 0 while
+// its mean is not, so a report pooling means or single samples fails.
+var jitter = []float64{-0.3, -0.2, -0.1, 0, 0, 0, 0.1, 0.2, 5, 9}
+
+// surveyOf writes, as JSON Lines, the records a survey of w measuring
+// exactly the truth would write: one resolution record per domain and path,
+// one probe record per (probe path, address) listing the cells it belongs
+// to (cross-path private addresses skipped, as the truth's policy says).
+// It also returns each cell's true per-target RTTs.
+func surveyOf(t *testing.T, w *world.World, tr *world.Truth) ([]byte, map[string][]float64) {
+	t.Helper()
+	var buf bytes.Buffer
+	var paths []report.Path
+	for i, p := range tr.Paths {
+		paths = append(paths, report.Path{Name: p, Index: i + 2, Kind: "wifi", Up: true})
+	}
+	h := report.Header{SchemaVersion: report.SchemaVersion, RunID: "11111111-2222-4333-8444-555555555555", ProbeID: "m-test",
+		Command: "survey", Tool: report.Tool{Name: "mptester", Version: "test"}, StartedAt: time.Unix(1e9, 0), Paths: paths}
+	s, err := report.NewStream(&buf, h)
+	require.NoError(t, err)
+	sets := map[string]map[netip.Addr]bool{}
+	var all []netip.Addr
+	for _, p := range tr.Paths {
+		sets[p] = map[netip.Addr]bool{}
+		for _, d := range tr.Domains {
+			r := d.Paths[p]
+			require.NoError(t, s.Write(survey.ResolutionRecord{Type: "resolution", Domain: d.Name, Rank: d.Rank, Path: p,
+				Status: r.Status, Answers: slices.Clone(r.Addrs), Valid: true}))
+			if r.Status != world.StatusNoError {
+				continue
+			}
+			for _, a := range r.Addrs {
+				if !sets[p][a] {
+					sets[p][a] = true
+					if !slices.Contains(all, a) {
+						all = append(all, a)
+					}
+				}
+			}
+		}
+	}
+	truth := map[string][]float64{}
+	for _, probe := range tr.Paths {
+		for _, a := range all {
+			var cells []string
+			for _, res := range tr.Paths {
+				if sets[res][a] && !(w.Targets[a].Private && probe != res && !tr.AllowCrossPrivate) {
+					cells = append(cells, res)
+				}
+			}
+			if len(cells) == 0 {
+				continue
+			}
+			rec := survey.ProbeRecord{Type: "probe", ProbePath: probe, ResolvePath: cells[0], ResolvePaths: cells, Address: a,
+				Method: "tcp-syn", Sent: len(jitter), RTTsMs: []float64{}, Valid: true}
+			if rtt, ok := tr.ExpectedRTTms[probe][a]; ok {
+				rec.Responsive, rec.Received = true, len(jitter)
+				for _, j := range jitter {
+					rec.RTTsMs = append(rec.RTTsMs, rtt+j)
+				}
+				rec.Median = rtt
+				for _, c := range cells {
+					truth[analysis.CellName(probe, c)] = append(truth[analysis.CellName(probe, c)], rtt)
+				}
+			}
+			require.NoError(t, s.Write(rec))
+		}
+	}
+	require.NoError(t, s.Close(report.StatusOK, ""))
+	return buf.Bytes(), truth
+}
+
+func num(t *testing.T, s string) float64 {
+	t.Helper()
+	v, err := strconv.ParseFloat(s, 64)
+	require.NoError(t, err, s)
+	return v
+}
+
+// TestSurveyTablesEqualLabTruth: the unresponsive table, the per-cell RTT
+// quantiles, the cell comparisons, resolution and overlap equal what lab/world computes
+// independently from its ground truth (counts exact, RTTs within 0.001 ms:
+// the tables print three decimals; percentages within 0.005). Given twice
+// (a second run of the same records as a gzip'd document), every count doubles;
+// the same run given twice is refused and the quantiles are
+// those of the pooled sample.
+func TestSurveyTablesEqualLabTruth(t *testing.T) {
+	w, err := world.Generate(world.Options{Seed: 14, Domains: 600})
+	require.NoError(t, err)
+	tr, err := w.Truth(world.ExpectOptions{})
+	require.NoError(t, err)
+	stream, medians := surveyOf(t, w, tr)
+	dir := t.TempDir()
+	plain := filepath.Join(dir, "survey.jsonl")
+	require.NoError(t, os.WriteFile(plain, stream, 0o644))
+	gz := filepath.Join(dir, "survey.json.gz")
+	second := bytes.ReplaceAll(stream, []byte("11111111-2222-4333-8444-555555555555"), []byte("11111111-2222-4333-8444-666666666666"))
+	require.NoError(t, os.WriteFile(gz, gzipped(t, toDocument(t, second)), 0o644))
+	_, err = analysis.Analyze(analysis.Files(plain, plain))
+	require.ErrorIs(t, err, analysis.ErrInput)
+	assert.ErrorContains(t, err, "survey.jsonl: run 11111111-2222-4333-8444-555555555555 is already read from")
+
+	for _, tc := range []struct {
+		files []string
+		times int
+	}{{[]string{plain}, 1}, {[]string{plain, gz}, 2}} {
+		rep, err := analysis.Analyze(analysis.Files(tc.files...))
+		require.NoError(t, err)
+		un, ok := rep.Table("unresponsive")
+		require.True(t, ok)
+		rtt, _ := rep.Table("rtt")
+		require.Len(t, un.Rows, len(tr.Summary.Cells))
+		for i, c := range tr.Summary.Cells {
+			name := analysis.CellName(c.ProbePath, c.ResolvePath)
+			row := un.Rows[i]
+			assert.Equal(t, []string{name, fmt.Sprint(tc.times * c.Targets), fmt.Sprint(tc.times * c.Responsive),
+				fmt.Sprint(tc.times * c.Unresponsive)}, row[:4], "cell %s", name)
+			assert.InDelta(t, c.UnresponsivePct, num(t, row[4]), 0.005, name)
+			q := rtt.Rows[i]
+			require.Equal(t, name, q[0])
+			assert.Equal(t, fmt.Sprint(tc.times*c.Responsive), q[1])
+			// Pooled runs are one sample: the quantiles of the truth's
+			// medians given tc.times times (equal to the truth's own once).
+			var pooled []float64
+			for range tc.times {
+				pooled = append(pooled, medians[name]...)
+			}
+			st := world.Stats(pooled)
+			if tc.times == 1 {
+				require.Equal(t, c.RTTms, st, name)
+			}
+			for j, want := range []float64{st.Min, st.P10, st.P25, st.P50, st.P75, st.P90, st.Max, st.Mean} {
+				assert.InDelta(t, want, num(t, q[2+j]), 0.001, "%s %s", name, rtt.Columns[2+j])
+			}
+		}
+		ov, _ := rep.Table("overlap")
+		require.Len(t, ov.Rows, tc.times)
+		o := tr.Summary.Overlap
+		for _, row := range ov.Rows {
+			assert.Equal(t, []string{o.PathA, o.PathB, fmt.Sprint(o.IPsPathA), fmt.Sprint(o.IPsPathB), fmt.Sprint(o.IPsCommon)}, row[1:6])
+			assert.InDelta(t, o.OverlapPct, num(t, row[6]), 0.005)
+			assert.InDelta(t, o.DomainsDifferPct, num(t, row[8]), 0.005)
+			assert.InDelta(t, o.DomainsUnresolvedSomewherePct, num(t, row[9]), 0.005)
+		}
+		res, _ := rep.Table("resolution")
+		require.Len(t, res.Rows, tc.times*len(tr.Summary.Resolution))
+		for i, pr := range tr.Summary.Resolution {
+			assert.Equal(t, []string{pr.Path, fmt.Sprint(pr.Domains), fmt.Sprint(pr.Resolved), fmt.Sprint(pr.Failed)}, res.Rows[i][1:5])
+		}
+		cmp, _ := rep.Table("comparisons")
+		require.Len(t, cmp.Rows, len(tr.Summary.Comparisons))
+		for i, c := range tr.Summary.Comparisons {
+			row := cmp.Rows[i]
+			assert.Equal(t, []string{c.A, c.B, fmt.Sprint(tc.times * c.Domains)}, row[:3])
+			assert.InDelta(t, c.MeanDiffMs, num(t, row[3]), 0.001, "%s vs %s", c.A, c.B)
+			assert.InDelta(t, c.ASlowerPct, num(t, row[4]), 0.005, "%s vs %s", c.A, c.B)
+		}
+		cdf, _ := rep.Table("rtt-cdf")
+		assert.NotEmpty(t, cdf.Rows)
+	}
+	// The truth is not degenerate: the test could fail.
+	require.Greater(t, tr.Summary.Cells[1].Unresponsive, 0)
+	require.NotEqual(t, tr.Summary.Cells[0].RTTms.P10, tr.Summary.Cells[0].RTTms.P90)
+	require.Positive(t, tr.Summary.Comparisons[0].ASlowerPct+tr.Summary.Comparisons[1].ASlowerPct)
+}
+
+// toDocument turns a stream into the run document of the same run.
+func toDocument(t *testing.T, stream []byte) []byte {
+	t.Helper()
+	lines := bytes.Split(bytes.TrimSpace(stream), []byte("\n"))
+	var d report.Document
+	require.NoError(t, json.Unmarshal(lines[0], &d.Header))
+	for _, l := range lines[1 : len(lines)-1] {
+		d.Records = append(d.Records, json.RawMessage(l))
+	}
+	d.Status = report.StatusOK
+	d.FinishedAt = d.StartedAt
+	b, err := json.MarshalIndent(d, "", " ")
+	require.NoError(t, err)
+	return b
+}
+
+func gzipped(t *testing.T, b []byte) []byte {
+	t.Helper()
+	var buf bytes.Buffer
+	zw := gzip.NewWriter(&buf)
+	_, err := io.Copy(zw, bytes.NewReader(b))
+	require.NoError(t, err)
+	require.NoError(t, zw.Close())
+	return buf.Bytes()
+}
