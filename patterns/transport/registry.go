@@ -34,6 +34,10 @@ type Descriptor struct {
 	// interface really carries them; `run` checks it before trusting a
 	// path.
 	SourceBound bool
+	// HostRoles transports take a path's backup role from the host, not
+	// per connection (MPTCP: the kernel's endpoint flags, `ip mptcp
+	// endpoint ... backup`), so `run` checks --backup against the host.
+	HostRoles bool
 	// Families the transport carries (FamilyHTTP, stream patterns' ALPNs);
 	// nil: every family. An HTTP-only transport (MPHTTP's byte ranges)
 	// lists FamilyHTTP and the matrix gives it only the HTTP patterns.

@@ -161,7 +161,7 @@ func mptcpEndpoint(sys system, p probe.Path) Check {
 	if !ok {
 		addr, _ = globalAddr(p, probe.Family6)
 	}
-	var wrong *mptcpEndpointJSON
+	var wrong *MPTCPEndpoint
 	for i, e := range sys.endpoints {
 		ip, _ := parseAddr(e.Address)
 		if e.Dev != p.Name && !p.HasAddr(ip) {

@@ -15,7 +15,9 @@ import (
 // What iproute2 reports, decoded from `ip -j`. Parsing is OS-independent so
 // the decoders are tested and fuzzed everywhere.
 
-type mptcpEndpointJSON struct {
+// MPTCPEndpoint is one `ip -j mptcp endpoint show` entry: the kernel path
+// manager's per-address flags (host-wide, not per connection).
+type MPTCPEndpoint struct {
 	Address string `json:"address"`
 	ID      int    `json:"id"`
 	Subflow bool   `json:"subflow"`
@@ -86,8 +88,9 @@ func (r routeJSON) isDefault() bool {
 	return r.Dst == "default" || r.Dst == "0.0.0.0/0" || r.Dst == "::/0"
 }
 
-func parseEndpoints(b []byte) ([]mptcpEndpointJSON, error) {
-	var eps []mptcpEndpointJSON
+// ParseEndpoints decodes `ip -j mptcp endpoint show`.
+func ParseEndpoints(b []byte) ([]MPTCPEndpoint, error) {
+	var eps []MPTCPEndpoint
 	if len(strings.TrimSpace(string(b))) == 0 {
 		return eps, nil // older iproute2 prints nothing for an empty list
 	}
@@ -281,7 +284,7 @@ func freeTable(sys system, p probe.Path) int {
 
 // system is everything the Linux checks read from iproute2.
 type system struct {
-	endpoints    []mptcpEndpointJSON
+	endpoints    []MPTCPEndpoint
 	endpointsErr error
 	limits       mptcpLimitsJSON
 	limitsErr    error
@@ -296,7 +299,7 @@ func gather(ctx context.Context, env *Env) system {
 	if b, err := env.Command(ctx, "ip", "-j", "mptcp", "endpoint", "show"); err != nil {
 		sys.endpointsErr = err
 	} else {
-		sys.endpoints, sys.endpointsErr = parseEndpoints(b)
+		sys.endpoints, sys.endpointsErr = ParseEndpoints(b)
 	}
 	if b, err := env.Command(ctx, "ip", "-j", "mptcp", "limits", "show"); err != nil {
 		sys.limitsErr = err

@@ -64,7 +64,7 @@ func FuzzIPRoute2(f *testing.F) {
 	src := netip.MustParseAddr("198.18.2.2")
 	f.Fuzz(func(t *testing.T, s string) {
 		b := []byte(s)
-		_, _ = parseEndpoints(b)
+		_, _ = ParseEndpoints(b)
 		_, _ = parseLimits(b)
 		rules, _ := parseRules(b)
 		routes, _ := parseRoutes(b)

@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/netip"
+
+	"github.com/mptester/mptester/probe/doctor"
 	"os/exec"
 )
 
@@ -22,4 +24,18 @@ func routeDev(ctx context.Context, dst, src netip.Addr) (string, error) {
 		return "", fmt.Errorf("ip route get %s from %s: unreadable answer", dst, src)
 	}
 	return rs[0].Dev, nil
+}
+
+// mptcpEndpoints reads the kernel path manager's endpoints; nil when they
+// cannot be read (no iproute2 MPTCP support): --backup is then taken as given.
+func mptcpEndpoints(ctx context.Context) []doctor.MPTCPEndpoint {
+	b, err := exec.CommandContext(ctx, "ip", "-j", "mptcp", "endpoint", "show").Output()
+	if err != nil {
+		return nil
+	}
+	eps, err := doctor.ParseEndpoints(b)
+	if err != nil || eps == nil {
+		return nil
+	}
+	return eps
 }

@@ -23,6 +23,7 @@ import (
 	"github.com/mptester/mptester/patterns"
 	"github.com/mptester/mptester/patterns/transport"
 	"github.com/mptester/mptester/probe"
+	"github.com/mptester/mptester/probe/doctor"
 	"github.com/mptester/mptester/report"
 )
 
@@ -62,6 +63,8 @@ type Options struct {
 	// Spool opens the upload spool (nil: none).
 	Spool func(noUpload bool) (*cmdutil.Spooled, error)
 
+	// Endpoints reads the host's MPTCP endpoints (replaced in tests).
+	Endpoints func(ctx context.Context) []doctor.MPTCPEndpoint
 	// Discover lists the paths (replaced in tests).
 	Discover func(ctx context.Context) ([]probe.Path, error)
 	// PollEvery, when set, is stable mode's safety re-discovery interval
@@ -94,7 +97,7 @@ type Config struct {
 
 // NewCmdRun builds the command; runF replaces runRun in tests.
 func NewCmdRun(f *cmdutil.Factory, runF func(*Options) error) *cobra.Command {
-	opts := &Options{IO: f.IO, Spool: f.Spool}
+	opts := &Options{IO: f.IO, Spool: f.Spool, Endpoints: mptcpEndpoints}
 	opts.Discover = func(ctx context.Context) ([]probe.Path, error) { return f.DiscoverPaths(ctx, opts.DNS) }
 	portFlags, altFlags := map[string]*int{}, map[string]*int{}
 	var trHelp strings.Builder
@@ -161,7 +164,7 @@ one line per failure: the CI smoke test of a test server.`,
 	fl.StringSliceVar(&opts.Patterns, "patterns", nil, "`PATTERNS` to run (default: "+strings.Join(patterns.Names(), ",")+")")
 	fl.StringSliceVar(&opts.Transports, "transports", nil, "`TRANSPORTS` (default: "+strings.Join(transport.Names(), ",")+")")
 	fl.StringSliceVar(&opts.Paths, "paths", nil, "`IFACES` to use (default: every up, non-loopback path with a default route)")
-	fl.StringSliceVar(&opts.Backup, "backup", nil, "`IFACES` a multipath transport uses only as backup paths (the others are available, the first primary)")
+	fl.StringSliceVar(&opts.Backup, "backup", nil, "`IFACES` a multipath transport uses only as backup paths (the others are available, the first primary); MPTCP takes backup roles from the host's endpoints, so they must agree (default: the host's)")
 	fl.StringArrayVar(&opts.DNS, "dns", nil, "use `IFACE=ADDR[,ADDR]` as the resolvers of IFACE for the server name (repeatable)")
 	fl.StringVar(&opts.Family, "family", "4", "address family: 4, 6 or both")
 	fl.StringVar(&opts.Pin, "pin", "", "SHA-256 `FINGERPRINT` of the server certificate (as `mptester serve` prints it)")
@@ -305,6 +308,15 @@ func runRun(opts *Options) error {
 			return cmdutil.FlagErrorf("--backup: %q is not one of the paths (%s)", b, strings.Join(names(paths), ", "))
 		}
 	}
+	var eps []doctor.MPTCPEndpoint
+	if opts.Endpoints != nil {
+		eps = opts.Endpoints(ctx)
+	}
+	backup, problems := hostRoles(opts.Transports, opts.Backup, paths, eps)
+	if len(problems) > 0 {
+		return cmdutil.FlagErrorf("--backup: %s", joinLines(problems))
+	}
+	opts.Backup = backup
 	local := localAddrs()
 	if wrong := wrongPaths(ctx, opts.Servers, paths, opts.Transports, local, routeDev); len(wrong) > 0 {
 		return cmdutil.FlagErrorf("--server: %s", joinLines(wrong))
