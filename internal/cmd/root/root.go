@@ -13,6 +13,7 @@ import (
 	"github.com/mptester/mptester/internal/cmd/doctor"
 	"github.com/mptester/mptester/internal/cmd/ifaces"
 	labcmd "github.com/mptester/mptester/internal/cmd/lab"
+	fetchcmd "github.com/mptester/mptester/internal/cmd/fetch"
 	runcmd "github.com/mptester/mptester/internal/cmd/run"
 	servecmd "github.com/mptester/mptester/internal/cmd/serve"
 	surveycmd "github.com/mptester/mptester/internal/cmd/survey"
@@ -73,6 +74,7 @@ traffic patterns against mptester test servers.`,
 	cmd.AddCommand(surveycmd.NewCmdSurvey(f, nil))
 	cmd.AddCommand(servecmd.NewCmdServe(f, nil))
 	cmd.AddCommand(runcmd.NewCmdRun(f, nil))
+	cmd.AddCommand(fetchcmd.NewCmdFetch(f, nil))
 	cmd.AddCommand(collectcmd.NewCmdCollect(f, nil))
 	cmd.AddCommand(uploadcmd.NewCmdUpload(f, nil))
 	cmd.AddCommand(agentcmd.NewCmdAgent(f, nil))
