@@ -61,9 +61,22 @@ var (
 	ErrChanged = errors.New("mphttp: object changed during the download")
 	// ErrProtocol: a response contradicts its request (range, length).
 	ErrProtocol = errors.New("mphttp: protocol violation")
-	// ErrStatus: the server answered the first request with an error.
+	// ErrStatus: the server answered the first request with an error
+	// (errors.As a *StatusError for the code).
 	ErrStatus = errors.New("mphttp: HTTP error status")
 )
+
+// StatusError is an error status answered to a request.
+type StatusError struct {
+	Code int
+	Body string
+}
+
+func (e *StatusError) Error() string {
+	return fmt.Sprintf("%s: HTTP %d: %s", ErrStatus, e.Code, e.Body)
+}
+
+func (e *StatusError) Unwrap() error { return ErrStatus }
 
 // Path is one network path: a RoundTripper whose connections are bound to it.
 type Path struct {
@@ -223,7 +236,7 @@ func open(ctx context.Context, p *pathState, url string, hdr http.Header, first,
 	default:
 		msg, _ := io.ReadAll(io.LimitReader(resp.Body, 256))
 		resp.Body.Close()
-		return nil, fmt.Errorf("%w: %s: %s", ErrStatus, resp.Status, strings.TrimSpace(string(msg)))
+		return nil, &StatusError{Code: resp.StatusCode, Body: strings.TrimSpace(string(msg))}
 	}
 	a, b, size, ok := parseContentRange(resp.Header.Get("Content-Range"))
 	if !ok || a != first || (end >= 0 && b+1 > end) || (resp.ContentLength >= 0 && resp.ContentLength != b+1-a) {
