@@ -121,6 +121,7 @@ func TestLabAggregation(t *testing.T) {
 		agg := mp.RateBps / (rw + rc)
 		t.Logf("10 MB at 50 ms RTT: Wi-Fi alone %.1f Mbit/s, cellular alone %.1f Mbit/s, MPHTTP %.1f Mbit/s in %v: aggregation %.1f%% (Fleety 71.6%%); Wi-Fi carried %d B, cellular %d B; %s, %d portions, peak buffer %d B",
 			rw/1e6, rc/1e6, mp.RateBps/1e6, mp.Duration.Round(time.Millisecond), 100*agg, mp.Paths[0].Bytes, mp.Paths[1].Bytes, mp.Consistency, mp.Portions, mp.PeakBuffered)
+		t.Logf("paths %+v", mp.Paths)
 		if mp.Consistency != mphttp.Verified || mp.Paths[1].Bytes == 0 {
 			t.Errorf("both paths should carry the object, verified: %+v", mp)
 		}
