@@ -7,6 +7,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -15,6 +16,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -180,8 +182,11 @@ func fetchRun(ctx context.Context, opts *Options) error {
 	if err != nil {
 		return err
 	}
-	r, err := mphttp.Fetch(ctx, u.String(), out, mphttp.Options{Paths: mp, Tolerance: opts.Tolerance, MemoryCap: opts.MemoryCap,
+	cw := &countWriter{w: out}
+	stopProgress := progress(opts, cw)
+	r, err := mphttp.Fetch(ctx, u.String(), cw, mphttp.Options{Paths: mp, Tolerance: opts.Tolerance, MemoryCap: opts.MemoryCap,
 		Header: http.Header{"User-Agent": {"mptester-fetch"}}})
+	stopProgress()
 	cerr := closeOut()
 	if err == nil && cerr != nil {
 		err = fmt.Errorf("--output: %w", cerr)
@@ -275,4 +280,43 @@ func pathNames(ps []probe.Path) string {
 		n[i] = p.Name
 	}
 	return strings.Join(n, ", ")
+}
+
+// countWriter counts the bytes written so far, for the progress line.
+type countWriter struct {
+	w io.Writer
+	n atomic.Int64
+}
+
+func (c *countWriter) Write(p []byte) (int, error) {
+	n, err := c.w.Write(p)
+	c.n.Add(int64(n))
+	return n, err
+}
+
+// progress prints the bytes written and the rate on a terminal's stderr
+// every 200 ms until stopped; nothing when stderr is not a terminal.
+func progress(opts *Options, cw *countWriter) (stop func()) {
+	if !opts.IO.IsStderrTTY() {
+		return func() {}
+	}
+	done := make(chan struct{})
+	finished := make(chan struct{})
+	start := time.Now()
+	go func() {
+		defer close(finished)
+		tick := time.NewTicker(200 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			select {
+			case <-done:
+				fmt.Fprint(opts.IO.ErrOut, "\r\033[K")
+				return
+			case <-tick.C:
+				n := cw.n.Load()
+				fmt.Fprintf(opts.IO.ErrOut, "\r\033[K%d bytes, %.1f Mbit/s", n, float64(n)*8/time.Since(start).Seconds()/1e6)
+			}
+		}
+	}()
+	return func() { close(done); <-finished }
 }

@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -114,14 +115,21 @@ func TestFetchOverLoopback(t *testing.T) {
 			t.Fatalf("result %s", out)
 		}
 	}
-	// Without --json the object goes to stdout.
+	// Without --json the object goes to stdout; a terminal on stderr gets
+	// a progress line (cleared at the end) before the summary.
 	srv := bulkServer(t, false, false)
 	opts, out, errOut := newOpts(t, srv.URL+"/bulk/1000/x", lo)
+	opts.IO.SetTTY(false, true)
 	if err := fetchRun(context.Background(), opts); err != nil {
 		t.Fatal(err)
 	}
-	if !bytes.Equal(out.Bytes(), want(t, 1000)) || errOut.Len() == 0 {
+	if !bytes.Equal(out.Bytes(), want(t, 1000)) || !strings.HasPrefix(errOut.String(), "\r\033[K") || !strings.Contains(errOut.String(), "fetched 1000 bytes") {
 		t.Fatalf("stdout %d bytes, stderr %q", out.Len(), errOut)
+	}
+	// Not a terminal: no progress.
+	opts, _, errOut = newOpts(t, srv.URL+"/bulk/1000/x", lo)
+	if err := fetchRun(context.Background(), opts); err != nil || strings.Contains(errOut.String(), "\r") {
+		t.Fatalf("%v, stderr %q", err, errOut)
 	}
 }
 
