@@ -598,9 +598,10 @@ func (f *fetcher) multi(ctx context.Context, fr *front, start time.Time) error {
 				// The largest chunk path 2 finishes before path 1 gets
 				// there, T₁ = T₂ of §4.2 over [pos, l): c/R₂ + RTT₂ =
 				// (l - pos - overlap - c)/R₁; a chunk lasts about
-				// max(4 RTT₂, 200 ms) so the split is re-solved often.
+				// max(8 RTT₂, 400 ms): each costs path 2 one idle RTT, and
+				// the split is still re-solved a few times a second.
 				fit := (float64(l-fr.pos-f.o.Overlap) - r1*d2.Seconds()) * rate2 / (r1 + rate2)
-				c := min(int64(fit), max(minChunk, int64(rate2*max(4*d2, 200*time.Millisecond).Seconds())))
+				c := min(int64(fit), max(minChunk, int64(rate2*max(8*d2, 400*time.Millisecond).Seconds())))
 				// Wi-Fi priority: path 1 keeps what it gets through within
 				// the tolerance (T_wifi = T_tol).
 				tolLeft := f.o.Tolerance - now.Sub(start)
