@@ -68,3 +68,20 @@ func (b *BulkBody) Seek(offset int64, whence int) (int64, error) {
 	b.off = offset
 	return offset, nil
 }
+
+// writeTo writes the next n bytes (at most what is left) to w straight from
+// the pattern, in pieces of up to 256 KiB.
+func (b *BulkBody) writeTo(w io.Writer, n int64) (int64, error) {
+	var done int64
+	for n = min(n, b.size-b.off); done < n; {
+		o := b.off % bulkPeriod
+		k := min(n-done, bulkPeriod-o, 256<<10)
+		m, err := w.Write(bulkPattern0[o : o+k])
+		done += int64(m)
+		b.off += int64(m)
+		if err != nil {
+			return done, err
+		}
+	}
+	return done, nil
+}
