@@ -549,7 +549,10 @@ func (f *fetcher) multi(ctx context.Context, fr *front, start time.Time) error {
 	}
 	buf := make([]byte, 64<<10)
 	var rtt1 = fr.r.rtt
-	win := max(2*rtt1, 50*time.Millisecond)
+	// The rate window follows the path's RTT, but the first response's
+	// delay also holds the connect and the server's start (a lost SYN
+	// makes it seconds): capped so the estimate is not put off.
+	win := min(max(2*rtt1, 50*time.Millisecond), 250*time.Millisecond)
 	plateau := false
 	for f.res.Bytes < size {
 		if err := ctx.Err(); err != nil {

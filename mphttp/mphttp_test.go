@@ -36,8 +36,10 @@ type server struct {
 	noRange bool    // answer 200 to everything
 	dieAt   int64   // abort a response after this many bytes (0: never)
 	lieLen  int64   // 206/200 announce this many more bytes than sent
-	reqs    atomic.Int32
-	srv     *httptest.Server
+	// firstDelay holds the first response back (a slow connect or server).
+	firstDelay time.Duration
+	reqs       atomic.Int32
+	srv        *httptest.Server
 }
 
 type throttled struct {
@@ -78,7 +80,9 @@ func (t *throttled) Write(p []byte) (int, error) {
 }
 
 func (s *server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	s.reqs.Add(1)
+	if s.reqs.Add(1) == 1 && s.firstDelay > 0 {
+		time.Sleep(s.firstDelay)
+	}
 	if s.etag != "" {
 		w.Header().Set("ETag", s.etag)
 	}
@@ -197,6 +201,24 @@ func TestSplitBothPaths(t *testing.T) {
 		t.Errorf("path 2 share %.2f, want 0.15-0.45 (%+v)", share, res.Paths)
 	}
 	t.Logf("%v, shares %d/%d, portions %d, peak buffer %d", res.Duration, res.Paths[0].Bytes, res.Paths[1].Bytes, res.Portions, res.PeakBuffered)
+}
+
+// A first response that took long (a lost SYN, a slow server) does not
+// put off the rate estimate, so path 2 still takes its share.
+func TestSlowFirstResponse(t *testing.T) {
+	obj := testObject(6<<20, 14)
+	a := newServer(t, &server{body: obj, etag: `"v1"`, rate: 2 << 20, firstDelay: 700 * time.Millisecond})
+	b := newServer(t, &server{body: obj, etag: `"v1"`, rate: 2 << 20})
+	res, out, err := fetch(t, Options{Paths: []Path{pathTo("wifi", a), pathTo("cell", b)}, Tolerance: time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkOut(t, res, out, obj)
+	// Equal rates: ideally half each; path 2 starts after path 1 has
+	// been watched for half a second.
+	if share := float64(res.Paths[1].Bytes) / float64(res.Bytes); share < 0.25 {
+		t.Errorf("path 2 share %.2f, want at least 0.25 (%+v)", share, res.Paths)
+	}
 }
 
 // Wi-Fi priority (§4.2): when path 1 alone finishes within the tolerance,
