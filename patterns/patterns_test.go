@@ -115,6 +115,13 @@ func serverAddr(f probe.Family, port uint16) netip.AddrPort {
 	return netip.AddrPortFrom(netip.AddrFrom4([4]byte{127, 0, 0, 1}), port)
 }
 
+// carries: the transport carries the pattern (MPHTTP only the HTTP ones).
+func carries(trName, pattern string) bool {
+	d, err1 := transport.Get(trName)
+	p, err2 := Get(pattern)
+	return err1 == nil && err2 == nil && d.Carries(p.Family())
+}
+
 func newTestTransport(t *testing.T, name string, p probe.Path, f probe.Family, pin string) transport.Transport {
 	t.Helper()
 	tlsCfg, err := transport.ClientTLS("localhost", pin, false)
@@ -147,6 +154,9 @@ func TestMatrixLoopback(t *testing.T) {
 		for _, trName := range transport.Names() {
 			for _, pat := range Names() {
 				t.Run(fmt.Sprintf("v%d/%s/%s", f, trName, pat), func(t *testing.T) {
+					if !carries(trName, pat) {
+						t.Skipf("%s does not carry %s", trName, pat)
+					}
 					tr := newTestTransport(t, trName, lo, f, srv.pin)
 					rec := RunTest(context.Background(), tr, srv.config(pat, trName, f, smallParams), []string{"lo"}, nil)
 					if rec.Status != StatusSuccess {
@@ -219,7 +229,7 @@ func checkResult(t *testing.T, rec Record) {
 				t.Errorf("ping %d: delay %v, application delay %v", i+2, r.Delays[i], r.AppDelays[i])
 			}
 		}
-		if want := map[string]string{"tcp": "HTTP/2.0", "mptcp": "HTTP/2.0", "quic": "HTTP/3.0"}[rec.Config.Transport]; r.Proto != want {
+		if want := map[string]string{"tcp": "HTTP/2.0", "mptcp": "HTTP/2.0", "quic": "HTTP/3.0", "mphttp": "HTTP/2.0"}[rec.Config.Transport]; r.Proto != want {
 			t.Errorf("proto %s, want %s", r.Proto, want)
 		}
 		// A request on loopback takes well under the gap between requests.
@@ -402,6 +412,9 @@ func TestServerKilledMidTest(t *testing.T) {
 	lo := loopback(t)
 	for _, trName := range transport.Names() {
 		t.Run(trName, func(t *testing.T) {
+			if !carries(trName, "iperf") {
+				t.Skipf("%s does not carry iperf", trName)
+			}
 			srv := startServer(t, Limits{})
 			tr := newTestTransport(t, trName, lo, probe.Family4, srv.pin)
 			time.AfterFunc(300*time.Millisecond, srv.Close)

@@ -225,3 +225,18 @@ func (sv server) resolution(p probe.Path, f probe.Family) *ServerResolution {
 	}
 	return &res
 }
+
+// ResolveOnPath resolves host as `run --server` does on one path: with p's
+// own DNS servers through p, or the system resolver when p has none; an IP
+// literal is itself. For other commands that bind a client per path
+// (`mptester fetch`).
+func ResolveOnPath(ctx context.Context, p probe.Path, host string, fam probe.Family, logger *slog.Logger) ([]netip.Addr, ServerResolution, error) {
+	if ip, err := netip.ParseAddr(strings.Trim(host, "[]")); err == nil {
+		return []netip.Addr{ip.Unmap()}, ServerResolution{Host: host, Path: p.Name}, nil
+	}
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	pa, err := resolveOnPath(ctx, p, host, fam, func() ([]netip.Addr, error) { return systemLookup(ctx, "ip", host) }, logger)
+	return pa.addrs, pa.res, err
+}

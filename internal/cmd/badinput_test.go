@@ -80,6 +80,11 @@ func TestBadInputs(t *testing.T) {
 		{with(survey, "--out", out+".2"), []string{"output", "out"}},
 		{[]string{"survey", "--list", filepath.Join(dir, "nolist.csv"), "--paths", "lo", "-o", out}, []string{"--list", "nolist.csv"}},
 
+		{[]string{"fetch", "-o", out}, []string{"accepts 1 arg"}},
+		{[]string{"fetch", "ftp://127.0.0.1/x", "-o", out}, []string{"URL", "http://"}},
+		{[]string{"fetch", "http://127.0.0.1/x", "--tolerance", "-1s", "-o", out}, []string{"--tolerance"}},
+		{[]string{"fetch", "http://127.0.0.1/x", "--json"}, []string{"--json", "-o FILE"}},
+		{[]string{"fetch", "http://127.0.0.1/x", "--paths", "nosuch0", "-o", out}, []string{"--paths"}},
 		{with(run, "--pace", "-1s"), []string{"--pace"}},
 		{with(run, "--pin", strings.Repeat("ab", 32)), []string{"--pin", "not both"}},
 		{with(run, "--patterns", "ping,ping"), []string{"--patterns", "twice"}},

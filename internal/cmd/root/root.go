@@ -11,6 +11,7 @@ import (
 	agentcmd "github.com/mptester/mptester/internal/cmd/agent"
 	collectcmd "github.com/mptester/mptester/internal/cmd/collect"
 	"github.com/mptester/mptester/internal/cmd/doctor"
+	fetchcmd "github.com/mptester/mptester/internal/cmd/fetch"
 	"github.com/mptester/mptester/internal/cmd/ifaces"
 	labcmd "github.com/mptester/mptester/internal/cmd/lab"
 	reportcmd "github.com/mptester/mptester/internal/cmd/report"
@@ -74,6 +75,7 @@ traffic patterns against mptester test servers.`,
 	cmd.AddCommand(surveycmd.NewCmdSurvey(f, nil))
 	cmd.AddCommand(servecmd.NewCmdServe(f, nil))
 	cmd.AddCommand(runcmd.NewCmdRun(f, nil))
+	cmd.AddCommand(fetchcmd.NewCmdFetch(f, nil))
 	cmd.AddCommand(collectcmd.NewCmdCollect(f, nil))
 	cmd.AddCommand(uploadcmd.NewCmdUpload(f, nil))
 	cmd.AddCommand(agentcmd.NewCmdAgent(f, nil))
