@@ -10,6 +10,7 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/miekg/dns"
@@ -28,6 +29,9 @@ type udpMux struct {
 
 const muxIdle = 2 * time.Second
 
+// muxRcvBuf holds a burst of a resolver cap's worth of answers.
+const muxRcvBuf = 4 << 20
+
 // errMuxMismatch: the answer carrying our ID is for another question.
 var errMuxMismatch = errors.New("answer does not match the question")
 
@@ -41,6 +45,10 @@ func (r *Resolver) exchangeUDP(ctx context.Context, i int, m *dns.Msg, sent *int
 		if err != nil {
 			mx.mu.Unlock()
 			return nil, err
+		}
+		// Every answer from this server arrives on this one socket.
+		if sc, ok := conn.(syscall.Conn); ok {
+			RaiseReceiveBuffer(sc, muxRcvBuf)
 		}
 		mx.conn, mx.waiters = conn, map[uint16]chan []byte{}
 		go mx.read(conn)

@@ -9,6 +9,8 @@ import (
 	"unsafe"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/mptester/mptester/probe"
 )
 
 // Kernel receive timestamps (SO_TIMESTAMPNS) date a reply when it reached
@@ -23,15 +25,13 @@ func enableRxTimestamps(c *net.IPConn) {
 		rc.Control(func(fd uintptr) {
 			_ = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_TIMESTAMPNS, 1)
 			_ = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_RXQ_OVFL, 1)
-			size := rawRcvBuf
-			if testRcvBuf > 0 {
-				size = testRcvBuf
-			}
-			if unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_RCVBUFFORCE, size) != nil {
-				_ = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_RCVBUF, size)
-			}
 		})
 	}
+	size := rawRcvBuf
+	if testRcvBuf > 0 {
+		size = testRcvBuf
+	}
+	probe.RaiseReceiveBuffer(c, size)
 }
 
 const rawRcvBuf = 8 << 20

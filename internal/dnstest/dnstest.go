@@ -29,6 +29,7 @@ func Serve(t testing.TB, h dns.Handler) netip.AddrPort {
 		if pc, err = net.ListenPacket("udp4", "127.0.0.1:0"); err != nil {
 			t.Fatal(err)
 		}
+		raiseReceiveBuffer(pc)
 		port = pc.LocalAddr().(*net.UDPAddr).Port
 		if ln, err = net.Listen("tcp4", fmt.Sprintf("127.0.0.1:%d", port)); err == nil {
 			break
