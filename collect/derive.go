@@ -16,15 +16,8 @@ import (
 // reads results only as JSON, never through the measuring packages.
 type derivedLine struct {
 	Type string `json:"type"`
-	// survey "probe"
-	ProbePath   string `json:"probe_path"`
-	ResolvePath string `json:"resolve_path"`
-	Address     string `json:"address"`
-	Method      string `json:"method"`
-	Sent        int64  `json:"sent"`
-	Received    int64  `json:"received"`
-	Responsive  bool   `json:"responsive"`
-	Valid       bool   `json:"valid"`
+	// survey "probe": the stored row has the record's own field names.
+	store.SurveyProbe
 	// survey "summary"
 	Cells []struct {
 		ProbePath       string  `json:"probe_path"`
@@ -57,8 +50,7 @@ func addDerived(d *store.Derived, raw []byte) error {
 	}
 	switch l.Type {
 	case "probe":
-		d.Probes = append(d.Probes, store.SurveyProbe{ProbePath: l.ProbePath, ResolvePath: l.ResolvePath, Address: l.Address,
-			Method: l.Method, Sent: l.Sent, Received: l.Received, Responsive: l.Responsive, Valid: l.Valid})
+		d.Probes = append(d.Probes, l.SurveyProbe)
 	case "summary":
 		for _, c := range l.Cells {
 			d.Cells = append(d.Cells, store.SurveyCell{ProbePath: c.ProbePath, ResolvePath: c.ResolvePath, Targets: c.Targets,
