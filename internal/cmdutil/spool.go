@@ -48,7 +48,10 @@ func (f *Factory) UploadSettings() (upload.Settings, error) {
 		c = f.Config.Upload
 	}
 	set, err := upload.SettingsFrom(c)
-	if err != nil {
+	switch {
+	case err != nil && f.ConfigPath == "":
+		return upload.Settings{}, fmt.Errorf("%w: %w (give --config FILE or $MPTESTER_CONFIG with an upload: section)", ErrUsage, err)
+	case err != nil:
 		return upload.Settings{}, fmt.Errorf("%w: config file %s: %w", ErrUsage, f.ConfigPath, err)
 	}
 	return set, nil

@@ -20,6 +20,7 @@ import (
 	"github.com/mptester/mptester/collect/api"
 	"github.com/mptester/mptester/collect/store"
 	"github.com/mptester/mptester/internal/cmdutil"
+	"github.com/mptester/mptester/internal/config"
 	"github.com/mptester/mptester/patterns"
 )
 
@@ -270,8 +271,14 @@ func collectRun(opts *Options) error {
 	if opts.PlainHTTP && opts.CertFile != "" {
 		return cmdutil.FlagErrorf("--plain-http and --cert exclude each other")
 	}
-	if opts.Limits.MaxBytes <= 0 || opts.Limits.MaxDocument <= 0 || opts.Limits.MaxInFlight <= 0 || opts.Limits.RetryAfter <= 0 {
-		return cmdutil.FlagErrorf("limits must be positive")
+	var ch config.Checker
+	l := opts.Limits
+	ch.Check("--max-bytes", config.Positive(l.MaxBytes))
+	ch.Check("--max-document", config.Positive(l.MaxDocument))
+	ch.Check("--max-inflight", config.Positive(l.MaxInFlight))
+	ch.Check("--retry-after", config.Positive(l.RetryAfter))
+	if err := ch.Err(); err != nil {
+		return cmdutil.Usage(err)
 	}
 	var cert *tls.Certificate
 	if !opts.PlainHTTP {
