@@ -171,6 +171,9 @@ func TestBadInputs(t *testing.T) {
 		{"dns:\n  lo: [not-an-address]\n", []string{":2: dns.lo"}},
 		{"log_level: loud\n", []string{":1: log_level"}},
 		{"survey:\n  ratee: 5\n", []string{":2", "ratee"}},
+		{"upload:\n  url: ftp://x\n  token_file: /t\n  compression: lz4\n  timeout: -5s\n  attempts: -1\n  max_bytes: lots\n",
+			[]string{":2: upload.url", ":4: upload.compression", ":5: upload.timeout", ":6: upload.attempts", ":7: upload.max_bytes"}},
+		{"upload:\n  url: https://collect.test\n", []string{"upload", "token_file"}},
 	} {
 		cfg := write("bad.yaml", tc.yaml)
 		for _, c := range commands {

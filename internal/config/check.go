@@ -267,4 +267,31 @@ func (c *Config) validate(ch *Checker) {
 	check("run.transports", Transports(r.Transports))
 	check("run.paths", Interfaces(r.Paths))
 	check("run.pin", Pin(r.Pin))
+	// The upload section's values; the token file itself (mode, content)
+	// is read by the commands that upload (upload.SettingsFrom).
+	if u := c.Upload; u != nil {
+		if !strings.HasPrefix(u.URL, "https://") && !strings.HasPrefix(u.URL, "http://") {
+			ch.Check(w("upload.url"), fmt.Errorf("%q: want https://HOST[:PORT]", u.URL))
+		}
+		if !c.Has("upload.token_file") || strings.TrimSpace(u.TokenFile) == "" {
+			ch.Check(w("upload"), fmt.Errorf("token_file is required"))
+		}
+		check("upload.pin", Pin(u.Pin))
+		switch u.Compression {
+		case "", "zstd", "gzip", "none":
+		default:
+			ch.Check(w("upload.compression"), fmt.Errorf("%q: want zstd, gzip or none", u.Compression))
+		}
+		if c.Has("upload.max_bytes") {
+			_, err := ByteSize(u.MaxBytes)
+			ch.Check(w("upload.max_bytes"), err)
+		}
+		check("upload.max_age", NonNegative(u.MaxAge))
+		check("upload.timeout", NonNegative(u.Timeout))
+		check("upload.retry_max", NonNegative(u.RetryMax))
+		check("upload.attempts", NonNegative(u.Attempts))
+		if u.Path != "" {
+			ch.Check(w("upload.path"), InterfaceName(u.Path))
+		}
+	}
 }

@@ -6,7 +6,9 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// raiseReceiveBuffer lets the test server take a burst of hundreds of
+// raiseReceiveBuffer (probe.RaiseReceiveBuffer's twin: probe's own tests
+// import this package, so it cannot import probe) lets the test server
+// take a burst of hundreds of
 // queries (a resolver test fires them at once) without the kernel dropping
 // some for the socket's per-packet accounting.
 func raiseReceiveBuffer(pc net.PacketConn) {
