@@ -6,11 +6,11 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// raiseReceiveBuffer (probe.RaiseReceiveBuffer's twin: probe's own tests
-// import this package, so it cannot import probe) lets the test server
-// take a burst of hundreds of
+// raiseReceiveBuffer lets the test server take a burst of hundreds of
 // queries (a resolver test fires them at once) without the kernel dropping
-// some for the socket's per-packet accounting.
+// some for the socket's per-packet accounting. It is
+// probe.RaiseReceiveBuffer's twin: probe's own tests import this package,
+// so it cannot import probe.
 func raiseReceiveBuffer(pc net.PacketConn) {
 	u, ok := pc.(*net.UDPConn)
 	if !ok {
