@@ -152,10 +152,31 @@ var zstdEnc, _ = zstd.NewWriter(nil, zstd.WithEncoderConcurrency(1))
 
 func zs(b []byte) []byte { return zstdEnc.EncodeAll(b, nil) }
 
+// bigStream is the stream fixture with extra DNS records, past inlineMax
+// (128 kB) so the server keeps it as a file.
+func bigStream(t testing.TB, id, probe string, extra int) []byte {
+	s := string(stream(t, id, probe))
+	line := `{"type":"dns","path":"wlan0","name":"a.example","rcode":"NOERROR","ms":12.5}` + "\n"
+	s = strings.Replace(s, line, strings.Repeat(line, extra+1), 1)
+	return []byte(strings.Replace(s, `"records":2`, fmt.Sprintf(`"records":%d`, extra+2), 1))
+}
+
+// TestCreatedDuplicateConflict for an upload kept in the database and for
+// one kept as a file.
 func TestCreatedDuplicateConflict(t *testing.T) {
+	for _, c := range []struct {
+		name  string
+		extra int
+		files int
+	}{{"inline", 0, 0}, {"file", 3000, 1}} {
+		t.Run(c.name, func(t *testing.T) { testCreatedDuplicateConflict(t, c.extra, c.files) })
+	}
+}
+
+func testCreatedDuplicateConflict(t *testing.T, extra, files int) {
 	e := newEnv(t, nil)
 	id := uuid.NewString()
-	body := stream(t, id, "pi1")
+	body := bigStream(t, id, "pi1", extra)
 	a := e.put(t, id, body, e.probeTok, "")
 	require.Equal(t, http.StatusCreated, a.code, "%s", a.body)
 	r := a.receipt(t)
@@ -175,7 +196,7 @@ func TestCreatedDuplicateConflict(t *testing.T) {
 	assert.Equal(t, r.SHA256, d.SHA256)
 	assert.Equal(t, r.StoredAt, d.StoredAt, "the receipt of the stored copy")
 
-	other := fixture(t, "stream.jsonl", id, "pi1", 1)
+	other := bytes.Replace(body, []byte("12.5"), []byte("13.5"), 1)
 	a = e.put(t, id, other, e.probeTok, "")
 	assert.Equal(t, http.StatusConflict, a.code, "%s", a.body)
 
@@ -184,7 +205,7 @@ func TestCreatedDuplicateConflict(t *testing.T) {
 	assert.Equal(t, body, got.body, "byte-identical after a conflicting upload")
 	assert.Equal(t, "application/x-ndjson", got.hdr.Get("Content-Type"))
 
-	// One file in raw/, no temporary left.
+	// One copy (a file in raw/ or a row), no temporary left.
 	var raws []string
 	filepath.WalkDir(filepath.Join(e.data, "raw"), func(p string, d os.DirEntry, err error) error {
 		if err == nil && !d.IsDir() {
@@ -192,7 +213,13 @@ func TestCreatedDuplicateConflict(t *testing.T) {
 		}
 		return nil
 	})
-	assert.Len(t, raws, 1)
+	assert.Len(t, raws, files)
+	_, err := e.st.GetRaw(context.Background(), id)
+	if files == 0 {
+		assert.NoError(t, err, "kept in the database")
+	} else {
+		assert.ErrorIs(t, err, store.ErrNotFound)
+	}
 }
 
 func TestEncodingsAndDocument(t *testing.T) {

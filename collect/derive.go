@@ -100,7 +100,7 @@ func (s *Server) Reindex(ctx context.Context, run store.Run) error {
 	if !run.Parsed {
 		return nil // a newer schema: nothing this build can derive
 	}
-	f, err := s.raw.open(run.RawPath)
+	f, err := s.openRaw(ctx, run)
 	if err != nil {
 		return err
 	}

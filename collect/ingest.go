@@ -10,7 +10,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"os"
 	"regexp"
 	"strconv"
 	"strings"
@@ -102,7 +101,7 @@ func (s *Server) handlePut(w http.ResponseWriter, r *http.Request) {
 }
 
 // ingest streams one upload through decompression, the size limit, the
-// hash and the tmp file while validating it, then makes it durable and
+// hash and the spool while validating it, then makes it durable and
 // indexes it. Only a nil error may be answered 2xx.
 func (s *Server) ingest(r *http.Request) (Receipt, error) {
 	id := r.PathValue("run_id")
@@ -137,28 +136,23 @@ func (s *Server) ingest(r *http.Request) (Receipt, error) {
 	}
 	defer body.Close()
 
-	f, err := s.raw.create(id)
-	if err != nil {
-		return Receipt{}, err
-	}
+	sp := s.raw.spool(id)
 	committed := false
 	defer func() {
 		if !committed {
-			f.Close()
-			os.Remove(f.Name())
+			sp.discard()
 		}
 	}()
 	h := sha256.New()
-	fw := bufio.NewWriterSize(f, 256<<10)
 	n := &countWriter{}
-	in := io.TeeReader(&limitReader{r: body, n: lim.MaxBytes}, storageWriter{io.MultiWriter(h, fw, n)})
+	in := io.TeeReader(&limitReader{r: body, n: lim.MaxBytes}, storageWriter{io.MultiWriter(h, sp, n)})
 	p, err := s.parse(in)
 	if err == nil {
-		if err = fw.Flush(); err != nil {
-			return Receipt{}, err
+		if err = sp.flush(); err != nil {
+			return Receipt{}, &storageError{err}
 		}
 		if p.document {
-			p, err = s.parseDocument(f, n.n)
+			p, err = s.parseDocument(sp, n.n)
 		}
 	}
 	if err != nil {
@@ -181,14 +175,14 @@ func (s *Server) ingest(r *http.Request) (Receipt, error) {
 	} else if !errors.Is(err, store.ErrNotFound) {
 		return Receipt{}, err
 	}
-	rel, err := s.raw.commit(f, id, sha)
+	rel, raw, err := sp.commit(sha)
 	if err != nil {
 		return Receipt{}, err
 	}
 	committed = true
 	row := store.Run{RunID: id, ProbeID: tok.Name, Command: p.sum.Command, SchemaVersion: p.sum.SchemaVersion,
 		Status: p.sum.Status, Parsed: p.parsed, StartedAt: p.sum.StartedAt, FinishedAt: p.sum.FinishedAt,
-		Records: p.sum.Records, Bytes: n.n, SHA256: sha, RawPath: rel, ContentType: p.contentType,
+		Records: p.sum.Records, Bytes: n.n, SHA256: sha, RawPath: rel, Raw: raw, ContentType: p.contentType,
 		UploadPath: r.Header.Get(HeaderPath), StoredAt: now}
 	for _, pa := range p.sum.Paths {
 		row.Paths = append(row.Paths, store.Path{Name: pa.Name, Kind: pa.Kind})
@@ -201,7 +195,7 @@ func (s *Server) ingest(r *http.Request) (Receipt, error) {
 		return Receipt{}, err
 	}
 	if o != store.Stored {
-		if o == store.Conflict {
+		if o == store.Conflict && rel != store.RawInline {
 			s.raw.remove(rel) // never acknowledged: the id holds other content
 		}
 		return s.answerExisting(got, sha, now)
@@ -352,8 +346,8 @@ func (s *Server) parseStream(sc *bufio.Scanner, in io.Reader, id ident) (parsed,
 	return p, nil
 }
 
-// parseDocument validates a JSON document from the (flushed) tmp file.
-func (s *Server) parseDocument(f *os.File, size int64) (parsed, error) {
+// parseDocument validates a JSON document from the (flushed) spool.
+func (s *Server) parseDocument(f io.ReaderAt, size int64) (parsed, error) {
 	if size > s.cfg.Limits.MaxDocument {
 		return parsed{}, errTooLarge
 	}

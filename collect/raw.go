@@ -1,14 +1,19 @@
 package collect
 
 import (
+	"bufio"
+	"bytes"
+	"context"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 
+	"github.com/mptester/mptester/collect/store"
 	"github.com/mptester/mptester/internal/fsutil"
 )
 
-// rawDir keeps every upload as the probe wrote it, immutable: written to
+// rawDir keeps every upload larger than inlineMax as the probe wrote it, immutable: written to
 // raw/<id[:2]>/.tmp-*, fsynced, renamed to raw/<id[:2]>/<id>.<sha256> and
 // the directory fsynced, all before the index row is committed and the probe answered.
 // The name carries the content hash, so two uploads of one run_id with
@@ -78,6 +83,89 @@ func (d *rawDir) commit(f *os.File, runID, sha string) (string, error) {
 	return rel, nil
 }
 
-func (d *rawDir) open(rel string) (*os.File, error) { return os.Open(filepath.Join(d.root, rel)) }
+// openRaw opens a stored run's raw upload, from its file or the database.
+func (s *Server) openRaw(ctx context.Context, run store.Run) (io.ReadCloser, error) {
+	if run.RawPath == store.RawInline {
+		b, err := s.cfg.Store.GetRaw(ctx, run.RunID)
+		if err != nil {
+			return nil, err
+		}
+		return io.NopCloser(bytes.NewReader(b)), nil
+	}
+	return os.Open(filepath.Join(s.raw.root, run.RawPath))
+}
 
 func (d *rawDir) remove(rel string) { _ = os.Remove(filepath.Join(d.root, rel)) }
+
+// inlineMax is the largest upload kept in the database (store.RawInline)
+// instead of a file: a pattern run's envelope is a few kB, and a file
+// each cost a create, a rename and two fsyncs (1.5 ms of CPU per
+// envelope, most of it contending for directory locks), where rows share
+// one group commit. 128 kB × MaxInFlight bounds the memory it takes.
+const inlineMax = 128 << 10
+
+// spool holds one upload while it streams in: in memory up to inlineMax,
+// past that in a tmp file in the directory it will end in.
+type spool struct {
+	d     *rawDir
+	runID string
+	mem   []byte
+	f     *os.File
+	w     *bufio.Writer
+}
+
+func (d *rawDir) spool(runID string) *spool { return &spool{d: d, runID: runID} }
+
+func (s *spool) Write(p []byte) (int, error) {
+	if s.f == nil && len(s.mem)+len(p) <= inlineMax {
+		s.mem = append(s.mem, p...)
+		return len(p), nil
+	}
+	if s.f == nil {
+		f, err := s.d.create(s.runID)
+		if err != nil {
+			return 0, err
+		}
+		s.f, s.w = f, bufio.NewWriterSize(f, 256<<10)
+		if _, err := s.w.Write(s.mem); err != nil {
+			return 0, err
+		}
+		s.mem = nil
+	}
+	return s.w.Write(p)
+}
+
+// flush makes everything written readable through ReadAt.
+func (s *spool) flush() error {
+	if s.w == nil {
+		return nil
+	}
+	return s.w.Flush()
+}
+
+func (s *spool) ReadAt(p []byte, off int64) (int, error) {
+	if s.f != nil {
+		return s.f.ReadAt(p, off)
+	}
+	return bytes.NewReader(s.mem).ReadAt(p, off)
+}
+
+// commit makes the upload durable as a file and returns its name, or,
+// when it stayed in memory, returns store.RawInline and the body for the
+// index row's transaction to make durable.
+func (s *spool) commit(sha string) (rel string, body []byte, err error) {
+	if s.f == nil {
+		return store.RawInline, s.mem, nil
+	}
+	rel, err = s.d.commit(s.f, s.runID, sha)
+	s.f = nil
+	return rel, nil, err
+}
+
+// discard removes what an upload that was not committed left behind.
+func (s *spool) discard() {
+	if s.f != nil {
+		s.f.Close()
+		os.Remove(s.f.Name())
+	}
+}

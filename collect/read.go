@@ -68,7 +68,7 @@ func (s *Server) handleGet(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusServiceUnavailable, apiError{Error: "store unavailable", Reason: err.Error()})
 		return
 	}
-	f, err := s.raw.open(run.RawPath)
+	f, err := s.openRaw(r.Context(), run)
 	if err != nil {
 		writeJSON(w, http.StatusInternalServerError, apiError{Error: "raw upload unreadable", Reason: err.Error()})
 		return

@@ -224,8 +224,14 @@ func spoolFixture(t testing.TB, dir, id string, body []byte) {
 	require.NoError(t, e.Commit())
 }
 
-// stored reads the collector's index and raw files (collector stopped).
+// stored reads the collector's index and raw uploads (collector stopped).
 func stored(t testing.TB, c *collector) map[string][]byte {
+	got, _ := storedFiles(t, c)
+	return got
+}
+
+// storedFiles is stored, and how many of the runs are kept as files.
+func storedFiles(t testing.TB, c *collector) (map[string][]byte, int) {
 	dsn := c.db
 	if dsn == "" {
 		dsn = filepath.Join(c.data, "collect.db")
@@ -234,17 +240,24 @@ func stored(t testing.TB, c *collector) map[string][]byte {
 	require.NoError(t, err)
 	defer st.Close()
 	out := map[string][]byte{}
+	files := 0
 	var after int64
 	for {
 		page, err := st.ListRuns(context.Background(), store.RunFilter{After: after})
 		require.NoError(t, err)
 		if len(page) == 0 {
-			return out
+			return out, files
 		}
 		for _, r := range page {
 			require.NotContains(t, out, r.RunID, "one row per run")
-			b, err := os.ReadFile(filepath.Join(c.data, r.RawPath))
-			require.NoError(t, err, "raw file of %s", r.RunID)
+			var b []byte
+			if r.RawPath == store.RawInline {
+				b, err = st.GetRaw(context.Background(), r.RunID)
+			} else {
+				files++
+				b, err = os.ReadFile(filepath.Join(c.data, r.RawPath))
+			}
+			require.NoError(t, err, "raw upload of %s", r.RunID)
 			out[r.RunID] = b
 		}
 		after = page[len(page)-1].Seq

@@ -15,17 +15,20 @@ import (
 //go:embed migrations
 var migrations embed.FS
 
-// seqPK is an auto-numbered primary key in each dialect; the one place the
-// migrations differ.
-var seqPK = map[dialect]string{
-	sqliteDialect:   "INTEGER PRIMARY KEY AUTOINCREMENT",
-	postgresDialect: "BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY",
-}
+// seqPK is an auto-numbered primary key in each dialect and blobType a
+// column of bytes: the places the migrations differ.
+var (
+	seqPK = map[dialect]string{
+		sqliteDialect:   "INTEGER PRIMARY KEY AUTOINCREMENT",
+		postgresDialect: "BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY",
+	}
+	blobType = map[dialect]string{sqliteDialect: "BLOB", postgresDialect: "BYTEA"}
+)
 
 // migrate applies the embedded migrations newer than the recorded version,
 // each in its own transaction (a small goose-like migrator: files
 // NNNN_name.sql, statements separated by ";" at the end of a line,
-// {{seq_pk}} replaced by the dialect's auto-numbered key).
+// {{seq_pk}} and {{blob}} replaced by the dialect's types).
 func migrate(ctx context.Context, db *sql.DB, d dialect, lock func(*sql.Tx) error) error {
 	if _, err := db.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS schema_migrations (version BIGINT PRIMARY KEY, applied_at BIGINT NOT NULL)`); err != nil {
 		return fmt.Errorf("migrations table: %w", err)
@@ -46,7 +49,7 @@ func migrate(ctx context.Context, db *sql.DB, d dialect, lock func(*sql.Tx) erro
 		if err != nil {
 			return err
 		}
-		sql := strings.ReplaceAll(string(body), "{{seq_pk}}", seqPK[d])
+		sql := strings.NewReplacer("{{seq_pk}}", seqPK[d], "{{blob}}", blobType[d]).Replace(string(body))
 		if err := applyOne(ctx, db, d, v, sql, lock); err != nil {
 			return fmt.Errorf("migration %s: %w", f.Name(), err)
 		}

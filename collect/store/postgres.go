@@ -28,7 +28,11 @@ func openPostgres(ctx context.Context, dsn string) (Store, error) {
 		db.Close()
 		return nil, fmt.Errorf("postgres: %w", err)
 	}
-	s := &sqlStore{d: postgresDialect, db: db, wdb: db}
+	s := newSQLStore(postgresDialect, db, db)
+	if err := s.warm(ctx); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("postgres: %w", err)
+	}
 	// Group commit here too: one WAL flush per batch, not per upload
 	// (47.7 uploads/s with a transaction each, 200 clients; see
 	// docs/benchmarks.md).

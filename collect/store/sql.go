@@ -27,6 +27,17 @@ type sqlStore struct {
 	wdb *sql.DB // the writer: SQLite's single connection; db on PostgreSQL
 	put func(ctx context.Context, r Run, rep Report) (Run, Outcome, error)
 	end func()
+	// rq and wq run the upload path's statements prepared once, on db
+	// and on wdb (newSQLStore).
+	rq, wq *stmts
+}
+
+func newSQLStore(d dialect, db, wdb *sql.DB) *sqlStore {
+	s := &sqlStore{d: d, db: db, wdb: wdb, rq: newStmts(db), wq: newStmts(wdb)}
+	if wdb == db {
+		s.wq = s.rq
+	}
+	return s
 }
 
 // Open opens (creating and migrating) the store named by dsn:
@@ -83,12 +94,36 @@ func (s *sqlStore) PutRun(ctx context.Context, r Run, rep Report) (Run, Outcome,
 	return s.put(ctx, r, rep)
 }
 
-// putTx stores one run inside tx; the caller commits.
-func (s *sqlStore) putTx(ctx context.Context, tx *sql.Tx, r Run, rep Report) (Run, Outcome, error) {
-	var seq int64
-	err := tx.QueryRowContext(ctx, s.q(`INSERT INTO runs (run_id, probe_id, command, schema_version, status, parsed,
+// The statements of the upload path, prepared once (warm).
+const (
+	qInsertRun = `INSERT INTO runs (run_id, probe_id, command, schema_version, status, parsed,
 		started_at, finished_at, records, bytes, sha256, raw_path, content_type, upload_path, stored_at)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (run_id) DO NOTHING RETURNING seq`),
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (run_id) DO NOTHING RETURNING seq`
+	qInsertRaw  = `INSERT INTO raw_inline (run_id, body) VALUES (?, ?)`
+	qInsertPath = `INSERT INTO paths (run_id, name, kind) VALUES (?, ?, ?) ON CONFLICT DO NOTHING`
+	qSeenRun    = `UPDATE probes SET last_seen = ?, backlog = ?, dropped = dropped + ?, runs = runs + 1, last_status = ? WHERE name = ?`
+	qSeen       = `UPDATE probes SET last_seen = ?, backlog = ?, dropped = dropped + ? WHERE name = ?`
+	qGetRun     = `SELECT ` + runColumns + ` FROM runs WHERE run_id = ?`
+	qGetPaths   = `SELECT name, kind FROM paths WHERE run_id = ? ORDER BY name`
+)
+
+// warm prepares the upload path's statements on the writer before any
+// transaction needs them (SQLite's writer has one connection: a statement
+// cannot be prepared on it while a transaction holds it).
+func (s *sqlStore) warm(ctx context.Context) error {
+	for _, q := range []string{qInsertRun, qInsertRaw, qInsertPath, qSeenRun, qSeen, qGetRun, qGetPaths} {
+		if _, err := s.wq.stmt(ctx, s.q(q)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// putTx stores one run inside tx; the caller commits.
+func (s *sqlStore) putTx(ctx context.Context, sqlTx *sql.Tx, r Run, rep Report) (Run, Outcome, error) {
+	tx := s.wq.in(sqlTx)
+	var seq int64
+	err := tx.QueryRowContext(ctx, s.q(qInsertRun),
 		r.RunID, r.ProbeID, r.Command, r.SchemaVersion, r.Status, r.Parsed, nanos(r.StartedAt), nanos(r.FinishedAt),
 		r.Records, r.Bytes, r.SHA256, r.RawPath, r.ContentType, r.UploadPath, nanos(r.StoredAt)).Scan(&seq)
 	switch {
@@ -108,8 +143,14 @@ func (s *sqlStore) putTx(ctx context.Context, tx *sql.Tx, r Run, rep Report) (Ru
 		return Run{}, 0, fmt.Errorf("insert run: %w", err)
 	}
 	r.Seq = seq
+	if r.RawPath == RawInline {
+		if _, err := tx.ExecContext(ctx, s.q(qInsertRaw), r.RunID, r.Raw); err != nil {
+			return Run{}, 0, fmt.Errorf("insert raw body: %w", err)
+		}
+		r.Raw = nil
+	}
 	for _, p := range r.Paths {
-		if _, err := tx.ExecContext(ctx, s.q(`INSERT INTO paths (run_id, name, kind) VALUES (?, ?, ?) ON CONFLICT DO NOTHING`),
+		if _, err := tx.ExecContext(ctx, s.q(qInsertPath),
 			r.RunID, p.Name, p.Kind); err != nil {
 			return Run{}, 0, fmt.Errorf("insert path: %w", err)
 		}
@@ -133,10 +174,10 @@ func (s *sqlStore) seenTx(ctx context.Context, q querier, rep Report, status str
 	}
 	var err error
 	if status != "" {
-		_, err = q.ExecContext(ctx, s.q(`UPDATE probes SET last_seen = ?, backlog = ?, dropped = dropped + ?, runs = runs + 1, last_status = ? WHERE name = ?`),
+		_, err = q.ExecContext(ctx, s.q(qSeenRun),
 			nanos(rep.Seen), rep.Backlog, rep.Dropped, status, rep.Probe)
 	} else {
-		_, err = q.ExecContext(ctx, s.q(`UPDATE probes SET last_seen = ?, backlog = ?, dropped = dropped + ? WHERE name = ?`),
+		_, err = q.ExecContext(ctx, s.q(qSeen),
 			nanos(rep.Seen), rep.Backlog, rep.Dropped, rep.Probe)
 	}
 	if err != nil {
@@ -158,14 +199,14 @@ func scanRun(sc interface{ Scan(...any) error }) (Run, error) {
 }
 
 func (s *sqlStore) getRun(ctx context.Context, q querier, runID string) (Run, error) {
-	r, err := scanRun(q.QueryRowContext(ctx, s.q(`SELECT `+runColumns+` FROM runs WHERE run_id = ?`), runID))
+	r, err := scanRun(q.QueryRowContext(ctx, s.q(qGetRun), runID))
 	if errors.Is(err, sql.ErrNoRows) {
 		return Run{}, ErrNotFound
 	}
 	if err != nil {
 		return Run{}, fmt.Errorf("get run: %w", err)
 	}
-	rows, err := q.QueryContext(ctx, s.q(`SELECT name, kind FROM paths WHERE run_id = ? ORDER BY name`), runID)
+	rows, err := q.QueryContext(ctx, s.q(qGetPaths), runID)
 	if err != nil {
 		return Run{}, fmt.Errorf("get paths: %w", err)
 	}
@@ -181,7 +222,19 @@ func (s *sqlStore) getRun(ctx context.Context, q querier, runID string) (Run, er
 }
 
 func (s *sqlStore) GetRun(ctx context.Context, runID string) (Run, error) {
-	return s.getRun(ctx, s.db, runID)
+	return s.getRun(ctx, s.rq, runID)
+}
+
+func (s *sqlStore) GetRaw(ctx context.Context, runID string) ([]byte, error) {
+	var b []byte
+	err := s.rq.QueryRowContext(ctx, s.q(`SELECT body FROM raw_inline WHERE run_id = ?`), runID).Scan(&b)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, ErrNotFound
+	}
+	if err != nil {
+		return nil, fmt.Errorf("get raw body: %w", err)
+	}
+	return b, nil
 }
 
 // MaxPage bounds one page of ListRuns.
@@ -259,7 +312,7 @@ func (s *sqlStore) Revoke(ctx context.Context, name string, now time.Time) error
 
 func (s *sqlStore) LookupToken(ctx context.Context, hash string) (Token, error) {
 	t := Token{Hash: hash}
-	err := s.db.QueryRowContext(ctx, s.q(`SELECT name, role FROM tokens WHERE hash = ? AND revoked_at IS NULL`), hash).Scan(&t.Name, &t.Role)
+	err := s.rq.QueryRowContext(ctx, s.q(`SELECT name, role FROM tokens WHERE hash = ? AND revoked_at IS NULL`), hash).Scan(&t.Name, &t.Role)
 	if errors.Is(err, sql.ErrNoRows) {
 		return Token{}, ErrNotFound
 	}
@@ -306,6 +359,8 @@ func (s *sqlStore) Close() error {
 	if s.end != nil {
 		s.end()
 	}
+	s.rq.close()
+	s.wq.close()
 	err := s.db.Close()
 	if s.wdb != s.db {
 		err = errors.Join(err, s.wdb.Close())

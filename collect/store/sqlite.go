@@ -40,7 +40,11 @@ func openSQLite(ctx context.Context, dsn string) (Store, error) {
 		return nil, err
 	}
 	rdb.SetMaxOpenConns(4)
-	s := &sqlStore{d: sqliteDialect, db: rdb, wdb: wdb}
+	s := newSQLStore(sqliteDialect, rdb, wdb)
+	if err := s.warm(ctx); err != nil {
+		s.Close()
+		return nil, fmt.Errorf("sqlite %s: %w", path, err)
+	}
 	startBatcher(s)
 	return s, nil
 }

@@ -17,6 +17,9 @@ var (
 	ErrExists   = errors.New("already exists")
 )
 
+// RawInline is the RawPath of a run whose raw body is in the database.
+const RawInline = "inline"
+
 // Outcome of storing a run's index row.
 type Outcome int
 
@@ -44,11 +47,16 @@ type Run struct {
 	Records       int64     `json:"records"`
 	Bytes         int64     `json:"bytes"`
 	SHA256        string    `json:"sha256"`
-	RawPath       string    `json:"-"`
-	ContentType   string    `json:"content_type"`
-	UploadPath    string    `json:"upload_path,omitempty"`
-	StoredAt      time.Time `json:"stored_at"`
-	Paths         []Path    `json:"paths,omitempty"`
+	// RawPath is the raw upload's file under the data directory, or
+	// RawInline when the body is kept in the database (GetRaw).
+	RawPath string `json:"-"`
+	// Raw, when RawPath is RawInline, is the body PutRun stores with the
+	// row (not filled by reads: GetRaw).
+	Raw         []byte    `json:"-"`
+	ContentType string    `json:"content_type"`
+	UploadPath  string    `json:"upload_path,omitempty"`
+	StoredAt    time.Time `json:"stored_at"`
+	Paths       []Path    `json:"paths,omitempty"`
 }
 
 // Path is one measured path of a run.
@@ -105,6 +113,8 @@ type Store interface {
 	// stored row and Duplicate or Conflict.
 	PutRun(ctx context.Context, r Run, rep Report) (Run, Outcome, error)
 	GetRun(ctx context.Context, runID string) (Run, error)
+	// GetRaw returns the body of a run stored inline; ErrNotFound if none.
+	GetRaw(ctx context.Context, runID string) ([]byte, error)
 	ListRuns(ctx context.Context, f RunFilter) ([]Run, error)
 	// AddProbe enrols a probe with its token; ErrExists if the name is taken.
 	AddProbe(ctx context.Context, name, tokenHash string, now time.Time) error

@@ -70,6 +70,40 @@ func Run(t *testing.T, newDSN func(t *testing.T) string) {
 		assert.Equal(t, t0.Add(time.Second), *ps[0].LastSeen)
 	})
 
+	t.Run("RawInline", func(t *testing.T) {
+		dsn := newDSN(t)
+		s := open(t, dsn)
+		require.NoError(t, s.AddProbe(ctx, "pi1", "h1", t0))
+		body := []byte("{\"type\":\"run\"}\x00\xff binary-safe")
+		r := run("r1", "pi1", "aaa", 1)
+		r.RawPath, r.Raw = store.RawInline, body
+		got, o, err := s.PutRun(ctx, r, store.Report{})
+		require.NoError(t, err)
+		require.Equal(t, store.Stored, o)
+		assert.Nil(t, got.Raw, "the body is not carried back")
+		// A duplicate does not store the body twice, a conflict not at all.
+		_, o, err = s.PutRun(ctx, r, store.Report{})
+		require.NoError(t, err)
+		assert.Equal(t, store.Duplicate, o)
+		r2 := r
+		r2.SHA256, r2.Raw = "bbb", []byte("other")
+		_, o, err = s.PutRun(ctx, r2, store.Report{})
+		require.NoError(t, err)
+		assert.Equal(t, store.Conflict, o)
+		require.NoError(t, s.Close())
+
+		s = open(t, dsn) // durable across a reopen
+		defer s.Close()
+		back, err := s.GetRun(ctx, "r1")
+		require.NoError(t, err)
+		assert.Equal(t, store.RawInline, back.RawPath)
+		b, err := s.GetRaw(ctx, "r1")
+		require.NoError(t, err)
+		assert.Equal(t, body, b)
+		_, err = s.GetRaw(ctx, "nope")
+		assert.ErrorIs(t, err, store.ErrNotFound)
+	})
+
 	t.Run("ListFiltersAndPages", func(t *testing.T) {
 		s := open(t, newDSN(t))
 		defer s.Close()
