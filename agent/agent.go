@@ -24,7 +24,7 @@ import (
 )
 
 // Agent is one probe's scheduler. Exec runs one measurement to its end;
-// Upload drains the spool.
+// Upload drains the spool under the schedule's upload policy (its Path).
 type Agent struct {
 	URL    string
 	Token  string
@@ -32,7 +32,7 @@ type Agent struct {
 	HTTP   *http.Client
 	Dir    string // schedule.json, state.json, agent.lock
 	Exec   func(ctx context.Context, t api.Task) error
-	Upload func(ctx context.Context) error
+	Upload func(ctx context.Context, p api.UploadPolicy) error
 	Logger *slog.Logger
 	Now    func() time.Time
 	// Jitter returns a uniform duration in [0, d) (tests fix it).
@@ -138,9 +138,11 @@ func (a *Agent) get(ctx context.Context, etag string) (*cached, error) {
 	return &cached{ETag: resp.Header.Get("ETag"), Schedule: s}, nil
 }
 
-// state is when each task is next due.
+// state is when each task is next due, and when the spool was last
+// uploaded (the upload policy's Every counts from it).
 type state struct {
-	Next map[string]time.Time `json:"next"`
+	Next       map[string]time.Time `json:"next"`
+	LastUpload time.Time            `json:"last_upload,omitzero"`
 }
 
 // RunOnce runs every task that is due now, one after the other, then
@@ -185,19 +187,24 @@ func (a *Agent) RunOnce(ctx context.Context) ([]string, error) {
 		}
 		ran = append(ran, t.Name)
 		next[t.Name] = a.now().Add(time.Duration(t.Every) + a.jitter(time.Duration(t.Spread)))
-		b, _ := json.Marshal(state{Next: next})
+		b, _ := json.Marshal(state{Next: next, LastUpload: st.LastUpload})
 		if err := fsutil.WriteFileAtomic(statePath, b, 0o600); err != nil {
 			return ran, err
 		}
 	}
-	b, _ := json.Marshal(state{Next: next})
+	st.Next = next
+	if a.Upload != nil && ctx.Err() == nil && sched.Upload.Due(a.now(), st.LastUpload) {
+		// Only a drained spool restarts Every: a failed upload (an outage)
+		// is tried again at the next pass.
+		if err := a.Upload(ctx, sched.Upload); err != nil {
+			errs = append(errs, err)
+		} else {
+			st.LastUpload = a.now()
+		}
+	}
+	b, _ := json.Marshal(st)
 	if err := fsutil.WriteFileAtomic(statePath, b, 0o600); err != nil {
 		return ran, err
-	}
-	if a.Upload != nil && ctx.Err() == nil {
-		if err := a.Upload(ctx); err != nil {
-			errs = append(errs, err)
-		}
 	}
 	return ran, errors.Join(errs...)
 }

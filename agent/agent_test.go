@@ -3,6 +3,7 @@ package agent
 import (
 	"bytes"
 	"context"
+	"errors"
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
@@ -99,7 +100,7 @@ func TestAgentSchedule(t *testing.T) {
 			ran = append(ran, task.Name+" "+strings.Join(task.Args, " "))
 			return nil
 		},
-		Upload: func(context.Context) error { uploads++; return nil },
+		Upload: func(context.Context, api.UploadPolicy) error { uploads++; return nil },
 		Logger: slogTo(&logs)}
 	ctx := context.Background()
 
@@ -159,4 +160,44 @@ func TestAgentLockAndBadSchedules(t *testing.T) {
 	assert.True(t, tk.InWindows(time.Date(2026, 1, 1, 23, 0, 0, 0, time.UTC)))
 	assert.True(t, tk.InWindows(time.Date(2026, 1, 1, 1, 59, 0, 0, time.UTC)))
 	assert.False(t, tk.InWindows(time.Date(2026, 1, 1, 2, 0, 0, 0, time.UTC)))
+}
+
+// TestAgentUploadPolicy: the schedule's upload policy spaces uploads by
+// its every (counted from the last successful one), holds them outside its
+// windows, and hands its path to the uploader.
+func TestAgentUploadPolicy(t *testing.T) {
+	f := newFleet(t)
+	f.setSchedule(t, "*", `{"tasks":[{"name":"p","command":"run","every":"1h"}],
+	 "upload":{"every":"3h","windows":["00:00-20:00"],"path":"wlan0"}}`)
+	now := time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC)
+	var uploads []string
+	fail := false
+	a := &Agent{URL: f.url, Token: f.tok, Probe: "pi1", Dir: t.TempDir(),
+		Now:  func() time.Time { return now },
+		Exec: func(context.Context, api.Task) error { return nil },
+		Upload: func(_ context.Context, p api.UploadPolicy) error {
+			uploads = append(uploads, now.Format("15:04")+" "+p.Path)
+			if fail {
+				return errors.New("uplink down")
+			}
+			return nil
+		}}
+	ctx := context.Background()
+	for i := 0; i < 9; i++ { // 12:00 ... 20:00, one pass an hour
+		fail = i == 3 // 15:00 fails: tried again at 16:00
+		_, err := a.RunOnce(ctx)
+		if fail {
+			require.Error(t, err)
+		}
+		now = now.Add(time.Hour)
+	}
+	assert.Equal(t, []string{"12:00 wlan0", "15:00 wlan0", "16:00 wlan0", "19:00 wlan0"}, uploads,
+		"every 3h from the last success, none at 20:00 (outside the window)")
+
+	for bad, want := range map[string]string{`{"upload":{"every":"-1h"}}`: "schedule: upload: negative every",
+		`{"upload":{"windows":["25:00-01:00"]}}`: "schedule: upload:", `{"upload":{"path":"../etc"}}`: "not an interface name",
+		`{"upload":{"evry":"1h"}}`: `unknown field "evry"`} {
+		_, err := api.ParseSchedule([]byte(bad))
+		assert.ErrorContains(t, err, want, bad)
+	}
 }

@@ -11,8 +11,25 @@ import (
 // Schedule is a probe's fleet schedule: what to measure and how often.
 // The server sets Revision; `mptester agent` runs it.
 type Schedule struct {
-	Revision int64  `json:"revision"`
-	Tasks    []Task `json:"tasks"`
+	Revision int64        `json:"revision"`
+	Tasks    []Task       `json:"tasks"`
+	Upload   UploadPolicy `json:"upload,omitzero"`
+}
+
+// UploadPolicy is when and how the agent uploads the spool: at most once
+// per Every (0: after every pass of the agent), only inside Windows (as a
+// task's; none: any time), bound to the interface Path when set (keep
+// uploads off a metered LTE path: it overrides the config's upload.path).
+type UploadPolicy struct {
+	Every   Duration `json:"every,omitempty"`
+	Windows []string `json:"windows,omitempty"`
+	Path    string   `json:"path,omitempty"`
+}
+
+// Due says whether an upload is due at now after the last one (zero:
+// never uploaded).
+func (p UploadPolicy) Due(now, last time.Time) bool {
+	return inWindows(p.Windows, now) && (p.Every == 0 || last.IsZero() || !now.Before(last.Add(time.Duration(p.Every))))
 }
 
 // Task is one measuring command run every Every plus a uniform random
@@ -75,6 +92,17 @@ func ParseSchedule(b []byte) (Schedule, error) {
 		}
 		seen[t.Name] = true
 	}
+	switch {
+	case s.Upload.Every < 0:
+		return Schedule{}, fmt.Errorf("schedule: upload: negative every")
+	case strings.ContainsAny(s.Upload.Path, " /\\"):
+		return Schedule{}, fmt.Errorf("schedule: upload: path %q is not an interface name", s.Upload.Path)
+	}
+	for _, w := range s.Upload.Windows {
+		if _, _, err := ParseWindow(w); err != nil {
+			return Schedule{}, fmt.Errorf("schedule: upload: %w", err)
+		}
+	}
 	return s, nil
 }
 
@@ -102,12 +130,14 @@ func ParseWindow(w string) (from, to int, err error) {
 }
 
 // InWindows says whether t (UTC) falls in any window; no windows: always.
-func (t Task) InWindows(now time.Time) bool {
-	if len(t.Windows) == 0 {
+func (t Task) InWindows(now time.Time) bool { return inWindows(t.Windows, now) }
+
+func inWindows(windows []string, now time.Time) bool {
+	if len(windows) == 0 {
 		return true
 	}
 	m := now.UTC().Hour()*60 + now.UTC().Minute()
-	for _, w := range t.Windows {
+	for _, w := range windows {
 		from, to, err := ParseWindow(w)
 		if err != nil {
 			continue

@@ -105,7 +105,13 @@ func agentRun(opts *Options) error {
 			}
 			return err
 		},
-		Upload: func(ctx context.Context) error { return opts.F.Upload(ctx, set, sp) },
+		Upload: func(ctx context.Context, p api.UploadPolicy) error {
+			s := set
+			if p.Path != "" {
+				s.Path = p.Path
+			}
+			return opts.F.Upload(ctx, s, sp)
+		},
 	}
 	for {
 		ran, err := a.RunOnce(ctx)
