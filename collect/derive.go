@@ -43,56 +43,71 @@ type derivedLine struct {
 	PathBytes []store.PathBytes `json:"path_bytes"`
 }
 
-func addDerived(d *store.Derived, raw []byte) error {
+func addDerived(sink store.DerivedSink, raw []byte) error {
 	var l derivedLine
 	if err := json.Unmarshal(raw, &l); err != nil {
 		return err
 	}
 	switch l.Type {
 	case "probe":
-		d.Probes = append(d.Probes, l.SurveyProbe)
+		return sink.Probe(l.SurveyProbe)
 	case "summary":
 		for _, c := range l.Cells {
-			d.Cells = append(d.Cells, store.SurveyCell{ProbePath: c.ProbePath, ResolvePath: c.ResolvePath, Targets: c.Targets,
-				Responsive: c.Responsive, Unresponsive: c.Unresponsive, UnresponsivePct: c.UnresponsivePct, RTTP50ms: c.RTT.P50, RTTMeanms: c.RTT.Mean})
+			if err := sink.Cell(store.SurveyCell{ProbePath: c.ProbePath, ResolvePath: c.ResolvePath, Targets: c.Targets,
+				Responsive: c.Responsive, Unresponsive: c.Unresponsive, UnresponsivePct: c.UnresponsivePct, RTTP50ms: c.RTT.P50, RTTMeanms: c.RTT.Mean}); err != nil {
+				return err
+			}
 		}
 	case "pattern_test": // patterns.RecordType
 		pb := l.PathBytes
 		if pb == nil {
 			pb = []store.PathBytes{}
 		}
-		d.Tests = append(d.Tests, store.PatternTest{Index: l.Index, Pattern: l.Config.Pattern, Transport: l.Config.Transport,
+		return sink.Test(store.PatternTest{Index: l.Index, Pattern: l.Config.Pattern, Transport: l.Config.Transport,
 			Path: l.Config.Path, Status: l.Status, Invalid: l.Invalid, PathBytes: pb})
 	}
 	return nil
 }
 
+// collected is a DerivedSink that keeps the rows (Derive's result).
+type collected struct{ d *store.Derived }
+
+func (c collected) Cell(x store.SurveyCell) error   { c.d.Cells = append(c.d.Cells, x); return nil }
+func (c collected) Probe(x store.SurveyProbe) error { c.d.Probes = append(c.d.Probes, x); return nil }
+func (c collected) Test(x store.PatternTest) error  { c.d.Tests = append(c.d.Tests, x); return nil }
+
 // Derive reads a stored run (JSON Lines or one document) into its derived
 // rows. Records of types the tables do not hold are skipped.
 func Derive(r io.Reader, contentType string) (store.Derived, error) {
 	var d store.Derived
+	err := DeriveTo(collected{&d}, r, contentType)
+	return d, err
+}
+
+// DeriveTo streams a stored run's derived rows into sink.
+func DeriveTo(sink store.DerivedSink, r io.Reader, contentType string) error {
 	if contentType == "application/json" {
 		var doc struct {
 			Records []json.RawMessage `json:"records"`
 		}
 		if err := json.NewDecoder(r).Decode(&doc); err != nil {
-			return d, fmt.Errorf("derive: %w", err)
+			return fmt.Errorf("derive: %w", err)
 		}
 		for i, rec := range doc.Records {
-			if err := addDerived(&d, rec); err != nil {
-				return d, fmt.Errorf("derive: record %d: %w", i, err)
+			if err := addDerived(sink, rec); err != nil {
+				return fmt.Errorf("derive: record %d: %w", i, err)
 			}
 		}
-		return d, nil
+		return nil
 	}
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 0, 64<<10), report.MaxLineSize)
 	for n := 1; sc.Scan(); n++ {
-		if err := addDerived(&d, sc.Bytes()); err != nil {
-			return d, fmt.Errorf("derive: line %d: %w", n, err)
+		if err := addDerived(sink, sc.Bytes()); err != nil {
+			return fmt.Errorf("derive: line %d: %w", n, err)
 		}
 	}
-	return d, sc.Err()
+	return sc.Err()
 }
 
 // Reindex rebuilds the derived rows of one stored run from its raw file.
@@ -105,11 +120,13 @@ func (s *Server) Reindex(ctx context.Context, run store.Run) error {
 		return err
 	}
 	defer f.Close()
-	d, err := Derive(f, run.ContentType)
+	err = s.cfg.Store.PutDerivedStream(ctx, run.RunID, func(sink store.DerivedSink) error {
+		return DeriveTo(sink, f, run.ContentType)
+	})
 	if err != nil {
 		return fmt.Errorf("run %s: %w", run.RunID, err)
 	}
-	return s.cfg.Store.PutDerived(ctx, run.RunID, d)
+	return nil
 }
 
 // ReindexAll rebuilds every run's derived rows and returns how many runs

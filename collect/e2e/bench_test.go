@@ -5,6 +5,7 @@ package e2e
 import (
 	"bytes"
 	"context"
+	"database/sql"
 	"fmt"
 	"io"
 	"net/http"
@@ -253,4 +254,44 @@ func (c *countingBody) Read(p []byte) (int, error) {
 	n, err := c.ReadCloser.Read(p)
 	c.n.Add(int64(n))
 	return n, err
+}
+
+// BenchmarkIngestPeakRSS: one survey stream at a time, of growing size, to
+// a fresh collector each; the collector's peak RSS (VmHWM) once the
+// upload is receipted and its derived rows are in, so streaming ingest
+// and the streamed derived tables show as a constant, not as the size.
+func BenchmarkIngestPeakRSS(b *testing.B) {
+	for _, mb := range []int{10, 40, 120} {
+		b.Run(fmt.Sprintf("%dMB", mb), func(b *testing.B) {
+			for i := 0; i < b.N; i++ {
+				b.StopTimer()
+				data := filepath.Join(b.TempDir(), "data")
+				c := newCollector(b, data, "")
+				p := newProbe(b, c, "bench", "")
+				c.start()
+				body := surveyStream(mb << 20)
+				id := uuid.NewString()
+				spoolFixture(b, p.spool, id, bytes.ReplaceAll(body, []byte("0f8c3f6e-3c1a-4c36-9a55-1f2d1c5e7a10"), []byte(id)))
+				records := bytes.Count(body, []byte(`"type":"probe"`))
+				b.StartTimer()
+				code, _, err := p.uploadOnce(context.Background())
+				require.NoError(b, err)
+				require.Zero(b, code)
+				// The derived rows are filled after the receipt: wait for them.
+				db, err := sql.Open("sqlite", filepath.Join(data, "collect.db"))
+				require.NoError(b, err)
+				deadline := time.Now().Add(3 * time.Minute)
+				for n := 0; n < records; time.Sleep(200 * time.Millisecond) {
+					require.NoError(b, db.QueryRow(`SELECT COUNT(*) FROM survey_probes`).Scan(&n))
+					require.True(b, time.Now().Before(deadline), "derived rows: %d of %d", n, records)
+				}
+				b.StopTimer()
+				db.Close()
+				b.ReportMetric(peakRSSMB(c), "server_peak_RSS_MB")
+				b.ReportMetric(serverCPU(c), "server_cpu_s")
+				c.kill()
+				b.StartTimer()
+			}
+		})
+	}
 }

@@ -57,43 +57,113 @@ type PathBytes struct {
 
 var derivedTables = []string{"survey_cells", "survey_probes", "pattern_path_bytes", "pattern_tests"}
 
+// DerivedSink takes a run's derived rows one at a time, so a survey's
+// hundreds of thousands of probe records never sit in memory together.
+type DerivedSink interface {
+	Cell(SurveyCell) error
+	Probe(SurveyProbe) error
+	Test(PatternTest) error
+}
+
+// Fill returns d's rows as a fill function for PutDerivedStream.
+func (d Derived) Fill(sink DerivedSink) error {
+	for _, c := range d.Cells {
+		if err := sink.Cell(c); err != nil {
+			return err
+		}
+	}
+	for _, p := range d.Probes {
+		if err := sink.Probe(p); err != nil {
+			return err
+		}
+	}
+	for _, t := range d.Tests {
+		if err := sink.Test(t); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // PutDerived replaces runID's rows in the derived tables.
 func (s *sqlStore) PutDerived(ctx context.Context, runID string, d Derived) error {
+	return s.PutDerivedStream(ctx, runID, d.Fill)
+}
+
+// PutDerivedStream replaces runID's rows in the derived tables with what
+// fill gives its sink, in one transaction.
+func (s *sqlStore) PutDerivedStream(ctx context.Context, runID string, fill func(DerivedSink) error) error {
 	return s.inTx(ctx, func(tx *sql.Tx) error {
 		for _, t := range derivedTables {
 			if _, err := tx.ExecContext(ctx, s.q(`DELETE FROM `+t+` WHERE run_id = ?`), runID); err != nil {
 				return fmt.Errorf("clear %s: %w", t, err)
 			}
 		}
-		for _, c := range d.Cells {
-			if _, err := tx.ExecContext(ctx, s.q(`INSERT INTO survey_cells (run_id, probe_path, resolve_path, targets, responsive, unresponsive,
-				unresponsive_pct, rtt_p50_ms, rtt_mean_ms) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`),
-				runID, c.ProbePath, c.ResolvePath, c.Targets, c.Responsive, c.Unresponsive, c.UnresponsivePct, c.RTTP50ms, c.RTTMeanms); err != nil {
-				return fmt.Errorf("insert cell: %w", err)
+		k := &derivedTx{ctx: ctx, runID: runID}
+		// One statement each for the whole transaction: tx.StmtContext per
+		// row would keep a statement per row until the commit.
+		q := s.wq.in(tx)
+		for _, p := range []struct {
+			st    **sql.Stmt
+			query string
+		}{{&k.cell, qInsertCell}, {&k.probe, qInsertProbe}, {&k.test, qInsertTest}, {&k.pathBytes, qInsertPathBytes}} {
+			st, err := q.stmt(ctx, s.q(p.query))
+			if err != nil {
+				return err
 			}
+			*p.st = st
 		}
-		for i, p := range d.Probes {
-			if _, err := tx.ExecContext(ctx, s.q(`INSERT INTO survey_probes (run_id, seq, probe_path, resolve_path, address, method, sent, received,
-				responsive, valid) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`),
-				runID, i, p.ProbePath, p.ResolvePath, p.Address, p.Method, p.Sent, p.Received, p.Responsive, p.Valid); err != nil {
-				return fmt.Errorf("insert probe record: %w", err)
-			}
-		}
-		for _, t := range d.Tests {
-			if _, err := tx.ExecContext(ctx, s.q(`INSERT INTO pattern_tests (run_id, idx, pattern, transport, path, status, invalid)
-				VALUES (?, ?, ?, ?, ?, ?, ?)`), runID, t.Index, t.Pattern, t.Transport, t.Path, t.Status, t.Invalid); err != nil {
-				return fmt.Errorf("insert test: %w", err)
-			}
-			for _, b := range t.PathBytes {
-				if _, err := tx.ExecContext(ctx, s.q(`INSERT INTO pattern_path_bytes (run_id, idx, path, bytes_sent, bytes_received)
-					VALUES (?, ?, ?, ?, ?)`), runID, t.Index, b.Path, b.Sent, b.Received); err != nil {
-					return fmt.Errorf("insert path bytes: %w", err)
-				}
-			}
-		}
-		return nil
+		return fill(k)
 	})
 }
+
+// derivedTx inserts derived rows inside PutDerivedStream's transaction.
+type derivedTx struct {
+	ctx                          context.Context
+	runID                        string
+	cell, probe, test, pathBytes *sql.Stmt
+	probes                       int64
+}
+
+func (k *derivedTx) Cell(c SurveyCell) error {
+	if _, err := k.cell.ExecContext(k.ctx, k.runID, c.ProbePath, c.ResolvePath, c.Targets, c.Responsive,
+		c.Unresponsive, c.UnresponsivePct, c.RTTP50ms, c.RTTMeanms); err != nil {
+		return fmt.Errorf("insert cell: %w", err)
+	}
+	return nil
+}
+
+func (k *derivedTx) Probe(p SurveyProbe) error {
+	if _, err := k.probe.ExecContext(k.ctx, k.runID, k.probes, p.ProbePath, p.ResolvePath, p.Address,
+		p.Method, p.Sent, p.Received, p.Responsive, p.Valid); err != nil {
+		return fmt.Errorf("insert probe record: %w", err)
+	}
+	k.probes++
+	return nil
+}
+
+func (k *derivedTx) Test(t PatternTest) error {
+	if _, err := k.test.ExecContext(k.ctx, k.runID, t.Index, t.Pattern, t.Transport, t.Path, t.Status, t.Invalid); err != nil {
+		return fmt.Errorf("insert test: %w", err)
+	}
+	for _, b := range t.PathBytes {
+		if _, err := k.pathBytes.ExecContext(k.ctx, k.runID, t.Index, b.Path, b.Sent, b.Received); err != nil {
+			return fmt.Errorf("insert path bytes: %w", err)
+		}
+	}
+	return nil
+}
+
+const (
+	qInsertCell = `INSERT INTO survey_cells (run_id, probe_path, resolve_path, targets, responsive, unresponsive,
+		unresponsive_pct, rtt_p50_ms, rtt_mean_ms) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`
+	qInsertProbe = `INSERT INTO survey_probes (run_id, seq, probe_path, resolve_path, address, method, sent, received,
+		responsive, valid) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
+	qInsertTest = `INSERT INTO pattern_tests (run_id, idx, pattern, transport, path, status, invalid)
+		VALUES (?, ?, ?, ?, ?, ?, ?)`
+	qInsertPathBytes = `INSERT INTO pattern_path_bytes (run_id, idx, path, bytes_sent, bytes_received)
+		VALUES (?, ?, ?, ?, ?)`
+)
 
 // GetDerived reads runID's rows back, in their order.
 func (s *sqlStore) GetDerived(ctx context.Context, runID string) (Derived, error) {

@@ -111,7 +111,8 @@ const (
 // transaction needs them (SQLite's writer has one connection: a statement
 // cannot be prepared on it while a transaction holds it).
 func (s *sqlStore) warm(ctx context.Context) error {
-	for _, q := range []string{qInsertRun, qInsertRaw, qInsertPath, qSeenRun, qSeen, qGetRun, qGetPaths} {
+	for _, q := range []string{qInsertRun, qInsertRaw, qInsertPath, qSeenRun, qSeen, qGetRun, qGetPaths,
+		qInsertCell, qInsertProbe, qInsertTest, qInsertPathBytes} {
 		if _, err := s.wq.stmt(ctx, s.q(q)); err != nil {
 			return err
 		}

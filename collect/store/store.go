@@ -130,6 +130,9 @@ type Store interface {
 	// PutDerived replaces a run's rows in the derived tables (survey cells
 	// and probe records, pattern tests with per-path bytes).
 	PutDerived(ctx context.Context, runID string, d Derived) error
+	// PutDerivedStream is PutDerived with the rows given one at a time
+	// to fill's sink (memory bounded whatever the run's size).
+	PutDerivedStream(ctx context.Context, runID string, fill func(DerivedSink) error) error
 	GetDerived(ctx context.Context, runID string) (Derived, error)
 	// PutSchedule stores the next revision of a probe's (or AnyProbe's)
 	// fleet schedule; GetSchedule falls back to AnyProbe's.
