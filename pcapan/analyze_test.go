@@ -4,6 +4,9 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"flag"
+	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -28,8 +31,8 @@ func scenario(tb testing.TB) []byte {
 	ms := time.Millisecond
 	// Initial subflow, 20 ms round trip.
 	s.tcp(seg{src: C1, dst: S, syn: true, seq: 1000, opts: [][]byte{capSYN()}, tsval: 100})
-	s.after(20*ms).tcp(seg{src: S, dst: C1, syn: true, ack: true, seq: 5000, ackn: 1001, opts: [][]byte{capSYNACK(keyS)}, tsval: 900, tsecr: 100})
-	s.after(100*time.Microsecond).tcp(seg{src: C1, dst: S, ack: true, seq: 1001, ackn: 5001, opts: [][]byte{capACK(keyC, keyS)}, tsval: 101, tsecr: 900})
+	s.after(20 * ms).tcp(seg{src: S, dst: C1, syn: true, ack: true, seq: 5000, ackn: 1001, opts: [][]byte{capSYNACK(keyS)}, tsval: 900, tsecr: 100})
+	s.after(100 * time.Microsecond).tcp(seg{src: C1, dst: S, ack: true, seq: 1001, ackn: 5001, opts: [][]byte{capACK(keyC, keyS)}, tsval: 101, tsecr: 900})
 	// Up: 3000 bytes in one mapping over three segments (8-byte DSN, none, 4-byte DSN with checksum).
 	s.after(ms).tcp(seg{src: C1, dst: S, ack: true, seq: 1001, ackn: 5001, payload: 1000, opts: [][]byte{dss8(1, ic+1, 1, 3000)}, tsval: 102, tsecr: 900})
 	s.tcp(seg{src: C1, dst: S, ack: true, seq: 2001, ackn: 5001, payload: 1000, tsval: 102, tsecr: 900})
@@ -38,7 +41,7 @@ func scenario(tb testing.TB) []byte {
 	for i := uint32(0); i < 10; i++ {
 		s.after(ms).tcp(seg{src: S, dst: C1, ack: true, seq: 5001 + i*1000, ackn: 4001, payload: 1000,
 			opts: [][]byte{dss8(uint32(ic+3001), is+1+uint64(i)*1000, 1+i*1000, 1000)}, tsval: 1000 + i, tsecr: 102})
-		s.after(20*ms).tcp(seg{src: C1, dst: S, ack: true, seq: 4001, ackn: 5001 + (i+1)*1000, tsval: 200 + i, tsecr: 1000 + i})
+		s.after(20 * ms).tcp(seg{src: C1, dst: S, ack: true, seq: 4001, ackn: 5001 + (i+1)*1000, tsval: 200 + i, tsecr: 1000 + i})
 	}
 	// The last one again on the same subflow: a retransmission, not new data.
 	s.after(ms).tcp(seg{src: S, dst: C1, ack: true, seq: 5001 + 9000, ackn: 4001, payload: 1000,
@@ -47,8 +50,8 @@ func scenario(tb testing.TB) []byte {
 	// Join subflow, 40 ms round trip, carrying 5000 new bytes down and
 	// reinjecting 2000 bytes first sent on the initial subflow.
 	s.after(ms).tcp(seg{src: C2, dst: S, syn: true, seq: 7000, opts: [][]byte{joinSYN(Token(keyS), false)}, tsval: 300})
-	s.after(40*ms).tcp(seg{src: S, dst: C2, syn: true, ack: true, seq: 9000, ackn: 7001, opts: [][]byte{joinSYNACK()}, tsval: 400, tsecr: 300})
-	s.after(50*time.Microsecond).tcp(seg{src: C2, dst: S, ack: true, seq: 7001, ackn: 9001, opts: [][]byte{joinACK()}, tsval: 301, tsecr: 400})
+	s.after(40 * ms).tcp(seg{src: S, dst: C2, syn: true, ack: true, seq: 9000, ackn: 7001, opts: [][]byte{joinSYNACK()}, tsval: 400, tsecr: 300})
+	s.after(50 * time.Microsecond).tcp(seg{src: C2, dst: S, ack: true, seq: 7001, ackn: 9001, opts: [][]byte{joinACK()}, tsval: 301, tsecr: 400})
 	for i := uint32(0); i < 5; i++ {
 		s.after(ms).tcp(seg{src: S, dst: C2, ack: true, seq: 9001 + i*1000, ackn: 7001, payload: 1000,
 			opts: [][]byte{dss8(uint32(ic+3001), is+1+10000+uint64(i)*1000, 1+i*1000, 1000)}, tsval: 401, tsecr: 301})
@@ -59,7 +62,7 @@ func scenario(tb testing.TB) []byte {
 	}
 	// Backup join: established, carries nothing.
 	s.after(ms).tcp(seg{src: C3, dst: S, syn: true, seq: 100, opts: [][]byte{joinSYN(Token(keyS), true)}, tsval: 500})
-	s.after(30*ms).tcp(seg{src: S, dst: C3, syn: true, ack: true, seq: 200, ackn: 101, opts: [][]byte{joinSYNACK()}, tsval: 600, tsecr: 500})
+	s.after(30 * ms).tcp(seg{src: S, dst: C3, syn: true, ack: true, seq: 200, ackn: 101, opts: [][]byte{joinSYNACK()}, tsval: 600, tsecr: 500})
 	s.tcp(seg{src: C3, dst: S, ack: true, seq: 101, ackn: 201, opts: [][]byte{joinACK()}, tsval: 501, tsecr: 600})
 	// Close every subflow.
 	for _, x := range []struct {
@@ -73,7 +76,7 @@ func scenario(tb testing.TB) []byte {
 	// Plain TCP, 1234 bytes up (sent twice), 4321 down.
 	P, W := "198.18.0.1:40100", "198.18.1.1:80"
 	s.after(ms).tcp(seg{src: P, dst: W, syn: true, seq: 1, noTS: true})
-	s.after(10*ms).tcp(seg{src: W, dst: P, syn: true, ack: true, seq: 100, ackn: 2, noTS: true})
+	s.after(10 * ms).tcp(seg{src: W, dst: P, syn: true, ack: true, seq: 100, ackn: 2, noTS: true})
 	s.tcp(seg{src: P, dst: W, ack: true, seq: 2, ackn: 101, noTS: true})
 	s.tcp(seg{src: P, dst: W, ack: true, seq: 2, ackn: 101, payload: 1234, noTS: true})
 	s.after(ms).tcp(seg{src: P, dst: W, ack: true, seq: 2, ackn: 101, payload: 1234, noTS: true})
@@ -200,4 +203,28 @@ func TestTruncatedAndMalformed(t *testing.T) {
 	assert.Equal(t, int64(1), pe.Packet)
 	assert.Contains(t, err.Error(), "data offset")
 	assert.True(t, errors.Is(err, ErrInput))
+}
+
+var update = flag.Bool("update", false, "rewrite the golden files")
+
+func TestGolden(t *testing.T) {
+	capture := scenario(t)
+	if *update {
+		// The command's tests read the same capture.
+		require.NoError(t, os.WriteFile(filepath.Join("testdata", "scenario.pcap"), capture, 0o644))
+	}
+	r, err := Analyze(context.Background(), bytes.NewReader(capture), Options{})
+	require.NoError(t, err)
+	r.File = "scenario.pcap"
+	for _, f := range Formats {
+		var b bytes.Buffer
+		require.NoError(t, Render(&b, f, []*Report{r}))
+		golden := filepath.Join("testdata", "scenario."+f)
+		if *update {
+			require.NoError(t, os.WriteFile(golden, b.Bytes(), 0o644))
+		}
+		want, err := os.ReadFile(golden)
+		require.NoError(t, err)
+		assert.Equal(t, string(want), b.String(), "%s differs; -update rewrites it", golden)
+	}
 }

@@ -30,9 +30,11 @@ func cat(bs ...[]byte) []byte {
 	return o
 }
 
-func capSYN() []byte              { return mpOpt(SubCapable, 1, 0x81) }
-func capSYNACK(k uint64) []byte   { return mpOpt(SubCapable, 1, cat([]byte{0x81}, be64(k))...) }
-func capACK(ks, kr uint64) []byte { return mpOpt(SubCapable, 1, cat([]byte{0x81}, be64(ks), be64(kr))...) }
+func capSYN() []byte            { return mpOpt(SubCapable, 1, 0x81) }
+func capSYNACK(k uint64) []byte { return mpOpt(SubCapable, 1, cat([]byte{0x81}, be64(k))...) }
+func capACK(ks, kr uint64) []byte {
+	return mpOpt(SubCapable, 1, cat([]byte{0x81}, be64(ks), be64(kr))...)
+}
 func joinSYN(tok uint32, backup bool) []byte {
 	var l uint8
 	if backup {
@@ -73,13 +75,13 @@ func newSynth(tb testing.TB) *synth {
 func (s *synth) after(d time.Duration) *synth { s.t = s.t.Add(d); return s }
 
 type seg struct {
-	src, dst         string // ip:port
-	syn, ack, fin    bool
-	seq, ackn        uint32
-	payload          int
-	opts             [][]byte
-	tsval, tsecr     uint32
-	noTS             bool
+	src, dst      string // ip:port
+	syn, ack, fin bool
+	seq, ackn     uint32
+	payload       int
+	opts          [][]byte
+	tsval, tsecr  uint32
+	noTS          bool
 }
 
 func splitHP(tb testing.TB, hp string) (net.IP, uint16) {
