@@ -124,9 +124,9 @@ func TestScenarioExact(t *testing.T) {
 	assert.Equal(t, 0, mp.FirstDataDir)
 	require.Len(t, mp.Subflows, 3)
 	s0, s1, s2 := mp.Subflows[0], mp.Subflows[1], mp.Subflows[2]
-	assert.Equal(t, DirBytes{Packets: 16, Payload: 3000, Data: 3000}, s0.Dir[0])
-	assert.Equal(t, DirBytes{Packets: 13, Payload: 11000, Data: 10000, Retransmitted: 1000}, s0.Dir[1])
-	assert.Equal(t, DirBytes{Packets: 9, Payload: 7000, Data: 5000, Reinjected: 2000}, s1.Dir[1])
+	assert.Equal(t, DirBytes{Packets: 16, Wire: 56 + 72 + (72 + 1000) + (52 + 1000) + (68 + 1000) + 10*52 + 52, Payload: 3000, Data: 3000}, s0.Dir[0])
+	assert.Equal(t, DirBytes{Packets: 13, Wire: 64 + 11*(72+1000) + 52, Payload: 11000, Data: 10000, Retransmitted: 1000}, s0.Dir[1])
+	assert.Equal(t, DirBytes{Packets: 9, Wire: 68 + 7*(72+1000) + 52, Payload: 7000, Data: 5000, Reinjected: 2000}, s1.Dir[1])
 	assert.Equal(t, int64(0), s2.Dir[0].Data+s2.Dir[1].Data)
 	assert.True(t, s2.Backup)
 	assert.False(t, s1.Backup)

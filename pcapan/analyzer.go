@@ -315,6 +315,7 @@ func (a *analyzer) tcp(p *packet, t int64, iface string) error {
 			ds.high = end
 		}
 	}
+	f.sub.Dir[f.cdir(d)].Wire += int64(p.IPLen)
 	a.account(f, d, rel, n, newBytes, t)
 	if p.TCPFlags&flagRST != 0 {
 		f.closed, f.rst = true, true

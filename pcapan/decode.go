@@ -67,6 +67,7 @@ type packet struct {
 	TCPFlags  uint8
 	Seq, Ack  uint32
 	Payload   int    // bytes after the transport header, from the IP length
+	IPLen     int    // the IP packet's length (headers included)
 	Data      []byte // captured payload bytes (UDP: for QUIC)
 	HasTS     bool
 	TSval     uint32
@@ -182,6 +183,7 @@ func decodeIP(ver int, b []byte, wire int, p *packet) (bool, error) {
 			return false, nil
 		}
 		l4, l4wire = b[ihl:min(len(b), total)], total-ihl
+		p.IPLen = total
 	case 6:
 		if len(b) < 40 {
 			p.snapShort = true
@@ -215,6 +217,7 @@ func decodeIP(ver int, b []byte, wire int, p *packet) (bool, error) {
 			break
 		}
 		p.Proto = nh
+		p.IPLen = 40 + plen
 		l4, l4wire = b[min(off, len(b)):min(len(b), 40+plen)], 40+plen-off
 	default:
 		return false, fmt.Errorf("%w: IP version %d", errMalformed, ver)

@@ -33,8 +33,8 @@ func Render(w io.Writer, format string, reps []*Report) error {
 
 var csvHeader = []string{"file", "conn", "kind", "conn_client", "conn_server", "duration_s", "subflow", "client", "server",
 	"join", "backup", "interface", "handshake_rtt_ms", "ts_rtt_up_mean_ms", "ts_rtt_down_mean_ms",
-	"up_payload", "up_data", "up_reinjected", "up_retransmitted", "up_unmapped",
-	"down_payload", "down_data", "down_reinjected", "down_retransmitted", "down_unmapped", "closed"}
+	"up_wire", "up_payload", "up_data", "up_reinjected", "up_retransmitted", "up_unmapped",
+	"down_wire", "down_payload", "down_data", "down_reinjected", "down_retransmitted", "down_unmapped", "closed"}
 
 // renderCSV writes one row per subflow (a plain TCP connection is one).
 func renderCSV(w io.Writer, reps []*Report) error {
@@ -49,7 +49,7 @@ func renderCSV(w io.Writer, reps []*Report) error {
 					s.Client, s.Server, strconv.FormatBool(s.Join), strconv.FormatBool(s.Backup), s.Interface,
 					f(s.HandshakeRTT), f(s.TSRTT[0].Mean), f(s.TSRTT[1].Mean)}
 				for _, d := range s.Dir {
-					row = append(row, i(d.Payload), i(d.Data), i(d.Reinjected), i(d.Retransmitted), i(d.Unmapped))
+					row = append(row, i(d.Wire), i(d.Payload), i(d.Data), i(d.Reinjected), i(d.Retransmitted), i(d.Unmapped))
 				}
 				row = append(row, s.Closed)
 				cw.Write(row)

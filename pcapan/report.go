@@ -108,6 +108,9 @@ type Subflow struct {
 // DirBytes counts one direction of a subflow.
 type DirBytes struct {
 	Packets int64 `json:"packets"`
+	// Wire is the IP bytes of every packet (headers included), what a
+	// link's byte counter sees.
+	Wire int64 `json:"wire"`
 	// Payload is every TCP payload byte, retransmissions included.
 	Payload int64 `json:"payload"`
 	// Data is the data bytes first carried by this subflow (see Connection.Data).
