@@ -83,9 +83,17 @@ func (qt *quicTracker) packet(p *packet, t int64, wire int) {
 		if qc == nil && len(s) > 0 {
 			qc = qt.byCID[string(s)]
 		}
+		// A new connection starts with the client's padded Initial (RFC
+		// 9000 §14.1) whose DCID, chosen at random, is at least 8 bytes
+		// (§7.2); anything else with unknown IDs (a server answering a
+		// zero-length client ID, as quic-go clients use) belongs to its path.
+		fresh := p.Payload >= 1200 && b[0]&0x30 == 0 && len(d) >= 8
+		if qc == nil && !fresh {
+			qc = qt.byPath[k]
+		}
 		if qc == nil {
-			if p.Payload < 1200 || b[0]&0x30 != 0 {
-				return // a new connection starts with a padded Initial (RFC 9000 §14.1)
+			if !fresh {
+				return
 			}
 			qt.nextID++
 			qc = &quicConn{paths: map[flowKey]bool{}, q: &QUICConn{ID: qt.nextID, Version: fmt.Sprintf("0x%08x", v), Start: time.Unix(0, t).UTC()}}
