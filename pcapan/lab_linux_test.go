@@ -3,13 +3,10 @@
 package pcapan
 
 import (
-	"bufio"
 	"context"
 	"encoding/binary"
-	"fmt"
 	"io"
 	"net"
-	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -55,55 +52,14 @@ func download(t *testing.T, n int64, mid func()) {
 }
 
 // capture starts tcpdump in the Internet namespace; the returned stop
-// ends it (SIGINT, so it flushes) and returns the file.
+// ends it and returns the file.
 func capture(t *testing.T, l *labtest.Lab) func() string {
 	t.Helper()
 	file := filepath.Join(t.TempDir(), "lab.pcap")
-	ctx, cancel := context.WithCancel(context.Background())
-	cmd, err := l.Command(ctx, "server", "tcpdump", "-i", "any", "-s", "200", "-B", "32768", "--immediate-mode", "-U", "-w", file, "tcp", "port", strconv.Itoa(lab.PortSrc))
+	cmd, err := l.Command(context.Background(), "server", tcpdumpArgs("any", file, "tcp", "port", strconv.Itoa(lab.PortSrc))...)
 	require.NoError(t, err)
-	stderr, err := cmd.StderrPipe()
-	require.NoError(t, err)
-	require.NoError(t, cmd.Start())
-	sc := bufio.NewScanner(stderr)
-	for sc.Scan() && !strings.Contains(sc.Text(), "listening on") {
-	}
-	tail := make(chan string, 1)
-	go func() {
-		var b strings.Builder
-		for sc.Scan() {
-			b.WriteString(sc.Text() + "; ")
-		}
-		tail <- b.String()
-	}()
-	return func() string {
-		// tcpdump exits on SIGINT without reading what is still queued
-		// for it: wait until the file has stopped growing (a loaded host
-		// lets it fall behind).
-		var last int64 = -1
-		for stable, deadline := 0, time.Now().Add(15*time.Second); stable < 4 && time.Now().Before(deadline); {
-			time.Sleep(250 * time.Millisecond)
-			st, err := os.Stat(file)
-			if err == nil && st.Size() == last {
-				stable++
-			} else if err == nil {
-				stable, last = 0, st.Size()
-			}
-		}
-		_ = cmd.Process.Signal(os.Interrupt)
-		_ = cmd.Wait()
-		cancel()
-		// "N packets dropped by kernel" must be 0: a lossy capture is no truth.
-		s := <-tail
-		t.Logf("tcpdump: %s", s)
-		require.Contains(t, s, " 0 packets dropped by kernel", "tcpdump lost packets")
-		var captured, received int
-		if i := strings.Index(s, " packets captured"); i >= 0 {
-			fmt.Sscanf(s, "%d packets captured; %d packets received by filter", &captured, &received)
-		}
-		require.Equal(t, received, captured, "tcpdump did not write every packet it received")
-		return file
-	}
+	stop := startTcpdump(t, cmd, file, 1)
+	return func() string { stop(); return file }
 }
 
 func pathOf(s *Subflow) string {

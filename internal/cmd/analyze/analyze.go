@@ -140,13 +140,5 @@ func analyzeRun(ctx context.Context, opts *Options) error {
 	if err := pcapan.Render(&b, opts.Format, reps); err != nil {
 		return err
 	}
-	w, closeOut, err := cmdutil.CreateOutput("--output", opts.Output, opts.IO.Out)
-	if err != nil {
-		return err
-	}
-	if _, err := w.Write(b.Bytes()); err != nil {
-		closeOut()
-		return err
-	}
-	return closeOut()
+	return cmdutil.WriteOutput("--output", opts.Output, opts.IO.Out, b.Bytes())
 }
