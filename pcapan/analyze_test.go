@@ -2,6 +2,7 @@ package pcapan
 
 import (
 	"bytes"
+	"compress/gzip"
 	"context"
 	"errors"
 	"flag"
@@ -116,6 +117,7 @@ func TestScenarioExact(t *testing.T) {
 	assert.True(t, mp.Handshake)
 	assert.Equal(t, "198.18.0.1:40000", mp.Client)
 	assert.Equal(t, [2]int64{3000, 15000}, mp.Data)
+	assert.Equal(t, [2]int64{0, 0}, mp.Missing)
 	assert.Equal(t, [2]int64{0, 2}, mp.Reinjections)
 	assert.Equal(t, [2]int64{0, 2000}, mp.ReinjectedBytes)
 	assert.Equal(t, 2, mp.PathsWithData)
@@ -227,4 +229,37 @@ func TestGolden(t *testing.T) {
 		require.NoError(t, err)
 		assert.Equal(t, string(want), b.String(), "%s differs; -update rewrites it", golden)
 	}
+}
+
+// TestMissingData: a segment the capture did not show (of three in one
+// mapping) is data sequence space below the highest byte seen that no
+// segment carried.
+func TestMissingData(t *testing.T) {
+	s := newSynth(t)
+	C, S := "198.18.0.1:40000", "198.18.1.1:443"
+	ic := IDSN(keyC)
+	s.tcp(seg{src: C, dst: S, syn: true, seq: 1000, opts: [][]byte{capSYN()}})
+	s.tcp(seg{src: S, dst: C, syn: true, ack: true, seq: 5000, ackn: 1001, opts: [][]byte{capSYNACK(keyS)}})
+	s.tcp(seg{src: C, dst: S, ack: true, seq: 1001, ackn: 5001, opts: [][]byte{capACK(keyC, keyS)}})
+	s.tcp(seg{src: C, dst: S, ack: true, seq: 1001, ackn: 5001, payload: 1000, opts: [][]byte{dss8(1, ic+1, 1, 3000)}})
+	// seq 2001..3000 not captured
+	s.tcp(seg{src: C, dst: S, ack: true, seq: 3001, ackn: 5001, payload: 1000})
+	r, err := Analyze(context.Background(), bytes.NewReader(s.buf.Bytes()), Options{})
+	require.NoError(t, err)
+	require.Len(t, r.Connections, 1)
+	assert.Equal(t, [2]int64{2000, 0}, r.Connections[0].Data)
+	assert.Equal(t, [2]int64{1000, 0}, r.Connections[0].Missing)
+}
+
+// TestGzipPcap: a gzip'd pcap reads as the pcap does.
+func TestGzipPcap(t *testing.T) {
+	var z bytes.Buffer
+	zw := gzip.NewWriter(&z)
+	_, err := zw.Write(scenario(t))
+	require.NoError(t, err)
+	require.NoError(t, zw.Close())
+	r, err := Analyze(context.Background(), &z, Options{})
+	require.NoError(t, err)
+	assert.Equal(t, int64(64), r.Packets)
+	assert.Equal(t, 1, r.Summary.MPTCP)
 }

@@ -734,6 +734,15 @@ func (a *analyzer) emitMP(mc *mpConn) {
 			mc.last = f.last
 		}
 	}
+	for cd := 0; cd < 2; cd++ {
+		if mc.hasKey[cd] && mc.hasHigh[cd] {
+			var got int64
+			for _, s := range c.Subflows {
+				got += s.Dir[cd].Data
+			}
+			c.Missing[cd] = max(0, int64(mc.high[cd]-(mc.idsn[cd]+1))-got)
+		}
+	}
 	mc.cover = [2][]interval{}
 	c.Start, c.End = time.Unix(0, mc.first).UTC(), time.Unix(0, mc.last).UTC()
 	c.Duration = ms(mc.last-mc.first) / 1000

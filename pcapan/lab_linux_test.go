@@ -114,6 +114,7 @@ func theConn(t *testing.T, rep *Report) *Connection {
 	require.True(t, c.Handshake)
 	// The transfer's own truth: 8 bytes asked, labN sent, each counted once.
 	assert.Equal(t, [2]int64{8, labN}, c.Data, "data bytes up, down")
+	assert.Equal(t, [2]int64{0, 0}, c.Missing, "data sequence space the capture did not show")
 	for _, s := range c.Subflows {
 		for d, db := range s.Dir {
 			assert.Zero(t, db.Unmapped, "subflow %d dir %d: payload no mapping covers", s.Index, d)

@@ -34,10 +34,11 @@ func tcpdumpArgs(iface, file string, filter ...string) []string {
 // returned stop waits until the file stops growing (tcpdump exits on
 // SIGINT without reading what is still queued for it, and a loaded host
 // lets it fall behind), ends it, and requires that it wrote every packet
-// it received (each received dup times: twice on lo, where the kernel
-// hands a packet to the capture socket out and in and libpcap keeps one)
-// and the kernel dropped none: a lossy capture is no truth. It returns the
-// number of packets written.
+// it received (dup 1; 0 skips the check: on lo the kernel hands a packet
+// to the capture socket out and in, libpcap keeps one, and the count of
+// what it received does not say how many it kept) and the kernel dropped
+// none: a lossy capture is no truth. It returns the number of packets
+// written.
 func startTcpdump(t *testing.T, cmd *exec.Cmd, file string, dup int) func() int {
 	t.Helper()
 	if os.Geteuid() != 0 {
@@ -78,7 +79,9 @@ func startTcpdump(t *testing.T, cmd *exec.Cmd, file string, dup int) func() int 
 		var captured, received, dropped int
 		fmt.Sscanf(s, "%d packets captured; %d packets received by filter; %d packets dropped by kernel", &captured, &received, &dropped)
 		require.Zero(t, dropped, "tcpdump: %s", s)
-		require.Equal(t, received, dup*captured, "tcpdump: %s", s)
+		if dup > 0 {
+			require.Equal(t, received, dup*captured, "tcpdump: %s", s)
+		}
 		return captured
 	}
 }
@@ -94,7 +97,7 @@ func TestLoopbackQUIC(t *testing.T) {
 	port := ln.Addr().(*net.UDPAddr).Port
 	file := filepath.Join(t.TempDir(), "lo.pcap")
 	argv := tcpdumpArgs("lo", file, "udp", "port", strconv.Itoa(port))
-	stop := startTcpdump(t, exec.Command(argv[0], argv[1:]...), file, 2)
+	stop := startTcpdump(t, exec.Command(argv[0], argv[1:]...), file, 0)
 	go func() {
 		for {
 			c, err := ln.Accept(context.Background())

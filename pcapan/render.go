@@ -82,6 +82,9 @@ func renderText(w io.Writer, reps []*Report) error {
 					p("  first data on subflow %d (%s)", c.FirstDataSubflow, [2]string{"up", "down"}[c.FirstDataDir])
 				}
 			}
+			if c.Missing[0]+c.Missing[1] > 0 {
+				p("  NOT IN CAPTURE: %d B up, %d B down of data sequence space", c.Missing[0], c.Missing[1])
+			}
 			if !c.Handshake {
 				p("  (handshake not in capture)")
 			}

@@ -63,6 +63,11 @@ type Connection struct {
 	// once (relative to the IDSN, each byte counted once however often it
 	// was sent); for plain TCP the subflow sequence space likewise.
 	Data [2]int64 `json:"data_bytes"`
+	// Missing is data sequence space between the IDSN and the highest
+	// byte seen that no captured segment carried (capture loss, or a
+	// capture started late); 0 for a complete capture of an MPTCP
+	// connection whose keys were seen.
+	Missing [2]int64 `json:"missing_bytes"`
 	// Reinjections per direction (001 §IV-B): segments carrying data
 	// sequence numbers already sent on another subflow, and those bytes.
 	Reinjections     [2]int64    `json:"reinjections"`
