@@ -248,6 +248,12 @@ func (a *analyzer) tcp(p *packet, t int64, iface string) error {
 		a.endFlow(f)
 		f = nil
 	}
+	if f == nil && !syn && p.Payload == 0 {
+		// An empty segment of a flow we do not know (the last ACK or a RST
+		// after the flow was freed, a keepalive) starts no connection.
+		a.rep.Stray++
+		return nil
+	}
 	if f == nil {
 		f = &flow{client: p.Src, first: t, id: a.id()}
 		if syn && ack {

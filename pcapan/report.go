@@ -21,6 +21,7 @@ type Report struct {
 	UDPPackets  int64         `json:"udp_packets"`
 	Other       int64         `json:"other_packets"`       // not IP, not TCP/UDP, or IP fragments
 	SnapShort   int64         `json:"snaplen_cut_packets"` // headers cut by the snapshot length
+	Stray       int64         `json:"stray_tcp_packets"`   // empty segments of no known flow (late ACKs, RSTs)
 	First       time.Time     `json:"first"`
 	Last        time.Time     `json:"last"`
 	Connections []*Connection `json:"connections"`
