@@ -167,7 +167,8 @@ func TestScenarioExact(t *testing.T) {
 	assert.Len(t, r.QUIC[0].Paths, 2)
 	assert.Equal(t, int64(7), r.QUIC[0].Packets)
 	assert.Len(t, r.QUIC[1].Paths, 1)
-	assert.Equal(t, Summary{TCP: 2, MPTCP: 1, MPTCPWithReinject: 1, ReinjectedBytes: 2000, QUIC: 2, QUICPaths: 3,
+	assert.Equal(t, [2]int{1, 2}, mp.PathsWithDataDir)
+	assert.Equal(t, Summary{TCP: 2, MPTCP: 1, MPTCPWithReinject: 1, MPTCPSinglePathDir: [2]int{1, 0}, MPTCPWithDataDir: [2]int{1, 1}, ReinjectedBytes: 2000, QUIC: 2, QUICPaths: 3,
 		PerAddress: []AddrBytes{{"198.18.0.1", [2]int64{3000, 10000}}, {"198.18.2.1", [2]int64{0, 5000}}, {"198.18.3.1", [2]int64{0, 0}}}}, r.Summary)
 }
 
@@ -266,4 +267,35 @@ func TestGzipPcap(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, int64(65), r.Packets)
 	assert.Equal(t, 1, r.Summary.MPTCP)
+}
+
+// TestJoinFromServer: a subflow the server opens (its MP_JOIN carries the
+// client's token) is counted in the connection's directions: what the
+// server sends on it is down, and its client-side address is the
+// connection client's.
+func TestJoinFromServer(t *testing.T) {
+	s := newSynth(t)
+	C, C2, S, S2 := "198.18.0.1:40000", "198.18.2.1:40001", "198.18.1.1:443", "198.18.1.1:50000"
+	is := IDSN(keyS)
+	s.tcp(seg{src: C, dst: S, syn: true, seq: 1000, opts: [][]byte{capSYN()}})
+	s.tcp(seg{src: S, dst: C, syn: true, ack: true, seq: 5000, ackn: 1001, opts: [][]byte{capSYNACK(keyS)}})
+	s.tcp(seg{src: C, dst: S, ack: true, seq: 1001, ackn: 5001, opts: [][]byte{capACK(keyC, keyS)}})
+	s.tcp(seg{src: S2, dst: C2, syn: true, seq: 70, opts: [][]byte{joinSYN(Token(keyC), false)}})
+	s.tcp(seg{src: C2, dst: S2, syn: true, ack: true, seq: 90, ackn: 71, opts: [][]byte{joinSYNACK()}})
+	s.tcp(seg{src: S2, dst: C2, ack: true, seq: 71, ackn: 91, opts: [][]byte{joinACK()}})
+	s.tcp(seg{src: S2, dst: C2, ack: true, seq: 71, ackn: 91, payload: 700, opts: [][]byte{dss8(1, is+1, 1, 700)}})
+	s.tcp(seg{src: S, dst: C, ack: true, seq: 5001, ackn: 1001, payload: 300, opts: [][]byte{dss8(1, is+701, 1, 300)}})
+	r, err := Analyze(context.Background(), bytes.NewReader(s.buf.Bytes()), Options{})
+	require.NoError(t, err)
+	require.Len(t, r.Connections, 1)
+	c := r.Connections[0]
+	require.Len(t, c.Subflows, 2)
+	j := c.Subflows[1]
+	assert.Equal(t, S2, j.Client, "the join's SYN sender")
+	assert.Equal(t, int64(700), j.Dir[1].Data, "down on the server's subflow")
+	assert.Equal(t, [2]int64{0, 1000}, c.Data)
+	assert.Equal(t, [2]int64{0, 0}, c.Missing)
+	assert.Equal(t, 1, c.FirstDataSubflow)
+	assert.Equal(t, 1, c.FirstDataDir)
+	assert.Equal(t, []AddrBytes{{"198.18.0.1", [2]int64{0, 300}}, {"198.18.2.1", [2]int64{0, 700}}}, c.PerAddress)
 }

@@ -764,6 +764,11 @@ func (a *analyzer) finishConn(c *Connection) {
 		if s.Dir[0].Data+s.Dir[1].Data > 0 {
 			c.PathsWithData++
 		}
+		for d := 0; d < 2; d++ {
+			if s.Dir[d].Data > 0 {
+				c.PathsWithDataDir[d]++
+			}
+		}
 		c.Data[0] += s.Dir[0].Data
 		c.Data[1] += s.Dir[1].Data
 		host := hostOf(s.Client)
@@ -788,6 +793,14 @@ func (a *analyzer) finishConn(c *Connection) {
 		sm.MPTCP++
 		if c.SinglePath {
 			sm.MPTCPSinglePath++
+		}
+		for d := 0; d < 2; d++ {
+			if c.PathsWithDataDir[d] > 0 {
+				sm.MPTCPWithDataDir[d]++
+			}
+			if c.PathsWithDataDir[d] == 1 {
+				sm.MPTCPSinglePathDir[d]++
+			}
 		}
 		if c.Reinjections[0]+c.Reinjections[1] > 0 {
 			sm.MPTCPWithReinject++

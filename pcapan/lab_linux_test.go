@@ -169,6 +169,7 @@ func TestLabAnalyzeBytesPerPath(t *testing.T) {
 	c := theConn(t, rep)
 	require.Len(t, c.Subflows, 2)
 	assert.Equal(t, 2, c.PathsWithData)
+	assert.Equal(t, [2]int{1, 2}, c.PathsWithDataDir, "8 bytes up on one path, the download on both")
 	assert.Equal(t, "wlan0", pathOf(c.Subflows[0]), "the initial subflow follows the default route")
 	assert.Equal(t, "wwan0", pathOf(c.Subflows[1]))
 	assert.Equal(t, 0, c.FirstDataSubflow)
@@ -195,6 +196,7 @@ func TestLabAnalyzeBackupCarriesNothing(t *testing.T) {
 	assert.True(t, b.Backup, "MP_JOIN with the backup bit")
 	assert.Zero(t, b.Dir[0].Data+b.Dir[1].Data, "the backup subflow carried data")
 	assert.True(t, c.SinglePath)
+	assert.Equal(t, [2]int{1, 1}, c.PathsWithDataDir)
 	checkPaths(t, c, before, after)
 	compareTshark(t, file, rep)
 }

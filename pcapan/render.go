@@ -68,6 +68,10 @@ func renderText(w io.Writer, reps []*Report) error {
 		p("%s: %d packets (%d TCP of which %d stray, %d UDP, %d other, %d cut by snaplen), %s\n", r.File, r.Packets, r.TCPPackets, r.Stray, r.UDPPackets, r.Other, r.SnapShort, r.Last.Sub(r.First).Round(time.Millisecond))
 		p("connections: %d MPTCP (%d used one path only, %d with reinjections, %d bytes reinjected), %d TCP, %d QUIC on %d paths\n",
 			sm.MPTCP, sm.MPTCPSinglePath, sm.MPTCPWithReinject, sm.ReinjectedBytes, sm.TCP, sm.QUIC, sm.QUICPaths)
+		if sm.MPTCP > 0 {
+			p("MPTCP data over one path only: up %d of %d connections with data up, down %d of %d\n",
+				sm.MPTCPSinglePathDir[0], sm.MPTCPWithDataDir[0], sm.MPTCPSinglePathDir[1], sm.MPTCPWithDataDir[1])
+		}
 		if len(sm.PerAddress) > 0 {
 			p("MPTCP data bytes per client address:\n\taddress\tup\tdown\n")
 			for _, a := range sm.PerAddress {

@@ -32,13 +32,17 @@ type Report struct {
 
 // Summary aggregates the connections of a capture as study 001 §IV-B does.
 type Summary struct {
-	TCP               int   `json:"tcp_connections"`
-	MPTCP             int   `json:"mptcp_connections"`
-	MPTCPSinglePath   int   `json:"mptcp_single_path"` // MPTCP connections whose data went over one subflow only
-	MPTCPWithReinject int   `json:"mptcp_with_reinjections"`
-	ReinjectedBytes   int64 `json:"reinjected_bytes"`
-	QUIC              int   `json:"quic_connections"`
-	QUICPaths         int   `json:"quic_paths"`
+	TCP             int `json:"tcp_connections"`
+	MPTCP           int `json:"mptcp_connections"`
+	MPTCPSinglePath int `json:"mptcp_single_path"` // MPTCP connections whose data went over one subflow only
+	// Per direction: MPTCP connections with data up (down) that sent it
+	// over one subflow only, and those with data in that direction.
+	MPTCPSinglePathDir [2]int `json:"mptcp_single_path_dir"`
+	MPTCPWithDataDir   [2]int `json:"mptcp_with_data_dir"`
+	MPTCPWithReinject  int    `json:"mptcp_with_reinjections"`
+	ReinjectedBytes    int64  `json:"reinjected_bytes"`
+	QUIC               int    `json:"quic_connections"`
+	QUICPaths          int    `json:"quic_paths"`
 	// Bytes per client-side address over all MPTCP connections (data bytes,
 	// both directions), the "bytes per interface" of 001 Fig. 4c.
 	PerAddress []AddrBytes `json:"mptcp_bytes_per_address"`
@@ -74,6 +78,7 @@ type Connection struct {
 	Reinjections     [2]int64    `json:"reinjections"`
 	ReinjectedBytes  [2]int64    `json:"reinjected_bytes"`
 	PathsWithData    int         `json:"paths_with_data"`
+	PathsWithDataDir [2]int      `json:"paths_with_data_dir"` // per direction: 001 Fig. 4 counts the upstream
 	SinglePath       bool        `json:"single_path"`
 	FirstDataSubflow int         `json:"first_data_subflow"` // index into Subflows, -1 if no data
 	FirstDataDir     int         `json:"first_data_dir"`
