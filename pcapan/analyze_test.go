@@ -299,3 +299,26 @@ func TestJoinFromServer(t *testing.T) {
 	assert.Equal(t, 1, c.FirstDataDir)
 	assert.Equal(t, []AddrBytes{{"198.18.0.1", [2]int64{0, 300}}, {"198.18.2.1", [2]int64{0, 700}}}, c.PerAddress)
 }
+
+// TestCoverBounded: a connection whose scheduler switches subflow on every
+// segment keeps at most maxIntervals ranges per direction; every byte is
+// still counted once, and data resent from the forgotten (merged) part
+// counts as retransmitted, not reinjected.
+func TestCoverBounded(t *testing.T) {
+	a := newAnalyzer(Options{})
+	mc := &mpConn{c: &Connection{FirstDataSubflow: -1}}
+	fs := [2]*flow{{sub: &Subflow{Index: 0}}, {sub: &Subflow{Index: 1}}}
+	const n = 3 * maxIntervals
+	for i := uint64(0); i < n; i++ {
+		a.cover(mc, fs[i&1], 1, i*100, i*100+100, 0)
+		if len(mc.cover[1]) > maxIntervals {
+			t.Fatalf("%d ranges after %d segments", len(mc.cover[1]), i+1)
+		}
+	}
+	assert.Equal(t, int64(n*100), fs[0].sub.Dir[1].Data+fs[1].sub.Dir[1].Data)
+	a.cover(mc, fs[1], 1, 0, 100, 0) // first sent on subflow 0, long forgotten
+	assert.Equal(t, int64(100), fs[1].sub.Dir[1].Retransmitted)
+	a.cover(mc, fs[1], 1, (n-2)*100, (n-1)*100, 0) // recent, sent on subflow 0
+	assert.Equal(t, int64(100), fs[1].sub.Dir[1].Reinjected)
+	assert.Equal(t, int64(1), mc.c.Reinjections[1])
+}
