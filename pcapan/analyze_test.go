@@ -4,13 +4,17 @@ import (
 	"bytes"
 	"compress/gzip"
 	"context"
+	"encoding/binary"
 	"errors"
 	"flag"
+	"io"
 	"os"
 	"path/filepath"
 	"testing"
 	"time"
 
+	"github.com/gopacket/gopacket/layers"
+	"github.com/gopacket/gopacket/pcapgo"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -321,4 +325,64 @@ func TestCoverBounded(t *testing.T) {
 	a.cover(mc, fs[1], 1, (n-2)*100, (n-1)*100, 0) // recent, sent on subflow 0
 	assert.Equal(t, int64(100), fs[1].sub.Dir[1].Reinjected)
 	assert.Equal(t, int64(1), mc.c.Reinjections[1])
+}
+
+// TestLinkTypes: the scenario rewritten with each link-layer header this
+// package reads (Linux cooked v1 and v2, raw IP, BSD loopback) analyses
+// exactly as over Ethernet.
+func TestLinkTypes(t *testing.T) {
+	want, err := Analyze(context.Background(), bytes.NewReader(scenario(t)), Options{})
+	require.NoError(t, err)
+	for _, lt := range []struct {
+		name string
+		lt   layers.LinkType
+		hdr  func(v6 bool) []byte
+	}{
+		{"sll", layers.LinkTypeLinuxSLL, func(v6 bool) []byte {
+			h := make([]byte, 16)
+			binary.BigEndian.PutUint16(h[14:], map[bool]uint16{false: 0x0800, true: 0x86dd}[v6])
+			return h
+		}},
+		{"sll2", layers.LinkTypeLinuxSLL2, func(v6 bool) []byte {
+			h := make([]byte, 20)
+			binary.BigEndian.PutUint16(h[0:], map[bool]uint16{false: 0x0800, true: 0x86dd}[v6])
+			binary.BigEndian.PutUint32(h[4:], 3)
+			return h
+		}},
+		{"raw", layers.LinkTypeRaw, func(bool) []byte { return nil }},
+		{"null", layers.LinkTypeNull, func(v6 bool) []byte {
+			return binary.LittleEndian.AppendUint32(nil, map[bool]uint32{false: 2, true: 30}[v6])
+		}},
+	} {
+		t.Run(lt.name, func(t *testing.T) {
+			in, err := pcapgo.NewReader(bytes.NewReader(scenario(t)))
+			require.NoError(t, err)
+			var out bytes.Buffer
+			w := pcapgo.NewWriter(&out)
+			require.NoError(t, w.WriteFileHeader(65536, lt.lt))
+			for {
+				data, ci, err := in.ReadPacketData()
+				if err == io.EOF {
+					break
+				}
+				require.NoError(t, err)
+				ip := data[14:]
+				b := append(lt.hdr(ip[0]>>4 == 6), ip...)
+				ci.CaptureLength, ci.Length = len(b), len(b)
+				require.NoError(t, w.WritePacket(ci, b))
+			}
+			got, err := Analyze(context.Background(), &out, Options{})
+			require.NoError(t, err)
+			got.LinkTypes = want.LinkTypes
+			if lt.name == "sll2" {
+				for _, c := range got.Connections {
+					for _, s := range c.Subflows {
+						assert.Equal(t, "if3", s.Interface)
+						s.Interface = ""
+					}
+				}
+			}
+			assert.Equal(t, want, got)
+		})
+	}
 }
