@@ -7,6 +7,7 @@ import (
 	"encoding/binary"
 	"io"
 	"net"
+	"net/netip"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -30,10 +31,10 @@ const labN = 3 << 20
 
 // download runs in the client namespace: asks the source server for n
 // bytes over MPTCP and reads them, calling mid once a quarter has arrived.
-func download(t *testing.T, n int64, mid func()) {
+func download(t *testing.T, server netip.Addr, n int64, mid func()) {
 	d := net.Dialer{Timeout: 5 * time.Second}
 	d.SetMultipathTCP(true)
-	c, err := d.Dial("tcp", net.JoinHostPort(lab.Server4.String(), strconv.Itoa(lab.PortSrc)))
+	c, err := d.Dial("tcp", net.JoinHostPort(server.String(), strconv.Itoa(lab.PortSrc)))
 	require.NoError(t, err)
 	defer c.Close()
 	require.NoError(t, c.SetDeadline(time.Now().Add(60*time.Second)))
@@ -65,7 +66,7 @@ func capture(t *testing.T, l *labtest.Lab) func() string {
 func pathOf(s *Subflow) string {
 	for _, name := range lab.PathNames {
 		plan, _ := lab.Plan(name)
-		if strings.HasPrefix(s.Client, plan.Client4.String()+":") {
+		if strings.HasPrefix(s.Client, plan.Client4.String()+":") || strings.HasPrefix(s.Client, "["+plan.Client6.String()+"]:") {
 			return name
 		}
 	}
@@ -74,7 +75,7 @@ func pathOf(s *Subflow) string {
 
 // labRun does one download in a fresh lab and returns the analysis and the
 // emulator's counters over the capture; a nil report in the client's child.
-func labRun(t *testing.T, opts lab.Options, settings map[string][]string, mid func(l *labtest.Lab)) (*Report, string, [2]lab.PathStatus, [2]lab.PathStatus) {
+func labRun(t *testing.T, server netip.Addr, opts lab.Options, settings map[string][]string, mid func(l *labtest.Lab)) (*Report, string, [2]lab.PathStatus, [2]lab.PathStatus) {
 	labtest.Require(t)
 	requireTool(t, "tcpdump")
 	l := labtest.Start(t, opts)
@@ -92,7 +93,7 @@ func labRun(t *testing.T, opts lab.Options, settings map[string][]string, mid fu
 		if mid != nil {
 			m = func() { mid(l) }
 		}
-		download(t, labN, m)
+		download(t, server, labN, m)
 		return nil, "", [2]lab.PathStatus{}, [2]lab.PathStatus{} // the child's work is done
 	}
 	file := stop()
@@ -127,7 +128,8 @@ func theConn(t *testing.T, rep *Report) *Connection {
 // checkPaths compares each path's bytes with the emulator's counters: IP
 // bytes within 0.1% + 1500 B (the emulator also counts what the capture
 // filter leaves out: neighbour discovery, other ports), and the payload
-// between the IP bytes less 80 and less 40 bytes of headers per packet.
+// between the IP bytes less 100 and less 40 bytes of headers per packet
+// (IPv4 or IPv6, TCP, timestamps, DSS).
 func checkPaths(t *testing.T, c *Connection, before, after [2]lab.PathStatus) {
 	t.Helper()
 	for i, name := range lab.PathNames {
@@ -153,7 +155,7 @@ func checkPaths(t *testing.T, c *Connection, before, after [2]lab.PathStatus) {
 		for d, dir := range []string{"up", "down"} {
 			t.Logf("%s %s: capture %d IP bytes (%d payload), emulator %.0f bytes in %.0f packets", name, dir, wire[d], payload[d], emuBytes[d], emuPkts[d])
 			assert.InDelta(t, emuBytes[d], float64(wire[d]), 0.001*emuBytes[d]+1500, "%s %s IP bytes", name, dir)
-			if lo, hi := emuBytes[d]-80*emuPkts[d], emuBytes[d]-40*emuPkts[d]; float64(payload[d]) < lo-3000 || float64(payload[d]) > hi+3000 {
+			if lo, hi := emuBytes[d]-100*emuPkts[d], emuBytes[d]-40*emuPkts[d]; float64(payload[d]) < lo-3000 || float64(payload[d]) > hi+3000 {
 				t.Errorf("%s %s: payload %d outside [%.0f, %.0f] from the emulator's bytes and packets", name, dir, payload[d], lo, hi)
 			}
 		}
@@ -161,8 +163,18 @@ func checkPaths(t *testing.T, c *Connection, before, after [2]lab.PathStatus) {
 }
 
 func TestLabAnalyzeBytesPerPath(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		server netip.Addr
+		seed   int64
+	}{{"ipv4", lab.Server4, 31}, {"ipv6", lab.Server6, 34}} {
+		t.Run(tc.name, func(t *testing.T) { bytesPerPath(t, tc.server, tc.seed) })
+	}
+}
+
+func bytesPerPath(t *testing.T, server netip.Addr, seed int64) {
 	rate := []string{"delay=5ms", "jitter=0s", "rate=10mbit", "loss=0%"}
-	rep, file, before, after := labRun(t, lab.Options{Domains: 0, Seed: 31}, map[string][]string{"wlan0": rate, "wwan0": rate}, nil)
+	rep, file, before, after := labRun(t, server, lab.Options{Domains: 0, Seed: seed}, map[string][]string{"wlan0": rate, "wwan0": rate}, nil)
 	if rep == nil {
 		return
 	}
@@ -185,7 +197,7 @@ func TestLabAnalyzeBytesPerPath(t *testing.T) {
 
 func TestLabAnalyzeBackupCarriesNothing(t *testing.T) {
 	rate := []string{"delay=5ms", "jitter=0s", "rate=10mbit", "loss=0%"}
-	rep, file, before, after := labRun(t, lab.Options{Domains: 0, Seed: 32, CellBackup: true}, map[string][]string{"wlan0": rate, "wwan0": rate}, nil)
+	rep, file, before, after := labRun(t, lab.Server4, lab.Options{Domains: 0, Seed: 32, CellBackup: true}, map[string][]string{"wlan0": rate, "wwan0": rate}, nil)
 	if rep == nil {
 		return
 	}
@@ -203,7 +215,7 @@ func TestLabAnalyzeBackupCarriesNothing(t *testing.T) {
 
 func TestLabAnalyzeReinjection(t *testing.T) {
 	rate := []string{"delay=10ms", "jitter=0s", "rate=10mbit", "loss=0%"}
-	rep, file, before, after := labRun(t, lab.Options{Domains: 0, Seed: 33}, map[string][]string{"wlan0": rate, "wwan0": rate},
+	rep, file, before, after := labRun(t, lab.Server4, lab.Options{Domains: 0, Seed: 33}, map[string][]string{"wlan0": rate, "wwan0": rate},
 		func(l *labtest.Lab) { l.Set(t, "wwan0", "loss=100%") })
 	if rep == nil {
 		return

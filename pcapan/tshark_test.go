@@ -48,9 +48,9 @@ func compareTshark(t *testing.T, file string, rep *Report) {
 	// Wireshark 4.0 calls the preference mptcp.analyze_mptcp (older ones
 	// tcp.analyze_mptcp).
 	out, err := exec.Command("tshark", "-r", file, "-o", "mptcp.analyze_mptcp:TRUE", "-o", "mptcp.analyze_mappings:TRUE",
-		"-o", "mptcp.intersubflows_retransmission:TRUE", "-T", "fields", "-E", "separator=,",
-		"-e", "tcp.stream", "-e", "mptcp.stream", "-e", "ip.src", "-e", "tcp.srcport", "-e", "ip.dst", "-e", "tcp.dstport",
-		"-e", "tcp.len", "-e", "mptcp.reinjection_of").Output()
+		"-o", "mptcp.intersubflows_retransmission:TRUE", "-T", "fields", "-E", "separator=/t", "-E", "aggregator=;",
+		"-e", "tcp.stream", "-e", "mptcp.stream", "-e", "tcp.srcport", "-e", "tcp.dstport",
+		"-e", "tcp.len", "-e", "mptcp.reinjection_of", "-e", "ip.src", "-e", "ip.dst", "-e", "ipv6.src", "-e", "ipv6.dst").Output()
 	require.NoError(t, err)
 	type key struct{ src, dst string }
 	// Only segments with an MPTCP option carry mptcp.stream: a TCP
@@ -59,14 +59,15 @@ func compareTshark(t *testing.T, file string, rep *Report) {
 	pairOf := map[string]string{}
 	payload := map[key]int64{}
 	reinjPkts := 0
-	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
-		f := strings.Split(line, ",")
-		if len(f) < 7 || f[0] == "" {
+	// Not TrimSpace: a line may end in tabs (empty last fields).
+	for _, line := range strings.Split(strings.TrimRight(string(out), "\n"), "\n") {
+		f := strings.Split(line, "\t")
+		if len(f) < 10 || f[0] == "" {
 			continue
 		}
-		src, dst := f[2]+":"+f[3], f[4]+":"+f[5]
-		if strings.Contains(f[2], ":") {
-			src, dst = "["+f[2]+"]:"+f[3], "["+f[4]+"]:"+f[5]
+		src, dst := f[6]+":"+f[2], f[7]+":"+f[3]
+		if f[6] == "" {
+			src, dst = "["+f[8]+"]:"+f[2], "["+f[9]+"]:"+f[3]
 		}
 		pair := []string{src, dst}
 		sort.Strings(pair)
@@ -74,9 +75,9 @@ func compareTshark(t *testing.T, file string, rep *Report) {
 		if f[1] != "" {
 			mpOf[f[0]] = f[1]
 		}
-		n, _ := strconv.ParseInt(f[6], 10, 64)
+		n, _ := strconv.ParseInt(f[4], 10, 64)
 		payload[key{src, dst}] += n
-		if len(f) > 7 && f[7] != "" {
+		if f[5] != "" {
 			reinjPkts++
 		}
 	}
