@@ -386,3 +386,22 @@ func TestLinkTypes(t *testing.T) {
 		})
 	}
 }
+
+// TestOfferedNotAgreed: MP_CAPABLE on the SYN only (the server is not
+// MPTCP-capable) is a plain TCP connection whose data counts as such.
+func TestOfferedNotAgreed(t *testing.T) {
+	s := newSynth(t)
+	C, S := "198.18.0.1:40000", "198.18.1.1:443"
+	s.tcp(seg{src: C, dst: S, syn: true, seq: 1000, opts: [][]byte{capSYN()}})
+	s.tcp(seg{src: S, dst: C, syn: true, ack: true, seq: 5000, ackn: 1001})
+	s.tcp(seg{src: C, dst: S, ack: true, seq: 1001, ackn: 5001})
+	s.tcp(seg{src: C, dst: S, ack: true, seq: 1001, ackn: 5001, payload: 500})
+	r, err := Analyze(context.Background(), bytes.NewReader(s.buf.Bytes()), Options{})
+	require.NoError(t, err)
+	require.Len(t, r.Connections, 1)
+	c := r.Connections[0]
+	assert.Equal(t, "tcp", c.Kind)
+	assert.True(t, c.Fallback)
+	assert.Equal(t, [2]int64{500, 0}, c.Data)
+	assert.Zero(t, c.Subflows[0].Dir[0].Unmapped)
+}

@@ -81,6 +81,7 @@ type flow struct {
 	hasSynKey  bool
 	version    int
 	id         int
+	offered    bool // MP_CAPABLE on the SYN
 }
 
 // interval is data sequence space [s, e) first carried by subflow owner.
@@ -580,9 +581,15 @@ func expand(v uint64, is64 bool, ref uint64) uint64 {
 }
 
 func (a *analyzer) mpOption(f *flow, d int, o *Option, p *packet, t int64) {
-	f.mptcp = true
 	syn := p.TCPFlags&flagSYN != 0
 	ack := p.TCPFlags&flagACK != 0
+	if o.Capable != nil && syn && !ack {
+		// Offered only: a server that does not answer in kind makes this
+		// plain TCP (RFC 8684 §3.7 fallback).
+		f.offered = true
+	} else {
+		f.mptcp = true
+	}
 	switch {
 	case o.Capable != nil:
 		c := o.Capable
@@ -709,7 +716,9 @@ func (a *analyzer) endFlow(f *flow) {
 	c := &Connection{ID: f.id, Kind: "tcp", Client: f.sub.Client, Server: f.sub.Server, Handshake: f.synT != 0,
 		Start: f.sub.Start, End: f.sub.End, Duration: ms(f.last-f.first) / 1000, FirstDataSubflow: -1, FirstDataDir: -1}
 	if f.mptcp {
-		c.Kind = "mptcp-orphan"
+		c.Kind = "mptcp-orphan" // subflow of a connection the capture did not show
+	} else if f.offered {
+		c.Fallback = true // MPTCP offered, not agreed
 	}
 	c.Subflows = []*Subflow{f.sub}
 	for cd := 0; cd < 2; cd++ {

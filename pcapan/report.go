@@ -90,7 +90,9 @@ type Connection struct {
 	Fail             int         `json:"mp_fail,omitempty"`
 	Fastclose        bool        `json:"mp_fastclose,omitempty"`
 	TCPRST           int         `json:"mp_tcprst,omitempty"`
-	Fallback         bool        `json:"fallback,omitempty"` // infinite mapping seen (RFC 8684 §3.7)
+	// Fallback: an infinite mapping seen, or (kind tcp) MPTCP offered on the
+	// SYN but not agreed (RFC 8684 §3.7).
+	Fallback bool `json:"fallback,omitempty"`
 }
 
 // Subflow is one TCP connection of an MPTCP connection (or the only one of a
