@@ -405,3 +405,34 @@ func TestOfferedNotAgreed(t *testing.T) {
 	assert.Equal(t, [2]int64{500, 0}, c.Data)
 	assert.Zero(t, c.Subflows[0].Dir[0].Unmapped)
 }
+
+// TestSignals: ADD_ADDR (the echo not counted again), REMOVE_ADDR,
+// MP_PRIO, MP_FAIL, MP_TCPRST and MP_FASTCLOSE reach the connection.
+func TestSignals(t *testing.T) {
+	s := newSynth(t)
+	C, S := "198.18.0.1:40000", "198.18.1.1:443"
+	s.tcp(seg{src: C, dst: S, syn: true, seq: 1000, opts: [][]byte{capSYN()}})
+	s.tcp(seg{src: S, dst: C, syn: true, ack: true, seq: 5000, ackn: 1001, opts: [][]byte{capSYNACK(keyS)}})
+	s.tcp(seg{src: C, dst: S, ack: true, seq: 1001, ackn: 5001, opts: [][]byte{capACK(keyC, keyS)}})
+	s.tcp(seg{src: S, dst: C, ack: true, seq: 5001, ackn: 1001, opts: [][]byte{mpOpt(SubAddAddr, 0, cat([]byte{5}, []byte{198, 18, 9, 1}, be16(8443), be64(1))...)}})
+	s.tcp(seg{src: C, dst: S, ack: true, seq: 1001, ackn: 5001, opts: [][]byte{mpOpt(SubAddAddr, 1, cat([]byte{5}, []byte{198, 18, 9, 1}, be16(8443))...)}})
+	s.tcp(seg{src: S, dst: C, ack: true, seq: 5001, ackn: 1001, opts: [][]byte{mpOpt(SubRemove, 0, 5, 6)}})
+	s.tcp(seg{src: C, dst: S, ack: true, seq: 1001, ackn: 5001, opts: [][]byte{mpOpt(SubPrio, 1)}})
+	s.tcp(seg{src: C, dst: S, ack: true, seq: 1001, ackn: 5001, opts: [][]byte{mpOpt(SubFail, 0, cat([]byte{0}, be64(7))...)}})
+	s.tcp(seg{src: C, dst: S, ack: true, seq: 1001, ackn: 5001, opts: [][]byte{mpOpt(SubTCPRST, 1, 2)}})
+	s.tcp(seg{src: C, dst: S, ack: true, seq: 1001, ackn: 5001, opts: [][]byte{mpOpt(SubFastclose, 0, cat([]byte{0}, be64(keyS))...)}})
+	r, err := Analyze(context.Background(), bytes.NewReader(s.buf.Bytes()), Options{})
+	require.NoError(t, err)
+	require.Len(t, r.Connections, 1)
+	c := r.Connections[0]
+	assert.Equal(t, []string{"id 5 198.18.9.1 port 8443"}, c.AddAddr)
+	assert.Equal(t, 2, c.RemoveAddr)
+	assert.Equal(t, 1, c.Prio)
+	assert.True(t, c.Subflows[0].Backup)
+	assert.Equal(t, 1, c.Fail)
+	assert.Equal(t, 1, c.TCPRST)
+	assert.True(t, c.Fastclose)
+	var b bytes.Buffer
+	require.NoError(t, Render(&b, "text", []*Report{r}))
+	assert.Contains(t, b.String(), "ADD_ADDR id 5 198.18.9.1 port 8443; REMOVE_ADDR 2; MP_PRIO 1; MP_FAIL 1; MP_TCPRST 1; MP_FASTCLOSE")
+}

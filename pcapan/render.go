@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"strconv"
+	"strings"
 	"text/tabwriter"
 	"time"
 )
@@ -92,6 +93,9 @@ func renderText(w io.Writer, reps []*Report) error {
 			if !c.Handshake {
 				p("  (handshake not in capture)")
 			}
+			if sig := signals(c); sig != "" {
+				p("\n\t%s", sig)
+			}
 			p("\n\tsubflow\tclient\tserver\trole\ths rtt ms\tts rtt ms up/down\tup data\tup reinj\tup retx\tdown data\tdown reinj\tdown retx\tclosed\n")
 			for _, s := range c.Subflows {
 				role := "initial"
@@ -115,4 +119,27 @@ func renderText(w io.Writer, reps []*Report) error {
 		p("\n")
 	}
 	return tw.Flush()
+}
+
+// signals lists a connection's path-management and failure signals.
+func signals(c *Connection) string {
+	var s []string
+	for _, a := range c.AddAddr {
+		s = append(s, "ADD_ADDR "+a)
+	}
+	for _, x := range []struct {
+		name string
+		n    int
+	}{{"REMOVE_ADDR", c.RemoveAddr}, {"MP_PRIO", c.Prio}, {"MP_FAIL", c.Fail}, {"MP_TCPRST", c.TCPRST}} {
+		if x.n > 0 {
+			s = append(s, fmt.Sprintf("%s %d", x.name, x.n))
+		}
+	}
+	if c.Fastclose {
+		s = append(s, "MP_FASTCLOSE")
+	}
+	if c.Fallback {
+		s = append(s, "fallback to TCP")
+	}
+	return strings.Join(s, "; ")
 }
