@@ -29,6 +29,13 @@ func TestBadInputs(t *testing.T) {
 		return p
 	}
 	write("list.csv", "1,example.com\n2,example.org\n")
+	mkdir := func(name string) string {
+		p := filepath.Join(dir, name)
+		if err := os.Mkdir(p, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
 	// The output named with -o, and the lab directory, must stay as they are.
 	assertUntouched := func(t *testing.T) {
 		t.Helper()
@@ -84,6 +91,13 @@ func TestBadInputs(t *testing.T) {
 		{[]string{"report", "--format", "bogus", list, "-o", out}, []string{"--format"}},
 		{[]string{"report", list, "-o", out}, []string{"list.csv"}},
 		{[]string{"report", "-o", out}, []string{"arg"}},
+		{[]string{"analyze", filepath.Join(dir, "nosuch.pcap"), "-o", out}, []string{"nosuch.pcap"}},
+		{[]string{"analyze", "--format", "bogus", list, "-o", out}, []string{"--format"}},
+		{[]string{"analyze", list, "-o", out}, []string{"list.csv", "not a pcap"}},
+		{[]string{"analyze", write("cut.pcap", "\xd4\xc3\xb2\xa1\x02\x00\x04\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x04\x00\x01\x00\x00\x00\x01\x00\x00\x00"), "-o", out}, []string{"cut.pcap", "packet 1", "truncated"}},
+		{[]string{"analyze", mkdir("empty"), "-o", out}, []string{"no capture files"}},
+		{[]string{"analyze", "--idle-timeout", "0s", list, "-o", out}, []string{"--idle-timeout"}},
+		{[]string{"analyze", "-o", out}, []string{"arg"}},
 		{[]string{"collect", "--max-bytes", "-1"}, []string{"--max-bytes"}},
 		{[]string{"collect", "--max-inflight", "0", "--retry-after", "0s"}, []string{"--max-inflight", "--retry-after"}},
 		{[]string{"collect", "--cert", out}, []string{"--cert"}},

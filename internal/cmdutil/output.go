@@ -56,6 +56,20 @@ func CreateOutput(flag, path string, out io.Writer) (io.Writer, func() error, er
 	return f, f.Close, nil
 }
 
+// WriteOutput writes b, rendered in full beforehand so a failure leaves
+// the output untouched, to the checked output ("-": out).
+func WriteOutput(flag, path string, out io.Writer, b []byte) error {
+	w, closeOut, err := CreateOutput(flag, path, out)
+	if err != nil {
+		return err
+	}
+	if _, err := w.Write(b); err != nil {
+		closeOut()
+		return err
+	}
+	return closeOut()
+}
+
 // SameFile reports whether a and b name one file (by inode when both
 // exist, else by absolute path).
 func SameFile(a, b string) bool {

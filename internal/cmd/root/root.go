@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/cobra"
 
 	agentcmd "github.com/mptester/mptester/internal/cmd/agent"
+	analyzecmd "github.com/mptester/mptester/internal/cmd/analyze"
 	collectcmd "github.com/mptester/mptester/internal/cmd/collect"
 	"github.com/mptester/mptester/internal/cmd/doctor"
 	fetchcmd "github.com/mptester/mptester/internal/cmd/fetch"
@@ -80,6 +81,7 @@ traffic patterns against mptester test servers.`,
 	cmd.AddCommand(uploadcmd.NewCmdUpload(f, nil))
 	cmd.AddCommand(agentcmd.NewCmdAgent(f, nil))
 	cmd.AddCommand(reportcmd.NewCmdReport(f, nil))
+	cmd.AddCommand(analyzecmd.NewCmdAnalyze(f, nil))
 	// cobra's built-in `completion` command (bash, zsh, fish, powershell).
 	cmd.CompletionOptions.DisableDefaultCmd = false
 	cmd.InitDefaultCompletionCmd()

@@ -1,0 +1,51 @@
+package analyze
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/mptester/mptester/internal/cmdutil"
+)
+
+const scenario = "../../../pcapan/testdata/scenario.pcap"
+
+func run(t *testing.T, args ...string) (string, error) {
+	t.Helper()
+	ios, out, _ := cmdutil.Test()
+	cmd := NewCmdAnalyze(&cmdutil.Factory{IO: ios}, nil)
+	cmd.SetArgs(args)
+	cmd.SetContext(context.Background())
+	err := cmd.Execute()
+	return out.String(), err
+}
+
+func TestAnalyzeFormats(t *testing.T) {
+	out, err := run(t, scenario)
+	require.NoError(t, err)
+	assert.Contains(t, out, "1 MPTCP (0 used one path only, 1 with reinjections, 2000 bytes reinjected), 2 TCP, 2 QUIC on 3 paths")
+
+	out, err = run(t, "--format", "csv", scenario)
+	require.NoError(t, err)
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	assert.Len(t, lines, 1+3+1+1, "header, three subflows, two TCP connections")
+
+	dir := t.TempDir()
+	b, err := os.ReadFile(scenario)
+	require.NoError(t, err)
+	for _, n := range []string{"a.pcap", "b.pcap", "notes.txt"} {
+		require.NoError(t, os.WriteFile(filepath.Join(dir, n), b, 0o644))
+	}
+	o := filepath.Join(dir, "out.json")
+	_, err = run(t, "--format", "json", "-o", o, dir)
+	require.NoError(t, err)
+	j, err := os.ReadFile(o)
+	require.NoError(t, err)
+	assert.Equal(t, 2, bytes.Count(j, []byte(`"file":`)), "one report per capture in the directory")
+}
