@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"iter"
 	"os"
 	"slices"
 	"sort"
@@ -15,12 +16,12 @@ import (
 // CSV) shows the same cells. Long tables (exact ECDFs) are written whole in
 // CSV; the terminal formats print how many rows they hold instead.
 type Table struct {
-	Name    string // unique in a report; the CSV file's base name
-	Title   string
-	Note    string // definitions and sources, one sentence
-	Columns []string
-	Rows    [][]string
-	Long    bool
+	Name    string     `json:"name"` // unique in a report; the CSV file's base name
+	Title   string     `json:"title"`
+	Note    string     `json:"note,omitempty"` // definitions and sources, one sentence
+	Columns []string   `json:"columns"`
+	Rows    [][]string `json:"rows"`
+	Long    bool       `json:"long,omitempty"`
 }
 
 // Section aggregates the records of the runs it applies to as they stream
@@ -60,10 +61,25 @@ func Sections() []string {
 	return names
 }
 
+// RunObserver is a Section that also wants each run's provenance once its
+// records have been read (the fleet views count runs, not records).
+type RunObserver interface {
+	EndRun(*Run)
+}
+
 // Report is the result of reading all inputs.
 type Report struct {
-	Runs   []*Run
-	Tables []Table
+	Runs    []*Run
+	Tables  []Table
+	Figures []Figure
+}
+
+// Options say where the inputs came from, for the provenance every report
+// carries.
+type Options struct {
+	Tool    string   // "mptester v1.2.3"
+	Source  string   // "files", or the store read ("db sqlite")
+	Filters []string // "probe=p1", "since=…"; none for files
 }
 
 // Table returns the table named name, or false.
@@ -94,13 +110,21 @@ func Files(paths ...string) []Input {
 // Analyze streams every input through every section. Any unreadable input
 // fails the whole report with an *InputError naming file and line.
 func Analyze(inputs []Input) (*Report, error) {
+	return AnalyzeSeq(slices.Values(inputs), nil, Options{Source: "files"})
+}
+
+// AnalyzeSeq is Analyze over inputs produced one at a time (a database
+// query's pages), so a fleet's month is never listed whole; next's error,
+// if any, ends the report.
+func AnalyzeSeq(inputs iter.Seq[Input], next func() error, opts Options) (*Report, error) {
 	secs := make([]Section, len(registry))
 	for i, e := range registry {
 		secs[i] = e.new()
 	}
 	rep := &Report{}
 	used := map[typeKey]*typeUse{}
-	for _, in := range inputs {
+	seen := map[string]string{} // run id -> file
+	for in := range inputs {
 		rc, err := in.Open()
 		if err != nil {
 			return nil, &InputError{File: in.Name, Reason: err.Error()}
@@ -135,22 +159,72 @@ func Analyze(inputs []Input) (*Report, error) {
 			return nil, err
 		}
 		// A run given twice (copied, or once gzip'd) would count double.
-		for _, r := range rep.Runs {
-			if r.Header.RunID == run.Header.RunID {
-				return nil, &InputError{File: in.Name, Reason: fmt.Sprintf("run %s is already read from %s: a run counts once", run.Header.RunID, r.File)}
+		if prev, ok := seen[run.Header.RunID]; ok {
+			return nil, &InputError{File: in.Name, Reason: fmt.Sprintf("run %s is already read from %s: a run counts once", run.Header.RunID, prev)}
+		}
+		seen[run.Header.RunID] = run.File
+		rep.Runs = append(rep.Runs, run)
+		for _, s := range secs {
+			if o, ok := s.(RunObserver); ok {
+				o.EndRun(run)
 			}
 		}
-		rep.Runs = append(rep.Runs, run)
 	}
-	rep.Tables = append(rep.Tables, inputsTable(rep.Runs), typesTable(used))
+	if next != nil {
+		if err := next(); err != nil {
+			return nil, err
+		}
+	}
+	rep.Tables = append(rep.Tables, provenanceTable(rep.Runs, opts), inputsTable(rep.Runs), typesTable(used))
 	for _, s := range secs {
 		for _, t := range s.Tables() {
 			if len(t.Rows) > 0 { // a table is present when its data is
 				rep.Tables = append(rep.Tables, t)
 			}
 		}
+		if p, ok := s.(Plotter); ok {
+			for _, f := range p.Figures() {
+				if len(f.Series) > 0 {
+					rep.Figures = append(rep.Figures, f)
+				}
+			}
+		}
 	}
 	return rep, nil
+}
+
+// provenanceTable says what made the report: the tool, the schema versions
+// read, where the inputs came from and the filters that chose them (each
+// input's sha256 is in the inputs table).
+func provenanceTable(runs []*Run, o Options) Table {
+	t := Table{Name: "provenance", Title: "Provenance",
+		Note:    "every input's sha256 is in the inputs table",
+		Columns: []string{"key", "value"}}
+	var versions []string
+	for _, r := range runs {
+		if !slices.Contains(versions, r.Header.SchemaVersion) {
+			versions = append(versions, r.Header.SchemaVersion)
+		}
+	}
+	sort.Strings(versions)
+	tool := o.Tool
+	if tool == "" {
+		tool = "mptester"
+	}
+	filters := strings.Join(o.Filters, " ")
+	if filters == "" {
+		filters = "none"
+	}
+	t.Rows = [][]string{{"tool", tool}, {"source", cmpOr(o.Source, "files")}, {"filters", filters},
+		{"inputs", fmt.Sprint(len(runs))}, {"schema_versions", strings.Join(versions, " ")}}
+	return t
+}
+
+func cmpOr(s, def string) string {
+	if s == "" {
+		return def
+	}
+	return s
 }
 
 // inputsTable is the provenance every report carries.

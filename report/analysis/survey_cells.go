@@ -182,3 +182,34 @@ func StatsOf(xs []float64) Stats {
 	return Stats{Min: s[0], P10: Quantile(s, .1), P25: Quantile(s, .25), P50: Quantile(s, .5), P75: Quantile(s, .75),
 		P90: Quantile(s, .9), Max: s[len(s)-1], Mean: sum / float64(len(s))}
 }
+
+// Figures: 004 Fig. 2 (the RTT ECDF of every cell, exact) and Table I as
+// bars.
+func (c *cells) Figures() []Figure {
+	if len(c.by) == 0 {
+		return nil
+	}
+	cdf := Figure{Name: "rtt-cdf", Title: "RTT per cell (004 Fig. 2)", Kind: KindECDF, XLabel: "per-target median RTT (ms)", YLabel: "ECDF"}
+	un := Figure{Name: "unresponsive", Title: "Unresponsive servers per cell (004 Table I)", Kind: KindBars, YLabel: "unresponsive (%)"}
+	bars := Series{Name: "unresponsive %"}
+	for _, k := range c.keys() {
+		a := c.by[k]
+		name := CellName(k.probe, k.resolve)
+		if len(a.medians) > 0 {
+			cdf.Series = append(cdf.Series, ecdfSeries(name, a.medians))
+		}
+		measured := a.targets - a.overloaded
+		v := 0.0
+		if measured > 0 {
+			v = 100 * float64(a.targets-a.responsive-a.overloaded) / float64(measured)
+		}
+		bars.Labels = append(bars.Labels, name)
+		bars.Y = append(bars.Y, v)
+	}
+	un.Series = []Series{bars}
+	var figs []Figure
+	if len(cdf.Series) > 0 {
+		figs = append(figs, cdf)
+	}
+	return append(figs, un)
+}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/mptester/mptester/internal/buildinfo"
 	"github.com/mptester/mptester/internal/cmdutil"
 	"github.com/mptester/mptester/report/analysis"
 	"github.com/mptester/mptester/report/render"
@@ -27,13 +28,15 @@ type Options struct {
 	Output  string
 	OutDir  string
 	Section string
+	SVGDir  string
+	PNGDir  string
 }
 
 // NewCmdReport builds the command; runF replaces reportRun in tests.
 func NewCmdReport(f *cmdutil.Factory, runF func(*Options) error) *cobra.Command {
 	opts := &Options{IO: f.IO}
 	cmd := &cobra.Command{
-		Use:   "report FILE... [--format text|md|csv] [-o FILE] [--section NAME]",
+		Use:   "report FILE... [--format text|md|csv|json|html] [-o FILE] [--section NAME]",
 		Short: "Turn result files into the studies' tables",
 		Long: `Read survey and run results (JSON Lines streams or run documents, gzip'd
 or not, any 1.x schema; the kind is read from the content) and print the
@@ -46,11 +49,17 @@ any output is written; a run that did not finish writing is shown as
 truncated in the inputs table.
 
 --format csv writes one table: choose it with --section, or give --out-dir
-to write every table as NAME.csv.`,
+to write every table as NAME.csv. --format html writes one self-contained
+page (tables and inline SVG plots, light and dark, readable on a phone;
+it loads nothing); --format json holds every table and figure's data.
+--svg DIR / --png DIR also write each figure as a file. Every format
+carries provenance: the tool, the inputs' sha256 and schema versions, the
+source and its filters.`,
 		Example: `  mptester report survey.jsonl.gz
   mptester report --format md -o report.md run-*.json survey.jsonl
   mptester report --format csv --section rtt-cdf survey.jsonl > cdf.csv
-  mptester report --format csv --out-dir tables/ survey.jsonl`,
+  mptester report --format csv --out-dir tables/ survey.jsonl
+  mptester report --format html -o report.html --svg figs/ survey.jsonl run-*.json`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.Files = args
@@ -64,6 +73,8 @@ to write every table as NAME.csv.`,
 	cmdutil.OutputFlag(cmd, &opts.Output, "write the report to this file (- for stdout)")
 	cmd.Flags().StringVar(&opts.OutDir, "out-dir", "", "with --format csv: write every table as DIR/NAME.csv")
 	cmd.Flags().StringVar(&opts.Section, "section", "", "print only this table (see the report's table names)")
+	cmd.Flags().StringVar(&opts.SVGDir, "svg", "", "also write every figure as DIR/NAME.svg")
+	cmd.Flags().StringVar(&opts.PNGDir, "png", "", "also write every figure as DIR/NAME.png")
 	return cmd
 }
 
@@ -84,17 +95,26 @@ func reportRun(opts *Options) error {
 	} else if opts.Format == "csv" && opts.Section == "" {
 		return cmdutil.Usage(errors.New("--format csv writes one table: choose it with --section, or give --out-dir"))
 	}
+	for _, d := range []struct{ flag, dir string }{{"--svg", opts.SVGDir}, {"--png", opts.PNGDir}} {
+		if d.dir == "" {
+			continue
+		}
+		if st, err := os.Stat(d.dir); err != nil || !st.IsDir() {
+			return cmdutil.Usage(fmt.Errorf("%s %s: not a directory", d.flag, d.dir))
+		}
+	}
 	if err := cmdutil.CheckOutput(opts.Output, opts.Files...); err != nil {
 		return cmdutil.Usage(fmt.Errorf("--output: %w", err))
 	}
-	rep, err := analysis.Analyze(analysis.Files(opts.Files...))
+	rep, err := analysis.AnalyzeSeq(slices.Values(analysis.Files(opts.Files...)), nil,
+		analysis.Options{Tool: "mptester " + buildinfo.Version, Source: "files"})
 	if err != nil {
 		if errors.Is(err, analysis.ErrInput) {
 			return cmdutil.Usage(err)
 		}
 		return err
 	}
-	tables := rep.Tables
+	tables, figs := rep.Tables, rep.Figures
 	if opts.Section != "" {
 		t, ok := rep.Table(opts.Section)
 		if !ok {
@@ -105,6 +125,14 @@ func reportRun(opts *Options) error {
 			return cmdutil.Usage(fmt.Errorf("--section %q: this report has %s", opts.Section, strings.Join(names, ", ")))
 		}
 		tables = []analysis.Table{t}
+		figs = slices.DeleteFunc(slices.Clone(figs), func(f analysis.Figure) bool { return f.Name != opts.Section })
+	}
+	for _, d := range []struct{ dir, ext string }{{opts.SVGDir, "svg"}, {opts.PNGDir, "png"}} {
+		if d.dir != "" {
+			if err := render.WriteFigures(d.dir, d.ext, figs); err != nil {
+				return err
+			}
+		}
 	}
 	if opts.OutDir != "" {
 		for _, t := range tables {
@@ -120,7 +148,7 @@ func reportRun(opts *Options) error {
 	}
 	// Render in memory first, so a failure leaves the output file untouched.
 	var b bytes.Buffer
-	if err := render.Write(&b, opts.Format, tables); err != nil {
+	if err := render.Write(&b, opts.Format, tables, figs); err != nil {
 		return err
 	}
 	w, closeOut, err := cmdutil.CreateOutput("--output", opts.Output, opts.IO.Out)

@@ -62,7 +62,7 @@ func TestGolden(t *testing.T) {
 		golden(t, filepath.Base(f), string(b))
 	}
 	assert.Equal(t, []string{"comparisons.csv", "inputs.csv", "overlap.csv", "path-bytes.csv", "pattern-metrics.csv", "pattern-status.csv",
-		"records.csv", "resolution.csv", "rtt-cdf.csv", "rtt.csv", "survey-bytes.csv", "unresponsive.csv"}, names)
+		"provenance.csv", "records.csv", "resolution.csv", "rtt-cdf.csv", "rtt.csv", "survey-bytes.csv", "unresponsive.csv"}, names)
 }
 
 // TestGoldenSurveyValues pins the hand-made survey's tables to values
@@ -110,7 +110,8 @@ func TestBadInputExit2OutputUntouched(t *testing.T) {
 	for _, args := range [][]string{
 		{"-o", outFile, inputs[0], bad},
 		{"-o", outFile, inputs[0], filepath.Join(dir, "missing.jsonl")},
-		{"-o", outFile, "--format", "html", inputs[0]},
+		{"-o", outFile, "--format", "pdf", inputs[0]},
+		{"-o", outFile, "--svg", filepath.Join(dir, "nodir"), inputs[0]},
 		{"-o", outFile, "--format", "csv", inputs[0]},
 		{"-o", outFile, "--section", "nope", inputs[0]},
 		{"-o", inputs[0], inputs[0]},
@@ -143,5 +144,5 @@ func TestWritesOutputFile(t *testing.T) {
 	assert.Empty(t, out)
 	b, err := os.ReadFile(p)
 	require.NoError(t, err)
-	assert.True(t, bytes.HasPrefix(b, []byte("## Inputs\n")))
+	assert.True(t, bytes.HasPrefix(b, []byte("## Provenance\n")))
 }
