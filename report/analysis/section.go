@@ -10,6 +10,8 @@ import (
 	"slices"
 	"sort"
 	"strings"
+
+	"github.com/mptester/mptester/report"
 )
 
 // Table is one rendered table of a section: every format (text, Markdown,
@@ -80,7 +82,13 @@ type Options struct {
 	Tool    string   // "mptester v1.2.3"
 	Source  string   // "files", or the store read ("db sqlite")
 	Filters []string // "probe=p1", "since=…"; none for files
+	// Fleet adds the fleet views (runs, reachability and RTT per probe
+	// over time), meant for a store's many runs.
+	Fleet bool
 }
+
+// fleetOnly marks a section shown only with Options.Fleet.
+type fleetOnly interface{ fleetOnly() }
 
 // Table returns the table named name, or false.
 func (r *Report) Table(name string) (Table, bool) {
@@ -96,6 +104,13 @@ func (r *Report) Table(name string) (Table, bool) {
 type Input struct {
 	Name string
 	Open func() (io.ReadCloser, error)
+	// SHA256, when set, is what the file's digest must be (the collect
+	// store's record of the upload): a raw file changed on disk fails.
+	SHA256 string
+	// Skip, when set, says why the input is listed but not read (an upload
+	// the collect server could not parse); it shows in the inputs table.
+	Skip   string
+	Header report.Header // for a skipped input: what the store knows
 }
 
 // Files makes inputs of paths on disk.
@@ -117,14 +132,23 @@ func Analyze(inputs []Input) (*Report, error) {
 // query's pages), so a fleet's month is never listed whole; next's error,
 // if any, ends the report.
 func AnalyzeSeq(inputs iter.Seq[Input], next func() error, opts Options) (*Report, error) {
-	secs := make([]Section, len(registry))
-	for i, e := range registry {
-		secs[i] = e.new()
+	var secs []Section
+	var names []string
+	for _, e := range registry {
+		s := e.new()
+		if _, ok := s.(fleetOnly); ok && !opts.Fleet {
+			continue
+		}
+		secs, names = append(secs, s), append(names, e.name)
 	}
 	rep := &Report{}
 	used := map[typeKey]*typeUse{}
 	seen := map[string]string{} // run id -> file
 	for in := range inputs {
+		if in.Skip != "" {
+			rep.Runs = append(rep.Runs, &Run{File: in.Name, SHA256: in.SHA256, Header: in.Header, Skipped: in.Skip})
+			continue
+		}
 		rc, err := in.Open()
 		if err != nil {
 			return nil, &InputError{File: in.Name, Reason: err.Error()}
@@ -138,7 +162,7 @@ func AnalyzeSeq(inputs iter.Seq[Input], next func() error, opts Options) (*Repor
 				for i, s := range secs {
 					if s.AppliesTo(k.command) && slices.Contains(s.Types(), k.typ) {
 						u.secs = append(u.secs, s)
-						u.names = append(u.names, registry[i].name)
+						u.names = append(u.names, names[i])
 					}
 				}
 			}
@@ -157,6 +181,12 @@ func AnalyzeSeq(inputs iter.Seq[Input], next func() error, opts Options) (*Repor
 		rc.Close()
 		if err != nil {
 			return nil, err
+		}
+		if run.Header.ProbeID == "" { // the store knows which probe uploaded it
+			run.Header.ProbeID = in.Header.ProbeID
+		}
+		if in.SHA256 != "" && in.SHA256 != run.SHA256 {
+			return nil, &InputError{File: in.Name, Reason: fmt.Sprintf("sha256 %s, the store recorded %s: the file changed after upload", run.SHA256, in.SHA256)}
 		}
 		// A run given twice (copied, or once gzip'd) would count double.
 		if prev, ok := seen[run.Header.RunID]; ok {
@@ -236,6 +266,9 @@ func inputsTable(runs []*Run) Table {
 		status := string(r.Status)
 		if r.Truncated {
 			status = "truncated: " + r.TruncatedNote
+		}
+		if r.Skipped != "" {
+			status = "not read: " + r.Skipped
 		}
 		t.Rows = append(t.Rows, []string{r.File, r.SHA256, r.Form, fmt.Sprint(r.Gzip), r.Header.SchemaVersion,
 			r.Header.Command, r.Header.Tool.Name + " " + r.Header.Tool.Version, r.Header.RunID, r.Header.ProbeID, status, fmt.Sprint(r.Records)})

@@ -4,19 +4,23 @@ package report
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 
+	"github.com/mptester/mptester/collect/store"
 	"github.com/mptester/mptester/internal/buildinfo"
 	"github.com/mptester/mptester/internal/cmdutil"
 	"github.com/mptester/mptester/report/analysis"
 	"github.com/mptester/mptester/report/render"
+	"github.com/mptester/mptester/report/storeinput"
 )
 
 // Options for `mptester report`.
@@ -30,13 +34,22 @@ type Options struct {
 	Section string
 	SVGDir  string
 	PNGDir  string
+
+	// --db: a collect store instead of files.
+	DB      string
+	Data    string
+	Probe   string
+	Type    string
+	Since   string
+	Until   string
+	Context context.Context
 }
 
 // NewCmdReport builds the command; runF replaces reportRun in tests.
 func NewCmdReport(f *cmdutil.Factory, runF func(*Options) error) *cobra.Command {
 	opts := &Options{IO: f.IO}
 	cmd := &cobra.Command{
-		Use:   "report FILE... [--format text|md|csv|json|html] [-o FILE] [--section NAME]",
+		Use:   "report {FILE... | --db DSN [--probe P] [--type T] [--since T] [--until T]} [--format text|md|csv|json|html] [-o FILE]",
 		Short: "Turn result files into the studies' tables",
 		Long: `Read survey and run results (JSON Lines streams or run documents, gzip'd
 or not, any 1.x schema; the kind is read from the content) and print the
@@ -54,15 +67,22 @@ page (tables and inline SVG plots, light and dark, readable on a phone;
 it loads nothing); --format json holds every table and figure's data.
 --svg DIR / --png DIR also write each figure as a file. Every format
 carries provenance: the tool, the inputs' sha256 and schema versions, the
-source and its filters.`,
+source and its filters.
+
+--db DSN reads a collect server's store (its SQLite file, or postgres://…
+with --data DIR naming the server's data directory) instead of files:
+--probe, --type, --since and --until choose the runs, streamed one at a
+time through the same reader, and the report adds the fleet views (runs
+per probe per day, reachability and RTT per run over time).`,
 		Example: `  mptester report survey.jsonl.gz
   mptester report --format md -o report.md run-*.json survey.jsonl
   mptester report --format csv --section rtt-cdf survey.jsonl > cdf.csv
   mptester report --format csv --out-dir tables/ survey.jsonl
-  mptester report --format html -o report.html --svg figs/ survey.jsonl run-*.json`,
-		Args: cobra.MinimumNArgs(1),
+  mptester report --format html -o report.html --svg figs/ survey.jsonl run-*.json
+  mptester report --db /var/lib/mptester/collect.db --since 2026-11-01 --format html -o fleet.html`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.Files = args
+			opts.Context = cmd.Context()
 			if runF != nil {
 				return runF(opts)
 			}
@@ -75,10 +95,38 @@ source and its filters.`,
 	cmd.Flags().StringVar(&opts.Section, "section", "", "print only this table (see the report's table names)")
 	cmd.Flags().StringVar(&opts.SVGDir, "svg", "", "also write every figure as DIR/NAME.svg")
 	cmd.Flags().StringVar(&opts.PNGDir, "png", "", "also write every figure as DIR/NAME.png")
+	cmd.Flags().StringVar(&opts.DB, "db", "", "read a collect store instead of files: a SQLite file or postgres://…")
+	cmd.Flags().StringVar(&opts.Data, "data", "", "with --db: the collect server's data directory (default: the SQLite file's directory)")
+	cmd.Flags().StringVar(&opts.Probe, "probe", "", "with --db: only this probe's runs")
+	cmd.Flags().StringVar(&opts.Type, "type", "", "with --db: only runs of this command (run or survey)")
+	cmd.Flags().StringVar(&opts.Since, "since", "", "with --db: runs started at or after this time (RFC 3339 or YYYY-MM-DD, UTC)")
+	cmd.Flags().StringVar(&opts.Until, "until", "", "with --db: runs started before this time (RFC 3339 or YYYY-MM-DD, UTC)")
 	return cmd
 }
 
 func reportRun(opts *Options) error {
+	ctx := opts.Context
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	var filter storeinput.Filter
+	switch {
+	case opts.DB == "" && len(opts.Files) == 0:
+		return cmdutil.Usage(errors.New("give result files, or --db DSN"))
+	case opts.DB != "" && len(opts.Files) > 0:
+		return cmdutil.Usage(errors.New("--db reads a collect store: give it without files"))
+	case opts.DB == "":
+		for _, f := range []struct{ name, v string }{{"--data", opts.Data}, {"--probe", opts.Probe}, {"--type", opts.Type}, {"--since", opts.Since}, {"--until", opts.Until}} {
+			if f.v != "" {
+				return cmdutil.Usage(fmt.Errorf("%s filters a collect store: use it with --db", f.name))
+			}
+		}
+	default:
+		var err error
+		if filter, err = dbFilter(opts); err != nil {
+			return cmdutil.Usage(err)
+		}
+	}
 	if !slices.Contains(render.Formats, opts.Format) {
 		return cmdutil.Usage(fmt.Errorf("--format %q: want one of %s", opts.Format, strings.Join(render.Formats, ", ")))
 	}
@@ -106,8 +154,14 @@ func reportRun(opts *Options) error {
 	if err := cmdutil.CheckOutput(opts.Output, opts.Files...); err != nil {
 		return cmdutil.Usage(fmt.Errorf("--output: %w", err))
 	}
-	rep, err := analysis.AnalyzeSeq(slices.Values(analysis.Files(opts.Files...)), nil,
-		analysis.Options{Tool: "mptester " + buildinfo.Version, Source: "files"})
+	aopts := analysis.Options{Tool: "mptester " + buildinfo.Version, Source: "files"}
+	var rep *analysis.Report
+	var err error
+	if opts.DB != "" {
+		rep, err = fromStore(ctx, opts, filter, aopts)
+	} else {
+		rep, err = analysis.AnalyzeSeq(slices.Values(analysis.Files(opts.Files...)), nil, aopts)
+	}
 	if err != nil {
 		if errors.Is(err, analysis.ErrInput) {
 			return cmdutil.Usage(err)
@@ -160,4 +214,57 @@ func reportRun(opts *Options) error {
 		return err
 	}
 	return closeOut()
+}
+
+func dbFilter(opts *Options) (storeinput.Filter, error) {
+	f := storeinput.Filter{Probe: opts.Probe, Command: opts.Type}
+	if f.Command != "" && f.Command != "run" && f.Command != "survey" {
+		return f, fmt.Errorf("--type %q: want run or survey", f.Command)
+	}
+	for _, t := range []struct {
+		flag, v string
+		to      *time.Time
+	}{{"--since", opts.Since, &f.Since}, {"--until", opts.Until, &f.Until}} {
+		if t.v == "" {
+			continue
+		}
+		v, err := storeinput.ParseTime(t.v)
+		if err != nil {
+			return f, fmt.Errorf("%s %w", t.flag, err)
+		}
+		*t.to = v
+	}
+	if !f.Since.IsZero() && !f.Until.IsZero() && !f.Until.After(f.Since) {
+		return f, errors.New("--until must be after --since")
+	}
+	if opts.Data == "" {
+		if storeinput.Kind(opts.DB) != "db sqlite" {
+			return f, errors.New("--db postgres://…: give --data, the collect server's data directory")
+		}
+		opts.Data = filepath.Dir(strings.TrimPrefix(strings.TrimPrefix(opts.DB, "sqlite://"), "file:"))
+	}
+	if st, err := os.Stat(opts.Data); err != nil || !st.IsDir() {
+		return f, fmt.Errorf("--data %s: not a directory", opts.Data)
+	}
+	if storeinput.Kind(opts.DB) == "db sqlite" {
+		// Opening would create and migrate a missing file: a typo must not.
+		p := strings.TrimPrefix(strings.TrimPrefix(opts.DB, "sqlite://"), "file:")
+		if st, err := os.Stat(p); err != nil || !st.Mode().IsRegular() {
+			return f, fmt.Errorf("--db %s: no such SQLite file", opts.DB)
+		}
+	}
+	return f, nil
+}
+
+// fromStore reads the chosen runs of a collect store, one page of index
+// rows and one run at a time.
+func fromStore(ctx context.Context, opts *Options, f storeinput.Filter, aopts analysis.Options) (*analysis.Report, error) {
+	st, err := store.Open(ctx, opts.DB)
+	if err != nil {
+		return nil, cmdutil.Usage(fmt.Errorf("--db: %w", err))
+	}
+	defer st.Close()
+	aopts.Source, aopts.Filters, aopts.Fleet = storeinput.Kind(opts.DB), f.Strings(), true
+	seq, done := storeinput.Source{Store: st, Data: opts.Data}.Inputs(ctx, f)
+	return analysis.AnalyzeSeq(seq, done, aopts)
 }
