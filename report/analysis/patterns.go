@@ -16,7 +16,9 @@ import (
 // and the maximum application delay per test, 000 §IV-A), and the bytes
 // each path carried.
 func init() {
-	register(30, "patterns", func() Section { return &patternSec{by: map[patKey]*patAgg{}} })
+	register(30, "patterns", func() Section {
+		return &patternSec{by: map[patKey]*patAgg{}, run: map[pairKey]*[2][]float64{}, ratios: map[pairKey][]float64{}}
+	})
 }
 
 type patKey struct {
@@ -36,6 +38,17 @@ type pathSrc struct{ path, source string }
 type patternSec struct {
 	by    map[patKey]*patAgg
 	order []patKey
+	// 000 Fig. 4 pairs: the current run's per-test values by family, then
+	// every pair's IPv4/IPv6 ratio.
+	cur    *Run
+	run    map[pairKey]*[2][]float64
+	ratios map[pairKey][]float64
+}
+
+// pairKey is one comparable per-test metric of a pattern × transport ×
+// path, across families.
+type pairKey struct {
+	pattern, transport, path, metric string
 }
 
 type patternRecord struct {
@@ -100,12 +113,36 @@ func (s *patternSec) Add(rec Record) error {
 	}
 	a.status[r.Status]++
 	add := func(m string, v float64) { a.metrics[m] = append(a.metrics[m], v) }
+	if rec.Run != s.cur {
+		s.endRun()
+		s.cur = rec.Run
+	}
+	perTest := func(m string, v float64) {
+		fi := slices.Index([]int{4, 6}, c.Family)
+		if fi < 0 {
+			return
+		}
+		k := pairKey{c.Pattern, c.Transport, c.Path, m}
+		p := s.run[k]
+		if p == nil {
+			p = &[2][]float64{}
+			s.run[k] = p
+		}
+		p[fi] = append(p[fi], v)
+	}
 	if res := r.Result; res != nil && r.Status == "success" {
+		var ping []float64
 		for _, d := range res.Delays {
 			add("ping_rtt_ms", nsMs(d))
+			ping = append(ping, nsMs(d))
+		}
+		if len(ping) > 0 {
+			sort.Float64s(ping)
+			perTest("ping_median_ms", Quantile(ping, 0.5))
 		}
 		if res.Completion != nil {
 			add("completion_ms", nsMs(*res.Completion))
+			perTest("completion_ms", nsMs(*res.Completion))
 		}
 		if res.Goodput != nil {
 			add("goodput_mbps", *res.Goodput/1e6)
@@ -125,6 +162,7 @@ func (s *patternSec) Add(rec Record) error {
 			}
 			if d.Max != nil {
 				add(name+"_max_delay_ms", nsMs(*d.Max))
+				perTest(name+"_max_delay_ms", nsMs(*d.Max))
 			}
 		}
 	}
@@ -137,6 +175,23 @@ func (s *patternSec) Add(rec Record) error {
 		a.addBytes(pathSrc{p.Path, "interface"}, p.Sent, p.Received)
 	}
 	return nil
+}
+
+// EndRun pairs the run's tests: the i-th IPv4 test of a pattern ×
+// transport × path with its i-th IPv6 test, as 000 Fig. 4 compares one
+// measurement's QUIC IPv4 and IPv6 completion times.
+func (s *patternSec) EndRun(*Run) { s.endRun() }
+
+func (s *patternSec) endRun() {
+	for k, p := range s.run {
+		for i := range min(len(p[0]), len(p[1])) {
+			if p[1][i] > 0 {
+				s.ratios[k] = append(s.ratios[k], p[0][i]/p[1][i])
+			}
+		}
+		delete(s.run, k)
+	}
+	s.cur = nil
 }
 
 func (a *patAgg) addBytes(k pathSrc, sent, recv uint64) {
@@ -211,7 +266,99 @@ func (s *patternSec) Tables() []Table {
 			pb.Rows = append(pb.Rows, append(k.cells(), ps.source, ps.path, fmt.Sprint(v[0]), fmt.Sprint(v[1]), share))
 		}
 	}
-	return []Table{st, mt, pb, familyRatios(keys, s.by)}
+	return append([]Table{st, mt, pb, familyRatios(keys, s.by)}, s.pairTables()...)
+}
+
+func (s *patternSec) pairKeys() []pairKey {
+	var ks []pairKey
+	for k := range s.ratios {
+		ks = append(ks, k)
+	}
+	slices.SortFunc(ks, func(a, b pairKey) int {
+		return cmp.Or(cmp.Compare(a.pattern, b.pattern), cmp.Compare(a.transport, b.transport), cmp.Compare(a.path, b.path), cmp.Compare(a.metric, b.metric))
+	})
+	return ks
+}
+
+func (k pairKey) name() string { return k.pattern + " " + k.transport + " " + k.path + " " + k.metric }
+
+// pairTables: 000 Fig. 4 per pair of tests (the ratio's share above 1 is
+// how often IPv6 was faster, for times), and its exact ECDF.
+func (s *patternSec) pairTables() []Table {
+	sum := Table{Name: "family-pairs", Title: "IPv4 / IPv6 per pair of tests (000 Fig. 4)",
+		Note:    "the i-th IPv4 test of a run paired with its i-th IPv6 test of the same pattern × transport × path; ratio = IPv4 value / IPv6 value (for times, above 1: IPv6 was faster)",
+		Columns: []string{"pattern", "transport", "path", "metric", "pairs", "ratio_p25", "ratio_median", "ratio_p75", "above_1_pct"}}
+	cdf := Table{Name: "family-pairs-cdf", Title: "IPv4 / IPv6 ratio ECDF per pair (000 Fig. 4), exact", Long: true,
+		Note:    "every distinct per-pair ratio with the share of pairs at or below it",
+		Columns: []string{"pattern", "transport", "path", "metric", "ratio", "cdf"}}
+	for _, k := range s.pairKeys() {
+		r := s.ratios[k]
+		st := StatsOf(r)
+		above := 0
+		for _, v := range r {
+			if v > 1 {
+				above++
+			}
+		}
+		sum.Rows = append(sum.Rows, []string{k.pattern, k.transport, k.path, k.metric, fmt.Sprint(len(r)),
+			fmt.Sprintf("%.3f", st.P25), fmt.Sprintf("%.3f", st.P50), fmt.Sprintf("%.3f", st.P75), pct(above, len(r))})
+		vals, fr := ECDF(r)
+		for i := range vals {
+			cdf.Rows = append(cdf.Rows, []string{k.pattern, k.transport, k.path, k.metric, fmt.Sprintf("%.6f", vals[i]), fmt.Sprintf("%.6f", fr[i])})
+		}
+	}
+	return []Table{sum, cdf, s.interactiveCDF()}
+}
+
+// interactiveKeys are the pattern keys with interactive delays.
+func (s *patternSec) delayKeys() []patKey {
+	var ks []patKey
+	for _, k := range s.order {
+		a := s.by[k]
+		if len(a.metrics["up_delay_ms"])+len(a.metrics["down_delay_ms"]) > 0 {
+			ks = append(ks, k)
+		}
+	}
+	slices.SortStableFunc(ks, func(a, b patKey) int {
+		return cmp.Or(cmp.Compare(a.pattern, b.pattern), cmp.Compare(a.transport, b.transport),
+			cmp.Compare(a.family, b.family), cmp.Compare(a.path, b.path))
+	})
+	return ks
+}
+
+// interactiveCDF: the exact ECDF of the interactive pattern's application
+// delay per chunk, per direction (000 §II-A; Fig. 7 plots its maximum).
+func (s *patternSec) interactiveCDF() Table {
+	t := Table{Name: "interactive-cdf", Title: "Interactive delay ECDF per direction (000 §II-A), exact", Long: true,
+		Note:    "every distinct per-chunk application delay of successful tests, with the share at or below it",
+		Columns: []string{"pattern", "transport", "family", "path", "direction", "delay_ms", "cdf"}}
+	for _, k := range s.delayKeys() {
+		for _, dir := range []string{"up", "down"} {
+			vals, fr := ECDF(s.by[k].metrics[dir+"_delay_ms"])
+			for i := range vals {
+				t.Rows = append(t.Rows, append(k.cells(), dir, ms(vals[i]), fmt.Sprintf("%.6f", fr[i])))
+			}
+		}
+	}
+	return t
+}
+
+// Figures: the interactive delay ECDFs, and the per-pair IPv4/IPv6 ratio
+// ECDFs (log x: ratios).
+func (s *patternSec) Figures() []Figure {
+	inter := Figure{Name: "interactive-cdf", Title: "Interactive application delay (000 §II-A)", Kind: KindECDF, XLabel: "delay (ms)", YLabel: "ECDF", LogX: true}
+	for _, k := range s.delayKeys() {
+		for _, dir := range []string{"up", "down"} {
+			if xs := s.by[k].metrics[dir+"_delay_ms"]; len(xs) > 0 {
+				inter.Series = append(inter.Series, ecdfSeries(strings.Join(k.cells()[1:], " ")+" "+dir, xs))
+			}
+		}
+	}
+	pairs := Figure{Name: "family-pairs-cdf", Title: "IPv4 / IPv6 per pair of tests (000 Fig. 4)", Kind: KindECDF, XLabel: "IPv4 / IPv6", YLabel: "ECDF", LogX: true}
+	for _, k := range s.pairKeys() {
+		pairs.Series = append(pairs.Series, ecdfSeries(k.name(), s.ratios[k]))
+	}
+	return []Figure{inter, pairs}
 }
 
 // familyRatios compares IPv4 with IPv6 for every pattern × transport ×

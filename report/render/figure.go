@@ -99,7 +99,7 @@ func plotOf(f analysis.Figure) (*plot.Plot, error) {
 	}
 	if f.LogX {
 		p.X.Scale = plot.LogScale{}
-		p.X.Tick.Marker = plot.LogTicks{Prec: -1}
+		p.X.Tick.Marker = logTicks{}
 	}
 	switch f.Kind {
 	case analysis.KindECDF:
@@ -186,8 +186,46 @@ func plotOf(f analysis.Figure) (*plot.Plot, error) {
 	default:
 		return nil, fmt.Errorf("figure %s: unknown kind %q", f.Name, f.Kind)
 	}
+	if f.Kind == analysis.KindECDF {
+		pad(&p.X, f.LogX)
+	}
 	p.BackgroundColor = color.White
 	return p, nil
+}
+
+// pad widens an axis by 4% each side, so a step at the data's ends (or a
+// one-value ECDF) is not drawn on the frame.
+func pad(a *plot.Axis, log bool) {
+	lo, hi := a.Min, a.Max
+	if log {
+		if lo <= 0 || hi <= 0 {
+			return
+		}
+		lo, hi = math.Log10(lo), math.Log10(hi)
+	}
+	d := (hi - lo) * 0.04
+	if d == 0 {
+		d = math.Max(math.Abs(lo)*0.1, 0.5)
+		if log {
+			d = 0.1
+		}
+	}
+	lo, hi = lo-d, hi+d
+	if log {
+		lo, hi = math.Pow(10, lo), math.Pow(10, hi)
+	}
+	a.Min, a.Max = lo, hi
+}
+
+// logTicks labels decades on a log axis spanning more than one, and falls
+// back to ordinary ticks within a decade (LogTicks would label none).
+type logTicks struct{}
+
+func (logTicks) Ticks(lo, hi float64) []plot.Tick {
+	if lo > 0 && hi/lo >= 10 {
+		return plot.LogTicks{Prec: -1}.Ticks(lo, hi)
+	}
+	return plot.DefaultTicks{}.Ticks(lo, hi)
 }
 
 func maxLen(ss []analysis.Series) int {
