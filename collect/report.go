@@ -99,6 +99,7 @@ func (s *Server) handleReport(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusInternalServerError, apiError{Error: "Internal Server Error", Reason: reason})
 		return
 	}
+	defer rep.Close()
 	var b bytes.Buffer
 	if err := render.Write(&b, format, rep.Tables, rep.Figures); err != nil {
 		s.log.Error("report render", "err", err)

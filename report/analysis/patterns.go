@@ -3,6 +3,7 @@ package analysis
 import (
 	"cmp"
 	"fmt"
+	"iter"
 	"slices"
 	"sort"
 	"strings"
@@ -17,7 +18,7 @@ import (
 // each path carried.
 func init() {
 	register(30, "patterns", func() Section {
-		return &patternSec{by: map[patKey]*patAgg{}, run: map[pairKey]*[2][]float64{}, ratios: map[pairKey][]float64{}}
+		return &patternSec{by: map[patKey]*patAgg{}, run: map[pairKey]*[2][]float64{}, ratios: map[pairKey]*Sample{}}
 	})
 }
 
@@ -29,7 +30,7 @@ type patKey struct {
 
 type patAgg struct {
 	status  map[string]int
-	metrics map[string][]float64
+	metrics map[string]*Sample
 	paths   map[pathSrc]*[2]uint64 // sent, received
 }
 
@@ -42,7 +43,7 @@ type patternSec struct {
 	// every pair's IPv4/IPv6 ratio.
 	cur    *Run
 	run    map[pairKey]*[2][]float64
-	ratios map[pairKey][]float64
+	ratios map[pairKey]*Sample
 }
 
 // pairKey is one comparable per-test metric of a pattern × transport ×
@@ -107,12 +108,19 @@ func (s *patternSec) Add(rec Record) error {
 	k := patKey{c.Pattern, c.Transport, c.Family, c.Path}
 	a := s.by[k]
 	if a == nil {
-		a = &patAgg{status: map[string]int{}, metrics: map[string][]float64{}, paths: map[pathSrc]*[2]uint64{}}
+		a = &patAgg{status: map[string]int{}, metrics: map[string]*Sample{}, paths: map[pathSrc]*[2]uint64{}}
 		s.by[k] = a
 		s.order = append(s.order, k)
 	}
 	a.status[r.Status]++
-	add := func(m string, v float64) { a.metrics[m] = append(a.metrics[m], v) }
+	add := func(m string, v float64) {
+		smp := a.metrics[m]
+		if smp == nil {
+			smp = &Sample{}
+			a.metrics[m] = smp
+		}
+		smp.Add(v)
+	}
 	if rec.Run != s.cur {
 		s.endRun()
 		s.cur = rec.Run
@@ -186,7 +194,12 @@ func (s *patternSec) endRun() {
 	for k, p := range s.run {
 		for i := range min(len(p[0]), len(p[1])) {
 			if p[1][i] > 0 {
-				s.ratios[k] = append(s.ratios[k], p[0][i]/p[1][i])
+				r := s.ratios[k]
+				if r == nil {
+					r = &Sample{}
+					s.ratios[k] = r
+				}
+				r.Add(p[0][i] / p[1][i])
 			}
 		}
 		delete(s.run, k)
@@ -246,8 +259,8 @@ func (s *patternSec) Tables() []Table {
 		sort.Strings(names)
 		for _, m := range names {
 			xs := a.metrics[m]
-			q := StatsOf(xs)
-			mt.Rows = append(mt.Rows, append(k.cells(), m, fmt.Sprint(len(xs)), ms(q.Min), ms(q.P10), ms(q.P25), ms(q.P50),
+			q := xs.Stats()
+			mt.Rows = append(mt.Rows, append(k.cells(), m, fmt.Sprint(xs.Len()), ms(q.Min), ms(q.P10), ms(q.P25), ms(q.P50),
 				ms(q.P75), ms(q.P90), ms(q.Max), ms(q.Mean)))
 		}
 		var srcs []pathSrc
@@ -293,20 +306,21 @@ func (s *patternSec) pairTables() []Table {
 		Columns: []string{"pattern", "transport", "path", "metric", "ratio", "cdf"}}
 	for _, k := range s.pairKeys() {
 		r := s.ratios[k]
-		st := StatsOf(r)
+		st := r.Stats()
 		above := 0
-		for _, v := range r {
+		for v := range r.Sorted() {
 			if v > 1 {
 				above++
 			}
 		}
-		sum.Rows = append(sum.Rows, []string{k.pattern, k.transport, k.path, k.metric, fmt.Sprint(len(r)),
-			fmt.Sprintf("%.3f", st.P25), fmt.Sprintf("%.3f", st.P50), fmt.Sprintf("%.3f", st.P75), pct(above, len(r))})
-		vals, fr := ECDF(r)
-		for i := range vals {
-			cdf.Rows = append(cdf.Rows, []string{k.pattern, k.transport, k.path, k.metric, fmt.Sprintf("%.6f", vals[i]), fmt.Sprintf("%.6f", fr[i])})
-		}
+		sum.Rows = append(sum.Rows, []string{k.pattern, k.transport, k.path, k.metric, fmt.Sprint(r.Len()),
+			fmt.Sprintf("%.3f", st.P25), fmt.Sprintf("%.3f", st.P50), fmt.Sprintf("%.3f", st.P75), pct(above, r.Len())})
 	}
+	var parts []ecdfPart
+	for _, k := range s.pairKeys() {
+		parts = append(parts, ecdfPart{[]string{k.pattern, k.transport, k.path, k.metric}, s.ratios[k]})
+	}
+	ecdfRows(&cdf, parts, func(v float64) string { return fmt.Sprintf("%.6f", v) })
 	return []Table{sum, cdf, s.interactiveCDF()}
 }
 
@@ -315,7 +329,7 @@ func (s *patternSec) delayKeys() []patKey {
 	var ks []patKey
 	for _, k := range s.order {
 		a := s.by[k]
-		if len(a.metrics["up_delay_ms"])+len(a.metrics["down_delay_ms"]) > 0 {
+		if a.metrics["up_delay_ms"].Len()+a.metrics["down_delay_ms"].Len() > 0 {
 			ks = append(ks, k)
 		}
 	}
@@ -332,14 +346,15 @@ func (s *patternSec) interactiveCDF() Table {
 	t := Table{Name: "interactive-cdf", Title: "Interactive delay ECDF per direction (000 §II-A), exact", Long: true,
 		Note:    "every distinct per-chunk application delay of successful tests, with the share at or below it",
 		Columns: []string{"pattern", "transport", "family", "path", "direction", "delay_ms", "cdf"}}
+	var parts []ecdfPart
 	for _, k := range s.delayKeys() {
 		for _, dir := range []string{"up", "down"} {
-			vals, fr := ECDF(s.by[k].metrics[dir+"_delay_ms"])
-			for i := range vals {
-				t.Rows = append(t.Rows, append(k.cells(), dir, ms(vals[i]), fmt.Sprintf("%.6f", fr[i])))
+			if smp := s.by[k].metrics[dir+"_delay_ms"]; smp != nil {
+				parts = append(parts, ecdfPart{append(k.cells(), dir), smp})
 			}
 		}
 	}
+	ecdfRows(&t, parts, ms)
 	return t
 }
 
@@ -349,14 +364,18 @@ func (s *patternSec) Figures() []Figure {
 	inter := Figure{Name: "interactive-cdf", Title: "Interactive application delay (000 §II-A)", Kind: KindECDF, XLabel: "delay (ms)", YLabel: "ECDF", LogX: true}
 	for _, k := range s.delayKeys() {
 		for _, dir := range []string{"up", "down"} {
-			if xs := s.by[k].metrics[dir+"_delay_ms"]; len(xs) > 0 {
-				inter.Series = append(inter.Series, ecdfSeries(strings.Join(k.cells()[1:], " ")+" "+dir, xs))
+			if xs := s.by[k].metrics[dir+"_delay_ms"]; xs.Len() > 0 {
+				ser, thin := xs.Series(strings.Join(k.cells()[1:], " ") + " " + dir)
+				inter.Series = append(inter.Series, ser)
+				inter.Downsampled = inter.Downsampled || thin
 			}
 		}
 	}
 	pairs := Figure{Name: "family-pairs-cdf", Title: "IPv4 / IPv6 per pair of tests (000 Fig. 4)", Kind: KindECDF, XLabel: "IPv4 / IPv6", YLabel: "ECDF", LogX: true}
 	for _, k := range s.pairKeys() {
-		pairs.Series = append(pairs.Series, ecdfSeries(k.name(), s.ratios[k]))
+		ser, thin := s.ratios[k].Series(k.name())
+		pairs.Series = append(pairs.Series, ser)
+		pairs.Downsampled = pairs.Downsampled || thin
 	}
 	return []Figure{inter, pairs}
 }
@@ -380,20 +399,55 @@ func familyRatios(keys []patKey, by map[patKey]*patAgg) Table {
 		}
 		var names []string
 		for m := range a4.metrics {
-			if len(a6.metrics[m]) > 0 {
+			if a6.metrics[m].Len() > 0 {
 				names = append(names, m)
 			}
 		}
 		sort.Strings(names)
 		for _, m := range names {
-			m4, m6 := StatsOf(a4.metrics[m]).P50, StatsOf(a6.metrics[m]).P50
+			m4, m6 := a4.metrics[m].Stats().P50, a6.metrics[m].Stats().P50
 			ratio := "-"
 			if m6 != 0 {
 				ratio = fmt.Sprintf("%.3f", m4/m6)
 			}
-			t.Rows = append(t.Rows, []string{k.pattern, k.transport, k.path, m, fmt.Sprint(len(a4.metrics[m])), ms(m4),
-				fmt.Sprint(len(a6.metrics[m])), ms(m6), ratio})
+			t.Rows = append(t.Rows, []string{k.pattern, k.transport, k.path, m, fmt.Sprint(a4.metrics[m].Len()), ms(m4),
+				fmt.Sprint(a6.metrics[m].Len()), ms(m6), ratio})
 		}
 	}
 	return t
+}
+
+// samples are every sample the section holds.
+func (s *patternSec) samples() iter.Seq[*Sample] {
+	return func(yield func(*Sample) bool) {
+		for _, a := range s.by {
+			for _, m := range a.metrics {
+				if !yield(m) {
+					return
+				}
+			}
+		}
+		for _, r := range s.ratios {
+			if !yield(r) {
+				return
+			}
+		}
+	}
+}
+
+// Close removes the spilled samples.
+func (s *patternSec) Close() {
+	for m := range s.samples() {
+		m.Close()
+	}
+}
+
+// Err is the first spill error.
+func (s *patternSec) Err() error {
+	for m := range s.samples() {
+		if err := m.Err(); err != nil {
+			return err
+		}
+	}
+	return nil
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 	"time"
 
@@ -35,7 +36,7 @@ func rowsOf(t *testing.T, rep *analysis.Report, name string) [][]string {
 	t.Helper()
 	tb, ok := rep.Table(name)
 	require.True(t, ok, name)
-	return tb.Rows
+	return slices.Collect(tb.All())
 }
 
 // TestPatternTablesEqualPlantedValues: planted delays, completion times,

@@ -24,6 +24,31 @@ type Table struct {
 	Columns []string   `json:"columns"`
 	Rows    [][]string `json:"rows"`
 	Long    bool       `json:"long,omitempty"`
+	// more are rows made on demand after Rows (exact ECDFs read back from
+	// spilled samples), nMore of them: use Len and All.
+	more  iter.Seq[[]string]
+	nMore int
+}
+
+// Len is the number of rows.
+func (t Table) Len() int { return len(t.Rows) + t.nMore }
+
+// All yields every row, those made on demand included.
+func (t Table) All() iter.Seq[[]string] {
+	return func(yield func([]string) bool) {
+		for _, r := range t.Rows {
+			if !yield(r) {
+				return
+			}
+		}
+		if t.more != nil {
+			for r := range t.more {
+				if !yield(r) {
+					return
+				}
+			}
+		}
+	}
 }
 
 // Section aggregates the records of the runs it applies to as they stream
@@ -74,6 +99,17 @@ type Report struct {
 	Runs    []*Run
 	Tables  []Table
 	Figures []Figure
+	secs    []Section
+}
+
+// Close releases what the sections spilled to disk; the tables' rows made
+// on demand cannot be read after it.
+func (r *Report) Close() {
+	for _, s := range r.secs {
+		if c, ok := s.(interface{ Close() }); ok {
+			c.Close()
+		}
+	}
 }
 
 // Options say where the inputs came from, for the provenance every report
@@ -141,7 +177,13 @@ func AnalyzeSeq(inputs iter.Seq[Input], next func() error, opts Options) (*Repor
 		}
 		secs, names = append(secs, s), append(names, e.name)
 	}
-	rep := &Report{}
+	rep := &Report{secs: secs}
+	ok := false
+	defer func() {
+		if !ok {
+			rep.Close()
+		}
+	}()
 	used := map[typeKey]*typeUse{}
 	seen := map[string]string{} // run id -> file
 	for in := range inputs {
@@ -205,10 +247,15 @@ func AnalyzeSeq(inputs iter.Seq[Input], next func() error, opts Options) (*Repor
 			return nil, err
 		}
 	}
+	for _, s := range secs {
+		if e, ok := s.(interface{ Err() error }); ok && e.Err() != nil {
+			return nil, fmt.Errorf("spilling samples to disk: %w", e.Err())
+		}
+	}
 	rep.Tables = append(rep.Tables, provenanceTable(rep.Runs, opts), inputsTable(rep.Runs), typesTable(used))
 	for _, s := range secs {
 		for _, t := range s.Tables() {
-			if len(t.Rows) > 0 { // a table is present when its data is
+			if t.Len() > 0 { // a table is present when its data is
 				rep.Tables = append(rep.Tables, t)
 			}
 		}
@@ -220,6 +267,7 @@ func AnalyzeSeq(inputs iter.Seq[Input], next func() error, opts Options) (*Repor
 			}
 		}
 	}
+	ok = true
 	return rep, nil
 }
 

@@ -1,6 +1,7 @@
 package render
 
 import (
+	"bufio"
 	"bytes"
 	_ "embed"
 	"encoding/json"
@@ -68,15 +69,57 @@ func HTML(w io.Writer, title string, tables []analysis.Table, figs []analysis.Fi
 	return err
 }
 
-// JSON writes the tables (every row, Long ones too) and the figures' data.
+// JSON writes the tables (every row, those made on demand streamed as
+// they are read back) and the figures' data.
 func JSON(w io.Writer, tables []analysis.Table, figs []analysis.Figure) error {
+	bw := bufio.NewWriterSize(w, 64<<10)
+	put := func(v any) error {
+		b, err := json.Marshal(v)
+		if err != nil {
+			return err
+		}
+		_, err = bw.Write(b)
+		return err
+	}
+	bw.WriteString("{\n \"tables\": [")
+	for i, t := range tables {
+		if i > 0 {
+			bw.WriteString(",")
+		}
+		bw.WriteString("\n  ")
+		// The table's fields, then its rows one line each.
+		b, err := json.Marshal(struct {
+			Name    string   `json:"name"`
+			Title   string   `json:"title"`
+			Note    string   `json:"note,omitempty"`
+			Columns []string `json:"columns"`
+			Long    bool     `json:"long,omitempty"`
+		}{t.Name, t.Title, t.Note, t.Columns, t.Long})
+		if err != nil {
+			return err
+		}
+		bw.Write(bytes.TrimSuffix(b, []byte("}")))
+		bw.WriteString(`,"rows":[`)
+		n := 0
+		for r := range t.All() {
+			if n > 0 {
+				bw.WriteString(",")
+			}
+			bw.WriteString("\n   ")
+			if err := put(r); err != nil {
+				return err
+			}
+			n++
+		}
+		bw.WriteString("]}")
+	}
+	bw.WriteString("\n ],\n \"figures\": ")
 	if figs == nil {
 		figs = []analysis.Figure{}
 	}
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", " ")
-	return enc.Encode(struct {
-		Tables  []analysis.Table  `json:"tables"`
-		Figures []analysis.Figure `json:"figures"`
-	}{tables, figs})
+	if err := put(figs); err != nil {
+		return err
+	}
+	bw.WriteString("\n}\n")
+	return bw.Flush()
 }

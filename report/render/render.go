@@ -67,7 +67,7 @@ func framed(w io.Writer, t analysis.Table, titleFmt, noteFmt string, body func(*
 		fmt.Fprintf(&b, noteFmt, t.Note)
 	}
 	if t.Long {
-		fmt.Fprintf(&b, "(%d rows: write them with --format csv --section %s)\n", len(t.Rows), t.Name)
+		fmt.Fprintf(&b, "(%d rows: write them with --format csv --section %s)\n", t.Len(), t.Name)
 	} else {
 		body(&b)
 	}
@@ -154,8 +154,11 @@ func CSV(w io.Writer, t analysis.Table) error {
 	if err := cw.Write(t.Columns); err != nil {
 		return err
 	}
-	if err := cw.WriteAll(t.Rows); err != nil {
-		return err
+	for r := range t.All() { // rows made on demand are written as read back
+		if err := cw.Write(r); err != nil {
+			return err
+		}
 	}
+	cw.Flush()
 	return cw.Error()
 }

@@ -168,6 +168,7 @@ func reportRun(opts *Options) error {
 		}
 		return err
 	}
+	defer rep.Close()
 	tables, figs := rep.Tables, rep.Figures
 	if opts.Section != "" {
 		t, ok := rep.Table(opts.Section)
