@@ -80,13 +80,8 @@ func TestMobileTablesEqualPlanted(t *testing.T) {
 		{"quic", "upload", "2.000", "0.500000"}, {"quic", "upload", "2.500", "1.000000"},
 		{"quic", "download", "0.500", "0.500000"}, {"quic", "download", "0.750", "1.000000"},
 	}, rowsOf(t, rep, "mobile-ratio-cdf"))
-	var scatter *analysis.Figure
-	for i := range rep.Figures {
-		if rep.Figures[i].Name == "mobile-upload-scatter" {
-			scatter = &rep.Figures[i]
-		}
-	}
-	require.NotNil(t, scatter)
+	scatter, ok := rep.Figure("mobile-upload-scatter")
+	require.True(t, ok)
 	assert.Equal(t, []analysis.Series{{Name: "quic", X: []float64{2.5, 6}, Y: []float64{1, 3}}}, scatter.Series)
 
 	// Without mobile records there is no mobile table at all.

@@ -130,13 +130,8 @@ func TestFamilyPairsEqualPlanted(t *testing.T) {
 		{"ping", "quic", "wlan0", "ping_median_ms", "1.500000", "0.666667"},
 		{"ping", "quic", "wlan0", "ping_median_ms", "2.000000", "1.000000"},
 	}, rowsOf(t, rep, "family-pairs-cdf"))
-	var fig *analysis.Figure
-	for i := range rep.Figures {
-		if rep.Figures[i].Name == "family-pairs-cdf" {
-			fig = &rep.Figures[i]
-		}
-	}
-	require.NotNil(t, fig)
+	fig, ok := rep.Figure("family-pairs-cdf")
+	require.True(t, ok)
 	assert.Equal(t, []float64{0.25, 1.5, 2}, fig.Series[0].X)
 }
 

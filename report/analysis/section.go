@@ -136,6 +136,16 @@ func (r *Report) Table(name string) (Table, bool) {
 	return Table{}, false
 }
 
+// Figure returns the figure named name, or false.
+func (r *Report) Figure(name string) (Figure, bool) {
+	for _, f := range r.Figures {
+		if f.Name == name {
+			return f, true
+		}
+	}
+	return Figure{}, false
+}
+
 // Input is one file to read.
 type Input struct {
 	Name string

@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/mptester/mptester/internal/browsertest"
+	"github.com/mptester/mptester/report/analysis"
 )
 
 type shownFigure struct {
@@ -41,21 +42,42 @@ func TestHTMLInHeadlessChromium(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
 	dir := t.TempDir()
-	page := filepath.Join(dir, "report.html")
-	_, _, err := execute(t, append([]string{"--format", "html", "-o", page}, inputs...)...)
-	require.NoError(t, err)
-	want := readJSON(t, inputs...).Figures
-	require.NotEmpty(t, want)
-
+	// The files' page (survey, patterns, mobile) and a store's fleet page.
+	storeDir := t.TempDir()
+	dsn := filepath.Join(storeDir, "collect.db")
+	plantFleet(t, newFleetServer(t, dsn, storeDir, []string{"p1", "p2", "p3"}))
 	b, err := browsertest.Start(ctx, chromium, filepath.Join(dir, "profile"))
 	require.NoError(t, err)
 	defer b.Close()
 	art := browsertest.ArtifactDir(t)
+	for _, src := range []struct {
+		name string
+		args []string
+	}{{"files", inputs}, {"fleet", []string{"--db", dsn}}} {
+		page := filepath.Join(dir, src.name+".html")
+		_, _, err := execute(t, append([]string{"--format", "html", "-o", page}, src.args...)...)
+		require.NoError(t, err)
+		want := readJSON(t, src.args...).Figures
+		require.NotEmpty(t, want)
+		checkPage(ctx, t, b, art, src.name, page, want)
+	}
+
+	// The detector's control: a page that fetches and logs is caught.
+	bad := filepath.Join(dir, "bad.html")
+	require.NoError(t, os.WriteFile(bad, []byte(`<!DOCTYPE html><html><body><img src="http://127.0.0.1:1/x.png">`+
+		`<script>console.error("planted")</script></body></html>`), 0o644))
+	p, err := b.Open(ctx, "file://"+bad, 800, 600, false)
+	require.NoError(t, err)
+	assert.Contains(t, p.Requests, "http://127.0.0.1:1/x.png")
+	assert.Contains(t, p.Console, "console.error: planted")
+}
+
+func checkPage(ctx context.Context, t *testing.T, b *browsertest.Browser, art, name, page string, want []analysis.Figure) {
 	for _, v := range []struct {
 		name          string
 		width, height int
 		dark          bool
-	}{{"desktop-light", 1280, 900, false}, {"phone-dark", 390, 844, true}} {
+	}{{name + "-desktop-light", 1280, 900, false}, {name + "-phone-dark", 390, 844, true}} {
 		p, err := b.Open(ctx, "file://"+page, v.width, v.height, v.dark)
 		require.NoError(t, err, v.name)
 		assert.Empty(t, p.Console, "%s: console", v.name)
@@ -97,13 +119,4 @@ func TestHTMLInHeadlessChromium(t *testing.T) {
 		require.NoError(t, os.WriteFile(out, shot, 0o644))
 		t.Logf("screenshot %s", out)
 	}
-
-	// The detector's control: a page that fetches and logs is caught.
-	bad := filepath.Join(dir, "bad.html")
-	require.NoError(t, os.WriteFile(bad, []byte(`<!DOCTYPE html><html><body><img src="http://127.0.0.1:1/x.png">`+
-		`<script>console.error("planted")</script></body></html>`), 0o644))
-	p, err := b.Open(ctx, "file://"+bad, 800, 600, false)
-	require.NoError(t, err)
-	assert.Contains(t, p.Requests, "http://127.0.0.1:1/x.png")
-	assert.Contains(t, p.Console, "console.error: planted")
 }
