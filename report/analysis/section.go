@@ -251,6 +251,12 @@ func AnalyzeSeq(inputs iter.Seq[Input], next func() error, opts Options) (*Repor
 				o.EndRun(run)
 			}
 		}
+		// Kept for provenance only from here: a fleet's thousands of runs
+		// keep their ids, not their configs and addresses.
+		run.Header.Config, run.Header.Host = nil, report.Host{}
+		for i, p := range run.Header.Paths {
+			run.Header.Paths[i] = report.Path{Name: p.Name}
+		}
 	}
 	if next != nil {
 		if err := next(); err != nil {
