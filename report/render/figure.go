@@ -126,6 +126,9 @@ func plotOf(f analysis.Figure) (*plot.Plot, error) {
 			if f.LogX && xy[0].X <= 0 {
 				xy = xy[1:]
 			}
+			if len(xy) == 0 { // nothing positive on a log axis
+				continue
+			}
 			l, err := plotter.NewLine(xy)
 			if err != nil {
 				return nil, fmt.Errorf("series %s: %w", s.Name, err)
