@@ -79,7 +79,7 @@ func inlineSVG(f analysis.Figure) ([]byte, error) {
 }
 
 func drawFigure(c vg.CanvasSizer, f analysis.Figure) error {
-	p, err := plotOf(f)
+	p, _, err := plotOf(f)
 	if err != nil {
 		return err
 	}
@@ -87,8 +87,9 @@ func drawFigure(c vg.CanvasSizer, f analysis.Figure) error {
 	return nil
 }
 
-func plotOf(f analysis.Figure) (*plot.Plot, error) {
-	p := plot.New()
+// plotOf builds f's plot; drawn are the series' plotters, in order.
+func plotOf(f analysis.Figure) (p *plot.Plot, drawn []plot.Plotter, err error) {
+	p = plot.New()
 	p.Title.Text = f.Title
 	p.X.Label.Text = f.XLabel
 	p.Y.Label.Text = f.YLabel
@@ -131,13 +132,14 @@ func plotOf(f analysis.Figure) (*plot.Plot, error) {
 			}
 			l, err := plotter.NewLine(xy)
 			if err != nil {
-				return nil, fmt.Errorf("series %s: %w", s.Name, err)
+				return nil, nil, fmt.Errorf("series %s: %w", s.Name, err)
 			}
 			l.StepStyle = plotter.PostStep
 			l.LineStyle.Width = vg.Points(1.5)
 			l.LineStyle.Color = plotutil.Color(i)
 			l.LineStyle.Dashes = plotutil.Dashes(i)
 			p.Add(l)
+			drawn = append(drawn, l)
 			p.Legend.Add(s.Name, l)
 		}
 	case analysis.KindBars:
@@ -146,12 +148,13 @@ func plotOf(f analysis.Figure) (*plot.Plot, error) {
 		for i, s := range f.Series {
 			b, err := plotter.NewBarChart(plotter.Values(s.Y), w)
 			if err != nil {
-				return nil, fmt.Errorf("series %s: %w", s.Name, err)
+				return nil, nil, fmt.Errorf("series %s: %w", s.Name, err)
 			}
 			b.Color = plotutil.Color(i)
 			b.LineStyle.Width = 0
 			b.Offset = w * vg.Length(float64(i)-float64(n-1)/2)
 			p.Add(b)
+			drawn = append(drawn, b)
 			if n > 1 {
 				p.Legend.Add(s.Name, b)
 			}
@@ -168,16 +171,17 @@ func plotOf(f analysis.Figure) (*plot.Plot, error) {
 			}
 			sc, err := plotter.NewScatter(xy)
 			if err != nil {
-				return nil, fmt.Errorf("series %s: %w", s.Name, err)
+				return nil, nil, fmt.Errorf("series %s: %w", s.Name, err)
 			}
 			sc.GlyphStyle.Color = plotutil.Color(i)
 			sc.GlyphStyle.Shape = plotutil.Shape(i)
 			sc.GlyphStyle.Radius = vg.Points(2)
 			p.Add(sc)
+			drawn = append(drawn, sc)
 			if f.Kind == analysis.KindLines {
 				l, err := plotter.NewLine(xy)
 				if err != nil {
-					return nil, err
+					return nil, nil, err
 				}
 				l.LineStyle.Color = plotutil.Color(i)
 				p.Add(l)
@@ -187,13 +191,13 @@ func plotOf(f analysis.Figure) (*plot.Plot, error) {
 			}
 		}
 	default:
-		return nil, fmt.Errorf("figure %s: unknown kind %q", f.Name, f.Kind)
+		return nil, nil, fmt.Errorf("figure %s: unknown kind %q", f.Name, f.Kind)
 	}
 	if f.Kind == analysis.KindECDF {
 		pad(&p.X, f.LogX)
 	}
 	p.BackgroundColor = color.White
-	return p, nil
+	return p, drawn, nil
 }
 
 // pad widens an axis by 4% each side, so a step at the data's ends (or a

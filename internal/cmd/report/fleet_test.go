@@ -304,3 +304,30 @@ func TestDBBadFlags(t *testing.T) {
 
 // nanoLayout is the schema's time format (nine fraction digits, UTC).
 const nanoLayout = "2006-01-02T15:04:05.000000000Z"
+
+// TestDBUnparsedUploadIsListed: an upload the server kept raw but could not
+// parse (a newer schema major: 202, status unparsed) is listed in the
+// inputs table as not read, and the rest is reported (the fleet views
+// leave it out: its start time is unknown).
+func TestDBUnparsedUploadIsListed(t *testing.T) {
+	dir := t.TempDir()
+	dsn := filepath.Join(dir, "collect.db")
+	f := newFleetServer(t, dsn, dir, []string{"p1"})
+	ok := genRun(headerLine(t), rand.New(rand.NewPCG(1, 1)), "p1", "run", time.Date(2026, 11, 1, 6, 0, 0, 0, time.UTC), 4, 3, 5)
+	f.upload(t, ok)
+	id := uuid.NewString()
+	req, err := http.NewRequest(http.MethodPut, f.url+"/v1/runs/"+id,
+		strings.NewReader(`{"type":"header","schema_version":"9.0","run_id":"`+id+`","probe_id":"p1","command":"run"}`+"\n"))
+	require.NoError(t, err)
+	req.Header.Set("Authorization", "Bearer "+f.tokens["p1"])
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	resp.Body.Close()
+	require.Equal(t, http.StatusAccepted, resp.StatusCode)
+	rows := csvRows(t, "--db", dsn, "--section", "inputs")
+	require.Len(t, rows, 2)
+	assert.Contains(t, rows[1], "db:"+id)
+	assert.Contains(t, rows[1], "not read: the server could not parse this upload")
+	// Its start is unknown: the fleet views hold the run that was read.
+	assert.Equal(t, wantSeries([]planted{ok}, func(planted) bool { return true }), csvRows(t, "--db", dsn, "--section", "fleet-series"))
+}
