@@ -57,6 +57,8 @@ type Server struct {
 	mux *http.ServeMux
 	// derive queues stored runs for the derived tables (Serve runs it).
 	derive chan store.Run
+	// reports bounds GET /v1/report's concurrent builds.
+	reports chan struct{}
 }
 
 // New checks cfg and prepares the data directory.
@@ -78,13 +80,14 @@ func New(cfg Config) (*Server, error) {
 		return nil, err
 	}
 	s := &Server{cfg: cfg, raw: raw, sem: make(chan struct{}, cfg.Limits.MaxInFlight), m: newMetrics(), log: cfg.Logger,
-		mux: http.NewServeMux(), derive: make(chan store.Run, 4096)}
+		mux: http.NewServeMux(), derive: make(chan store.Run, 4096), reports: make(chan struct{}, maxReports)}
 	s.mux.HandleFunc("PUT /v1/runs/{run_id}", s.handlePut)
 	s.mux.HandleFunc("GET /v1/runs", s.admin(s.handleList))
 	s.mux.HandleFunc("GET /v1/runs/{run_id}", s.admin(s.handleGet))
 	s.mux.HandleFunc("GET /v1/probes", s.admin(s.handleProbes))
 	s.mux.HandleFunc("GET /v1/probes/{probe}/config", s.handleGetSchedule)
 	s.mux.HandleFunc("PUT /v1/probes/{probe}/config", s.admin(s.handlePutSchedule))
+	s.mux.HandleFunc("GET /v1/report", s.handleReport)
 	s.mux.HandleFunc("GET /healthz", s.handleHealth)
 	s.mux.Handle("GET /metrics", s.admin(promhttp.HandlerFor(s.m.reg, promhttp.HandlerOpts{}).ServeHTTP))
 	return s, nil

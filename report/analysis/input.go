@@ -51,6 +51,7 @@ type Run struct {
 	Records       int64
 	Truncated     bool   // a stream without its trailer: the run did not finish writing
 	TruncatedNote string // where it ends
+	Skipped       string // why the input was listed but not read
 }
 
 // Record is one record of a run, undecoded but for its type. Raw is valid

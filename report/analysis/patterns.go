@@ -3,6 +3,7 @@ package analysis
 import (
 	"cmp"
 	"fmt"
+	"iter"
 	"slices"
 	"sort"
 	"strings"
@@ -16,7 +17,9 @@ import (
 // and the maximum application delay per test, 000 §IV-A), and the bytes
 // each path carried.
 func init() {
-	register(30, "patterns", func() Section { return &patternSec{by: map[patKey]*patAgg{}} })
+	register(30, "patterns", func() Section {
+		return &patternSec{by: map[patKey]*patAgg{}, run: map[pairKey]*[2][]float64{}, ratios: map[pairKey]*Sample{}}
+	})
 }
 
 type patKey struct {
@@ -27,7 +30,7 @@ type patKey struct {
 
 type patAgg struct {
 	status  map[string]int
-	metrics map[string][]float64
+	metrics map[string]*Sample
 	paths   map[pathSrc]*[2]uint64 // sent, received
 }
 
@@ -36,6 +39,17 @@ type pathSrc struct{ path, source string }
 type patternSec struct {
 	by    map[patKey]*patAgg
 	order []patKey
+	// 000 Fig. 4 pairs: the current run's per-test values by family, then
+	// every pair's IPv4/IPv6 ratio.
+	cur    *Run
+	run    map[pairKey]*[2][]float64
+	ratios map[pairKey]*Sample
+}
+
+// pairKey is one comparable per-test metric of a pattern × transport ×
+// path, across families.
+type pairKey struct {
+	pattern, transport, path, metric string
 }
 
 type patternRecord struct {
@@ -94,18 +108,49 @@ func (s *patternSec) Add(rec Record) error {
 	k := patKey{c.Pattern, c.Transport, c.Family, c.Path}
 	a := s.by[k]
 	if a == nil {
-		a = &patAgg{status: map[string]int{}, metrics: map[string][]float64{}, paths: map[pathSrc]*[2]uint64{}}
+		a = &patAgg{status: map[string]int{}, metrics: map[string]*Sample{}, paths: map[pathSrc]*[2]uint64{}}
 		s.by[k] = a
 		s.order = append(s.order, k)
 	}
 	a.status[r.Status]++
-	add := func(m string, v float64) { a.metrics[m] = append(a.metrics[m], v) }
+	add := func(m string, v float64) {
+		smp := a.metrics[m]
+		if smp == nil {
+			smp = &Sample{}
+			a.metrics[m] = smp
+		}
+		smp.Add(v)
+	}
+	if rec.Run != s.cur {
+		s.endRun()
+		s.cur = rec.Run
+	}
+	perTest := func(m string, v float64) {
+		fi := slices.Index([]int{4, 6}, c.Family)
+		if fi < 0 {
+			return
+		}
+		k := pairKey{c.Pattern, c.Transport, c.Path, m}
+		p := s.run[k]
+		if p == nil {
+			p = &[2][]float64{}
+			s.run[k] = p
+		}
+		p[fi] = append(p[fi], v)
+	}
 	if res := r.Result; res != nil && r.Status == "success" {
+		var ping []float64
 		for _, d := range res.Delays {
 			add("ping_rtt_ms", nsMs(d))
+			ping = append(ping, nsMs(d))
+		}
+		if len(ping) > 0 {
+			sort.Float64s(ping)
+			perTest("ping_median_ms", Quantile(ping, 0.5))
 		}
 		if res.Completion != nil {
 			add("completion_ms", nsMs(*res.Completion))
+			perTest("completion_ms", nsMs(*res.Completion))
 		}
 		if res.Goodput != nil {
 			add("goodput_mbps", *res.Goodput/1e6)
@@ -125,6 +170,7 @@ func (s *patternSec) Add(rec Record) error {
 			}
 			if d.Max != nil {
 				add(name+"_max_delay_ms", nsMs(*d.Max))
+				perTest(name+"_max_delay_ms", nsMs(*d.Max))
 			}
 		}
 	}
@@ -137,6 +183,28 @@ func (s *patternSec) Add(rec Record) error {
 		a.addBytes(pathSrc{p.Path, "interface"}, p.Sent, p.Received)
 	}
 	return nil
+}
+
+// EndRun pairs the run's tests: the i-th IPv4 test of a pattern ×
+// transport × path with its i-th IPv6 test, as 000 Fig. 4 compares one
+// measurement's QUIC IPv4 and IPv6 completion times.
+func (s *patternSec) EndRun(*Run) { s.endRun() }
+
+func (s *patternSec) endRun() {
+	for k, p := range s.run {
+		for i := range min(len(p[0]), len(p[1])) {
+			if p[1][i] > 0 {
+				r := s.ratios[k]
+				if r == nil {
+					r = &Sample{}
+					s.ratios[k] = r
+				}
+				r.Add(p[0][i] / p[1][i])
+			}
+		}
+		delete(s.run, k)
+	}
+	s.cur = nil
 }
 
 func (a *patAgg) addBytes(k pathSrc, sent, recv uint64) {
@@ -191,8 +259,8 @@ func (s *patternSec) Tables() []Table {
 		sort.Strings(names)
 		for _, m := range names {
 			xs := a.metrics[m]
-			q := StatsOf(xs)
-			mt.Rows = append(mt.Rows, append(k.cells(), m, fmt.Sprint(len(xs)), ms(q.Min), ms(q.P10), ms(q.P25), ms(q.P50),
+			q := xs.Stats()
+			mt.Rows = append(mt.Rows, append(k.cells(), m, fmt.Sprint(xs.Len()), ms(q.Min), ms(q.P10), ms(q.P25), ms(q.P50),
 				ms(q.P75), ms(q.P90), ms(q.Max), ms(q.Mean)))
 		}
 		var srcs []pathSrc
@@ -211,7 +279,105 @@ func (s *patternSec) Tables() []Table {
 			pb.Rows = append(pb.Rows, append(k.cells(), ps.source, ps.path, fmt.Sprint(v[0]), fmt.Sprint(v[1]), share))
 		}
 	}
-	return []Table{st, mt, pb, familyRatios(keys, s.by)}
+	return append([]Table{st, mt, pb, familyRatios(keys, s.by)}, s.pairTables()...)
+}
+
+func (s *patternSec) pairKeys() []pairKey {
+	var ks []pairKey
+	for k := range s.ratios {
+		ks = append(ks, k)
+	}
+	slices.SortFunc(ks, func(a, b pairKey) int {
+		return cmp.Or(cmp.Compare(a.pattern, b.pattern), cmp.Compare(a.transport, b.transport), cmp.Compare(a.path, b.path), cmp.Compare(a.metric, b.metric))
+	})
+	return ks
+}
+
+func (k pairKey) name() string { return k.pattern + " " + k.transport + " " + k.path + " " + k.metric }
+
+// pairTables: 000 Fig. 4 per pair of tests (the ratio's share above 1 is
+// how often IPv6 was faster, for times), and its exact ECDF.
+func (s *patternSec) pairTables() []Table {
+	sum := Table{Name: "family-pairs", Title: "IPv4 / IPv6 per pair of tests (000 Fig. 4)",
+		Note:    "the i-th IPv4 test of a run paired with its i-th IPv6 test of the same pattern × transport × path; ratio = IPv4 value / IPv6 value (for times, above 1: IPv6 was faster)",
+		Columns: []string{"pattern", "transport", "path", "metric", "pairs", "ratio_p25", "ratio_median", "ratio_p75", "above_1_pct"}}
+	cdf := Table{Name: "family-pairs-cdf", Title: "IPv4 / IPv6 ratio ECDF per pair (000 Fig. 4), exact", Long: true,
+		Note:    "every distinct per-pair ratio with the share of pairs at or below it",
+		Columns: []string{"pattern", "transport", "path", "metric", "ratio", "cdf"}}
+	for _, k := range s.pairKeys() {
+		r := s.ratios[k]
+		st := r.Stats()
+		above := 0
+		for v := range r.Sorted() {
+			if v > 1 {
+				above++
+			}
+		}
+		sum.Rows = append(sum.Rows, []string{k.pattern, k.transport, k.path, k.metric, fmt.Sprint(r.Len()),
+			fmt.Sprintf("%.3f", st.P25), fmt.Sprintf("%.3f", st.P50), fmt.Sprintf("%.3f", st.P75), pct(above, r.Len())})
+	}
+	var parts []ecdfPart
+	for _, k := range s.pairKeys() {
+		parts = append(parts, ecdfPart{[]string{k.pattern, k.transport, k.path, k.metric}, s.ratios[k]})
+	}
+	ecdfRows(&cdf, parts, func(v float64) string { return fmt.Sprintf("%.6f", v) })
+	return []Table{sum, cdf, s.interactiveCDF()}
+}
+
+// interactiveKeys are the pattern keys with interactive delays.
+func (s *patternSec) delayKeys() []patKey {
+	var ks []patKey
+	for _, k := range s.order {
+		a := s.by[k]
+		if a.metrics["up_delay_ms"].Len()+a.metrics["down_delay_ms"].Len() > 0 {
+			ks = append(ks, k)
+		}
+	}
+	slices.SortStableFunc(ks, func(a, b patKey) int {
+		return cmp.Or(cmp.Compare(a.pattern, b.pattern), cmp.Compare(a.transport, b.transport),
+			cmp.Compare(a.family, b.family), cmp.Compare(a.path, b.path))
+	})
+	return ks
+}
+
+// interactiveCDF: the exact ECDF of the interactive pattern's application
+// delay per chunk, per direction (000 §II-A; Fig. 7 plots its maximum).
+func (s *patternSec) interactiveCDF() Table {
+	t := Table{Name: "interactive-cdf", Title: "Interactive delay ECDF per direction (000 §II-A), exact", Long: true,
+		Note:    "every distinct per-chunk application delay of successful tests, with the share at or below it",
+		Columns: []string{"pattern", "transport", "family", "path", "direction", "delay_ms", "cdf"}}
+	var parts []ecdfPart
+	for _, k := range s.delayKeys() {
+		for _, dir := range []string{"up", "down"} {
+			if smp := s.by[k].metrics[dir+"_delay_ms"]; smp != nil {
+				parts = append(parts, ecdfPart{append(k.cells(), dir), smp})
+			}
+		}
+	}
+	ecdfRows(&t, parts, ms)
+	return t
+}
+
+// Figures: the interactive delay ECDFs, and the per-pair IPv4/IPv6 ratio
+// ECDFs (log x: ratios).
+func (s *patternSec) Figures() []Figure {
+	inter := Figure{Name: "interactive-cdf", Title: "Interactive application delay (000 §II-A)", Kind: KindECDF, XLabel: "delay (ms)", YLabel: "ECDF", LogX: true}
+	for _, k := range s.delayKeys() {
+		for _, dir := range []string{"up", "down"} {
+			if xs := s.by[k].metrics[dir+"_delay_ms"]; xs.Len() > 0 {
+				ser, thin := xs.Series(strings.Join(k.cells()[1:], " ") + " " + dir)
+				inter.Series = append(inter.Series, ser)
+				inter.Downsampled = inter.Downsampled || thin
+			}
+		}
+	}
+	pairs := Figure{Name: "family-pairs-cdf", Title: "IPv4 / IPv6 per pair of tests (000 Fig. 4)", Kind: KindECDF, XLabel: "IPv4 / IPv6", YLabel: "ECDF", LogX: true}
+	for _, k := range s.pairKeys() {
+		ser, thin := s.ratios[k].Series(k.name())
+		pairs.Series = append(pairs.Series, ser)
+		pairs.Downsampled = pairs.Downsampled || thin
+	}
+	return []Figure{inter, pairs}
 }
 
 // familyRatios compares IPv4 with IPv6 for every pattern × transport ×
@@ -233,20 +399,55 @@ func familyRatios(keys []patKey, by map[patKey]*patAgg) Table {
 		}
 		var names []string
 		for m := range a4.metrics {
-			if len(a6.metrics[m]) > 0 {
+			if a6.metrics[m].Len() > 0 {
 				names = append(names, m)
 			}
 		}
 		sort.Strings(names)
 		for _, m := range names {
-			m4, m6 := StatsOf(a4.metrics[m]).P50, StatsOf(a6.metrics[m]).P50
+			m4, m6 := a4.metrics[m].Stats().P50, a6.metrics[m].Stats().P50
 			ratio := "-"
 			if m6 != 0 {
 				ratio = fmt.Sprintf("%.3f", m4/m6)
 			}
-			t.Rows = append(t.Rows, []string{k.pattern, k.transport, k.path, m, fmt.Sprint(len(a4.metrics[m])), ms(m4),
-				fmt.Sprint(len(a6.metrics[m])), ms(m6), ratio})
+			t.Rows = append(t.Rows, []string{k.pattern, k.transport, k.path, m, fmt.Sprint(a4.metrics[m].Len()), ms(m4),
+				fmt.Sprint(a6.metrics[m].Len()), ms(m6), ratio})
 		}
 	}
 	return t
+}
+
+// samples are every sample the section holds.
+func (s *patternSec) samples() iter.Seq[*Sample] {
+	return func(yield func(*Sample) bool) {
+		for _, a := range s.by {
+			for _, m := range a.metrics {
+				if !yield(m) {
+					return
+				}
+			}
+		}
+		for _, r := range s.ratios {
+			if !yield(r) {
+				return
+			}
+		}
+	}
+}
+
+// Close removes the spilled samples.
+func (s *patternSec) Close() {
+	for m := range s.samples() {
+		m.Close()
+	}
+}
+
+// Err is the first spill error.
+func (s *patternSec) Err() error {
+	for m := range s.samples() {
+		if err := m.Err(); err != nil {
+			return err
+		}
+	}
+	return nil
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 	"time"
 
@@ -35,7 +36,7 @@ func rowsOf(t *testing.T, rep *analysis.Report, name string) [][]string {
 	t.Helper()
 	tb, ok := rep.Table(name)
 	require.True(t, ok, name)
-	return tb.Rows
+	return slices.Collect(tb.All())
 }
 
 // TestPatternTablesEqualPlantedValues: planted delays, completion times,
@@ -94,6 +95,44 @@ func TestPatternTablesEqualPlantedValues(t *testing.T) {
 		{"bulk", "mptcp", "wlan0", "completion_ms", "2", "200.000", "1", "80.000", "2.500"},
 		{"bulk", "mptcp", "wlan0", "goodput_mbps", "2", "6.000", "1", "10.000", "0.600"},
 	}, rowsOf(t, rep, "family-ratio"))
+	// Per pair (000 Fig. 4): only run b has both families, 300 ms / 80 ms.
+	assert.Equal(t, [][]string{{"bulk", "mptcp", "wlan0", "completion_ms", "1", "3.750", "3.750", "3.750", "100.00"}},
+		rowsOf(t, rep, "family-pairs"))
+	assert.Equal(t, [][]string{
+		{"interactive", "tcp", "IPv4", "wlan0", "up", "1.000", "0.500000"},
+		{"interactive", "tcp", "IPv4", "wlan0", "up", "3.000", "1.000000"},
+	}, rowsOf(t, rep, "interactive-cdf"))
+}
+
+// TestFamilyPairsEqualPlanted: the i-th IPv4 test of a run pairs with its
+// i-th IPv6 test (an unpaired third IPv4 test is left out), never across
+// runs; a ping test counts by its median delay; the ECDF is exact.
+func TestFamilyPairsEqualPlanted(t *testing.T) {
+	dir := t.TempDir()
+	ping := func(fam int, delays string) string {
+		return `{"type":"pattern_test","config":{"pattern":"ping","transport":"quic","path":"wlan0","family":` + fmt.Sprint(fam) +
+			`},"status":"success","result":{"delays_ns":[` + delays + `]}}`
+	}
+	a := runDoc(t, dir, "a.json",
+		ping(4, "10000000,30000000,20000000"), // median 20 ms
+		ping(6, "10000000"),                   // 10 ms: ratio 2
+		ping(4, "5000000"),                    // 5 ms
+		ping(6, "20000000,20000000"),          // 20 ms: ratio 0.25
+		ping(4, "7000000"),                    // no IPv6 partner
+	)
+	b := runDoc(t, dir, "bb.json", ping(6, "8000000"), ping(4, "12000000")) // 1.5
+	rep, err := analysis.Analyze(analysis.Files(a, b))
+	require.NoError(t, err)
+	assert.Equal(t, [][]string{{"ping", "quic", "wlan0", "ping_median_ms", "3", "0.875", "1.500", "1.750", "66.67"}},
+		rowsOf(t, rep, "family-pairs"))
+	assert.Equal(t, [][]string{
+		{"ping", "quic", "wlan0", "ping_median_ms", "0.250000", "0.333333"},
+		{"ping", "quic", "wlan0", "ping_median_ms", "1.500000", "0.666667"},
+		{"ping", "quic", "wlan0", "ping_median_ms", "2.000000", "1.000000"},
+	}, rowsOf(t, rep, "family-pairs-cdf"))
+	fig, ok := rep.Figure("family-pairs-cdf")
+	require.True(t, ok)
+	assert.Equal(t, []float64{0.25, 1.5, 2}, fig.Series[0].X)
 }
 
 // TestMixedCommandsCombine: a survey and a run given together each fill

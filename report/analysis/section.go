@@ -5,22 +5,50 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"iter"
 	"os"
 	"slices"
 	"sort"
 	"strings"
+
+	"github.com/mptester/mptester/report"
 )
 
 // Table is one rendered table of a section: every format (text, Markdown,
 // CSV) shows the same cells. Long tables (exact ECDFs) are written whole in
 // CSV; the terminal formats print how many rows they hold instead.
 type Table struct {
-	Name    string // unique in a report; the CSV file's base name
-	Title   string
-	Note    string // definitions and sources, one sentence
-	Columns []string
-	Rows    [][]string
-	Long    bool
+	Name    string     `json:"name"` // unique in a report; the CSV file's base name
+	Title   string     `json:"title"`
+	Note    string     `json:"note,omitempty"` // definitions and sources, one sentence
+	Columns []string   `json:"columns"`
+	Rows    [][]string `json:"rows"`
+	Long    bool       `json:"long,omitempty"`
+	// more are rows made on demand after Rows (exact ECDFs read back from
+	// spilled samples), nMore of them: use Len and All.
+	more  iter.Seq[[]string]
+	nMore int
+}
+
+// Len is the number of rows.
+func (t Table) Len() int { return len(t.Rows) + t.nMore }
+
+// All yields every row, those made on demand included.
+func (t Table) All() iter.Seq[[]string] {
+	return func(yield func([]string) bool) {
+		for _, r := range t.Rows {
+			if !yield(r) {
+				return
+			}
+		}
+		if t.more != nil {
+			for r := range t.more {
+				if !yield(r) {
+					return
+				}
+			}
+		}
+	}
 }
 
 // Section aggregates the records of the runs it applies to as they stream
@@ -60,11 +88,43 @@ func Sections() []string {
 	return names
 }
 
+// RunObserver is a Section that also wants each run's provenance once its
+// records have been read (the fleet views count runs, not records).
+type RunObserver interface {
+	EndRun(*Run)
+}
+
 // Report is the result of reading all inputs.
 type Report struct {
-	Runs   []*Run
-	Tables []Table
+	Runs    []*Run
+	Tables  []Table
+	Figures []Figure
+	secs    []Section
 }
+
+// Close releases what the sections spilled to disk; the tables' rows made
+// on demand cannot be read after it.
+func (r *Report) Close() {
+	for _, s := range r.secs {
+		if c, ok := s.(interface{ Close() }); ok {
+			c.Close()
+		}
+	}
+}
+
+// Options say where the inputs came from, for the provenance every report
+// carries.
+type Options struct {
+	Tool    string   // "mptester v1.2.3"
+	Source  string   // "files", or the store read ("db sqlite")
+	Filters []string // "probe=p1", "since=…"; none for files
+	// Fleet adds the fleet views (runs, reachability and RTT per probe
+	// over time), meant for a store's many runs.
+	Fleet bool
+}
+
+// fleetOnly marks a section shown only with Options.Fleet.
+type fleetOnly interface{ fleetOnly() }
 
 // Table returns the table named name, or false.
 func (r *Report) Table(name string) (Table, bool) {
@@ -76,10 +136,27 @@ func (r *Report) Table(name string) (Table, bool) {
 	return Table{}, false
 }
 
+// Figure returns the figure named name, or false.
+func (r *Report) Figure(name string) (Figure, bool) {
+	for _, f := range r.Figures {
+		if f.Name == name {
+			return f, true
+		}
+	}
+	return Figure{}, false
+}
+
 // Input is one file to read.
 type Input struct {
 	Name string
 	Open func() (io.ReadCloser, error)
+	// SHA256, when set, is what the file's digest must be (the collect
+	// store's record of the upload): a raw file changed on disk fails.
+	SHA256 string
+	// Skip, when set, says why the input is listed but not read (an upload
+	// the collect server could not parse); it shows in the inputs table.
+	Skip   string
+	Header report.Header // for a skipped input: what the store knows
 }
 
 // Files makes inputs of paths on disk.
@@ -94,13 +171,36 @@ func Files(paths ...string) []Input {
 // Analyze streams every input through every section. Any unreadable input
 // fails the whole report with an *InputError naming file and line.
 func Analyze(inputs []Input) (*Report, error) {
-	secs := make([]Section, len(registry))
-	for i, e := range registry {
-		secs[i] = e.new()
+	return AnalyzeSeq(slices.Values(inputs), nil, Options{Source: "files"})
+}
+
+// AnalyzeSeq is Analyze over inputs produced one at a time (a database
+// query's pages), so a fleet's month is never listed whole; next's error,
+// if any, ends the report.
+func AnalyzeSeq(inputs iter.Seq[Input], next func() error, opts Options) (*Report, error) {
+	var secs []Section
+	var names []string
+	for _, e := range registry {
+		s := e.new()
+		if _, ok := s.(fleetOnly); ok && !opts.Fleet {
+			continue
+		}
+		secs, names = append(secs, s), append(names, e.name)
 	}
-	rep := &Report{}
+	rep := &Report{secs: secs}
+	ok := false
+	defer func() {
+		if !ok {
+			rep.Close()
+		}
+	}()
 	used := map[typeKey]*typeUse{}
-	for _, in := range inputs {
+	seen := map[string]string{} // run id -> file
+	for in := range inputs {
+		if in.Skip != "" {
+			rep.Runs = append(rep.Runs, &Run{File: in.Name, SHA256: in.SHA256, Header: in.Header, Skipped: in.Skip})
+			continue
+		}
 		rc, err := in.Open()
 		if err != nil {
 			return nil, &InputError{File: in.Name, Reason: err.Error()}
@@ -114,7 +214,7 @@ func Analyze(inputs []Input) (*Report, error) {
 				for i, s := range secs {
 					if s.AppliesTo(k.command) && slices.Contains(s.Types(), k.typ) {
 						u.secs = append(u.secs, s)
-						u.names = append(u.names, registry[i].name)
+						u.names = append(u.names, names[i])
 					}
 				}
 			}
@@ -134,23 +234,91 @@ func Analyze(inputs []Input) (*Report, error) {
 		if err != nil {
 			return nil, err
 		}
+		if run.Header.ProbeID == "" { // the store knows which probe uploaded it
+			run.Header.ProbeID = in.Header.ProbeID
+		}
+		if in.SHA256 != "" && in.SHA256 != run.SHA256 {
+			return nil, &InputError{File: in.Name, Reason: fmt.Sprintf("sha256 %s, the store recorded %s: the file changed after upload", run.SHA256, in.SHA256)}
+		}
 		// A run given twice (copied, or once gzip'd) would count double.
-		for _, r := range rep.Runs {
-			if r.Header.RunID == run.Header.RunID {
-				return nil, &InputError{File: in.Name, Reason: fmt.Sprintf("run %s is already read from %s: a run counts once", run.Header.RunID, r.File)}
+		if prev, ok := seen[run.Header.RunID]; ok {
+			return nil, &InputError{File: in.Name, Reason: fmt.Sprintf("run %s is already read from %s: a run counts once", run.Header.RunID, prev)}
+		}
+		seen[run.Header.RunID] = run.File
+		rep.Runs = append(rep.Runs, run)
+		for _, s := range secs {
+			if o, ok := s.(RunObserver); ok {
+				o.EndRun(run)
 			}
 		}
-		rep.Runs = append(rep.Runs, run)
+		// Kept for provenance only from here: a fleet's thousands of runs
+		// keep their ids, not their configs and addresses.
+		run.Header.Config, run.Header.Host = nil, report.Host{}
+		for i, p := range run.Header.Paths {
+			run.Header.Paths[i] = report.Path{Name: p.Name}
+		}
 	}
-	rep.Tables = append(rep.Tables, inputsTable(rep.Runs), typesTable(used))
+	if next != nil {
+		if err := next(); err != nil {
+			return nil, err
+		}
+	}
+	for _, s := range secs {
+		if e, ok := s.(interface{ Err() error }); ok && e.Err() != nil {
+			return nil, fmt.Errorf("spilling samples to disk: %w", e.Err())
+		}
+	}
+	rep.Tables = append(rep.Tables, provenanceTable(rep.Runs, opts), inputsTable(rep.Runs), typesTable(used))
 	for _, s := range secs {
 		for _, t := range s.Tables() {
-			if len(t.Rows) > 0 { // a table is present when its data is
+			if t.Len() > 0 { // a table is present when its data is
 				rep.Tables = append(rep.Tables, t)
 			}
 		}
+		if p, ok := s.(Plotter); ok {
+			for _, f := range p.Figures() {
+				if len(f.Series) > 0 {
+					rep.Figures = append(rep.Figures, f)
+				}
+			}
+		}
 	}
+	ok = true
 	return rep, nil
+}
+
+// provenanceTable says what made the report: the tool, the schema versions
+// read, where the inputs came from and the filters that chose them (each
+// input's sha256 is in the inputs table).
+func provenanceTable(runs []*Run, o Options) Table {
+	t := Table{Name: "provenance", Title: "Provenance",
+		Note:    "every input's sha256 is in the inputs table",
+		Columns: []string{"key", "value"}}
+	var versions []string
+	for _, r := range runs {
+		if !slices.Contains(versions, r.Header.SchemaVersion) {
+			versions = append(versions, r.Header.SchemaVersion)
+		}
+	}
+	sort.Strings(versions)
+	tool := o.Tool
+	if tool == "" {
+		tool = "mptester"
+	}
+	filters := strings.Join(o.Filters, " ")
+	if filters == "" {
+		filters = "none"
+	}
+	t.Rows = [][]string{{"tool", tool}, {"source", cmpOr(o.Source, "files")}, {"filters", filters},
+		{"inputs", fmt.Sprint(len(runs))}, {"schema_versions", strings.Join(versions, " ")}}
+	return t
+}
+
+func cmpOr(s, def string) string {
+	if s == "" {
+		return def
+	}
+	return s
 }
 
 // inputsTable is the provenance every report carries.
@@ -162,6 +330,9 @@ func inputsTable(runs []*Run) Table {
 		status := string(r.Status)
 		if r.Truncated {
 			status = "truncated: " + r.TruncatedNote
+		}
+		if r.Skipped != "" {
+			status = "not read: " + r.Skipped
 		}
 		t.Rows = append(t.Rows, []string{r.File, r.SHA256, r.Form, fmt.Sprint(r.Gzip), r.Header.SchemaVersion,
 			r.Header.Command, r.Header.Tool.Name + " " + r.Header.Tool.Version, r.Header.RunID, r.Header.ProbeID, status, fmt.Sprint(r.Records)})

@@ -53,7 +53,7 @@ type cellKey struct{ probe, resolve string }
 
 type cellAgg struct {
 	targets, responsive, overloaded, invalid int
-	medians                                  []float64 // one per responsive target: O(targets), not O(records)
+	medians                                  Sample // one per responsive target, spilled past a bound
 }
 
 type cells struct {
@@ -101,7 +101,7 @@ func (c *cells) Add(rec Record) error {
 		switch {
 		case r.Responsive:
 			a.responsive++
-			a.medians = append(a.medians, med)
+			a.medians.Add(med)
 		case r.HostOverloaded:
 			a.overloaded++
 		}
@@ -148,21 +148,40 @@ func (c *cells) Tables() []Table {
 	cdf := Table{Name: "rtt-cdf", Title: "RTT ECDF per cell (004 Fig. 2), exact", Long: true,
 		Note:    "every distinct per-target median RTT with the share of the cell's responsive targets at or below it",
 		Columns: []string{"cell", "rtt_ms", "cdf"}}
-	for _, k := range c.keys() {
+	keys := c.keys()
+	for _, k := range keys {
 		a := c.by[k]
 		name := CellName(k.probe, k.resolve)
 		un.Rows = append(un.Rows, []string{name, fmt.Sprint(a.targets), fmt.Sprint(a.responsive),
 			fmt.Sprint(a.targets - a.responsive - a.overloaded), pct(a.targets-a.responsive-a.overloaded, a.targets-a.overloaded),
 			fmt.Sprint(a.overloaded), fmt.Sprint(a.invalid)})
-		st := StatsOf(a.medians)
-		rtt.Rows = append(rtt.Rows, []string{name, fmt.Sprint(len(a.medians)), ms(st.Min), ms(st.P10), ms(st.P25),
+		st := a.medians.Stats()
+		rtt.Rows = append(rtt.Rows, []string{name, fmt.Sprint(a.medians.Len()), ms(st.Min), ms(st.P10), ms(st.P25),
 			ms(st.P50), ms(st.P75), ms(st.P90), ms(st.Max), ms(st.Mean)})
-		vals, fr := ECDF(a.medians)
-		for i := range vals {
-			cdf.Rows = append(cdf.Rows, []string{name, ms(vals[i]), fmt.Sprintf("%.6f", fr[i])})
+	}
+	var parts []ecdfPart
+	for _, k := range keys {
+		parts = append(parts, ecdfPart{[]string{CellName(k.probe, k.resolve)}, &c.by[k].medians})
+	}
+	ecdfRows(&cdf, parts, ms)
+	return []Table{un, rtt, cdf}
+}
+
+// Close removes the spilled samples.
+func (c *cells) Close() {
+	for _, a := range c.by {
+		a.medians.Close()
+	}
+}
+
+// Err is the first spill error.
+func (c *cells) Err() error {
+	for _, a := range c.by {
+		if err := a.medians.Err(); err != nil {
+			return err
 		}
 	}
-	return []Table{un, rtt, cdf}
+	return nil
 }
 
 // Stats summarises a sample as survey.RTTStats does.
@@ -181,4 +200,37 @@ func StatsOf(xs []float64) Stats {
 	}
 	return Stats{Min: s[0], P10: Quantile(s, .1), P25: Quantile(s, .25), P50: Quantile(s, .5), P75: Quantile(s, .75),
 		P90: Quantile(s, .9), Max: s[len(s)-1], Mean: sum / float64(len(s))}
+}
+
+// Figures: 004 Fig. 2 (the RTT ECDF of every cell, exact) and Table I as
+// bars.
+func (c *cells) Figures() []Figure {
+	if len(c.by) == 0 {
+		return nil
+	}
+	cdf := Figure{Name: "rtt-cdf", Title: "RTT per cell (004 Fig. 2)", Kind: KindECDF, XLabel: "per-target median RTT (ms)", YLabel: "ECDF"}
+	un := Figure{Name: "unresponsive", Title: "Unresponsive servers per cell (004 Table I)", Kind: KindBars, YLabel: "unresponsive (%)"}
+	bars := Series{Name: "unresponsive %"}
+	for _, k := range c.keys() {
+		a := c.by[k]
+		name := CellName(k.probe, k.resolve)
+		if a.medians.Len() > 0 {
+			ser, thin := a.medians.Series(name)
+			cdf.Series = append(cdf.Series, ser)
+			cdf.Downsampled = cdf.Downsampled || thin
+		}
+		measured := a.targets - a.overloaded
+		v := 0.0
+		if measured > 0 {
+			v = 100 * float64(a.targets-a.responsive-a.overloaded) / float64(measured)
+		}
+		bars.Labels = append(bars.Labels, name)
+		bars.Y = append(bars.Y, v)
+	}
+	un.Series = []Series{bars}
+	var figs []Figure
+	if len(cdf.Series) > 0 {
+		figs = append(figs, cdf)
+	}
+	return append(figs, un)
 }

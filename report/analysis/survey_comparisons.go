@@ -58,9 +58,13 @@ func (cr *cmpRun) addr(a string) uint32 {
 	return id
 }
 
+// comparisons keeps one run's maps while it is read; at its end the run
+// is folded into the pooled per-pair sums and dropped, so a fleet's
+// surveys cost the sums, not every run's domains.
 type comparisons struct {
-	runs  map[*Run]*cmpRun
-	order []*Run
+	runs      map[*Run]*cmpRun
+	pairs     map[[2]string]*pairAgg
+	pairOrder [][2]string
 }
 
 func (c *comparisons) AppliesTo(cmd string) bool { return cmd == "survey" }
@@ -72,7 +76,6 @@ func (c *comparisons) Add(rec Record) error {
 	if cr == nil {
 		cr = &cmpRun{run: rec.Run, paths: map[string]int{}, addrs: map[string]uint32{}, domains: map[string]uint32{}, probes: map[uint64]probed{}}
 		c.runs[rec.Run] = cr
-		c.order = append(c.order, rec.Run)
 	}
 	switch rec.Type {
 	case "resolution":
@@ -133,11 +136,18 @@ type pairAgg struct {
 	sum             float64
 }
 
-func (c *comparisons) Tables() []Table {
-	pairs := map[[2]string]*pairAgg{}
-	var pairOrder [][2]string
-	for _, run := range c.order {
-		cr := c.runs[run]
+// EndRun folds the run's domains into the pooled pairs.
+func (c *comparisons) EndRun(run *Run) {
+	cr := c.runs[run]
+	if cr == nil {
+		return
+	}
+	delete(c.runs, run)
+	if c.pairs == nil {
+		c.pairs = map[[2]string]*pairAgg{}
+	}
+	pairs := c.pairs
+	{
 		var probes, resolves []string
 		seenProbe, seenResolve := uint64(0), uint64(0)
 		for k, p := range cr.probes {
@@ -190,7 +200,7 @@ func (c *comparisons) Tables() []Table {
 				if pa == nil {
 					pa = &pairAgg{}
 					pairs[k] = pa
-					pairOrder = append(pairOrder, k)
+					c.pairOrder = append(c.pairOrder, k)
 				}
 				for d, a := range cells[i].rtt {
 					b := cells[j].rtt[d]
@@ -206,6 +216,10 @@ func (c *comparisons) Tables() []Table {
 			}
 		}
 	}
+}
+
+func (c *comparisons) Tables() []Table {
+	pairs, pairOrder := c.pairs, c.pairOrder
 	if len(pairOrder) == 0 {
 		return nil
 	}

@@ -41,9 +41,11 @@ type resRun struct {
 	domains  map[string][]domainRes // domain -> result by path index (a slice: a map per domain costs more than the answers)
 }
 
+// resolution keeps one run's domains while it is read; at its end the
+// run's rows are made and its maps dropped.
 type resolution struct {
-	runs  map[*Run]*resRun
-	order []*Run
+	runs    map[*Run]*resRun
+	res, ov [][]string
 }
 
 func (s *resolution) AppliesTo(cmd string) bool { return cmd == "survey" }
@@ -66,7 +68,6 @@ func (s *resolution) Add(rec Record) error {
 		rr = &resRun{run: rec.Run, byStatus: map[string]map[string]int{}, addrs: map[string]map[string]struct{}{},
 			pathIdx: map[string]int{}, domains: map[string][]domainRes{}}
 		s.runs[rec.Run] = rr
-		s.order = append(s.order, rec.Run)
 	}
 	if rr.byStatus[r.Path] == nil {
 		rr.pathIdx[r.Path] = len(rr.paths)
@@ -99,7 +100,7 @@ func (s *resolution) Add(rec Record) error {
 }
 
 func (s *resolution) Tables() []Table {
-	if len(s.order) == 0 {
+	if len(s.res) == 0 {
 		return nil
 	}
 	res := Table{Name: "resolution", Title: "Resolution per path",
@@ -108,8 +109,19 @@ func (s *resolution) Tables() []Table {
 	ov := Table{Name: "overlap", Title: "Address overlap between the first two paths (004 §III)",
 		Note:    "overlap = common / union of unique addresses; differ = domains resolved on both paths with different address sets, over all domains",
 		Columns: []string{"run", "path_a", "path_b", "ips_a", "ips_b", "ips_common", "overlap_pct", "domains", "domains_differ_pct", "unresolved_somewhere_pct"}}
-	for _, run := range s.order {
-		rr := s.runs[run]
+	res.Rows, ov.Rows = s.res, s.ov
+	return []Table{res, ov}
+}
+
+// EndRun makes the run's resolution and overlap rows and drops its maps.
+func (s *resolution) EndRun(run *Run) {
+	rr := s.runs[run]
+	if rr == nil {
+		return
+	}
+	delete(s.runs, run)
+	res, ov := &Table{}, &Table{}
+	{
 		order := run.pathNames()
 		pathOrder(order, rr.paths)
 		for _, p := range rr.paths {
@@ -123,7 +135,8 @@ func (s *resolution) Tables() []Table {
 			res.Rows = append(res.Rows, []string{shortID(run), p, fmt.Sprint(n), fmt.Sprint(ok), fmt.Sprint(n - ok), strings.Join(sts, " ")})
 		}
 		if len(rr.paths) < 2 {
-			continue
+			s.res = append(s.res, res.Rows...)
+			return
 		}
 		a, b := rr.paths[0], rr.paths[1]
 		ia, ib := rr.pathIdx[a], rr.pathIdx[b]
@@ -153,7 +166,7 @@ func (s *resolution) Tables() []Table {
 		ov.Rows = append(ov.Rows, []string{shortID(run), a, b, fmt.Sprint(na), fmt.Sprint(nb), fmt.Sprint(common),
 			pct(common, na+nb-common), fmt.Sprint(len(rr.domains)), pct(differ, len(rr.domains)), pct(unresolved, len(rr.domains))})
 	}
-	return []Table{res, ov}
+	s.res, s.ov = append(s.res, res.Rows...), append(s.ov, ov.Rows...)
 }
 
 // shortID names a run in tables: its run id's first block.

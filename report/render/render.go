@@ -1,5 +1,7 @@
-// Package render writes an analysis.Report as aligned text, Markdown or
-// CSV. Formats differ only in layout: every one shows the same cells.
+// Package render writes an analysis.Report as aligned text, Markdown, CSV,
+// JSON or one self-contained HTML page, and draws its figures (gonum/plot)
+// as SVG or PNG. Formats differ only in layout: every one shows the same
+// cells; HTML and JSON add the figures.
 package render
 
 import (
@@ -14,15 +16,20 @@ import (
 )
 
 // Formats lists the formats Write accepts.
-var Formats = []string{"text", "md", "csv"}
+var Formats = []string{"text", "md", "csv", "json", "html"}
 
 // ErrFormat is returned for a format not in Formats.
 var ErrFormat = errors.New("unknown report format")
 
-// Write renders tables in format. CSV holds one table only (the caller
-// picks it with --section or writes one file per table with CSV).
-func Write(w io.Writer, format string, tables []analysis.Table) error {
+// Write renders tables (and, in html and json, figs) in format. CSV holds
+// one table only (the caller picks it with --section or writes one file per
+// table with CSV).
+func Write(w io.Writer, format string, tables []analysis.Table, figs []analysis.Figure) error {
 	switch format {
+	case "html":
+		return HTML(w, "mptester report", tables, figs)
+	case "json":
+		return JSON(w, tables, figs)
 	case "text":
 		return each(w, tables, Text)
 	case "md":
@@ -60,7 +67,7 @@ func framed(w io.Writer, t analysis.Table, titleFmt, noteFmt string, body func(*
 		fmt.Fprintf(&b, noteFmt, t.Note)
 	}
 	if t.Long {
-		fmt.Fprintf(&b, "(%d rows: write them with --format csv --section %s)\n", len(t.Rows), t.Name)
+		fmt.Fprintf(&b, "(%d rows: write them with --format csv --section %s)\n", t.Len(), t.Name)
 	} else {
 		body(&b)
 	}
@@ -147,8 +154,11 @@ func CSV(w io.Writer, t analysis.Table) error {
 	if err := cw.Write(t.Columns); err != nil {
 		return err
 	}
-	if err := cw.WriteAll(t.Rows); err != nil {
-		return err
+	for r := range t.All() { // rows made on demand are written as read back
+		if err := cw.Write(r); err != nil {
+			return err
+		}
 	}
+	cw.Flush()
 	return cw.Error()
 }

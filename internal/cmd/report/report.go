@@ -4,18 +4,23 @@ package report
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 
+	"github.com/mptester/mptester/collect/store"
+	"github.com/mptester/mptester/internal/buildinfo"
 	"github.com/mptester/mptester/internal/cmdutil"
 	"github.com/mptester/mptester/report/analysis"
 	"github.com/mptester/mptester/report/render"
+	"github.com/mptester/mptester/report/storeinput"
 )
 
 // Options for `mptester report`.
@@ -27,13 +32,24 @@ type Options struct {
 	Output  string
 	OutDir  string
 	Section string
+	SVGDir  string
+	PNGDir  string
+
+	// --db: a collect store instead of files.
+	DB      string
+	Data    string
+	Probe   string
+	Type    string
+	Since   string
+	Until   string
+	Context context.Context
 }
 
 // NewCmdReport builds the command; runF replaces reportRun in tests.
 func NewCmdReport(f *cmdutil.Factory, runF func(*Options) error) *cobra.Command {
 	opts := &Options{IO: f.IO}
 	cmd := &cobra.Command{
-		Use:   "report FILE... [--format text|md|csv] [-o FILE] [--section NAME]",
+		Use:   "report {FILE... | --db DSN [--probe P] [--type T] [--since T] [--until T]} [--format text|md|csv|json|html] [-o FILE]",
 		Short: "Turn result files into the studies' tables",
 		Long: `Read survey and run results (JSON Lines streams or run documents, gzip'd
 or not, any 1.x schema; the kind is read from the content) and print the
@@ -46,14 +62,27 @@ any output is written; a run that did not finish writing is shown as
 truncated in the inputs table.
 
 --format csv writes one table: choose it with --section, or give --out-dir
-to write every table as NAME.csv.`,
+to write every table as NAME.csv. --format html writes one self-contained
+page (tables and inline SVG plots, light and dark, readable on a phone;
+it loads nothing); --format json holds every table and figure's data.
+--svg DIR / --png DIR also write each figure as a file. Every format
+carries provenance: the tool, the inputs' sha256 and schema versions, the
+source and its filters.
+
+--db DSN reads a collect server's store (its SQLite file, or postgres://…
+with --data DIR naming the server's data directory) instead of files:
+--probe, --type, --since and --until choose the runs, streamed one at a
+time through the same reader, and the report adds the fleet views (runs
+per probe per day, reachability and RTT per run over time).`,
 		Example: `  mptester report survey.jsonl.gz
   mptester report --format md -o report.md run-*.json survey.jsonl
   mptester report --format csv --section rtt-cdf survey.jsonl > cdf.csv
-  mptester report --format csv --out-dir tables/ survey.jsonl`,
-		Args: cobra.MinimumNArgs(1),
+  mptester report --format csv --out-dir tables/ survey.jsonl
+  mptester report --format html -o report.html --svg figs/ survey.jsonl run-*.json
+  mptester report --db /var/lib/mptester/collect.db --since 2026-11-01 --format html -o fleet.html`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.Files = args
+			opts.Context = cmd.Context()
 			if runF != nil {
 				return runF(opts)
 			}
@@ -64,10 +93,40 @@ to write every table as NAME.csv.`,
 	cmdutil.OutputFlag(cmd, &opts.Output, "write the report to this file (- for stdout)")
 	cmd.Flags().StringVar(&opts.OutDir, "out-dir", "", "with --format csv: write every table as DIR/NAME.csv")
 	cmd.Flags().StringVar(&opts.Section, "section", "", "print only this table (see the report's table names)")
+	cmd.Flags().StringVar(&opts.SVGDir, "svg", "", "also write every figure as DIR/NAME.svg")
+	cmd.Flags().StringVar(&opts.PNGDir, "png", "", "also write every figure as DIR/NAME.png")
+	cmd.Flags().StringVar(&opts.DB, "db", "", "read a collect store instead of files: a SQLite file or postgres://…")
+	cmd.Flags().StringVar(&opts.Data, "data", "", "with --db: the collect server's data directory (default: the SQLite file's directory)")
+	cmd.Flags().StringVar(&opts.Probe, "probe", "", "with --db: only this probe's runs")
+	cmd.Flags().StringVar(&opts.Type, "type", "", "with --db: only runs of this command (run or survey)")
+	cmd.Flags().StringVar(&opts.Since, "since", "", "with --db: runs started at or after this time (RFC 3339 or YYYY-MM-DD, UTC)")
+	cmd.Flags().StringVar(&opts.Until, "until", "", "with --db: runs started before this time (RFC 3339 or YYYY-MM-DD, UTC)")
 	return cmd
 }
 
 func reportRun(opts *Options) error {
+	ctx := opts.Context
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	var filter storeinput.Filter
+	switch {
+	case opts.DB == "" && len(opts.Files) == 0:
+		return cmdutil.Usage(errors.New("give result files, or --db DSN"))
+	case opts.DB != "" && len(opts.Files) > 0:
+		return cmdutil.Usage(errors.New("--db reads a collect store: give it without files"))
+	case opts.DB == "":
+		for _, f := range []struct{ name, v string }{{"--data", opts.Data}, {"--probe", opts.Probe}, {"--type", opts.Type}, {"--since", opts.Since}, {"--until", opts.Until}} {
+			if f.v != "" {
+				return cmdutil.Usage(fmt.Errorf("%s filters a collect store: use it with --db", f.name))
+			}
+		}
+	default:
+		var err error
+		if filter, err = dbFilter(opts); err != nil {
+			return cmdutil.Usage(err)
+		}
+	}
 	if !slices.Contains(render.Formats, opts.Format) {
 		return cmdutil.Usage(fmt.Errorf("--format %q: want one of %s", opts.Format, strings.Join(render.Formats, ", ")))
 	}
@@ -84,17 +143,33 @@ func reportRun(opts *Options) error {
 	} else if opts.Format == "csv" && opts.Section == "" {
 		return cmdutil.Usage(errors.New("--format csv writes one table: choose it with --section, or give --out-dir"))
 	}
+	for _, d := range []struct{ flag, dir string }{{"--svg", opts.SVGDir}, {"--png", opts.PNGDir}} {
+		if d.dir == "" {
+			continue
+		}
+		if st, err := os.Stat(d.dir); err != nil || !st.IsDir() {
+			return cmdutil.Usage(fmt.Errorf("%s %s: not a directory", d.flag, d.dir))
+		}
+	}
 	if err := cmdutil.CheckOutput(opts.Output, opts.Files...); err != nil {
 		return cmdutil.Usage(fmt.Errorf("--output: %w", err))
 	}
-	rep, err := analysis.Analyze(analysis.Files(opts.Files...))
+	aopts := analysis.Options{Tool: "mptester " + buildinfo.Version, Source: "files"}
+	var rep *analysis.Report
+	var err error
+	if opts.DB != "" {
+		rep, err = fromStore(ctx, opts, filter, aopts)
+	} else {
+		rep, err = analysis.AnalyzeSeq(slices.Values(analysis.Files(opts.Files...)), nil, aopts)
+	}
 	if err != nil {
 		if errors.Is(err, analysis.ErrInput) {
 			return cmdutil.Usage(err)
 		}
 		return err
 	}
-	tables := rep.Tables
+	defer rep.Close()
+	tables, figs := rep.Tables, rep.Figures
 	if opts.Section != "" {
 		t, ok := rep.Table(opts.Section)
 		if !ok {
@@ -105,6 +180,14 @@ func reportRun(opts *Options) error {
 			return cmdutil.Usage(fmt.Errorf("--section %q: this report has %s", opts.Section, strings.Join(names, ", ")))
 		}
 		tables = []analysis.Table{t}
+		figs = slices.DeleteFunc(slices.Clone(figs), func(f analysis.Figure) bool { return f.Name != opts.Section })
+	}
+	for _, d := range []struct{ dir, ext string }{{opts.SVGDir, "svg"}, {opts.PNGDir, "png"}} {
+		if d.dir != "" {
+			if err := render.WriteFigures(d.dir, d.ext, figs); err != nil {
+				return err
+			}
+		}
 	}
 	if opts.OutDir != "" {
 		for _, t := range tables {
@@ -120,7 +203,7 @@ func reportRun(opts *Options) error {
 	}
 	// Render in memory first, so a failure leaves the output file untouched.
 	var b bytes.Buffer
-	if err := render.Write(&b, opts.Format, tables); err != nil {
+	if err := render.Write(&b, opts.Format, tables, figs); err != nil {
 		return err
 	}
 	w, closeOut, err := cmdutil.CreateOutput("--output", opts.Output, opts.IO.Out)
@@ -132,4 +215,57 @@ func reportRun(opts *Options) error {
 		return err
 	}
 	return closeOut()
+}
+
+func dbFilter(opts *Options) (storeinput.Filter, error) {
+	f := storeinput.Filter{Probe: opts.Probe, Command: opts.Type}
+	if f.Command != "" && f.Command != "run" && f.Command != "survey" {
+		return f, fmt.Errorf("--type %q: want run or survey", f.Command)
+	}
+	for _, t := range []struct {
+		flag, v string
+		to      *time.Time
+	}{{"--since", opts.Since, &f.Since}, {"--until", opts.Until, &f.Until}} {
+		if t.v == "" {
+			continue
+		}
+		v, err := storeinput.ParseTime(t.v)
+		if err != nil {
+			return f, fmt.Errorf("%s %w", t.flag, err)
+		}
+		*t.to = v
+	}
+	if !f.Since.IsZero() && !f.Until.IsZero() && !f.Until.After(f.Since) {
+		return f, errors.New("--until must be after --since")
+	}
+	if opts.Data == "" {
+		if storeinput.Kind(opts.DB) != "db sqlite" {
+			return f, errors.New("--db postgres://…: give --data, the collect server's data directory")
+		}
+		opts.Data = filepath.Dir(strings.TrimPrefix(strings.TrimPrefix(opts.DB, "sqlite://"), "file:"))
+	}
+	if st, err := os.Stat(opts.Data); err != nil || !st.IsDir() {
+		return f, fmt.Errorf("--data %s: not a directory", opts.Data)
+	}
+	if storeinput.Kind(opts.DB) == "db sqlite" {
+		// Opening would create and migrate a missing file: a typo must not.
+		p := strings.TrimPrefix(strings.TrimPrefix(opts.DB, "sqlite://"), "file:")
+		if st, err := os.Stat(p); err != nil || !st.Mode().IsRegular() {
+			return f, fmt.Errorf("--db %s: no such SQLite file", opts.DB)
+		}
+	}
+	return f, nil
+}
+
+// fromStore reads the chosen runs of a collect store, one page of index
+// rows and one run at a time.
+func fromStore(ctx context.Context, opts *Options, f storeinput.Filter, aopts analysis.Options) (*analysis.Report, error) {
+	st, err := store.Open(ctx, opts.DB)
+	if err != nil {
+		return nil, cmdutil.Usage(fmt.Errorf("--db: %w", err))
+	}
+	defer st.Close()
+	aopts.Source, aopts.Filters, aopts.Fleet = storeinput.Kind(opts.DB), f.Strings(), true
+	seq, done := storeinput.Source{Store: st, Data: opts.Data}.Inputs(ctx, f)
+	return analysis.AnalyzeSeq(seq, done, aopts)
 }

@@ -17,8 +17,10 @@ import (
 var update = flag.Bool("update", false, "rewrite the golden files in testdata/")
 
 // inputs: a hand-made survey whose tables are worked out in the comments
-// of TestGoldenSurveyValues, and a run document of the 1.0 binary.
-var inputs = []string{"testdata/survey.jsonl", "testdata/run-v1.0.json"}
+// of TestGoldenSurveyValues, a run document of the 1.0 binary, and a
+// planted 1.1 document with IPv4/IPv6 interactive and bulk pairs and a
+// mobile_summary (mobile mode's shape; planted, not measured).
+var inputs = []string{"testdata/survey.jsonl", "testdata/run-v1.0.json", "testdata/mobile-v1.1.json"}
 
 func execute(t *testing.T, args ...string) (string, string, error) {
 	t.Helper()
@@ -61,8 +63,10 @@ func TestGolden(t *testing.T) {
 		names = append(names, filepath.Base(f))
 		golden(t, filepath.Base(f), string(b))
 	}
-	assert.Equal(t, []string{"comparisons.csv", "inputs.csv", "overlap.csv", "path-bytes.csv", "pattern-metrics.csv", "pattern-status.csv",
-		"records.csv", "resolution.csv", "rtt-cdf.csv", "rtt.csv", "survey-bytes.csv", "unresponsive.csv"}, names)
+	assert.Equal(t, []string{"comparisons.csv", "family-pairs-cdf.csv", "family-pairs.csv", "family-ratio.csv", "handover-duration-cdf.csv",
+		"inputs.csv", "interactive-cdf.csv", "max-delay-cdf.csv", "mobile-causes.csv", "mobile-ratio-cdf.csv", "mobile-status.csv",
+		"overlap.csv", "path-bytes.csv", "pattern-metrics.csv", "pattern-status.csv", "provenance.csv", "records.csv",
+		"resolution.csv", "rtt-cdf.csv", "rtt.csv", "survey-bytes.csv", "unresponsive.csv"}, names)
 }
 
 // TestGoldenSurveyValues pins the hand-made survey's tables to values
@@ -110,7 +114,8 @@ func TestBadInputExit2OutputUntouched(t *testing.T) {
 	for _, args := range [][]string{
 		{"-o", outFile, inputs[0], bad},
 		{"-o", outFile, inputs[0], filepath.Join(dir, "missing.jsonl")},
-		{"-o", outFile, "--format", "html", inputs[0]},
+		{"-o", outFile, "--format", "pdf", inputs[0]},
+		{"-o", outFile, "--svg", filepath.Join(dir, "nodir"), inputs[0]},
 		{"-o", outFile, "--format", "csv", inputs[0]},
 		{"-o", outFile, "--section", "nope", inputs[0]},
 		{"-o", inputs[0], inputs[0]},
@@ -143,5 +148,5 @@ func TestWritesOutputFile(t *testing.T) {
 	assert.Empty(t, out)
 	b, err := os.ReadFile(p)
 	require.NoError(t, err)
-	assert.True(t, bytes.HasPrefix(b, []byte("## Inputs\n")))
+	assert.True(t, bytes.HasPrefix(b, []byte("## Provenance\n")))
 }

@@ -1,0 +1,44 @@
+package collect
+
+import (
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/mptester/mptester/collect/store"
+)
+
+// TestReportBusy: past maxReports builds at once, GET /v1/report answers
+// 429 with Retry-After; a slot freed, 200 again.
+func TestReportBusy(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	st, err := store.Open(ctx, filepath.Join(dir, "collect.db"))
+	require.NoError(t, err)
+	defer st.Close()
+	tok := NewToken()
+	require.NoError(t, st.AddAdmin(ctx, "ops", HashToken(tok), time.Now()))
+	s, err := New(Config{Store: st, Data: dir, Limits: DefaultLimits()})
+	require.NoError(t, err)
+	get := func() *httptest.ResponseRecorder {
+		req := httptest.NewRequest(http.MethodGet, "/v1/report", nil)
+		req.Header.Set("Authorization", "Bearer "+tok)
+		w := httptest.NewRecorder()
+		s.Handler().ServeHTTP(w, req)
+		return w
+	}
+	for range maxReports {
+		s.reports <- struct{}{}
+	}
+	w := get()
+	assert.Equal(t, http.StatusTooManyRequests, w.Code)
+	assert.Equal(t, "5", w.Header().Get("Retry-After"))
+	<-s.reports
+	assert.Equal(t, http.StatusOK, get().Code)
+}

@@ -1,0 +1,333 @@
+package report
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/mptester/mptester/collect"
+	"github.com/mptester/mptester/collect/store"
+	"github.com/mptester/mptester/internal/cmdutil"
+	"github.com/mptester/mptester/internal/pgtest"
+	"github.com/mptester/mptester/report/analysis"
+)
+
+// headerLine is report/testdata's 1.1 header, its ids, command and start
+// replaced per run.
+func headerLine(t testing.TB) string {
+	b, err := os.ReadFile(filepath.Join("..", "..", "..", "report", "testdata", "stream.jsonl"))
+	require.NoError(t, err)
+	return strings.SplitN(string(b), "\n", 2)[0]
+}
+
+// planted is one generated run and what the fleet views must show for it.
+type planted struct {
+	id, probe, command string
+	start              time.Time
+	body               []byte
+	tests, ok          int
+	rtt                float64 // median, ms
+	hasRTT             bool
+}
+
+// genRun writes a run stream: tests ping tests (ok of them succeed, each
+// with pings delays), or a survey of tests targets (ok responsive). The
+// truth is computed here independently of the report's code.
+func genRun(hdr string, rng *rand.Rand, probe, command string, start time.Time, tests, ok, pings int) planted {
+	p := planted{id: uuid.NewString(), probe: probe, command: command, start: start.UTC(), tests: tests, ok: ok}
+	h := strings.Replace(hdr, "0f8c3f6e-3c1a-4c36-9a55-1f2d1c5e7a10", p.id, 1)
+	h = strings.Replace(h, `"m-0123456789abcdef"`, `"`+probe+`"`, 1)
+	h = strings.Replace(h, `"command":"survey"`, `"command":"`+command+`"`, 1)
+	h = strings.Replace(h, `"2026-11-22T10:00:00.500000000Z"`, `"`+p.start.Format(nanoLayout)+`"`, 1)
+	var b bytes.Buffer
+	b.WriteString(h + "\n")
+	var all []float64
+	n := 0
+	for i := range tests {
+		n++
+		if command == "survey" {
+			rtts := make([]float64, 3)
+			for j := range rtts {
+				rtts[j] = float64(int(10+rng.Float64()*90*1000)) / 1000
+			}
+			resp := i < ok
+			if resp {
+				s := slices.Clone(rtts)
+				sort.Float64s(s)
+				all = append(all, s[1])
+			} else {
+				rtts = nil
+			}
+			r, _ := json.Marshal(map[string]any{"type": "probe", "probe_path": "wlan0", "resolve_paths": []string{"wlan0"},
+				"address": fmt.Sprintf("198.18.%d.%d", i/250, i%250+1), "rtts_ms": rtts, "responsive": resp, "valid": true})
+			b.Write(append(r, '\n'))
+			continue
+		}
+		status := "success"
+		var res map[string]any
+		if i < ok {
+			d := make([]int64, pings)
+			for j := range d {
+				d[j] = int64(5e6 + rng.IntN(50e6))
+				all = append(all, float64(d[j])/1e6)
+			}
+			res = map[string]any{"delays_ns": d}
+		} else {
+			status = "connection-timeout"
+		}
+		r, _ := json.Marshal(map[string]any{"type": "pattern_test", "status": status, "result": res,
+			"config": map[string]any{"pattern": "ping", "transport": "tcp", "path": "wlan0", "family": 4}})
+		b.Write(append(r, '\n'))
+	}
+	fmt.Fprintf(&b, `{"type":"trailer","run_id":"%s","status":"ok","records":%d,"finished_at":"%s"}`+"\n",
+		p.id, n, p.start.Add(time.Minute).Format(nanoLayout))
+	p.body = b.Bytes()
+	if len(all) > 0 {
+		sort.Float64s(all)
+		m := len(all) / 2
+		p.rtt, p.hasRTT = all[m], true
+		if len(all)%2 == 0 {
+			p.rtt = (all[m-1] + all[m]) / 2
+		}
+	}
+	return p
+}
+
+// fleetServer is a real collect server (its HTTP handler) on a store.
+type fleetServer struct {
+	url, data string
+	st        store.Store
+	tokens    map[string]string
+	admin     string
+}
+
+func newFleetServer(t *testing.T, dsn, data string, probes []string) *fleetServer {
+	ctx := context.Background()
+	st, err := store.Open(ctx, dsn)
+	require.NoError(t, err)
+	t.Cleanup(func() { st.Close() })
+	f := &fleetServer{data: data, st: st, tokens: map[string]string{}, admin: collect.NewToken()}
+	for _, p := range probes {
+		f.tokens[p] = collect.NewToken()
+		require.NoError(t, st.AddProbe(ctx, p, collect.HashToken(f.tokens[p]), time.Now()))
+	}
+	require.NoError(t, st.AddAdmin(ctx, "ops", collect.HashToken(f.admin), time.Now()))
+	srv, err := collect.New(collect.Config{Store: st, Data: data, Limits: collect.DefaultLimits()})
+	require.NoError(t, err)
+	hs := httptest.NewServer(srv.Handler())
+	t.Cleanup(hs.Close)
+	f.url = hs.URL
+	return f
+}
+
+func (f *fleetServer) upload(t *testing.T, p planted) {
+	req, err := http.NewRequest(http.MethodPut, f.url+"/v1/runs/"+p.id, bytes.NewReader(p.body))
+	require.NoError(t, err)
+	req.Header.Set("Authorization", "Bearer "+f.tokens[p.probe])
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	require.Equal(t, http.StatusCreated, resp.StatusCode, "%s: %s", p.id, body)
+}
+
+// plantFleet uploads 3 probes x 3 days x 2 pattern runs plus one survey a
+// probe on day 2 through the server.
+func plantFleet(t *testing.T, f *fleetServer) []planted {
+	hdr := headerLine(t)
+	rng := rand.New(rand.NewPCG(14, 2))
+	day0 := time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC)
+	var runs []planted
+	for pi, probe := range []string{"p1", "p2", "p3"} {
+		for d := range 3 {
+			for r := range 2 {
+				start := day0.Add(time.Duration(d)*24*time.Hour + time.Duration(6+12*r)*time.Hour + time.Duration(pi)*time.Minute)
+				runs = append(runs, genRun(hdr, rng, probe, "run", start, 4, 1+(pi+d+r)%4, 5))
+			}
+		}
+		runs = append(runs, genRun(hdr, rng, probe, "survey", day0.Add(36*time.Hour), 40, 30-pi*5, 0))
+	}
+	for _, p := range runs {
+		f.upload(t, p)
+	}
+	return runs
+}
+
+func wantSeries(runs []planted, keep func(planted) bool) []string {
+	var sel []planted
+	for _, p := range runs {
+		if keep(p) {
+			sel = append(sel, p)
+		}
+	}
+	sort.SliceStable(sel, func(i, j int) bool {
+		if sel[i].probe != sel[j].probe {
+			return sel[i].probe < sel[j].probe
+		}
+		return sel[i].start.Before(sel[j].start)
+	})
+	var rows []string
+	for _, p := range sel {
+		rtt := ""
+		if p.hasRTT {
+			rtt = fmt.Sprintf("%.3f", p.rtt)
+		}
+		rows = append(rows, fmt.Sprintf("%s,%s,%s,%s,ok,%d,%.2f,%s", p.probe, p.start.Format(time.RFC3339), p.id, p.command,
+			p.tests, 100*float64(p.ok)/float64(p.tests), rtt))
+	}
+	return rows
+}
+
+func csvRows(t *testing.T, args ...string) []string {
+	t.Helper()
+	out, errOut, err := execute(t, append([]string{"--format", "csv"}, args...)...)
+	require.NoError(t, err, errOut)
+	lines := strings.Split(strings.TrimSuffix(out, "\n"), "\n")
+	return lines[1:]
+}
+
+// testDBReport: runs uploaded through a real collect server are read back
+// with --db: the fleet series equal the planted truth run for run, every
+// filter chooses exactly its runs, and the pattern tables equal a report
+// of the same runs from files (one normaliser).
+func testDBReport(t *testing.T, dsn, data string, dbArgs ...string) {
+	f := newFleetServer(t, dsn, data, []string{"p1", "p2", "p3"})
+	runs := plantFleet(t, f)
+	db := append([]string{"--db", dsn}, dbArgs...)
+	all := func(planted) bool { return true }
+	assert.Equal(t, wantSeries(runs, all), csvRows(t, append(db, "--section", "fleet-series")...))
+	assert.Equal(t, wantSeries(runs, func(p planted) bool { return p.probe == "p2" }),
+		csvRows(t, append(db, "--probe", "p2", "--section", "fleet-series")...))
+	assert.Equal(t, wantSeries(runs, func(p planted) bool { return p.command == "survey" }),
+		csvRows(t, append(db, "--type", "survey", "--section", "fleet-series")...))
+	day1, day2 := time.Date(2026, 11, 2, 0, 0, 0, 0, time.UTC), time.Date(2026, 11, 3, 0, 0, 0, 0, time.UTC)
+	assert.Equal(t, wantSeries(runs, func(p planted) bool { return !p.start.Before(day1) && p.start.Before(day2) }),
+		csvRows(t, append(db, "--since", "2026-11-02", "--until", "2026-11-03T00:00:00Z", "--section", "fleet-series")...))
+	// Runs per day: p1 on 11-02 has 2 pattern runs and its survey.
+	assert.Contains(t, csvRows(t, append(db, "--section", "fleet-runs")...), "p1,2026-11-02,3,run=2 survey=1,ok=3")
+	prov := csvRows(t, append(db, "--probe", "p2", "--section", "provenance")...)
+	assert.Contains(t, prov, "filters,probe=p2")
+	assert.Contains(t, prov, "inputs,7")
+
+	// The fleet figures are drawn (per probe: three probes, three series).
+	svg := t.TempDir()
+	r := readJSON(t, append(db, "--svg", svg)...)
+	for _, name := range []string{"fleet-runs", "fleet-reachability", "fleet-rtt"} {
+		i := slices.IndexFunc(r.Figures, func(f analysis.Figure) bool { return f.Name == name })
+		require.GreaterOrEqual(t, i, 0, name)
+		assert.Len(t, r.Figures[i].Series, 3, name)
+		_, err := os.Stat(filepath.Join(svg, name+".svg"))
+		assert.NoError(t, err)
+	}
+
+	// The same runs as files give the same pattern and survey tables.
+	dir := t.TempDir()
+	var files []string
+	for _, p := range runs {
+		fn := filepath.Join(dir, p.id+".jsonl")
+		require.NoError(t, os.WriteFile(fn, p.body, 0o644))
+		files = append(files, fn)
+	}
+	for _, sec := range []string{"pattern-metrics", "pattern-status", "unresponsive", "rtt"} {
+		assert.Equal(t, csvRows(t, append(files, "--section", sec)...), csvRows(t, append(db, "--section", sec)...), sec)
+	}
+	// A raw file changed after upload is named, exit 2.
+	var raw []string
+	require.NoError(t, filepath.Walk(filepath.Join(data, "raw"), func(p string, fi os.FileInfo, err error) error {
+		if err == nil && fi.Mode().IsRegular() {
+			raw = append(raw, p)
+		}
+		return err
+	}))
+	require.NotEmpty(t, raw)
+	b, err := os.ReadFile(raw[0])
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(raw[0], bytes.Replace(b, []byte(`"status":"ok"`), []byte(`"status":"ko"`), 1), 0o644))
+	_, _, err = execute(t, db...)
+	assert.ErrorContains(t, err, "the file changed after upload")
+}
+
+func TestDBReportSQLite(t *testing.T) {
+	dir := t.TempDir()
+	testDBReport(t, filepath.Join(dir, "collect.db"), dir)
+}
+
+// TestDBReportPostgres: the same against a real PostgreSQL server (a
+// throwaway one, as collect's store suite starts it).
+func TestDBReportPostgres(t *testing.T) {
+	dsn := pgtest.Database(t, pgtest.Server(t))
+	data := t.TempDir()
+	testDBReport(t, dsn, data, "--data", data)
+}
+
+func TestDBBadFlags(t *testing.T) {
+	dir := t.TempDir()
+	dsn := filepath.Join(dir, "collect.db")
+	newFleetServer(t, dsn, dir, nil)
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--probe", "p1", inputs[0]}, "--probe filters a collect store"},
+		{[]string{"--db", dsn, inputs[0]}, "give it without files"},
+		{[]string{"--db", filepath.Join(dir, "nope.db")}, "no such SQLite file"},
+		{[]string{"--db", dsn, "--since", "yesterday"}, "--since \"yesterday\""},
+		{[]string{"--db", dsn, "--type", "mobile"}, "--type \"mobile\""},
+		{[]string{"--db", dsn, "--since", "2026-11-02", "--until", "2026-11-01"}, "--until must be after --since"},
+		{[]string{"--db", "postgres://x@127.0.0.1:1/db"}, "give --data"},
+		{nil, "give result files, or --db DSN"},
+	} {
+		_, _, err := execute(t, tc.args...)
+		require.Error(t, err, tc.args)
+		assert.ErrorContains(t, err, tc.want)
+		assert.Equal(t, cmdutil.ExitUsage, cmdutil.ExitCode(err), tc.args)
+	}
+	_, err := os.Stat(filepath.Join(dir, "nope.db"))
+	assert.True(t, os.IsNotExist(err), "a mistyped --db is not created")
+}
+
+// nanoLayout is the schema's time format (nine fraction digits, UTC).
+const nanoLayout = "2006-01-02T15:04:05.000000000Z"
+
+// TestDBUnparsedUploadIsListed: an upload the server kept raw but could not
+// parse (a newer schema major: 202, status unparsed) is listed in the
+// inputs table as not read, and the rest is reported (the fleet views
+// leave it out: its start time is unknown).
+func TestDBUnparsedUploadIsListed(t *testing.T) {
+	dir := t.TempDir()
+	dsn := filepath.Join(dir, "collect.db")
+	f := newFleetServer(t, dsn, dir, []string{"p1"})
+	ok := genRun(headerLine(t), rand.New(rand.NewPCG(1, 1)), "p1", "run", time.Date(2026, 11, 1, 6, 0, 0, 0, time.UTC), 4, 3, 5)
+	f.upload(t, ok)
+	id := uuid.NewString()
+	req, err := http.NewRequest(http.MethodPut, f.url+"/v1/runs/"+id,
+		strings.NewReader(`{"type":"header","schema_version":"9.0","run_id":"`+id+`","probe_id":"p1","command":"run"}`+"\n"))
+	require.NoError(t, err)
+	req.Header.Set("Authorization", "Bearer "+f.tokens["p1"])
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	resp.Body.Close()
+	require.Equal(t, http.StatusAccepted, resp.StatusCode)
+	rows := csvRows(t, "--db", dsn, "--section", "inputs")
+	require.Len(t, rows, 2)
+	assert.Contains(t, rows[1], "db:"+id)
+	assert.Contains(t, rows[1], "not read: the server could not parse this upload")
+	// Its start is unknown: the fleet views hold the run that was read.
+	assert.Equal(t, wantSeries([]planted{ok}, func(planted) bool { return true }), csvRows(t, "--db", dsn, "--section", "fleet-series"))
+}

@@ -1,0 +1,244 @@
+package render
+
+import (
+	"bytes"
+	"fmt"
+	"image/color"
+	"io"
+	"math"
+	"os"
+	"path/filepath"
+
+	"gonum.org/v1/plot"
+	"gonum.org/v1/plot/plotter"
+	"gonum.org/v1/plot/plotutil"
+	"gonum.org/v1/plot/vg"
+	"gonum.org/v1/plot/vg/draw"
+	"gonum.org/v1/plot/vg/vgimg"
+	"gonum.org/v1/plot/vg/vgsvg"
+
+	"github.com/mptester/mptester/report/analysis"
+)
+
+// Figure size: wide enough for a legend of four cells, scaled down by the
+// page on a phone (the SVG keeps its viewBox).
+const (
+	figW = 16 * vg.Centimeter
+	figH = 10 * vg.Centimeter
+)
+
+// FigureSVG writes f as a standalone SVG file.
+func FigureSVG(w io.Writer, f analysis.Figure) error {
+	c := vgsvg.New(figW, figH)
+	if err := drawFigure(c, f); err != nil {
+		return err
+	}
+	_, err := c.WriteTo(w)
+	return err
+}
+
+// FigurePNG writes f as a PNG image (150 dpi).
+func FigurePNG(w io.Writer, f analysis.Figure) error {
+	c := vgimg.NewWith(vgimg.UseWH(figW, figH), vgimg.UseDPI(150))
+	if err := drawFigure(c, f); err != nil {
+		return err
+	}
+	_, err := vgimg.PngCanvas{Canvas: c}.WriteTo(w)
+	return err
+}
+
+// WriteFigures writes every figure as DIR/NAME.EXT (ext "svg" or "png").
+func WriteFigures(dir, ext string, figs []analysis.Figure) error {
+	draw := FigureSVG
+	if ext == "png" {
+		draw = FigurePNG
+	}
+	for _, f := range figs {
+		var b bytes.Buffer
+		if err := draw(&b, f); err != nil {
+			return fmt.Errorf("figure %s: %w", f.Name, err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, f.Name+"."+ext), b.Bytes(), 0o644); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// inlineSVG is f as an <svg> element for an HTML page (no XML prolog).
+func inlineSVG(f analysis.Figure) ([]byte, error) {
+	var b bytes.Buffer
+	if err := FigureSVG(&b, f); err != nil {
+		return nil, err
+	}
+	s := b.Bytes()
+	if i := bytes.Index(s, []byte("<svg")); i >= 0 {
+		s = s[i:]
+	}
+	return s, nil
+}
+
+func drawFigure(c vg.CanvasSizer, f analysis.Figure) error {
+	p, _, err := plotOf(f)
+	if err != nil {
+		return err
+	}
+	p.Draw(draw.New(c))
+	return nil
+}
+
+// plotOf builds f's plot; drawn are the series' plotters, in order.
+func plotOf(f analysis.Figure) (p *plot.Plot, drawn []plot.Plotter, err error) {
+	p = plot.New()
+	p.Title.Text = f.Title
+	p.X.Label.Text = f.XLabel
+	p.Y.Label.Text = f.YLabel
+	p.Legend.Top = true
+	p.Add(plotter.NewGrid())
+	if f.TimeX {
+		p.X.Tick.Marker = plot.TimeTicks{Format: "01-02\n15:04"}
+	}
+	if f.LogX {
+		p.X.Scale = plot.LogScale{}
+		p.X.Tick.Marker = logTicks{}
+	}
+	switch f.Kind {
+	case analysis.KindECDF:
+		p.Y.Min, p.Y.Max = 0, 1
+		p.Legend.Left = false
+		p.Legend.Top = false
+		p.Legend.XOffs = -vg.Millimeter
+		p.Legend.YOffs = 2 * vg.Millimeter
+		for i, s := range f.Series {
+			if len(s.X) == 0 {
+				continue
+			}
+			// The step starts at 0 at the smallest value, so the first
+			// jump shows; then post-step: F holds its value up to the next
+			// distinct value, exactly as the ECDF does.
+			xy := make(plotter.XYs, 0, len(s.X)+1)
+			xy = append(xy, plotter.XY{X: s.X[0], Y: 0})
+			for j := range s.X {
+				if f.LogX && s.X[j] <= 0 {
+					continue
+				}
+				xy = append(xy, plotter.XY{X: s.X[j], Y: s.Y[j]})
+			}
+			if f.LogX && xy[0].X <= 0 {
+				xy = xy[1:]
+			}
+			if len(xy) == 0 { // nothing positive on a log axis
+				continue
+			}
+			l, err := plotter.NewLine(xy)
+			if err != nil {
+				return nil, nil, fmt.Errorf("series %s: %w", s.Name, err)
+			}
+			l.StepStyle = plotter.PostStep
+			l.LineStyle.Width = vg.Points(1.5)
+			l.LineStyle.Color = plotutil.Color(i)
+			l.LineStyle.Dashes = plotutil.Dashes(i)
+			p.Add(l)
+			drawn = append(drawn, l)
+			p.Legend.Add(s.Name, l)
+		}
+	case analysis.KindBars:
+		n := len(f.Series)
+		w := vg.Points(math.Max(8, 180/float64(max(1, n*maxLen(f.Series)))))
+		for i, s := range f.Series {
+			b, err := plotter.NewBarChart(plotter.Values(s.Y), w)
+			if err != nil {
+				return nil, nil, fmt.Errorf("series %s: %w", s.Name, err)
+			}
+			b.Color = plotutil.Color(i)
+			b.LineStyle.Width = 0
+			b.Offset = w * vg.Length(float64(i)-float64(n-1)/2)
+			p.Add(b)
+			drawn = append(drawn, b)
+			if n > 1 {
+				p.Legend.Add(s.Name, b)
+			}
+		}
+		if n > 0 {
+			p.NominalX(f.Series[0].Labels...)
+		}
+		p.Y.Min = 0
+	case analysis.KindLines, analysis.KindPoints:
+		for i, s := range f.Series {
+			xy := make(plotter.XYs, len(s.X))
+			for j := range s.X {
+				xy[j] = plotter.XY{X: s.X[j], Y: s.Y[j]}
+			}
+			sc, err := plotter.NewScatter(xy)
+			if err != nil {
+				return nil, nil, fmt.Errorf("series %s: %w", s.Name, err)
+			}
+			sc.GlyphStyle.Color = plotutil.Color(i)
+			sc.GlyphStyle.Shape = plotutil.Shape(i)
+			sc.GlyphStyle.Radius = vg.Points(2)
+			p.Add(sc)
+			drawn = append(drawn, sc)
+			if f.Kind == analysis.KindLines {
+				l, err := plotter.NewLine(xy)
+				if err != nil {
+					return nil, nil, err
+				}
+				l.LineStyle.Color = plotutil.Color(i)
+				p.Add(l)
+				p.Legend.Add(s.Name, l, sc)
+			} else {
+				p.Legend.Add(s.Name, sc)
+			}
+		}
+	default:
+		return nil, nil, fmt.Errorf("figure %s: unknown kind %q", f.Name, f.Kind)
+	}
+	if f.Kind == analysis.KindECDF {
+		pad(&p.X, f.LogX)
+	}
+	p.BackgroundColor = color.White
+	return p, drawn, nil
+}
+
+// pad widens an axis by 4% each side, so a step at the data's ends (or a
+// one-value ECDF) is not drawn on the frame.
+func pad(a *plot.Axis, log bool) {
+	lo, hi := a.Min, a.Max
+	if log {
+		if lo <= 0 || hi <= 0 {
+			return
+		}
+		lo, hi = math.Log10(lo), math.Log10(hi)
+	}
+	d := (hi - lo) * 0.04
+	if d == 0 {
+		d = math.Max(math.Abs(lo)*0.1, 0.5)
+		if log {
+			d = 0.1
+		}
+	}
+	lo, hi = lo-d, hi+d
+	if log {
+		lo, hi = math.Pow(10, lo), math.Pow(10, hi)
+	}
+	a.Min, a.Max = lo, hi
+}
+
+// logTicks labels decades on a log axis spanning more than one, and falls
+// back to ordinary ticks within a decade (LogTicks would label none).
+type logTicks struct{}
+
+func (logTicks) Ticks(lo, hi float64) []plot.Tick {
+	if lo > 0 && hi/lo >= 10 {
+		return plot.LogTicks{Prec: -1}.Ticks(lo, hi)
+	}
+	return plot.DefaultTicks{}.Ticks(lo, hi)
+}
+
+func maxLen(ss []analysis.Series) int {
+	n := 0
+	for _, s := range ss {
+		n = max(n, len(s.Y))
+	}
+	return n
+}
