@@ -108,7 +108,7 @@ type Conn struct {
 	prevOpen       *Keys
 	nextOpen       *Keys
 	firstPNInPhase uint64
-	app1RTTSuite   uint16
+	keyUpdates     int // peer-initiated key updates followed
 
 	peerParams        TransportParameters
 	haveParams        bool
@@ -488,6 +488,7 @@ func (c *Conn) handlePacket(h Header, pkt []byte, now time.Time, replay bool) {
 		sp.seal = next
 		c.keyPhase = !c.keyPhase
 		c.firstPNInPhase = o.PN
+		c.keyUpdates++
 	}
 	if sp.recvd.contains(o.PN) || o.PN < sp.minTracked {
 		return // duplicate, or too old to tell

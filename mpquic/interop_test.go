@@ -60,6 +60,15 @@ func TestInteropClientToQuicGo(t *testing.T) {
 	open := func(ctx context.Context) (io.ReadWriteCloser, error) { return c.OpenStream(ctx) }
 	exchange(t, ctx, open, []byte("hello"))
 	exchange(t, ctx, open, testData(4<<20, 2))
+	// quic-go updates its keys after its first 100 packets (to exercise
+	// RFC 9001 §6), so following them is part of interoperating.
+	c.mu.Lock()
+	updates := c.keyUpdates
+	c.mu.Unlock()
+	if updates == 0 {
+		t.Fatal("no key update from quic-go was seen")
+	}
+	t.Logf("%d key updates followed", updates)
 }
 
 func TestInteropQuicGoToServer(t *testing.T) {
