@@ -109,6 +109,9 @@ type Conn struct {
 	nextOpen       *Keys
 	firstPNInPhase uint64
 	keyUpdates     int // peer-initiated key updates followed
+	packetsSent    uint64
+	packetsLost    uint64
+	ptos           uint64
 
 	peerParams        TransportParameters
 	haveParams        bool
@@ -853,6 +856,7 @@ func (c *Conn) detectLost(si int, now time.Time) {
 }
 
 func (c *Conn) onPacketLost(si int, p *sentPacket, now time.Time) {
+	c.packetsLost++
 	if p.inFlight {
 		c.cc.onLost(p, now)
 	}
@@ -948,6 +952,7 @@ func (c *Conn) onLossTimer(now time.Time) {
 		return
 	}
 	c.ptoCount++
+	c.ptos++
 	sp := c.spaces[si]
 	// Probe: send the oldest unacknowledged data again (§6.2.4), or a PING.
 	n := 0

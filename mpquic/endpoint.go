@@ -25,6 +25,7 @@ func DialAddr(ctx context.Context, addr string, tlsConf *tls.Config, conf *Confi
 	if err != nil {
 		return nil, err
 	}
+	raiseBuffers(pconn)
 	c, err := dial(ctx, pconn, raddr, tlsConf, conf, true)
 	if err != nil {
 		pconn.Close()
@@ -167,6 +168,7 @@ func ListenAddr(addr string, tlsConf *tls.Config, conf *Config) (*Listener, erro
 	if err != nil {
 		return nil, err
 	}
+	raiseBuffers(pconn)
 	l, err := listen(pconn, tlsConf, conf, true)
 	if err != nil {
 		pconn.Close()
@@ -322,4 +324,12 @@ func (l *Listener) newConn(d datagram) *Conn {
 	l.mu.Unlock()
 	go c.run()
 	return c
+}
+
+// raiseBuffers asks for 4 MiB socket buffers (best effort, capped by the
+// system's maximum): a window's worth of datagrams arriving while the
+// connection goroutine is busy must not overflow the default ~200 KiB.
+func raiseBuffers(c *net.UDPConn) {
+	c.SetReadBuffer(4 << 20)
+	c.SetWriteBuffer(4 << 20)
 }

@@ -175,7 +175,9 @@ func (cc *newReno) pace(now time.Time, size int, srtt time.Duration, hasSample b
 		return time.Time{}
 	}
 	rate := 1.25 * float64(cc.cwnd) / srtt.Seconds() // bytes per second
-	burst := float64(initialWindowPkts * cc.mss)
+	// A burst covers two timer granularities: a sleep cannot be shorter,
+	// and a smaller cap would cap the rate at burst/sleep instead.
+	burst := max(float64(initialWindowPkts*cc.mss), rate*float64(2*granularity)/float64(time.Second))
 	if !cc.lastFill.IsZero() {
 		cc.tokens += rate * now.Sub(cc.lastFill).Seconds()
 	} else {

@@ -144,6 +144,7 @@ func (c *Conn) buildDatagram(now time.Time) []byte {
 		}
 		buf = buf[:start+len(pkt)]
 		sp.nextPN++
+		c.packetsSent++
 		if pl.hasAck {
 			sp.ackAt = time.Time{}
 			sp.elicitingUnacked = 0
