@@ -21,6 +21,9 @@ type Config struct {
 	// MaxIncomingStreams is how many bidirectional streams the peer may
 	// have open at once; default 100.
 	MaxIncomingStreams uint64
+	// KeepAlivePeriod, when set, sends a PING after this long without
+	// sending or receiving, so an idle connection outlives the idle timeout.
+	KeepAlivePeriod time.Duration
 	// HandshakeTimeout bounds Dial and a server's handshake; default 10 s.
 	HandshakeTimeout time.Duration
 }

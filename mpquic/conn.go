@@ -7,6 +7,7 @@ import (
 	"errors"
 	"net"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -108,7 +109,9 @@ type Conn struct {
 	prevOpen       *Keys
 	nextOpen       *Keys
 	firstPNInPhase uint64
-	keyUpdates     int // peer-initiated key updates followed
+	keyUpdates     int           // peer-initiated key updates followed
+	socketSent     uint64        // datagram bytes the socket accepted
+	socketRecv     atomic.Uint64 // datagram bytes read for this connection, dropped ones included
 	packetsSent    uint64
 	packetsLost    uint64
 	ptos           uint64
@@ -613,11 +616,14 @@ func (c *Conn) handleFrame(si int, f Frame, now time.Time) error {
 // tlsError maps a crypto/tls failure to CRYPTO_ERROR plus the alert
 // (RFC 9001 §4.8).
 func tlsError(err error) *TransportError {
+	code := TransportErrorCode(0x100 + 80) // internal_error alert
 	var alert tls.AlertError
 	if errors.As(err, &alert) {
-		return transportErr(TransportErrorCode(0x100+uint64(alert)), FrameCrypto, "TLS: %v", err)
+		code = TransportErrorCode(0x100 + uint64(alert))
 	}
-	return transportErr(TransportErrorCode(0x100+80), FrameCrypto, "TLS: %v", err) // internal_error alert
+	te := transportErr(code, FrameCrypto, "TLS: %v", err)
+	te.cause = err
+	return te
 }
 
 func (c *Conn) handleTLSEvents() error {
@@ -795,6 +801,9 @@ func (c *Conn) onAck(si int, f AckFrame, now time.Time) error {
 			delay = time.Duration(f.AckDelay<<exp) * time.Microsecond
 		}
 		c.rtt.update(now.Sub(last.time), delay, c.confirmed, c.peerParams.MaxAckDelay)
+		if si == spaceApp {
+			c.cc.onRTTSample(c.rtt.latest, largest, sp.nextPN)
+		}
 	}
 	for _, p := range newly {
 		c.onPacketAcked(si, p)
@@ -993,6 +1002,17 @@ func (c *Conn) onTimers(now time.Time) {
 		return
 	}
 	c.onLossTimer(now)
+	if ka := c.conf.KeepAlivePeriod; ka > 0 && c.confirmed && now.Sub(c.lastActivity()) >= ka {
+		c.probe[spaceApp] = max(c.probe[spaceApp], 1) // a PING (RFC 9000 §10.1.2)
+	}
+}
+
+func (c *Conn) lastActivity() time.Time {
+	t := c.lastRecv
+	if l := c.spaces[spaceApp].lastEliciting; l.After(t) {
+		t = l
+	}
+	return t
 }
 
 func (c *Conn) nextTimer() time.Time {
@@ -1025,5 +1045,8 @@ func (c *Conn) nextTimer() time.Time {
 		earliest(c.idleStart.Add(max(c.idleTimeout, 3*c.ptoDuration())))
 	}
 	earliest(c.nextPaceAt)
+	if ka := c.conf.KeepAlivePeriod; ka > 0 && c.confirmed {
+		earliest(c.lastActivity().Add(ka))
+	}
 	return next
 }

@@ -57,7 +57,13 @@ func dial(ctx context.Context, pconn net.PacketConn, raddr net.Addr, tlsConf *tl
 	case <-c.handshakeCh:
 		return c, nil
 	case <-c.ending:
-		<-c.done
+		// The CONNECTION_CLOSE goes out first; the connection then stays
+		// closing in the background (RFC 9000 §10.2.1).
+		select {
+		case <-c.closeSent:
+		case <-c.done:
+		case <-time.After(100 * time.Millisecond):
+		}
 		return nil, c.err()
 	case <-ctx.Done():
 		c.CloseWithError(0, "dial canceled")
@@ -90,6 +96,7 @@ func (c *Conn) readLoop() {
 			c.mu.Unlock()
 			return
 		}
+		c.socketRecv.Add(uint64(n))
 		select {
 		case c.in <- datagram{b: (*bp)[:n], buf: bp, from: from}:
 		case <-c.done:
@@ -270,6 +277,7 @@ func (l *Listener) dispatch(d datagram) bool {
 			return false
 		}
 	}
+	c.socketRecv.Add(uint64(len(d.b)))
 	select {
 	case c.in <- d:
 		return true

@@ -18,6 +18,7 @@ const (
 	initialWindowPkts = 10
 	minimumWindowPkts = 2
 	maxAckRanges      = 64
+	maxBurstPkts      = 32
 )
 
 // Kinds of sentFrame: what a lost packet's frame means to the sender.
@@ -117,6 +118,48 @@ type newReno struct {
 
 	tokens   float64 // pacer budget in bytes
 	lastFill time.Time
+
+	// HyStart++ (RFC 9406) round state: slow start ends when a round's
+	// minimum RTT rises by eta over the previous round's, before the
+	// queue it is filling overflows.
+	roundEnd           uint64 // a round ends when this packet is acknowledged
+	roundStarted       bool
+	lastRoundMinRTT    time.Duration
+	currentRoundMinRTT time.Duration
+	rttSamples         int
+}
+
+// HyStart++ constants (RFC 9406 §4.3).
+const (
+	hsMinRTTThresh  = 4 * time.Millisecond
+	hsMaxRTTThresh  = 16 * time.Millisecond
+	hsMinRTTDivisor = 8
+	hsNRTTSample    = 8
+)
+
+// onRTTSample feeds HyStart++ one sample taken when packet largest was
+// acknowledged; nextPN is the next packet number to be sent.
+func (cc *newReno) onRTTSample(rtt time.Duration, largest, nextPN uint64) {
+	if cc.cwnd >= cc.ssthresh {
+		return
+	}
+	if !cc.roundStarted || largest >= cc.roundEnd {
+		cc.roundStarted = true
+		cc.roundEnd = nextPN
+		cc.lastRoundMinRTT = cc.currentRoundMinRTT
+		cc.currentRoundMinRTT = 0
+		cc.rttSamples = 0
+	}
+	if cc.currentRoundMinRTT == 0 || rtt < cc.currentRoundMinRTT {
+		cc.currentRoundMinRTT = rtt
+	}
+	cc.rttSamples++
+	if cc.rttSamples >= hsNRTTSample && cc.lastRoundMinRTT > 0 {
+		eta := min(max(cc.lastRoundMinRTT/hsMinRTTDivisor, hsMinRTTThresh), hsMaxRTTThresh)
+		if cc.currentRoundMinRTT >= cc.lastRoundMinRTT+eta {
+			cc.ssthresh = cc.cwnd // leave slow start (no conservative phase)
+		}
+	}
 }
 
 func newNewReno(mss int) *newReno {
@@ -175,9 +218,12 @@ func (cc *newReno) pace(now time.Time, size int, srtt time.Duration, hasSample b
 		return time.Time{}
 	}
 	rate := 1.25 * float64(cc.cwnd) / srtt.Seconds() // bytes per second
-	// A burst covers two timer granularities: a sleep cannot be shorter,
-	// and a smaller cap would cap the rate at burst/sleep instead.
-	burst := max(float64(initialWindowPkts*cc.mss), rate*float64(2*granularity)/float64(time.Second))
+	// A burst covers up to two timer granularities (a sleep is rarely
+	// shorter, and a smaller burst would cap the rate at burst/sleep), but
+	// at most maxBurstPkts: a larger one overflows a 500-packet device
+	// queue on the way (seen in the lab as datagrams sent and never
+	// carried).
+	burst := max(float64(initialWindowPkts*cc.mss), min(rate*float64(2*granularity)/float64(time.Second), float64(maxBurstPkts*cc.mss)))
 	if !cc.lastFill.IsZero() {
 		cc.tokens += rate * now.Sub(cc.lastFill).Seconds()
 	} else {

@@ -44,8 +44,10 @@ func (c *Conn) sendPackets(now time.Time) {
 		if dg == nil {
 			return
 		}
-		c.bytesSent += len(dg)
-		c.pconn.WriteTo(dg, c.remote)
+		c.bytesSent += len(dg) // anti-amplification counts what we tried
+		if _, err := c.pconn.WriteTo(dg, c.remote); err == nil {
+			c.socketSent += uint64(len(dg))
+		}
 	}
 	c.signal() // more to send: come back after reading what arrived
 }
@@ -408,7 +410,9 @@ func (c *Conn) sendClose() {
 		}
 	}
 	if len(buf) > 0 {
-		c.pconn.WriteTo(buf, c.remote)
+		if _, err := c.pconn.WriteTo(buf, c.remote); err == nil {
+			c.socketSent += uint64(len(buf))
+		}
 	}
 	select {
 	case <-c.closeSent:

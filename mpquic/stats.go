@@ -10,7 +10,11 @@ type Stats struct {
 	CongestionWindow                       int
 	BytesInFlight                          int
 	PacketsSent, PacketsLost, PTOCount     uint64
-	BytesSent, BytesReceived               uint64
+	// BytesSent and BytesReceived count UDP payloads: all the socket took,
+	// and all
+	// read from the socket for this connection (including any the
+	// connection then dropped, so they match what the path carried).
+	BytesSent, BytesReceived uint64
 }
 
 // Stats reads the connection's counters.
@@ -21,6 +25,6 @@ func (c *Conn) Stats() Stats {
 		SmoothedRTT: c.rtt.smoothed, RTTVar: c.rtt.rttvar, MinRTT: c.rtt.min, LatestRTT: c.rtt.latest,
 		CongestionWindow: c.cc.cwnd, BytesInFlight: c.cc.inFlight,
 		PacketsSent: c.packetsSent, PacketsLost: c.packetsLost, PTOCount: c.ptos,
-		BytesSent: uint64(c.bytesSent), BytesReceived: uint64(c.bytesRecv),
+		BytesSent: c.socketSent, BytesReceived: c.socketRecv.Load(),
 	}
 }
