@@ -62,7 +62,12 @@ type TransportError struct {
 	Code      TransportErrorCode
 	FrameType FrameType // the frame that triggered it; 0 when none
 	Reason    string
+	cause     error // the local failure behind it (a TLS error), if any
 }
+
+// Unwrap is the local failure the error was built from (a crypto/tls
+// error with its own chain, such as a certificate check), nil if none.
+func (e *TransportError) Unwrap() error { return e.cause }
 
 func (e *TransportError) Error() string {
 	if e.FrameType != 0 {

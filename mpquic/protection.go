@@ -257,6 +257,18 @@ func (o Opened) KeyPhase() bool { return o.FirstByte&0x80 == 0 && o.FirstByte&0x
 // Non-zero reserved bits after a successful decryption are a connection
 // error of type PROTOCOL_VIOLATION (RFC 9000 §17.2, §17.3.1).
 func (k *Keys) Unprotect(packet []byte, pnOffset int, largest int64, pathID uint32) (Opened, error) {
+	o, err := k.UnprotectHeader(packet, pnOffset, largest)
+	if err != nil {
+		return o, err
+	}
+	return k.Open(packet, o, pathID)
+}
+
+// UnprotectHeader removes only header protection, in place (RFC 9001
+// §5.4): the returned Opened has FirstByte, PN and HeaderLen but no Payload
+// yet. A 1-RTT receiver reads the key phase bit from it to pick the keys
+// for Open (RFC 9001 §6.3); every key phase shares the header protection key.
+func (k *Keys) UnprotectHeader(packet []byte, pnOffset int, largest int64) (Opened, error) {
 	var o Opened
 	if pnOffset < 1 || len(packet) < pnOffset+4+sampleLen {
 		return o, invalid("packet of %d bytes too short to sample at %d", len(packet), pnOffset+4)
@@ -276,16 +288,19 @@ func (k *Keys) Unprotect(packet []byte, pnOffset int, largest int64, pathID uint
 		truncated = truncated<<8 | uint64(packet[pnOffset+i])
 	}
 	packet[0] = first
-	hdrLen := pnOffset + pnLen
-	pn := DecodePacketNumber(largest, truncated, 8*pnLen)
-	n := k.nonce(pathID, pn)
-	ct := packet[hdrLen:]
-	pt, err := k.aead.Open(ct[:0], n, ct, packet[:hdrLen])
+	return Opened{FirstByte: first, PN: DecodePacketNumber(largest, truncated, 8*pnLen), HeaderLen: pnOffset + pnLen}, nil
+}
+
+// Open decrypts, in place, a packet whose header UnprotectHeader opened.
+func (k *Keys) Open(packet []byte, o Opened, pathID uint32) (Opened, error) {
+	ct := packet[o.HeaderLen:]
+	pt, err := k.aead.Open(ct[:0], k.nonce(pathID, o.PN), ct, packet[:o.HeaderLen])
 	if err != nil {
 		return o, ErrDecryptionFailed
 	}
-	o = Opened{FirstByte: first, PN: pn, HeaderLen: hdrLen, Payload: pt}
-	if (long && first&0x0c != 0) || (!long && first&0x18 != 0) {
+	o.Payload = pt
+	first := o.FirstByte
+	if long := first&0x80 != 0; (long && first&0x0c != 0) || (!long && first&0x18 != 0) {
 		return o, transportErr(ProtocolViolation, 0, "reserved header bits are 0x%02x", first)
 	}
 	return o, nil

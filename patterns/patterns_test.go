@@ -192,7 +192,7 @@ func checkResult(t *testing.T, rec Record) {
 			} else if sf := m.Subflows[0]; sf.Local.String() != c.Local || sf.Remote.String() != c.Remote {
 				t.Errorf("subflow %s->%s, connection %s->%s", sf.Local, sf.Remote, c.Local, c.Remote)
 			}
-		case quicName:
+		case quicName, "mpquic":
 			if q, ok := s.Data.(*transport.QUICStats); !ok || q.SmoothedRTT == 0 {
 				t.Errorf("quic sample without RTT: %+v", s.State)
 			}
@@ -287,7 +287,7 @@ func checkResult(t *testing.T, rec Record) {
 			}
 		}
 		wantStreams := "two-connections"
-		if rec.Config.Transport == quicName {
+		if d, _ := transport.Get(rec.Config.Transport); d.Network == "udp" { // QUIC: quic, mpquic
 			wantStreams = "one-connection-two-streams"
 		}
 		if r.Streams != wantStreams || (wantStreams == "two-connections") != (len(rec.Connections) == 2) {

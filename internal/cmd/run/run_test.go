@@ -24,6 +24,12 @@ import (
 )
 
 func startServer(t *testing.T, noMPTCP bool) (tcpPort, quicPort int, pin string) {
+	tcpPort, quicPort, _, pin = startServerMPQUIC(t, noMPTCP)
+	return tcpPort, quicPort, pin
+}
+
+// startServerMPQUIC also returns the mpquic listener's port.
+func startServerMPQUIC(t *testing.T, noMPTCP bool) (tcpPort, quicPort, mpquicPort int, pin string) {
 	t.Helper()
 	if runtime.GOOS != "linux" {
 		t.Skip("loopback path binding is tested on Linux")
@@ -48,7 +54,7 @@ func startServer(t *testing.T, noMPTCP bool) (tcpPort, quicPort int, pin string)
 		t.Fatal(err)
 	}
 	t.Cleanup(srv.Close)
-	return srv.Addrs("tcp")[0].(*net.TCPAddr).Port, srv.Addrs("quic")[0].(*net.UDPAddr).Port, pin
+	return srv.Addrs("tcp")[0].(*net.TCPAddr).Port, srv.Addrs("quic")[0].(*net.UDPAddr).Port, srv.Addrs("mpquic")[0].(*net.UDPAddr).Port, pin
 }
 
 func execute(t *testing.T, discover func(context.Context) ([]probe.Path, error), args ...string) (string, string, error) {
@@ -69,9 +75,9 @@ func execute(t *testing.T, discover func(context.Context) ([]probe.Path, error),
 }
 
 func TestSmokePasses(t *testing.T) {
-	tp, qp, pin := startServer(t, false)
+	tp, qp, mp, pin := startServerMPQUIC(t, false)
 	out, errOut, err := execute(t, nil, "--smoke", "--server", "127.0.0.1", "--tcp-port", fmt.Sprint(tp), "--quic-port", fmt.Sprint(qp),
-		"--quic-alt-port", fmt.Sprint(qp), "--pin", pin, "--paths", "lo", "--interval", "50ms", "--ping-count", "3", "--duration", "300ms")
+		"--quic-alt-port", fmt.Sprint(qp), "--mpquic-port", fmt.Sprint(mp), "--pin", pin, "--paths", "lo", "--interval", "50ms", "--ping-count", "3", "--duration", "300ms")
 	if err != nil {
 		t.Fatalf("%v\n%s", err, errOut)
 	}

@@ -1,0 +1,120 @@
+package mpquic
+
+import (
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Config tunes a connection; the zero value gives the defaults.
+type Config struct {
+	// MaxIdleTimeout closes a connection after this long without a packet
+	// from the peer (RFC 9000 §10.1); default 30 s.
+	MaxIdleTimeout time.Duration
+	// MaxDatagramSize is the largest UDP payload sent; default 1252 (fits
+	// IPv6's 1280-byte minimum MTU), at least 1200.
+	MaxDatagramSize int
+	// StreamReceiveWindow and ConnectionReceiveWindow are the flow control
+	// windows granted to the peer; defaults 6 MiB and 15 MiB.
+	StreamReceiveWindow     uint64
+	ConnectionReceiveWindow uint64
+	// MaxIncomingStreams is how many bidirectional streams the peer may
+	// have open at once; default 100.
+	MaxIncomingStreams uint64
+	// KeepAlivePeriod, when set, sends a PING after this long without
+	// sending or receiving, so an idle connection outlives the idle timeout.
+	KeepAlivePeriod time.Duration
+	// HandshakeTimeout bounds Dial and a server's handshake; default 10 s.
+	HandshakeTimeout time.Duration
+}
+
+const (
+	minDatagramSize = 1200
+	maxDatagramSize = 1452 // the largest we send or advertise reading
+	readBufSize     = 1500
+)
+
+func (c *Config) withDefaults() (Config, error) {
+	var o Config
+	if c != nil {
+		o = *c
+	}
+	if o.MaxIdleTimeout == 0 {
+		o.MaxIdleTimeout = 30 * time.Second
+	}
+	if o.MaxDatagramSize == 0 {
+		o.MaxDatagramSize = 1252
+	}
+	if o.MaxDatagramSize < minDatagramSize || o.MaxDatagramSize > maxDatagramSize {
+		return o, fmt.Errorf("mpquic: MaxDatagramSize %d outside [%d, %d]", o.MaxDatagramSize, minDatagramSize, maxDatagramSize)
+	}
+	if o.StreamReceiveWindow == 0 {
+		o.StreamReceiveWindow = 6 << 20
+	}
+	if o.ConnectionReceiveWindow == 0 {
+		o.ConnectionReceiveWindow = 15 << 20
+	}
+	if o.MaxIncomingStreams == 0 {
+		o.MaxIncomingStreams = 100
+	}
+	if o.HandshakeTimeout == 0 {
+		o.HandshakeTimeout = 10 * time.Second
+	}
+	if o.MaxIdleTimeout < 0 || o.HandshakeTimeout < 0 {
+		return o, errors.New("mpquic: negative timeout")
+	}
+	return o, nil
+}
+
+// ErrIdleTimeout ends a connection that heard nothing from its peer for the
+// idle timeout.
+var ErrIdleTimeout = errors.New("mpquic: idle timeout")
+
+// ErrHandshakeTimeout ends a connection whose handshake took too long.
+var ErrHandshakeTimeout = errors.New("mpquic: handshake timeout")
+
+// ErrVersionNegotiation: the server speaks no version this client does.
+var ErrVersionNegotiation = errors.New("mpquic: server does not support QUIC version 1")
+
+// ErrClosed is returned by operations on a connection closed locally.
+var ErrClosed = errors.New("mpquic: connection closed")
+
+// ApplicationCloseError is a connection closed by an application with a
+// code (CONNECTION_CLOSE 0x1d, RFC 9000 §19.19).
+type ApplicationCloseError struct {
+	Remote bool
+	Code   uint64
+	Reason string
+}
+
+func (e *ApplicationCloseError) Error() string {
+	who := "local"
+	if e.Remote {
+		who = "peer"
+	}
+	return fmt.Sprintf("mpquic: %s application closed the connection: code 0x%x %q", who, e.Code, e.Reason)
+}
+
+// PeerCloseError is a connection the peer closed with a transport error.
+type PeerCloseError struct{ Err *TransportError }
+
+func (e *PeerCloseError) Error() string {
+	return "mpquic: peer closed the connection: " + e.Err.Error()
+}
+func (e *PeerCloseError) Unwrap() error { return e.Err }
+
+// StreamError is a stream reset (RESET_STREAM) or stopped (STOP_SENDING)
+// with an application error code.
+type StreamError struct {
+	StreamID uint64
+	Code     uint64
+	Remote   bool
+}
+
+func (e *StreamError) Error() string {
+	who := "locally"
+	if e.Remote {
+		who = "by the peer"
+	}
+	return fmt.Sprintf("mpquic: stream %d canceled %s with code 0x%x", e.StreamID, who, e.Code)
+}

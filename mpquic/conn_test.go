@@ -1,0 +1,139 @@
+package mpquic
+
+import (
+	"bytes"
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/sha256"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"io"
+	"math/big"
+	"net"
+	"testing"
+	"time"
+)
+
+const testALPN = "mptester-test"
+
+func testTLS(t testing.TB) (server, client *tls.Config) {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "localhost"},
+		DNSNames: []string{"localhost"}, NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour)}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cert, _ := x509.ParseCertificate(der)
+	pool := x509.NewCertPool()
+	pool.AddCert(cert)
+	server = &tls.Config{Certificates: []tls.Certificate{{Certificate: [][]byte{der}, PrivateKey: key}}, NextProtos: []string{testALPN}}
+	client = &tls.Config{RootCAs: pool, ServerName: "localhost", NextProtos: []string{testALPN}}
+	return server, client
+}
+
+// testData is n deterministic pseudo-random bytes.
+func testData(n int, seed byte) []byte {
+	b := make([]byte, 0, n+32)
+	h := sha256.Sum256([]byte{seed})
+	for len(b) < n {
+		b = append(b, h[:]...)
+		h = sha256.Sum256(h[:])
+	}
+	return b[:n]
+}
+
+func listenLoopback(t testing.TB, tlsConf *tls.Config, conf *Config) *Listener {
+	t.Helper()
+	l, err := ListenAddr("127.0.0.1:0", tlsConf, conf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	return l
+}
+
+// echoServe answers each accepted stream with what it reads.
+func echoServe(ctx context.Context, l *Listener) {
+	for {
+		c, err := l.Accept(ctx)
+		if err != nil {
+			return
+		}
+		go func() {
+			for {
+				s, err := c.AcceptStream(ctx)
+				if err != nil {
+					return
+				}
+				go func() {
+					io.Copy(s, s)
+					s.Close()
+				}()
+			}
+		}()
+	}
+}
+
+// exchange writes data on a new stream, closes it and checks the echo.
+func exchange(t *testing.T, ctx context.Context, open func(context.Context) (io.ReadWriteCloser, error), data []byte) {
+	t.Helper()
+	s, err := open(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	errc := make(chan error, 1)
+	go func() {
+		_, err := s.Write(data)
+		if err == nil {
+			err = s.Close()
+		}
+		errc <- err
+	}()
+	got, err := io.ReadAll(s)
+	if err != nil {
+		t.Fatalf("read after %d bytes: %v", len(got), err)
+	}
+	if err := <-errc; err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got, data) {
+		t.Fatalf("echo of %d bytes came back as %d bytes, equal prefix %d", len(data), len(got), commonPrefix(got, data))
+	}
+}
+
+func commonPrefix(a, b []byte) int {
+	n := 0
+	for n < len(a) && n < len(b) && a[n] == b[n] {
+		n++
+	}
+	return n
+}
+
+func TestEchoMPQUIC(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	stls, ctls := testTLS(t)
+	l := listenLoopback(t, stls, nil)
+	go echoServe(ctx, l)
+	c, err := DialAddr(ctx, l.Addr().String(), ctls, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.CloseWithError(0, "")
+	if p := c.ConnectionState().NegotiatedProtocol; p != testALPN {
+		t.Fatalf("ALPN %q", p)
+	}
+	open := func(ctx context.Context) (io.ReadWriteCloser, error) { return c.OpenStream(ctx) }
+	exchange(t, ctx, open, []byte("hello"))
+	exchange(t, ctx, open, testData(3<<20, 1))
+}
+
+var _ = net.ErrClosed

@@ -1,0 +1,236 @@
+package transport
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"net/netip"
+	"syscall"
+	"time"
+
+	"github.com/mptester/mptester/mpquic"
+	"github.com/mptester/mptester/probe"
+)
+
+// The mpquic transport: mptester's own QUIC v1 (package mpquic, issue 12),
+// one path for now; multipath comes with the package's next stage. It has
+// no HTTP/3, so it carries the stream patterns only.
+const (
+	nameMPQUIC = "mpquic"
+	keyMPQUIC  = "mpquic"
+	// mpquicSocketBuffer is the receive buffer asked for each socket.
+	mpquicSocketBuffer = 8 << 20
+)
+
+func init() {
+	Register(Descriptor{Name: nameMPQUIC, Help: "mptester's own QUIC (mpquic), stream patterns only", Order: 35,
+		// Like quic: the counters count whole UDP payloads, acks included.
+		Network: "udp", DefaultPort: 4433, HeaderOverhead: 0.04, NoHTTP: true,
+		New:    func(o Options) (Transport, error) { return &mpquicTransport{o: o}, nil },
+		Listen: listenMPQUIC})
+}
+
+type mpquicTransport struct{ o Options }
+
+func (t *mpquicTransport) Name() string { return nameMPQUIC }
+
+func mpquicConfig(idle time.Duration) *mpquic.Config {
+	return &mpquic.Config{MaxIdleTimeout: idle, KeepAlivePeriod: idle / 3,
+		StreamReceiveWindow: 16 << 20, ConnectionReceiveWindow: 32 << 20}
+}
+
+// mpquicStatus says what package mpquic's errors mean.
+func mpquicStatus(err error) Status {
+	var (
+		peer   *mpquic.PeerCloseError
+		local  *mpquic.TransportError
+		app    *mpquic.ApplicationCloseError
+		stream *mpquic.StreamError
+	)
+	switch {
+	case errors.Is(err, mpquic.ErrHandshakeTimeout):
+		return StatusConnectionTimeout
+	case errors.Is(err, mpquic.ErrIdleTimeout):
+		return StatusTimeout
+	case errors.Is(err, mpquic.ErrVersionNegotiation):
+		return StatusUnsupported
+	case errors.As(err, &peer):
+		if peer.Err.Code >= 0x100 && peer.Err.Code < 0x200 {
+			return StatusTLSError // CRYPTO_ERROR: a TLS alert (RFC 9001 §4.8)
+		}
+		return StatusConnectionReset
+	case errors.As(err, &app):
+		if app.Remote && app.Code == quicCodeRefused {
+			return StatusServerRefused
+		}
+		return StatusConnectionClosed
+	case errors.As(err, &stream):
+		return StatusConnectionClosed
+	case errors.As(err, &local):
+		if local.Code >= 0x100 && local.Code < 0x200 {
+			return StatusTLSError
+		}
+		return StatusProtocolError
+	}
+	return ""
+}
+
+func mpquicSetupStatus(err error) Status {
+	if errors.Is(err, mpquic.ErrIdleTimeout) {
+		return StatusConnectionTimeout
+	}
+	return mpquicStatus(err)
+}
+
+func (t *mpquicTransport) Dial(ctx context.Context, addr netip.AddrPort, family string) (Conn, error) {
+	start := time.Now()
+	f := probe.Family4
+	if addr.Addr().Unmap().Is6() {
+		f = probe.Family6
+	}
+	udp, err := probe.ListenUDP(ctx, t.o.Primary(), f)
+	if err != nil {
+		return nil, wrap(opConnect, fmt.Errorf("mpquic socket: %w", err), nil)
+	}
+	// A window of datagrams can arrive while the connection goroutine is
+	// busy: the default ~200 KiB buffer drops them (and the path's bytes
+	// then exceed the connection's counters).
+	probe.RaiseReceiveBuffer(udp, mpquicSocketBuffer)
+	cfg := t.o.TLS.Clone()
+	cfg.NextProtos = offered(family, nil)
+	c, err := mpquic.Dial(ctx, udp, net.UDPAddrFromAddrPort(addr), cfg, mpquicConfig(t.o.IdleTimeout))
+	if err != nil {
+		udp.Close()
+		return nil, wrap(opQUICHandshake, err, mpquicSetupStatus)
+	}
+	return &mpquicConn{c: c, udp: udp, info: Info{Transport: nameMPQUIC, Local: c.LocalAddr().String(),
+		Remote: c.RemoteAddr().String(), ALPN: c.ConnectionState().NegotiatedProtocol, Setup: time.Since(start)}}, nil
+}
+
+type mpquicConn struct {
+	c    *mpquic.Conn
+	udp  *net.UDPConn
+	info Info
+}
+
+func (c *mpquicConn) OpenStream(ctx context.Context) (Stream, error) {
+	s, err := c.c.OpenStream(ctx)
+	if err != nil {
+		return nil, wrap("open stream", err, mpquicStatus)
+	}
+	return classified{Stream: mpquicStream{s}, own: mpquicStatus}, nil
+}
+
+func (c *mpquicConn) MultiStream() bool { return true }
+
+// RoundTripper: mpquic has no HTTP/3 (the descriptor's NoHTTP keeps the
+// HTTP patterns away from it).
+func (c *mpquicConn) RoundTripper() http.RoundTripper { return noHTTP{} }
+
+type noHTTP struct{}
+
+func (noHTTP) RoundTrip(*http.Request) (*http.Response, error) {
+	return nil, Errorf(StatusUnsupported, opHTTP, "mpquic carries no HTTP")
+}
+
+func (c *mpquicConn) Info() Info { return c.info }
+
+func (c *mpquicConn) Sample() State { return sampleMPQUIC(c.c) }
+
+func (c *mpquicConn) Close() error {
+	err := c.c.CloseWithError(0, "")
+	c.udp.Close()
+	return err
+}
+
+// mpquicStream: Close also stops reading, like quicStream.
+type mpquicStream struct{ *mpquic.Stream }
+
+func (s mpquicStream) Close() error {
+	s.Stream.CancelRead(0)
+	return s.Stream.CloseWrite()
+}
+
+func sampleMPQUIC(c *mpquic.Conn) State {
+	s := c.Stats()
+	return State{Key: keyMPQUIC, Data: &QUICStats{MinRTT: s.MinRTT, LatestRTT: s.LatestRTT, SmoothedRTT: s.SmoothedRTT,
+		MeanDeviation: s.RTTVar, CongestionWindow: uint64(s.CongestionWindow), BytesSent: s.BytesSent,
+		PacketsSent: s.PacketsSent, BytesReceived: s.BytesReceived, PacketsLost: s.PacketsLost}}
+}
+
+type mpquicListener struct {
+	udp net.PacketConn
+	ln  *mpquic.Listener
+}
+
+func listenMPQUIC(ctx context.Context, o ListenOptions) (Listener, error) {
+	pc, _ := o.Socket.(net.PacketConn)
+	if pc == nil {
+		ua, err := net.ResolveUDPAddr("udp", o.Addr)
+		if err != nil {
+			return nil, fmt.Errorf("mpquic address %s: %w", o.Addr, err)
+		}
+		if pc, err = net.ListenUDP("udp", ua); err != nil {
+			return nil, fmt.Errorf("listen udp %s: %w", o.Addr, err)
+		}
+	}
+	if sc, ok := pc.(syscall.Conn); ok {
+		probe.RaiseReceiveBuffer(sc, mpquicSocketBuffer)
+	}
+	cfg := &tls.Config{Certificates: []tls.Certificate{o.Certificate}, MinVersion: tls.VersionTLS13, NextProtos: o.StreamALPNs}
+	ln, err := mpquic.Listen(pc, cfg, mpquicConfig(o.IdleTimeout))
+	if err != nil {
+		pc.Close()
+		return nil, fmt.Errorf("listen mpquic %s: %w", pc.LocalAddr(), err)
+	}
+	return &mpquicListener{udp: pc, ln: ln}, nil
+}
+
+func (l *mpquicListener) Addr() net.Addr { return l.ln.Addr() }
+
+func (l *mpquicListener) Describe() string { return "stream patterns" }
+
+func (l *mpquicListener) Accept(ctx context.Context) (ServerConn, error) {
+	c, err := l.ln.Accept(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return &mpquicServerConn{c: c}, nil
+}
+
+func (l *mpquicListener) Shutdown(context.Context) error { return l.ln.Close() }
+
+func (l *mpquicListener) Close() error {
+	l.ln.Close()
+	return l.udp.Close()
+}
+
+type mpquicServerConn struct{ c *mpquic.Conn }
+
+func (c *mpquicServerConn) RemoteAddr() net.Addr { return c.c.RemoteAddr() }
+
+func (c *mpquicServerConn) Refuse(reason string) { _ = c.c.CloseWithError(quicCodeRefused, reason) }
+
+// Handshake: the listener returns connections with the handshake done.
+func (c *mpquicServerConn) Handshake(context.Context) (string, bool, error) {
+	return c.c.ConnectionState().NegotiatedProtocol, false, nil
+}
+
+func (c *mpquicServerConn) ServeHTTP() {}
+
+func (c *mpquicServerConn) AcceptStream(ctx context.Context) (Stream, error) {
+	s, err := c.c.AcceptStream(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return classified{Stream: mpquicStream{s}, own: mpquicStatus}, nil
+}
+
+func (c *mpquicServerConn) Sample() State { return sampleMPQUIC(c.c) }
+
+func (c *mpquicServerConn) Abort(code uint64, reason string) { _ = c.c.CloseWithError(code, reason) }
+
+func (c *mpquicServerConn) Close() error { return c.c.CloseWithError(0, "") }
