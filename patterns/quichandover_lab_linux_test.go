@@ -1,0 +1,266 @@
+//go:build linux && !race
+
+package patterns
+
+import (
+	"context"
+	"math"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/mptester/mptester/lab"
+	"github.com/mptester/mptester/lab/labtest"
+	"github.com/mptester/mptester/patterns/transport"
+	"github.com/mptester/mptester/probe"
+)
+
+// quic-handover in the lab (issue 11 item 1): the interactive pattern
+// over a connection that starts on wlan0 with wwan0 as backup, while the
+// child plays a timeline on wlan0. Run with -p 1 (timing).
+
+// Default paths of these tests: a 20 ms Wi-Fi and a 50 ms cellular round
+// trip.
+const (
+	hoWlanDelay = 10 * time.Millisecond
+	hoWwanDelay = 25 * time.Millisecond
+)
+
+// hoStep is one step of a timeline, played from the child at At after the
+// pattern started (lab timeline syntax: l.Set's settings).
+type hoStep struct {
+	At       time.Duration
+	Path     string
+	Settings []string
+}
+
+// hoRun is one interactive test over quic-handover in the child.
+type hoRun struct {
+	Rec     Record
+	Sum     *transport.QUICHandoverSummary
+	Applied []time.Time // when each step was applied
+	Before  lab.Status  // emulator counters before the test
+	After   lab.Status
+}
+
+func hoSetup(t *testing.T) *labtest.Lab {
+	l := labtest.Start(t, lab.Options{Domains: 0, Seed: 11})
+	l.Set(t, "wlan0", "delay="+hoWlanDelay.String(), "jitter=0s", "loss=0", "rate=0")
+	l.Set(t, "wwan0", "delay="+hoWwanDelay.String(), "jitter=0s", "loss=0", "rate=0")
+	startLabServer(t, l)
+	return l
+}
+
+// hoInteractive runs the interactive pattern for d over quic-handover
+// with the given paths (wlan0 first) while playing steps.
+func hoInteractive(t testing.TB, l *labtest.Lab, paths []string, hc transport.HandoverConfig, d time.Duration, steps []hoStep) hoRun {
+	t.Helper()
+	o := transport.Options{Family: probe.Family4, Handover: hc}
+	o.TLS, _ = transport.ClientTLS("", "", true)
+	for i, name := range paths {
+		role := transport.RolePrimary
+		if i > 0 {
+			role = transport.RoleBackup
+		}
+		o.Paths = append(o.Paths, transport.PathRole{Path: l.Path(t, name), Role: role})
+	}
+	tr, err := transport.New("quic-handover", o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	params := Params{Duration: d}
+	cfg := TestConfig{Pattern: "interactive", Transport: "quic-handover", Path: paths[0], Family: 4, Server: labServer(probe.Family4),
+		Params: params, Timeout: DefaultTimeout("interactive", params), Paths: configPaths(o.Paths)}
+	var r hoRun
+	r.Before = l.Status(t)
+	var wg sync.WaitGroup
+	done := make(chan struct{})
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		start := time.Now()
+		for _, s := range steps {
+			select {
+			case <-done:
+				return
+			case <-time.After(time.Until(start.Add(s.At))):
+			}
+			// The step's time is when it was asked for: the lab applies
+			// it on receipt, the answer comes later.
+			at := time.Now()
+			l.Set(t, s.Path, s.Settings...)
+			t.Logf("%s %v at %s (the lab answered after %v)", s.Path, s.Settings, at.Format("15:04:05.000"), time.Since(at))
+			r.Applied = append(r.Applied, at)
+		}
+	}()
+	r.Rec = RunTest(context.Background(), tr, cfg, []string{"wlan0", "wwan0"}, nil)
+	close(done)
+	wg.Wait()
+	r.After = l.Status(t)
+	r.Sum, _ = r.Rec.Summary.(*transport.QUICHandoverSummary)
+	if r.Sum == nil {
+		t.Fatalf("no quic-handover summary (status %s: %s)", r.Rec.Status, r.Rec.Error)
+	}
+	for _, s := range r.Sum.Switches {
+		t.Logf("switch %s -> %s at %v (%s): ptos %d, in flight %v, waited %v", s.From, s.To, s.At.Format("15:04:05.000"),
+			s.Cause, s.PTOs, s.InFlight, s.Wait)
+	}
+	return r
+}
+
+// interactive returns the test's interactive result, failing on lost
+// chunks.
+func (r hoRun) interactive(t testing.TB) *InteractiveResult {
+	t.Helper()
+	if r.Rec.Status != StatusSuccess {
+		t.Fatalf("status %s: %s", r.Rec.Status, r.Rec.Error)
+	}
+	res, _ := r.Rec.Result.(*InteractiveResult)
+	if res == nil || res.Upload == nil || res.Download == nil {
+		t.Fatalf("no interactive result: %+v", r.Rec.Result)
+	}
+	for _, d := range []*InteractiveDirection{res.Upload, res.Download} {
+		if len(d.Lost) > 0 || d.Acked != d.Sent || d.Sent == 0 {
+			t.Errorf("chunks: sent %d acked %d lost %v: the stream did not survive", d.Sent, d.Acked, d.Lost)
+		}
+	}
+	return res
+}
+
+// primaryPTO is the primary's PTO as the last sample before at saw it:
+// the failure detection time of the switching rule.
+func (r hoRun) primaryPTO(at time.Time) time.Duration {
+	var pto time.Duration
+	for _, c := range r.Rec.Connections {
+		for _, s := range c.Samples {
+			ps, ok := s.Data.(transport.PathStater)
+			if !ok || r.Rec.StartedAt.Add(s.T).After(at) {
+				continue
+			}
+			for _, p := range ps.PathStates() {
+				if p.Path == "wlan0" && p.Active && p.RTOs == 0 {
+					pto = p.RTO
+				}
+			}
+		}
+	}
+	return pto
+}
+
+// TestLabQUICHandoverAbrupt: wlan0 goes down for good in the middle of
+// the test. The interactive streams survive on wwan0, the switch is
+// recorded with a 000 §II-B cause soon after the loss, the maximum
+// application delays are reported against the physical floor (failure
+// detection + one cellular RTT), and each path's bytes match the
+// emulator's counters.
+func TestLabQUICHandoverAbrupt(t *testing.T) {
+	l := hoSetup(t)
+	if !l.InClient(t) {
+		return
+	}
+	r := hoInteractive(t, l, []string{"wlan0", "wwan0"}, transport.HandoverConfig{}, 4*time.Second,
+		[]hoStep{{At: 1500 * time.Millisecond, Path: "wlan0", Settings: []string{"down"}}})
+	res := r.interactive(t)
+	down := r.Applied[0]
+	if len(r.Sum.Switches) != 1 {
+		t.Fatalf("switches %+v, want one wlan0 -> wwan0", r.Sum.Switches)
+	}
+	sw := r.Sum.Switches[0]
+	if sw.From != "wlan0" || sw.To != "wwan0" || (sw.Cause != transport.CausePTO && sw.Cause != transport.CauseInFlight) {
+		t.Errorf("switch %+v, want wlan0 -> wwan0 on pto or in-flight", sw)
+	}
+	// The rule fires on the first PTO after the loss: a chunk is sent
+	// within 100 ms of it and its PTO is about 50 ms.
+	if after := sw.At.Sub(down); after < 0 || after > 400*time.Millisecond {
+		t.Errorf("switch %v after wlan0 went down, want within 400ms", after)
+	}
+	pto := r.primaryPTO(down)
+	detect := max(pto, transport.DefaultHandover.MinTimeout)
+	floor := detect + 2*hoWwanDelay
+	t.Logf("max delay upload %v download %v; detection (wlan0 PTO %v, at least %v) + cellular RTT %v = floor %v; upload/floor %.2f",
+		res.Upload.Max, res.Download.Max, pto, transport.DefaultHandover.MinTimeout, 2*hoWwanDelay, floor, float64(res.Upload.Max)/float64(floor))
+	if pto == 0 || res.Upload.Max > 1*time.Second || res.Download.Max > 1*time.Second {
+		t.Errorf("max delays up %v down %v (wlan0 PTO %v): the handover took too long", res.Upload.Max, res.Download.Max, pto)
+	}
+	hoCheckBytes(t, r)
+}
+
+// hoCheckBytes holds the transport's per-path byte counters (UDP
+// payloads) to the emulator's counters of the same path (IP packets less
+// 28 bytes of IPv4 and UDP headers each): within 2%.
+func hoCheckBytes(t *testing.T, r hoRun) {
+	t.Helper()
+	for i, name := range lab.PathNames {
+		var sent, recv uint64
+		for _, p := range r.Sum.Paths {
+			if p.Path == name {
+				sent += p.Sent
+				recv += p.Received
+			}
+		}
+		b, a := r.Before.Paths[i].Stats, r.After.Paths[i].Stats
+		up := (a.Up.BytesIn - b.Up.BytesIn) - 28*(a.Up.PacketsIn-b.Up.PacketsIn)
+		dn := (a.Down.BytesDelivered - b.Down.BytesDelivered) - 28*(a.Down.Delivered-b.Down.Delivered)
+		t.Logf("%s: transport sent %d received %d, emulator up %d down %d", name, sent, recv, up, dn)
+		for _, x := range []struct {
+			dir        string
+			got, truth uint64
+		}{{"sent", sent, up}, {"received", recv, dn}} {
+			if math.Abs(float64(x.got)-float64(x.truth)) > 0.02*float64(x.truth)+2048 {
+				t.Errorf("%s %s: transport %d bytes, emulator %d: off by more than 2%%", name, x.dir, x.got, x.truth)
+			}
+		}
+	}
+}
+
+// TestLabQUICHandoverFade: wlan0 loses everything for 1.5 s and recovers.
+// The connection moves to wwan0 and back to wlan0 once it answers, both
+// switches recorded, and no chunk is lost.
+func TestLabQUICHandoverFade(t *testing.T) {
+	l := hoSetup(t)
+	if !l.InClient(t) {
+		return
+	}
+	r := hoInteractive(t, l, []string{"wlan0", "wwan0"}, transport.HandoverConfig{Reprobe: 300 * time.Millisecond}, 5*time.Second,
+		[]hoStep{{At: time.Second, Path: "wlan0", Settings: []string{"loss=100%"}},
+			{At: 2500 * time.Millisecond, Path: "wlan0", Settings: []string{"loss=0"}}})
+	res := r.interactive(t)
+	fade, recovered := r.Applied[0], r.Applied[1]
+	if len(r.Sum.Switches) != 2 {
+		t.Fatalf("switches %+v, want wlan0 -> wwan0 -> wlan0", r.Sum.Switches)
+	}
+	out, back := r.Sum.Switches[0], r.Sum.Switches[1]
+	if out.From != "wlan0" || out.To != "wwan0" || out.At.Before(fade) || out.At.Sub(fade) > 400*time.Millisecond {
+		t.Errorf("first switch %+v, want wlan0 -> wwan0 within 400ms of the fade at %v", out, fade.Format("15:04:05.000"))
+	}
+	// Back once a probe of wlan0 succeeds: within a re-probe interval
+	// (300 ms) plus the probe's round trip.
+	if back.From != "wwan0" || back.To != "wlan0" || back.Cause != transport.CauseAnswered ||
+		back.At.Before(recovered) || back.At.Sub(recovered) > 600*time.Millisecond {
+		t.Errorf("second switch %+v, want wwan0 -> wlan0 (primary-answered) within 600ms of the recovery at %v", back, recovered.Format("15:04:05.000"))
+	}
+	t.Logf("max delay upload %v download %v", res.Upload.Max, res.Download.Max)
+	hoCheckBytes(t, r)
+}
+
+// TestLabQUICHandoverNoBackup: a connection with no backup path whose
+// primary dies ends with network-changed and the summary says why, after
+// NoBackup, not at the idle timeout.
+func TestLabQUICHandoverNoBackup(t *testing.T) {
+	l := hoSetup(t)
+	if !l.InClient(t) {
+		return
+	}
+	start := time.Now()
+	r := hoInteractive(t, l, []string{"wlan0"}, transport.HandoverConfig{NoBackup: 2 * time.Second}, 6*time.Second,
+		[]hoStep{{At: time.Second, Path: "wlan0", Settings: []string{"down"}}})
+	if el := time.Since(start); el > 5*time.Second {
+		t.Errorf("the test took %v: it waited past NoBackup (2s after the loss at 1s)", el)
+	}
+	if r.Rec.Status != StatusNetworkChanged || r.Sum.Status != transport.HandoverGaveUp {
+		t.Errorf("status %s (%s), summary %q: want network-changed, %s", r.Rec.Status, r.Rec.Error, r.Sum.Status, transport.HandoverGaveUp)
+	}
+	if len(r.Sum.Switches) != 1 || r.Sum.Switches[0].To != "" {
+		t.Errorf("switches %+v, want one to nowhere", r.Sum.Switches)
+	}
+}
