@@ -3,6 +3,7 @@
 package patterns
 
 import (
+	"cmp"
 	"context"
 	"math"
 	"os"
@@ -278,6 +279,17 @@ func TestLabQUICHandoverBench(t *testing.T) {
 	if runs <= 0 {
 		t.Skip("benchmark: set MPTESTER_BENCH_HANDOVER=N (scripts/bench-handover)")
 	}
+	// MPTESTER_BENCH_HANDOVER_MIN sets HandoverConfig.MinTimeout (e.g.
+	// 1ns: the bare PTO).
+	hc := transport.HandoverConfig{}
+	if v := os.Getenv("MPTESTER_BENCH_HANDOVER_MIN"); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		hc.MinTimeout = d
+	}
+	minTimeout := cmp.Or(hc.MinTimeout, transport.DefaultHandover.MinTimeout)
 	l := hoSetup(t)
 	if !l.InClient(t) {
 		return
@@ -286,22 +298,22 @@ func TestLabQUICHandoverBench(t *testing.T) {
 	for i := range runs {
 		l.Set(t, "wlan0", "up")
 		time.Sleep(300 * time.Millisecond)
-		r := hoInteractive(t, l, []string{"wlan0", "wwan0"}, transport.HandoverConfig{}, 3*time.Second,
+		r := hoInteractive(t, l, []string{"wlan0", "wwan0"}, hc, 3*time.Second,
 			[]hoStep{{At: 1500 * time.Millisecond, Path: "wlan0", Settings: []string{"down"}}})
 		res := r.interactive(t)
 		if len(r.Sum.Switches) == 0 {
 			t.Fatalf("run %d: no switch", i)
 		}
 		pto := r.primaryPTO(r.Applied[0])
-		floor := max(pto, transport.DefaultHandover.MinTimeout) + 2*hoWwanDelay
+		floor := max(pto, minTimeout) + 2*hoWwanDelay
 		up, down, floors = append(up, res.Upload.Max), append(down, res.Download.Max), append(floors, floor)
 		detect = append(detect, r.Sum.Switches[0].At.Sub(r.Applied[0]))
 		t.Logf("BENCH run %d: max delay up %v down %v, switch %v after the loss, PTO %v, floor %v", i, res.Upload.Max,
 			res.Download.Max, detect[i], pto, floor)
 	}
 	mu, md, mf := Median(up), Median(down), Median(floors)
-	t.Logf("BENCH quic-handover abrupt wlan0 loss, %d runs (wlan0 RTT %v, wwan0 RTT %v): median max delay up %v (%.2fx floor) down %v (%.2fx); median switch %v after the loss; floor %v",
-		runs, 2*hoWlanDelay, 2*hoWwanDelay, mu, float64(mu)/float64(mf), md, float64(md)/float64(mf), Median(detect), mf)
+	t.Logf("BENCH quic-handover abrupt wlan0 loss, %d runs (wlan0 RTT %v, wwan0 RTT %v, MinTimeout %v): median max delay up %v (%.2fx floor) down %v (%.2fx); median switch %v after the loss; floor %v",
+		runs, 2*hoWlanDelay, 2*hoWwanDelay, minTimeout, mu, float64(mu)/float64(mf), md, float64(md)/float64(mf), Median(detect), mf)
 	if float64(mu) > 1.5*float64(mf) {
 		t.Errorf("median upload max delay %v above 1.5x the floor %v", mu, mf)
 	}
