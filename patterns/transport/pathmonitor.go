@@ -75,9 +75,26 @@ func (m pathMetrics) pto() time.Duration { return m.basePTO() << min(m.ptos, 16)
 // the other path.
 // The timeout is at least floor (HandoverConfig.MinTimeout).
 func (m pathMetrics) inTimeout(n int, floor time.Duration) bool {
-	pto := m.basePTO()
-	return pto > 0 && m.inFlightAge >= max(pto, floor)*time.Duration(1<<min(n, 16)-1)
+	return n > 0 && m.timeouts(floor) >= uint32(n)
 }
+
+// timeouts counts the timeouts in a row the oldest unacknowledged data
+// has waited: the largest n with age >= T·(2^n - 1), T = max(PTO, floor).
+func (m pathMetrics) timeouts(floor time.Duration) uint32 {
+	t := max(m.basePTO(), floor)
+	if m.basePTO() == 0 {
+		return 0
+	}
+	var n uint32
+	for n < 16 && m.inFlightAge >= t*time.Duration(1<<(n+1)-1) {
+		n++
+	}
+	return n
+}
+
+// rtos is PathState.RTOs: the timeouts in progress by that rule, or
+// quic-go's own PTO count when higher.
+func (m pathMetrics) rtos(floor time.Duration) uint32 { return max(m.ptos, m.timeouts(floor)) }
 
 func newPathMonitor() *pathMonitor { return &pathMonitor{} }
 

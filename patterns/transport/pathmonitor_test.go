@@ -103,6 +103,19 @@ func TestInTimeout(t *testing.T) {
 			t.Errorf("age %v, %d timeouts of at least %v: %v, want %v", c.age, c.n, c.floor, got, c.want)
 		}
 	}
+	// Timeouts in a row: 65, 65+130, 65+130+260 ms; quic-go's count when
+	// higher.
+	for _, c := range []struct {
+		age  time.Duration
+		ptos uint32
+		want uint32
+	}{{64 * time.Millisecond, 0, 0}, {65 * time.Millisecond, 0, 1}, {195 * time.Millisecond, 0, 2},
+		{455 * time.Millisecond, 0, 3}, {10 * time.Millisecond, 2, 2}} {
+		m.inFlightAge, m.ptos = c.age, c.ptos
+		if got := m.rtos(0); got != c.want {
+			t.Errorf("age %v, quic-go count %d: %d timeouts, want %d", c.age, c.ptos, got, c.want)
+		}
+	}
 	if (pathMetrics{inFlightAge: time.Hour}).inTimeout(1, 0) {
 		t.Error("in timeout before any RTT sample")
 	}

@@ -140,8 +140,9 @@ type HandoverSwitch struct {
 	To   string        `json:"to"` // "" when there was nowhere to go (HandoverGaveUp)
 	// Cause: CausePTO, CauseInFlight or CauseAnswered.
 	Cause string `json:"cause"`
-	// What the old path showed at the decision: its PTO count and the age
-	// of its oldest unacknowledged data.
+	// What the old path showed at the decision: its timeouts in
+	// progress (PathState.RTOs) and the age of its oldest unacknowledged
+	// data.
 	PTOs     uint32        `json:"ptos"`
 	InFlight time.Duration `json:"in_flight_age_ns"`
 	// Wait is how long the switch waited for a backup re-validation in
@@ -537,7 +538,7 @@ func (c *handoverConn) switchTo(ctx context.Context, i int, cause string, m path
 	old := c.paths[c.active]
 	old.left = m
 	c.switches = append(c.switches, HandoverSwitch{At: now, T: now.Sub(c.start), From: old.name, To: p.name,
-		Cause: cause, PTOs: m.ptos, InFlight: m.inFlightAge, Wait: now.Sub(start)})
+		Cause: cause, PTOs: m.rtos(c.cfg.MinTimeout), InFlight: m.inFlightAge, Wait: now.Sub(start)})
 	c.active, c.since, c.failedAt = i, now, time.Time{}
 	old.answered = time.Time{} // to be probed again before it is used
 	c.mu.Unlock()
@@ -562,7 +563,7 @@ func (c *handoverConn) giveUp(cause string, m pathMetrics) {
 		reason = cmp.Or(c.switchErr, "backup path unusable")
 	}
 	c.switches = append(c.switches, HandoverSwitch{At: now, T: now.Sub(c.start), From: c.paths[0].name,
-		Cause: cause, PTOs: m.ptos, InFlight: m.inFlightAge, Error: reason})
+		Cause: cause, PTOs: m.rtos(c.cfg.MinTimeout), InFlight: m.inFlightAge, Error: reason})
 	c.mu.Unlock()
 	_ = c.qc.CloseWithError(quicCodeNoBackup, "primary path lost and no backup path")
 }
@@ -656,7 +657,7 @@ func (c *handoverConn) Sample() State {
 			pm = m
 		}
 		st.Paths = append(st.Paths, PathState{Path: p.name, Local: p.localAddr(), Remote: c.remote,
-			Backup: i > 0, Active: i == c.active, SRTT: pm.srtt, RTO: pm.pto(), RTOs: pm.ptos,
+			Backup: i > 0, Active: i == c.active, SRTT: pm.srtt, RTO: pm.pto(), RTOs: pm.rtos(c.cfg.MinTimeout),
 			InFlight: pm.inFlight, Sent: p.sent.Load(), Received: p.recv.Load()})
 	}
 	return State{Key: keyQUICHandover, Data: st}
