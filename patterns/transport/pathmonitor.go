@@ -2,6 +2,7 @@ package transport
 
 import (
 	"cmp"
+	"net/netip"
 	"sync"
 	"time"
 
@@ -28,6 +29,12 @@ type pathMonitor struct {
 	// the loss was declared.
 	lostSince, lostAt time.Time
 	onPTO             func(uint32)
+	// Bytes of the QUIC packets sent and received (UDP payloads) by local
+	// socket address; tuples maps quic-go's tuple IDs ("" is the path in
+	// use) to local addresses.
+	tuples map[string]netip.AddrPort
+	sent   map[netip.AddrPort]uint64
+	recv   map[netip.AddrPort]uint64
 }
 
 type sentPacket struct {
@@ -96,7 +103,37 @@ func (m pathMetrics) timeouts(floor time.Duration) uint32 {
 // quic-go's own PTO count when higher.
 func (m pathMetrics) rtos(floor time.Duration) uint32 { return max(m.ptos, m.timeouts(floor)) }
 
-func newPathMonitor() *pathMonitor { return &pathMonitor{} }
+func newPathMonitor() *pathMonitor {
+	return &pathMonitor{tuples: map[string]netip.AddrPort{}, sent: map[netip.AddrPort]uint64{}, recv: map[netip.AddrPort]uint64{}}
+}
+
+// tuple names the local address of quic-go's tuple id.
+func (p *pathMonitor) tuple(id string, local netip.AddrPort) {
+	p.mu.Lock()
+	p.tuples[id] = local
+	p.mu.Unlock()
+}
+
+// count adds a packet of n bytes over tuple id.
+func (p *pathMonitor) count(to map[netip.AddrPort]uint64, id string, n int) {
+	if n <= 0 {
+		return
+	}
+	p.mu.Lock()
+	to[p.tuples[id]] += uint64(n)
+	p.mu.Unlock()
+}
+
+// bytes sums what the sockets at locals sent and received.
+func (p *pathMonitor) bytes(locals []netip.AddrPort) (sent, recv uint64) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, l := range locals {
+		sent += p.sent[l]
+		recv += p.recv[l]
+	}
+	return sent, recv
+}
 
 // AddProducer implements qlogwriter.Trace: the monitor is its own
 // recorder.
@@ -110,12 +147,21 @@ func (p *pathMonitor) RecordEvent(e qlogwriter.Event) {
 	now := time.Now()
 	switch ev := e.(type) {
 	case qlog.TupleAssigned:
+		local := ev.Local.IPv4
+		if !local.IsValid() {
+			local = ev.Local.IPv6
+		}
+		p.tuple(ev.TupleID, local)
 		// The client's migration takes effect now, on quic-go's loop:
 		// what was in flight is declared lost (without events) and
 		// retransmitted on the new path.
 		if ev.TupleID == "" {
 			p.reset()
 		}
+	case qlog.PacketDropped:
+		// Undecryptable or duplicate: still bytes the path carried (the
+		// event names no tuple: counted to the path in use).
+		p.count(p.recv, "", ev.Raw.Length)
 	case qlog.ParametersSet:
 		if ev.Initiator == qlog.InitiatorRemote && ev.MaxAckDelay > 0 {
 			p.mu.Lock()
@@ -138,6 +184,7 @@ func (p *pathMonitor) RecordEvent(e qlogwriter.Event) {
 			f(ev.PTOCount)
 		}
 	case qlog.PacketSent:
+		p.count(p.sent, ev.Tuple, ev.Raw.Length)
 		// Tuple "" is the path in use; path probes on the other are
 		// excluded, as quic-go keeps them out of its recovery state.
 		if ev.Header.PacketType != qlog.PacketType1RTT || ev.Tuple != "" || !ackEliciting(ev.Frames) {
@@ -147,6 +194,7 @@ func (p *pathMonitor) RecordEvent(e qlogwriter.Event) {
 		p.out = append(p.out, sentPacket{pn: ev.Header.PacketNumber, t: now})
 		p.mu.Unlock()
 	case qlog.PacketReceived:
+		p.count(p.recv, ev.Tuple, ev.Raw.Length)
 		if ev.Header.PacketType != qlog.PacketType1RTT {
 			return
 		}

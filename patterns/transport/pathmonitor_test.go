@@ -1,6 +1,7 @@
 package transport
 
 import (
+	"net/netip"
 	"testing"
 	"time"
 
@@ -135,5 +136,40 @@ func TestHandoverConfig(t *testing.T) {
 	}
 	if !d.Handover || !d.Multipath || d.Listener() != nameQUIC {
 		t.Errorf("descriptor %+v", d)
+	}
+}
+
+// TestPathMonitorBytes: packets counted by the local address of the tuple
+// they went over, following quic-go's tuple assignments across a switch.
+func TestPathMonitorBytes(t *testing.T) {
+	p := newPathMonitor()
+	wlan, wwan := netip.MustParseAddrPort("198.18.1.2:1000"), netip.MustParseAddrPort("198.18.2.2:2000")
+	p.tuple("", wlan)
+	pkt := func(n int, tuple string) qlog.PacketSent {
+		e := sent(0, tuple)
+		e.Raw.Length = n
+		return e
+	}
+	in := func(n int, tuple string) qlog.PacketReceived {
+		return qlog.PacketReceived{Raw: qlog.RawInfo{Length: n}, Tuple: tuple}
+	}
+	p.RecordEvent(pkt(1200, ""))
+	p.RecordEvent(in(1000, ""))
+	p.RecordEvent(qlog.TupleAssigned{TupleID: "1", Local: qlog.TupleEndpointInfo{IPv4: wwan}})
+	p.RecordEvent(pkt(100, "1")) // a probe of wwan0
+	p.RecordEvent(in(50, "1"))
+	// The switch: wlan0 becomes tuple 0, wwan0 the path in use.
+	p.RecordEvent(qlog.TupleAssigned{TupleID: "0", Local: qlog.TupleEndpointInfo{IPv4: wlan}})
+	p.RecordEvent(qlog.TupleAssigned{TupleID: "", Local: qlog.TupleEndpointInfo{IPv4: wwan}})
+	p.RecordEvent(pkt(700, ""))
+	p.RecordEvent(in(300, ""))
+	p.RecordEvent(qlog.PacketDropped{Raw: qlog.RawInfo{Length: 40}})
+	for _, c := range []struct {
+		local      netip.AddrPort
+		sent, recv uint64
+	}{{wlan, 1200, 1000}, {wwan, 800, 390}} {
+		if s, r := p.bytes([]netip.AddrPort{c.local}); s != c.sent || r != c.recv {
+			t.Errorf("%s: sent %d received %d, want %d %d", c.local, s, r, c.sent, c.recv)
+		}
 	}
 }

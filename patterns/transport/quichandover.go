@@ -10,7 +10,6 @@ import (
 	"net/netip"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	"github.com/quic-go/quic-go"
@@ -273,6 +272,8 @@ func (t *handoverTransport) Dial(ctx context.Context, addr netip.AddrPort, famil
 	if err != nil {
 		return nil, wrap(opConnect, fmt.Errorf("quic socket: %w", err), nil)
 	}
+	primary.local = primary.qpLocal
+	c.mon.tuple("", primary.local)
 	cfg := t.o.TLS.Clone()
 	cfg.NextProtos = offered(family, []string{alpnH3})
 	qcfg := QUICConfig(t.o.IdleTimeout)
@@ -311,6 +312,7 @@ func (c *handoverConn) addBackup(ctx context.Context, backup, primary probe.Path
 	if b.qp, err = c.qc.AddPath(tr); err != nil {
 		return err
 	}
+	b.local = b.qpLocal
 	p := c.paths[0]
 	tr, err = c.openTransport(ctx, p, primary, f)
 	if err != nil {
@@ -323,70 +325,37 @@ func (c *handoverConn) addBackup(ctx context.Context, backup, primary probe.Path
 	return nil
 }
 
-// openTransport binds a UDP socket to path pp, counting its bytes for p.
+// openTransport binds a UDP socket to path pp for p. The socket is quic-go's
+// own *net.UDPConn (GSO, batched reads): its bytes are counted from the
+// connection's qlog events (pathMonitor), by local address.
 func (c *handoverConn) openTransport(ctx context.Context, p *hoPath, pp probe.Path, f probe.Family) (*quic.Transport, error) {
 	udp, err := probe.ListenUDP(ctx, pp, f)
 	if err != nil {
 		return nil, err
 	}
-	tr := &quic.Transport{Conn: &countingConn{udp: udp, p: p}}
+	tr := &quic.Transport{Conn: udp}
 	c.trs = append(c.trs, tr)
-	p.local.Store(netip.MustParseAddrPort(udp.LocalAddr().String()))
+	p.qpLocal = netip.MustParseAddrPort(udp.LocalAddr().String())
+	p.locals = append(p.locals, p.qpLocal)
 	return tr, nil
 }
 
 // hoPath is one path of a handover connection.
 type hoPath struct {
-	name       string
-	qp         *quic.Path // nil for the primary of a connection without backup
-	local      atomic.Value
-	sent, recv atomic.Uint64
-	// Under handoverConn.mu: the state when the path was last left
-	// (quic-go keeps RTT and loss state for the active path only), and
-	// whether its last validation succeeded.
-	left pathMetrics
+	name string
+	qp   *quic.Path // nil for the primary of a connection without backup
+	// locals are the addresses of the path's sockets; qpLocal is qp's.
+	locals  []netip.AddrPort
+	qpLocal netip.AddrPort
+	// Under handoverConn.mu: the socket in use (or last used), the state
+	// when the path was last left (quic-go keeps RTT and loss state for
+	// the active path only).
+	local netip.AddrPort
+	left  pathMetrics
 	// answered: the start of the last probe the path answered (zero:
 	// its last probe failed or it was left since).
 	answered time.Time
 	probes   int
-}
-
-func (p *hoPath) localAddr() netip.AddrPort {
-	a, _ := p.local.Load().(netip.AddrPort)
-	return a
-}
-
-// countingConn counts the UDP payloads a path's socket carries. It is a
-// plain net.PacketConn for quic-go (no ReadMsgUDP/WriteMsgUDP: no GSO or
-// batched reads, so every packet passes through here); SyscallConn and
-// the buffer setters let quic-go size the buffers and set the DF bit as
-// on its own sockets.
-type countingConn struct {
-	udp *net.UDPConn
-	p   *hoPath
-}
-
-func (c *countingConn) ReadFrom(b []byte) (int, net.Addr, error) {
-	n, a, err := c.udp.ReadFrom(b)
-	c.p.recv.Add(uint64(n))
-	return n, a, err
-}
-
-func (c *countingConn) WriteTo(b []byte, a net.Addr) (int, error) {
-	n, err := c.udp.WriteTo(b, a)
-	c.p.sent.Add(uint64(n))
-	return n, err
-}
-
-func (c *countingConn) Close() error                       { return c.udp.Close() }
-func (c *countingConn) LocalAddr() net.Addr                { return c.udp.LocalAddr() }
-func (c *countingConn) SetDeadline(t time.Time) error      { return c.udp.SetDeadline(t) }
-func (c *countingConn) SetReadDeadline(t time.Time) error  { return c.udp.SetReadDeadline(t) }
-func (c *countingConn) SetWriteDeadline(t time.Time) error { return c.udp.SetWriteDeadline(t) }
-func (c *countingConn) SetReadBuffer(n int) error          { return c.udp.SetReadBuffer(n) }
-func (c *countingConn) SetWriteBuffer(n int) error         { return c.udp.SetWriteBuffer(n) }
-func (c *countingConn) SyscallConn() (syscall.RawConn, error) {
-	return c.udp.SyscallConn()
 }
 
 type handoverConn struct {
@@ -540,6 +509,7 @@ func (c *handoverConn) switchTo(ctx context.Context, i int, cause string, m path
 	c.switches = append(c.switches, HandoverSwitch{At: now, T: now.Sub(c.start), From: old.name, To: p.name,
 		Cause: cause, PTOs: m.rtos(c.cfg.MinTimeout), InFlight: m.inFlightAge, Wait: now.Sub(start)})
 	c.active, c.since, c.failedAt = i, now, time.Time{}
+	p.local = p.qpLocal
 	old.answered = time.Time{} // to be probed again before it is used
 	c.mu.Unlock()
 	// quic-go's run loop applies a switch when it next wakes (the monitor
@@ -656,9 +626,10 @@ func (c *handoverConn) Sample() State {
 		if i == c.active {
 			pm = m
 		}
-		st.Paths = append(st.Paths, PathState{Path: p.name, Local: p.localAddr(), Remote: c.remote,
+		sent, recv := c.mon.bytes(p.locals)
+		st.Paths = append(st.Paths, PathState{Path: p.name, Local: p.local, Remote: c.remote,
 			Backup: i > 0, Active: i == c.active, SRTT: pm.srtt, RTO: pm.pto(), RTOs: pm.rtos(c.cfg.MinTimeout),
-			InFlight: pm.inFlight, Sent: p.sent.Load(), Received: p.recv.Load()})
+			InFlight: pm.inFlight, Sent: sent, Received: recv})
 	}
 	return State{Key: keyQUICHandover, Data: st}
 }
