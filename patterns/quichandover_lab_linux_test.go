@@ -39,6 +39,7 @@ type hoStep struct {
 
 // hoRun is one interactive test over quic-handover in the child.
 type hoRun struct {
+	Family  probe.Family
 	Rec     Record
 	Sum     *transport.QUICHandoverSummary
 	Applied []time.Time // when each step was applied
@@ -56,9 +57,9 @@ func hoSetup(t *testing.T) *labtest.Lab {
 
 // hoInteractive runs the interactive pattern for d over quic-handover
 // with the given paths (wlan0 first) while playing steps.
-func hoInteractive(t testing.TB, l *labtest.Lab, paths []string, hc transport.HandoverConfig, d time.Duration, steps []hoStep) hoRun {
+func hoInteractive(t testing.TB, l *labtest.Lab, f probe.Family, paths []string, hc transport.HandoverConfig, d time.Duration, steps []hoStep) hoRun {
 	t.Helper()
-	o := transport.Options{Family: probe.Family4, Handover: hc}
+	o := transport.Options{Family: f, Handover: hc}
 	o.TLS, _ = transport.ClientTLS("", "", true)
 	for i, name := range paths {
 		role := transport.RolePrimary
@@ -72,9 +73,9 @@ func hoInteractive(t testing.TB, l *labtest.Lab, paths []string, hc transport.Ha
 		t.Fatal(err)
 	}
 	params := Params{Duration: d}
-	cfg := TestConfig{Pattern: "interactive", Transport: "quic-handover", Path: paths[0], Family: 4, Server: labServer(probe.Family4),
+	cfg := TestConfig{Pattern: "interactive", Transport: "quic-handover", Path: paths[0], Family: int(f), Server: labServer(f),
 		Params: params, Timeout: DefaultTimeout("interactive", params), Paths: configPaths(o.Paths)}
-	var r hoRun
+	r := hoRun{Family: f}
 	r.Before = l.Status(t)
 	var wg sync.WaitGroup
 	done := make(chan struct{})
@@ -104,6 +105,9 @@ func hoInteractive(t testing.TB, l *labtest.Lab, paths []string, hc transport.Ha
 	if r.Sum == nil {
 		t.Fatalf("no quic-handover summary (status %s: %s)", r.Rec.Status, r.Rec.Error)
 	}
+	if late := r.labLate(); late > 0 {
+		t.Logf("the lab delivered %d packets over 100 ms late", late)
+	}
 	for _, s := range r.Sum.Switches {
 		t.Logf("switch %s -> %s at %v (%s): ptos %d, in flight %v, waited %v", s.From, s.To, s.At.Format("15:04:05.000"),
 			s.Cause, s.PTOs, s.InFlight, s.Wait)
@@ -128,6 +132,39 @@ func (r hoRun) interactive(t testing.TB) *InteractiveResult {
 		}
 	}
 	return res
+}
+
+// labLate counts the packets the lab's emulator itself delivered more
+// than 100 ms late during the run (its own error under CPU load, which
+// the switching rule cannot tell from a failing path).
+func (r hoRun) labLate() uint64 {
+	var n uint64
+	for i := range r.After.Paths {
+		a, b := r.After.Paths[i].Stats, r.Before.Paths[i].Stats
+		n += a.Up.LateOver100ms - b.Up.LateOver100ms + a.Down.LateOver100ms - b.Down.LateOver100ms
+	}
+	return n
+}
+
+// hoTimed runs a timing-sensitive scenario, again (up to three times in
+// all) when the lab itself delivered packets late, after restoring both
+// paths; a run the lab kept late three times fails naming the lab.
+func hoTimed(t *testing.T, l *labtest.Lab, run func() hoRun) hoRun {
+	t.Helper()
+	var r hoRun
+	for attempt := 1; ; attempt++ {
+		l.Set(t, "wlan0", "up", "loss=0")
+		time.Sleep(200 * time.Millisecond)
+		r = run()
+		late := r.labLate()
+		if late == 0 {
+			return r
+		}
+		if attempt == 3 {
+			t.Fatalf("the lab delivered %d packets over 100 ms late in each of 3 runs (CPU load): the run cannot be judged", late)
+		}
+		t.Logf("attempt %d: the lab delivered %d packets over 100 ms late: running again", attempt, late)
+	}
 }
 
 // primaryPTO is the primary's PTO as the last sample before at saw it:
@@ -158,11 +195,24 @@ func (r hoRun) primaryPTO(at time.Time) time.Duration {
 // emulator's counters.
 func TestLabQUICHandoverAbrupt(t *testing.T) {
 	l := hoSetup(t)
-	if !l.InClient(t) {
-		return
+	if l.InClient(t) {
+		hoAbrupt(t, l, probe.Family4)
 	}
-	r := hoInteractive(t, l, []string{"wlan0", "wwan0"}, transport.HandoverConfig{}, 4*time.Second,
-		[]hoStep{{At: 1500 * time.Millisecond, Path: "wlan0", Settings: []string{"down"}}})
+}
+
+// TestLabQUICHandoverAbrupt6: the same over IPv6.
+func TestLabQUICHandoverAbrupt6(t *testing.T) {
+	l := hoSetup(t)
+	if l.InClient(t) {
+		hoAbrupt(t, l, probe.Family6)
+	}
+}
+
+func hoAbrupt(t *testing.T, l *labtest.Lab, f probe.Family) {
+	r := hoTimed(t, l, func() hoRun {
+		return hoInteractive(t, l, f, []string{"wlan0", "wwan0"}, transport.HandoverConfig{}, 4*time.Second,
+			[]hoStep{{At: 1500 * time.Millisecond, Path: "wlan0", Settings: []string{"down"}}})
+	})
 	res := r.interactive(t)
 	down := r.Applied[0]
 	if len(r.Sum.Switches) != 1 {
@@ -190,9 +240,13 @@ func TestLabQUICHandoverAbrupt(t *testing.T) {
 
 // hoCheckBytes holds the transport's per-path byte counters (UDP
 // payloads) to the emulator's counters of the same path (IP packets less
-// 28 bytes of IPv4 and UDP headers each): within 2%.
+// their IP and UDP headers, 28 bytes over IPv4, 48 over IPv6): within 2%.
 func hoCheckBytes(t *testing.T, r hoRun) {
 	t.Helper()
+	hdr := uint64(28)
+	if r.Family == probe.Family6 {
+		hdr = 48
+	}
 	for i, name := range lab.PathNames {
 		var sent, recv uint64
 		for _, p := range r.Sum.Paths {
@@ -202,8 +256,8 @@ func hoCheckBytes(t *testing.T, r hoRun) {
 			}
 		}
 		b, a := r.Before.Paths[i].Stats, r.After.Paths[i].Stats
-		up := (a.Up.BytesIn - b.Up.BytesIn) - 28*(a.Up.PacketsIn-b.Up.PacketsIn)
-		dn := (a.Down.BytesDelivered - b.Down.BytesDelivered) - 28*(a.Down.Delivered-b.Down.Delivered)
+		up := (a.Up.BytesIn - b.Up.BytesIn) - hdr*(a.Up.PacketsIn-b.Up.PacketsIn)
+		dn := (a.Down.BytesDelivered - b.Down.BytesDelivered) - hdr*(a.Down.Delivered-b.Down.Delivered)
 		t.Logf("%s: transport sent %d received %d, emulator up %d down %d", name, sent, recv, up, dn)
 		for _, x := range []struct {
 			dir        string
@@ -224,9 +278,11 @@ func TestLabQUICHandoverFade(t *testing.T) {
 	if !l.InClient(t) {
 		return
 	}
-	r := hoInteractive(t, l, []string{"wlan0", "wwan0"}, transport.HandoverConfig{Reprobe: 300 * time.Millisecond}, 5*time.Second,
-		[]hoStep{{At: time.Second, Path: "wlan0", Settings: []string{"loss=100%"}},
-			{At: 2500 * time.Millisecond, Path: "wlan0", Settings: []string{"loss=0"}}})
+	r := hoTimed(t, l, func() hoRun {
+		return hoInteractive(t, l, probe.Family4, []string{"wlan0", "wwan0"}, transport.HandoverConfig{Reprobe: 300 * time.Millisecond}, 5*time.Second,
+			[]hoStep{{At: time.Second, Path: "wlan0", Settings: []string{"loss=100%"}},
+				{At: 2500 * time.Millisecond, Path: "wlan0", Settings: []string{"loss=0"}}})
+	})
 	res := r.interactive(t)
 	fade, recovered := r.Applied[0], r.Applied[1]
 	if len(r.Sum.Switches) != 2 {
@@ -255,7 +311,7 @@ func TestLabQUICHandoverNoBackup(t *testing.T) {
 		return
 	}
 	start := time.Now()
-	r := hoInteractive(t, l, []string{"wlan0"}, transport.HandoverConfig{NoBackup: 2 * time.Second}, 6*time.Second,
+	r := hoInteractive(t, l, probe.Family4, []string{"wlan0"}, transport.HandoverConfig{NoBackup: 2 * time.Second}, 6*time.Second,
 		[]hoStep{{At: time.Second, Path: "wlan0", Settings: []string{"down"}}})
 	if el := time.Since(start); el > 5*time.Second {
 		t.Errorf("the test took %v: it waited past NoBackup (2s after the loss at 1s)", el)
@@ -298,7 +354,7 @@ func TestLabQUICHandoverBench(t *testing.T) {
 	for i := range runs {
 		l.Set(t, "wlan0", "up")
 		time.Sleep(300 * time.Millisecond)
-		r := hoInteractive(t, l, []string{"wlan0", "wwan0"}, hc, 3*time.Second,
+		r := hoInteractive(t, l, probe.Family4, []string{"wlan0", "wwan0"}, hc, 3*time.Second,
 			[]hoStep{{At: 1500 * time.Millisecond, Path: "wlan0", Settings: []string{"down"}}})
 		res := r.interactive(t)
 		if len(r.Sum.Switches) == 0 {
@@ -317,4 +373,36 @@ func TestLabQUICHandoverBench(t *testing.T) {
 	if float64(mu) > 1.5*float64(mf) {
 		t.Errorf("median upload max delay %v above 1.5x the floor %v", mu, mf)
 	}
+}
+
+// TestLabQUICHandoverStandby: on a healthy wlan0 the connection never
+// leaves it, and the backup carries only its re-validations (one probe
+// exchange per Reprobe): the standby cost, reported and bounded.
+func TestLabQUICHandoverStandby(t *testing.T) {
+	l := hoSetup(t)
+	if !l.InClient(t) {
+		return
+	}
+	const d = 4 * time.Second
+	r := hoTimed(t, l, func() hoRun {
+		return hoInteractive(t, l, probe.Family4, []string{"wlan0", "wwan0"}, transport.HandoverConfig{}, d, nil)
+	})
+	r.interactive(t)
+	if len(r.Sum.Switches) != 0 {
+		t.Errorf("switches %+v on a healthy wlan0", r.Sum.Switches)
+	}
+	for _, p := range r.Sum.Paths {
+		if p.Path != "wwan0" {
+			continue
+		}
+		rate := float64(p.Sent+p.Received) / d.Seconds()
+		t.Logf("wwan0 in standby: sent %d received %d bytes, %.0f B/s", p.Sent, p.Received, rate)
+		// A re-validation is a PATH_CHALLENGE and the server's
+		// PATH_RESPONSE + PATH_CHALLENGE and the client's answer, each
+		// padded to 1200 bytes: under 5 KB per second at Reprobe 1 s.
+		if p.Sent == 0 || rate > 5000 {
+			t.Errorf("wwan0 standby traffic %.0f B/s, want a few probes", rate)
+		}
+	}
+	hoCheckBytes(t, r)
 }
