@@ -494,9 +494,11 @@ func TestLabIperfSlowPathKeepsDuration(t *testing.T) {
 			if d.Duration > dur+time.Second {
 				t.Errorf("%s %s: receiver span %v for a %v test", trName, dir, d.Duration, dur)
 			}
-			// Goodput never exceeds the emulated rate (MPTCP also has the
-			// unlimited wwan0).
-			if trName != mptcpName && (d.GoodputBps > 2e6 || d.GoodputBps < 0.9*2e6) {
+			// Goodput never exceeds the emulated rate, but a multipath
+			// transport also has the unlimited wwan0 (MPTCP aggregates;
+			// quic-handover moves there once wlan0's queue holds its data
+			// past its timeout).
+			if desc, _ := transport.Get(trName); !desc.Multipath && (d.GoodputBps > 2e6 || d.GoodputBps < 0.9*2e6) {
 				t.Errorf("%s %s: goodput %.3f Mbit/s on a 2 Mbit/s path", trName, dir, d.GoodputBps/1e6)
 			}
 		}

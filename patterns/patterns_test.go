@@ -169,6 +169,12 @@ func TestMatrixLoopback(t *testing.T) {
 	}
 }
 
+// network is the socket network of the transport named name.
+func network(name string) string {
+	d, _ := transport.Get(name)
+	return d.Network
+}
+
 func checkResult(t *testing.T, rec Record) {
 	t.Helper()
 	p := rec.Config.Params
@@ -229,7 +235,8 @@ func checkResult(t *testing.T, rec Record) {
 				t.Errorf("ping %d: delay %v, application delay %v", i+2, r.Delays[i], r.AppDelays[i])
 			}
 		}
-		if want := map[string]string{"tcp": "HTTP/2.0", "mptcp": "HTTP/2.0", "quic": "HTTP/3.0", "mphttp": "HTTP/2.0"}[rec.Config.Transport]; r.Proto != want {
+		// HTTP/2 over TLS/TCP, HTTP/3 over QUIC (any UDP transport).
+		if want := map[string]string{"tcp": "HTTP/2.0", "udp": "HTTP/3.0"}[network(rec.Config.Transport)]; r.Proto != want {
 			t.Errorf("proto %s, want %s", r.Proto, want)
 		}
 		// A request on loopback takes well under the gap between requests.
@@ -287,8 +294,8 @@ func checkResult(t *testing.T, rec Record) {
 			}
 		}
 		wantStreams := "two-connections"
-		if d, _ := transport.Get(rec.Config.Transport); d.Network == "udp" { // QUIC: quic, mpquic
-			wantStreams = "one-connection-two-streams"
+		if network(rec.Config.Transport) == "udp" {
+			wantStreams = "one-connection-two-streams" // QUIC streams: quic, quic-handover, mpquic
 		}
 		if r.Streams != wantStreams || (wantStreams == "two-connections") != (len(rec.Connections) == 2) {
 			t.Errorf("streams %s over %d connections", r.Streams, len(rec.Connections))

@@ -115,6 +115,9 @@ type Options struct {
 	HTTP1 bool
 	// IdleTimeout bounds silence on a QUIC connection.
 	IdleTimeout time.Duration
+	// Handover tunes when quic-handover leaves its primary path (zero
+	// fields: the defaults of 000 §II-B).
+	Handover HandoverConfig
 }
 
 // Primary is the path a connection starts on.
