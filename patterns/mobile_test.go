@@ -45,7 +45,7 @@ func TestMobileSideBySide(t *testing.T) {
 			}
 			return []probe.Path{lo}, nil
 		},
-		TLS: func(string) (*tls.Config, error) { return transport.ClientTLS("localhost", srv.pin, false) },
+		TLS:  func(string) (*tls.Config, error) { return transport.ClientTLS("localhost", srv.pin, false) },
 		Emit: func(r any) error { emitted = append(emitted, r); return nil }}
 	rec, err := RunMobile(context.Background(), o, MobileOptions{Duration: 20 * time.Second, Grace: time.Second})
 	if err != nil {
