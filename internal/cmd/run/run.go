@@ -64,10 +64,10 @@ type Options struct {
 	DurationSet bool
 	Mobile      patterns.MobileOptions
 	Output      string
-	ConfigFile     string // an input the output must not overwrite
-	ProbeID        string
-	Params         patterns.Params
-	NoUpload       bool
+	ConfigFile  string // an input the output must not overwrite
+	ProbeID     string
+	Params      patterns.Params
+	NoUpload    bool
 	// Spool opens the upload spool (nil: none).
 	Spool func(noUpload bool) (*cmdutil.Spooled, error)
 
@@ -140,7 +140,7 @@ marked invalid ("network changed during test") and the run stops (exit 4).
 one line per failure: the CI smoke test of a test server.
 
 --mode mobile (000 §II-A, §IV) runs the interactive pattern over every
-handover transport at once (`+strings.Join(patterns.HandoverTransports(), ", ")+`), each with its own
+handover transport at once (` + strings.Join(patterns.HandoverTransports(), ", ") + `), each with its own
 connections, with the --backup path (MPTCP: the host's backup endpoint) as
 the backup, until the kernel says the primary path is lost plus --grace, or
 --duration (default 60s). A mobile_summary record gives per transport the
