@@ -16,13 +16,22 @@ type Activity struct {
 	LastDataIn  time.Time `json:"last_data_in,omitzero"`
 	// LastIn: arrival of the last packet of any kind (pure ACKs too).
 	LastIn time.Time `json:"last_in,omitzero"`
-	// LastOut: the last packet delivered to the receiver.
-	LastOut time.Time `json:"last_out,omitzero"`
+	// LastOut and LastDataOut: the last packet, and the last one
+	// carrying payload, delivered to the receiver.
+	LastOut     time.Time `json:"last_out,omitzero"`
+	LastDataOut time.Time `json:"last_data_out,omitzero"`
 }
 
 // activity holds link-clock times plus one (0: none).
 type activity struct {
-	firstDataIn, lastDataIn, lastIn, lastOut atomic.Int64
+	firstDataIn, lastDataIn, lastIn, lastOut, lastDataOut atomic.Int64
+}
+
+func (a *activity) delivered(pkt []byte, now int64) {
+	a.lastOut.Store(now + 1)
+	if payloadLen(pkt) > 0 {
+		a.lastDataOut.Store(now + 1)
+	}
 }
 
 func (a *activity) arrived(pkt []byte, now int64) {
@@ -40,7 +49,7 @@ func (a *activity) snapshot(epoch time.Time) Activity {
 		}
 		return time.Time{}
 	}
-	return Activity{FirstDataIn: t(&a.firstDataIn), LastDataIn: t(&a.lastDataIn), LastIn: t(&a.lastIn), LastOut: t(&a.lastOut)}
+	return Activity{FirstDataIn: t(&a.firstDataIn), LastDataIn: t(&a.lastDataIn), LastIn: t(&a.lastIn), LastOut: t(&a.lastOut), LastDataOut: t(&a.lastDataOut)}
 }
 
 func (a *activity) reset() {
@@ -48,6 +57,7 @@ func (a *activity) reset() {
 	a.lastDataIn.Store(0)
 	a.lastIn.Store(0)
 	a.lastOut.Store(0)
+	a.lastDataOut.Store(0)
 }
 
 // ResetActivity forgets both directions' activity times (a test marks the

@@ -58,7 +58,7 @@ func TestActivity(t *testing.T) {
 	tl.cli.send(tcpPacket(0))
 	waitFor(t, "ack", time.Second, func() bool { return tl.Stats().Up.Delivered == 1 })
 	a := tl.Stats().Up.Activity
-	if !a.FirstDataIn.IsZero() || a.LastIn.Before(t0) || a.LastOut.Before(a.LastIn) {
+	if !a.FirstDataIn.IsZero() || !a.LastDataOut.IsZero() || a.LastIn.Before(t0) || a.LastOut.Before(a.LastIn) {
 		t.Fatalf("after a pure ack: %+v", a)
 	}
 	time.Sleep(20 * time.Millisecond)
@@ -70,7 +70,8 @@ func TestActivity(t *testing.T) {
 	tl.cli.send(tcpPacket(500))
 	waitFor(t, "drop", time.Second, func() bool { return tl.Stats().Up.DropDown == 1 })
 	a = tl.Stats().Up.Activity
-	if a.FirstDataIn.Before(t1) || a.FirstDataIn.After(t2) || a.LastDataIn.Before(t2) || a.LastOut.After(t2) {
+	if a.FirstDataIn.Before(t1) || a.FirstDataIn.After(t2) || a.LastDataIn.Before(t2) || a.LastOut.After(t2) ||
+		a.LastDataOut.Before(a.FirstDataIn) || a.LastDataOut.After(t2) {
 		t.Fatalf("t1 %v t2 %v: %+v", t1, t2, a)
 	}
 	tl.ResetActivity()

@@ -283,7 +283,7 @@ func (d *direction) deliver(p *packet) {
 	}
 	d.delivered.Add(1)
 	d.bytesOut.Add(uint64(p.n))
-	d.act.lastOut.Store(d.l.now() + 1)
+	d.act.delivered((*p.buf)[:p.n], d.l.now())
 }
 
 func (d *direction) release(b *[]byte) {
