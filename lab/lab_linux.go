@@ -205,6 +205,12 @@ func (l *Lab) topology(ctx context.Context) error {
 			fmt.Sprintf("route add default via %s dev %s table %s", p.Gateway4, p.Name, tbl),
 			fmt.Sprintf("route add %s dev %s table %s", p.Subnet6, p.Name, tbl),
 			fmt.Sprintf("route add default via %s dev %s table %s", p.Gateway6, p.Name, tbl),
+			// When the link goes down its routes go: a packet from the
+			// path's address must then fail, not fall through to the main
+			// table and leave by the other path (a phone's Wi-Fi address
+			// does not use cellular).
+			fmt.Sprintf("route add unreachable default metric 4000 table %s", tbl),
+			fmt.Sprintf("-6 route add unreachable default metric 4000 table %s", tbl),
 			fmt.Sprintf("rule add from %s lookup %s pref %d", p.Client4, tbl, 1000+p.Table),
 			fmt.Sprintf("-6 rule add from %s lookup %s pref %d", p.Client6, tbl, 1000+p.Table),
 		)

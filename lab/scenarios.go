@@ -33,21 +33,54 @@ type Scenario struct {
 const ScenarioStart = 4 * time.Second
 
 var scenarios = []Scenario{
+	// A sudden jump past the RTO fires a (spurious) RTO: the rise is a
+	// ramp slow enough for the RTO to keep ahead of the RTT and for the
+	// RTT variance to stay low (srtt crosses 600 ms with RTO < 1.5 s).
 	{Name: "wifi-rtt-rise", Cause: "rtt-threshold",
-		Help:     "Wi-Fi delay rises to 400 ms each way (srtt past the 600 ms RTT threshold), nothing lost",
-		Timeline: "t=4s wlan0 delay=400ms"},
+		Help:     "Wi-Fi delay ramps from 10 to 400 ms each way in 10 ms steps every 100 ms (srtt past the 600 ms RTT threshold without RTO), nothing lost",
+		Timeline: ramp(ScenarioStart, 20, 400, 10, 100*time.Millisecond)},
 	{Name: "wifi-blackhole", Cause: "under-rto", Abrupt: true,
 		Help:     "Wi-Fi loses everything both ways while data is pending (RTO with data to send); the link stays up",
 		Timeline: "t=4s wlan0 loss=100%"},
+	// Big quick steps make the RTT variance, hence the RTO, grow faster
+	// than srtt.
 	{Name: "wifi-rto-grow", Cause: "rto-threshold",
-		Help:     "Wi-Fi delay varies widely (150 ms +-150 ms each way, 3% loss): the RTO grows past 1.5 s while srtt stays under 600 ms",
-		Timeline: "t=4s wlan0 delay=150ms jitter=150ms loss=3%"},
+		Help:     "Wi-Fi delay ramps from 40 to 290 ms each way in 4 steps of 250 ms, then swings between 30 and 290 ms every 400 ms: the RTO passes 1.5 s while srtt stays under 600 ms",
+		Timeline: ramp(ScenarioStart, 40, 290, 83, 250*time.Millisecond) + swing(ScenarioStart+time.Second+400*time.Millisecond, 30, 290, 400*time.Millisecond, 12)},
 	{Name: "abrupt-linkdown", Cause: "under-rto", Abrupt: true, KernelLink: true,
 		Help:     "Wi-Fi link goes down at once (the kernel sees it: carrier and routes gone)",
 		Timeline: "t=4s wlan0 down"},
 	{Name: "fade-recover", Cause: "under-rto",
 		Help:     "Wi-Fi loses everything for 3 s, then recovers: the handover comes back to Wi-Fi",
 		Timeline: "t=4s wlan0 loss=100%\nt=7s wlan0 loss=0%"},
+}
+
+// ramp is timeline lines setting wlan0's delay from fromMs to toMs (one
+// way) in steps of stepMs every every, from at.
+func ramp(at time.Duration, fromMs, toMs, stepMs int, every time.Duration) string {
+	var b strings.Builder
+	for d := fromMs; ; d += stepMs {
+		d = min(d, toMs)
+		fmt.Fprintf(&b, "t=%dms wlan0 delay=%dms\n", at.Milliseconds(), d)
+		if d == toMs {
+			return b.String()
+		}
+		at += every
+	}
+}
+
+// swing alternates wlan0's delay between lo and hi ms n times.
+func swing(at time.Duration, lo, hi int, every time.Duration, n int) string {
+	var b strings.Builder
+	for i := range n {
+		d := lo
+		if i%2 == 1 {
+			d = hi
+		}
+		fmt.Fprintf(&b, "t=%dms wlan0 delay=%dms\n", at.Milliseconds(), d)
+		at += every
+	}
+	return b.String()
 }
 
 // Scenarios lists the named scenarios.

@@ -182,6 +182,11 @@ func RunMobile(ctx context.Context, o RunOptions, m MobileOptions) (MobileRecord
 	rec.Family = int(f)
 	params := o.Params
 	params.Duration = m.Duration
+	if params.AckGrace == 0 {
+		// Chunks queued behind a dead or slow primary get the grace time
+		// to arrive before they count as lost.
+		params.AckGrace = m.Grace
+	}
 	params = params.WithDefaults("interactive")
 
 	before := map[string][2]uint64{}

@@ -78,6 +78,13 @@ type Handover struct {
 	// from.
 	Cause        Cause                `json:"cause,omitempty"`
 	PrimaryState *transport.PathState `json:"primary_state,omitempty"`
+	// RuleAt and Rule: the first sample in which one of the three rules
+	// of 000 §II-B held on the primary path, whether or not the transport
+	// then used the backup (kernel MPTCP has no RTT or RTO threshold: it
+	// moves to a backup only when the primary is in timeout); "" when
+	// none ever did.
+	RuleAt time.Duration `json:"rule_at_ns,omitempty"`
+	Rule   Cause         `json:"rule,omitempty"`
 	// Resolution is the sampling interval the times are good to (± half
 	// of it each): they are midpoints between the two samples that saw a
 	// counter change.
@@ -107,13 +114,25 @@ func Analyse(conns []Conn, th Thresholds) Handover {
 	h.Status = StatusNoHandover
 	first, firstConn, firstIdx := time.Duration(-1), -1, -1
 	lastSent, lastRecv := time.Duration(-1), time.Duration(-1)
+	var gaps []time.Duration
+	for _, c := range conns {
+		for i := range c {
+			if i > 0 {
+				gaps = append(gaps, c[i].T-c[i-1].T)
+			}
+			if r := rule(c[i], h.Primary, h.Backup, th); r != "" && (h.Rule == "" || c[i].T < h.RuleAt) {
+				h.Rule, h.RuleAt = r, c[i].T
+			}
+		}
+	}
+	if len(gaps) > 0 {
+		slices.Sort(gaps)
+		h.Resolution = gaps[len(gaps)/2]
+	}
 	for ci, c := range conns {
 		for i := 1; i < len(c); i++ {
 			prev, cur := c[i-1], c[i]
 			mid := (prev.T + cur.T) / 2
-			if d := h.Resolution; d == 0 || cur.T-prev.T < d {
-				h.Resolution = cur.T - prev.T
-			}
 			pb, cb := find(prev, h.Backup), find(cur, h.Backup)
 			if cb != nil && cb.Sent > sentOf(pb) && (first < 0 || mid < first) {
 				first, firstConn, firstIdx = mid, ci, i
@@ -144,37 +163,56 @@ func Analyse(conns []Conn, th Thresholds) Handover {
 // the sample that saw it (the decision fell between the two).
 func classify(c Conn, i int, primary, backup string, th Thresholds) (Cause, *transport.PathState) {
 	var seen *transport.PathState
-	for _, rule := range []Cause{CauseRTTThreshold, CauseUnderRTO, CauseRTOThreshold} {
+	for _, r := range []Cause{CauseRTTThreshold, CauseUnderRTO, CauseRTOThreshold} {
 		for _, j := range []int{i - 1, i} {
-			p, b := find(c[j], primary), find(c[j], backup)
+			p := find(c[j], primary)
 			if p == nil {
 				continue
 			}
 			if seen == nil {
 				seen = p
 			}
-			var bSRTT, bRTO time.Duration
-			if b != nil {
-				bSRTT, bRTO = b.SRTT, b.RTO
-			}
-			var hit bool
-			switch rule {
-			case CauseRTTThreshold:
-				hit = p.SRTT > th.RTT && bSRTT <= th.RTT
-			case CauseUnderRTO:
-				// "The timer has fired and no acknowledgment was received
-				// since, and the phone wants to push new data": data in
-				// flight (interactive sends every 100 ms).
-				hit = p.RTOs > 0 && p.InFlight > 0
-			case CauseRTOThreshold:
-				hit = p.RTO > th.RTO && bRTO <= th.RTO
-			}
-			if hit {
-				return rule, p
+			if holds(r, p, find(c[j], backup), th) {
+				return r, p
 			}
 		}
 	}
 	return CauseOther, seen
+}
+
+// rule is the first of the three rules that holds in sample s ("" none).
+func rule(s Sample, primary, backup string, th Thresholds) Cause {
+	p := find(s, primary)
+	if p == nil {
+		return ""
+	}
+	for _, r := range []Cause{CauseRTTThreshold, CauseUnderRTO, CauseRTOThreshold} {
+		if holds(r, p, find(s, backup), th) {
+			return r
+		}
+	}
+	return ""
+}
+
+// holds says whether rule r of 000 §II-B holds for primary state p with
+// backup state b (nil: no backup state in the sample).
+func holds(r Cause, p, b *transport.PathState, th Thresholds) bool {
+	var bSRTT, bRTO time.Duration
+	if b != nil {
+		bSRTT, bRTO = b.SRTT, b.RTO
+	}
+	switch r {
+	case CauseRTTThreshold:
+		return p.SRTT > th.RTT && bSRTT <= th.RTT
+	case CauseUnderRTO:
+		// "The timer has fired and no acknowledgment was received since,
+		// and the phone wants to push new data": data in flight
+		// (interactive sends every 100 ms).
+		return p.RTOs > 0 && p.InFlight > 0
+	case CauseRTOThreshold:
+		return p.RTO > th.RTO && bRTO <= th.RTO
+	}
+	return false
 }
 
 func find(s Sample, path string) *transport.PathState {

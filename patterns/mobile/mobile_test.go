@@ -96,6 +96,10 @@ func TestCauses(t *testing.T) {
 			if h.PrimaryState == nil {
 				t.Fatal("no primary state")
 			}
+			// The rule first held shortly before the switch (or never).
+			if want := tc.want; want != CauseOther && (h.Rule != want || h.RuleAt > sw || h.RuleAt < sw-250*time.Millisecond) {
+				t.Errorf("rule %s at %v, want %s just before %v", h.Rule, h.RuleAt, want, sw)
+			}
 		})
 	}
 }
