@@ -11,13 +11,17 @@
 package capture
 
 import (
+	"context"
 	"errors"
+	"fmt"
 	"net/netip"
 	"sync"
 	"time"
 
 	"github.com/gopacket/gopacket"
 	"github.com/gopacket/gopacket/layers"
+
+	"github.com/mptester/mptester/probe"
 )
 
 // Flow selects the packets of one transport: its protocol ("tcp" or
@@ -70,6 +74,9 @@ type IfaceStats struct {
 	Drops uint64 `json:"drops"`
 	Pcap  string `json:"pcap,omitempty"`
 	Error string `json:"error,omitempty"`
+	// WentDown: the interface went down during the capture, which ended
+	// there for it.
+	WentDown bool `json:"went_down,omitempty"`
 }
 
 // Result of a capture.
@@ -93,8 +100,19 @@ var (
 	// ErrPermission: no CAP_NET_RAW.
 	ErrPermission = errors.New("packet capture needs CAP_NET_RAW: run as root or grant it with 'sudo setcap cap_net_raw+ep $(command -v mptester)'")
 	// ErrUnsupported: not Linux.
-	ErrUnsupported = errors.New("packet capture needs Linux (AF_PACKET)")
+	ErrUnsupported = fmt.Errorf("packet capture needs Linux (AF_PACKET): %w", probe.ErrUnsupported)
 )
+
+// Check opens and closes a capture on every interface: a command finds a
+// missing permission before it writes anything.
+func Check(ctx context.Context, ifaces []string) error {
+	c, err := Start(ctx, Options{Ifaces: ifaces})
+	if err != nil {
+		return err
+	}
+	c.Stop()
+	return nil
+}
 
 // accounter matches packets to flows and keeps their activity; shared by
 // every interface's reader.

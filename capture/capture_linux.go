@@ -34,6 +34,7 @@ type ifaceCapture struct {
 	buf     *bufio.Writer
 	file    *os.File
 	err     error
+	down    bool
 }
 
 // Start opens an AF_PACKET socket (SOCK_DGRAM: IP packets whatever the
@@ -90,6 +91,12 @@ func (c *Capture) read(ic *ifaceCapture, snap int) {
 			if errors.Is(err, afpacket.ErrTimeout) {
 				continue
 			}
+			if errors.Is(err, afpacket.ErrPoll) {
+				// The interface went down (the socket reports ENETDOWN):
+				// nothing more crosses it.
+				ic.down = true
+				return
+			}
 			ic.err = err
 			return
 		}
@@ -118,7 +125,7 @@ func (c *Capture) Stop() Result {
 	c.wg.Wait()
 	r := Result{Flows: c.acc.result(), Ifaces: []IfaceStats{}}
 	for _, ic := range c.ifaces {
-		st := IfaceStats{Iface: ic.name, Packets: ic.packets.Load(), Matched: ic.matched.Load()}
+		st := IfaceStats{Iface: ic.name, Packets: ic.packets.Load(), Matched: ic.matched.Load(), WentDown: ic.down}
 		if ss, v3, err := ic.tp.SocketStats(); err == nil {
 			st.Drops = uint64(ss.Drops() + v3.Drops())
 		}

@@ -47,8 +47,11 @@ var scenarios = []Scenario{
 	{Name: "wifi-rto-grow", Cause: "rto-threshold",
 		Help:     "Wi-Fi delay ramps from 40 to 290 ms each way in 4 steps of 250 ms, then swings between 30 and 290 ms every 400 ms: the RTO passes 1.5 s while srtt stays under 600 ms",
 		Timeline: ramp(ScenarioStart, 40, 290, 83, 250*time.Millisecond) + swing(ScenarioStart+time.Second+400*time.Millisecond, 30, 290, 400*time.Millisecond, 12)},
-	{Name: "abrupt-linkdown", Cause: "under-rto", Abrupt: true, KernelLink: true,
-		Help:     "Wi-Fi link goes down at once (the kernel sees it: carrier and routes gone)",
+	// The downed link's routes go, so the Wi-Fi subflow fails at once
+	// (unreachable) rather than timing out: cellular is first used with
+	// the primary already gone, none of the three rules (Table I other).
+	{Name: "abrupt-linkdown", Cause: "other", Abrupt: true, KernelLink: true,
+		Help:     "Wi-Fi link goes down at once (the kernel sees it: carrier and routes gone, the Wi-Fi subflow fails)",
 		Timeline: "t=4s wlan0 down"},
 	{Name: "fade-recover", Cause: "under-rto",
 		Help:     "Wi-Fi loses everything for 3 s, then recovers: the handover comes back to Wi-Fi",

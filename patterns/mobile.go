@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/mptester/mptester/capture"
 	"github.com/mptester/mptester/patterns/mobile"
 	"github.com/mptester/mptester/patterns/transport"
 	"github.com/mptester/mptester/probe"
@@ -27,7 +28,12 @@ type MobileOptions struct {
 	// (the backup carries them, or does not).
 	Grace time.Duration
 	// Thresholds of the Table I classification (000 §II-B).
-	Thresholds mobile.Thresholds
+	Thresholds mobile.Thresholds `json:"thresholds"`
+	// Capture the test flows on the paths (AF_PACKET): handover times and
+	// bytes per interface then come from the packets, not the samples.
+	Capture bool `json:"capture"`
+	// PcapDir, with Capture, receives IFACE.pcap per path.
+	PcapDir string `json:"pcap_dir,omitempty"`
 }
 
 // Mobile defaults.
@@ -67,6 +73,9 @@ type MobileRecord struct {
 	// InterfaceBytes: the kernel's counters of each path over the whole
 	// run (all transports together, other traffic included).
 	InterfaceBytes []PathBytes `json:"interface_bytes"`
+	// Capture: what the capture saw per interface (packets, drops, pcap
+	// files); nil without one.
+	Capture []capture.IfaceStats `json:"capture,omitempty"`
 }
 
 // PrimaryLoss is when the kernel said the primary path was gone.
@@ -87,6 +96,9 @@ type MobileTransport struct {
 	Upload    mobile.Delays      `json:"upload_delays"`
 	Download  mobile.Delays      `json:"download_delays"`
 	PathBytes []mobile.PathBytes `json:"path_bytes"`
+	// CapturedBytes: the IP bytes of the transport's packets on each path,
+	// from the capture (none without one).
+	CapturedBytes []PathBytes `json:"captured_bytes,omitempty"`
 	// PathStates: every connection's 100 ms samples of its paths.
 	PathStates []mobile.Conn `json:"path_states"`
 }
@@ -195,6 +207,24 @@ func RunMobile(ctx context.Context, o RunOptions, m MobileOptions) (MobileRecord
 			before[p.Name] = [2]uint64{tx, rx}
 		}
 	}
+	flows := map[string]capture.Flow{}
+	var capt *capture.Capture
+	if m.Capture {
+		var ifaces []string
+		for _, p := range paths {
+			ifaces = append(ifaces, p.Name)
+		}
+		var fl []capture.Flow
+		for _, n := range names {
+			d, _ := transport.Get(n)
+			flows[n] = capture.Flow{Proto: d.Network, Server: netip.AddrPortFrom(ip, sv.portFor(o, n))}
+			fl = append(fl, flows[n])
+		}
+		var err error
+		if capt, err = capture.Start(ctx, capture.Options{Ifaces: ifaces, Flows: fl, PcapDir: m.PcapDir}); err != nil {
+			return rec, err
+		}
+	}
 	runCtx, cancelRun := context.WithCancelCause(ctx)
 	defer cancelRun(nil)
 	stop := make(chan struct{})
@@ -266,6 +296,14 @@ func RunMobile(ctx context.Context, o RunOptions, m MobileOptions) (MobileRecord
 	}
 	lossMu.Unlock()
 	cancelRun(nil)
+	var captured *capture.Result
+	if capt != nil {
+		// The connections' last packets (close alerts, DATA_FIN, FINs
+		// of every subflow) are in: ~200 ms in the lab.
+		time.Sleep(time.Second)
+		r := capt.Stop()
+		captured, rec.Capture = &r, r.Ifaces
+	}
 	for _, p := range paths {
 		b, ok := before[p.Name]
 		if tx, rx, ok2 := ifaceCounters(p.Name); ok && ok2 {
@@ -280,7 +318,20 @@ func RunMobile(ctx context.Context, o RunOptions, m MobileOptions) (MobileRecord
 		if err := o.Emit(recs[i]); err != nil {
 			return rec, err
 		}
-		rec.Transports = append(rec.Transports, analyseMobile(recs[i], m.Thresholds))
+		mt := analyseMobile(recs[i], m.Thresholds)
+		if captured != nil {
+			f := flows[mt.Transport]
+			act := func(path string) mobile.PathActivity {
+				a := captured.Of(path, f)
+				return mobile.PathActivity{FirstDataOut: a.FirstDataOut, LastOut: a.LastOut, LastIn: a.LastIn}
+			}
+			mt.Handover = mobile.AnalyseCapture(mt.PathStates, m.Thresholds, mt.StartedAt, act(rec.Primary), act(rec.Backup))
+			for _, p := range paths {
+				a := captured.Of(p.Name, f)
+				mt.CapturedBytes = append(mt.CapturedBytes, PathBytes{Path: p.Name, Sent: a.BytesOut, Received: a.BytesIn})
+			}
+		}
+		rec.Transports = append(rec.Transports, mt)
 	}
 	rec.Ratios = ratios(rec.Transports)
 	if err := o.Emit(rec); err != nil {

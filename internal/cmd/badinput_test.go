@@ -111,6 +111,8 @@ func TestBadInputs(t *testing.T) {
 		{with(run, "--iperf-direction", "sideways"), []string{"--iperf-direction"}},
 		{with(run, "--family", "5"), []string{"--family"}},
 		{with(run, "--mode", "sideways"), []string{"--mode"}},
+		{with(run, "--pcap", dir), []string{"--pcap", "mobile only"}},
+		{with(run, "--mode", "mobile", "--pcap", filepath.Join(dir, "missing")), []string{"--pcap", "not a directory"}},
 		{with(run, "--mode", "mobile", "--transports", "tcp"), []string{"--transports", "handover", "mptcp"}},
 		{with(run, "--mode", "mobile", "--patterns", "bulk", "--smoke"), []string{"--patterns", "--smoke"}},
 		{with(run, "--mode", "mobile", "--grace", "0s", "--rto-threshold", "-1s"), []string{"--grace", "--rto-threshold"}},

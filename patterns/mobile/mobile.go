@@ -87,15 +87,17 @@ type Handover struct {
 	Rule   Cause         `json:"rule,omitempty"`
 	// Resolution is the sampling interval the times are good to (± half
 	// of it each): they are midpoints between the two samples that saw a
-	// counter change.
+	// counter change; 0 from a capture.
 	Resolution time.Duration `json:"resolution_ns,omitempty"`
+	// Source of the times: SourceSamples or SourceCapture.
+	Source string `json:"source"`
 }
 
 // Analyse finds a transport's handover from its connections' samples.
 // Times come from counter changes between consecutive samples: an event
 // seen first in the sample at T after the one at T0 is put at (T0+T)/2.
 func Analyse(conns []Conn, th Thresholds) Handover {
-	h := Handover{Status: StatusNoBackup}
+	h := Handover{Status: StatusNoBackup, Source: SourceSamples}
 	for _, c := range conns {
 		for _, s := range c {
 			for _, p := range s.Paths {
@@ -318,4 +320,83 @@ func MaxDelayRatio(other string, mptcpUp, mptcpDown, otherUp, otherDown time.Dur
 		return float64(a) / float64(b)
 	}
 	return Ratio{Other: other, Upload: div(mptcpUp, otherUp), Download: div(mptcpDown, otherDown)}
+}
+
+// Sources of a handover's times.
+const (
+	SourceSamples = "samples" // counter changes between 100 ms samples
+	SourceCapture = "capture" // packets seen on the interfaces
+)
+
+// PathActivity is one transport's packets on one path, from a capture:
+// when data first left, and when the last packet (data or ACK) left and
+// arrived (zero: never).
+type PathActivity struct {
+	FirstDataOut time.Time
+	LastOut      time.Time
+	LastIn       time.Time
+}
+
+// AnalyseCapture is Analyse with the times taken from the interfaces
+// (000 §IV-A measures them on packets): first data packet sent on the
+// backup, last packet sent and received on the primary, relative to
+// start. The cause is still read from the samples, around the captured
+// first use.
+func AnalyseCapture(conns []Conn, th Thresholds, start time.Time, primary, backup PathActivity) Handover {
+	h := Analyse(conns, th)
+	h.Source = SourceCapture
+	if h.Status == StatusNoBackup {
+		return h
+	}
+	h.Resolution = 0
+	h.Cause, h.PrimaryState = "", nil
+	h.FirstBackupData, h.DurationSent, h.DurationReceived = 0, 0, 0
+	since := func(t time.Time) time.Duration {
+		if t.IsZero() {
+			return 0
+		}
+		return t.Sub(start)
+	}
+	h.LastPrimarySent, h.LastPrimaryReceived = since(primary.LastOut), since(primary.LastIn)
+	if backup.FirstDataOut.IsZero() {
+		h.Status = StatusNoHandover
+		return h
+	}
+	h.Status = StatusHandover
+	h.FirstBackupData = since(backup.FirstDataOut)
+	h.DurationSent = h.LastPrimarySent - h.FirstBackupData
+	h.DurationReceived = h.LastPrimaryReceived - h.FirstBackupData
+	// The connection that used the backup: its backup counter rose
+	// around the captured first use (interactive over MPTCP has two).
+	best, bestIdx := -1, -1
+	for ci, c := range conns {
+		i := slices.IndexFunc(c, func(s Sample) bool { return s.T >= h.FirstBackupData })
+		if i < 1 {
+			continue
+		}
+		rose := sentOf(find(c[min(i+1, len(c)-1)], h.Backup)) > sentOf(find(c[i-1], h.Backup))
+		if best < 0 || rose {
+			best, bestIdx = ci, i
+		}
+		if rose {
+			break
+		}
+	}
+	if best >= 0 {
+		c := conns[best]
+		if find(c[bestIdx], h.Primary) == nil && find(c[bestIdx-1], h.Primary) == nil {
+			// The primary subflow/path was already gone: none of the
+			// three rules (Table I "other").
+			h.Cause = CauseOther
+			for j := bestIdx - 1; j >= 0 && h.PrimaryState == nil; j-- {
+				h.PrimaryState = find(c[j], h.Primary)
+			}
+		} else {
+			h.Cause, h.PrimaryState = classify(c, bestIdx, h.Primary, h.Backup, th)
+		}
+	}
+	if h.Cause == "" {
+		h.Cause = CauseOther
+	}
+	return h
 }

@@ -185,3 +185,27 @@ func TestDelaysAndRatio(t *testing.T) {
 		t.Fatalf("%+v", r)
 	}
 }
+
+// TestAnalyseCapture: packet times replace the samples' (exact, no
+// resolution), the cause is read from the samples around the captured
+// first use, and a backup the capture never saw data on is no handover.
+func TestAnalyseCapture(t *testing.T) {
+	sw := 3 * time.Second
+	c := plant(60, 5*time.Second, 5*time.Second, sw, func(tt time.Duration, p *transport.PathState) {
+		if tt > sw-150*time.Millisecond {
+			p.RTOs, p.InFlight = 1, 3000
+		}
+	})
+	start := time.Unix(100, 0)
+	at := func(d time.Duration) time.Time { return start.Add(d) }
+	h := AnalyseCapture([]Conn{c}, DefaultThresholds, start,
+		PathActivity{LastOut: at(2900 * time.Millisecond), LastIn: at(2500 * time.Millisecond)},
+		PathActivity{FirstDataOut: at(sw + 7*time.Millisecond)})
+	if h.Source != SourceCapture || h.Status != StatusHandover || h.FirstBackupData != sw+7*time.Millisecond ||
+		h.DurationSent != -107*time.Millisecond || h.DurationReceived != -507*time.Millisecond || h.Cause != CauseUnderRTO || h.Resolution != 0 {
+		t.Fatalf("%+v", h)
+	}
+	if h := AnalyseCapture([]Conn{c}, DefaultThresholds, start, PathActivity{LastOut: at(time.Second)}, PathActivity{}); h.Status != StatusNoHandover || h.Cause != "" {
+		t.Fatalf("no data on the backup: %+v", h)
+	}
+}

@@ -12,12 +12,14 @@ import (
 	"io"
 	"log/slog"
 	"maps"
+	"os"
 	"slices"
 	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 
+	"github.com/mptester/mptester/capture"
 	"github.com/mptester/mptester/internal/cmdutil"
 	"github.com/mptester/mptester/internal/config"
 	"github.com/mptester/mptester/patterns"
@@ -208,6 +210,8 @@ MPTCP's max-delay ratio to each other transport (000 Fig. 8).`,
 	fl.DurationVar(&opts.ConnectTimeout, "connect-timeout", 5*time.Second, "limit on each connect and TLS/QUIC handshake, apart from --timeout")
 	fl.BoolVar(&opts.Stable, "stable", true, "stop the run when a path appears, disappears or changes address")
 	fl.BoolVar(&opts.Smoke, "smoke", false, "run every pattern briefly; exit 7 listing failures")
+	fl.BoolVar(&opts.Mobile.Capture, "capture", true, "mobile mode: capture the test flows on the paths (AF_PACKET, needs CAP_NET_RAW) for the handover times and bytes per interface; false: from the 100 ms samples")
+	fl.StringVar(&opts.Mobile.PcapDir, "pcap", "", "mobile mode: write each path's captured test packets to `DIR`/IFACE.pcap")
 	fl.StringVar(&opts.Mode, "mode", "stable", "`MODE`: stable (the pattern matrix) or mobile (interactive over the handover transports until the primary path is lost)")
 	fl.DurationVar(&opts.Mobile.Grace, "grace", patterns.DefaultMobileGrace, "mobile mode: how long to go on after the primary path is lost")
 	fl.DurationVar(&opts.Mobile.Thresholds.RTT, "rtt-threshold", mobile.DefaultThresholds.RTT, "mobile mode: the primary's srtt above which the backup use is caused by RTT (000 §II-B)")
@@ -307,10 +311,21 @@ func check(opts *Options) error {
 			}
 		}
 		ch.Check("--grace", config.Positive(opts.Mobile.Grace))
+		if d := opts.Mobile.PcapDir; d != "" {
+			if !opts.Mobile.Capture {
+				ch.Check("--pcap", fmt.Errorf("needs --capture"))
+			}
+			if st, err := os.Stat(d); err != nil || !st.IsDir() {
+				ch.Check("--pcap", fmt.Errorf("%s is not a directory", d))
+			}
+		}
 		ch.Check("--rtt-threshold", config.Positive(opts.Mobile.Thresholds.RTT))
 		ch.Check("--rto-threshold", config.Positive(opts.Mobile.Thresholds.RTO))
 	default:
 		ch.Check("--mode", fmt.Errorf("%q (want stable or mobile)", opts.Mode))
+	}
+	if opts.Mode != "mobile" && opts.Mobile.PcapDir != "" {
+		ch.Check("--pcap", fmt.Errorf("captures in --mode mobile only"))
 	}
 	return cmdutil.Usage(ch.Err())
 }
@@ -382,6 +397,15 @@ func runRun(opts *Options) error {
 	local := localAddrs()
 	if wrong := wrongPaths(ctx, opts.Servers, paths, opts.Transports, local, routeDev); len(wrong) > 0 {
 		return cmdutil.FlagErrorf("--server: %s", joinLines(wrong))
+	}
+	if mobileMode && opts.Mobile.Capture {
+		// A missing CAP_NET_RAW is found before the output is touched.
+		if err := capture.Check(ctx, names(paths)); err != nil {
+			if errors.Is(err, capture.ErrPermission) {
+				return fmt.Errorf("%w: %w (or --capture=false: handover times from the 100 ms samples)", cmdutil.ErrPermission, err)
+			}
+			return err
+		}
 	}
 	if opts.Seed == 0 {
 		var b [8]byte
