@@ -45,11 +45,8 @@ var scenarios = []Scenario{
 	// Big quick steps make the RTT variance, hence the RTO, grow faster
 	// than srtt.
 	{Name: "wifi-rto-grow", Cause: "rto-threshold",
-		Help:     "Wi-Fi delay ramps from 40 to 290 ms each way in 4 steps of 250 ms, then swings between 30 and 290 ms every 400 ms: the RTO passes 1.5 s while srtt stays under 600 ms",
-		Timeline: ramp(ScenarioStart, 40, 290, 83, 250*time.Millisecond) + swing(ScenarioStart+time.Second+400*time.Millisecond, 30, 290, 400*time.Millisecond, 12)},
-	// The downed link's routes go, so the Wi-Fi subflow fails at once
-	// (unreachable) rather than timing out: cellular is first used with
-	// the primary already gone, none of the three rules (Table I other).
+		Help:     "Wi-Fi delay ramps from 40 to 290 ms each way in 4 steps of 250 ms (the RTO grows faster than srtt), jumps to 450 ms (far below the grown RTO: no timeout) and falls back to 100 ms 800 ms later, before srtt reaches 600 ms: the RTO passes 1.5 s meanwhile",
+		Timeline: ramp(ScenarioStart, 40, 290, 83, 250*time.Millisecond) + "t=5300ms wlan0 delay=450ms\nt=6100ms wlan0 delay=100ms\n"},
 	{Name: "abrupt-linkdown", Cause: "other", Abrupt: true, KernelLink: true,
 		Help:     "Wi-Fi link goes down at once (the kernel sees it: carrier and routes gone, the Wi-Fi subflow fails)",
 		Timeline: "t=4s wlan0 down"},
@@ -72,16 +69,16 @@ func ramp(at time.Duration, fromMs, toMs, stepMs int, every time.Duration) strin
 	}
 }
 
-// swing alternates wlan0's delay between lo and hi ms n times.
-func swing(at time.Duration, lo, hi int, every time.Duration, n int) string {
+// swing drops wlan0's delay to lo ms for loFor and returns it to hi ms
+// for hiFor, n times: rare high RTT samples far above a low srtt make the
+// RTT variance, hence the RTO, large.
+func swing(at time.Duration, lo, hi int, loFor, hiFor time.Duration, n int) string {
 	var b strings.Builder
-	for i := range n {
-		d := lo
-		if i%2 == 1 {
-			d = hi
-		}
-		fmt.Fprintf(&b, "t=%dms wlan0 delay=%dms\n", at.Milliseconds(), d)
-		at += every
+	for range n {
+		fmt.Fprintf(&b, "t=%dms wlan0 delay=%dms\n", at.Milliseconds(), lo)
+		at += loFor
+		fmt.Fprintf(&b, "t=%dms wlan0 delay=%dms\n", at.Milliseconds(), hi)
+		at += hiFor
 	}
 	return b.String()
 }

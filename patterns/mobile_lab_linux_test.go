@@ -78,6 +78,17 @@ func TestLabMobileScenarios(t *testing.T) {
 			h := mt.Handover
 			js, _ := json.Marshal(h)
 			t.Logf("%s: ended %s %+v; status %s %s; handover %s; up %+v down %+v; capture %+v", sc.Name, rec.Ended, rec.PrimaryLost, mt.Status, mt.Error, js, mt.Upload, mt.Download, rec.Capture)
+			if testing.Verbose() {
+				for ci, c := range mt.PathStates {
+					for _, smp := range c {
+						for _, ps := range smp.Paths {
+							if ps.Path == "wlan0" && smp.T > 3900*time.Millisecond && smp.T < 9*time.Second {
+								t.Logf("conn %d t=%v srtt=%v rto=%v rtos=%d inflight=%d", ci, smp.T.Round(time.Millisecond), ps.SRTT, ps.RTO, ps.RTOs, ps.InFlight)
+							}
+						}
+					}
+				}
+			}
 			tr := after.Timeline
 			if tr == nil || len(tr.Steps) == 0 {
 				t.Fatalf("no timeline truth: %+v", tr)
