@@ -77,6 +77,9 @@ type IfaceStats struct {
 	// WentDown: the interface went down during the capture, which ended
 	// there for it.
 	WentDown bool `json:"went_down,omitempty"`
+	// CPU time of the interface's reader thread (read, decode, match,
+	// pcap), the capture's own cost.
+	CPU time.Duration `json:"cpu_ns"`
 }
 
 // Result of a capture.

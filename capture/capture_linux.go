@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -35,6 +36,7 @@ type ifaceCapture struct {
 	file    *os.File
 	err     error
 	down    bool
+	cpu     time.Duration
 }
 
 // Start opens an AF_PACKET socket (SOCK_DGRAM: IP packets whatever the
@@ -53,7 +55,7 @@ func Start(ctx context.Context, o Options) (_ *Capture, err error) {
 	}
 	for _, name := range o.Ifaces {
 		tp, err := afpacket.NewTPacket(afpacket.OptInterface(name), afpacket.SocketDgram,
-			afpacket.OptNumBlocks(8), afpacket.OptBlockTimeout(10*time.Millisecond), afpacket.OptPollTimeout(100*time.Millisecond))
+			afpacket.OptNumBlocks(32), afpacket.OptBlockTimeout(10*time.Millisecond), afpacket.OptPollTimeout(100*time.Millisecond))
 		if err != nil {
 			if errors.Is(err, unix.EPERM) || errors.Is(err, unix.EACCES) {
 				return nil, fmt.Errorf("%w (interface %s: %v)", ErrPermission, name, err)
@@ -85,6 +87,18 @@ func Start(ctx context.Context, o Options) (_ *Capture, err error) {
 }
 
 func (c *Capture) read(ic *ifaceCapture, snap int) {
+	// One OS thread per interface, so its CPU time is the capture's own
+	// cost (IfaceStats.CPU).
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	var t0 unix.Timespec
+	_ = unix.ClockGettime(unix.CLOCK_THREAD_CPUTIME_ID, &t0)
+	defer func() {
+		var t1 unix.Timespec
+		if unix.ClockGettime(unix.CLOCK_THREAD_CPUTIME_ID, &t1) == nil {
+			ic.cpu = time.Duration(t1.Nano() - t0.Nano())
+		}
+	}()
 	for !c.stop.Load() {
 		data, ci, err := ic.tp.ZeroCopyReadPacketData()
 		if err != nil {
@@ -125,7 +139,7 @@ func (c *Capture) Stop() Result {
 	c.wg.Wait()
 	r := Result{Flows: c.acc.result(), Ifaces: []IfaceStats{}}
 	for _, ic := range c.ifaces {
-		st := IfaceStats{Iface: ic.name, Packets: ic.packets.Load(), Matched: ic.matched.Load(), WentDown: ic.down}
+		st := IfaceStats{Iface: ic.name, Packets: ic.packets.Load(), Matched: ic.matched.Load(), WentDown: ic.down, CPU: ic.cpu}
 		if ss, v3, err := ic.tp.SocketStats(); err == nil {
 			st.Drops = uint64(ss.Drops() + v3.Drops())
 		}

@@ -69,7 +69,7 @@ func TestCaptureLoopback(t *testing.T) {
 		a.BytesOut < 20_000 || a.BytesIn < 20_000 || a.BytesOut > 30_000 {
 		t.Errorf("activity %+v", a)
 	}
-	if len(r.Ifaces) != 1 || r.Ifaces[0].Drops != 0 || r.Ifaces[0].Error != "" || r.Ifaces[0].Matched != a.PacketsOut+a.PacketsIn {
+	if len(r.Ifaces) != 1 || r.Ifaces[0].Drops != 0 || r.Ifaces[0].Error != "" || r.Ifaces[0].Matched != a.PacketsOut+a.PacketsIn || r.Ifaces[0].CPU <= 0 {
 		t.Fatalf("stats %+v", r.Ifaces)
 	}
 	f, err := os.Open(filepath.Join(dir, "lo.pcap"))

@@ -44,6 +44,7 @@ Addresses come only from 198.18.0.0/15 and fd00::/8.`,
 	cmd.AddCommand(NewCmdDown(f, nil))
 	cmd.AddCommand(NewCmdStatus(f, nil))
 	cmd.AddCommand(NewCmdSet(f, nil))
+	cmd.AddCommand(NewCmdScenario(f, nil))
 	cmd.AddCommand(NewCmdExec(f, nil))
 	cmd.AddCommand(NewCmdRun(f, nil))
 	cmd.AddCommand(NewCmdDemo(f, nil))
