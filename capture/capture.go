@@ -57,6 +57,23 @@ type Activity struct {
 	BytesIn      uint64    `json:"bytes_in"`
 }
 
+// add counts one packet, out (from this host) or in.
+func (a *Activity) add(out, data bool, length int, ts time.Time) {
+	packets, bytes, last, first, lastData := &a.PacketsIn, &a.BytesIn, &a.LastIn, &a.FirstDataIn, &a.LastDataIn
+	if out {
+		packets, bytes, last, first, lastData = &a.PacketsOut, &a.BytesOut, &a.LastOut, &a.FirstDataOut, &a.LastDataOut
+	}
+	*packets++
+	*bytes += uint64(length)
+	*last = ts
+	if data {
+		if first.IsZero() {
+			*first = ts
+		}
+		*lastData = ts
+	}
+}
+
 // FlowActivity is a flow's activity on one interface.
 type FlowActivity struct {
 	Iface string `json:"iface"`
@@ -208,27 +225,7 @@ func (a *accounter) account(iface string, pkt []byte, length int, ts time.Time) 
 			a.acts[k] = act
 			a.order = append(a.order, k)
 		}
-		if out {
-			act.PacketsOut++
-			act.BytesOut += uint64(length)
-			act.LastOut = ts
-			if data {
-				if act.FirstDataOut.IsZero() {
-					act.FirstDataOut = ts
-				}
-				act.LastDataOut = ts
-			}
-		} else {
-			act.PacketsIn++
-			act.BytesIn += uint64(length)
-			act.LastIn = ts
-			if data {
-				if act.FirstDataIn.IsZero() {
-					act.FirstDataIn = ts
-				}
-				act.LastDataIn = ts
-			}
-		}
+		act.add(out, data, length, ts)
 		return true
 	}
 	return false

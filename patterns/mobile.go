@@ -153,15 +153,7 @@ func RunMobile(ctx context.Context, o RunOptions, m MobileOptions) (MobileRecord
 			return rec, fmt.Errorf("mobile: transport %s does not keep a connection across a path loss (want one of %v)", n, HandoverTransports())
 		}
 	}
-	var servers []server
-	for _, s := range o.Servers {
-		sv, err := parseServer(ctx, o, s)
-		if err != nil {
-			return rec, err
-		}
-		servers = append(servers, sv)
-	}
-	sv, err := selectServer(ctx, o, servers)
+	sv, err := resolveAndSelect(ctx, o)
 	if err != nil {
 		return rec, err
 	}
