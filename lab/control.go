@@ -18,7 +18,7 @@ import (
 
 // Request to a running lab.
 type Request struct {
-	Op   string   `json:"op"` // "set", "status", "down"
+	Op   string   `json:"op"` // "set", "status", "scenario", "down"
 	Path string   `json:"path,omitempty"`
 	Args []string `json:"args,omitempty"`
 }
@@ -105,6 +105,16 @@ func handle(c Controller, req Request) Response {
 			return Response{Error: err.Error()}
 		}
 		if err := c.Set(req.Path, ch); err != nil {
+			return Response{Error: err.Error()}
+		}
+		s := c.Status()
+		return Response{OK: true, Status: &s}
+	case "scenario":
+		sc, ok := c.(interface{ StartScenario(string) error })
+		if !ok || len(req.Args) != 1 {
+			return Response{Error: "scenario: want one scenario name on a running lab"}
+		}
+		if err := sc.StartScenario(req.Args[0]); err != nil {
 			return Response{Error: err.Error()}
 		}
 		s := c.Status()

@@ -99,6 +99,12 @@ type Options struct {
 	Params map[string]emu.Change
 	// Timeline is applied from the moment the lab is up.
 	Timeline []emu.Event
+	// KernelLink: the timeline's down/up also set the client interface
+	// down/up (a named scenario sets it as it needs).
+	KernelLink bool
+	// Scenario names the timeline when it is a named one (recorded in
+	// the truth).
+	Scenario string
 	// Seed of the emulators' randomness (loss, jitter).
 	Seed   int64
 	Logger *slog.Logger
@@ -239,6 +245,8 @@ type Status struct {
 	Info   Info         `json:"lab"`
 	Uptime string       `json:"uptime"`
 	Paths  []PathStatus `json:"paths"`
+	// Timeline: the latest timeline's steps as they really happened.
+	Timeline *TimelineTruth `json:"timeline,omitempty"`
 }
 
 // Errors of Up the commands map to exit codes.

@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -38,6 +39,7 @@ type Lab struct {
 	closers []io.Closer
 	closed  bool
 	world   worldState
+	truth   *TimelineTruth // guarded by mu
 }
 
 // Up builds a lab: namespaces, emulated paths, routing, MPTCP, the
@@ -93,13 +95,7 @@ func Up(ctx context.Context, opts Options) (_ *Lab, err error) {
 		l.links[name].Apply(c)
 	}
 	if len(opts.Timeline) > 0 {
-		l.wg.Add(1)
-		go func() {
-			defer l.wg.Done()
-			if err := emu.RunTimeline(l.ctx, opts.Timeline, l.links); err != nil && l.ctx.Err() == nil {
-				l.log.Error("timeline", "err", err)
-			}
-		}()
+		l.StartTimeline(opts.Scenario, opts.Timeline, opts.KernelLink)
 	}
 	if err := l.writeFiles(); err != nil {
 		return nil, err
@@ -209,6 +205,12 @@ func (l *Lab) topology(ctx context.Context) error {
 			fmt.Sprintf("route add default via %s dev %s table %s", p.Gateway4, p.Name, tbl),
 			fmt.Sprintf("route add %s dev %s table %s", p.Subnet6, p.Name, tbl),
 			fmt.Sprintf("route add default via %s dev %s table %s", p.Gateway6, p.Name, tbl),
+			// When the link goes down its routes go: a packet from the
+			// path's address must then fail, not fall through to the main
+			// table and leave by the other path (a phone's Wi-Fi address
+			// does not use cellular).
+			fmt.Sprintf("route add unreachable default metric 4000 table %s", tbl),
+			fmt.Sprintf("-6 route add unreachable default metric 4000 table %s", tbl),
 			fmt.Sprintf("rule add from %s lookup %s pref %d", p.Client4, tbl, 1000+p.Table),
 			fmt.Sprintf("-6 rule add from %s lookup %s pref %d", p.Client6, tbl, 1000+p.Table),
 		)
@@ -398,9 +400,62 @@ func (l *Lab) Set(name string, c emu.Change) error {
 	return nil
 }
 
+// StartTimeline applies events from now on in the background, recording
+// when each really took effect (Status().Timeline). With kernelLink a
+// down/up also sets the client interface down/up.
+func (l *Lab) StartTimeline(scenario string, events []emu.Event, kernelLink bool) {
+	tr := &TimelineTruth{Scenario: scenario, KernelLink: kernelLink, Started: time.Now(), Steps: []Step{}}
+	l.mu.Lock()
+	l.truth = tr
+	l.mu.Unlock()
+	l.Go(func(ctx context.Context) {
+		err := emu.RunTimelineFunc(ctx, events, l.links, func(i int, at time.Time) {
+			e := events[i]
+			st := Step{At: e.At, Path: e.Path, Change: e.Change.String(), Applied: at}
+			if kernelLink && e.Change.Down != nil {
+				state := "up"
+				if *e.Change.Down {
+					state = "down"
+				}
+				if err := ipBatch(ctx, l.info.Namespaces.Client, []string{"link set " + e.Path + " " + state}); err != nil {
+					st.Error = err.Error()
+				} else {
+					st.Kernel = time.Now()
+				}
+			}
+			l.mu.Lock()
+			tr.Steps = append(tr.Steps, st)
+			l.mu.Unlock()
+		})
+		if err != nil && ctx.Err() == nil {
+			l.log.Error("timeline", "err", err)
+		}
+		l.mu.Lock()
+		tr.Done = err == nil
+		l.mu.Unlock()
+	})
+}
+
+// StartScenario starts the named scenario now.
+func (l *Lab) StartScenario(name string) error {
+	sc, ev, err := GetScenario(name)
+	if err != nil {
+		return err
+	}
+	l.StartTimeline(sc.Name, ev, sc.KernelLink)
+	return nil
+}
+
 // Status returns the live parameters and counters of every path.
 func (l *Lab) Status() Status {
 	s := Status{Info: l.info, Uptime: time.Since(l.started).Round(time.Millisecond).String()}
+	l.mu.Lock()
+	if l.truth != nil {
+		t := *l.truth
+		t.Steps = slices.Clone(t.Steps)
+		s.Timeline = &t
+	}
+	l.mu.Unlock()
 	for _, n := range PathNames {
 		link := l.links[n]
 		if link == nil {

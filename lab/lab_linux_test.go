@@ -396,3 +396,35 @@ func TestLabWorldFile(t *testing.T) {
 			tr.Seed, len(tr.Domains), tr.Domains[0].Name, w.Domains[0].Name)
 	}
 }
+
+// TestLabScenarioTruth: a named scenario started through the control
+// socket records when its step took effect, and abrupt-linkdown takes the
+// client's wlan0 down in the kernel too (and the emulator's truth shows no
+// Wi-Fi packet delivered after it).
+func TestLabScenarioTruth(t *testing.T) {
+	l := labtest.Start(t, lab.Options{Domains: 0})
+	t0 := time.Now()
+	l.Scenario(t, "abrupt-linkdown")
+	time.Sleep(lab.ScenarioStart + 500*time.Millisecond)
+	st := l.Status(t)
+	tr := st.Timeline
+	if tr == nil || tr.Scenario != "abrupt-linkdown" || !tr.Done || len(tr.Steps) != 1 {
+		t.Fatalf("timeline truth %+v", tr)
+	}
+	s := tr.Steps[0]
+	if late := s.Applied.Sub(tr.Started) - s.At; late < 0 || late > 50*time.Millisecond || tr.Started.Before(t0) {
+		t.Errorf("step applied %v after its time", late)
+	}
+	if s.Kernel.Before(s.Applied) || s.Error != "" {
+		t.Errorf("kernel link step %+v", s)
+	}
+	out, err := l.Exec(context.Background(), "client", "ip", "link", "show", "wlan0")
+	_, flags, _ := strings.Cut(string(out), "<")
+	flags, _, _ = strings.Cut(flags, ">")
+	if err != nil || slices.Contains(strings.Split(flags, ","), "UP") {
+		t.Errorf("wlan0 still up in the kernel after abrupt-linkdown: %s %v", out, err)
+	}
+	if a := st.Paths[0].Stats.Down.Activity; a.LastOut.After(s.Applied) {
+		t.Errorf("wlan0 delivered a packet at %v, after the link went down at %v", a.LastOut, s.Applied)
+	}
+}

@@ -30,9 +30,12 @@ func (l *Lab) Info() Info                          { return Info{} }
 func (l *Lab) Link(name string) *emu.Link          { return nil }
 func (l *Lab) Set(name string, c emu.Change) error { return ErrUnsupported }
 func (l *Lab) Status() Status                      { return Status{} }
-func (l *Lab) Context() context.Context            { return context.Background() }
-func (l *Lab) Close() error                        { return nil }
-func (l *Lab) World() *world.World                 { return nil }
+
+// StartScenario is Linux only.
+func (l *Lab) StartScenario(name string) error { return ErrUnsupported }
+func (l *Lab) Context() context.Context        { return context.Background() }
+func (l *Lab) Close() error                    { return nil }
+func (l *Lab) World() *world.World             { return nil }
 
 // InNS is Linux only.
 func InNS(ns string, fn func() error) error { return ErrUnsupported }

@@ -144,3 +144,15 @@ func FuzzControlRequest(f *testing.F) {
 		}
 	})
 }
+
+func TestScenariosParse(t *testing.T) {
+	for _, sc := range Scenarios() {
+		got, ev, err := GetScenario(sc.Name)
+		if err != nil || got.Name != sc.Name || len(ev) == 0 || ev[0].At != ScenarioStart || ev[0].Path != "wlan0" {
+			t.Errorf("%s: %v %+v", sc.Name, err, ev)
+		}
+	}
+	if _, _, err := GetScenario("nope"); !errors.Is(err, ErrNoSuchScenario) {
+		t.Errorf("unknown scenario: %v", err)
+	}
+}

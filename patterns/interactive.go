@@ -78,8 +78,11 @@ type chunkSender struct {
 // readAcks times the peer's acks in the background until the stream ends or
 // a frame is wrong; that error (never nil) arrives on the channel. onOther
 // turns a frame that is not an ack, and onBad a bad ack, into the error.
-// Client (upload) and server (download) senders share it.
-func (cs *chunkSender) readAcks(r *wire.Reader, onOther func(wire.Frame) error, onBad func(error) error) <-chan error {
+// onDone, when set, is called for a Done frame (the receiver asks the
+// sender to stop early: mobile mode ends when the primary path is lost)
+// and the acks read on. Client (upload) and server (download) senders
+// share it.
+func (cs *chunkSender) readAcks(r *wire.Reader, onOther func(wire.Frame) error, onBad func(error) error, onDone func()) <-chan error {
 	errc := make(chan error, 1)
 	go func() {
 		for {
@@ -87,6 +90,10 @@ func (cs *chunkSender) readAcks(r *wire.Reader, onOther func(wire.Frame) error, 
 			if err != nil {
 				errc <- err
 				return
+			}
+			if f.Type == wire.TypeDone && onDone != nil {
+				onDone()
+				continue
 			}
 			if f.Type != wire.TypeAck {
 				errc <- onOther(f)
@@ -129,20 +136,29 @@ func (cs *chunkSender) ack(seq uint32, now time.Time) error {
 
 // run sends chunk k at start + k*interval for k*interval < duration
 // (duration/interval chunks, a late chunk leaves at once rather than being
-// skipped); it returns when the last one is written.
-func (cs *chunkSender) run(ctx context.Context, s transport.Stream, size int, interval, duration time.Duration) error {
+// skipped), or until stop is closed; it returns when the last one is
+// written.
+func (cs *chunkSender) run(ctx context.Context, s transport.Stream, size int, interval, duration time.Duration, stop <-chan struct{}) error {
 	start := time.Now()
 	buf := make([]byte, 0, wire.HeaderLen+size)
 	timer := time.NewTimer(0)
 	defer timer.Stop()
+send:
 	for seq := uint32(0); time.Duration(seq)*interval < duration; seq++ {
 		if wait := time.Until(start.Add(time.Duration(seq) * interval)); wait > 0 {
 			timer.Reset(wait)
 			select {
 			case <-ctx.Done():
 				return ctx.Err()
+			case <-stop:
+				break send
 			case <-timer.C:
 			}
+		}
+		select {
+		case <-stop:
+			break send
+		default:
 		}
 		buf = wire.AppendChunk(buf[:0], seq, size)
 		cs.mu.Lock()
@@ -218,11 +234,11 @@ func (interactivePattern) Run(ctx context.Context, c *Client) (any, error) {
 	wg.Add(2)
 	go func() {
 		defer wg.Done()
-		res.Upload, upErr = interactiveUpload(ctx, up, upR, p)
+		res.Upload, upErr = interactiveUpload(ctx, up, upR, p, c.Stop)
 	}()
 	go func() {
 		defer wg.Done()
-		res.Download, downErr = interactiveDownload(down, downR, p)
+		res.Download, downErr = interactiveDownload(down, downR, p, c.Stop)
 	}()
 	wg.Wait()
 	if upErr != nil {
@@ -234,17 +250,17 @@ func (interactivePattern) Run(ctx context.Context, c *Client) (any, error) {
 	return res, nil
 }
 
-func interactiveUpload(ctx context.Context, s transport.Stream, r *wire.Reader, p Params) (*InteractiveDirection, error) {
+func interactiveUpload(ctx context.Context, s transport.Stream, r *wire.Reader, p Params, stop <-chan struct{}) (*InteractiveDirection, error) {
 	cs := newChunkSender()
 	readErr := cs.readAcks(r, func(f wire.Frame) error {
 		if f.Type == wire.TypeError {
 			return serverError(f.Body)
 		}
 		return fmt.Errorf("%w: unexpected %s frame", ErrProtocol, f.Type)
-	}, func(err error) error { return err })
+	}, func(err error) error { return err }, nil)
 	_ = s.SetDeadline(time.Now().Add(p.Duration + p.AckGrace + 10*time.Second))
 	sendErr := make(chan error, 1)
-	go func() { sendErr <- cs.run(ctx, s, p.ChunkSize, p.Interval, p.Duration) }()
+	go func() { sendErr <- cs.run(ctx, s, p.ChunkSize, p.Interval, p.Duration, stop) }()
 	select {
 	case err := <-sendErr:
 		if err != nil {
@@ -261,8 +277,27 @@ func interactiveUpload(ctx context.Context, s transport.Stream, r *wire.Reader, 
 	return summarize(ds), nil
 }
 
-func interactiveDownload(s transport.Stream, r *wire.Reader, p Params) (*InteractiveDirection, error) {
+// interactiveDownload acks the server's chunks; when stop closes it asks
+// the server to stop sending (a Done frame) and reads on to the report.
+func interactiveDownload(s transport.Stream, r *wire.Reader, p Params, stop <-chan struct{}) (*InteractiveDirection, error) {
 	_ = s.SetDeadline(time.Now().Add(p.Duration + p.AckGrace + 10*time.Second))
+	var wmu sync.Mutex // acks and the Done frame share the stream
+	write := func(t wire.Type, body []byte) error {
+		wmu.Lock()
+		defer wmu.Unlock()
+		return wire.WriteFrame(s, t, body)
+	}
+	if stop != nil {
+		ended := make(chan struct{})
+		defer close(ended)
+		go func() {
+			select {
+			case <-stop:
+				_ = write(wire.TypeDone, nil)
+			case <-ended:
+			}
+		}()
+	}
 	for {
 		f, err := r.ReadFrame()
 		if err != nil {
@@ -274,7 +309,7 @@ func interactiveDownload(s transport.Stream, r *wire.Reader, p Params) (*Interac
 			if err != nil {
 				return nil, err
 			}
-			if err := wire.WriteFrame(s, wire.TypeAck, wire.EncodeAck(seq)); err != nil {
+			if err := write(wire.TypeAck, wire.EncodeAck(seq)); err != nil {
 				return nil, err
 			}
 		case wire.TypeReport:
@@ -324,13 +359,14 @@ func (interactivePattern) Register(m *Mux) {
 	// Download: send chunks, time the client's acks, report the delays.
 	m.HandleStream(wire.KindInteractiveDownload, ALPNInteractive, func(ctx context.Context, s transport.Stream, h wire.Hello, r *wire.Reader) error {
 		cs := newChunkSender()
+		stop := make(chan struct{})
 		readErr := cs.readAcks(r, func(f wire.Frame) error {
 			return &wire.ErrorFrame{Code: wire.CodeMalformed, Reason: fmt.Sprintf("unexpected %s frame in interactive download", f.Type)}
 		}, func(err error) error {
 			return &wire.ErrorFrame{Code: wire.CodeMalformed, Reason: err.Error()}
-		})
+		}, sync.OnceFunc(func() { close(stop) }))
 		_ = s.SetDeadline(time.Now().Add(h.Duration + 2*m.Limits.ReadTimeout))
-		if err := cs.run(ctx, s, int(h.ChunkSize), h.Interval, h.Duration); err != nil {
+		if err := cs.run(ctx, s, int(h.ChunkSize), h.Interval, h.Duration, stop); err != nil {
 			return err
 		}
 		grace := min(DefaultAckGrace, m.Limits.ReadTimeout)

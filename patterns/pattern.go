@@ -174,6 +174,10 @@ type Client struct {
 	// from the test's timeout: a server that accepts and never answers
 	// ends the test now, not when the transfer's time is up.
 	ConnectTimeout time.Duration
+	// Stop, when closed, ends a pattern that runs for a duration early and
+	// cleanly (mobile mode: the primary path was lost and the grace time
+	// passed); nil never closes.
+	Stop <-chan struct{}
 
 	mu    sync.Mutex
 	conns []transport.Conn

@@ -556,3 +556,34 @@ func TestHTTP1(t *testing.T) {
 		}
 	}
 }
+
+// TestInteractiveStop: closing Client.Stop ends a long interactive test
+// cleanly over each transport: both senders stop, every chunk sent is
+// acknowledged (none lost), and the download report still arrives.
+func TestInteractiveStop(t *testing.T) {
+	lo := loopback(t)
+	srv := startServer(t, DefaultLimits())
+	for _, name := range []string{tcpName, quicName} {
+		t.Run(name, func(t *testing.T) {
+			tr := newTestTransport(t, name, lo, probe.Family4, srv.pin)
+			cfg := srv.config("interactive", name, probe.Family4, Params{Duration: 30 * time.Second, Interval: 50 * time.Millisecond})
+			stop := make(chan struct{})
+			cfg.Stop = stop
+			time.AfterFunc(time.Second, func() { close(stop) })
+			t0 := time.Now()
+			rec := RunTest(context.Background(), tr, cfg, nil, nil)
+			if rec.Status != StatusSuccess {
+				t.Fatalf("%s %s", rec.Status, rec.Error)
+			}
+			if el := time.Since(t0); el > 5*time.Second {
+				t.Fatalf("took %v after a stop at 1s of 30s", el)
+			}
+			r := rec.Result.(*InteractiveResult)
+			for dir, d := range map[string]*InteractiveDirection{"upload": r.Upload, "download": r.Download} {
+				if d == nil || d.Sent < 10 || d.Sent > 40 || len(d.Lost) != 0 || d.Acked != d.Sent {
+					t.Errorf("%s: %+v", dir, d)
+				}
+			}
+		})
+	}
+}

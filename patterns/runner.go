@@ -121,15 +121,7 @@ func Run(ctx context.Context, o RunOptions) (RunSummary, error) {
 	if len(o.Paths) == 0 || len(o.Families) == 0 || len(o.Servers) == 0 {
 		return sum, errors.New("run: need at least one server, path and family")
 	}
-	var servers []server
-	for _, s := range o.Servers {
-		sv, err := parseServer(ctx, o, s)
-		if err != nil {
-			return sum, err
-		}
-		servers = append(servers, sv)
-	}
-	sel, err := selectServer(ctx, o, servers)
+	sel, err := resolveAndSelect(ctx, o)
 	if err != nil {
 		return sum, err
 	}
@@ -326,6 +318,19 @@ func (sv server) portFor(o RunOptions, name string) uint16 {
 		return ld.DefaultPort
 	}
 	return d.DefaultPort
+}
+
+// resolveAndSelect resolves every server on the paths and selects one.
+func resolveAndSelect(ctx context.Context, o RunOptions) (server, error) {
+	var servers []server
+	for _, s := range o.Servers {
+		sv, err := parseServer(ctx, o, s)
+		if err != nil {
+			return server{}, err
+		}
+		servers = append(servers, sv)
+	}
+	return selectServer(ctx, o, servers)
 }
 
 // selectServer pings every candidate over the first path, family and

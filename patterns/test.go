@@ -34,6 +34,8 @@ type TestConfig struct {
 	ConnectTimeout time.Duration `json:"connect_timeout_ns,omitempty"`
 	// ServerResolution: how a server name became Server (nil for an IP literal).
 	ServerResolution *ServerResolution `json:"server_resolution,omitempty"`
+	// Stop ends the pattern early (Client.Stop).
+	Stop <-chan struct{} `json:"-"`
 }
 
 // PathRole is one path of a test and its role.
@@ -229,7 +231,7 @@ func RunTest(ctx context.Context, tr transport.Transport, cfg TestConfig, counte
 	}
 	start := time.Now()
 	smp := &sampler{start: start}
-	client := &Client{Transport: tr, Addr: cfg.Server, Params: cfg.Params, Logger: log, onNew: smp.add, ConnectTimeout: cfg.ConnectTimeout}
+	client := &Client{Transport: tr, Addr: cfg.Server, Params: cfg.Params, Logger: log, onNew: smp.add, ConnectTimeout: cfg.ConnectTimeout, Stop: cfg.Stop}
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
 	wg.Add(1)

@@ -388,6 +388,13 @@ func ParseTimeline(r io.Reader) ([]Event, error) {
 // about a millisecond late at most on an idle host). It checks every path
 // name first. It returns ctx.Err() if ctx ends before the last event.
 func RunTimeline(ctx context.Context, events []Event, links map[string]*Link) error {
+	return RunTimelineFunc(ctx, events, links, nil)
+}
+
+// RunTimelineFunc is RunTimeline calling applied (when not nil) right
+// after event i took effect, with the time it did: the ground truth of
+// when a step really happened.
+func RunTimelineFunc(ctx context.Context, events []Event, links map[string]*Link, applied func(i int, at time.Time)) error {
 	for i, e := range events {
 		if links[e.Path] == nil {
 			return fmt.Errorf("timeline event %d (t=%v): unknown path %q", i+1, e.At, e.Path)
@@ -397,7 +404,7 @@ func RunTimeline(ctx context.Context, events []Event, links map[string]*Link) er
 	t := time.NewTimer(0)
 	defer t.Stop()
 	<-t.C
-	for _, e := range events {
+	for i, e := range events {
 		if wait := e.At - time.Since(start); wait > 0 {
 			t.Reset(wait)
 			select {
@@ -409,6 +416,9 @@ func RunTimeline(ctx context.Context, events []Event, links map[string]*Link) er
 			return err
 		}
 		links[e.Path].Apply(e.Change)
+		if applied != nil {
+			applied(i, time.Now())
+		}
 	}
 	return nil
 }

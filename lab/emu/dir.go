@@ -49,6 +49,7 @@ type direction struct {
 	lateMu                                   sync.Mutex
 	late                                     []int64
 	lateNext                                 int
+	act                                      activity
 }
 
 func newDirection(l *Link, dir Direction, src io.Reader, dst io.Writer, seed uint64) *direction {
@@ -88,6 +89,7 @@ func (d *direction) handle(pkt []byte, now int64) {
 	n := len(pkt)
 	d.pktIn.Add(1)
 	d.bytesIn.Add(uint64(n))
+	d.act.arrived(pkt, now)
 	if d.l.down.Load() {
 		d.dropDown.Add(1)
 		return
@@ -281,6 +283,7 @@ func (d *direction) deliver(p *packet) {
 	}
 	d.delivered.Add(1)
 	d.bytesOut.Add(uint64(p.n))
+	d.act.delivered((*p.buf)[:p.n], d.l.now())
 }
 
 func (d *direction) release(b *[]byte) {
@@ -323,6 +326,9 @@ func (d *direction) stats() DirStats {
 	late := slices.Clone(d.late)
 	d.lateMu.Unlock()
 	s.Lateness = summarize(late)
+	if d.l != nil {
+		s.Activity = d.act.snapshot(d.l.epoch)
+	}
 	return s
 }
 

@@ -142,6 +142,8 @@ type DirStats struct {
 	// time: the lab's own error, which a test must tell apart from the
 	// measuring tool's (issue 18).
 	LateOver1ms, LateOver10ms, LateOver100ms uint64
+	// Activity: when the direction last carried packets and data.
+	Activity Activity
 }
 
 // LabLoss is what the emulator itself lost or delayed by more than late

@@ -176,6 +176,17 @@ func (l *Lab) Set(t testing.TB, path string, settings ...string) {
 	}
 }
 
+// Scenario starts the named lab scenario (lab.Scenarios) now; its truth
+// is in Status().Timeline.
+func (l *Lab) Scenario(t testing.TB, name string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, err := lab.Control(ctx, l.info.Files.Control, lab.Request{Op: "scenario", Args: []string{name}}); err != nil {
+		t.Fatalf("labtest: scenario %s: %v", name, err)
+	}
+}
+
 // Status returns the live parameters and counters of the paths.
 func (l *Lab) Status(t testing.TB) lab.Status {
 	t.Helper()

@@ -38,7 +38,8 @@ type Descriptor struct {
 	// per connection (MPTCP: the kernel's endpoint flags, `ip mptcp
 	// endpoint ... backup`), so `run` checks --backup against the host.
 	HostRoles bool
-	// Handover transports keep a connection alive across the loss of its primary path; mobile mode runs each of them side by side
+	// Handover transports keep a connection alive across the loss of its
+	// primary path; mobile mode runs each of them side by side.
 	Handover bool
 	// Families the transport carries (FamilyHTTP, stream patterns' ALPNs);
 	// nil: every family. An HTTP-only transport (MPHTTP's byte ranges)

@@ -175,7 +175,13 @@ type Subflow struct {
 	Path   string         `json:"path,omitempty"`
 	Local  netip.AddrPort `json:"local"`
 	Remote netip.AddrPort `json:"remote"`
-	TCP    TCPInfo        `json:"tcp_info"`
+	// Backup: the subflow's path is a backup endpoint. MPTCP_FULL_INFO
+	// carries no per-subflow flags, so this is the host endpoint role run
+	// took from the kernel (`ip mptcp endpoint ... backup`, which the
+	// kernel announces with MP_JOIN's B bit / MP_PRIO), not a per-subflow
+	// read-back.
+	Backup bool    `json:"backup,omitempty"`
+	TCP    TCPInfo `json:"tcp_info"`
 }
 
 // MPTCPState is an MPTCP_FULL_INFO sample: connection-level info plus
@@ -311,3 +317,24 @@ func (q *QUICStats) Bytes() (uint64, uint64) { return q.BytesSent, q.BytesReceiv
 
 // Retransmissions: QUIC packets declared lost.
 func (q *QUICStats) Retransmissions() uint64 { return q.PacketsLost }
+
+// tcpEstablished is TCP_ESTABLISHED in tcp_info's state.
+const tcpEstablished = 1
+
+// PathStates: each subflow as one path of the connection (000 §II-B's
+// subflow state: srtt, RTO, RTOs in progress, in flight). Active is
+// "established and not in timeout": the kernel's own stale mark
+// (net.mptcp.stale_loss_cnt) is not exported, and stale follows from
+// repeated RTOs, which RTOs shows.
+func (m *MPTCPState) PathStates() []PathState {
+	out := make([]PathState, 0, len(m.Subflows))
+	for _, sf := range m.Subflows {
+		t := sf.TCP
+		out = append(out, PathState{Path: sf.Path, Local: sf.Local, Remote: sf.Remote, Backup: sf.Backup,
+			Active: t.State == tcpEstablished && t.Retransmits == 0,
+			SRTT:   time.Duration(t.RTT) * time.Microsecond, RTO: time.Duration(t.RTO) * time.Microsecond,
+			RTOs: uint32(t.Retransmits), InFlight: uint64(t.Unacked) * uint64(max(t.SndMSS, 1)),
+			Sent: t.BytesSent, Received: t.BytesReceived})
+	}
+	return out
+}

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"net/netip"
 	"testing"
+	"time"
 )
 
 // fullInfo builds what the kernel writes for MPTCP_FULL_INFO with one
@@ -72,4 +73,23 @@ func FuzzDecodeFullInfo(f *testing.F) {
 		_, _ = DecodeMPTCPInfo(hdr)
 		_ = DecodeTCPInfo(ti)
 	})
+}
+
+// TestMPTCPPathStates: a subflow in its second RTO with 3 segments
+// unacked becomes a path in timeout, inactive, with its in-flight bytes.
+func TestMPTCPPathStates(t *testing.T) {
+	m := MPTCPState{Subflows: []Subflow{
+		{Path: "wlan0", TCP: TCPInfo{State: 1, Retransmits: 2, RTO: 800_000, RTT: 210_000, Unacked: 3, SndMSS: 1400, BytesSent: 9000, BytesReceived: 7000}},
+		{Path: "wwan0", Backup: true, TCP: TCPInfo{State: 1, RTO: 240_000, RTT: 40_000}},
+	}}
+	var _ PathStater = &m
+	ps := m.PathStates()
+	w, c := ps[0], ps[1]
+	if w.Path != "wlan0" || w.Active || w.RTOs != 2 || w.RTO != 800*time.Millisecond || w.SRTT != 210*time.Millisecond ||
+		w.InFlight != 4200 || w.Sent != 9000 || w.Received != 7000 || w.Backup {
+		t.Fatalf("wlan0 %+v", w)
+	}
+	if !c.Backup || !c.Active || c.SRTT != 40*time.Millisecond {
+		t.Fatalf("wwan0 %+v", c)
+	}
 }

@@ -47,7 +47,7 @@ func init() {
 		New:            func(o Options) (Transport, error) { return &tcpTransport{o: o}, nil },
 		Listen:         listenTCP})
 	Register(Descriptor{Name: nameMPTCP, Help: "TLS over kernel MPTCP (subflows on the selected paths)", Order: 20,
-		Network: "tcp", DefaultPort: 443, Multipath: true, SourceBound: true, HostRoles: true, ServedBy: nameTCP, HeaderOverhead: 0.10,
+		Network: "tcp", DefaultPort: 443, Multipath: true, SourceBound: true, HostRoles: true, Handover: true, ServedBy: nameTCP, HeaderOverhead: 0.10,
 		New:       func(o Options) (Transport, error) { return &tcpTransport{o: o, mptcp: true}, nil },
 		Summarise: summariseMPTCP})
 }
@@ -184,6 +184,7 @@ func (c *tcpConn) Sample() State {
 			for _, p := range c.paths {
 				if p.HasAddr(sf.Local.Addr()) {
 					m.Subflows[i].Path = p.Name
+					m.Subflows[i].Backup = p.Role == RoleBackup
 					break
 				}
 			}

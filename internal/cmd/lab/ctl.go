@@ -394,3 +394,54 @@ func checkSide(side string) error {
 	}
 	return nil
 }
+
+// ScenarioOptions for `mptester lab scenario`.
+type ScenarioOptions struct {
+	IO *cmdutil.IOStreams
+	Where
+	Name string
+}
+
+// NewCmdScenario builds `lab scenario`.
+func NewCmdScenario(f *cmdutil.Factory, runF func(context.Context, *ScenarioOptions) error) *cobra.Command {
+	opts := &ScenarioOptions{IO: f.IO}
+	var long strings.Builder
+	for _, s := range lab.Scenarios() {
+		fmt.Fprintf(&long, "  %-16s %s (cause planted: %s)\n", s.Name, s.Help, s.Cause)
+	}
+	cmd := &cobra.Command{
+		Use:   "scenario <name>",
+		Short: "Start a named handover scenario on a running lab now",
+		Long: `Start a named timeline on a running lab now; its Wi-Fi change comes ` + lab.ScenarioStart.String() + `
+later. When each step really took effect is the ground truth, in
+'lab status --json' under "timeline". The scenarios:
+
+` + long.String(),
+		Example: `  mptester lab scenario wifi-blackhole & mptester lab exec -- mptester run --mode mobile --server 198.18.200.1 --insecure --paths wlan0,wwan0 --backup wwan0`,
+		Args:    cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			opts.Name = args[0]
+			if runF != nil {
+				return runF(cmd.Context(), opts)
+			}
+			return scenarioRun(cmd.Context(), opts)
+		},
+	}
+	opts.Where.flags(cmd)
+	return cmd
+}
+
+func scenarioRun(ctx context.Context, opts *ScenarioOptions) error {
+	if err := opts.Where.resolve(); err != nil {
+		return err
+	}
+	if _, _, err := lab.GetScenario(opts.Name); err != nil {
+		return cmdutil.FlagErrorf("%v", err)
+	}
+	resp, err := lab.Control(ctx, lab.FilesIn(opts.Dir).Control, lab.Request{Op: "scenario", Args: []string{opts.Name}})
+	if err != nil {
+		return mapErr(err)
+	}
+	fmt.Fprintf(opts.IO.Out, "scenario %s started at %s\n", opts.Name, resp.Status.Timeline.Started.UTC().Format(time.RFC3339Nano))
+	return nil
+}

@@ -44,6 +44,7 @@ Addresses come only from 198.18.0.0/15 and fd00::/8.`,
 	cmd.AddCommand(NewCmdDown(f, nil))
 	cmd.AddCommand(NewCmdStatus(f, nil))
 	cmd.AddCommand(NewCmdSet(f, nil))
+	cmd.AddCommand(NewCmdScenario(f, nil))
 	cmd.AddCommand(NewCmdExec(f, nil))
 	cmd.AddCommand(NewCmdRun(f, nil))
 	cmd.AddCommand(NewCmdDemo(f, nil))
@@ -95,7 +96,7 @@ func (b *BuildOptions) flags(cmd *cobra.Command) {
 	fl.StringVar(&b.WorldFile, "world", "", "load the world from `file` (world.json) instead of generating it")
 	fl.StringSliceVar(&b.Shares, "world-share", nil, "generated world's `CATEGORY=FRACTION`s, e.g. differ=0.4,timeout=0.02,dead=0.05 (keys as in world.json's shares)")
 	fl.BoolVar(&b.CellBackup, "cell-backup", false, "mark the wwan0 MPTCP endpoint backup (used only when wlan0 fails)")
-	fl.StringVar(&b.Timeline, "timeline", "", "apply a scripted timeline `file` of path changes")
+	fl.StringVar(&b.Timeline, "timeline", "", "apply a scripted timeline `file` of path changes, or a named scenario: "+strings.Join(lab.ScenarioNames(), ", "))
 	fl.StringVar(&b.WLAN, "wlan0", "", "initial wlan0 `settings`, e.g. 'delay=10ms jitter=1ms loss=1% rate=50mbit' (default: the world's base delay, 10ms; a delay set here becomes the base delay in truth.json)")
 	fl.StringVar(&b.WWAN, "wwan0", "", "initial wwan0 `settings` (default: the world's base delay, 30ms)")
 }
@@ -158,7 +159,9 @@ func (b *BuildOptions) labOptions(w Where) (lab.Options, error) {
 		}
 		o.Params[p.name] = c
 	}
-	if b.Timeline != "" {
+	if sc, ev, err := lab.GetScenario(b.Timeline); err == nil && !fileExists(b.Timeline) {
+		o.Timeline, o.Scenario, o.KernelLink = ev, sc.Name, sc.KernelLink
+	} else if b.Timeline != "" {
 		abs, err := filepath.Abs(b.Timeline)
 		if err != nil {
 			return o, cmdutil.FlagErrorf("--timeline: %v", err)
@@ -180,6 +183,11 @@ func (b *BuildOptions) labOptions(w Where) (lab.Options, error) {
 		b.Timeline, o.Timeline = abs, ev
 	}
 	return o, nil
+}
+
+func fileExists(name string) bool {
+	_, err := os.Stat(name)
+	return err == nil
 }
 
 // mapErr gives lab errors their exit codes.

@@ -12,15 +12,18 @@ import (
 	"io"
 	"log/slog"
 	"maps"
+	"os"
 	"slices"
 	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 
+	"github.com/mptester/mptester/capture"
 	"github.com/mptester/mptester/internal/cmdutil"
 	"github.com/mptester/mptester/internal/config"
 	"github.com/mptester/mptester/patterns"
+	"github.com/mptester/mptester/patterns/mobile"
 	"github.com/mptester/mptester/patterns/transport"
 	"github.com/mptester/mptester/probe"
 	"github.com/mptester/mptester/probe/doctor"
@@ -55,11 +58,18 @@ type Options struct {
 	ConnectTimeout time.Duration
 	Stable         bool
 	Smoke          bool
-	Output         string
-	ConfigFile     string // an input the output must not overwrite
-	ProbeID        string
-	Params         patterns.Params
-	NoUpload       bool
+	// Mode is "stable" (the pattern matrix) or "mobile" (000 §II-A: the
+	// interactive pattern over every handover transport at once until the
+	// primary path is lost).
+	Mode string
+	// DurationSet: --duration was given (mobile mode's default differs).
+	DurationSet bool
+	Mobile      patterns.MobileOptions
+	Output      string
+	ConfigFile  string // an input the output must not overwrite
+	ProbeID     string
+	Params      patterns.Params
+	NoUpload    bool
 	// Spool opens the upload spool (nil: none).
 	Spool func(noUpload bool) (*cmdutil.Spooled, error)
 
@@ -88,6 +98,9 @@ type Config struct {
 	ConnectTimeout time.Duration `json:"connect_timeout_ns"`
 	Stable         bool          `json:"stable"`
 	Smoke          bool          `json:"smoke"`
+	Mode           string        `json:"mode,omitempty"`
+	// Mobile mode's grace time and Table I thresholds.
+	Mobile *patterns.MobileOptions `json:"mobile,omitempty"`
 	// Ports per listening transport.
 	Ports    map[string]uint16 `json:"ports"`
 	Pinned   bool              `json:"pinned"`
@@ -126,10 +139,23 @@ watched; if one appears, disappears or changes address the running test is
 marked invalid ("network changed during test") and the run stops (exit 4).
 
 --smoke runs every pattern briefly over every transport and exits 7 with
-one line per failure: the CI smoke test of a test server.`,
+one line per failure: the CI smoke test of a test server.
+
+--mode mobile (000 §II-A, §IV) runs the interactive pattern over every
+handover transport at once (` + strings.Join(patterns.HandoverTransports(), ", ") + `), each with its own
+connections, with the --backup path (MPTCP: the host's backup endpoint) as
+the backup, until the kernel says the primary path is lost plus --grace, or
+--duration (default 60s). A mobile_summary record gives per transport the
+handover (first data on the backup, the last packet sent and received on
+the primary, the duration by both definitions, negative when abrupt; status
+no-backup when no path is a backup), its cause (Table I: rtt-threshold,
+under-rto, rto-threshold, other; --rtt-threshold, --rto-threshold), the
+delays up and down, bytes per path, the 100 ms path-state samples, and
+MPTCP's max-delay ratio to each other transport (000 Fig. 8).`,
 		Example: `  mptester run --server test.example.net --pin 3A:...:9F
   mptester run --server 198.18.200.1 --insecure --paths wlan0,wwan0 --patterns bulk,iperf --transports mptcp,quic
-  mptester run --smoke --server test.example.net:8443 --pin 3A:...:9F`,
+  mptester run --smoke --server test.example.net:8443 --pin 3A:...:9F
+  mptester run --mode mobile --server test.example.net --pin 3A:...:9F --paths wlan0,wwan0 --backup wwan0`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.Logger, opts.Ctx = f.Logger, cmd.Context()
@@ -148,6 +174,7 @@ one line per failure: the CI smoke test of a test server.`,
 				}
 			}
 			applyConfig(opts, f.Config, cmd.Flags().Changed)
+			opts.DurationSet = cmd.Flags().Changed("duration")
 			opts.ConfigFile = f.Config.File()
 			if err := ch.Err(); err != nil {
 				return cmdutil.Usage(err)
@@ -183,6 +210,12 @@ one line per failure: the CI smoke test of a test server.`,
 	fl.DurationVar(&opts.ConnectTimeout, "connect-timeout", 5*time.Second, "limit on each connect and TLS/QUIC handshake, apart from --timeout")
 	fl.BoolVar(&opts.Stable, "stable", true, "stop the run when a path appears, disappears or changes address")
 	fl.BoolVar(&opts.Smoke, "smoke", false, "run every pattern briefly; exit 7 listing failures")
+	fl.BoolVar(&opts.Mobile.Capture, "capture", true, "mobile mode: capture the test flows on the paths (AF_PACKET, needs CAP_NET_RAW) for the handover times and bytes per interface; false: from the 100 ms samples")
+	fl.StringVar(&opts.Mobile.PcapDir, "pcap", "", "mobile mode: write each path's captured test packets to `DIR`/IFACE.pcap")
+	fl.StringVar(&opts.Mode, "mode", "stable", "`MODE`: stable (the pattern matrix) or mobile (interactive over the handover transports until the primary path is lost)")
+	fl.DurationVar(&opts.Mobile.Grace, "grace", patterns.DefaultMobileGrace, "mobile mode: how long to go on after the primary path is lost")
+	fl.DurationVar(&opts.Mobile.Thresholds.RTT, "rtt-threshold", mobile.DefaultThresholds.RTT, "mobile mode: the primary's srtt above which the backup use is caused by RTT (000 §II-B)")
+	fl.DurationVar(&opts.Mobile.Thresholds.RTO, "rto-threshold", mobile.DefaultThresholds.RTO, "mobile mode: the primary's RTO above which the backup use is caused by RTO (000 §II-B)")
 	cmdutil.OutputFlag(cmd, &opts.Output, "write the JSON document to `file` (- for stdout)")
 	fl.BoolVar(&opts.NoUpload, "no-upload", false, "keep the result in the spool; `mptester upload` sends it later")
 	fl.Int64Var(&opts.Params.Size, "size", patterns.DefaultBulkSize, "bulk download size in `bytes`")
@@ -263,6 +296,37 @@ func check(opts *Options) error {
 	ch.Check("--timeout", config.NonNegative(opts.Timeout))
 	ch.Check("--connect-timeout", config.Positive(opts.ConnectTimeout))
 	ch.Check("--output", cmdutil.CheckOutput(opts.Output, opts.ConfigFile))
+	switch opts.Mode {
+	case "stable":
+	case "mobile":
+		if opts.Smoke {
+			ch.Check("--smoke", fmt.Errorf("checks the stable mode's matrix, not --mode mobile"))
+		}
+		if len(opts.Patterns) > 0 && !slices.Equal(opts.Patterns, []string{"interactive"}) {
+			ch.Check("--patterns", fmt.Errorf("--mode mobile runs the interactive pattern only"))
+		}
+		for _, n := range opts.Transports {
+			if d, err := transport.Get(n); err == nil && !d.Handover {
+				ch.Check("--transports", fmt.Errorf("%s is not a handover transport (keeps no connection across a path loss); --mode mobile takes %s", n, strings.Join(patterns.HandoverTransports(), ", ")))
+			}
+		}
+		ch.Check("--grace", config.Positive(opts.Mobile.Grace))
+		if d := opts.Mobile.PcapDir; d != "" {
+			if !opts.Mobile.Capture {
+				ch.Check("--pcap", fmt.Errorf("needs --capture"))
+			}
+			if st, err := os.Stat(d); err != nil || !st.IsDir() {
+				ch.Check("--pcap", fmt.Errorf("%s is not a directory", d))
+			}
+		}
+		ch.Check("--rtt-threshold", config.Positive(opts.Mobile.Thresholds.RTT))
+		ch.Check("--rto-threshold", config.Positive(opts.Mobile.Thresholds.RTO))
+	default:
+		ch.Check("--mode", fmt.Errorf("%q (want stable or mobile)", opts.Mode))
+	}
+	if opts.Mode != "mobile" && opts.Mobile.PcapDir != "" {
+		ch.Check("--pcap", fmt.Errorf("captures in --mode mobile only"))
+	}
 	return cmdutil.Usage(ch.Err())
 }
 
@@ -282,14 +346,27 @@ func runRun(opts *Options) error {
 	if ctx == nil {
 		ctx = context.Background()
 	}
-	if len(opts.Patterns) == 0 {
-		opts.Patterns = patterns.Names()
-	}
-	if len(opts.Transports) == 0 {
-		opts.Transports = transport.Names()
-	}
 	if err := check(opts); err != nil {
 		return err
+	}
+	mobileMode := opts.Mode == "mobile"
+	switch {
+	case mobileMode:
+		opts.Patterns, opts.Stable = []string{"interactive"}, false
+		if len(opts.Transports) == 0 {
+			opts.Transports = patterns.HandoverTransports()
+		}
+		if !opts.DurationSet {
+			opts.Params.Duration = patterns.DefaultMobileDuration
+		}
+		opts.Mobile.Duration = opts.Params.Duration
+	default:
+		if len(opts.Patterns) == 0 {
+			opts.Patterns = patterns.Names()
+		}
+		if len(opts.Transports) == 0 {
+			opts.Transports = transport.Names()
+		}
 	}
 	fams, err := families(opts.Family)
 	if err != nil {
@@ -321,6 +398,15 @@ func runRun(opts *Options) error {
 	if wrong := wrongPaths(ctx, opts.Servers, paths, opts.Transports, local, routeDev); len(wrong) > 0 {
 		return cmdutil.FlagErrorf("--server: %s", joinLines(wrong))
 	}
+	if mobileMode && opts.Mobile.Capture {
+		// A missing CAP_NET_RAW is found before the output is touched.
+		if err := capture.Check(ctx, names(paths)); err != nil {
+			if errors.Is(err, capture.ErrPermission) {
+				return fmt.Errorf("%w: %w (or --capture=false: handover times from the 100 ms samples)", cmdutil.ErrPermission, err)
+			}
+			return err
+		}
+	}
 	if opts.Seed == 0 {
 		var b [8]byte
 		_, _ = rand.Read(b[:])
@@ -334,7 +420,10 @@ func runRun(opts *Options) error {
 	}
 	cfg := Config{Servers: opts.Servers, Patterns: opts.Patterns, Transports: opts.Transports, Paths: names(paths), Backup: opts.Backup, DNS: opts.DNS,
 		Seed: opts.Seed, Pace: opts.Pace, Timeout: opts.Timeout, ConnectTimeout: opts.ConnectTimeout, Stable: opts.Stable, Smoke: opts.Smoke,
-		Ports: opts.Ports, Pinned: opts.Pin != "", Insecure: opts.Insecure, Params: opts.Params}
+		Ports: opts.Ports, Pinned: opts.Pin != "", Insecure: opts.Insecure, Params: opts.Params, Mode: opts.Mode}
+	if mobileMode {
+		cfg.Mobile = &opts.Mobile
+	}
 	for _, f := range fams {
 		cfg.Families = append(cfg.Families, int(f))
 	}
@@ -384,6 +473,9 @@ func runRun(opts *Options) error {
 			}
 			return nil
 		}}
+	if mobileMode {
+		return finishMobile(ctx, opts, ro, ds, closeOut, spooled)
+	}
 	sum, runErr := patterns.Run(ctx, ro)
 	var smokeFails []string
 	for _, name := range opts.Transports {
@@ -456,6 +548,39 @@ func runRun(opts *Options) error {
 		}
 	}
 	if err := ds.end(doc.FinishedAt, doc.Status, doc.Reason); err != nil {
+		return fmt.Errorf("write output: %w", err)
+	}
+	if err := closeOut(); err != nil {
+		return fmt.Errorf("write output: %w", err)
+	}
+	return spooled.Finish(ctx, exitErr)
+}
+
+// finishMobile runs mobile mode and ends the document: ok when every
+// transport's streams ran to the end, partial otherwise.
+func finishMobile(ctx context.Context, opts *Options, ro patterns.RunOptions, ds *docStream, closeOut func() error, spooled *cmdutil.Spooled) error {
+	rec, runErr := patterns.RunMobile(ctx, ro, opts.Mobile)
+	finished := time.Now().UTC()
+	status, reason := report.StatusOK, ""
+	var exitErr error
+	var failed []string
+	for _, t := range rec.Transports {
+		if t.Status != patterns.StatusSuccess {
+			failed = append(failed, fmt.Sprintf("%s: %s", t.Transport, t.Status))
+		}
+	}
+	switch {
+	case runErr != nil && errors.Is(runErr, context.Canceled):
+		status, reason = report.StatusPartial, "cancelled"
+		exitErr = fmt.Errorf("%w: %w", cmdutil.ErrCancelled, runErr)
+	case runErr != nil:
+		status, reason = report.StatusError, runErr.Error()
+		exitErr = runErr
+	case len(failed) > 0:
+		status, reason = report.StatusPartial, "streams cut: "+strings.Join(failed, "; ")
+		exitErr = fmt.Errorf("%w: %s", cmdutil.ErrPartial, reason)
+	}
+	if err := ds.end(finished, status, reason); err != nil {
 		return fmt.Errorf("write output: %w", err)
 	}
 	if err := closeOut(); err != nil {
