@@ -1,11 +1,12 @@
 // Package storeinput feeds a collect store's runs to the report: the
 // index's read API (store.ListRuns, a page at a time) chooses the runs by
 // probe, command and start time, and each run's raw upload, as the server
-// kept it on disk, goes through the same normaliser as a file would. Only
+// kept it (on disk, or in the index for a small one), goes through the same normaliser as a file would. Only
 // one page of index rows and one run are held at a time.
 package storeinput
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -86,7 +87,7 @@ func (s Source) Inputs(ctx context.Context, f Filter) (iter.Seq[analysis.Input],
 				return
 			}
 			for _, r := range page {
-				if !yield(s.input(r)) {
+				if !yield(s.input(ctx, r)) {
 					return
 				}
 			}
@@ -99,7 +100,7 @@ func (s Source) Inputs(ctx context.Context, f Filter) (iter.Seq[analysis.Input],
 	return seq, func() error { return err }
 }
 
-func (s Source) input(r store.Run) analysis.Input {
+func (s Source) input(ctx context.Context, r store.Run) analysis.Input {
 	name := "db:" + r.RunID
 	in := analysis.Input{Name: name, SHA256: r.SHA256,
 		Header: report.Header{RunID: r.RunID, ProbeID: r.ProbeID, Command: r.Command, SchemaVersion: r.SchemaVersion, StartedAt: r.StartedAt}}
@@ -112,6 +113,13 @@ func (s Source) input(r store.Run) analysis.Input {
 	in.Open = func() (io.ReadCloser, error) {
 		if r.RawPath == "" {
 			return nil, errors.New("the store has no raw file for this run")
+		}
+		if r.RawPath == store.RawInline { // a small upload, kept in the index
+			b, err := s.Store.GetRaw(ctx, r.RunID)
+			if err != nil {
+				return nil, fmt.Errorf("raw upload in the store: %w", err)
+			}
+			return io.NopCloser(bytes.NewReader(b)), nil
 		}
 		f, err := os.Open(filepath.Join(s.Data, r.RawPath))
 		if err != nil {

@@ -3,6 +3,7 @@ package report
 import (
 	"bytes"
 	"context"
+	"database/sql"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -247,18 +248,25 @@ func testDBReport(t *testing.T, dsn, data string, dbArgs ...string) {
 	for _, sec := range []string{"pattern-metrics", "pattern-status", "unresponsive", "rtt"} {
 		assert.Equal(t, csvRows(t, append(files, "--section", sec)...), csvRows(t, append(db, "--section", sec)...), sec)
 	}
-	// A raw file changed after upload is named, exit 2.
-	var raw []string
-	require.NoError(t, filepath.Walk(filepath.Join(data, "raw"), func(p string, fi os.FileInfo, err error) error {
-		if err == nil && fi.Mode().IsRegular() {
-			raw = append(raw, p)
-		}
-		return err
-	}))
-	require.NotEmpty(t, raw)
-	b, err := os.ReadFile(raw[0])
+	// A raw upload changed after upload is named, exit 2. Small uploads
+	// are kept in the index (raw_inline), larger ones as files.
+	driver := "sqlite"
+	if strings.HasPrefix(dsn, "postgres") {
+		driver = "pgx"
+	}
+	sdb, err := sql.Open(driver, dsn)
 	require.NoError(t, err)
-	require.NoError(t, os.WriteFile(raw[0], bytes.Replace(b, []byte(`"status":"ok"`), []byte(`"status":"ko"`), 1), 0o644))
+	defer sdb.Close()
+	var id string
+	var b []byte
+	require.NoError(t, sdb.QueryRow(`SELECT run_id, body FROM raw_inline ORDER BY run_id LIMIT 1`).Scan(&id, &b))
+	b = bytes.Replace(b, []byte(`"status":"ok"`), []byte(`"status":"ko"`), 1)
+	q := `UPDATE raw_inline SET body = ? WHERE run_id = ?`
+	if driver == "pgx" {
+		q = `UPDATE raw_inline SET body = $1 WHERE run_id = $2`
+	}
+	_, err = sdb.Exec(q, b, id)
+	require.NoError(t, err)
 	_, _, err = execute(t, db...)
 	assert.ErrorContains(t, err, "the file changed after upload")
 }
