@@ -98,15 +98,18 @@ type Connection struct {
 // Subflow is one TCP connection of an MPTCP connection (or the only one of a
 // plain TCP connection). Client is the subflow's SYN sender.
 type Subflow struct {
-	Index     int       `json:"index"`
-	Client    string    `json:"client"`
-	Server    string    `json:"server"`
-	Join      bool      `json:"join"`
-	Backup    bool      `json:"backup"`
-	AddrID    int       `json:"addr_id"`
-	Interface string    `json:"interface,omitempty"`
-	Start     time.Time `json:"start"`
-	End       time.Time `json:"end"`
+	Index  int    `json:"index"`
+	Client string `json:"client"`
+	Server string `json:"server"`
+	Join   bool   `json:"join"`
+	Backup bool   `json:"backup"`
+	// JoinVerified: the MP_JOIN SYN-ACK's HMAC matches the connection's
+	// keys (RFC 8684 §3.2), not only its token.
+	JoinVerified bool      `json:"join_verified,omitempty"`
+	AddrID       int       `json:"addr_id"`
+	Interface    string    `json:"interface,omitempty"`
+	Start        time.Time `json:"start"`
+	End          time.Time `json:"end"`
 	// HandshakeRTT is SYN to the ACK that completes the handshake, the
 	// round trip as seen wherever the capture was taken.
 	HandshakeRTT float64 `json:"handshake_rtt_ms"`
