@@ -141,6 +141,7 @@ func TestScenarioExact(t *testing.T) {
 	assert.True(t, s2.Backup)
 	assert.False(t, s1.Backup)
 	assert.True(t, s1.Join)
+	assert.False(t, s1.JoinVerified, "the scenario's SYN-ACK HMAC is made up")
 	assert.InDelta(t, 20.1, s0.HandshakeRTT, 1e-6)
 	assert.InDelta(t, 40.05, s1.HandshakeRTT, 1e-6)
 	// The SYN-ACK's TSval echoed 0.1 ms later, then ten data segments echoed after 20 ms.

@@ -1,6 +1,7 @@
 package pcapan
 
 import (
+	"crypto/hmac"
 	"crypto/sha1"
 	"crypto/sha256"
 	"encoding/binary"
@@ -82,6 +83,10 @@ type flow struct {
 	version    int
 	id         int
 	offered    bool // MP_CAPABLE on the SYN
+	randA      uint32
+	randB      uint32
+	hmacB      uint64 // SYN-ACK's truncated HMAC
+	hasHmacB   bool
 }
 
 // interval is data sequence space [s, e) first carried by subflow owner.
@@ -551,6 +556,30 @@ func (a *analyzer) attach(mc *mpConn, f *flow) {
 	}
 }
 
+// verifyJoin checks the SYN-ACK's truncated HMAC of an MP_JOIN against the
+// connection's keys (RFC 8684 §3.2: HMAC-SHA256 keyed with Key-B then
+// Key-A over R-B then R-A, leftmost 64 bits; A sent the SYN), which proves
+// the subflow belongs to the connection its token named.
+func (a *analyzer) verifyJoin(f *flow) {
+	mc := f.conn
+	if mc == nil || !f.hasHmacB || !mc.hasKey[0] || !mc.hasKey[1] || mc.version == 0 {
+		return
+	}
+	ka, kb := mc.keys[0], mc.keys[1]
+	if f.sub.flipped {
+		ka, kb = kb, ka
+	}
+	var key [16]byte
+	binary.BigEndian.PutUint64(key[:], kb)
+	binary.BigEndian.PutUint64(key[8:], ka)
+	var msg [8]byte
+	binary.BigEndian.PutUint32(msg[:], f.randB)
+	binary.BigEndian.PutUint32(msg[4:], f.randA)
+	h := hmac.New(sha256.New, key[:])
+	h.Write(msg[:])
+	f.sub.JoinVerified = binary.BigEndian.Uint64(h.Sum(nil)) == f.hmacB
+}
+
 func (a *analyzer) setKey(mc *mpConn, side int, key uint64) {
 	if mc.hasKey[side] {
 		return
@@ -628,6 +657,7 @@ func (a *analyzer) mpOption(f *flow, d int, o *Option, p *packet, t int64) {
 		switch j.Form {
 		case JoinSYN:
 			f.sub.Join, f.sub.Backup, f.sub.AddrID = true, j.Backup, int(j.AddrID)
+			f.randA = j.Random
 			if mc := a.byToken[j.Token]; mc != nil && f.conn == nil {
 				// The token is the receiver's: if it is the server's, this
 				// subflow's SYN sender is the connection's client.
@@ -637,6 +667,8 @@ func (a *analyzer) mpOption(f *flow, d int, o *Option, p *packet, t int64) {
 		case JoinSYNACK:
 			if d == 1 {
 				f.sub.Join = true
+				f.randB, f.hmacB, f.hasHmacB = j.Random, j.TruncHMAC, true
+				a.verifyJoin(f)
 			}
 		}
 	case o.DSS != nil:

@@ -2,6 +2,7 @@ package pcapan
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/binary"
 	"io"
@@ -11,6 +12,10 @@ import (
 	"strconv"
 	"testing"
 	"time"
+
+	"github.com/gopacket/gopacket/pcapgo"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // benchGen writes a synthetic MPTCP capture: `open` connections at a time,
@@ -22,6 +27,7 @@ import (
 type benchGen struct {
 	w       *bufio.Writer
 	t       int64
+	step    int64 // capture time between packets, ns
 	buf     [1600]byte
 	packets int64
 	bytes   int64
@@ -80,7 +86,7 @@ func (g *benchGen) pkt(src, dst [4]byte, sp, dp uint16, seq, ack uint32, flags b
 	binary.LittleEndian.PutUint32(h[12:], uint32(frame))
 	g.w.Write(h[:])
 	g.w.Write(b[:frame])
-	g.t += 10_000
+	g.t += g.step
 	g.packets++
 	g.bytes += int64(16 + frame)
 }
@@ -171,7 +177,11 @@ func (g *benchGen) newConn(id int, perConn uint64) *genConn {
 
 // writeBenchCapture writes about size bytes of capture.
 func writeBenchCapture(w io.Writer, size int64, open int, perConn uint64) (*benchGen, error) {
-	g := &benchGen{w: bufio.NewWriterSize(w, 1<<20), t: time.Date(2026, 11, 23, 0, 0, 0, 0, time.UTC).UnixNano()}
+	return writeBenchCaptureStep(w, size, open, perConn, 10*time.Microsecond)
+}
+
+func writeBenchCaptureStep(w io.Writer, size int64, open int, perConn uint64, step time.Duration) (*benchGen, error) {
+	g := &benchGen{w: bufio.NewWriterSize(w, 1<<20), t: time.Date(2026, 11, 23, 0, 0, 0, 0, time.UTC).UnixNano(), step: int64(step)}
 	var hdr [24]byte
 	binary.LittleEndian.PutUint32(hdr[0:], 0xa1b2c3d4)
 	binary.LittleEndian.PutUint16(hdr[4:], 2)
@@ -246,6 +256,41 @@ func TestBenchCaptureTruth(t *testing.T) {
 	if full < g.conns-8 {
 		t.Errorf("%d of %d connections carried their full 2 MiB", full, g.conns)
 	}
+}
+
+// TestStateBounded: the analyser's state follows the open connections, not
+// the capture: 8 open at a time, 1 ms between packets (closed flows are
+// freed after a second of capture time), ~100 connections in all. A
+// connection lasts ~270 packets and the 8 interleave, so at most the 8
+// open and the 8 before them (closed less than a second ago) are held: at
+// no packet more than 32 subflows or 32 tokens (2 per connection), and
+// nothing at the end.
+func TestStateBounded(t *testing.T) {
+	var buf bytes.Buffer
+	g, err := writeBenchCaptureStep(&buf, 30<<20, 8, 256<<10, time.Millisecond)
+	require.NoError(t, err)
+	pr, err := pcapgo.NewReader(&buf)
+	require.NoError(t, err)
+	a := newAnalyzer(Options{OnConnection: func(*Connection) {}})
+	maxFlows, maxTokens := 0, 0
+	for {
+		data, ci, err := pr.ZeroCopyReadPacketData()
+		if err == io.EOF {
+			break
+		}
+		require.NoError(t, err)
+		require.NoError(t, a.packet(linkEthernet, data, ci, func(int) string { return "" }))
+		maxFlows, maxTokens = max(maxFlows, len(a.flows)), max(maxTokens, len(a.byToken))
+	}
+	r := a.finish()
+	t.Logf("%d connections, %d packets; at most %d flows and %d tokens held", g.conns, g.packets, maxFlows, maxTokens)
+	assert.Greater(t, g.conns, 80)
+	assert.Equal(t, g.conns, r.Summary.MPTCP)
+	assert.LessOrEqual(t, maxFlows, 4*8)
+	assert.LessOrEqual(t, maxTokens, 2*2*8)
+	assert.Empty(t, a.flows)
+	assert.Empty(t, a.byToken)
+	assert.Empty(t, r.Connections, "streamed, not kept")
 }
 
 // BenchmarkAnalyze measures analyze throughput on a synthetic capture of

@@ -117,6 +117,7 @@ func theConn(t *testing.T, rep *Report) *Connection {
 	assert.Equal(t, [2]int64{8, labN}, c.Data, "data bytes up, down")
 	assert.Equal(t, [2]int64{0, 0}, c.Missing, "data sequence space the capture did not show")
 	for _, s := range c.Subflows {
+		assert.Equal(t, s.Join, s.JoinVerified, "subflow %d: the kernel's MP_JOIN HMAC checks out with the connection's keys", s.Index)
 		for d, db := range s.Dir {
 			assert.Zero(t, db.Unmapped, "subflow %d dir %d: payload no mapping covers", s.Index, d)
 			assert.Equal(t, db.Payload, db.Data+db.Reinjected+db.Retransmitted, "subflow %d dir %d: every payload byte is data, reinjection or retransmission", s.Index, d)

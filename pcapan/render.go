@@ -101,6 +101,9 @@ func renderText(w io.Writer, reps []*Report) error {
 				role := "initial"
 				if s.Join {
 					role = "join"
+					if s.JoinVerified {
+						role += ",hmac-ok"
+					}
 				}
 				if s.Backup {
 					role += ",backup"

@@ -98,20 +98,25 @@ type Connection struct {
 // Subflow is one TCP connection of an MPTCP connection (or the only one of a
 // plain TCP connection). Client is the subflow's SYN sender.
 type Subflow struct {
-	Index     int       `json:"index"`
-	Client    string    `json:"client"`
-	Server    string    `json:"server"`
-	Join      bool      `json:"join"`
-	Backup    bool      `json:"backup"`
-	AddrID    int       `json:"addr_id"`
-	Interface string    `json:"interface,omitempty"`
-	Start     time.Time `json:"start"`
-	End       time.Time `json:"end"`
+	Index  int    `json:"index"`
+	Client string `json:"client"`
+	Server string `json:"server"`
+	Join   bool   `json:"join"`
+	Backup bool   `json:"backup"`
+	// JoinVerified: the MP_JOIN SYN-ACK's HMAC matches the connection's
+	// keys (RFC 8684 §3.2), not only its token.
+	JoinVerified bool      `json:"join_verified,omitempty"`
+	AddrID       int       `json:"addr_id"`
+	Interface    string    `json:"interface,omitempty"`
+	Start        time.Time `json:"start"`
+	End          time.Time `json:"end"`
 	// HandshakeRTT is SYN to the ACK that completes the handshake, the
 	// round trip as seen wherever the capture was taken.
 	HandshakeRTT float64 `json:"handshake_rtt_ms"`
 	// TSRTT per direction: from a segment carrying a new TSval to the first
-	// segment of the other direction echoing it (RFC 7323 §4.1).
+	// segment of the other direction echoing it (RFC 7323 §4.1), so the
+	// round trip from the capture point to that direction's receiver: near
+	// 0 for data sent to the capturing host, the path's RTT for data it sent.
 	TSRTT   [2]RTTStats `json:"ts_rtt"`
 	Dir     [2]DirBytes `json:"dir"`    // in the connection's directions
 	Closed  string      `json:"closed"` // fin, rst or open
@@ -130,7 +135,10 @@ type DirBytes struct {
 	Data int64 `json:"data"`
 	// Reinjected is data bytes first sent on another subflow.
 	Reinjected int64 `json:"reinjected"`
-	// Retransmitted is payload this subflow had carried before.
+	// Retransmitted is payload this subflow had carried before: TCP
+	// retransmissions, and (MPTCP) data the connection sent again on the
+	// same subflow, as Linux does for everything unacknowledged at the
+	// data level when another subflow fails.
 	Retransmitted int64 `json:"retransmitted"`
 	// Unmapped is MPTCP payload no DSS mapping seen in the capture covers.
 	Unmapped int64 `json:"unmapped"`
