@@ -153,17 +153,49 @@ func (s *Server) ReindexAll(ctx context.Context) (int, error) {
 }
 
 // deriver fills the derived tables for new uploads in the background, so
-// a receipt never waits for them; a run it misses (queue full, crash) is
-// picked up by `mptester collect reindex`.
+// a receipt never waits for them. Runs it never saw (the queue was full,
+// or the collector stopped first) are caught up from the store: at start,
+// and whenever the queue has drained after it overflowed.
 func (s *Server) deriver(ctx context.Context) {
+	s.catchUp(ctx)
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case r := <-s.derive:
 			if err := s.Reindex(ctx, r); err != nil {
-				s.log.Warn("derived tables not filled; run `mptester collect reindex`", "run_id", r.RunID, "err", err)
+				s.log.Warn("derived tables not filled (retried at the next start, or `mptester collect reindex`)", "run_id", r.RunID, "err", err)
+			}
+			if len(s.derive) == 0 && s.missed.Swap(false) {
+				s.catchUp(ctx)
 			}
 		}
+	}
+}
+
+// catchUp derives every parsed run that has no derived rows yet.
+func (s *Server) catchUp(ctx context.Context) {
+	n := 0
+	var after int64
+	for ctx.Err() == nil {
+		page, err := s.cfg.Store.ListUnderived(ctx, after)
+		if err != nil {
+			s.log.Warn("derived tables: cannot list the runs to catch up", "err", err)
+			return
+		}
+		if len(page) == 0 {
+			break
+		}
+		for _, r := range page {
+			if err := s.Reindex(ctx, r); err != nil {
+				s.log.Warn("derived tables not filled (retried at the next start, or `mptester collect reindex`)", "run_id", r.RunID, "err", err)
+				continue
+			}
+			n++
+		}
+		after = page[len(page)-1].Seq
+	}
+	if n > 0 {
+		s.log.Info("derived tables caught up", "runs", n)
 	}
 }

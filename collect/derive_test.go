@@ -3,6 +3,7 @@ package collect_test
 import (
 	"context"
 	"fmt"
+	"net"
 	"net/http"
 	"strings"
 	"testing"
@@ -12,6 +13,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/mptester/mptester/collect"
 	"github.com/mptester/mptester/collect/store"
 )
 
@@ -22,14 +24,7 @@ func TestDerivedTables(t *testing.T) {
 	ctx := context.Background()
 
 	sid := uuid.NewString()
-	lines := strings.Split(strings.TrimSpace(string(stream(t, sid, "pi1"))), "\n")
-	recs := []string{
-		`{"type":"probe","probe_path":"wlan0","resolve_path":"wwan0","resolve_paths":["wwan0"],"address":"198.18.9.1","domains":["a.example"],"method":"tcp-syn","sent":10,"received":9,"rtts_ms":[1],"answer":"syn-ack","responsive":true,"bytes":600,"valid":true}`,
-		`{"type":"probe","probe_path":"wwan0","resolve_path":"wwan0","resolve_paths":["wwan0"],"address":"fd00::9","domains":["a.example"],"method":"tcp-syn","sent":10,"received":0,"rtts_ms":[],"answer":"","responsive":false,"bytes":600,"valid":true}`,
-		`{"type":"summary","status":"ok","cells":[{"probe_path":"wlan0","resolve_path":"wlan0","targets":3,"responsive":2,"unresponsive":1,"unresponsive_pct":33.3,"rtt_ms":{"min":1,"p10":1,"p25":1,"p50":10.5,"p75":20,"p90":20,"max":20,"mean":12.25}},{"probe_path":"wwan0","resolve_path":"wlan0","targets":3,"responsive":3,"unresponsive":0,"unresponsive_pct":0,"rtt_ms":{"p50":40.125,"mean":41}}]}`,
-	}
-	trailer := strings.Replace(lines[3], `"records":2`, fmt.Sprintf(`"records":%d`, 2+len(recs)), 1)
-	survey := strings.Join(append(append(lines[:3:3], recs...), trailer), "\n") + "\n"
+	survey := derivableSurvey(t, sid)
 	require.Equal(t, http.StatusCreated, e.put(t, sid, []byte(survey), e.probeTok, "").code)
 
 	rid := uuid.NewString()
@@ -67,4 +62,53 @@ func TestDerivedTables(t *testing.T) {
 	assert.Equal(t, 2, n)
 	check(sid, wantSurvey)
 	check(rid, wantRun)
+}
+
+// derivableSurvey is the stream fixture with two probe records and a
+// summary of two cells: rows in every survey table.
+func derivableSurvey(t testing.TB, sid string) string {
+	lines := strings.Split(strings.TrimSpace(string(stream(t, sid, "pi1"))), "\n")
+	recs := []string{
+		`{"type":"probe","probe_path":"wlan0","resolve_path":"wwan0","resolve_paths":["wwan0"],"address":"198.18.9.1","domains":["a.example"],"method":"tcp-syn","sent":10,"received":9,"rtts_ms":[1],"answer":"syn-ack","responsive":true,"bytes":600,"valid":true}`,
+		`{"type":"probe","probe_path":"wwan0","resolve_path":"wwan0","resolve_paths":["wwan0"],"address":"fd00::9","domains":["a.example"],"method":"tcp-syn","sent":10,"received":0,"rtts_ms":[],"answer":"","responsive":false,"bytes":600,"valid":true}`,
+		`{"type":"summary","status":"ok","cells":[{"probe_path":"wlan0","resolve_path":"wlan0","targets":3,"responsive":2,"unresponsive":1,"unresponsive_pct":33.3,"rtt_ms":{"min":1,"p10":1,"p25":1,"p50":10.5,"p75":20,"p90":20,"max":20,"mean":12.25}},{"probe_path":"wwan0","resolve_path":"wlan0","targets":3,"responsive":3,"unresponsive":0,"unresponsive_pct":0,"rtt_ms":{"p50":40.125,"mean":41}}]}`,
+	}
+	trailer := strings.Replace(lines[3], `"records":2`, fmt.Sprintf(`"records":%d`, 2+len(recs)), 1)
+	return strings.Join(append(append(lines[:3:3], recs...), trailer), "\n") + "\n"
+}
+
+// TestDerivedCatchUp: a stored run whose derived rows were never written
+// (the collector stopped, or the queue was full, before the deriver got to
+// it) is derived when the next collector starts, without a reindex.
+func TestDerivedCatchUp(t *testing.T) {
+	e := newEnv(t, nil)
+	ctx := context.Background()
+	// What an upload leaves when its derivation is lost: the row and the
+	// raw body, no derived rows.
+	sid := uuid.NewString()
+	body := []byte(derivableSurvey(t, sid))
+	_, o, err := e.st.PutRun(ctx, store.Run{RunID: sid, ProbeID: "pi1", Command: "survey", SchemaVersion: "1.1", Status: "ok",
+		Parsed: true, SHA256: sha(body), Bytes: int64(len(body)), RawPath: store.RawInline, Raw: body,
+		ContentType: "application/x-ndjson", StoredAt: time.Now()}, store.Report{})
+	require.NoError(t, err)
+	require.Equal(t, store.Stored, o)
+	und, err := e.st.ListUnderived(ctx, 0)
+	require.NoError(t, err)
+	require.Len(t, und, 1)
+
+	srv, err := collect.New(collect.Config{Store: e.st, Data: e.data, Limits: collect.DefaultLimits()})
+	require.NoError(t, err)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	sctx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- srv.Serve(sctx, ln, nil, time.Second) }()
+	defer func() { cancel(); <-done }()
+	require.Eventually(t, func() bool {
+		d, err := e.st.GetDerived(ctx, sid)
+		return err == nil && len(d.Probes) == 2 && len(d.Cells) == 2
+	}, 10*time.Second, 20*time.Millisecond, "the restarted collector derives the run")
+	und, err = e.st.ListUnderived(ctx, 0)
+	require.NoError(t, err)
+	assert.Empty(t, und)
 }

@@ -204,7 +204,8 @@ func (s *Server) ingest(r *http.Request) (Receipt, error) {
 	if p.parsed {
 		select {
 		case s.derive <- got:
-		default: // reindex catches up
+		default:
+			s.missed.Store(true) // the deriver catches up from the store
 		}
 	}
 	st := "stored"

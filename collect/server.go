@@ -12,6 +12,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -57,6 +58,8 @@ type Server struct {
 	mux *http.ServeMux
 	// derive queues stored runs for the derived tables (Serve runs it).
 	derive chan store.Run
+	// missed: a run did not fit in derive; the deriver catches up.
+	missed atomic.Bool
 	// reports bounds GET /v1/report's concurrent builds.
 	reports chan struct{}
 }

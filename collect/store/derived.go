@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"time"
 )
 
 // Derived is what one run contributes to the typed tables.
@@ -99,6 +100,10 @@ func (s *sqlStore) PutDerivedStream(ctx context.Context, runID string, fill func
 				return fmt.Errorf("clear %s: %w", t, err)
 			}
 		}
+		if _, err := tx.ExecContext(ctx, s.q(`INSERT INTO derived_runs (run_id, derived_at) VALUES (?, ?)
+			ON CONFLICT (run_id) DO UPDATE SET derived_at = excluded.derived_at`), runID, time.Now().UnixNano()); err != nil {
+			return fmt.Errorf("mark derived: %w", err)
+		}
 		k := &derivedTx{ctx: ctx, runID: runID}
 		// One statement each for the whole transaction: tx.StmtContext per
 		// row would keep a statement per row until the commit.
@@ -164,6 +169,26 @@ const (
 	qInsertPathBytes = `INSERT INTO pattern_path_bytes (run_id, idx, path, bytes_sent, bytes_received)
 		VALUES (?, ?, ?, ?, ?)`
 )
+
+// ListUnderived returns parsed runs after seq `after` (in seq order, at
+// most MaxPage) whose derived rows were never written.
+func (s *sqlStore) ListUnderived(ctx context.Context, after int64) ([]Run, error) {
+	rows, err := s.db.QueryContext(ctx, s.q(`SELECT `+runColumns+` FROM runs WHERE seq > ? AND parsed
+		AND NOT EXISTS (SELECT 1 FROM derived_runs d WHERE d.run_id = runs.run_id) ORDER BY seq LIMIT ?`), after, MaxPage)
+	if err != nil {
+		return nil, fmt.Errorf("list underived runs: %w", err)
+	}
+	defer rows.Close()
+	var out []Run
+	for rows.Next() {
+		r, err := scanRun(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, r)
+	}
+	return out, rows.Err()
+}
 
 // GetDerived reads runID's rows back, in their order.
 func (s *sqlStore) GetDerived(ctx context.Context, runID string) (Derived, error) {

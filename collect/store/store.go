@@ -134,6 +134,9 @@ type Store interface {
 	// to fill's sink (memory bounded whatever the run's size).
 	PutDerivedStream(ctx context.Context, runID string, fill func(DerivedSink) error) error
 	GetDerived(ctx context.Context, runID string) (Derived, error)
+	// ListUnderived returns parsed runs after seq `after` whose derived
+	// rows were never written (a page; empty at the end).
+	ListUnderived(ctx context.Context, after int64) ([]Run, error)
 	// PutSchedule stores the next revision of a probe's (or AnyProbe's)
 	// fleet schedule; GetSchedule falls back to AnyProbe's.
 	PutSchedule(ctx context.Context, probe string, body []byte) (int64, error)

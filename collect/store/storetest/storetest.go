@@ -104,6 +104,37 @@ func Run(t *testing.T, newDSN func(t *testing.T) string) {
 		assert.ErrorIs(t, err, store.ErrNotFound)
 	})
 
+	t.Run("ListUnderived", func(t *testing.T) {
+		s := open(t, newDSN(t))
+		defer s.Close()
+		require.NoError(t, s.AddProbe(ctx, "pi1", "h1", t0))
+		for i, id := range []string{"r1", "r2", "r3"} {
+			r := run(id, "pi1", "x", i)
+			r.Parsed = id != "r2" // a newer schema, stored raw: nothing to derive
+			_, _, err := s.PutRun(ctx, r, store.Report{})
+			require.NoError(t, err)
+		}
+		ids := func(after int64) []string {
+			rs, err := s.ListUnderived(ctx, after)
+			require.NoError(t, err)
+			var out []string
+			for _, r := range rs {
+				out = append(out, r.RunID)
+			}
+			return out
+		}
+		assert.Equal(t, []string{"r1", "r3"}, ids(0))
+		// Derived, even with no rows (a run without probe records or tests).
+		require.NoError(t, s.PutDerived(ctx, "r1", store.Derived{}))
+		assert.Equal(t, []string{"r3"}, ids(0))
+		r3, err := s.GetRun(ctx, "r3")
+		require.NoError(t, err)
+		assert.Empty(t, ids(r3.Seq), "paged by seq")
+		require.NoError(t, s.PutDerived(ctx, "r3", store.Derived{Cells: []store.SurveyCell{{ProbePath: "a", ResolvePath: "b"}}}))
+		require.NoError(t, s.PutDerived(ctx, "r3", store.Derived{}), "re-derived: replaced")
+		assert.Empty(t, ids(0))
+	})
+
 	t.Run("ListFiltersAndPages", func(t *testing.T) {
 		s := open(t, newDSN(t))
 		defer s.Close()
