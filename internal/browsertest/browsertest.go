@@ -37,6 +37,10 @@ func Path(t testing.TB) string {
 
 // Browser is one headless chromium process.
 type Browser struct {
+	// Headers are sent with every request of pages opened after they are
+	// set (an Authorization header for a server's page).
+	Headers map[string]string
+
 	cmd     *exec.Cmd
 	in      *os.File // we write commands
 	out     *bufio.Reader
@@ -195,6 +199,11 @@ func (b *Browser) Open(ctx context.Context, url string, width, height int, dark 
 	p := &Page{sid: att.SessionID, b: b}
 	for _, m := range []string{"Page.enable", "Runtime.enable", "Log.enable", "Network.enable"} {
 		if err := b.Call(ctx, p.sid, m, nil, nil); err != nil {
+			return nil, err
+		}
+	}
+	if len(b.Headers) > 0 {
+		if err := b.Call(ctx, p.sid, "Network.setExtraHTTPHeaders", map[string]any{"headers": b.Headers}, nil); err != nil {
 			return nil, err
 		}
 	}

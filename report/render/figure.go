@@ -8,6 +8,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"time"
 
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
@@ -96,7 +97,7 @@ func plotOf(f analysis.Figure) (p *plot.Plot, drawn []plot.Plotter, err error) {
 	p.Legend.Top = true
 	p.Add(plotter.NewGrid())
 	if f.TimeX {
-		p.X.Tick.Marker = plot.TimeTicks{Format: "01-02\n15:04"}
+		p.X.Tick.Marker = dayTicks{}
 	}
 	if f.LogX {
 		p.X.Scale = plot.LogScale{}
@@ -222,6 +223,23 @@ func pad(a *plot.Axis, log bool) {
 		lo, hi = math.Pow(10, lo), math.Pow(10, hi)
 	}
 	a.Min, a.Max = lo, hi
+}
+
+// dayTicks label a time axis (Unix seconds, UTC) at midnights, at most
+// about eight of them, or at hours within two days.
+type dayTicks struct{}
+
+func (dayTicks) Ticks(lo, hi float64) []plot.Tick {
+	const day = 86400
+	if hi-lo < 2*day {
+		return plot.TimeTicks{Format: "01-02\n15:04", Time: plot.UTCUnixTime}.Ticks(lo, hi)
+	}
+	step := math.Ceil((hi-lo)/day/8) * day
+	var ts []plot.Tick
+	for t := math.Ceil(lo/day) * day; t <= hi; t += step {
+		ts = append(ts, plot.Tick{Value: t, Label: time.Unix(int64(t), 0).UTC().Format("01-02")})
+	}
+	return ts
 }
 
 // logTicks labels decades on a log axis spanning more than one, and falls

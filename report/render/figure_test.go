@@ -2,6 +2,7 @@ package render
 
 import (
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -43,4 +44,17 @@ func TestECDFIsDrawnAsExactSteps(t *testing.T) {
 	}
 	require.NotNil(t, bc)
 	assert.Equal(t, plotter.Values{25, 0}, bc.Values)
+}
+
+// TestDayTicks: a month is labelled at UTC midnights, at most about eight.
+func TestDayTicks(t *testing.T) {
+	lo := float64(time.Date(2026, 10, 1, 5, 0, 0, 0, time.UTC).Unix())
+	hi := float64(time.Date(2026, 10, 31, 0, 0, 0, 0, time.UTC).Unix())
+	ts := dayTicks{}.Ticks(lo, hi)
+	require.NotEmpty(t, ts)
+	assert.LessOrEqual(t, len(ts), 9)
+	assert.Equal(t, "10-02", ts[0].Label)
+	for _, tk := range ts {
+		assert.Zero(t, int64(tk.Value)%86400, tk.Label)
+	}
 }

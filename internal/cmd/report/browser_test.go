@@ -45,7 +45,8 @@ func TestHTMLInHeadlessChromium(t *testing.T) {
 	// The files' page (survey, patterns, mobile) and a store's fleet page.
 	storeDir := t.TempDir()
 	dsn := filepath.Join(storeDir, "collect.db")
-	plantFleet(t, newFleetServer(t, dsn, storeDir, []string{"p1", "p2", "p3"}))
+	srv := newFleetServer(t, dsn, storeDir, []string{"p1", "p2", "p3"})
+	plantFleet(t, srv)
 	b, err := browsertest.Start(ctx, chromium, filepath.Join(dir, "profile"))
 	require.NoError(t, err)
 	defer b.Close()
@@ -59,8 +60,13 @@ func TestHTMLInHeadlessChromium(t *testing.T) {
 		require.NoError(t, err)
 		want := readJSON(t, src.args...).Figures
 		require.NotEmpty(t, want)
-		checkPage(ctx, t, b, art, src.name, page, want)
+		checkPage(ctx, t, b, art, src.name, "file://"+page, want)
 	}
+
+	// The collect server's GET /v1/report, as an admin's browser sees it.
+	b.Headers = map[string]string{"Authorization": "Bearer " + srv.admin}
+	checkPage(ctx, t, b, art, "server", srv.url+"/v1/report", readJSON(t, "--db", dsn).Figures)
+	b.Headers = nil
 
 	// The detector's control: a page that fetches and logs is caught.
 	bad := filepath.Join(dir, "bad.html")
@@ -72,13 +78,13 @@ func TestHTMLInHeadlessChromium(t *testing.T) {
 	assert.Contains(t, p.Console, "console.error: planted")
 }
 
-func checkPage(ctx context.Context, t *testing.T, b *browsertest.Browser, art, name, page string, want []analysis.Figure) {
+func checkPage(ctx context.Context, t *testing.T, b *browsertest.Browser, art, name, url string, want []analysis.Figure) {
 	for _, v := range []struct {
 		name          string
 		width, height int
 		dark          bool
 	}{{name + "-desktop-light", 1280, 900, false}, {name + "-phone-dark", 390, 844, true}} {
-		p, err := b.Open(ctx, "file://"+page, v.width, v.height, v.dark)
+		p, err := b.Open(ctx, url, v.width, v.height, v.dark)
 		require.NoError(t, err, v.name)
 		assert.Empty(t, p.Console, "%s: console", v.name)
 		assert.Empty(t, p.Requests, "%s: network requests", v.name)

@@ -22,6 +22,7 @@ import (
 	"github.com/mptester/mptester/lab"
 	"github.com/mptester/mptester/lab/labtest"
 	"github.com/mptester/mptester/lab/world"
+	"github.com/mptester/mptester/patterns"
 	"github.com/mptester/mptester/survey"
 )
 
@@ -157,6 +158,118 @@ func TestLabSurveyReportEqualsTruth(t *testing.T) {
 			return
 		}
 		t.Logf("attempt 1: %d RTT problems (first: %s); the host may be overloaded, surveying again", len(problems), problems[0])
+		time.Sleep(3 * time.Second)
+	}
+}
+
+// TestLabPatternReportEqualsEmulation: the real `mptester run` (ping and
+// interactive over TCP and QUIC on both paths; one run per family, the
+// lab's server having one address of each) in the lab against a test
+// server in its Internet namespace, each path emulated with its own delay
+// and no jitter or loss; then `mptester report` over both runs. Per path
+// and family, the report's ping RTT and interactive delay medians (the
+// interactive ECDF's too) are within 2 ms of the emulated RTT (the
+// patterns' own lab tolerance), and the IPv4/IPv6 ratio of medians (000
+// Fig. 4) compares the two runs' medians. A check off by the host's load
+// is retried once, as the survey's lab test does.
+func TestLabPatternReportEqualsEmulation(t *testing.T) {
+	labtest.Require(t)
+	t.Setenv(envMain, "1")
+	l := labtest.Start(t, lab.Options{Domains: 0, Seed: 7})
+	info := l.Config()
+	cert, _, err := patterns.SelfSigned([]string{lab.Server4.String(), lab.Server6.String()})
+	require.NoError(t, err)
+	const port = 8443
+	ln, err := l.Lab.ListenTCP(fmt.Sprintf(":%d", port), true)
+	require.NoError(t, err)
+	pc, err := l.Lab.ListenUDP(fmt.Sprintf(":%d", port))
+	require.NoError(t, err)
+	srv, err := patterns.NewServer(patterns.ServerConfig{Certificate: cert, Sockets: map[string][]any{"tcp": {ln}, "quic": {pc}},
+		Limits: patterns.DefaultLimits()})
+	require.NoError(t, err)
+	require.NoError(t, srv.Start(context.Background()))
+	t.Cleanup(srv.Close)
+	rtt := map[string]float64{"wlan0": 10, "wwan0": 16} // ms: twice the one-way delay
+	for path, r := range rtt {
+		l.Set(t, path, fmt.Sprintf("delay=%gms", r/2), "jitter=0s", "loss=0", "rate=0")
+	}
+	exe, err := os.Executable()
+	require.NoError(t, err)
+	for attempt := 1; ; attempt++ {
+		var files []string
+		for _, fam := range []struct{ family, server string }{{"4", lab.Server4.String()}, {"6", lab.Server6.String()}} {
+			out := filepath.Join(info.Dir, fmt.Sprintf("run-%d-v%s.json", attempt, fam.family))
+			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+			b, err := l.Exec(ctx, "client", exe, "run", "--server", fam.server, "--family", fam.family,
+				"--tcp-port", fmt.Sprint(port), "--quic-port", fmt.Sprint(port), "--quic-alt-port", "0", "--insecure",
+				"--paths", "wlan0,wwan0", "--patterns", "ping,interactive", "--transports", "tcp,quic", "--ping-count", "9",
+				"--duration", "1s", "--pace", "10ms", "--no-upload", "--log-level", "warn", "--output", out)
+			cancel()
+			require.NoError(t, err, "run in the lab: %s", b)
+			files = append(files, out)
+		}
+		report := func(section string) [][]string {
+			ios, out, errOut := cmdutil.Test()
+			code := cmd.Run(context.Background(), ios, append([]string{"report", "--format", "csv", "--section", section}, files...))
+			require.Equal(t, 0, code, errOut.String())
+			rows, err := csv.NewReader(strings.NewReader(out.String())).ReadAll()
+			require.NoError(t, err)
+			return rows[1:]
+		}
+		var problems []string
+		within := func(what string, got, want float64) {
+			if got < want-2 || got > want+2 {
+				problems = append(problems, fmt.Sprintf("%s: %.3f ms, emulated RTT %.0f ms (±2)", what, got, want))
+			}
+		}
+		status := report("pattern-status")
+		require.Len(t, status, 16, "2 patterns x 2 transports x 2 families x 2 paths: %v", status)
+		for _, row := range status {
+			assert.Equal(t, "success="+row[4], row[5], "every test succeeded: %v", row)
+		}
+		seen := map[string]int{}
+		for _, row := range report("pattern-metrics") {
+			// pattern, transport, family, path, metric, n, min, p10, p25, median, ...
+			if row[4] == "ping_rtt_ms" || row[4] == "up_delay_ms" || row[4] == "down_delay_ms" {
+				seen[row[4]]++
+				within(strings.Join(row[:5], " ")+" median", f64(t, row[9]), rtt[row[3]])
+			}
+		}
+		assert.Equal(t, map[string]int{"ping_rtt_ms": 8, "up_delay_ms": 8, "down_delay_ms": 8}, seen)
+		// The exact ECDF's median (first step at or past 0.5) agrees.
+		cdfs := map[string]float64{}
+		for _, row := range report("interactive-cdf") {
+			k := strings.Join(row[:5], " ")
+			if _, done := cdfs[k]; !done && f64(t, row[6]) >= 0.5 {
+				cdfs[k] = f64(t, row[5])
+				within(k+" ECDF median", cdfs[k], rtt[row[3]])
+			}
+		}
+		assert.Len(t, cdfs, 16, "interactive ECDF per transport x family x path x direction")
+		ratios := report("family-ratio")
+		n := 0
+		for _, row := range ratios {
+			// pattern, transport, path, metric, ipv4_n, ipv4_median, ipv6_n, ipv6_median, ratio
+			if row[3] != "ping_rtt_ms" {
+				continue
+			}
+			n++
+			m4, m6 := f64(t, row[5]), f64(t, row[7])
+			within(strings.Join(row[:3], " ")+" IPv4 median", m4, rtt[row[2]])
+			within(strings.Join(row[:3], " ")+" IPv6 median", m6, rtt[row[2]])
+			assert.InDelta(t, m4/m6, f64(t, row[8]), 0.005, "the ratio of the printed medians (rounded to µs)")
+		}
+		assert.Equal(t, 4, n, "a ping ratio per transport x path")
+		if len(problems) == 0 {
+			return
+		}
+		if attempt == 2 {
+			for _, p := range problems {
+				t.Error(p)
+			}
+			return
+		}
+		t.Logf("attempt 1: %d problems (first: %s); the host may be overloaded, running again", len(problems), problems[0])
 		time.Sleep(3 * time.Second)
 	}
 }
