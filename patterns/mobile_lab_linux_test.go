@@ -101,6 +101,28 @@ func TestLabMobileScenarios(t *testing.T) {
 			if mt.Status != StatusSuccess {
 				t.Errorf("streams cut: %s %s", mt.Status, mt.Error)
 			}
+			// The kernel's own subflow flags: wwan0's backup, wlan0's not.
+			seen := map[string]bool{}
+			for _, c := range recs[0].Connections {
+				for _, smp := range c.Samples {
+					m, ok := smp.Data.(*transport.MPTCPState)
+					if !ok {
+						continue
+					}
+					for _, sf := range m.Subflows {
+						if sf.KernelFlags == nil {
+							continue
+						}
+						seen[sf.Path] = true
+						if bk := *sf.KernelFlags&transport.SubflowBackupLocal != 0; bk != (sf.Path == "wwan0") || sf.Backup != bk {
+							t.Errorf("subflow on %s: kernel flags %#x, backup %v", sf.Path, *sf.KernelFlags, sf.Backup)
+						}
+					}
+				}
+			}
+			if !seen["wlan0"] || !seen["wwan0"] {
+				t.Errorf("no kernel subflow flags for %v", seen)
+			}
 			ir := recs[0].Result.(*InteractiveResult)
 			for dir, d := range map[string]*InteractiveDirection{"upload": ir.Upload, "download": ir.Download} {
 				tail := uint32(d.Sent) - uint32((d.Max+time.Second)/(100*time.Millisecond))
