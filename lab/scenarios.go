@@ -125,7 +125,8 @@ type Step struct {
 	Path    string        `json:"path"`
 	Change  string        `json:"change"`
 	Applied time.Time     `json:"applied"` // the emulator's change took effect
-	// Kernel: when the client interface's state changed too (KernelLink).
+	// Kernel: when the client interface's state changed too (KernelLink):
+	// just before Applied going down, just after it going up.
 	Kernel time.Time `json:"kernel,omitzero"`
 	Error  string    `json:"error,omitempty"`
 }

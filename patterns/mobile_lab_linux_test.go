@@ -101,6 +101,28 @@ func TestLabMobileScenarios(t *testing.T) {
 			if mt.Status != StatusSuccess {
 				t.Errorf("streams cut: %s %s", mt.Status, mt.Error)
 			}
+			// The kernel's own subflow flags: wwan0's backup, wlan0's not.
+			seen := map[string]bool{}
+			for _, c := range recs[0].Connections {
+				for _, smp := range c.Samples {
+					m, ok := smp.Data.(*transport.MPTCPState)
+					if !ok {
+						continue
+					}
+					for _, sf := range m.Subflows {
+						if sf.KernelFlags == nil {
+							continue
+						}
+						seen[sf.Path] = true
+						if bk := *sf.KernelFlags&transport.SubflowBackupLocal != 0; bk != (sf.Path == "wwan0") || sf.Backup != bk {
+							t.Errorf("subflow on %s: kernel flags %#x, backup %v", sf.Path, *sf.KernelFlags, sf.Backup)
+						}
+					}
+				}
+			}
+			if !seen["wlan0"] || !seen["wwan0"] {
+				t.Errorf("no kernel subflow flags for %v", seen)
+			}
 			ir := recs[0].Result.(*InteractiveResult)
 			for dir, d := range map[string]*InteractiveDirection{"upload": ir.Upload, "download": ir.Download} {
 				tail := uint32(d.Sent) - uint32((d.Max+time.Second)/(100*time.Millisecond))
@@ -188,7 +210,10 @@ func TestLabMobileScenarios(t *testing.T) {
 			if sc.Abrupt && h.DurationReceived >= 0 {
 				t.Errorf("abrupt scenario, duration (received) %v not negative", h.DurationReceived)
 			}
-			if kernelRule && string(h.Cause) != sc.Cause {
+			// abrupt-linkdown: whether the kernel removes the Wi-Fi subflow
+			// (other) or its RTO fires first (under-rto) is the kernel's
+			// race; both were measured (scripts/bench-mobile: 10 runs).
+			if kernelRule && string(h.Cause) != sc.Cause && !(sc.Name == "abrupt-linkdown" && h.Cause == mobile.CauseUnderRTO) {
 				t.Errorf("cause %s, planted %s (primary state %+v)", h.Cause, sc.Cause, h.PrimaryState)
 			}
 			t.Logf("%s: kernel MPTCP's first cellular use at %v: cause %s (planted %s, first rule %q at %v)", sc.Name, h.FirstBackupData, h.Cause, sc.Cause, h.Rule, h.RuleAt)

@@ -388,13 +388,13 @@ func ParseTimeline(r io.Reader) ([]Event, error) {
 // about a millisecond late at most on an idle host). It checks every path
 // name first. It returns ctx.Err() if ctx ends before the last event.
 func RunTimeline(ctx context.Context, events []Event, links map[string]*Link) error {
-	return RunTimelineFunc(ctx, events, links, nil)
+	return RunTimelineFunc(ctx, events, links, nil, nil)
 }
 
-// RunTimelineFunc is RunTimeline calling applied (when not nil) right
-// after event i took effect, with the time it did: the ground truth of
-// when a step really happened.
-func RunTimelineFunc(ctx context.Context, events []Event, links map[string]*Link, applied func(i int, at time.Time)) error {
+// RunTimelineFunc is RunTimeline calling before (when not nil) right
+// before event i is applied and applied right after it took effect, with
+// the time it did: the ground truth of when a step really happened.
+func RunTimelineFunc(ctx context.Context, events []Event, links map[string]*Link, before func(i int), applied func(i int, at time.Time)) error {
 	for i, e := range events {
 		if links[e.Path] == nil {
 			return fmt.Errorf("timeline event %d (t=%v): unknown path %q", i+1, e.At, e.Path)
@@ -414,6 +414,9 @@ func RunTimelineFunc(ctx context.Context, events []Event, links map[string]*Link
 			}
 		} else if err := ctx.Err(); err != nil {
 			return err
+		}
+		if before != nil {
+			before(i)
 		}
 		links[e.Path].Apply(e.Change)
 		if applied != nil {

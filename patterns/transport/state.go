@@ -175,13 +175,15 @@ type Subflow struct {
 	Path   string         `json:"path,omitempty"`
 	Local  netip.AddrPort `json:"local"`
 	Remote netip.AddrPort `json:"remote"`
-	// Backup: the subflow's path is a backup endpoint. MPTCP_FULL_INFO
-	// carries no per-subflow flags, so this is the host endpoint role run
-	// took from the kernel (`ip mptcp endpoint ... backup`, which the
-	// kernel announces with MP_JOIN's B bit / MP_PRIO), not a per-subflow
-	// read-back.
-	Backup bool    `json:"backup,omitempty"`
-	TCP    TCPInfo `json:"tcp_info"`
+	// Backup: the subflow is a backup. From the kernel's per-subflow
+	// flags (KernelFlags, inet_diag, as `ss -M`; needs CAP_NET_ADMIN) when
+	// it answers, else the host endpoint role run took from `ip mptcp
+	// endpoint ... backup` (MPTCP_FULL_INFO carries no flags).
+	Backup bool `json:"backup,omitempty"`
+	// KernelFlags: MPTCP_SUBFLOW_ATTR_FLAGS (SubflowBackupLocal/Remote,
+	// join, fully established...); nil when the kernel did not say.
+	KernelFlags *uint32 `json:"kernel_flags,omitempty"`
+	TCP         TCPInfo `json:"tcp_info"`
 }
 
 // MPTCPState is an MPTCP_FULL_INFO sample: connection-level info plus

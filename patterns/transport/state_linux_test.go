@@ -1,7 +1,11 @@
 package transport
 
 import (
+	"context"
+	"io"
 	"net"
+	"net/netip"
+	"os"
 	"testing"
 
 	"golang.org/x/sys/unix"
@@ -48,5 +52,55 @@ func TestSampleTCPMatchesKernel(t *testing.T) {
 	}
 	if got.BytesSent < 100000 {
 		t.Fatalf("bytes_sent %d, wrote 100000", got.BytesSent)
+	}
+}
+
+// TestSubflowFlagsFromKernel: an MPTCP connection on loopback; its one
+// subflow's flags come back from sock_diag (as root: CAP_NET_ADMIN) with
+// MPTCP capable and not backup; a 4-tuple no socket has is an error.
+func TestSubflowFlagsFromKernel(t *testing.T) {
+	if os.Getuid() != 0 {
+		t.Skip("the kernel gives the MPTCP subflow info to CAP_NET_ADMIN only")
+	}
+	var lc net.ListenConfig
+	lc.SetMultipathTCP(true)
+	ln, err := lc.Listen(context.Background(), "tcp4", "127.0.0.1:0")
+	if err != nil {
+		t.Skipf("no MPTCP here: %v", err)
+	}
+	defer ln.Close()
+	go func() {
+		if c, err := ln.Accept(); err == nil {
+			defer c.Close()
+			_, _ = io.Copy(io.Discard, c)
+		}
+	}()
+	var d net.Dialer
+	d.SetMultipathTCP(true)
+	c, err := d.Dial("tcp4", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if _, err := c.Write(make([]byte, 1000)); err != nil {
+		t.Fatal(err)
+	}
+	st := sampleMPTCP(c.(*net.TCPConn))
+	m, ok := st.Data.(*MPTCPState)
+	if !ok || len(m.Subflows) != 1 {
+		t.Skipf("no MPTCP_FULL_INFO here: %+v %s", st.Data, st.Err)
+	}
+	sf := m.Subflows[0]
+	f, err := subflowFlags(sf.Local, sf.Remote, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const mcapLocal, mcapRemote = 0x2, 0x1
+	if f&(mcapLocal|mcapRemote) == 0 || f&(SubflowBackupLocal|SubflowBackupRemote) != 0 {
+		t.Fatalf("flags %#x", f)
+	}
+	wrong := netip.AddrPortFrom(sf.Remote.Addr(), sf.Remote.Port()+1)
+	if _, err := subflowFlags(sf.Local, wrong, 0); err == nil {
+		t.Fatal("flags of a socket that does not exist")
 	}
 }

@@ -93,3 +93,44 @@ func TestMPTCPPathStates(t *testing.T) {
 		t.Fatalf("wwan0 %+v", c)
 	}
 }
+
+// diagMsg is a sock_diag answer: struct inet_diag_msg, then attrs with
+// INET_DIAG_ULP_INFO nesting INET_ULP_INFO_NAME and _MPTCP with flags.
+func diagMsg(flags uint32) []byte {
+	attr := func(t uint16, v []byte) []byte {
+		b := make([]byte, 4, 4+len(v)+3)
+		binary.NativeEndian.PutUint16(b, uint16(4+len(v)))
+		binary.NativeEndian.PutUint16(b[2:], t)
+		b = append(b, v...)
+		for len(b)%4 != 0 {
+			b = append(b, 0)
+		}
+		return b
+	}
+	f := make([]byte, 4)
+	binary.NativeEndian.PutUint32(f, flags)
+	mp := append(attr(1, make([]byte, 4)), attr(mptcpSubflowAttrFlag, f)...)
+	ulp := append(attr(1, []byte("mptcp\x00")), attr(inetULPInfoMPTCP|0x8000, mp)...)
+	msg := make([]byte, inetDiagMsgLen)
+	msg = append(msg, attr(2, make([]byte, 8))...) // INET_DIAG_INFO first
+	return append(msg, attr(inetDiagULPInfo|0x8000, ulp)...)
+}
+
+func TestDecodeSubflowFlags(t *testing.T) {
+	f, err := DecodeSubflowFlags(diagMsg(SubflowBackupLocal | 0x40))
+	if err != nil || f != SubflowBackupLocal|0x40 {
+		t.Fatalf("%#x %v", f, err)
+	}
+	m := diagMsg(1)
+	for _, bad := range [][]byte{nil, m[:inetDiagMsgLen], m[:len(m)-6], make([]byte, inetDiagMsgLen+8)} {
+		if _, err := DecodeSubflowFlags(bad); err == nil {
+			t.Errorf("decoded %x", bad)
+		}
+	}
+}
+
+func FuzzDecodeSubflowFlags(f *testing.F) {
+	f.Add(diagMsg(0x31))
+	f.Add(diagMsg(0)[:80])
+	f.Fuzz(func(t *testing.T, b []byte) { _, _ = DecodeSubflowFlags(b) })
+}

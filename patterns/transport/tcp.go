@@ -181,12 +181,19 @@ func (c *tcpConn) Sample() State {
 		// Subflows are per-path facts: name each by the path whose
 		// address it uses.
 		for i, sf := range m.Subflows {
+			ifindex := 0
 			for _, p := range c.paths {
 				if p.HasAddr(sf.Local.Addr()) {
 					m.Subflows[i].Path = p.Name
 					m.Subflows[i].Backup = p.Role == RoleBackup
+					ifindex = p.Index
 					break
 				}
+			}
+			// The kernel's own flag where it says (CAP_NET_ADMIN).
+			if f, err := subflowFlags(sf.Local, sf.Remote, ifindex); err == nil {
+				m.Subflows[i].KernelFlags = &f
+				m.Subflows[i].Backup = f&(SubflowBackupLocal|SubflowBackupRemote) != 0
 			}
 		}
 	}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"os"
 	"runtime"
 	"slices"
 	"strings"
@@ -252,5 +253,57 @@ func TestServerNameResolvedWithPathDNS(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), `server "nosuch.mpt.test"`) || !strings.Contains(err.Error(), "path lo") ||
 		!strings.Contains(err.Error(), "NXDOMAIN") {
 		t.Fatalf("unknown name: %v", err)
+	}
+}
+
+// TestMobileModeNoBackup: `run --mode mobile` over loopback, whose only
+// path has no backup, ends at --duration (no hang) with a valid document:
+// the interactive test of each handover transport, then a mobile_summary
+// whose handover status is no-backup and whose capture (as root) saw the
+// test packets on lo.
+func TestMobileModeNoBackup(t *testing.T) {
+	tp, qp, pin := startServer(t, false)
+	args := []string{"--mode", "mobile", "--server", "127.0.0.1", "--tcp-port", fmt.Sprint(tp), "--quic-port", fmt.Sprint(qp),
+		"--pin", pin, "--paths", "lo", "--interval", "50ms", "--duration", "1s", "--grace", "1s"}
+	if os.Getuid() != 0 {
+		args = append(args, "--capture=false")
+	}
+	t0 := time.Now()
+	out, errOut, err := execute(t, nil, args...)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, errOut)
+	}
+	if el := time.Since(t0); el > 15*time.Second {
+		t.Fatalf("took %v for a 1 s run", el)
+	}
+	if err := report.ValidateDocument([]byte(out)); err != nil {
+		t.Fatalf("run document does not validate against the envelope schema: %v", err)
+	}
+	var doc struct {
+		Status  report.Status     `json:"status"`
+		Config  Config            `json:"config"`
+		Records []json.RawMessage `json:"records"`
+	}
+	if err := json.Unmarshal([]byte(out), &doc); err != nil {
+		t.Fatal(err)
+	}
+	n := len(patterns.HandoverTransports())
+	if doc.Status != report.StatusOK || len(doc.Records) != n+1 || doc.Config.Mode != "mobile" || doc.Config.Mobile == nil {
+		t.Fatalf("status %s, %d records, config %+v", doc.Status, len(doc.Records), doc.Config)
+	}
+	var sum patterns.MobileRecord
+	if err := json.Unmarshal(doc.Records[n], &sum); err != nil {
+		t.Fatal(err)
+	}
+	if sum.Type != patterns.MobileRecordType || sum.Ended != patterns.MobileEndDuration || len(sum.Transports) != n {
+		t.Fatalf("summary %+v", sum)
+	}
+	for _, mt := range sum.Transports {
+		if mt.Status != patterns.StatusSuccess || mt.Handover.Status != "no-backup" || mt.Upload.Count < 10 {
+			t.Errorf("%s: %s, handover %s, upload %+v", mt.Transport, mt.Status, mt.Handover.Status, mt.Upload)
+		}
+		if os.Getuid() == 0 && (len(mt.CapturedBytes) != 1 || mt.CapturedBytes[0].Sent < 20_000) {
+			t.Errorf("%s: captured %+v", mt.Transport, mt.CapturedBytes)
+		}
 	}
 }
