@@ -114,6 +114,12 @@ func Analyse(conns []Conn, th Thresholds) Handover {
 		return h
 	}
 	h.Status = StatusNoHandover
+	// A standby transport (quic-handover: one path in use at a time)
+	// shows its backup inactive while it is not used; its probes of the
+	// standby path are not data, so its first backup data is in a sample
+	// where the backup is the path in use. MPTCP's backup subflow is
+	// active (established) throughout and carries only data.
+	standby := isStandby(conns, h.Backup)
 	first, firstConn, firstIdx := time.Duration(-1), -1, -1
 	lastSent, lastRecv := time.Duration(-1), time.Duration(-1)
 	var gaps []time.Duration
@@ -136,7 +142,7 @@ func Analyse(conns []Conn, th Thresholds) Handover {
 			prev, cur := c[i-1], c[i]
 			mid := (prev.T + cur.T) / 2
 			pb, cb := find(prev, h.Backup), find(cur, h.Backup)
-			if cb != nil && cb.Sent > sentOf(pb) && (first < 0 || mid < first) {
+			if cb != nil && cb.Sent > sentOf(pb) && (!standby || cb.Active) && (first < 0 || mid < first) {
 				first, firstConn, firstIdx = mid, ci, i
 			}
 			pp, cp := find(prev, h.Primary), find(cur, h.Primary)
@@ -213,6 +219,19 @@ func holds(r Cause, p, b *transport.PathState, th Thresholds) bool {
 		return p.RTOs > 0 && p.InFlight > 0
 	case CauseRTOThreshold:
 		return p.RTO > th.RTO && bRTO <= th.RTO
+	}
+	return false
+}
+
+// isStandby says whether the backup path is ever sampled inactive: a
+// transport that holds it in standby rather than using it alongside.
+func isStandby(conns []Conn, backup string) bool {
+	for _, c := range conns {
+		for _, s := range c {
+			if b := find(s, backup); b != nil && !b.Active {
+				return true
+			}
+		}
 	}
 	return false
 }
@@ -348,6 +367,7 @@ func AnalyseCapture(conns []Conn, th Thresholds, start time.Time, primary, backu
 	if h.Status == StatusNoBackup {
 		return h
 	}
+	sampled, sampledStatus, resolution := h.FirstBackupData, h.Status, h.Resolution
 	h.Resolution = 0
 	h.Cause, h.PrimaryState = "", nil
 	h.FirstBackupData, h.DurationSent, h.DurationReceived = 0, 0, 0
@@ -358,12 +378,19 @@ func AnalyseCapture(conns []Conn, th Thresholds, start time.Time, primary, backu
 		return t.Sub(start)
 	}
 	h.LastPrimarySent, h.LastPrimaryReceived = since(primary.LastOut), since(primary.LastIn)
-	if backup.FirstDataOut.IsZero() {
+	standby := isStandby(conns, h.Backup)
+	if backup.FirstDataOut.IsZero() || (standby && sampledStatus != StatusHandover) {
 		h.Status = StatusNoHandover
 		return h
 	}
 	h.Status = StatusHandover
 	h.FirstBackupData = since(backup.FirstDataOut)
+	if standby && h.FirstBackupData < sampled-resolution/2 {
+		// The capture's first packet on the standby path was a probe (a
+		// capture cannot tell QUIC probes from data): the first data is in
+		// the sample interval where the backup became the path in use.
+		h.FirstBackupData, h.Resolution = sampled, resolution
+	}
 	h.DurationSent = h.LastPrimarySent - h.FirstBackupData
 	h.DurationReceived = h.LastPrimaryReceived - h.FirstBackupData
 	// The connection that used the backup: its backup counter rose

@@ -209,3 +209,47 @@ func TestAnalyseCapture(t *testing.T) {
 		t.Fatalf("no data on the backup: %+v", h)
 	}
 }
+
+// TestStandbyBackup: a transport that holds its backup in standby
+// (quic-handover) probes it every second before using it; the probes are
+// not data. Samples and capture both put the first backup data where the
+// backup became the path in use, not at the first probe.
+func TestStandbyBackup(t *testing.T) {
+	sw := 3 * time.Second
+	c := plant(60, 2900*time.Millisecond, 2900*time.Millisecond, sw, func(tt time.Duration, p *transport.PathState) {
+		if tt > sw-250*time.Millisecond {
+			p.RTOs, p.InFlight = 1, 3000
+		}
+	})
+	for i := range c {
+		cell := &c[i].Paths[1]
+		cell.Active = c[i].T >= sw
+		if !cell.Active {
+			cell.Sent = 1200 * uint64(c[i].T/time.Second+1) // a probe a second from the start
+		} else {
+			c[i].Paths[0].Active = false
+		}
+	}
+	h := Analyse([]Conn{c}, DefaultThresholds)
+	near(t, "samples: first backup data", h.FirstBackupData, sw, tick)
+	if h.Status != StatusHandover || h.Cause != CauseUnderRTO {
+		t.Fatalf("samples: %+v", h)
+	}
+	start := time.Unix(100, 0)
+	at := func(d time.Duration) time.Time { return start.Add(d) }
+	hc := AnalyseCapture([]Conn{c}, DefaultThresholds, start,
+		PathActivity{LastOut: at(2900 * time.Millisecond), LastIn: at(2900 * time.Millisecond)},
+		PathActivity{FirstDataOut: at(40 * time.Millisecond)}) // the first probe
+	near(t, "capture: first backup data", hc.FirstBackupData, sw, tick)
+	if hc.Status != StatusHandover || hc.DurationReceived >= 0 || hc.Resolution == 0 {
+		t.Fatalf("capture: %+v", hc)
+	}
+	// Probes only, never used: no handover, whatever the capture saw.
+	for i := range c {
+		c[i].Paths[1].Active, c[i].Paths[1].Sent = false, 1200*uint64(c[i].T/time.Second+1)
+	}
+	if h := AnalyseCapture([]Conn{c}, DefaultThresholds, start, PathActivity{LastOut: at(5 * time.Second)},
+		PathActivity{FirstDataOut: at(40 * time.Millisecond)}); h.Status != StatusNoHandover {
+		t.Fatalf("probes only: %+v", h)
+	}
+}

@@ -333,7 +333,7 @@ func (c *handoverConn) openTransport(ctx context.Context, p *hoPath, pp probe.Pa
 	if err != nil {
 		return nil, err
 	}
-	tr := &quic.Transport{Conn: udp}
+	tr := &quic.Transport{Conn: &deadPathConn{UDPConn: udp, onDead: func() { signal(c.kick) }}}
 	c.trs = append(c.trs, tr)
 	p.qpLocal = netip.MustParseAddrPort(udp.LocalAddr().String())
 	p.locals = append(p.locals, p.qpLocal)

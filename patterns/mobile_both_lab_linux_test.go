@@ -1,0 +1,99 @@
+//go:build linux && !race
+
+package patterns
+
+import (
+	"encoding/json"
+	"math"
+	"os/exec"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/mptester/mptester/lab"
+	"github.com/mptester/mptester/lab/labtest"
+	"github.com/mptester/mptester/patterns/mobile"
+)
+
+// TestLabMobileSideBySide: mobile mode as it runs by default, every
+// handover transport at once (mptcp and quic-handover), each with its own
+// connections, through an abrupt Wi-Fi loss and a Wi-Fi black hole. Both
+// keep their interactive streams across the handover; both durations
+// come out negative for the abrupt loss (Wi-Fi died before cellular was
+// used); quic-handover's cause is under-rto where its rule applies (the
+// black hole: timeouts in progress with data to send); the run has
+// MPTCP's max-delay ratio to quic-handover (000 Fig. 8); the captured
+// bytes of the two transports together equal the emulator's per path.
+func TestLabMobileSideBySide(t *testing.T) {
+	both := HandoverTransports()
+	if !slices.Contains(both, mptcpName) || !slices.Contains(both, "quic-handover") {
+		t.Fatalf("handover transports %v", both)
+	}
+	for _, sc := range []string{"abrupt-linkdown", "wifi-blackhole"} {
+		t.Run(sc, func(t *testing.T) {
+			l := labtest.Start(t, lab.Options{Domains: 0, Seed: 12, CellBackup: true})
+			startLabServer(t, l)
+			if !l.InClient(t) {
+				return
+			}
+			defer exec.Command("ip", "link", "set", "wlan0", "up").Run()
+			l.Set(t, "wlan0", "delay=10ms", "jitter=0s", "loss=0")
+			l.Set(t, "wwan0", "delay=30ms", "jitter=0s", "loss=0")
+			rec, _, before, after, _ := mobileLabRun(t, l, sc, nil, 11*time.Second, "")
+			if len(rec.Transports) != 2 {
+				t.Fatalf("transports %+v", rec.Transports)
+			}
+			for _, mt := range rec.Transports {
+				h := mt.Handover
+				js, _ := json.Marshal(h)
+				t.Logf("%s %s: status %s %s; handover %s; up max %v, down max %v", sc, mt.Transport, mt.Status, mt.Error, js, mt.Upload.Max, mt.Download.Max)
+				if mt.Status != StatusSuccess {
+					t.Errorf("%s: streams cut: %s %s", mt.Transport, mt.Status, mt.Error)
+				}
+				if h.Status != mobile.StatusHandover {
+					t.Errorf("%s: handover status %s", mt.Transport, h.Status)
+					continue
+				}
+				// Ground truth: the backup is first used after the
+				// scenario's first step took effect, not before (a switch
+				// off a healthy Wi-Fi).
+				if tl := after.Timeline; tl != nil && len(tl.Steps) > 0 {
+					if first := mt.StartedAt.Add(h.FirstBackupData); first.Before(tl.Steps[0].Applied.Add(-150 * time.Millisecond)) {
+						t.Errorf("%s: backup first used at %v, before the scenario's step (%v)", mt.Transport,
+							first.Format("15:04:05.000"), tl.Steps[0].Applied.Format("15:04:05.000"))
+					}
+				}
+				if sc == "abrupt-linkdown" && h.DurationReceived >= 0 {
+					t.Errorf("%s: abrupt loss, duration (received) %v not negative", mt.Transport, h.DurationReceived)
+				}
+				if mt.Transport == "quic-handover" && sc == "wifi-blackhole" && h.Cause != mobile.CauseUnderRTO {
+					t.Errorf("quic-handover's cause %s in a black hole, want under-rto (primary state %+v)", h.Cause, h.PrimaryState)
+				}
+			}
+			if len(rec.Ratios) != 1 || rec.Ratios[0].Other != "quic-handover" || rec.Ratios[0].Upload <= 0 || rec.Ratios[0].Download <= 0 {
+				t.Errorf("MPTCP/quic-handover max-delay ratios %+v", rec.Ratios)
+			}
+			t.Logf("%s: ratios %+v", sc, rec.Ratios)
+			for i, name := range lab.PathNames {
+				var sent, recv uint64
+				for _, mt := range rec.Transports {
+					for _, b := range mt.CapturedBytes {
+						if b.Path == name {
+							sent, recv = sent+b.Sent, recv+b.Received
+						}
+					}
+				}
+				up := after.Paths[i].Stats.Up.BytesIn - before.Paths[i].Stats.Up.BytesIn
+				down := after.Paths[i].Stats.Down.BytesDelivered - before.Paths[i].Stats.Down.BytesDelivered
+				for _, c := range []struct {
+					what      string
+					got, want uint64
+				}{{"sent", sent, up}, {"received", recv, down}} {
+					if math.Abs(float64(c.got)-float64(c.want)) > max(0.02*float64(c.want), 300) {
+						t.Errorf("%s %s: captured %d bytes (both transports), emulator %d", name, c.what, c.got, c.want)
+					}
+				}
+			}
+		})
+	}
+}
