@@ -4,6 +4,7 @@ import (
 	"encoding/csv"
 	"fmt"
 	"io"
+	"math"
 	"slices"
 	"strconv"
 	"time"
@@ -33,6 +34,11 @@ type CellSummary struct {
 	// EmuShare: the same from the emulator's delivered bytes, the
 	// cross-check.
 	EmuShare []float64 `json:"emu_share"`
+	// MaxShareDiff: the largest difference between a run's kernel and
+	// emulator share of a path (0 when the share is the emulator's).
+	// Over a lossy path the emulator also carries retransmitted joins and
+	// data of a subflow the kernel's last sample no longer lists.
+	MaxShareDiff float64 `json:"max_share_diff"`
 }
 
 // quantile of sorted xs (linear interpolation between closest ranks).
@@ -68,7 +74,11 @@ func Summarise(c Cell, runs []Result) CellSummary {
 			if i < len(s.Share) {
 				s.Share[i] += p.Share
 				if eTotal > 0 {
-					s.EmuShare[i] += float64(p.EmuBytes) / float64(eTotal)
+					es := float64(p.EmuBytes) / float64(eTotal)
+					s.EmuShare[i] += es
+					if r.ShareSource == "kernel" {
+						s.MaxShareDiff = max(s.MaxShareDiff, math.Abs(p.Share-es))
+					}
 				}
 			}
 		}
@@ -95,7 +105,7 @@ func WriteCSV(w io.Writer, sums []CellSummary) error {
 		head = append(head, n+"_rtt_ms", n+"_jitter_ms", n+"_loss_pct", n+"_rate_bps")
 	}
 	head = append(head, "runs", "ok", "goodput_median_mbps", "goodput_p25_mbps", "goodput_p75_mbps",
-		"completion_median_ms", "completion_p25_ms", "completion_p75_ms", "share_source")
+		"completion_median_ms", "completion_p25_ms", "completion_p75_ms", "share_source", "max_share_diff")
 	for _, n := range PathNames {
 		head = append(head, "share_"+n)
 	}
@@ -113,7 +123,7 @@ func WriteCSV(w io.Writer, sums []CellSummary) error {
 			row = append(row, ms(p.RTT), ms(p.Jitter), f(p.Loss*100), strconv.FormatInt(p.RateBps, 10))
 		}
 		row = append(row, strconv.Itoa(s.Runs), strconv.Itoa(s.OK), f(s.GoodputMedian/1e6), f(s.GoodputP25/1e6), f(s.GoodputP75/1e6),
-			ms(s.CompletionMedian), ms(s.CompletionP25), ms(s.CompletionP75), s.ShareSource)
+			ms(s.CompletionMedian), ms(s.CompletionP25), ms(s.CompletionP75), s.ShareSource, f(s.MaxShareDiff))
 		for _, v := range s.Share {
 			row = append(row, f(v))
 		}
