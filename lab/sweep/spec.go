@@ -17,6 +17,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -351,9 +352,9 @@ func Parse(b []byte) (Spec, error) {
 // ParseLoss reads "0.5%" (or a bare probability "0.005").
 func ParseLoss(v string) (float64, error) {
 	v = strings.TrimSpace(v)
-	var f float64
 	pct := strings.HasSuffix(v, "%")
-	if _, err := fmt.Sscanf(strings.TrimSuffix(v, "%"), "%g", &f); err != nil || strings.ContainsAny(strings.TrimSuffix(v, "%"), " %") {
+	f, err := strconv.ParseFloat(strings.TrimSuffix(v, "%"), 64)
+	if err != nil {
 		return 0, fmt.Errorf("bad loss %q (want e.g. 0.5%%)", v)
 	}
 	if pct {
@@ -396,8 +397,8 @@ func parseUnit(v string, us []struct {
 			break
 		}
 	}
-	var f float64
-	if _, err := fmt.Sscanf(num, "%g", &f); err != nil || strings.TrimSpace(num) != num || num == "" {
+	f, err := strconv.ParseFloat(num, 64)
+	if err != nil {
 		return 0, fmt.Errorf("bad %s %q (want e.g. %s)", what, v, example)
 	}
 	if f < 0 || f*float64(mult) > math.MaxInt64/2 || math.IsNaN(f) {

@@ -142,6 +142,9 @@ timeout: 30s
 		{`paths: {wwan0: {rate: [fast]}}`, "paths.wwan0.rate[0]"},
 		{`paths: {wwan0: {delay: [-1ms]}}`, "paths.wwan0.delay[0]"},
 		{`sizes: [1KiB, 0]`, "sizes[1]"},
+		{`sizes: [12 parsecs]`, "sizes[0]"},
+		{`sizes: [NaN]`, "sizes[0]"},
+		{`paths: {wwan0: {loss: [NaN]}}`, "paths.wwan0.loss[0]"},
 		{`sizes: [1KiB]
 transports: [mptcp, carrier-pigeon]`, "transports[1]"},
 		{`sizes: [1KiB]
