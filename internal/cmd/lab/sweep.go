@@ -316,7 +316,16 @@ func sweepRun(ctx context.Context, opts *SweepOptions) error {
 			return err
 		}
 	}
-	opts.Logger.Info("sweep done", "setup", setup, "wall", time.Since(t0), "transfers", env.transferTime, "runs", env.n)
+	// The driver's own cost: what the wall time holds beyond the lab's
+	// setup, the settle pauses and the transfers' own durations.
+	wall := time.Since(t0)
+	settle := time.Duration(countSettings(spec)) * opts.Settle
+	var perRun time.Duration
+	if env.n > 0 {
+		perRun = (wall - setup - settle - env.ownTime) / time.Duration(env.n)
+	}
+	opts.Logger.Info("sweep done", "runs", env.n, "wall", wall, "setup", setup, "settle", settle,
+		"transfers_own", env.ownTime, "worker_round_trips", env.transferTime, "overhead_per_run", perRun)
 	failed := 0
 	for _, s := range sums {
 		failed += s.Runs - s.OK
@@ -325,6 +334,18 @@ func sweepRun(ctx context.Context, opts *SweepOptions) error {
 		return fmt.Errorf("%w: %d of %d runs failed", cmdutil.ErrPartial, failed, spec.Runs())
 	}
 	return nil
+}
+
+// countSettings is how many path settings the grid has (each one is a
+// reconfiguration and a settle pause).
+func countSettings(s sweep.Spec) int {
+	n, cells := 0, s.Cells()
+	for i, c := range cells {
+		if i == 0 || c.Paths[1] != cells[i-1].Paths[1] || c.Paths[0] != cells[i-1].Paths[0] {
+			n++
+		}
+	}
+	return n
 }
 
 func humanSize(n int64) string {
@@ -376,7 +397,9 @@ type labEnv struct {
 	l            *lab.Lab
 	w            *worker
 	n            int
-	transferTime time.Duration
+	transferTime time.Duration // the driver's round trips to the worker
+	ownTime      time.Duration // the transfers' own setup + completion
+	settleTime   time.Duration
 }
 
 func (e *labEnv) Configure(_ context.Context, paths []sweep.PathConfig) error {
@@ -407,6 +430,7 @@ func (e *labEnv) Transfer(ctx context.Context, c sweep.Cell, timeout time.Durati
 	tr, err := e.w.transfer(ctx, workerRequest{Transport: c.Transport, Primary: c.Primary, Size: c.Size, Timeout: timeout})
 	e.n++
 	e.transferTime += time.Since(t0)
+	e.ownTime += tr.Setup + tr.Completion
 	return tr, err
 }
 
