@@ -291,53 +291,34 @@ func Parse(b []byte) (Spec, error) {
 	}
 	s := Spec{Name: f.Name, Paths: map[string]PathGrid{}, Transports: f.Transports, Primaries: f.Primaries, Reps: f.Repetitions}
 	for n, p := range f.Paths {
-		var g PathGrid
 		if len(p.Delay) > 0 && len(p.RTT) > 0 {
 			return Spec{}, fieldErr("paths."+n, "give delay (one-way) or rtt, not both")
 		}
-		for i, v := range p.Delay {
-			d, err := time.ParseDuration(v)
-			if err != nil {
-				return Spec{}, fieldErr(fmt.Sprintf("paths.%s.delay[%d]", n, i), "%v", err)
-			}
-			g.Delay = append(g.Delay, d)
+		var g PathGrid
+		var err error
+		pre := "paths." + n + "."
+		if g.Delay, err = ParseList(pre+"delay", p.Delay, time.ParseDuration); err != nil {
+			return Spec{}, err
 		}
-		for i, v := range p.RTT {
-			d, err := time.ParseDuration(v)
-			if err != nil {
-				return Spec{}, fieldErr(fmt.Sprintf("paths.%s.rtt[%d]", n, i), "%v", err)
+		if len(p.RTT) > 0 {
+			if g.Delay, err = ParseList(pre+"rtt", p.RTT, ParseRTT); err != nil {
+				return Spec{}, err
 			}
-			g.Delay = append(g.Delay, d/2)
 		}
-		for i, v := range p.Jitter {
-			d, err := time.ParseDuration(v)
-			if err != nil {
-				return Spec{}, fieldErr(fmt.Sprintf("paths.%s.jitter[%d]", n, i), "%v", err)
-			}
-			g.Jitter = append(g.Jitter, d)
+		if g.Jitter, err = ParseList(pre+"jitter", p.Jitter, time.ParseDuration); err != nil {
+			return Spec{}, err
 		}
-		for i, v := range p.Loss {
-			l, err := ParseLoss(v)
-			if err != nil {
-				return Spec{}, fieldErr(fmt.Sprintf("paths.%s.loss[%d]", n, i), "%v", err)
-			}
-			g.Loss = append(g.Loss, l)
+		if g.Loss, err = ParseList(pre+"loss", p.Loss, ParseLoss); err != nil {
+			return Spec{}, err
 		}
-		for i, v := range p.Rate {
-			r, err := ParseRate(v)
-			if err != nil {
-				return Spec{}, fieldErr(fmt.Sprintf("paths.%s.rate[%d]", n, i), "%v", err)
-			}
-			g.RateBps = append(g.RateBps, r)
+		if g.RateBps, err = ParseList(pre+"rate", p.Rate, ParseRate); err != nil {
+			return Spec{}, err
 		}
 		s.Paths[n] = g
 	}
-	for i, v := range f.Sizes {
-		z, err := ParseSize(v)
-		if err != nil {
-			return Spec{}, fieldErr(fmt.Sprintf("sizes[%d]", i), "%v", err)
-		}
-		s.Sizes = append(s.Sizes, z)
+	var err error
+	if s.Sizes, err = ParseList("sizes", f.Sizes, ParseSize); err != nil {
+		return Spec{}, err
 	}
 	if f.Timeout != "" {
 		d, err := time.ParseDuration(f.Timeout)
@@ -347,6 +328,26 @@ func Parse(b []byte) (Spec, error) {
 		s.Timeout = d
 	}
 	return s, s.Validate()
+}
+
+// ParseList parses each value of a list; the error names field[i].
+func ParseList[T any](field string, vals []string, parse func(string) (T, error)) ([]T, error) {
+	var out []T
+	for i, v := range vals {
+		x, err := parse(v)
+		if err != nil {
+			return nil, fieldErr(fmt.Sprintf("%s[%d]", field, i), "%v", err)
+		}
+		out = append(out, x)
+	}
+	return out, nil
+}
+
+// ParseRTT reads an RTT ("200ms") as the one-way delay set on each
+// direction, half of it.
+func ParseRTT(v string) (time.Duration, error) {
+	d, err := time.ParseDuration(v)
+	return d / 2, err
 }
 
 // ParseLoss reads "0.5%" (or a bare probability "0.005").

@@ -149,40 +149,24 @@ func (o *SweepOptions) spec() (sweep.Spec, error) {
 		}, Sizes: []int64{1 << 20}, Transports: []string{"mptcp", "tcp"}, Primaries: []string{"wlan0"}, Reps: 3}
 	}
 	s.Paths = clonePaths(s.Paths)
+	var err error
 	if len(o.Sizes) > 0 {
-		s.Sizes = nil
-		for _, v := range o.Sizes {
-			z, err := sweep.ParseSize(v)
-			if err != nil {
-				return s, cmdutil.FlagErrorf("--sizes: %v", err)
-			}
-			s.Sizes = append(s.Sizes, z)
+		if s.Sizes, err = sweep.ParseList("--sizes", o.Sizes, sweep.ParseSize); err != nil {
+			return s, cmdutil.FlagErrorf("%v", err)
 		}
 	}
+	g := s.Paths["wwan0"]
 	if len(o.WWANRTT) > 0 {
-		g := s.Paths["wwan0"]
-		g.Delay = nil
-		for _, v := range o.WWANRTT {
-			d, err := time.ParseDuration(v)
-			if err != nil {
-				return s, cmdutil.FlagErrorf("--wwan0-rtt: %v", err)
-			}
-			g.Delay = append(g.Delay, d/2)
+		if g.Delay, err = sweep.ParseList("--wwan0-rtt", o.WWANRTT, sweep.ParseRTT); err != nil {
+			return s, cmdutil.FlagErrorf("%v", err)
 		}
-		s.Paths["wwan0"] = g
 	}
 	if len(o.WWANLoss) > 0 {
-		g := s.Paths["wwan0"]
-		g.Loss = nil
-		for _, v := range o.WWANLoss {
-			l, err := sweep.ParseLoss(v)
-			if err != nil {
-				return s, cmdutil.FlagErrorf("--wwan0-loss: %v", err)
-			}
-			g.Loss = append(g.Loss, l)
+		if g.Loss, err = sweep.ParseList("--wwan0-loss", o.WWANLoss, sweep.ParseLoss); err != nil {
+			return s, cmdutil.FlagErrorf("%v", err)
 		}
-		s.Paths["wwan0"] = g
 	}
+	s.Paths["wwan0"] = g
 	if len(o.Transports) > 0 {
 		s.Transports = o.Transports
 	}
