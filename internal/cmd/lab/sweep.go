@@ -386,14 +386,22 @@ type labEnv struct {
 	settleTime   time.Duration
 }
 
+// Configure sets both directions of each path exactly (no burst loss, the
+// default queue) and reads the emulator back: a cell's recorded settings
+// are the ones the emulator applied.
 func (e *labEnv) Configure(_ context.Context, paths []sweep.PathConfig) error {
 	for _, p := range paths {
-		c, err := emu.ParseChange([]string{p.Settings()})
-		if err != nil {
+		d, j, l, r, q := p.Delay, p.Jitter, p.Loss, p.RateBps, 0
+		var ge *emu.GilbertElliott
+		fc := emu.FieldChange{Delay: &d, Jitter: &j, Loss: &l, RateBps: &r, QueueBytes: &q, GE: &ge}
+		if err := e.l.Set(p.Name, emu.Change{Dir: [2]emu.FieldChange{fc, fc}}); err != nil {
 			return err
 		}
-		if err := e.l.Set(p.Name, c); err != nil {
-			return err
+		want := emu.Params{Delay: d, Jitter: j, Loss: l, RateBps: r}
+		for _, dir := range []emu.Direction{emu.Up, emu.Down} {
+			if got := e.l.Link(p.Name).Params(dir); got != want {
+				return fmt.Errorf("%s: the emulator has %v, want %v", p.Name, got, want)
+			}
 		}
 	}
 	return nil
