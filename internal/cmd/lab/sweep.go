@@ -303,7 +303,7 @@ func sweepRun(ctx context.Context, opts *SweepOptions) error {
 	// The driver's own cost: what the wall time holds beyond the lab's
 	// setup, the settle pauses and the transfers' own durations.
 	wall := time.Since(t0)
-	settle := time.Duration(countSettings(spec)) * opts.Settle
+	settle := time.Duration(env.configs) * opts.Settle
 	var perRun time.Duration
 	if env.n > 0 {
 		perRun = (wall - setup - settle - env.ownTime) / time.Duration(env.n)
@@ -318,18 +318,6 @@ func sweepRun(ctx context.Context, opts *SweepOptions) error {
 		return fmt.Errorf("%w: %d of %d runs failed", cmdutil.ErrPartial, failed, spec.Runs())
 	}
 	return nil
-}
-
-// countSettings is how many path settings the grid has (each one is a
-// reconfiguration and a settle pause).
-func countSettings(s sweep.Spec) int {
-	n, cells := 0, s.Cells()
-	for i, c := range cells {
-		if i == 0 || c.Paths[1] != cells[i-1].Paths[1] || c.Paths[0] != cells[i-1].Paths[0] {
-			n++
-		}
-	}
-	return n
 }
 
 func humanSize(n int64) string {
@@ -383,13 +371,14 @@ type labEnv struct {
 	n            int
 	transferTime time.Duration // the driver's round trips to the worker
 	ownTime      time.Duration // the transfers' own setup + completion
-	settleTime   time.Duration
+	configs      int           // path settings applied (each one is a settle pause)
 }
 
 // Configure sets both directions of each path exactly (no burst loss, the
 // default queue) and reads the emulator back: a cell's recorded settings
 // are the ones the emulator applied.
 func (e *labEnv) Configure(_ context.Context, paths []sweep.PathConfig) error {
+	e.configs++
 	for _, p := range paths {
 		d, j, l, r, q := p.Delay, p.Jitter, p.Loss, p.RateBps, 0
 		var ge *emu.GilbertElliott
