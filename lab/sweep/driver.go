@@ -35,6 +35,11 @@ type Transfer struct {
 	Setup      time.Duration `json:"setup_ns"`
 	Completion time.Duration `json:"completion_ns"`
 	GoodputBps float64       `json:"goodput_bps"`
+	// MPTCP only: was it negotiated, and the most subflows seen (one
+	// means the second path never joined: a lost MP_JOIN, not the
+	// scheduler, kept it idle).
+	MPTCPNegotiated *bool `json:"mptcp_negotiated,omitempty"`
+	Subflows        int   `json:"subflows,omitempty"`
 	// Kernel: bytes received per path from the transport's own per-path
 	// counters (MPTCP subflows: path_shares); empty for a single-path
 	// transport. Iface: the interfaces' rx byte counters over the test.

@@ -39,6 +39,10 @@ type CellSummary struct {
 	// Over a lossy path the emulator also carries retransmitted joins and
 	// data of a subflow the kernel's last sample no longer lists.
 	MaxShareDiff float64 `json:"max_share_diff"`
+	// OneSubflow counts the successful MPTCP runs whose second subflow
+	// never came up; NotNegotiated those that fell back to TCP.
+	OneSubflow    int `json:"one_subflow_runs"`
+	NotNegotiated int `json:"not_negotiated_runs"`
 }
 
 // quantile of sorted xs (linear interpolation between closest ranks).
@@ -63,6 +67,13 @@ func Summarise(c Cell, runs []Result) CellSummary {
 			continue
 		}
 		s.OK++
+		if r.MPTCPNegotiated != nil {
+			if !*r.MPTCPNegotiated {
+				s.NotNegotiated++
+			} else if r.Subflows < 2 {
+				s.OneSubflow++
+			}
+		}
 		gp = append(gp, r.GoodputBps)
 		ct = append(ct, float64(r.Completion))
 		s.ShareSource = r.ShareSource
@@ -105,7 +116,7 @@ func WriteCSV(w io.Writer, sums []CellSummary) error {
 		head = append(head, n+"_rtt_ms", n+"_jitter_ms", n+"_loss_pct", n+"_rate_bps")
 	}
 	head = append(head, "runs", "ok", "goodput_median_mbps", "goodput_p25_mbps", "goodput_p75_mbps",
-		"completion_median_ms", "completion_p25_ms", "completion_p75_ms", "share_source", "max_share_diff")
+		"completion_median_ms", "completion_p25_ms", "completion_p75_ms", "share_source", "max_share_diff", "one_subflow_runs", "not_negotiated_runs")
 	for _, n := range PathNames {
 		head = append(head, "share_"+n)
 	}
@@ -123,7 +134,7 @@ func WriteCSV(w io.Writer, sums []CellSummary) error {
 			row = append(row, ms(p.RTT), ms(p.Jitter), f(p.Loss*100), strconv.FormatInt(p.RateBps, 10))
 		}
 		row = append(row, strconv.Itoa(s.Runs), strconv.Itoa(s.OK), f(s.GoodputMedian/1e6), f(s.GoodputP25/1e6), f(s.GoodputP75/1e6),
-			ms(s.CompletionMedian), ms(s.CompletionP25), ms(s.CompletionP75), s.ShareSource, f(s.MaxShareDiff))
+			ms(s.CompletionMedian), ms(s.CompletionP25), ms(s.CompletionP75), s.ShareSource, f(s.MaxShareDiff), strconv.Itoa(s.OneSubflow), strconv.Itoa(s.NotNegotiated))
 		for _, v := range s.Share {
 			row = append(row, f(v))
 		}

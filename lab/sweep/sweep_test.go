@@ -200,7 +200,15 @@ func (f *fakeEnv) Transfer(_ context.Context, c Cell, _ time.Duration) (Transfer
 	f.emu["wlan0"] += uint64(float64(c.Size)*(1-share2)) * 105 / 100
 	f.emu["wwan0"] += uint64(float64(c.Size)*share2) * 105 / 100
 	d := time.Duration(f.n) * time.Millisecond
-	return Transfer{Status: "success", Bytes: c.Size, Completion: d, GoodputBps: float64(c.Size) * 8 / d.Seconds(), Kernel: k}, nil
+	t := Transfer{Status: "success", Bytes: c.Size, Completion: d, GoodputBps: float64(c.Size) * 8 / d.Seconds(), Kernel: k}
+	if c.Transport == "mptcp" {
+		yes := true
+		t.MPTCPNegotiated, t.Subflows = &yes, 2
+		if f.paths[1].RTT == 500*time.Millisecond {
+			t.Subflows = 1
+		}
+	}
+	return t, nil
 }
 
 func TestRunResume(t *testing.T) {
@@ -253,6 +261,9 @@ func TestRunResume(t *testing.T) {
 	for _, c := range sums {
 		if c.OK != s.Reps {
 			t.Fatalf("cell %d: %d ok", c.Index, c.OK)
+		}
+		if one := c.Transport == "mptcp" && c.Paths[1].RTT == 500*time.Millisecond; (c.OneSubflow == s.Reps) != one || c.NotNegotiated != 0 {
+			t.Errorf("cell %d: %d one-subflow runs, %d not negotiated", c.Index, c.OneSubflow, c.NotNegotiated)
 		}
 		want2 := 0.0
 		if c.Transport == "mptcp" {

@@ -472,13 +472,14 @@ func (w *worker) transfer(ctx context.Context, r workerRequest) (sweep.Transfer,
 // decodeRecord reads a pattern_test record of the bulk pattern.
 func decodeRecord(line []byte) (sweep.Transfer, error) {
 	var rec struct {
-		StartedAt  time.Time            `json:"started_at"`
-		Status     string               `json:"status"`
-		Error      string               `json:"error"`
-		Result     *patterns.BulkResult `json:"result"`
-		PathBytes  []patterns.PathBytes `json:"path_bytes"`
-		PathShares []patterns.PathShare `json:"path_shares"`
-		Failure    string               `json:"worker_error"`
+		StartedAt  time.Time               `json:"started_at"`
+		Status     string                  `json:"status"`
+		Error      string                  `json:"error"`
+		Result     *patterns.BulkResult    `json:"result"`
+		PathBytes  []patterns.PathBytes    `json:"path_bytes"`
+		PathShares []patterns.PathShare    `json:"path_shares"`
+		MPTCP      *transport.MPTCPSummary `json:"mptcp"` // the transport's summary, under its key
+		Failure    string                  `json:"worker_error"`
 	}
 	if err := json.Unmarshal(line, &rec); err != nil {
 		return sweep.Transfer{}, fmt.Errorf("sweep worker: bad record: %v", err)
@@ -489,6 +490,9 @@ func decodeRecord(line []byte) (sweep.Transfer, error) {
 	t := sweep.Transfer{StartedAt: rec.StartedAt, Status: rec.Status, Error: rec.Error, Kernel: map[string]uint64{}, Iface: map[string]uint64{}}
 	if r := rec.Result; r != nil {
 		t.Bytes, t.Setup, t.Completion, t.GoodputBps = r.Bytes, r.Setup, r.Completion, r.GoodputBps
+	}
+	if m := rec.MPTCP; m != nil {
+		t.MPTCPNegotiated, t.Subflows = &m.Negotiated, m.Subflows
 	}
 	for _, p := range rec.PathBytes {
 		t.Iface[p.Path] = p.Received
