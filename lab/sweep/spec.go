@@ -222,8 +222,13 @@ func (s Spec) Validate() error {
 		return fieldErr("transports", "at least one transport needed")
 	}
 	for i, t := range s.Transports {
-		if _, err := transport.Get(t); err != nil {
+		d, err := transport.Get(t)
+		if err != nil {
 			return fieldErr(fmt.Sprintf("transports[%d]", i), "%q is not a registered transport (have %s)", t, strings.Join(transport.Names(), ", "))
+		}
+		// The transfer is the bulk pattern, an HTTP download.
+		if !d.Carries(transport.FamilyHTTP) {
+			return fieldErr(fmt.Sprintf("transports[%d]", i), "%q does not carry HTTP, which the bulk download needs", t)
 		}
 		if slices.Index(s.Transports, t) != i {
 			return fieldErr(fmt.Sprintf("transports[%d]", i), "%q given twice", t)

@@ -151,7 +151,7 @@ func WriteCSV(w io.Writer, sums []CellSummary) error {
 
 // WriteText writes the summaries as an aligned table for a terminal.
 func WriteText(w io.Writer, sums []CellSummary) error {
-	fmt.Fprintf(w, "%4s %-6s %-7s %8s", "cell", "trans", "primary", "size")
+	fmt.Fprintf(w, "%4s %-13s %-7s %8s", "cell", "transport", "primary", "size")
 	for _, n := range PathNames {
 		fmt.Fprintf(w, " %9s %7s", n+" rtt", "loss")
 	}
@@ -161,7 +161,7 @@ func WriteText(w io.Writer, sums []CellSummary) error {
 	}
 	fmt.Fprintln(w)
 	for _, s := range sums {
-		fmt.Fprintf(w, "%4d %-6s %-7s %8s", s.Index, s.Transport, s.Primary, sizeText(s.Size))
+		fmt.Fprintf(w, "%4d %-13s %-7s %8s", s.Index, s.Transport, s.Primary, sizeText(s.Size))
 		for _, p := range s.Paths {
 			fmt.Fprintf(w, " %9v %6s%%", p.RTT, fmtPct(p.Loss))
 		}

@@ -151,6 +151,8 @@ transports: [mptcp, carrier-pigeon]`, "transports[1]"},
 transports: [tcp]
 primaries: [eth0]`, "primaries[0]"},
 		{`sizes: [1KiB]
+transports: [tcp, mpquic]`, "transports[1]: \"mpquic\" does not carry HTTP"},
+		{`sizes: [1KiB]
 transports: [tcp]
 primaries: [wlan0]
 repetitions: 0`, "repetitions"},
