@@ -37,7 +37,8 @@ Addresses come only from 198.18.0.0/15 and fd00::/8.`,
   sudo mptester lab set --name demo wlan0 down
   sudo mptester lab down --name demo
   sudo mptester lab run -- ping -c 3 -I wwan0 198.19.0.1
-  sudo mptester lab demo`,
+  sudo mptester lab demo
+  sudo mptester lab sweep --preset 004-rtt --quick -o rtt.jsonl --csv rtt.csv`,
 	}
 	cmd.AddCommand(NewCmdUp(f, nil))
 	cmd.AddCommand(NewCmdDaemon(f, nil))
@@ -48,6 +49,8 @@ Addresses come only from 198.18.0.0/15 and fd00::/8.`,
 	cmd.AddCommand(NewCmdExec(f, nil))
 	cmd.AddCommand(NewCmdRun(f, nil))
 	cmd.AddCommand(NewCmdDemo(f, nil))
+	cmd.AddCommand(NewCmdSweep(f, nil))
+	cmd.AddCommand(NewCmdSweepWorker(f, nil))
 	return cmd
 }
 
