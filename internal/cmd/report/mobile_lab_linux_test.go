@@ -1,0 +1,101 @@
+//go:build linux && !race
+
+package report_test
+
+import (
+	"context"
+	"encoding/csv"
+	"fmt"
+	"math"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/mptester/mptester/internal/cmd"
+	"github.com/mptester/mptester/internal/cmdutil"
+	"github.com/mptester/mptester/lab"
+	"github.com/mptester/mptester/lab/labtest"
+	"github.com/mptester/mptester/patterns"
+)
+
+// TestLabMobileReportEqualsTruth: `mptester run --mode mobile` (MPTCP,
+// cellular as backup) through the lab's wifi-blackhole scenario, then
+// `mptester report` on its result: Table I names the planted cause
+// (under-rto: Wi-Fi loses everything while data is pending), and the
+// handover durations of 000 Fig. 6 equal the emulator's packet times (the
+// first data on wwan0, the last packet wlan0 delivered / carried up)
+// within 150 ms, negative for the received end (Wi-Fi died first).
+func TestLabMobileReportEqualsTruth(t *testing.T) {
+	labtest.Require(t)
+	t.Setenv(envMain, "1")
+	l := labtest.Start(t, lab.Options{Domains: 0, Seed: 21, CellBackup: true})
+	info := l.Config()
+	cert, _, err := patterns.SelfSigned([]string{lab.Server4.String()})
+	require.NoError(t, err)
+	const port = 8443
+	ln, err := l.Lab.ListenTCP(fmt.Sprintf(":%d", port), true)
+	require.NoError(t, err)
+	pc, err := l.Lab.ListenUDP(fmt.Sprintf(":%d", port))
+	require.NoError(t, err)
+	srv, err := patterns.NewServer(patterns.ServerConfig{Certificate: cert, Sockets: map[string][]any{"tcp": {ln}, "quic": {pc}},
+		Limits: patterns.DefaultLimits()})
+	require.NoError(t, err)
+	require.NoError(t, srv.Start(context.Background()))
+	t.Cleanup(srv.Close)
+	l.Set(t, "wlan0", "delay=10ms", "jitter=0s", "loss=0", "rate=0")
+	l.Set(t, "wwan0", "delay=30ms", "jitter=0s", "loss=0", "rate=0")
+	exe, err := os.Executable()
+	require.NoError(t, err)
+	out := filepath.Join(info.Dir, "mobile.json")
+	l.Scenario(t, "wifi-blackhole")
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	b, err := l.Exec(ctx, "client", exe, "run", "--mode", "mobile", "--server", lab.Server4.String(), "--family", "4",
+		"--tcp-port", fmt.Sprint(port), "--quic-port", fmt.Sprint(port), "--insecure", "--transports", "mptcp",
+		"--paths", "wlan0,wwan0", "--backup", "wwan0", "--duration", "10s", "--grace", "3s",
+		"--no-upload", "--log-level", "warn", "--output", out)
+	cancel()
+	defer exec.Command("ip", "netns", "exec", info.Namespaces.Client, "ip", "link", "set", "wlan0", "up").Run()
+	require.NoError(t, err, "mobile run in the lab: %s", b)
+	st := l.Status(t)
+	wl, ww := st.Paths[0].Stats, st.Paths[1].Stats
+	require.False(t, ww.Up.Activity.FirstDataIn.IsZero(), "the emulator saw no data on wwan0")
+
+	report := func(section string) [][]string {
+		ios, o, errOut := cmdutil.Test()
+		code := cmd.Run(context.Background(), ios, []string{"report", "--format", "csv", "--section", section, out})
+		require.Equal(t, 0, code, errOut.String())
+		rows, err := csv.NewReader(strings.NewReader(o.String())).ReadAll()
+		require.NoError(t, err)
+		return rows[1:]
+	}
+	causes := map[string]string{}
+	for _, row := range report("mobile-causes") { // transport, cause, tests, pct
+		causes[row[1]] = row[2]
+	}
+	require.Equal(t, map[string]string{"rtt-threshold": "0", "under-rto": "1", "rto-threshold": "0", "other": "0"}, causes,
+		"Table I: the planted cause")
+
+	truth := map[string]time.Duration{
+		"received": wl.Down.Activity.LastOut.Sub(ww.Up.Activity.FirstDataIn),
+		"sent":     wl.Up.Activity.LastIn.Sub(ww.Up.Activity.FirstDataIn),
+	}
+	got := map[string]time.Duration{}
+	for _, row := range report("handover-duration-cdf") { // transport, end, duration_s, cdf
+		got[row[1]] = time.Duration(f64(t, row[2]) * float64(time.Second))
+	}
+	require.Len(t, got, 2, "both Wi-Fi liveliness ends")
+	for end, want := range truth {
+		t.Logf("handover duration (%s): report %v, emulator %v", end, got[end], want)
+		if math.Abs(float64(got[end]-want)) > float64(150*time.Millisecond) {
+			t.Errorf("handover duration (%s): report %v, emulator truth %v", end, got[end], want)
+		}
+	}
+	if got["received"] >= 0 {
+		t.Errorf("Wi-Fi stopped delivering before cellular was used: want a negative duration, got %v", got["received"])
+	}
+}
