@@ -30,7 +30,6 @@ const (
 	maxBufferedPkts  = 32                    // undecryptable packets kept per space until keys arrive
 	ackElicitingMax  = 2                     // ACK at once after this many ack-eliciting packets (§13.2.2)
 	localMaxAckDelay = 25 * time.Millisecond // our max_ack_delay (the default)
-	maxSendBuffer    = 4 << 20               // bytes a stream's Write may queue ahead of the sender
 )
 
 // pnSpace is one packet number space: its keys, sent packets awaiting

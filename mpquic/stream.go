@@ -216,7 +216,7 @@ func (s *Stream) Write(p []byte) (int, error) {
 			c.mu.Unlock()
 			return n, err
 		}
-		if room := maxSendBuffer - int(s.send.unsent()); room > 0 && len(p) > 0 {
+		if room := c.conf.SendBuffer - int(s.send.unsent()); room > 0 && len(p) > 0 {
 			k := min(room, len(p))
 			s.send.write(p[:k])
 			p, n = p[k:], n+k

@@ -38,7 +38,8 @@ type mpquicTransport struct{ o Options }
 func (t *mpquicTransport) Name() string { return nameMPQUIC }
 
 func mpquicConfig(idle time.Duration) *mpquic.Config {
-	return &mpquic.Config{MaxIdleTimeout: idle, KeepAlivePeriod: idle / 3,
+	// Streams queue at most UnsentLimit, like TCP senders (LimitUnsent).
+	return &mpquic.Config{MaxIdleTimeout: idle, KeepAlivePeriod: idle / 3, SendBuffer: UnsentLimit,
 		StreamReceiveWindow: 16 << 20, ConnectionReceiveWindow: 32 << 20}
 }
 
