@@ -163,6 +163,9 @@ type Conn struct {
 	ended        bool
 	closeSent    chan struct{}
 	sendScratch  []byte
+	batch        []byte // datagrams being built for one (GSO) write
+	gso          bool   // the socket may take GSO writes
+	oob          []byte // the UDP_SEGMENT control message
 	ownsConn     bool
 }
 
@@ -174,7 +177,8 @@ func newConn(isClient bool, pconn net.PacketConn, remote net.Addr, conf Config, 
 		streams: map[uint64]*Stream{}, acceptReady: make(chan struct{}, 1), openReady: make(chan struct{}, 1),
 		localMaxBidi: conf.MaxIncomingStreams, localMaxData: conf.ConnectionReceiveWindow,
 		done: make(chan struct{}), handshakeCh: make(chan struct{}), ending: make(chan struct{}), closeSent: make(chan struct{}),
-		sendScratch: make([]byte, 0, maxDatagramSize+64),
+		sendScratch: make([]byte, 0, maxDatagramSize+64), batch: make([]byte, 0, maxGSOSegments*(maxDatagramSize+64)),
+		gso:         gsoCapable(pconn),
 		idleTimeout: conf.MaxIdleTimeout,
 	}
 	for i := range c.spaces {

@@ -1,6 +1,7 @@
 package mpquic
 
 import (
+	"math"
 	"time"
 )
 
@@ -163,7 +164,7 @@ func (cc *newReno) onRTTSample(rtt time.Duration, largest, nextPN uint64) {
 }
 
 func newNewReno(mss int) *newReno {
-	return &newReno{mss: mss, cwnd: initialWindowPkts * mss, ssthresh: 1 << 62}
+	return &newReno{mss: mss, cwnd: initialWindowPkts * mss, ssthresh: math.MaxInt}
 }
 
 func (cc *newReno) canSend(size int) bool { return cc.inFlight+size <= cc.cwnd }
