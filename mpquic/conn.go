@@ -577,9 +577,9 @@ func (c *Conn) handleFrame(si int, f Frame, now time.Time) error {
 			return transportErr(CryptoBufferExceeded, FrameCrypto, "crypto data %d bytes ahead", f.Offset-sp.cryptoIn.contiguous())
 		}
 		sp.cryptoIn.push(f.Offset, f.Data)
-		if len(sp.cryptoIn.ready) > 0 {
-			data := sp.cryptoIn.ready
-			sp.cryptoIn.read(make([]byte, len(data)))
+		if n := sp.cryptoIn.readable(); n > 0 {
+			data := make([]byte, n)
+			sp.cryptoIn.read(data)
 			if err := c.tls.HandleData(spaceLevels[si], data); err != nil {
 				return tlsError(err)
 			}
