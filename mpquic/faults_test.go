@@ -191,12 +191,7 @@ func TestGarbageDoesNotHurtServer(t *testing.T) {
 	stls, ctls := testTLS(t)
 	l := listenLoopback(t, stls, nil)
 	go echoServe(ctx, l)
-	c, err := DialAddr(ctx, l.Addr().String(), ctls, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.CloseWithError(0, "")
-	open := func(ctx context.Context) (io.ReadWriteCloser, error) { return c.OpenStream(ctx) }
+	c, open := dialTest(t, ctx, l.Addr().String(), ctls)
 	exchange(t, ctx, open, []byte("before"))
 
 	junk, err := net.Dial("udp", l.Addr().String())
