@@ -828,7 +828,6 @@ func (c *Conn) onPacketAcked(si int, p *sentPacket) {
 		case sfStream:
 			if s := c.streams[f.id]; s != nil {
 				s.send.onAck(f.off, f.n, f.fin)
-				notify(s.writeReady)
 				c.maybeDone(s)
 			}
 		case sfResetStream:

@@ -398,7 +398,9 @@ func (c *Conn) fillStreamData(pl *plan, s *Stream, b []byte, avail int) []byte {
 			if len(data) == 0 && !fin {
 				return b
 			}
-			notify(s.writeReady)
+			if s.send.unsent() <= uint64(c.conf.SendBuffer/2) {
+				notify(s.writeReady) // a blocked Write finds half the buffer free
+			}
 		}
 		b = StreamFrame{StreamID: s.id, Offset: off, Data: data, Fin: fin}.Append(b)
 		pl.frames = append(pl.frames, sentFrame{kind: sfStream, id: s.id, off: off, n: uint64(len(data)), fin: fin})
