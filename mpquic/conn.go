@@ -163,10 +163,22 @@ type Conn struct {
 	ended        bool
 	closeSent    chan struct{}
 	sendScratch  []byte
-	batch        []byte // datagrams being built for one (GSO) write
-	gso          bool   // the socket may take GSO writes
-	oob          []byte // the UDP_SEGMENT control message
-	ownsConn     bool
+
+	// Connection IDs (connid.go).
+	localCIDs         map[string]uint64 // ours → sequence number
+	issued            map[uint64]NewConnectionIDFrame
+	nextCIDSeq        uint64
+	cidQueue          []uint64 // NEW_CONNECTION_ID to send, by sequence number
+	peerCIDs          []peerCID
+	dcidSeq           uint64
+	peerRetirePriorTo uint64
+	retireQueue       []uint64 // RETIRE_CONNECTION_ID to send
+	onNewCID          func([]byte)
+	onRetireID        func([]byte)
+	batch             []byte // datagrams being built for one (GSO) write
+	gso               bool   // the socket may take GSO writes
+	oob               []byte // the UDP_SEGMENT control message
+	ownsConn          bool
 }
 
 func newConn(isClient bool, pconn net.PacketConn, remote net.Addr, conf Config, tlsConf *tls.Config) *Conn {
@@ -196,6 +208,7 @@ func newConn(isClient bool, pconn net.PacketConn, remote net.Addr, conf Config, 
 		c.tls = tls.QUICServer(qc)
 	}
 	c.scid = randomID(connIDLen)
+	c.initCIDs()
 	now := time.Now()
 	c.lastRecv, c.idleStart = now, now
 	c.handshakeDeadline = now.Add(conf.HandshakeTimeout)
@@ -415,7 +428,7 @@ func (c *Conn) handleDatagram(d datagram, now time.Time) {
 			}
 			return
 		}
-		if string(h.DCID) != string(c.scid) && !(h.Type == PacketInitial && !c.isClient && string(h.DCID) == string(c.origDCID)) {
+		if !c.ours(h.DCID) && !(h.Type == PacketInitial && !c.isClient && string(h.DCID) == string(c.origDCID)) {
 			if first || h.Type != Packet1RTT {
 				continue
 			}
@@ -608,8 +621,12 @@ func (c *Conn) handleFrame(si int, f Frame, now time.Time) error {
 		if len(c.pathResponses) < 4 {
 			c.pathResponses = append(c.pathResponses, f.Data)
 		}
-	case PathResponseFrame, NewConnectionIDFrame, RetireConnectionIDFrame:
-		// One path, one connection ID each way for now: nothing to do.
+	case NewConnectionIDFrame:
+		return c.handleNewCID(f)
+	case RetireConnectionIDFrame:
+		return c.handleRetireCID(f)
+	case PathResponseFrame:
+		// We send no PATH_CHALLENGE yet.
 	default:
 		return c.handleStreamFrame(f)
 	}
@@ -744,6 +761,14 @@ func (c *Conn) confirm() {
 	c.confirmed = true
 	c.discardSpace(spaceInitial)
 	c.discardSpace(spaceHandshake)
+	// The handshake's ID is sequence 0; NEW_CONNECTION_ID frames may have
+	// come before confirmation.
+	first := peerCID{seq: 0, cid: c.dcid}
+	if c.peerParams.StatelessResetToken != nil {
+		first.token = *c.peerParams.StatelessResetToken
+	}
+	c.peerCIDs = append([]peerCID{first}, c.peerCIDs...)
+	c.issueCIDs()
 }
 
 func (c *Conn) discardSpace(si int) {
@@ -892,6 +917,12 @@ func (c *Conn) requeue(si int, p *sentPacket) {
 			c.sendMaxStreams = true
 		case sfHandshakeDone:
 			c.sendHandshakeDone = true
+		case sfNewCID:
+			if _, ok := c.issued[f.id]; ok {
+				c.cidQueue = append(c.cidQueue, f.id)
+			}
+		case sfRetireCID:
+			c.retireQueue = append(c.retireQueue, f.id)
 		case sfMaxStreamData:
 			if s := c.streams[f.id]; s != nil {
 				s.sendMaxStreamData = true

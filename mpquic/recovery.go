@@ -34,6 +34,8 @@ const (
 	sfStopSending
 	sfDataBlocked
 	sfAck
+	sfNewCID
+	sfRetireCID
 )
 
 // sentFrame records what a frame carried, so that its loss re-queues the

@@ -292,7 +292,7 @@ func (c *Conn) fillCrypto(pl *plan, sp *pnSpace, b []byte, avail int) []byte {
 
 func (c *Conn) fillControl(pl *plan, b []byte, avail int) []byte {
 	add := func(f Frame, sf sentFrame) bool {
-		if avail-len(b) < 24 {
+		if avail-len(b) < 48 { // NEW_CONNECTION_ID: up to 46 bytes
 			return false
 		}
 		b = f.Append(b)
@@ -307,6 +307,16 @@ func (c *Conn) fillControl(pl *plan, b []byte, avail int) []byte {
 	}
 	if c.sendMaxStreams && add(MaxStreamsFrame{Bidi: true, Max: c.localMaxBidi}, sentFrame{kind: sfMaxStreams}) {
 		c.sendMaxStreams = false
+	}
+	for len(c.cidQueue) > 0 {
+		f, ok := c.issued[c.cidQueue[0]]
+		if ok && !add(f, sentFrame{kind: sfNewCID, id: f.Seq}) {
+			break
+		}
+		c.cidQueue = c.cidQueue[1:]
+	}
+	for len(c.retireQueue) > 0 && add(RetireConnectionIDFrame{Seq: c.retireQueue[0]}, sentFrame{kind: sfRetireCID, id: c.retireQueue[0]}) {
+		c.retireQueue = c.retireQueue[1:]
 	}
 	for len(c.pathResponses) > 0 && add(PathResponseFrame{Data: c.pathResponses[0]}, sentFrame{kind: sfAck}) {
 		c.pathResponses = c.pathResponses[1:]
