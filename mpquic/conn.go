@@ -148,6 +148,10 @@ type Conn struct {
 	sendMaxData    bool
 	blockedAt      uint64 // DATA_BLOCKED sent at this limit
 	pathResponses  [][8]byte
+	from           net.Addr // where the datagram being handled came from
+	challenge      *[8]byte // PATH_CHALLENGE data awaiting its response
+	challengeSent  bool
+	pathsValidated int
 
 	// Closing (RFC 9000 §10.2).
 	closeErr     error // why the connection ended or is ending
@@ -435,6 +439,7 @@ func (c *Conn) handleDatagram(d datagram, now time.Time) {
 			return
 		}
 		first = false
+		c.from = d.from
 		c.handlePacket(h, pkt, now, false)
 		if c.closing || c.isDone() {
 			return
@@ -535,7 +540,15 @@ func (c *Conn) handlePacket(h Header, pkt []byte, now time.Time, replay bool) {
 	}
 	c.lastRecv = now
 	c.idleStart = now
-	eliciting := false
+	eliciting, probing := false, true
+	for _, f := range frames {
+		switch f.(type) {
+		case PathChallengeFrame, PathResponseFrame, NewConnectionIDFrame, PaddingFrame:
+		default:
+			probing = false
+		}
+	}
+	newest := int64(o.PN) > sp.largestRecv
 	for _, f := range frames {
 		if err := c.handleFrame(si, f, now); err != nil {
 			var te *TransportError
@@ -556,6 +569,9 @@ func (c *Conn) handlePacket(h Header, pkt []byte, now time.Time, replay bool) {
 	}
 	if sp.discarded {
 		return
+	}
+	if si == spaceApp && !replay && !probing && newest {
+		c.onPeerAddress(now)
 	}
 	sp.recvd.add(o.PN, o.PN)
 	if len(sp.recvd) > 4*maxAckRanges {
@@ -626,7 +642,7 @@ func (c *Conn) handleFrame(si int, f Frame, now time.Time) error {
 	case RetireConnectionIDFrame:
 		return c.handleRetireCID(f)
 	case PathResponseFrame:
-		// We send no PATH_CHALLENGE yet.
+		c.onPathResponse(f)
 	default:
 		return c.handleStreamFrame(f)
 	}
@@ -923,6 +939,8 @@ func (c *Conn) requeue(si int, p *sentPacket) {
 			}
 		case sfRetireCID:
 			c.retireQueue = append(c.retireQueue, f.id)
+		case sfPathChallenge:
+			c.challengeSent = false // send it again while unanswered
 		case sfMaxStreamData:
 			if s := c.streams[f.id]; s != nil {
 				s.sendMaxStreamData = true

@@ -36,6 +36,7 @@ const (
 	sfAck
 	sfNewCID
 	sfRetireCID
+	sfPathChallenge
 )
 
 // sentFrame records what a frame carried, so that its loss re-queues the

@@ -318,6 +318,9 @@ func (c *Conn) fillControl(pl *plan, b []byte, avail int) []byte {
 	for len(c.retireQueue) > 0 && add(RetireConnectionIDFrame{Seq: c.retireQueue[0]}, sentFrame{kind: sfRetireCID, id: c.retireQueue[0]}) {
 		c.retireQueue = c.retireQueue[1:]
 	}
+	if c.challenge != nil && !c.challengeSent && add(PathChallengeFrame{Data: *c.challenge}, sentFrame{kind: sfPathChallenge}) {
+		c.challengeSent = true
+	}
 	for len(c.pathResponses) > 0 && add(PathResponseFrame{Data: c.pathResponses[0]}, sentFrame{kind: sfAck}) {
 		c.pathResponses = c.pathResponses[1:]
 	}
