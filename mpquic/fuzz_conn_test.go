@@ -4,7 +4,9 @@ import (
 	"crypto/tls"
 	"encoding/binary"
 	"errors"
+	"net"
 	"testing"
+	"time"
 )
 
 // FuzzStreamFrames drives a server connection's stream state with any run
@@ -62,5 +64,63 @@ func FuzzStreamFrames(f *testing.F) {
 				}
 			}
 		}
+	})
+}
+
+// discardConn is a PacketConn that drops what it is given (the fuzzer's
+// server writes into it) and never has anything to read.
+type discardConn struct{ net.PacketConn }
+
+func (discardConn) WriteTo(b []byte, _ net.Addr) (int, error) { return len(b), nil }
+func (discardConn) LocalAddr() net.Addr                       { return &net.UDPAddr{} }
+
+// FuzzServerInitial sends a new server connection one client Initial whose
+// plaintext frames are the fuzzer's input, properly protected, so the
+// frames reach the connection's frame handling (CRYPTO into TLS, ACK,
+// frames not allowed in Initial, ...) and its answer is built. Nothing may
+// panic; a failure must close with a *TransportError.
+func FuzzServerInitial(f *testing.F) {
+	f.Add(append(PingFrame{}.Append(nil), make([]byte, 20)...))
+	f.Add(CryptoFrame{Offset: 0, Data: []byte{1, 0, 0, 5, 3, 3, 0, 0, 0}}.Append(nil))
+	f.Add(AckFrame{Ranges: []AckRange{{0, 0}}}.Append(nil))
+	f.Add(StreamFrame{StreamID: 0, Data: []byte("x")}.Append(nil))
+	f.Add(HandshakeDoneFrame{}.Append(nil))
+	stls, _ := testTLS(f)
+	dcid, scid := []byte{1, 2, 3, 4, 5, 6, 7, 8}, []byte{8, 7, 6, 5, 4, 3, 2, 1}
+	f.Fuzz(func(t *testing.T, payload []byte) {
+		if len(payload) > 1400 {
+			return
+		}
+		conf, _ := (*Config)(nil).withDefaults()
+		c := newConn(false, discardConn{}, &net.UDPAddr{}, conf, stls)
+		c.origDCID, c.dcid = dcid, scid
+		if err := c.start(); err != nil {
+			t.Fatal(err)
+		}
+		client, _ := InitialKeys(dcid)
+		p := append([]byte(nil), payload...)
+		for len(p) < 4 {
+			p = append(p, 0)
+		}
+		hdr, err := AppendLongHeader(nil, LongHeader{Type: PacketInitial, DCID: dcid, SCID: scid}, 0, 2, len(p))
+		if err != nil {
+			t.Fatal(err)
+		}
+		pkt, err := client.Protect(nil, hdr, p, 0, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		now := time.Now()
+		c.handleDatagram(datagram{b: pkt, from: &net.UDPAddr{}}, now)
+		c.sendPackets(now)
+		if c.closeErr != nil {
+			var te *TransportError
+			if !errors.As(c.closeErr, &te) {
+				t.Fatalf("closed with %T %v", c.closeErr, c.closeErr)
+			}
+		}
+		c.terminate(ErrClosed)
 	})
 }
