@@ -47,8 +47,13 @@ func startLabServer(t *testing.T, l *labtest.Lab) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// mpquic has its own UDP port, as with `mptester serve`.
+	mpc, err := l.Lab.ListenUDP(fmt.Sprintf(":%d", labPort+1))
+	if err != nil {
+		t.Fatal(err)
+	}
 	lim := DefaultLimits()
-	srv, err := NewServer(ServerConfig{Certificate: cert, Sockets: map[string][]any{tcpName: {ln}, quicName: {pc}}, Limits: lim})
+	srv, err := NewServer(ServerConfig{Certificate: cert, Sockets: map[string][]any{tcpName: {ln}, quicName: {pc}, "mpquic": {mpc}}, Limits: lim})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -80,7 +85,11 @@ func labTransport(t *testing.T, name string, p probe.Path, f probe.Family) trans
 func labRun(t *testing.T, l *labtest.Lab, pattern, trName, path string, f probe.Family, params Params) Record {
 	t.Helper()
 	p := l.Path(t, path)
-	cfg := TestConfig{Pattern: pattern, Transport: trName, Path: path, Family: int(f), Server: labServer(f),
+	server := labServer(f)
+	if d, _ := transport.Get(trName); d.Listener() == "mpquic" {
+		server = netip.AddrPortFrom(server.Addr(), labPort+1)
+	}
+	cfg := TestConfig{Pattern: pattern, Transport: trName, Path: path, Family: int(f), Server: server,
 		Params: params, Timeout: DefaultTimeout(pattern, params)}
 	tr := labTransport(t, trName, p, f)
 	if d, _ := transport.Get(trName); d.Multipath {

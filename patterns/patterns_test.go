@@ -229,7 +229,7 @@ func checkResult(t *testing.T, rec Record) {
 				t.Errorf("ping %d: delay %v, application delay %v", i+2, r.Delays[i], r.AppDelays[i])
 			}
 		}
-		if want := map[string]string{"tcp": "HTTP/2.0", "mptcp": "HTTP/2.0", "quic": "HTTP/3.0", "mphttp": "HTTP/2.0"}[rec.Config.Transport]; r.Proto != want {
+		if want := map[string]string{"tcp": "HTTP/2.0", "mptcp": "HTTP/2.0", "quic": "HTTP/3.0", "mphttp": "HTTP/2.0", "mpquic": "HTTP/1.1"}[rec.Config.Transport]; r.Proto != want {
 			t.Errorf("proto %s, want %s", r.Proto, want)
 		}
 		// A request on loopback takes well under the gap between requests.
