@@ -6,24 +6,54 @@ package mpquic
 // again before new data (RFC 9000 §13.3: data, not packets, is
 // retransmitted).
 type sendBuf struct {
-	base  uint64 // offset of buf[0]; everything below is acknowledged
-	buf   []byte
-	next  uint64   // first offset never sent
-	lost  rangeSet // offsets to send again
-	acked rangeSet // acknowledged offsets at or above base
+	base uint64 // everything below is acknowledged
+	// ring holds the size bytes from base, starting at head: a ring, so
+	// acknowledged data frees room without moving what is still held.
+	ring       []byte
+	head, size int
+	next       uint64   // first offset never sent
+	lost       rangeSet // offsets to send again
+	acked      rangeSet // acknowledged offsets at or above base
 
 	fin                        bool // no more writes: the final size is end()
 	finSent, finLost, finAcked bool
 }
 
-func (b *sendBuf) end() uint64      { return b.base + uint64(len(b.buf)) }
+func (b *sendBuf) end() uint64      { return b.base + uint64(b.size) }
 func (b *sendBuf) unsent() uint64   { return b.end() - b.next }
-func (b *sendBuf) write(p []byte)   { b.buf = append(b.buf, p...) }
 func (b *sendBuf) allAcked() bool   { return b.fin && b.finAcked && b.base == b.end() }
 func (b *sendBuf) hasLost() bool    { return len(b.lost) > 0 || b.finLost }
 func (b *sendBuf) hasNew() bool     { return b.next < b.end() || (b.fin && !b.finSent) }
 func (b *sendBuf) pending() bool    { return b.hasLost() || b.hasNew() }
 func (b *sendBuf) inFlight() uint64 { return b.next - b.base }
+
+// write appends p, growing the ring (the one time data moves) if full.
+func (b *sendBuf) write(p []byte) {
+	if b.size+len(p) > len(b.ring) {
+		n := make([]byte, max(2*len(b.ring), b.size+len(p), 16<<10))
+		if b.size > 0 {
+			k := copy(n, b.ring[b.head:min(b.head+b.size, len(b.ring))])
+			copy(n[k:b.size], b.ring)
+		}
+		b.ring, b.head = n, 0
+	}
+	for len(p) > 0 {
+		i := (b.head + b.size) % len(b.ring)
+		k := copy(b.ring[i:], p)
+		p = p[k:]
+		b.size += k
+	}
+}
+
+// slice is up to n bytes from off (at or above base); shorter where the
+// ring wraps.
+func (b *sendBuf) slice(off, n uint64) []byte {
+	if n == 0 {
+		return nil
+	}
+	i := (b.head + int(off-b.base)) % len(b.ring)
+	return b.ring[i : i+int(min(n, uint64(len(b.ring)-i)))]
+}
 
 // popLost returns up to max bytes of lost data to send again; fin is set
 // when the chunk ends at the final size and the FIN is to be resent.
@@ -39,12 +69,13 @@ func (b *sendBuf) popLost(max int) (off uint64, data []byte, fin bool, ok bool) 
 		if n > uint64(max) {
 			n = uint64(max)
 		}
+		data = b.slice(lo, n)
+		n = uint64(len(data))
 		if lo+n-1 >= s.hi {
 			b.lost = b.lost[1:]
 		} else {
 			s.lo = lo + n
 		}
-		data = b.buf[lo-b.base : lo-b.base+n]
 		fin = b.finLost && b.fin && lo+n == b.end()
 		if fin {
 			b.finLost = false
@@ -63,9 +94,9 @@ func (b *sendBuf) popNew(max int, limit uint64) (off uint64, data []byte, fin bo
 	off = b.next
 	end := min(b.end(), limit, off+uint64(max))
 	if end > off {
-		data = b.buf[off-b.base : end-b.base]
+		data = b.slice(off, end-off)
 	}
-	b.next = max64(end, off)
+	b.next = off + uint64(len(data))
 	if b.fin && !b.finSent && b.next == b.end() {
 		b.finSent, fin = true, true
 	}
@@ -82,11 +113,12 @@ func (b *sendBuf) onAck(off, n uint64, fin bool) {
 	b.acked.add(max64(off, b.base), off+n-1)
 	if len(b.acked) > 0 && b.acked[0].lo == b.base {
 		adv := b.acked[0].hi + 1 - b.base
-		b.buf = b.buf[adv:]
+		b.head = (b.head + int(adv)) % len(b.ring)
+		b.size -= int(adv)
 		b.base += adv
 		b.acked = b.acked[1:]
-		if len(b.buf) == 0 {
-			b.buf = b.buf[:0:0] // let the old array go
+		if b.size == 0 && b.fin {
+			b.ring, b.head = nil, 0 // done: let the memory go
 		}
 	}
 }
@@ -130,17 +162,42 @@ type chunk struct {
 	data []byte
 }
 
+// recvBlock is the size of the blocks received data is copied into: one
+// allocation per 64 KiB, not per frame, and no growing buffer to move.
+const recvBlock = 64 << 10
+
 // recvBuf reassembles a received byte stream (STREAM or CRYPTO frames in
 // any order, overlapping or repeated) into the contiguous bytes the reader
 // takes from the front.
 type recvBuf struct {
-	readOff uint64 // offset of ready[0]
-	ready   []byte
-	chunks  []chunk // sorted by offset, all beyond readOff+len(ready)
+	readOff uint64   // offset of the first ready byte
+	ready   [][]byte // contiguous data from readOff, in order
+	nready  int
+	chunks  []chunk // sorted by offset, all beyond contiguous()
 	highest uint64  // largest offset+length received
+	block   []byte  // spare room for copies
 }
 
-func (r *recvBuf) contiguous() uint64 { return r.readOff + uint64(len(r.ready)) }
+func (r *recvBuf) contiguous() uint64 { return r.readOff + uint64(r.nready) }
+
+// readable is how many bytes read can return now.
+func (r *recvBuf) readable() int { return r.nready }
+
+func (r *recvBuf) copyIn(p []byte) []byte {
+	if cap(r.block)-len(r.block) < len(p) {
+		r.block = make([]byte, 0, max(recvBlock, len(p)))
+	}
+	start := len(r.block)
+	r.block = append(r.block, p...)
+	return r.block[start:len(r.block):len(r.block)]
+}
+
+func (r *recvBuf) appendReady(p []byte) {
+	if len(p) > 0 {
+		r.ready = append(r.ready, p)
+		r.nready += len(p)
+	}
+}
 
 // push stores a copy of data at off.
 func (r *recvBuf) push(off uint64, data []byte) {
@@ -158,10 +215,10 @@ func (r *recvBuf) push(off uint64, data []byte) {
 		}
 		r.chunks = append(r.chunks, chunk{})
 		copy(r.chunks[i+1:], r.chunks[i:])
-		r.chunks[i] = chunk{off, append([]byte(nil), data...)}
+		r.chunks[i] = chunk{off, r.copyIn(data)}
 		return
 	}
-	r.ready = append(r.ready, data[end-off:]...)
+	r.appendReady(r.copyIn(data[end-off:]))
 	for len(r.chunks) > 0 {
 		c := r.chunks[0]
 		end = r.contiguous()
@@ -169,7 +226,7 @@ func (r *recvBuf) push(off uint64, data []byte) {
 			break
 		}
 		if ce := c.off + uint64(len(c.data)); ce > end {
-			r.ready = append(r.ready, c.data[end-c.off:]...)
+			r.appendReady(c.data[end-c.off:])
 		}
 		r.chunks = r.chunks[1:]
 	}
@@ -177,11 +234,23 @@ func (r *recvBuf) push(off uint64, data []byte) {
 
 // read copies ready bytes into p.
 func (r *recvBuf) read(p []byte) int {
-	n := copy(p, r.ready)
-	r.ready = r.ready[n:]
-	r.readOff += uint64(n)
-	if len(r.ready) == 0 {
-		r.ready = r.ready[:0:0]
+	n := 0
+	for n < len(p) && len(r.ready) > 0 {
+		k := copy(p[n:], r.ready[0])
+		n += k
+		if k == len(r.ready[0]) {
+			r.ready[0] = nil
+			r.ready = r.ready[1:]
+		} else {
+			r.ready[0] = r.ready[0][k:]
+		}
 	}
+	r.nready -= n
+	r.readOff += uint64(n)
 	return n
+}
+
+// discard drops everything buffered (a reset or canceled stream).
+func (r *recvBuf) discard() {
+	r.ready, r.nready, r.chunks, r.block = nil, 0, nil, nil
 }

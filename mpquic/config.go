@@ -21,6 +21,10 @@ type Config struct {
 	// MaxIncomingStreams is how many bidirectional streams the peer may
 	// have open at once; default 100.
 	MaxIncomingStreams uint64
+	// SendBuffer is how many bytes a stream's Write queues ahead of the
+	// sender before it blocks; default 1 MiB. A measurement keeps it small
+	// so that a timed sender stops close to when it stops writing.
+	SendBuffer int
 	// KeepAlivePeriod, when set, sends a PING after this long without
 	// sending or receiving, so an idle connection outlives the idle timeout.
 	KeepAlivePeriod time.Duration
@@ -53,6 +57,9 @@ func (c *Config) withDefaults() (Config, error) {
 	}
 	if o.ConnectionReceiveWindow == 0 {
 		o.ConnectionReceiveWindow = 15 << 20
+	}
+	if o.SendBuffer <= 0 {
+		o.SendBuffer = 1 << 20
 	}
 	if o.MaxIncomingStreams == 0 {
 		o.MaxIncomingStreams = 100

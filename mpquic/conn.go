@@ -30,7 +30,6 @@ const (
 	maxBufferedPkts  = 32                    // undecryptable packets kept per space until keys arrive
 	ackElicitingMax  = 2                     // ACK at once after this many ack-eliciting packets (§13.2.2)
 	localMaxAckDelay = 25 * time.Millisecond // our max_ack_delay (the default)
-	maxSendBuffer    = 4 << 20               // bytes a stream's Write may queue ahead of the sender
 )
 
 // pnSpace is one packet number space: its keys, sent packets awaiting
@@ -149,6 +148,10 @@ type Conn struct {
 	sendMaxData    bool
 	blockedAt      uint64 // DATA_BLOCKED sent at this limit
 	pathResponses  [][8]byte
+	from           net.Addr // where the datagram being handled came from
+	challenge      *[8]byte // PATH_CHALLENGE data awaiting its response
+	challengeSent  bool
+	pathsValidated int
 
 	// Closing (RFC 9000 §10.2).
 	closeErr     error // why the connection ended or is ending
@@ -164,7 +167,22 @@ type Conn struct {
 	ended        bool
 	closeSent    chan struct{}
 	sendScratch  []byte
-	ownsConn     bool
+
+	// Connection IDs (connid.go).
+	localCIDs         map[string]uint64 // ours → sequence number
+	issued            map[uint64]NewConnectionIDFrame
+	nextCIDSeq        uint64
+	cidQueue          []uint64 // NEW_CONNECTION_ID to send, by sequence number
+	peerCIDs          []peerCID
+	dcidSeq           uint64
+	peerRetirePriorTo uint64
+	retireQueue       []uint64 // RETIRE_CONNECTION_ID to send
+	onNewCID          func([]byte)
+	onRetireID        func([]byte)
+	batch             []byte // datagrams being built for one (GSO) write
+	gso               bool   // the socket may take GSO writes
+	oob               []byte // the UDP_SEGMENT control message
+	ownsConn          bool
 }
 
 func newConn(isClient bool, pconn net.PacketConn, remote net.Addr, conf Config, tlsConf *tls.Config) *Conn {
@@ -175,7 +193,8 @@ func newConn(isClient bool, pconn net.PacketConn, remote net.Addr, conf Config, 
 		streams: map[uint64]*Stream{}, acceptReady: make(chan struct{}, 1), openReady: make(chan struct{}, 1),
 		localMaxBidi: conf.MaxIncomingStreams, localMaxData: conf.ConnectionReceiveWindow,
 		done: make(chan struct{}), handshakeCh: make(chan struct{}), ending: make(chan struct{}), closeSent: make(chan struct{}),
-		sendScratch: make([]byte, 0, maxDatagramSize+64),
+		sendScratch: make([]byte, 0, maxDatagramSize+64), batch: make([]byte, 0, maxGSOSegments*(maxDatagramSize+64)),
+		gso:         gsoCapable(pconn),
 		idleTimeout: conf.MaxIdleTimeout,
 	}
 	for i := range c.spaces {
@@ -193,6 +212,7 @@ func newConn(isClient bool, pconn net.PacketConn, remote net.Addr, conf Config, 
 		c.tls = tls.QUICServer(qc)
 	}
 	c.scid = randomID(connIDLen)
+	c.initCIDs()
 	now := time.Now()
 	c.lastRecv, c.idleStart = now, now
 	c.handshakeDeadline = now.Add(conf.HandshakeTimeout)
@@ -412,13 +432,14 @@ func (c *Conn) handleDatagram(d datagram, now time.Time) {
 			}
 			return
 		}
-		if string(h.DCID) != string(c.scid) && !(h.Type == PacketInitial && !c.isClient && string(h.DCID) == string(c.origDCID)) {
+		if !c.ours(h.DCID) && !(h.Type == PacketInitial && !c.isClient && string(h.DCID) == string(c.origDCID)) {
 			if first || h.Type != Packet1RTT {
 				continue
 			}
 			return
 		}
 		first = false
+		c.from = d.from
 		c.handlePacket(h, pkt, now, false)
 		if c.closing || c.isDone() {
 			return
@@ -519,7 +540,15 @@ func (c *Conn) handlePacket(h Header, pkt []byte, now time.Time, replay bool) {
 	}
 	c.lastRecv = now
 	c.idleStart = now
-	eliciting := false
+	eliciting, probing := false, true
+	for _, f := range frames {
+		switch f.(type) {
+		case PathChallengeFrame, PathResponseFrame, NewConnectionIDFrame, PaddingFrame:
+		default:
+			probing = false
+		}
+	}
+	newest := int64(o.PN) > sp.largestRecv
 	for _, f := range frames {
 		if err := c.handleFrame(si, f, now); err != nil {
 			var te *TransportError
@@ -540,6 +569,9 @@ func (c *Conn) handlePacket(h Header, pkt []byte, now time.Time, replay bool) {
 	}
 	if sp.discarded {
 		return
+	}
+	if si == spaceApp && !replay && !probing && newest {
+		c.onPeerAddress(now)
 	}
 	sp.recvd.add(o.PN, o.PN)
 	if len(sp.recvd) > 4*maxAckRanges {
@@ -574,9 +606,9 @@ func (c *Conn) handleFrame(si int, f Frame, now time.Time) error {
 			return transportErr(CryptoBufferExceeded, FrameCrypto, "crypto data %d bytes ahead", f.Offset-sp.cryptoIn.contiguous())
 		}
 		sp.cryptoIn.push(f.Offset, f.Data)
-		if len(sp.cryptoIn.ready) > 0 {
-			data := sp.cryptoIn.ready
-			sp.cryptoIn.read(make([]byte, len(data)))
+		if n := sp.cryptoIn.readable(); n > 0 {
+			data := make([]byte, n)
+			sp.cryptoIn.read(data)
 			if err := c.tls.HandleData(spaceLevels[si], data); err != nil {
 				return tlsError(err)
 			}
@@ -605,8 +637,12 @@ func (c *Conn) handleFrame(si int, f Frame, now time.Time) error {
 		if len(c.pathResponses) < 4 {
 			c.pathResponses = append(c.pathResponses, f.Data)
 		}
-	case PathResponseFrame, NewConnectionIDFrame, RetireConnectionIDFrame:
-		// One path, one connection ID each way for now: nothing to do.
+	case NewConnectionIDFrame:
+		return c.handleNewCID(f)
+	case RetireConnectionIDFrame:
+		return c.handleRetireCID(f)
+	case PathResponseFrame:
+		c.onPathResponse(f)
 	default:
 		return c.handleStreamFrame(f)
 	}
@@ -741,6 +777,14 @@ func (c *Conn) confirm() {
 	c.confirmed = true
 	c.discardSpace(spaceInitial)
 	c.discardSpace(spaceHandshake)
+	// The handshake's ID is sequence 0; NEW_CONNECTION_ID frames may have
+	// come before confirmation.
+	first := peerCID{seq: 0, cid: c.dcid}
+	if c.peerParams.StatelessResetToken != nil {
+		first.token = *c.peerParams.StatelessResetToken
+	}
+	c.peerCIDs = append([]peerCID{first}, c.peerCIDs...)
+	c.issueCIDs()
 }
 
 func (c *Conn) discardSpace(si int) {
@@ -825,7 +869,6 @@ func (c *Conn) onPacketAcked(si int, p *sentPacket) {
 		case sfStream:
 			if s := c.streams[f.id]; s != nil {
 				s.send.onAck(f.off, f.n, f.fin)
-				notify(s.writeReady)
 				c.maybeDone(s)
 			}
 		case sfResetStream:
@@ -890,6 +933,14 @@ func (c *Conn) requeue(si int, p *sentPacket) {
 			c.sendMaxStreams = true
 		case sfHandshakeDone:
 			c.sendHandshakeDone = true
+		case sfNewCID:
+			if _, ok := c.issued[f.id]; ok {
+				c.cidQueue = append(c.cidQueue, f.id)
+			}
+		case sfRetireCID:
+			c.retireQueue = append(c.retireQueue, f.id)
+		case sfPathChallenge:
+			c.challengeSent = false // send it again while unanswered
 		case sfMaxStreamData:
 			if s := c.streams[f.id]; s != nil {
 				s.sendMaxStreamData = true

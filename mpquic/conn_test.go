@@ -12,7 +12,6 @@ import (
 	"crypto/x509/pkix"
 	"io"
 	"math/big"
-	"net"
 	"testing"
 	"time"
 )
@@ -60,26 +59,32 @@ func listenLoopback(t testing.TB, tlsConf *tls.Config, conf *Config) *Listener {
 	return l
 }
 
-// echoServe answers each accepted stream with what it reads.
-func echoServe(ctx context.Context, l *Listener) {
+// serveEach runs handle on every stream of every connection accept
+// returns: the accept loops of the tests' servers, mpquic's and quic-go's.
+func serveEach[C, S any](ctx context.Context, accept func(context.Context) (C, error), streams func(C, context.Context) (S, error), handle func(S)) {
 	for {
-		c, err := l.Accept(ctx)
+		c, err := accept(ctx)
 		if err != nil {
 			return
 		}
 		go func() {
 			for {
-				s, err := c.AcceptStream(ctx)
+				s, err := streams(c, ctx)
 				if err != nil {
 					return
 				}
-				go func() {
-					io.Copy(s, s)
-					s.Close()
-				}()
+				go handle(s)
 			}
 		}()
 	}
+}
+
+// echoServe answers each accepted stream with what it reads.
+func echoServe(ctx context.Context, l *Listener) {
+	serveEach(ctx, l.Accept, (*Conn).AcceptStream, func(s *Stream) {
+		io.Copy(s, s)
+		s.Close()
+	})
 }
 
 // exchange writes data on a new stream, closes it and checks the echo.
@@ -123,17 +128,22 @@ func TestEchoMPQUIC(t *testing.T) {
 	stls, ctls := testTLS(t)
 	l := listenLoopback(t, stls, nil)
 	go echoServe(ctx, l)
-	c, err := DialAddr(ctx, l.Addr().String(), ctls, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.CloseWithError(0, "")
-	if p := c.ConnectionState().NegotiatedProtocol; p != testALPN {
-		t.Fatalf("ALPN %q", p)
-	}
-	open := func(ctx context.Context) (io.ReadWriteCloser, error) { return c.OpenStream(ctx) }
+	_, open := dialTest(t, ctx, l.Addr().String(), ctls)
 	exchange(t, ctx, open, []byte("hello"))
 	exchange(t, ctx, open, testData(3<<20, 1))
 }
 
-var _ = net.ErrClosed
+// dialTest dials addr, checks the ALPN and returns the connection (closed
+// when the test ends) and a stream opener for exchange.
+func dialTest(t *testing.T, ctx context.Context, addr string, ctls *tls.Config) (*Conn, func(context.Context) (io.ReadWriteCloser, error)) {
+	t.Helper()
+	c, err := DialAddr(ctx, addr, ctls, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.CloseWithError(0, "") })
+	if p := c.ConnectionState().NegotiatedProtocol; p != testALPN {
+		t.Fatalf("ALPN %q", p)
+	}
+	return c, func(ctx context.Context) (io.ReadWriteCloser, error) { return c.OpenStream(ctx) }
+}

@@ -4,7 +4,7 @@
 // code points are the ones the draft asks IANA for: initial_max_path_id 0x3e,
 // PATH_ACK 0x3e-0x3f, PATH_ABANDON 0x3e75 ... PATH_CIDS_BLOCKED 0x3e7c).
 //
-// This first stage is the wire layer only, with no connection state:
+// The wire layer:
 //   - variable-length integers and packet numbers (RFC 9000 §16, §17.1, A.2, A.3)
 //   - long and short headers, coalesced packets, Version Negotiation (§17)
 //   - every RFC 9000 frame and the draft's multipath frames, with the
@@ -14,6 +14,11 @@
 //   - packet and header protection (RFC 9001 §5): Initial secrets,
 //     AES-128-GCM and ChaCha20-Poly1305, and the multipath nonce that puts the
 //     path ID into the AEAD nonce (draft §"Nonce Calculation")
+//
+// On it, single-path QUIC v1 connections (Dial, Listen; conn.go, send.go,
+// stream.go, recovery.go): the handshake over crypto/tls.QUICConn, streams
+// with flow control, RFC 9002 loss recovery with NewReno, HyStart++ (RFC
+// 9406) and pacing, and key update. Multipath comes next.
 //
 // 0-RTT and Retry are out of scope for mptester: a Retry is parsed and its
 // integrity tag verified (VerifyRetry), a Version Negotiation packet parsed,

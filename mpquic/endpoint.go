@@ -308,10 +308,22 @@ func (l *Listener) newConn(d datagram) *Conn {
 	keys := []string{string(c.origDCID), string(c.scid)}
 	c.onDone = func() {
 		l.mu.Lock()
-		for _, k := range keys {
-			if l.conns[k] == c {
+		for k, v := range l.conns {
+			if v == c {
 				delete(l.conns, k)
 			}
+		}
+		l.mu.Unlock()
+	}
+	c.onNewCID = func(cid []byte) {
+		l.mu.Lock()
+		l.conns[string(cid)] = c
+		l.mu.Unlock()
+	}
+	c.onRetireID = func(cid []byte) {
+		l.mu.Lock()
+		if l.conns[string(cid)] == c {
+			delete(l.conns, string(cid))
 		}
 		l.mu.Unlock()
 	}

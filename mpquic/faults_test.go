@@ -191,12 +191,7 @@ func TestGarbageDoesNotHurtServer(t *testing.T) {
 	stls, ctls := testTLS(t)
 	l := listenLoopback(t, stls, nil)
 	go echoServe(ctx, l)
-	c, err := DialAddr(ctx, l.Addr().String(), ctls, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.CloseWithError(0, "")
-	open := func(ctx context.Context) (io.ReadWriteCloser, error) { return c.OpenStream(ctx) }
+	c, open := dialTest(t, ctx, l.Addr().String(), ctls)
 	exchange(t, ctx, open, []byte("before"))
 
 	junk, err := net.Dial("udp", l.Addr().String())
@@ -270,5 +265,52 @@ func TestVersionNegotiationConn(t *testing.T) {
 	vs, err := ParseVersionNegotiation(b[:n])
 	if err != nil || len(vs) != 1 || vs[0] != Version1 {
 		t.Fatalf("answer %x: versions %v, %v", b[:n], vs, err)
+	}
+}
+
+// A client that breaks the rules gets the right CONNECTION_CLOSE code
+// from our server: HANDSHAKE_DONE is a server's frame (PROTOCOL_VIOLATION,
+// RFC 9000 §19.20), and a stream beyond MAX_STREAMS is STREAM_LIMIT_ERROR
+// (§4.6).
+func TestPeerViolations(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	stls, ctls := testTLS(t)
+	l := listenLoopback(t, stls, &Config{MaxIncomingStreams: 4})
+	go echoServe(ctx, l)
+	for _, tc := range []struct {
+		name    string
+		misdo   func(c *Conn)
+		want    TransportErrorCode
+		streams int
+	}{
+		{"handshake done from a client", func(c *Conn) { c.sendHandshakeDone = true }, ProtocolViolation, 1},
+		{"stream beyond the limit", func(c *Conn) { c.peerMaxBidi = 100 }, StreamLimitError, 10},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, err := DialAddr(ctx, l.Addr().String(), ctls, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			c.mu.Lock()
+			tc.misdo(c)
+			c.mu.Unlock()
+			for i := 0; i < tc.streams; i++ {
+				s, err := c.OpenStream(ctx)
+				if err != nil {
+					break
+				}
+				s.Write([]byte("x"))
+			}
+			select {
+			case <-c.Done():
+			case <-ctx.Done():
+				t.Fatal("the server did not close the connection")
+			}
+			var pe *PeerCloseError
+			if err := c.Err(); !errors.As(err, &pe) || pe.Err.Code != tc.want {
+				t.Fatalf("closed with %v, want the peer's %s", err, tc.want)
+			}
+		})
 	}
 }

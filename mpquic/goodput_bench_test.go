@@ -44,23 +44,7 @@ func BenchmarkGoodput(b *testing.B) {
 
 	mpServer := func(b *testing.B) string {
 		l := listenLoopback(b, stls, conf)
-		go func() {
-			for {
-				c, err := l.Accept(ctx)
-				if err != nil {
-					return
-				}
-				go func() {
-					for {
-						s, err := c.AcceptStream(ctx)
-						if err != nil {
-							return
-						}
-						go sink(s)
-					}
-				}()
-			}
-		}()
+		go serveEach(ctx, l.Accept, (*Conn).AcceptStream, func(s *Stream) { sink(s) })
 		return l.Addr().String()
 	}
 	qgServer := func(b *testing.B) string {
@@ -69,23 +53,7 @@ func BenchmarkGoodput(b *testing.B) {
 			b.Fatal(err)
 		}
 		b.Cleanup(func() { l.Close() })
-		go func() {
-			for {
-				c, err := l.Accept(ctx)
-				if err != nil {
-					return
-				}
-				go func() {
-					for {
-						s, err := c.AcceptStream(ctx)
-						if err != nil {
-							return
-						}
-						go sink(s)
-					}
-				}()
-			}
-		}()
+		go serveEach(ctx, l.Accept, (*quic.Conn).AcceptStream, func(s *quic.Stream) { sink(s) })
 		return l.Addr().String()
 	}
 	mpClient := func(b *testing.B, addr string) func(context.Context) (io.ReadWriteCloser, error) {

@@ -21,26 +21,10 @@ func quicgoEchoServer(t *testing.T, ctx context.Context, tlsConf *tls.Config) ne
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { l.Close() })
-	go func() {
-		for {
-			c, err := l.Accept(ctx)
-			if err != nil {
-				return
-			}
-			go func() {
-				for {
-					s, err := c.AcceptStream(ctx)
-					if err != nil {
-						return
-					}
-					go func() {
-						io.Copy(s, s)
-						s.Close()
-					}()
-				}
-			}()
-		}
-	}()
+	go serveEach(ctx, l.Accept, (*quic.Conn).AcceptStream, func(s *quic.Stream) {
+		io.Copy(s, s)
+		s.Close()
+	})
 	return l.Addr()
 }
 
@@ -49,15 +33,7 @@ func TestInteropClientToQuicGo(t *testing.T) {
 	defer cancel()
 	stls, ctls := testTLS(t)
 	addr := quicgoEchoServer(t, ctx, stls)
-	c, err := DialAddr(ctx, addr.String(), ctls, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.CloseWithError(0, "")
-	if p := c.ConnectionState().NegotiatedProtocol; p != testALPN {
-		t.Fatalf("ALPN %q", p)
-	}
-	open := func(ctx context.Context) (io.ReadWriteCloser, error) { return c.OpenStream(ctx) }
+	c, open := dialTest(t, ctx, addr.String(), ctls)
 	exchange(t, ctx, open, []byte("hello"))
 	exchange(t, ctx, open, testData(4<<20, 2))
 	// quic-go updates its keys after its first 100 packets (to exercise

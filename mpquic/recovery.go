@@ -34,6 +34,9 @@ const (
 	sfStopSending
 	sfDataBlocked
 	sfAck
+	sfNewCID
+	sfRetireCID
+	sfPathChallenge
 )
 
 // sentFrame records what a frame carried, so that its loss re-queues the
@@ -164,7 +167,7 @@ func (cc *newReno) onRTTSample(rtt time.Duration, largest, nextPN uint64) {
 }
 
 func newNewReno(mss int) *newReno {
-	return &newReno{mss: mss, cwnd: initialWindowPkts * mss, ssthresh: math.MaxInt} // no threshold yet (MaxInt: 32-bit targets too)
+	return &newReno{mss: mss, cwnd: initialWindowPkts * mss, ssthresh: math.MaxInt}
 }
 
 func (cc *newReno) canSend(size int) bool { return cc.inFlight+size <= cc.cwnd }

@@ -39,25 +39,78 @@ func (c *Conn) sendPackets(now time.Time) {
 		return
 	}
 	c.nextPaceAt = time.Time{}
+	// Datagrams of one size go out as one GSO write where the socket
+	// offers it (Linux UDP_SEGMENT): one system call per batch, not per
+	// packet. A shorter datagram ends a batch; a longer one starts anew.
+	batch := c.batch[:0]
+	seg, nseg := 0, 0
+	more := true
 	for i := 0; i < 256; i++ {
-		dg := c.buildDatagram(now)
-		if dg == nil {
-			return
+		start := len(batch)
+		batch = c.buildDatagram(now, batch)
+		n := len(batch) - start
+		if n == 0 {
+			more = false
+			break
 		}
-		c.bytesSent += len(dg) // anti-amplification counts what we tried
-		if _, err := c.pconn.WriteTo(dg, c.remote); err == nil {
-			c.socketSent += uint64(len(dg))
+		c.bytesSent += n // anti-amplification counts what we tried
+		switch {
+		case nseg > 0 && n > seg:
+			c.flush(batch[:start], seg, nseg)
+			copy(batch, batch[start:])
+			batch, seg, nseg = batch[:n], n, 1
+		case nseg == 0:
+			seg, nseg = n, 1
+		default:
+			nseg++
+		}
+		if n < seg || nseg >= maxGSOSegments || !c.gso || cap(batch)-len(batch) < maxDatagramSize+64 {
+			c.flush(batch, seg, nseg)
+			batch, nseg = batch[:0], 0
 		}
 	}
-	c.signal() // more to send: come back after reading what arrived
+	if nseg > 0 {
+		c.flush(batch, seg, nseg)
+	}
+	c.batch = batch[:0]
+	if more {
+		c.signal() // more to send: come back after reading what arrived
+	}
 }
 
-func (c *Conn) buildDatagram(now time.Time) []byte {
+// maxGSOSegments bounds a batch (the kernel allows 64 segments, 64 KiB).
+const maxGSOSegments = 32
+
+// flush writes nseg datagrams of seg bytes (the last may be shorter).
+func (c *Conn) flush(b []byte, seg, nseg int) {
+	if len(b) == 0 {
+		return
+	}
+	if nseg > 1 && c.gso {
+		if err := writeGSO(c.pconn, b, seg, c.remote, &c.oob); err == nil {
+			c.socketSent += uint64(len(b))
+			return
+		} else if !gsoTransient(err) {
+			c.gso = false // not offered here: one write per datagram from now on
+		}
+	}
+	for len(b) > 0 {
+		n := min(seg, len(b))
+		if _, err := c.pconn.WriteTo(b[:n], c.remote); err == nil {
+			c.socketSent += uint64(n)
+		}
+		b = b[n:]
+	}
+}
+
+// buildDatagram appends one datagram to dst; dst unchanged if there is
+// nothing to send.
+func (c *Conn) buildDatagram(now time.Time, dst []byte) []byte {
 	limit := c.mss
 	if !c.isClient && !c.addrValidated {
 		limit = min(limit, 3*c.bytesRecv-c.bytesSent) // RFC 9000 §8.1
 		if limit < minDatagramSize {
-			return nil
+			return dst
 		}
 	}
 	probing := false
@@ -94,7 +147,7 @@ func (c *Conn) buildDatagram(now time.Time) []byte {
 		remaining -= c.hdrLen(si, pnLen, len(pl.payload)) + len(pl.payload) + tagLen
 	}
 	if np == 0 {
-		return nil
+		return dst
 	}
 	// Padding: Initial datagrams from the client, and the server's with
 	// ack-eliciting Initials, are at least 1200 bytes (§14.1); every packet
@@ -124,7 +177,7 @@ func (c *Conn) buildDatagram(now time.Time) []byte {
 			last.payload = append(last.payload, make([]byte, minDatagramSize-total)...)
 		}
 	}
-	buf := c.sendScratch[:0]
+	buf := dst
 	discardInitial := false
 	for _, pl := range plans[:np] {
 		sp := c.spaces[pl.si]
@@ -168,7 +221,6 @@ func (c *Conn) buildDatagram(now time.Time) []byte {
 	if discardInitial {
 		c.discardSpace(spaceInitial)
 	}
-	c.sendScratch = buf[:0]
 	return buf
 }
 
@@ -240,7 +292,7 @@ func (c *Conn) fillCrypto(pl *plan, sp *pnSpace, b []byte, avail int) []byte {
 
 func (c *Conn) fillControl(pl *plan, b []byte, avail int) []byte {
 	add := func(f Frame, sf sentFrame) bool {
-		if avail-len(b) < 24 {
+		if avail-len(b) < 48 { // NEW_CONNECTION_ID: up to 46 bytes
 			return false
 		}
 		b = f.Append(b)
@@ -255,6 +307,19 @@ func (c *Conn) fillControl(pl *plan, b []byte, avail int) []byte {
 	}
 	if c.sendMaxStreams && add(MaxStreamsFrame{Bidi: true, Max: c.localMaxBidi}, sentFrame{kind: sfMaxStreams}) {
 		c.sendMaxStreams = false
+	}
+	for len(c.cidQueue) > 0 {
+		f, ok := c.issued[c.cidQueue[0]]
+		if ok && !add(f, sentFrame{kind: sfNewCID, id: f.Seq}) {
+			break
+		}
+		c.cidQueue = c.cidQueue[1:]
+	}
+	for len(c.retireQueue) > 0 && add(RetireConnectionIDFrame{Seq: c.retireQueue[0]}, sentFrame{kind: sfRetireCID, id: c.retireQueue[0]}) {
+		c.retireQueue = c.retireQueue[1:]
+	}
+	if c.challenge != nil && !c.challengeSent && add(PathChallengeFrame{Data: *c.challenge}, sentFrame{kind: sfPathChallenge}) {
+		c.challengeSent = true
 	}
 	for len(c.pathResponses) > 0 && add(PathResponseFrame{Data: c.pathResponses[0]}, sentFrame{kind: sfAck}) {
 		c.pathResponses = c.pathResponses[1:]
@@ -346,7 +411,9 @@ func (c *Conn) fillStreamData(pl *plan, s *Stream, b []byte, avail int) []byte {
 			if len(data) == 0 && !fin {
 				return b
 			}
-			notify(s.writeReady)
+			if s.send.unsent() <= uint64(c.conf.SendBuffer/2) {
+				notify(s.writeReady) // a blocked Write finds half the buffer free
+			}
 		}
 		b = StreamFrame{StreamID: s.id, Offset: off, Data: data, Fin: fin}.Append(b)
 		pl.frames = append(pl.frames, sentFrame{kind: sfStream, id: s.id, off: off, n: uint64(len(data)), fin: fin})

@@ -140,7 +140,7 @@ func (s *Stream) Read(p []byte) (int, error) {
 			c.mu.Unlock()
 			return 0, &StreamError{StreamID: s.id, Code: s.stopCode}
 		}
-		if len(s.recv.ready) > 0 && len(p) > 0 {
+		if s.recv.readable() > 0 && len(p) > 0 {
 			n := s.recv.read(p)
 			c.onConsumed(s, n)
 			c.mu.Unlock()
@@ -216,7 +216,7 @@ func (s *Stream) Write(p []byte) (int, error) {
 			c.mu.Unlock()
 			return n, err
 		}
-		if room := maxSendBuffer - int(s.send.unsent()); room > 0 && len(p) > 0 {
+		if room := c.conf.SendBuffer - int(s.send.unsent()); room > 0 && len(p) > 0 {
 			k := min(room, len(p))
 			s.send.write(p[:k])
 			p, n = p[k:], n+k
@@ -279,8 +279,10 @@ func (s *Stream) CancelRead(code uint64) {
 		return
 	}
 	s.readCanceled, s.stopPending, s.stopCode = true, true, code
-	c.onConsumed(s, len(s.recv.ready))
-	s.recv.ready = nil
+	n := s.recv.readable()
+	s.recv.discard()
+	s.recv.readOff += uint64(n)
+	c.onConsumed(s, n)
 	c.activate(s)
 	c.signal()
 	notify(s.readReady)
@@ -425,7 +427,8 @@ func (c *Conn) handleStreamFrame(f Frame) error {
 			s.resetErr = &StreamError{StreamID: s.id, Code: f.ErrorCode, Remote: true}
 			// Bytes never read count as consumed for connection flow control.
 			c.dataConsumed += f.FinalSize - s.recv.readOff
-			s.recv.ready, s.recv.chunks = nil, nil
+			s.recv.discard()
+			s.recv.readOff = f.FinalSize
 		}
 		notify(s.readReady)
 		c.maybeDone(s)

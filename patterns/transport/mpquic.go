@@ -5,9 +5,11 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/netip"
+	"sync"
 	"syscall"
 	"time"
 
@@ -17,18 +19,21 @@ import (
 
 // The mpquic transport: mptester's own QUIC v1 (package mpquic, issue 12),
 // one path for now; multipath comes with the package's next stage. It has
-// no HTTP/3, so it carries the stream patterns only.
+// no HTTP/3: the HTTP patterns speak HTTP/1.1 on QUIC streams (ALPN
+// alpnH1Q), one request/response exchange per stream, the issue's "small
+// request/response framing on a stream".
 const (
 	nameMPQUIC = "mpquic"
 	keyMPQUIC  = "mpquic"
+	alpnH1Q    = "mptester-h1q/1"
 	// mpquicSocketBuffer is the receive buffer asked for each socket.
 	mpquicSocketBuffer = 8 << 20
 )
 
 func init() {
-	Register(Descriptor{Name: nameMPQUIC, Help: "mptester's own QUIC (mpquic), stream patterns only", Order: 35,
+	Register(Descriptor{Name: nameMPQUIC, Help: "mptester's own QUIC (mpquic), HTTP/1.1 on its streams for the HTTP patterns", Order: 35,
 		// Like quic: the counters count whole UDP payloads, acks included.
-		Network: "udp", DefaultPort: 4433, HeaderOverhead: 0.04, NoHTTP: true,
+		Network: "udp", DefaultPort: 4433, HeaderOverhead: 0.04,
 		New:    func(o Options) (Transport, error) { return &mpquicTransport{o: o}, nil },
 		Listen: listenMPQUIC})
 }
@@ -38,7 +43,8 @@ type mpquicTransport struct{ o Options }
 func (t *mpquicTransport) Name() string { return nameMPQUIC }
 
 func mpquicConfig(idle time.Duration) *mpquic.Config {
-	return &mpquic.Config{MaxIdleTimeout: idle, KeepAlivePeriod: idle / 3,
+	// Streams queue at most UnsentLimit, like TCP senders (LimitUnsent).
+	return &mpquic.Config{MaxIdleTimeout: idle, KeepAlivePeriod: idle / 3, SendBuffer: UnsentLimit,
 		StreamReceiveWindow: 16 << 20, ConnectionReceiveWindow: 32 << 20}
 }
 
@@ -100,7 +106,7 @@ func (t *mpquicTransport) Dial(ctx context.Context, addr netip.AddrPort, family 
 	// then exceed the connection's counters).
 	probe.RaiseReceiveBuffer(udp, mpquicSocketBuffer)
 	cfg := t.o.TLS.Clone()
-	cfg.NextProtos = offered(family, nil)
+	cfg.NextProtos = offered(family, []string{alpnH1Q})
 	c, err := mpquic.Dial(ctx, udp, net.UDPAddrFromAddrPort(addr), cfg, mpquicConfig(t.o.IdleTimeout))
 	if err != nil {
 		udp.Close()
@@ -114,6 +120,8 @@ type mpquicConn struct {
 	c    *mpquic.Conn
 	udp  *net.UDPConn
 	info Info
+	mu   sync.Mutex
+	rt   *http.Transport
 }
 
 func (c *mpquicConn) OpenStream(ctx context.Context) (Stream, error) {
@@ -126,21 +134,68 @@ func (c *mpquicConn) OpenStream(ctx context.Context) (Stream, error) {
 
 func (c *mpquicConn) MultiStream() bool { return true }
 
-// RoundTripper: mpquic has no HTTP/3 (the descriptor's NoHTTP keeps the
-// HTTP patterns away from it).
-func (c *mpquicConn) RoundTripper() http.RoundTripper { return noHTTP{} }
-
-type noHTTP struct{}
-
-func (noHTTP) RoundTrip(*http.Request) (*http.Response, error) {
-	return nil, Errorf(StatusUnsupported, opHTTP, "mpquic carries no HTTP")
+// RoundTripper carries HTTP/1.1 on this connection's streams: each
+// request opens a stream (the transport's dial), so requests never wait
+// for one another.
+func (c *mpquicConn) RoundTripper() http.RoundTripper {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.rt == nil {
+		// The stream is already under QUIC's TLS: an https URL must not
+		// start another handshake, so DialTLSContext gives the stream too.
+		dial := func(ctx context.Context, _, _ string) (net.Conn, error) {
+			s, err := c.c.OpenStream(ctx)
+			if err != nil {
+				return nil, wrap(opHTTP, err, mpquicStatus)
+			}
+			return streamConn{s, c.c}, nil
+		}
+		c.rt = &http.Transport{DisableCompression: true, MaxIdleConnsPerHost: 16, DialContext: dial, DialTLSContext: dial}
+	}
+	return classifiedRT{rt: c.rt, own: mpquicStatus}
 }
+
+// streamConn is a QUIC stream as the net.Conn net/http wants; Close ends
+// both directions.
+type streamConn struct {
+	*mpquic.Stream
+	c *mpquic.Conn
+}
+
+func (s streamConn) Close() error {
+	s.Stream.CancelRead(0)
+	return s.Stream.CloseWrite()
+}
+func (s streamConn) LocalAddr() net.Addr  { return s.c.LocalAddr() }
+func (s streamConn) RemoteAddr() net.Addr { return s.c.RemoteAddr() }
+
+// streamListener hands net/http each stream the peer opens.
+type streamListener struct {
+	c    *mpquic.Conn
+	ctx  context.Context
+	stop context.CancelFunc
+}
+
+func (l streamListener) Accept() (net.Conn, error) {
+	s, err := l.c.AcceptStream(l.ctx)
+	if err != nil {
+		return nil, err
+	}
+	return streamConn{s, l.c}, nil
+}
+func (l streamListener) Close() error   { l.stop(); return nil }
+func (l streamListener) Addr() net.Addr { return l.c.LocalAddr() }
 
 func (c *mpquicConn) Info() Info { return c.info }
 
 func (c *mpquicConn) Sample() State { return sampleMPQUIC(c.c) }
 
 func (c *mpquicConn) Close() error {
+	c.mu.Lock()
+	if c.rt != nil {
+		c.rt.CloseIdleConnections()
+	}
+	c.mu.Unlock()
 	err := c.c.CloseWithError(0, "")
 	c.udp.Close()
 	return err
@@ -164,6 +219,7 @@ func sampleMPQUIC(c *mpquic.Conn) State {
 type mpquicListener struct {
 	udp net.PacketConn
 	ln  *mpquic.Listener
+	o   ListenOptions
 }
 
 func listenMPQUIC(ctx context.Context, o ListenOptions) (Listener, error) {
@@ -180,25 +236,25 @@ func listenMPQUIC(ctx context.Context, o ListenOptions) (Listener, error) {
 	if sc, ok := pc.(syscall.Conn); ok {
 		probe.RaiseReceiveBuffer(sc, mpquicSocketBuffer)
 	}
-	cfg := &tls.Config{Certificates: []tls.Certificate{o.Certificate}, MinVersion: tls.VersionTLS13, NextProtos: o.StreamALPNs}
+	cfg := &tls.Config{Certificates: []tls.Certificate{o.Certificate}, MinVersion: tls.VersionTLS13, NextProtos: append([]string{alpnH1Q}, o.StreamALPNs...)}
 	ln, err := mpquic.Listen(pc, cfg, mpquicConfig(o.IdleTimeout))
 	if err != nil {
 		pc.Close()
 		return nil, fmt.Errorf("listen mpquic %s: %w", pc.LocalAddr(), err)
 	}
-	return &mpquicListener{udp: pc, ln: ln}, nil
+	return &mpquicListener{udp: pc, ln: ln, o: o}, nil
 }
 
 func (l *mpquicListener) Addr() net.Addr { return l.ln.Addr() }
 
-func (l *mpquicListener) Describe() string { return "stream patterns" }
+func (l *mpquicListener) Describe() string { return "HTTP/1.1 on streams, stream patterns" }
 
 func (l *mpquicListener) Accept(ctx context.Context) (ServerConn, error) {
 	c, err := l.ln.Accept(ctx)
 	if err != nil {
 		return nil, err
 	}
-	return &mpquicServerConn{c: c}, nil
+	return &mpquicServerConn{l: l, c: c}, nil
 }
 
 func (l *mpquicListener) Shutdown(context.Context) error { return l.ln.Close() }
@@ -208,7 +264,10 @@ func (l *mpquicListener) Close() error {
 	return l.udp.Close()
 }
 
-type mpquicServerConn struct{ c *mpquic.Conn }
+type mpquicServerConn struct {
+	l *mpquicListener
+	c *mpquic.Conn
+}
 
 func (c *mpquicServerConn) RemoteAddr() net.Addr { return c.c.RemoteAddr() }
 
@@ -216,10 +275,22 @@ func (c *mpquicServerConn) Refuse(reason string) { _ = c.c.CloseWithError(quicCo
 
 // Handshake: the listener returns connections with the handshake done.
 func (c *mpquicServerConn) Handshake(context.Context) (string, bool, error) {
-	return c.c.ConnectionState().NegotiatedProtocol, false, nil
+	alpn := c.c.ConnectionState().NegotiatedProtocol
+	return alpn, alpn == alpnH1Q, nil
 }
 
-func (c *mpquicServerConn) ServeHTTP() {}
+// ServeHTTP serves HTTP/1.1 on every stream of the connection until it
+// ends.
+func (c *mpquicServerConn) ServeHTTP() {
+	ctx, stop := context.WithCancel(context.Background())
+	defer stop()
+	o := c.l.o
+	srv := &http.Server{Handler: o.HTTP, ReadHeaderTimeout: o.ReadTimeout, IdleTimeout: o.IdleTimeout}
+	if o.Logger != nil {
+		srv.ErrorLog = slog.NewLogLogger(o.Logger.Handler(), slog.LevelDebug)
+	}
+	_ = srv.Serve(streamListener{c: c.c, ctx: ctx, stop: stop})
+}
 
 func (c *mpquicServerConn) AcceptStream(ctx context.Context) (Stream, error) {
 	s, err := c.c.AcceptStream(ctx)

@@ -45,9 +45,6 @@ type Descriptor struct {
 	// nil: every family. An HTTP-only transport (MPHTTP's byte ranges)
 	// lists FamilyHTTP and the matrix gives it only the HTTP patterns.
 	Families []string
-	// NoHTTP transports carry every stream family but not FamilyHTTP (no
-	// HTTP/3 of their own: mpquic).
-	NoHTTP bool
 	// New builds the client side for the options (Options.Paths[0] is the
 	// primary path).
 	New func(o Options) (Transport, error)
@@ -77,9 +74,6 @@ type ConnSamples struct {
 
 // Carries says whether the transport carries the ALPN family.
 func (d *Descriptor) Carries(family string) bool {
-	if d.NoHTTP && family == FamilyHTTP {
-		return false
-	}
 	return d.Families == nil || slices.Contains(d.Families, family)
 }
 

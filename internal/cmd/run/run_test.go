@@ -115,9 +115,9 @@ func TestSmokePasses(t *testing.T) {
 // TestSmokeFailsWithReasons: a server without MPTCP and a closed QUIC port
 // each give a one-line reason and exit code 7.
 func TestSmokeFailsWithReasons(t *testing.T) {
-	tp, _, pin := startServer(t, true)
+	tp, _, mp, pin := startServerMPQUIC(t, true)
 	_, errOut, err := execute(t, nil, "--smoke", "--server", "127.0.0.1", "--tcp-port", fmt.Sprint(tp), "--quic-port", fmt.Sprint(tp),
-		"--quic-alt-port", "0", "--pin", pin, "--paths", "lo", "--patterns", "ping", "--timeout", "3s")
+		"--quic-alt-port", "0", "--mpquic-port", fmt.Sprint(mp), "--pin", pin, "--paths", "lo", "--patterns", "ping", "--timeout", "3s")
 	if !errors.Is(err, cmdutil.ErrCheckFailed) || cmdutil.ExitCode(err) != cmdutil.ExitCheckFailed {
 		t.Fatalf("err %v, want check failed", err)
 	}

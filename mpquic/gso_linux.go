@@ -1,0 +1,54 @@
+package mpquic
+
+import (
+	"encoding/binary"
+	"errors"
+	"net"
+	"syscall"
+	"unsafe"
+)
+
+// udpSegment is the UDP_SEGMENT socket option and control message
+// (linux/udp.h): the kernel cuts the buffer into datagrams of that size.
+const udpSegment = 103
+
+func gsoCapable(pc net.PacketConn) bool {
+	uc, ok := pc.(*net.UDPConn)
+	if !ok {
+		return false
+	}
+	rc, err := uc.SyscallConn()
+	if err != nil {
+		return false
+	}
+	var serr error
+	if err := rc.Control(func(fd uintptr) {
+		_, serr = syscall.GetsockoptInt(int(fd), syscall.IPPROTO_UDP, udpSegment)
+	}); err != nil {
+		return false
+	}
+	return serr == nil
+}
+
+func writeGSO(pc net.PacketConn, b []byte, seg int, to net.Addr, oob *[]byte) error {
+	uc, ok := pc.(*net.UDPConn)
+	ua, ok2 := to.(*net.UDPAddr)
+	if !ok || !ok2 {
+		return errors.ErrUnsupported
+	}
+	if len(*oob) == 0 {
+		*oob = make([]byte, syscall.CmsgSpace(2))
+		h := (*syscall.Cmsghdr)(unsafe.Pointer(&(*oob)[0]))
+		h.Level = syscall.IPPROTO_UDP
+		h.Type = udpSegment
+		h.SetLen(syscall.CmsgLen(2))
+	}
+	binary.NativeEndian.PutUint16((*oob)[syscall.CmsgLen(0):], uint16(seg))
+	_, _, err := uc.WriteMsgUDP(b, *oob, ua)
+	return err
+}
+
+// gsoTransient errors do not mean the socket lacks GSO.
+func gsoTransient(err error) bool {
+	return errors.Is(err, syscall.EAGAIN) || errors.Is(err, syscall.ENOBUFS) || errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, net.ErrClosed)
+}

@@ -1,0 +1,14 @@
+//go:build !linux
+
+package mpquic
+
+import (
+	"errors"
+	"net"
+)
+
+func gsoCapable(net.PacketConn) bool { return false }
+
+func writeGSO(net.PacketConn, []byte, int, net.Addr, *[]byte) error { return errors.ErrUnsupported }
+
+func gsoTransient(error) bool { return false }

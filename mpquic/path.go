@@ -1,0 +1,49 @@
+package mpquic
+
+import (
+	"net"
+	"time"
+)
+
+// Path validation and migration of the peer (RFC 9000 §8.2, §9.3): when the
+// newest non-probing packet comes from a new address (a NAT rebinding, or
+// the client moved), the server sends from then on to that address and
+// validates it with PATH_CHALLENGE; a new path also gets a fresh
+// congestion controller and RTT estimate unless only the port changed
+// (§9.4).
+
+func sameAddr(a, b net.Addr) bool {
+	ua, ok1 := a.(*net.UDPAddr)
+	ub, ok2 := b.(*net.UDPAddr)
+	if ok1 && ok2 {
+		return ua.AddrPort() == ub.AddrPort()
+	}
+	return a.String() == b.String()
+}
+
+func sameHost(a, b net.Addr) bool {
+	ua, ok1 := a.(*net.UDPAddr)
+	ub, ok2 := b.(*net.UDPAddr)
+	return ok1 && ok2 && ua.AddrPort().Addr() == ub.AddrPort().Addr()
+}
+
+func (c *Conn) onPeerAddress(now time.Time) {
+	if c.isClient || !c.confirmed || c.from == nil || sameAddr(c.from, c.remote) {
+		return
+	}
+	if !sameHost(c.from, c.remote) {
+		c.cc = newNewReno(c.mss)
+		c.rtt = rttStats{}
+	}
+	c.remote = c.from
+	var d [8]byte
+	copy(d[:], randomID(8))
+	c.challenge, c.challengeSent = &d, false
+}
+
+func (c *Conn) onPathResponse(f PathResponseFrame) {
+	if c.challenge != nil && f.Data == *c.challenge {
+		c.challenge = nil
+		c.pathsValidated++
+	}
+}

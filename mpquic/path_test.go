@@ -1,0 +1,137 @@
+package mpquic
+
+import (
+	"context"
+	"io"
+	"net"
+	"sync"
+	"testing"
+	"time"
+)
+
+// rebindConn is fault injection: a client socket whose local port changes
+// (Rebind closes the old socket), as behind a NAT that rebinds.
+type rebindConn struct {
+	net.PacketConn // the current socket, for LocalAddr and deadlines
+	mu             sync.Mutex
+	in             chan rebindDatagram
+	closed         chan struct{}
+}
+
+type rebindDatagram struct {
+	b    []byte
+	from net.Addr
+}
+
+func newRebindConn(t *testing.T) *rebindConn {
+	r := &rebindConn{in: make(chan rebindDatagram, 1024), closed: make(chan struct{})}
+	r.Rebind(t)
+	t.Cleanup(func() { r.Close() })
+	return r
+}
+
+func (r *rebindConn) Rebind(t *testing.T) {
+	pc, err := net.ListenPacket("udp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.mu.Lock()
+	old := r.PacketConn
+	r.PacketConn = pc
+	r.mu.Unlock()
+	if old != nil {
+		old.Close()
+	}
+	go func() {
+		for {
+			b := make([]byte, 2048)
+			n, from, err := pc.ReadFrom(b)
+			if err != nil {
+				return
+			}
+			select {
+			case r.in <- rebindDatagram{b[:n], from}:
+			case <-r.closed:
+				return
+			}
+		}
+	}()
+}
+
+func (r *rebindConn) cur() net.PacketConn {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.PacketConn
+}
+
+func (r *rebindConn) WriteTo(b []byte, to net.Addr) (int, error) { return r.cur().WriteTo(b, to) }
+
+func (r *rebindConn) ReadFrom(b []byte) (int, net.Addr, error) {
+	select {
+	case d := <-r.in:
+		return copy(b, d.b), d.from, nil
+	case <-r.closed:
+		return 0, nil, net.ErrClosed
+	}
+}
+
+func (r *rebindConn) SetReadDeadline(time.Time) error { return nil }
+
+func (r *rebindConn) Close() error {
+	select {
+	case <-r.closed:
+	default:
+		close(r.closed)
+	}
+	return r.cur().Close()
+}
+
+// A client whose address changes mid-connection (NAT rebinding): the
+// server follows it to the new address, validates it with PATH_CHALLENGE,
+// and the transfer completes; without the migration the answers would go
+// to the closed old socket.
+func TestServerFollowsRebinding(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	stls, ctls := testTLS(t)
+	l := listenLoopback(t, stls, nil)
+	accepted := make(chan *Conn, 1)
+	go serveEach(ctx, func(ctx context.Context) (*Conn, error) {
+		c, err := l.Accept(ctx)
+		if err == nil {
+			accepted <- c
+		}
+		return c, err
+	}, (*Conn).AcceptStream, func(s *Stream) {
+		buf := make([]byte, 64<<10)
+		for {
+			n, err := s.Read(buf)
+			s.Write(buf[:n])
+			if err != nil {
+				s.Close()
+				return
+			}
+		}
+	})
+	rc := newRebindConn(t)
+	c, err := Dial(ctx, rc, l.Addr(), ctls, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.CloseWithError(0, "")
+	srv := <-accepted
+	open := func(ctx context.Context) (io.ReadWriteCloser, error) { return c.OpenStream(ctx) }
+	exchange(t, ctx, open, []byte("before"))
+	before := srv.RemoteAddr().String()
+	rc.Rebind(t)
+	exchange(t, ctx, open, testData(512<<10, 12))
+	srv.mu.Lock()
+	after, validated := srv.remote.String(), srv.pathsValidated
+	srv.mu.Unlock()
+	if after == before || after != rc.LocalAddr().String() {
+		t.Fatalf("server sends to %s (was %s), client now at %s", after, before, rc.LocalAddr())
+	}
+	if validated != 1 {
+		t.Fatalf("%d paths validated, want the new one", validated)
+	}
+}
