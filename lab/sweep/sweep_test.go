@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/mptester/mptester/patterns/transport"
 )
 
 // TestPresetGrids: the presets are 004 §IV's parameters exactly.
@@ -113,6 +115,10 @@ func equal[T comparable](a, b []T) bool {
 }
 
 func TestParse(t *testing.T) {
+	// A transport without HTTP (the bulk download is HTTP): every
+	// registered one carries it, so the test registers one that does not.
+	defer transport.Register(transport.Descriptor{Name: "streams-only", Network: "tcp", ServedBy: "tcp",
+		Families: []string{"x-stream"}, New: func(transport.Options) (transport.Transport, error) { return nil, errors.New("test only") }})()
 	s, err := Parse([]byte(`
 name: mine
 paths:
@@ -151,7 +157,7 @@ transports: [mptcp, carrier-pigeon]`, "transports[1]"},
 transports: [tcp]
 primaries: [eth0]`, "primaries[0]"},
 		{`sizes: [1KiB]
-transports: [tcp, mpquic]`, "transports[1]: \"mpquic\" does not carry HTTP"},
+transports: [tcp, streams-only]`, "transports[1]: \"streams-only\" does not carry HTTP"},
 		{`sizes: [1KiB]
 transports: [tcp]
 primaries: [wlan0]

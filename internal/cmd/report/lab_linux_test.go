@@ -177,18 +177,8 @@ func TestLabPatternReportEqualsEmulation(t *testing.T) {
 	t.Setenv(envMain, "1")
 	l := labtest.Start(t, lab.Options{Domains: 0, Seed: 7})
 	info := l.Config()
-	cert, _, err := patterns.SelfSigned([]string{lab.Server4.String(), lab.Server6.String()})
-	require.NoError(t, err)
 	const port = 8443
-	ln, err := l.Lab.ListenTCP(fmt.Sprintf(":%d", port), true)
-	require.NoError(t, err)
-	pc, err := l.Lab.ListenUDP(fmt.Sprintf(":%d", port))
-	require.NoError(t, err)
-	srv, err := patterns.NewServer(patterns.ServerConfig{Certificate: cert, Sockets: map[string][]any{"tcp": {ln}, "quic": {pc}},
-		Limits: patterns.DefaultLimits()})
-	require.NoError(t, err)
-	require.NoError(t, srv.Start(context.Background()))
-	t.Cleanup(srv.Close)
+	startTestServer(t, l, port)
 	rtt := map[string]float64{"wlan0": 10, "wwan0": 16} // ms: twice the one-way delay
 	for path, r := range rtt {
 		l.Set(t, path, fmt.Sprintf("delay=%gms", r/2), "jitter=0s", "loss=0", "rate=0")
@@ -272,4 +262,20 @@ func TestLabPatternReportEqualsEmulation(t *testing.T) {
 		t.Logf("attempt 1: %d problems (first: %s); the host may be overloaded, running again", len(problems), problems[0])
 		time.Sleep(3 * time.Second)
 	}
+}
+
+// startTestServer runs the patterns' test server in the lab's Internet
+// namespace on port, TCP (MPTCP accepted) and QUIC.
+func startTestServer(t *testing.T, l *labtest.Lab, port int) {
+	cert, _, err := patterns.SelfSigned([]string{lab.Server4.String(), lab.Server6.String()})
+	require.NoError(t, err)
+	ln, err := l.Lab.ListenTCP(fmt.Sprintf(":%d", port), true)
+	require.NoError(t, err)
+	pc, err := l.Lab.ListenUDP(fmt.Sprintf(":%d", port))
+	require.NoError(t, err)
+	srv, err := patterns.NewServer(patterns.ServerConfig{Certificate: cert, Sockets: map[string][]any{"tcp": {ln}, "quic": {pc}},
+		Limits: patterns.DefaultLimits()})
+	require.NoError(t, err)
+	require.NoError(t, srv.Start(context.Background()))
+	t.Cleanup(srv.Close)
 }

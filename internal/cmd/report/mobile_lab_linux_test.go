@@ -20,7 +20,6 @@ import (
 	"github.com/mptester/mptester/internal/cmdutil"
 	"github.com/mptester/mptester/lab"
 	"github.com/mptester/mptester/lab/labtest"
-	"github.com/mptester/mptester/patterns"
 )
 
 // TestLabMobileReportEqualsTruth: `mptester run --mode mobile` (MPTCP,
@@ -35,18 +34,8 @@ func TestLabMobileReportEqualsTruth(t *testing.T) {
 	t.Setenv(envMain, "1")
 	l := labtest.Start(t, lab.Options{Domains: 0, Seed: 21, CellBackup: true})
 	info := l.Config()
-	cert, _, err := patterns.SelfSigned([]string{lab.Server4.String()})
-	require.NoError(t, err)
 	const port = 8443
-	ln, err := l.Lab.ListenTCP(fmt.Sprintf(":%d", port), true)
-	require.NoError(t, err)
-	pc, err := l.Lab.ListenUDP(fmt.Sprintf(":%d", port))
-	require.NoError(t, err)
-	srv, err := patterns.NewServer(patterns.ServerConfig{Certificate: cert, Sockets: map[string][]any{"tcp": {ln}, "quic": {pc}},
-		Limits: patterns.DefaultLimits()})
-	require.NoError(t, err)
-	require.NoError(t, srv.Start(context.Background()))
-	t.Cleanup(srv.Close)
+	startTestServer(t, l, port)
 	l.Set(t, "wlan0", "delay=10ms", "jitter=0s", "loss=0", "rate=0")
 	l.Set(t, "wwan0", "delay=30ms", "jitter=0s", "loss=0", "rate=0")
 	exe, err := os.Executable()
