@@ -119,6 +119,7 @@ const (
 	CausePTO      = "pto"              // 000 §II-B: an RTO (PTO) on the primary, nothing acked since
 	CauseInFlight = "in-flight"        // 000 §II-B: data in flight for longer than the threshold
 	CauseAnswered = "primary-answered" // the primary validated again while on the backup
+	CauseGone     = "path-gone"        // a send on the primary failed: the host has no route or link for it
 )
 
 // Handover statuses of a connection.
@@ -137,7 +138,7 @@ type HandoverSwitch struct {
 	T    time.Duration `json:"t_ns"`
 	From string        `json:"from"`
 	To   string        `json:"to"` // "" when there was nowhere to go (HandoverGaveUp)
-	// Cause: CausePTO, CauseInFlight or CauseAnswered.
+	// Cause: CausePTO, CauseInFlight, CauseGone or CauseAnswered.
 	Cause string `json:"cause"`
 	// What the old path showed at the decision: its timeouts in
 	// progress (PathState.RTOs) and the age of its oldest unacknowledged
@@ -333,7 +334,12 @@ func (c *handoverConn) openTransport(ctx context.Context, p *hoPath, pp probe.Pa
 	if err != nil {
 		return nil, err
 	}
-	tr := &quic.Transport{Conn: &deadPathConn{UDPConn: udp, onDead: func() { signal(c.kick) }}}
+	tr := &quic.Transport{Conn: &deadPathConn{UDPConn: udp, onDead: func() {
+		c.mu.Lock()
+		p.goneAt = time.Now()
+		c.mu.Unlock()
+		signal(c.kick)
+	}}}
 	c.trs = append(c.trs, tr)
 	p.qpLocal = netip.MustParseAddrPort(udp.LocalAddr().String())
 	p.locals = append(p.locals, p.qpLocal)
@@ -352,6 +358,9 @@ type hoPath struct {
 	// the active path only).
 	local netip.AddrPort
 	left  pathMetrics
+	// goneAt: the last send on one of the path's sockets that the host
+	// refused (no route, link down, address gone).
+	goneAt time.Time
 	// answered: the start of the last probe the path answered (zero:
 	// its last probe failed or it was left since).
 	answered time.Time
@@ -429,8 +438,15 @@ func (c *handoverConn) decide(ctx context.Context) {
 	c.mu.Unlock()
 	if active == 0 {
 		m := c.mon.snapshot(now)
+		c.mu.Lock()
+		gone := c.paths[0].goneAt.After(c.since)
+		c.mu.Unlock()
 		cause := ""
 		switch {
+		case gone:
+			// The host itself says the primary is gone (the kernel's
+			// link-down or route removal): no timeout to wait for.
+			cause = CauseGone
 		case m.inTimeout(c.cfg.PTOs, c.cfg.MinTimeout):
 			cause = CausePTO
 		case m.inFlightAge > c.cfg.InFlight:
