@@ -5,7 +5,6 @@ package fetch
 import (
 	"context"
 	"fmt"
-	"net/http"
 	"os/exec"
 	"path/filepath"
 	"slices"
@@ -14,7 +13,6 @@ import (
 
 	"github.com/mptester/mptester/lab"
 	"github.com/mptester/mptester/lab/labtest"
-	"github.com/mptester/mptester/patterns"
 )
 
 // BenchmarkLabFetchVsCurl: `mptester fetch` over one lab path against curl
@@ -35,16 +33,7 @@ func BenchmarkLabFetchVsCurl(b *testing.B) {
 	if out, err := exec.Command("go", "build", "-o", bin, "github.com/mptester/mptester/cmd/mptester").CombinedOutput(); err != nil {
 		b.Fatalf("build: %v\n%s", err, out)
 	}
-	ln, err := l.Lab.ListenTCP(fmt.Sprintf(":%d", port), false)
-	if err != nil {
-		b.Fatal(err)
-	}
-	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("ETag", patterns.BulkETag(size))
-		http.ServeContent(w, r, "", time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC), patterns.NewBulkBody(size))
-	})}
-	go srv.Serve(ln)
-	b.Cleanup(func() { srv.Close() })
+	serveBulk(b, l, port, size)
 	for _, p := range lab.PathNames {
 		l.Set(b, p, "delay=25ms", "jitter=0s", "loss=0", "rate=50mbit")
 	}

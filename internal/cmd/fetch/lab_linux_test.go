@@ -29,16 +29,7 @@ func TestLabFetchTwoPaths(t *testing.T) {
 	l := labtest.Start(t, lab.Options{Domains: 0, Seed: 16})
 	const port, size = 8082, 4_000_000
 	if !labtest.IsChild() {
-		ln, err := l.Lab.ListenTCP(fmt.Sprintf(":%d", port), false)
-		if err != nil {
-			t.Fatal(err)
-		}
-		srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			w.Header().Set("ETag", patterns.BulkETag(size))
-			http.ServeContent(w, r, "", time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC), patterns.NewBulkBody(size))
-		})}
-		go srv.Serve(ln)
-		t.Cleanup(func() { srv.Close() })
+		serveBulk(t, l, port, size)
 	}
 	for _, p := range lab.PathNames {
 		l.Set(t, p, "delay=10ms", "jitter=0s", "loss=0", "rate=10mbit")
@@ -164,4 +155,19 @@ func TestLabFetchCachingMiddlebox(t *testing.T) {
 			}
 		}
 	}
+}
+
+// serveBulk serves the bulk object of size bytes (ranges, strong ETag) over
+// plain HTTP on port of the lab's server addresses, until the test ends.
+func serveBulk(t testing.TB, l *labtest.Lab, port int, size int64) {
+	ln, err := l.Lab.ListenTCP(fmt.Sprintf(":%d", port), false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("ETag", patterns.BulkETag(size))
+		http.ServeContent(w, r, "", time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC), patterns.NewBulkBody(size))
+	})}
+	go srv.Serve(ln)
+	t.Cleanup(func() { srv.Close() })
 }
