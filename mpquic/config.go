@@ -30,6 +30,12 @@ type Config struct {
 	KeepAlivePeriod time.Duration
 	// HandshakeTimeout bounds Dial and a server's handshake; default 10 s.
 	HandshakeTimeout time.Duration
+	// MaxPathID is the initial_max_path_id we offer
+	// (draft-ietf-quic-multipath-21): paths 0..MaxPathID; default 3 (four
+	// paths). Multipath is used only when the peer offers it too.
+	MaxPathID uint32
+	// DisableMultipath leaves initial_max_path_id out: plain QUIC v1.
+	DisableMultipath bool
 }
 
 const (
@@ -63,6 +69,9 @@ func (c *Config) withDefaults() (Config, error) {
 	}
 	if o.MaxIncomingStreams == 0 {
 		o.MaxIncomingStreams = 100
+	}
+	if o.MaxPathID == 0 {
+		o.MaxPathID = 3
 	}
 	if o.HandshakeTimeout == 0 {
 		o.HandshakeTimeout = 10 * time.Second

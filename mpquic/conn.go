@@ -55,6 +55,10 @@ type pnSpace struct {
 	crypto   sendBuf
 	cryptoIn recvBuf
 	buffered [][]byte // packets that arrived before our keys
+
+	kind  int   // spaceInitial, spaceHandshake or spaceApp
+	path  *path // whose recovery state it uses (path 0 for the handshake spaces)
+	probe int   // probe packets owed after a PTO
 }
 
 func newSpace() *pnSpace { return &pnSpace{largestAcked: -1, largestRecv: -1} }
@@ -83,25 +87,28 @@ type Conn struct {
 	mu       sync.Mutex
 	conf     Config
 	isClient bool
-	pconn    net.PacketConn
-	remote   net.Addr
+	pconn    net.PacketConn // path 0's socket (a server's paths all share it)
 	tls      *tls.QUICConn
 
 	in   chan datagram
 	wake chan struct{}
 
-	scid, dcid   []byte // ours, and the peer's we address packets to
+	scid         []byte // ours from the handshake
 	origDCID     []byte // the client's first DCID
 	peerSCIDSeen bool   // client: the server's SCID has replaced origDCID
 
-	spaces     [numSpaces]*pnSpace
-	rtt        rttStats
-	cc         *newReno
-	ptoCount   int
-	lossTimer  time.Time
+	spaces     [numSpaces]*pnSpace // spaceApp is path 0's and holds the 1-RTT keys
+	spaceList  []*pnSpace          // every live space (multipath.go)
 	nextPaceAt time.Time
-	probe      [numSpaces]int // probe packets owed after a PTO
 	mss        int
+
+	// Multipath (multipath.go).
+	paths          map[uint32]*path
+	multipath      bool
+	localMaxPathID uint32
+	peerMaxPathID  uint32
+	nextPathID     uint32
+	pathCIDReady   chan struct{}
 
 	// 1-RTT key update (RFC 9001 §6).
 	keyPhase       bool
@@ -146,11 +153,8 @@ type Conn struct {
 	dataRecvd      uint64 // sum of streams' highest offsets
 	dataConsumed   uint64
 	sendMaxData    bool
-	blockedAt      uint64 // DATA_BLOCKED sent at this limit
-	pathResponses  [][8]byte
+	blockedAt      uint64   // DATA_BLOCKED sent at this limit
 	from           net.Addr // where the datagram being handled came from
-	challenge      *[8]byte // PATH_CHALLENGE data awaiting its response
-	challengeSent  bool
 	pathsValidated int
 
 	// Closing (RFC 9000 §10.2).
@@ -169,36 +173,35 @@ type Conn struct {
 	sendScratch  []byte
 
 	// Connection IDs (connid.go).
-	localCIDs         map[string]uint64 // ours → sequence number
-	issued            map[uint64]NewConnectionIDFrame
-	nextCIDSeq        uint64
-	cidQueue          []uint64 // NEW_CONNECTION_ID to send, by sequence number
-	peerCIDs          []peerCID
-	dcidSeq           uint64
-	peerRetirePriorTo uint64
-	retireQueue       []uint64 // RETIRE_CONNECTION_ID to send
-	onNewCID          func([]byte)
-	onRetireID        func([]byte)
-	batch             []byte // datagrams being built for one (GSO) write
-	gso               bool   // the socket may take GSO writes
-	oob               []byte // the UDP_SEGMENT control message
-	ownsConn          bool
+	localCIDs  map[string]cidRef // ours → path ID and sequence number
+	cids       map[uint32]*cidSet
+	onNewCID   func([]byte)
+	onRetireID func([]byte)
+	batch      []byte // datagrams being built for one (GSO) write
+	ownsConn   bool
 }
 
 func newConn(isClient bool, pconn net.PacketConn, remote net.Addr, conf Config, tlsConf *tls.Config) *Conn {
 	c := &Conn{
-		conf: conf, isClient: isClient, pconn: pconn, remote: remote,
+		conf: conf, isClient: isClient, pconn: pconn,
 		in: make(chan datagram, 1024), wake: make(chan struct{}, 1),
-		mss: conf.MaxDatagramSize, cc: newNewReno(conf.MaxDatagramSize),
+		mss: conf.MaxDatagramSize, paths: map[uint32]*path{}, pathCIDReady: make(chan struct{}, 1), nextPathID: 1,
 		streams: map[uint64]*Stream{}, acceptReady: make(chan struct{}, 1), openReady: make(chan struct{}, 1),
 		localMaxBidi: conf.MaxIncomingStreams, localMaxData: conf.ConnectionReceiveWindow,
 		done: make(chan struct{}), handshakeCh: make(chan struct{}), ending: make(chan struct{}), closeSent: make(chan struct{}),
 		sendScratch: make([]byte, 0, maxDatagramSize+64), batch: make([]byte, 0, maxGSOSegments*(maxDatagramSize+64)),
-		gso:         gsoCapable(pconn),
 		idleTimeout: conf.MaxIdleTimeout,
 	}
+	p0 := c.newPath(0, pconn, remote)
 	for i := range c.spaces {
 		c.spaces[i] = newSpace()
+		c.spaces[i].kind, c.spaces[i].path = i, p0
+	}
+	p0.space = c.spaces[spaceApp]
+	p0.validated = true // the handshake validated it
+	c.refreshSpaces()
+	if !conf.DisableMultipath {
+		c.localMaxPathID = conf.MaxPathID
 	}
 	if !isClient {
 		c.nextLocalBidi = 1
@@ -236,6 +239,10 @@ func (c *Conn) localParams() TransportParameters {
 	p.InitialMaxStreamDataBidiRemote = c.conf.StreamReceiveWindow
 	p.InitialMaxStreamsBidi = c.conf.MaxIncomingStreams
 	p.InitialSCID = c.scid
+	if !c.conf.DisableMultipath {
+		v := c.conf.MaxPathID
+		p.InitialMaxPathID = &v
+	}
 	if !c.isClient {
 		p.OriginalDCID = c.origDCID
 	}
@@ -350,6 +357,11 @@ func (c *Conn) terminate(err error) {
 	} else if c.isClient {
 		c.pconn.SetReadDeadline(time.Now()) // stop our reader
 	}
+	for _, p := range c.paths {
+		if p.reader {
+			p.pconn.SetReadDeadline(time.Now())
+		}
+	}
 }
 
 // closeWith starts closing with a CONNECTION_CLOSE (RFC 9000 §10.2.1).
@@ -380,7 +392,12 @@ func (c *Conn) closeTransport(err *TransportError) {
 }
 
 func (c *Conn) ptoDuration() time.Duration {
-	d := c.rtt.pto()
+	d := c.p0().rtt.pto()
+	for _, p := range c.paths {
+		if !p.closed && !p.abandoned && p.rtt.hasSample {
+			d = max(d, p.rtt.pto())
+		}
+	}
 	if c.handshakeComplete {
 		d += c.peerParams.MaxAckDelay
 	}
@@ -464,33 +481,51 @@ func (c *Conn) handlePacket(h Header, pkt []byte, now time.Time, replay bool) {
 	if si < 0 {
 		return // 0-RTT is not supported: dropped
 	}
-	sp := c.spaces[si]
-	if sp.discarded {
+	ks := c.spaces[si] // the keys; for 1-RTT path 0's space holds them
+	if ks.discarded {
 		return
 	}
-	if sp.open == nil {
-		if len(sp.buffered) < maxBufferedPkts && !replay {
-			sp.buffered = append(sp.buffered, append([]byte(nil), pkt...))
+	if ks.open == nil {
+		if len(ks.buffered) < maxBufferedPkts && !replay {
+			ks.buffered = append(ks.buffered, append([]byte(nil), pkt...))
 		}
 		return
 	}
-	keys := sp.open
+	// The path: a 1-RTT packet's destination ID names its path ID
+	// (draft-ietf-quic-multipath-21 §"Path Identifier").
+	sp, pid := ks, uint32(0)
+	var p *path
+	if si == spaceApp {
+		pid = c.localCIDs[string(h.DCID)].path
+		p = c.paths[pid]
+		if p != nil {
+			if p.closed {
+				return
+			}
+			sp = p.space
+		} else if c.isClient || !c.multipath || pid > c.maxPathID() {
+			return
+		} else {
+			sp = newSpace() // a new path's first packet: decrypt before keeping state
+		}
+	}
+	keys := ks.open
 	o, err := keys.UnprotectHeader(pkt, h.PNOffset, sp.largestRecv)
 	if err != nil {
 		return
 	}
 	keyUpdate := false
 	if si == spaceApp && o.KeyPhase() != c.keyPhase {
-		if o.PN < c.firstPNInPhase && c.prevOpen != nil {
+		if (o.PN < c.firstPNInPhase || pid != 0) && c.prevOpen != nil {
 			keys = c.prevOpen
 		} else {
 			if c.nextOpen == nil {
-				c.nextOpen, _ = sp.open.NextKeys()
+				c.nextOpen, _ = ks.open.NextKeys()
 			}
 			keys, keyUpdate = c.nextOpen, true
 		}
 	}
-	o, err = keys.Open(pkt, o, 0)
+	o, err = keys.Open(pkt, o, pid)
 	if errors.Is(err, ErrDecryptionFailed) {
 		return
 	}
@@ -506,13 +541,13 @@ func (c *Conn) handlePacket(h Header, pkt []byte, now time.Time, replay bool) {
 			c.closeTransport(transportErr(KeyUpdateError, 0, "key update before the handshake was confirmed"))
 			return
 		}
-		c.prevOpen, sp.open, c.nextOpen = sp.open, keys, nil
-		next, err := sp.seal.NextKeys()
+		c.prevOpen, ks.open, c.nextOpen = ks.open, keys, nil
+		next, err := ks.seal.NextKeys()
 		if err != nil {
 			c.closeTransport(transportErr(InternalError, 0, "key update: %v", err))
 			return
 		}
-		sp.seal = next
+		ks.seal = next
 		c.keyPhase = !c.keyPhase
 		c.firstPNInPhase = o.PN
 		c.keyUpdates++
@@ -520,7 +555,7 @@ func (c *Conn) handlePacket(h Header, pkt []byte, now time.Time, replay bool) {
 	if sp.recvd.contains(o.PN) || o.PN < sp.minTracked {
 		return // duplicate, or too old to tell
 	}
-	frames, err := ParseFrames(o.Payload, h.Type, false)
+	frames, err := ParseFrames(o.Payload, h.Type, c.multipath)
 	if err != nil {
 		var te *TransportError
 		if errors.As(err, &te) {
@@ -530,8 +565,14 @@ func (c *Conn) handlePacket(h Header, pkt []byte, now time.Time, replay bool) {
 		}
 		return
 	}
+	if si == spaceApp && p == nil {
+		p = c.acceptPath(pid, sp)
+	}
+	if p == nil {
+		p = c.p0()
+	}
 	if c.isClient && si == spaceInitial && !c.peerSCIDSeen {
-		c.dcid = append([]byte(nil), h.SCID...)
+		p.dcid = append([]byte{}, h.SCID...) // non-nil: quic-go clients use empty IDs
 		c.peerSCIDSeen = true
 	}
 	if !c.isClient && si == spaceHandshake && !c.addrValidated {
@@ -540,6 +581,8 @@ func (c *Conn) handlePacket(h Header, pkt []byte, now time.Time, replay bool) {
 	}
 	c.lastRecv = now
 	c.idleStart = now
+	p.lastRecv = now
+	p.potentiallyFailed = false
 	eliciting, probing := false, true
 	for _, f := range frames {
 		switch f.(type) {
@@ -550,7 +593,7 @@ func (c *Conn) handlePacket(h Header, pkt []byte, now time.Time, replay bool) {
 	}
 	newest := int64(o.PN) > sp.largestRecv
 	for _, f := range frames {
-		if err := c.handleFrame(si, f, now); err != nil {
+		if err := c.handleFrame(sp, f, now); err != nil {
 			var te *TransportError
 			if !errors.As(err, &te) {
 				te = transportErr(InternalError, f.Type(), "%v", err)
@@ -559,7 +602,7 @@ func (c *Conn) handlePacket(h Header, pkt []byte, now time.Time, replay bool) {
 			return
 		}
 		switch f.(type) {
-		case AckFrame, PaddingFrame, ConnectionCloseFrame:
+		case AckFrame, PathAckFrame, PaddingFrame, ConnectionCloseFrame:
 		default:
 			eliciting = true
 		}
@@ -571,7 +614,7 @@ func (c *Conn) handlePacket(h Header, pkt []byte, now time.Time, replay bool) {
 		return
 	}
 	if si == spaceApp && !replay && !probing && newest {
-		c.onPeerAddress(now)
+		c.onPeerAddress(p, now)
 	}
 	sp.recvd.add(o.PN, o.PN)
 	if len(sp.recvd) > 4*maxAckRanges {
@@ -595,13 +638,38 @@ func (c *Conn) handlePacket(h Header, pkt []byte, now time.Time, replay bool) {
 	}
 }
 
-func (c *Conn) handleFrame(si int, f Frame, now time.Time) error {
-	sp := c.spaces[si]
+// acceptPath is the server's side of a new path: the first packet on a path
+// ID's connection ID made it here from c.from. The path is validated with
+// PATH_CHALLENGE before it carries data (draft §"Path Initiation").
+func (c *Conn) acceptPath(pid uint32, sp *pnSpace) *path {
+	p := c.newPath(pid, c.pconn, c.from)
+	sp.kind, sp.path = spaceApp, p
+	p.space = sp
+	if cs := c.cidSet(pid); len(cs.peer) > 0 {
+		p.dcid, p.dcidSeq = cs.peer[0].cid, cs.peer[0].seq
+	}
+	var d [8]byte
+	copy(d[:], randomID(8))
+	p.challenge = &d
+	c.refreshSpaces()
+	return p
+}
+
+func (c *Conn) handleFrame(sp *pnSpace, f Frame, now time.Time) error {
 	switch f := f.(type) {
 	case PaddingFrame, PingFrame:
 	case AckFrame:
-		return c.onAck(si, f, now)
+		if sp.kind == spaceApp {
+			sp = c.spaces[spaceApp] // with multipath, ACK is path 0's (draft §"PATH_ACK")
+			if sp.path.closed {
+				return nil
+			}
+		}
+		return c.onAck(sp, f, now)
 	case CryptoFrame:
+		if sp.kind == spaceApp {
+			sp = c.spaces[spaceApp] // one CRYPTO stream for every path
+		}
 		if f.Offset+uint64(len(f.Data)) > sp.cryptoIn.contiguous()+64<<10 {
 			return transportErr(CryptoBufferExceeded, FrameCrypto, "crypto data %d bytes ahead", f.Offset-sp.cryptoIn.contiguous())
 		}
@@ -609,7 +677,7 @@ func (c *Conn) handleFrame(si int, f Frame, now time.Time) error {
 		if n := sp.cryptoIn.readable(); n > 0 {
 			data := make([]byte, n)
 			sp.cryptoIn.read(data)
-			if err := c.tls.HandleData(spaceLevels[si], data); err != nil {
+			if err := c.tls.HandleData(spaceLevels[sp.kind], data); err != nil {
 				return tlsError(err)
 			}
 			return c.handleTLSEvents()
@@ -634,15 +702,18 @@ func (c *Conn) handleFrame(si int, f Frame, now time.Time) error {
 		c.failStreams()
 		c.terminate(err) // draining: nothing more is sent (§10.2.2)
 	case PathChallengeFrame:
-		if len(c.pathResponses) < 4 {
-			c.pathResponses = append(c.pathResponses, f.Data)
+		if p := sp.path; len(p.responses) < 4 {
+			p.responses = append(p.responses, f.Data)
 		}
 	case NewConnectionIDFrame:
-		return c.handleNewCID(f)
+		return c.handleNewCID(0, f.Seq, f.RetirePriorTo, f.ConnID, f.ResetToken, FrameNewConnectionID)
 	case RetireConnectionIDFrame:
-		return c.handleRetireCID(f)
+		return c.handleRetireCID(0, f.Seq, FrameRetireConnectionID)
 	case PathResponseFrame:
 		c.onPathResponse(f)
+	case PathAckFrame, PathAbandonFrame, PathStatusFrame, PathNewConnectionIDFrame, PathRetireConnectionIDFrame,
+		MaxPathIDFrame, PathsBlockedFrame, PathCIDsBlockedFrame:
+		return c.handleMPFrame(f, now)
 	default:
 		return c.handleStreamFrame(f)
 	}
@@ -749,11 +820,20 @@ func (c *Conn) setPeerParams(b []byte) error {
 		if string(p.OriginalDCID) != string(c.origDCID) || p.OriginalDCID == nil {
 			return transportErr(TransportParameterError, 0, "original_destination_connection_id does not match")
 		}
-		if p.InitialSCID == nil || string(p.InitialSCID) != string(c.dcid) {
+		if p.InitialSCID == nil || string(p.InitialSCID) != string(c.p0().dcid) {
 			return transportErr(TransportParameterError, 0, "initial_source_connection_id does not match")
 		}
-	} else if p.InitialSCID == nil || string(p.InitialSCID) != string(c.dcid) {
+	} else if p.InitialSCID == nil || string(p.InitialSCID) != string(c.p0().dcid) {
 		return transportErr(TransportParameterError, 0, "initial_source_connection_id does not match")
+	}
+	// Multipath only when both sides offer it (draft-ietf-quic-multipath-21
+	// §"initial_max_path_id"), and never with zero-length connection IDs.
+	if p.InitialMaxPathID != nil && !c.conf.DisableMultipath {
+		if len(p.InitialSCID) == 0 {
+			return transportErr(ProtocolViolation, 0, "initial_max_path_id with a zero-length connection ID")
+		}
+		c.multipath = true
+		c.peerMaxPathID = *p.InitialMaxPathID
 	}
 	c.peerParams, c.haveParams = p, true
 	c.peerMaxData = p.InitialMaxData
@@ -779,11 +859,12 @@ func (c *Conn) confirm() {
 	c.discardSpace(spaceHandshake)
 	// The handshake's ID is sequence 0; NEW_CONNECTION_ID frames may have
 	// come before confirmation.
-	first := peerCID{seq: 0, cid: c.dcid}
+	first := peerCID{seq: 0, cid: c.p0().dcid}
 	if c.peerParams.StatelessResetToken != nil {
 		first.token = *c.peerParams.StatelessResetToken
 	}
-	c.peerCIDs = append([]peerCID{first}, c.peerCIDs...)
+	cs := c.cidSet(0)
+	cs.peer = append([]peerCID{first}, cs.peer...)
 	c.issueCIDs()
 }
 
@@ -794,17 +875,17 @@ func (c *Conn) discardSpace(si int) {
 	}
 	for _, p := range sp.sent {
 		if p.inFlight {
-			c.cc.discard(p)
+			sp.path.cc.discard(p)
 		}
 	}
-	*sp = pnSpace{discarded: true, largestAcked: -1, largestRecv: -1}
-	c.ptoCount = 0
+	*sp = pnSpace{discarded: true, largestAcked: -1, largestRecv: -1, kind: sp.kind, path: sp.path}
+	sp.path.ptoCount = 0
 }
 
 // --- acknowledgments and loss (RFC 9002 §6, Appendix A) ---
 
-func (c *Conn) onAck(si int, f AckFrame, now time.Time) error {
-	sp := c.spaces[si]
+func (c *Conn) onAck(sp *pnSpace, f AckFrame, now time.Time) error {
+	path := sp.path
 	largest := f.Ranges[0].Largest
 	if largest >= sp.nextPN {
 		return transportErr(ProtocolViolation, FrameAck, "ACK of packet %d never sent", largest)
@@ -837,30 +918,30 @@ func (c *Conn) onAck(si int, f AckFrame, now time.Time) error {
 	}
 	if last.pn == largest && eliciting {
 		var delay time.Duration
-		if si == spaceApp {
+		if sp.kind == spaceApp {
 			exp := c.peerParams.AckDelayExponent
 			if !c.haveParams {
 				exp = DefaultAckDelayExponent
 			}
 			delay = time.Duration(f.AckDelay<<exp) * time.Microsecond
 		}
-		c.rtt.update(now.Sub(last.time), delay, c.confirmed, c.peerParams.MaxAckDelay)
-		if si == spaceApp {
-			c.cc.onRTTSample(c.rtt.latest, largest, sp.nextPN)
+		path.rtt.update(now.Sub(last.time), delay, c.confirmed, c.peerParams.MaxAckDelay)
+		if sp.kind == spaceApp {
+			path.cc.onRTTSample(path.rtt.latest, largest, sp.nextPN)
 		}
 	}
 	for _, p := range newly {
-		c.onPacketAcked(si, p)
+		c.onPacketAcked(sp, p)
 	}
-	c.detectLost(si, now)
-	c.ptoCount = 0
+	c.detectLost(sp, now)
+	path.ptoCount = 0
+	path.potentiallyFailed = false
 	return nil
 }
 
-func (c *Conn) onPacketAcked(si int, p *sentPacket) {
-	sp := c.spaces[si]
+func (c *Conn) onPacketAcked(sp *pnSpace, p *sentPacket) {
 	if p.inFlight {
-		c.cc.onAcked(p)
+		sp.path.cc.onAcked(p)
 	}
 	for _, f := range p.frames {
 		switch f.kind {
@@ -876,17 +957,20 @@ func (c *Conn) onPacketAcked(si int, p *sentPacket) {
 				s.resetAcked = true
 				c.maybeDone(s)
 			}
+		case sfPathAbandon:
+			if p := c.paths[f.pid]; p != nil {
+				p.abandonAcked = true
+			}
 		}
 	}
 }
 
-func (c *Conn) detectLost(si int, now time.Time) {
-	sp := c.spaces[si]
+func (c *Conn) detectLost(sp *pnSpace, now time.Time) {
 	sp.lossTime = time.Time{}
 	if sp.largestAcked < 0 {
 		return
 	}
-	delay := c.rtt.lossDelay()
+	delay := sp.path.rtt.lossDelay()
 	lostBefore := now.Add(-delay)
 	kept := sp.sent[:0]
 	for _, p := range sp.sent {
@@ -895,7 +979,7 @@ func (c *Conn) detectLost(si int, now time.Time) {
 			continue
 		}
 		if !p.time.After(lostBefore) || int64(p.pn)+packetThreshold <= sp.largestAcked {
-			c.onPacketLost(si, p, now)
+			c.onPacketLost(sp, p, now)
 			continue
 		}
 		if t := p.time.Add(delay); sp.lossTime.IsZero() || t.Before(sp.lossTime) {
@@ -907,17 +991,18 @@ func (c *Conn) detectLost(si int, now time.Time) {
 	sp.sent = kept
 }
 
-func (c *Conn) onPacketLost(si int, p *sentPacket, now time.Time) {
+func (c *Conn) onPacketLost(sp *pnSpace, p *sentPacket, now time.Time) {
 	c.packetsLost++
+	sp.path.packetsLost++
 	if p.inFlight {
-		c.cc.onLost(p, now)
+		sp.path.cc.onLost(p, now)
 	}
-	c.requeue(si, p)
+	c.requeue(sp, p)
 }
 
-// requeue puts what a lost (or probed) packet carried back to be sent.
-func (c *Conn) requeue(si int, p *sentPacket) {
-	sp := c.spaces[si]
+// requeue puts what a lost (or probed, or reinjected) packet carried back
+// to be sent, on whichever path the scheduler picks.
+func (c *Conn) requeue(sp *pnSpace, p *sentPacket) {
 	for _, f := range p.frames {
 		switch f.kind {
 		case sfCrypto:
@@ -934,13 +1019,24 @@ func (c *Conn) requeue(si int, p *sentPacket) {
 		case sfHandshakeDone:
 			c.sendHandshakeDone = true
 		case sfNewCID:
-			if _, ok := c.issued[f.id]; ok {
-				c.cidQueue = append(c.cidQueue, f.id)
+			if cs := c.cidSet(f.pid); cs.issued[f.id].ConnID != nil {
+				cs.queue = append(cs.queue, f.id)
 			}
 		case sfRetireCID:
-			c.retireQueue = append(c.retireQueue, f.id)
+			cs := c.cidSet(f.pid)
+			cs.retireQueue = append(cs.retireQueue, f.id)
 		case sfPathChallenge:
-			c.challengeSent = false // send it again while unanswered
+			if q := c.paths[f.pid]; q != nil {
+				q.challengeSent = false // send it again while unanswered
+			}
+		case sfPathAbandon:
+			if q := c.paths[f.pid]; q != nil && !q.abandonAcked {
+				q.sendAbandon = true
+			}
+		case sfPathStatus:
+			if q := c.paths[f.pid]; q != nil && q.statusSeq == f.id {
+				q.sendStatus = true
+			}
 		case sfMaxStreamData:
 			if s := c.streams[f.id]; s != nil {
 				s.sendMaxStreamData = true
@@ -960,73 +1056,78 @@ func (c *Conn) requeue(si int, p *sentPacket) {
 	}
 }
 
-// lossDetectionTimer is RFC 9002 A.8's SetLossDetectionTimer.
-func (c *Conn) lossDetectionTimer() (time.Time, int, bool) {
+// lossDetectionTimer is RFC 9002 A.8's SetLossDetectionTimer, over every
+// space of every path (each path's own RTT and PTO backoff).
+func (c *Conn) lossDetectionTimer() (time.Time, *pnSpace, bool) {
 	var earliest time.Time
-	esi := -1
-	for i, sp := range c.spaces {
+	var esp *pnSpace
+	for _, sp := range c.spaceList {
 		if !sp.lossTime.IsZero() && (earliest.IsZero() || sp.lossTime.Before(earliest)) {
-			earliest, esi = sp.lossTime, i
+			earliest, esp = sp.lossTime, sp
 		}
 	}
-	if esi >= 0 {
-		return earliest, esi, false
+	if esp != nil {
+		return earliest, esp, false
 	}
 	if c.isDone() || c.closing {
-		return time.Time{}, -1, false
+		return time.Time{}, nil, false
 	}
 	// PTO. A client not yet sure the server validated its address arms it
 	// even with nothing in flight (§6.2.2.1).
 	clientDeadlock := c.isClient && !c.confirmed
 	var pto time.Time
-	psi := -1
-	d := c.rtt.pto() << c.ptoCount
-	for i, sp := range c.spaces {
-		if sp.discarded || sp.seal == nil {
+	var psp *pnSpace
+	for _, sp := range c.spaceList {
+		if sp.discarded || c.spaces[sp.kind].seal == nil {
 			continue
 		}
-		if !sp.bytesInFlight() && !(clientDeadlock && i < spaceApp && sp.lastEliciting.IsZero() == false) {
+		if !sp.bytesInFlight() && !(clientDeadlock && sp.kind < spaceApp && !sp.lastEliciting.IsZero()) {
 			continue
 		}
-		if i == spaceApp {
+		p := sp.path
+		d := p.rtt.pto() << p.ptoCount
+		if sp.kind == spaceApp {
 			if !c.confirmed {
 				continue // §6.2.1: no application-data PTO before confirmation
 			}
-			d += c.peerParams.MaxAckDelay << c.ptoCount
+			d += c.peerParams.MaxAckDelay << p.ptoCount
 		}
 		t := sp.lastEliciting.Add(d)
 		if pto.IsZero() || t.Before(pto) {
-			pto, psi = t, i
+			pto, psp = t, sp
 		}
 	}
-	return pto, psi, true
+	return pto, psp, true
 }
 
 func (c *Conn) onLossTimer(now time.Time) {
-	t, si, isPTO := c.lossDetectionTimer()
+	t, sp, isPTO := c.lossDetectionTimer()
 	if t.IsZero() || t.After(now) {
 		return
 	}
 	if !isPTO {
-		c.detectLost(si, now)
+		c.detectLost(sp, now)
 		return
 	}
-	c.ptoCount++
+	path := sp.path
+	path.ptoCount++
+	path.ptos++
 	c.ptos++
-	sp := c.spaces[si]
+	if sp.kind == spaceApp {
+		c.onPathPTO(path)
+	}
 	// Probe: send the oldest unacknowledged data again (§6.2.4), or a PING.
 	n := 0
 	for _, p := range sp.sent {
 		if p.ackEliciting && n < 2 {
-			c.requeue(si, p)
+			c.requeue(sp, p)
 			n++
 		}
 	}
-	if si == spaceInitial && c.isClient && c.spaces[spaceHandshake].seal != nil && !c.spaces[spaceHandshake].discarded {
+	if sp.kind == spaceInitial && c.isClient && c.spaces[spaceHandshake].seal != nil && !c.spaces[spaceHandshake].discarded {
 		sp = c.spaces[spaceHandshake]
-		si = spaceHandshake
 	}
-	c.probe[si] = 2
+	sp.probe = 2
 	if n == 0 && sp.lastEliciting.IsZero() {
 		sp.lastEliciting = now
 	}
@@ -1053,15 +1154,20 @@ func (c *Conn) onTimers(now time.Time) {
 		return
 	}
 	c.onLossTimer(now)
+	c.closeAbandoned(now)
 	if ka := c.conf.KeepAlivePeriod; ka > 0 && c.confirmed && now.Sub(c.lastActivity()) >= ka {
-		c.probe[spaceApp] = max(c.probe[spaceApp], 1) // a PING (RFC 9000 §10.1.2)
+		if p := c.schedule(now); p != nil {
+			p.space.probe = max(p.space.probe, 1) // a PING (RFC 9000 §10.1.2)
+		}
 	}
 }
 
 func (c *Conn) lastActivity() time.Time {
 	t := c.lastRecv
-	if l := c.spaces[spaceApp].lastEliciting; l.After(t) {
-		t = l
+	for _, p := range c.paths {
+		if l := p.space.lastEliciting; l.After(t) {
+			t = l
+		}
 	}
 	return t
 }
@@ -1084,9 +1190,14 @@ func (c *Conn) nextTimer() time.Time {
 	}
 	lt, _, _ := c.lossDetectionTimer()
 	earliest(lt)
-	for _, sp := range c.spaces {
-		if sp.seal != nil {
+	for _, sp := range c.spaceList {
+		if c.spaces[sp.kind].seal != nil {
 			earliest(sp.ackAt)
+		}
+	}
+	for _, p := range c.paths {
+		if p.abandoned && !p.closed {
+			earliest(p.abandonedAt.Add(3 * c.ptoDuration()))
 		}
 	}
 	if !c.handshakeComplete {

@@ -2,13 +2,14 @@ package mpquic
 
 import "slices"
 
-// Connection IDs (RFC 9000 §5.1): we issue extra IDs with NEW_CONNECTION_ID
-// up to the peer's active_connection_id_limit and replace those it
-// retires; we keep the IDs the peer issues, retire those below its
-// retire_prior_to and can move to another (switchDCID), which is what a
-// path change and, later, each multipath path needs.
+// Connection IDs (RFC 9000 §5.1), one set per path ID
+// (draft-ietf-quic-multipath-21 §"Path Identifier"): we issue extra IDs up
+// to the peer's active_connection_id_limit (NEW_CONNECTION_ID for path 0,
+// PATH_NEW_CONNECTION_ID for the others) and replace those it retires; we
+// keep the IDs the peer issues, retire those below its retire_prior_to and
+// can move a path to another (switchDCID).
 
-// maxLocalCIDs caps how many IDs we keep active for the peer.
+// maxLocalCIDs caps how many IDs we keep active for the peer per path.
 const maxLocalCIDs = 4
 
 type peerCID struct {
@@ -17,10 +18,34 @@ type peerCID struct {
 	token [16]byte
 }
 
+// cidSet is one path ID's connection IDs in both directions.
+type cidSet struct {
+	issued            map[uint64]NewConnectionIDFrame // ours, by sequence number
+	nextSeq           uint64
+	queue             []uint64 // ours to announce, by sequence number
+	peer              []peerCID
+	peerRetirePriorTo uint64
+	retireQueue       []uint64 // the peer's to retire
+}
+
+type cidRef struct {
+	path uint32
+	seq  uint64
+}
+
 func (c *Conn) initCIDs() {
-	c.localCIDs = map[string]uint64{string(c.scid): 0}
-	c.issued = map[uint64]NewConnectionIDFrame{}
-	c.nextCIDSeq = 1
+	c.localCIDs = map[string]cidRef{string(c.scid): {}}
+	c.cids = map[uint32]*cidSet{}
+	c.cidSet(0).nextSeq = 1
+}
+
+func (c *Conn) cidSet(id uint32) *cidSet {
+	cs := c.cids[id]
+	if cs == nil {
+		cs = &cidSet{issued: map[uint64]NewConnectionIDFrame{}}
+		c.cids[id] = cs
+	}
+	return cs
 }
 
 // ours says whether a packet's destination ID is one of ours.
@@ -29,36 +54,58 @@ func (c *Conn) ours(dcid []byte) bool {
 	return ok
 }
 
+func (c *Conn) localCount(id uint32) int {
+	n := 0
+	for _, r := range c.localCIDs {
+		if r.path == id {
+			n++
+		}
+	}
+	return n
+}
+
 // issueCIDs tops our active IDs up to the peer's limit (after the
-// handshake is confirmed, RFC 9000 §5.1.1).
+// handshake is confirmed, RFC 9000 §5.1.1), for path 0 and, with
+// multipath, for every path ID both sides allow that was not abandoned.
 func (c *Conn) issueCIDs() {
 	want := int(min(c.peerParams.ActiveConnIDLimit, maxLocalCIDs))
-	for len(c.localCIDs) < want {
-		f := NewConnectionIDFrame{Seq: c.nextCIDSeq, ConnID: randomID(connIDLen)}
-		copy(f.ResetToken[:], randomID(16))
-		c.nextCIDSeq++
-		c.localCIDs[string(f.ConnID)] = f.Seq
-		c.issued[f.Seq] = f
-		c.cidQueue = append(c.cidQueue, f.Seq)
-		if c.onNewCID != nil {
-			c.onNewCID(f.ConnID)
+	last := uint32(0)
+	if c.multipath {
+		last = c.maxPathID()
+	}
+	for id := uint32(0); id <= last; id++ {
+		if p := c.paths[id]; p != nil && p.abandoned {
+			continue
+		}
+		cs := c.cidSet(id)
+		for n := c.localCount(id); n < want; n++ {
+			f := NewConnectionIDFrame{Seq: cs.nextSeq, ConnID: randomID(connIDLen)}
+			copy(f.ResetToken[:], randomID(16))
+			cs.nextSeq++
+			c.localCIDs[string(f.ConnID)] = cidRef{path: id, seq: f.Seq}
+			cs.issued[f.Seq] = f
+			cs.queue = append(cs.queue, f.Seq)
+			if c.onNewCID != nil {
+				c.onNewCID(f.ConnID)
+			}
 		}
 	}
 }
 
-func (c *Conn) handleRetireCID(f RetireConnectionIDFrame) error {
-	if f.Seq >= c.nextCIDSeq {
-		return transportErr(ProtocolViolation, FrameRetireConnectionID, "retired connection ID %d was never issued", f.Seq)
+func (c *Conn) handleRetireCID(id uint32, seq uint64, ft FrameType) error {
+	cs := c.cidSet(id)
+	if seq >= cs.nextSeq {
+		return transportErr(ProtocolViolation, ft, "retired connection ID %d of path %d was never issued", seq, id)
 	}
-	for cid, seq := range c.localCIDs {
-		if seq != f.Seq {
+	for cid, r := range c.localCIDs {
+		if r.path != id || r.seq != seq {
 			continue
 		}
-		if len(c.localCIDs) == 1 {
-			return transportErr(ProtocolViolation, FrameRetireConnectionID, "retired our last connection ID")
+		if id == 0 && c.localCount(0) == 1 {
+			return transportErr(ProtocolViolation, ft, "retired our last connection ID")
 		}
 		delete(c.localCIDs, cid)
-		delete(c.issued, seq)
+		delete(cs.issued, seq)
 		if c.onRetireID != nil {
 			c.onRetireID([]byte(cid))
 		}
@@ -67,51 +114,53 @@ func (c *Conn) handleRetireCID(f RetireConnectionIDFrame) error {
 	return nil
 }
 
-func (c *Conn) handleNewCID(f NewConnectionIDFrame) error {
-	if f.Seq < c.peerRetirePriorTo {
-		c.retireQueue = append(c.retireQueue, f.Seq) // already retired (§19.15)
+func (c *Conn) handleNewCID(id uint32, seq, retirePriorTo uint64, cid []byte, token [16]byte, ft FrameType) error {
+	cs := c.cidSet(id)
+	if seq < cs.peerRetirePriorTo {
+		cs.retireQueue = append(cs.retireQueue, seq) // already retired (§19.15)
 		return nil
 	}
-	for _, p := range c.peerCIDs {
-		if p.seq == f.Seq {
+	for _, p := range cs.peer {
+		if p.seq == seq {
 			return nil // a repeat
 		}
 	}
-	c.peerCIDs = append(c.peerCIDs, peerCID{seq: f.Seq, cid: append([]byte(nil), f.ConnID...), token: f.ResetToken})
-	if f.RetirePriorTo > c.peerRetirePriorTo {
-		c.peerRetirePriorTo = f.RetirePriorTo
-		c.peerCIDs = slices.DeleteFunc(c.peerCIDs, func(p peerCID) bool {
-			if p.seq < f.RetirePriorTo {
-				c.retireQueue = append(c.retireQueue, p.seq)
+	cs.peer = append(cs.peer, peerCID{seq: seq, cid: append([]byte(nil), cid...), token: token})
+	if retirePriorTo > cs.peerRetirePriorTo {
+		cs.peerRetirePriorTo = retirePriorTo
+		cs.peer = slices.DeleteFunc(cs.peer, func(p peerCID) bool {
+			if p.seq < retirePriorTo {
+				cs.retireQueue = append(cs.retireQueue, p.seq)
 				return true
 			}
 			return false
 		})
-		if c.dcidSeq < f.RetirePriorTo {
-			if !c.switchDCID() {
-				return transportErr(ProtocolViolation, FrameNewConnectionID, "every connection ID retired")
+		if p := c.paths[id]; p != nil && p.dcid != nil && p.dcidSeq < retirePriorTo {
+			if !c.switchDCID(p) {
+				return transportErr(ProtocolViolation, ft, "every connection ID of path %d retired", id)
 			}
 		}
 	}
-	if active := len(c.peerCIDs); active > DefaultActiveConnIDLimit {
-		return transportErr(ConnectionIDLimitError, FrameNewConnectionID, "%d active connection IDs, limit %d", active, DefaultActiveConnIDLimit)
+	if active := len(cs.peer); active > DefaultActiveConnIDLimit {
+		return transportErr(ConnectionIDLimitError, ft, "%d active connection IDs, limit %d", active, DefaultActiveConnIDLimit)
 	}
 	return nil
 }
 
-// switchDCID moves to another ID of the peer and retires the one in use;
-// false if the peer gave no other.
-func (c *Conn) switchDCID() bool {
-	for _, p := range c.peerCIDs {
-		if p.seq == c.dcidSeq {
+// switchDCID moves path p to another ID of the peer for its path ID and
+// retires the one in use; false if the peer gave no other.
+func (c *Conn) switchDCID(p *path) bool {
+	cs := c.cidSet(p.id)
+	for _, q := range cs.peer {
+		if q.seq == p.dcidSeq {
 			continue
 		}
-		old := c.dcidSeq
-		c.dcid, c.dcidSeq = p.cid, p.seq
-		j := slices.IndexFunc(c.peerCIDs, func(q peerCID) bool { return q.seq == old })
+		old := p.dcidSeq
+		p.dcid, p.dcidSeq = q.cid, q.seq
+		j := slices.IndexFunc(cs.peer, func(r peerCID) bool { return r.seq == old })
 		if j >= 0 {
-			c.peerCIDs = slices.Delete(c.peerCIDs, j, j+1)
-			c.retireQueue = append(c.retireQueue, old)
+			cs.peer = slices.Delete(cs.peer, j, j+1)
+			cs.retireQueue = append(cs.retireQueue, old)
 		}
 		return true
 	}

@@ -12,7 +12,7 @@ func waitPeerCIDs(t *testing.T, c *Conn) {
 	t.Helper()
 	for deadline := time.Now().Add(5 * time.Second); ; {
 		c.mu.Lock()
-		n := len(c.peerCIDs)
+		n := len(c.cids[0].peer)
 		c.mu.Unlock()
 		if n > 1 {
 			return
@@ -38,12 +38,12 @@ func TestSwitchConnectionID(t *testing.T) {
 		exchange(t, ctx, open, []byte("before"))
 		waitPeerCIDs(t, c)
 		c.mu.Lock()
-		old := string(c.dcid)
-		if !c.switchDCID() {
+		old := string(c.p0().dcid)
+		if !c.switchDCID(c.p0()) {
 			c.mu.Unlock()
 			t.Fatal("no other connection ID to move to")
 		}
-		moved := string(c.dcid) != old
+		moved := string(c.p0().dcid) != old
 		c.mu.Unlock()
 		if !moved {
 			t.Fatal("the destination connection ID did not change")
@@ -52,7 +52,7 @@ func TestSwitchConnectionID(t *testing.T) {
 	}
 	t.Run("mpquic", func(t *testing.T) {
 		c, open := dialTest(t, ctx, l.Addr().String(), ctls)
-		first := func() []byte { c.mu.Lock(); defer c.mu.Unlock(); return append([]byte(nil), c.dcid...) }()
+		first := func() []byte { c.mu.Lock(); defer c.mu.Unlock(); return append([]byte(nil), c.p0().dcid...) }()
 		check(t, c, open)
 		// The server dropped the retired ID from its routing and issued
 		// another in its place.
@@ -64,7 +64,7 @@ func TestSwitchConnectionID(t *testing.T) {
 			t.Error("the retired connection ID still routes to the connection")
 		}
 		c.mu.Lock()
-		n := len(c.peerCIDs)
+		n := len(c.cids[0].peer)
 		c.mu.Unlock()
 		if n < 2 {
 			t.Errorf("%d connection IDs of the server left, want a replacement", n)

@@ -44,14 +44,14 @@ func dial(ctx context.Context, pconn net.PacketConn, raddr net.Addr, tlsConf *tl
 	c := newConn(true, pconn, raddr, cfg, tlsConf)
 	c.ownsConn = owns
 	c.origDCID = randomID(connIDLen)
-	c.dcid = c.origDCID
+	c.p0().dcid = c.origDCID
 	c.mu.Lock()
 	err = c.start()
 	c.mu.Unlock()
 	if err != nil {
 		return nil, err
 	}
-	go c.readLoop()
+	go c.readLoop(c.p0())
 	go c.run()
 	select {
 	case <-c.handshakeCh:
@@ -77,11 +77,11 @@ func (c *Conn) err() error {
 	return c.closeErr
 }
 
-// readLoop feeds a client connection the datagrams of its socket.
-func (c *Conn) readLoop() {
+// readLoop feeds a client connection the datagrams of one path's socket.
+func (c *Conn) readLoop(p *path) {
 	for {
 		bp := bufPool.Get().(*[]byte)
-		n, from, err := c.pconn.ReadFrom(*bp)
+		n, from, err := p.pconn.ReadFrom(*bp)
 		if err != nil {
 			bufPool.Put(bp)
 			if c.isDone() {
@@ -92,11 +92,21 @@ func (c *Conn) readLoop() {
 				continue
 			}
 			c.mu.Lock()
-			c.terminate(err)
+			if p.id == 0 {
+				c.terminate(err)
+			} else if !p.abandoned && c.livePaths() > 1 {
+				c.abandonPath(p, uint64(ApplicationAbandonPath), time.Now()) // the socket is gone
+				c.signal()
+			}
 			c.mu.Unlock()
 			return
 		}
+		if p.closed {
+			bufPool.Put(bp)
+			return
+		}
 		c.socketRecv.Add(uint64(n))
+		p.socketRecv.Add(uint64(n))
 		select {
 		case c.in <- datagram{b: (*bp)[:n], buf: bp, from: from}:
 		case <-c.done:
@@ -137,7 +147,11 @@ func (c *Conn) ConnectionState() tls.ConnectionState {
 func (c *Conn) LocalAddr() net.Addr { return c.pconn.LocalAddr() }
 
 // RemoteAddr is the peer's address.
-func (c *Conn) RemoteAddr() net.Addr { return c.remote }
+func (c *Conn) RemoteAddr() net.Addr {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.p0().remote
+}
 
 // Done is closed when the connection has ended; Err then says why.
 func (c *Conn) Done() <-chan struct{} { return c.done }
@@ -304,7 +318,7 @@ func (l *Listener) newConn(d datagram) *Conn {
 	}
 	c := newConn(false, l.pconn, d.from, l.conf, l.tlsConf)
 	c.origDCID = append([]byte(nil), h.DCID...)
-	c.dcid = append([]byte(nil), h.SCID...)
+	c.p0().dcid = append([]byte{}, h.SCID...) // non-nil: quic-go clients use empty IDs
 	keys := []string{string(c.origDCID), string(c.scid)}
 	c.onDone = func() {
 		l.mu.Lock()

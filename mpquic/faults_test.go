@@ -201,7 +201,7 @@ func TestGarbageDoesNotHurtServer(t *testing.T) {
 	defer junk.Close()
 	rng := rand.New(rand.NewPCG(3, 4))
 	c.mu.Lock()
-	serverCID := append([]byte(nil), c.dcid...)
+	serverCID := append([]byte(nil), c.p0().dcid...)
 	c.mu.Unlock()
 	for i := 0; i < 2000; i++ {
 		b := make([]byte, 1+rng.IntN(1400))

@@ -93,7 +93,7 @@ func FuzzServerInitial(f *testing.F) {
 		}
 		conf, _ := (*Config)(nil).withDefaults()
 		c := newConn(false, discardConn{}, &net.UDPAddr{}, conf, stls)
-		c.origDCID, c.dcid = dcid, scid
+		c.origDCID, c.p0().dcid = dcid, scid
 		if err := c.start(); err != nil {
 			t.Fatal(err)
 		}

@@ -27,23 +27,31 @@ func sameHost(a, b net.Addr) bool {
 	return ok1 && ok2 && ua.AddrPort().Addr() == ub.AddrPort().Addr()
 }
 
-func (c *Conn) onPeerAddress(now time.Time) {
-	if c.isClient || !c.confirmed || c.from == nil || sameAddr(c.from, c.remote) {
+func (c *Conn) onPeerAddress(p *path, now time.Time) {
+	if c.isClient || !c.confirmed || c.from == nil || sameAddr(c.from, p.remote) {
 		return
 	}
-	if !sameHost(c.from, c.remote) {
-		c.cc = newNewReno(c.mss)
-		c.rtt = rttStats{}
+	if !sameHost(c.from, p.remote) {
+		p.cc = newNewReno(c.mss)
+		p.rtt = rttStats{}
 	}
-	c.remote = c.from
+	p.remote = c.from
 	var d [8]byte
 	copy(d[:], randomID(8))
-	c.challenge, c.challengeSent = &d, false
+	p.challenge, p.challengeSent = &d, false
 }
 
+// onPathResponse validates the path whose challenge it answers, whichever
+// path carried it.
 func (c *Conn) onPathResponse(f PathResponseFrame) {
-	if c.challenge != nil && f.Data == *c.challenge {
-		c.challenge = nil
-		c.pathsValidated++
+	for _, p := range c.paths {
+		if p.challenge != nil && f.Data == *p.challenge {
+			p.challenge = nil
+			c.pathsValidated++
+			if !p.validated {
+				p.validated = true
+				close(p.validatedCh)
+			}
+		}
 	}
 }

@@ -126,7 +126,7 @@ func TestServerFollowsRebinding(t *testing.T) {
 	rc.Rebind(t)
 	exchange(t, ctx, open, testData(512<<10, 12))
 	srv.mu.Lock()
-	after, validated := srv.remote.String(), srv.pathsValidated
+	after, validated := srv.p0().remote.String(), srv.pathsValidated
 	srv.mu.Unlock()
 	if after == before || after != rc.LocalAddr().String() {
 		t.Fatalf("server sends to %s (was %s), client now at %s", after, before, rc.LocalAddr())

@@ -37,6 +37,8 @@ const (
 	sfNewCID
 	sfRetireCID
 	sfPathChallenge
+	sfPathAbandon
+	sfPathStatus
 )
 
 // sentFrame records what a frame carried, so that its loss re-queues the
@@ -44,7 +46,8 @@ const (
 type sentFrame struct {
 	kind   uint8
 	fin    bool
-	id     uint64 // stream ID
+	pid    uint32 // path ID of the path frames
+	id     uint64 // stream ID, or sequence number
 	off, n uint64
 }
 

@@ -7,7 +7,8 @@ import (
 // plan is one packet of a datagram being built: its payload is final
 // before headers are written, so padding can go into the last packet.
 type plan struct {
-	si             int
+	sp             *pnSpace
+	si             int // sp.kind
 	pn             uint64
 	pnLen          int
 	payload        []byte
@@ -17,19 +18,20 @@ type plan struct {
 	largestAckSent int64
 }
 
-func (c *Conn) hdrLen(si, pnLen, payloadLen int) int {
+func (c *Conn) hdrLen(p *path, si, pnLen, payloadLen int) int {
 	if si == spaceApp {
-		return 1 + len(c.dcid) + pnLen
+		return 1 + len(p.dcid) + pnLen
 	}
-	n := 1 + 4 + 1 + len(c.dcid) + 1 + len(c.scid) + VarintLen(uint64(pnLen+payloadLen+tagLen)) + pnLen
+	n := 1 + 4 + 1 + len(p.dcid) + 1 + len(c.scid) + VarintLen(uint64(pnLen+payloadLen+tagLen)) + pnLen
 	if si == spaceInitial {
 		n++ // empty token length
 	}
 	return n
 }
 
-// sendPackets sends datagrams while there is something to send and the
-// congestion window, pacer and anti-amplification limit allow.
+// sendPackets sends datagrams on every path while there is something to
+// send and the congestion windows, pacers and anti-amplification limit
+// allow; the scheduler (multipath.go) picks the path of new data.
 func (c *Conn) sendPackets(now time.Time) {
 	if c.closing {
 		if c.closePending {
@@ -39,6 +41,19 @@ func (c *Conn) sendPackets(now time.Time) {
 		return
 	}
 	c.nextPaceAt = time.Time{}
+	more := false
+	for _, id := range c.pathIDs() {
+		if p := c.paths[id]; !p.closed && !p.abandoned && p.dcid != nil {
+			more = c.sendOnPath(now, p) || more
+		}
+	}
+	if more {
+		c.signal() // more to send: come back after reading what arrived
+	}
+}
+
+// sendOnPath sends what path p has to carry; true if it stopped early.
+func (c *Conn) sendOnPath(now time.Time, p *path) bool {
 	// Datagrams of one size go out as one GSO write where the socket
 	// offers it (Linux UDP_SEGMENT): one system call per batch, not per
 	// packet. A shorter datagram ends a batch; a longer one starts anew.
@@ -47,7 +62,7 @@ func (c *Conn) sendPackets(now time.Time) {
 	more := true
 	for i := 0; i < 256; i++ {
 		start := len(batch)
-		batch = c.buildDatagram(now, batch)
+		batch = c.buildDatagram(now, p, batch)
 		n := len(batch) - start
 		if n == 0 {
 			more = false
@@ -56,7 +71,7 @@ func (c *Conn) sendPackets(now time.Time) {
 		c.bytesSent += n // anti-amplification counts what we tried
 		switch {
 		case nseg > 0 && n > seg:
-			c.flush(batch[:start], seg, nseg)
+			c.flush(p, batch[:start], seg, nseg)
 			copy(batch, batch[start:])
 			batch, seg, nseg = batch[:n], n, 1
 		case nseg == 0:
@@ -64,48 +79,56 @@ func (c *Conn) sendPackets(now time.Time) {
 		default:
 			nseg++
 		}
-		if n < seg || nseg >= maxGSOSegments || !c.gso || cap(batch)-len(batch) < maxDatagramSize+64 {
-			c.flush(batch, seg, nseg)
+		if n < seg || nseg >= maxGSOSegments || !p.gso || cap(batch)-len(batch) < maxDatagramSize+64 {
+			c.flush(p, batch, seg, nseg)
 			batch, nseg = batch[:0], 0
 		}
 	}
 	if nseg > 0 {
-		c.flush(batch, seg, nseg)
+		c.flush(p, batch, seg, nseg)
 	}
 	c.batch = batch[:0]
-	if more {
-		c.signal() // more to send: come back after reading what arrived
-	}
+	return more
 }
 
 // maxGSOSegments bounds a batch (the kernel allows 64 segments, 64 KiB).
 const maxGSOSegments = 32
 
-// flush writes nseg datagrams of seg bytes (the last may be shorter).
-func (c *Conn) flush(b []byte, seg, nseg int) {
+// flush writes nseg datagrams of seg bytes (the last may be shorter) on p.
+func (c *Conn) flush(p *path, b []byte, seg, nseg int) {
 	if len(b) == 0 {
 		return
 	}
-	if nseg > 1 && c.gso {
-		if err := writeGSO(c.pconn, b, seg, c.remote, &c.oob); err == nil {
+	if nseg > 1 && p.gso {
+		if err := writeGSO(p.pconn, b, seg, p.remote, &p.oob); err == nil {
 			c.socketSent += uint64(len(b))
+			p.socketSent += uint64(len(b))
 			return
 		} else if !gsoTransient(err) {
-			c.gso = false // not offered here: one write per datagram from now on
+			p.gso = false // not offered here: one write per datagram from now on
 		}
 	}
 	for len(b) > 0 {
 		n := min(seg, len(b))
-		if _, err := c.pconn.WriteTo(b[:n], c.remote); err == nil {
+		if _, err := p.pconn.WriteTo(b[:n], p.remote); err == nil {
 			c.socketSent += uint64(n)
+			p.socketSent += uint64(n)
 		}
 		b = b[n:]
 	}
 }
 
-// buildDatagram appends one datagram to dst; dst unchanged if there is
-// nothing to send.
-func (c *Conn) buildDatagram(now time.Time, dst []byte) []byte {
+// spacesOf are the packet number spaces a datagram on p may carry.
+func (c *Conn) spacesOf(p *path) []*pnSpace {
+	if p.id == 0 {
+		return c.spaces[:]
+	}
+	return []*pnSpace{p.space}
+}
+
+// buildDatagram appends one datagram for path p to dst; dst unchanged if
+// there is nothing to send.
+func (c *Conn) buildDatagram(now time.Time, p *path, dst []byte) []byte {
 	limit := c.mss
 	if !c.isClient && !c.addrValidated {
 		limit = min(limit, 3*c.bytesRecv-c.bytesSent) // RFC 9000 §8.1
@@ -113,38 +136,47 @@ func (c *Conn) buildDatagram(now time.Time, dst []byte) []byte {
 			return dst
 		}
 	}
+	spaces := c.spacesOf(p)
 	probing := false
-	for _, n := range c.probe {
-		probing = probing || n > 0
+	for _, sp := range spaces {
+		probing = probing || sp.probe > 0
 	}
-	dataOK := c.cc.canSend(c.mss) || probing
-	if dataOK && !probing {
-		if t := c.cc.pace(now, c.mss, c.rtt.smoothed, c.rtt.hasSample); !t.IsZero() {
-			c.nextPaceAt = t
-			dataOK = false
+	var dataOK bool
+	if !c.multipath {
+		dataOK = p.cc.canSend(c.mss) || probing
+		if dataOK && !probing {
+			if t := p.cc.pace(now, c.mss, p.rtt.smoothed, p.rtt.hasSample); !t.IsZero() {
+				c.nextPaceAt = t
+				dataOK = false
+			}
 		}
+	} else {
+		// A potentially failed path probes with PINGs only: its data
+		// was reinjected elsewhere.
+		dataOK = (probing && !p.potentiallyFailed) || c.schedule(now) == p
 	}
 	var plans [numSpaces]plan
 	np := 0
 	remaining := limit
-	for si, sp := range c.spaces {
-		if sp.seal == nil || sp.discarded {
+	for _, sp := range spaces {
+		si := sp.kind
+		if c.spaces[si].seal == nil || sp.discarded {
 			continue
 		}
 		pn := sp.nextPN
 		pnLen := PacketNumberLen(pn, sp.largestAcked)
-		avail := remaining - c.hdrLen(si, pnLen, remaining) - tagLen
+		avail := remaining - c.hdrLen(p, si, pnLen, remaining) - tagLen
 		if avail < 32 {
 			break
 		}
-		pl := plan{si: si, pn: pn, pnLen: pnLen, largestAckSent: -1}
-		c.fillPayload(&pl, avail, now, dataOK || c.probe[si] > 0)
+		pl := plan{sp: sp, si: si, pn: pn, pnLen: pnLen, largestAckSent: -1}
+		c.fillPayload(&pl, avail, now, dataOK || sp.probe > 0)
 		if len(pl.payload) == 0 {
 			continue
 		}
 		plans[np] = pl
 		np++
-		remaining -= c.hdrLen(si, pnLen, len(pl.payload)) + len(pl.payload) + tagLen
+		remaining -= c.hdrLen(p, si, pnLen, len(pl.payload)) + len(pl.payload) + tagLen
 	}
 	if np == 0 {
 		return dst
@@ -169,7 +201,7 @@ func (c *Conn) buildDatagram(now time.Time, dst []byte) []byte {
 		for {
 			total := 0
 			for _, pl := range plans[:np] {
-				total += c.hdrLen(pl.si, pl.pnLen, len(pl.payload)) + len(pl.payload) + tagLen
+				total += c.hdrLen(p, pl.si, pl.pnLen, len(pl.payload)) + len(pl.payload) + tagLen
 			}
 			if total >= minDatagramSize {
 				break
@@ -180,38 +212,41 @@ func (c *Conn) buildDatagram(now time.Time, dst []byte) []byte {
 	buf := dst
 	discardInitial := false
 	for _, pl := range plans[:np] {
-		sp := c.spaces[pl.si]
+		sp := pl.sp
 		start := len(buf)
 		var err error
+		pid := uint32(0)
 		if pl.si == spaceApp {
-			buf, err = AppendShortHeader(buf, ShortHeader{DCID: c.dcid, KeyPhase: c.keyPhase}, pl.pn, pl.pnLen)
+			pid = p.id
+			buf, err = AppendShortHeader(buf, ShortHeader{DCID: p.dcid, KeyPhase: c.keyPhase}, pl.pn, pl.pnLen)
 		} else {
-			buf, err = AppendLongHeader(buf, LongHeader{Type: spacePacketTypes[pl.si], DCID: c.dcid, SCID: c.scid}, pl.pn, pl.pnLen, len(pl.payload))
+			buf, err = AppendLongHeader(buf, LongHeader{Type: spacePacketTypes[pl.si], DCID: p.dcid, SCID: c.scid}, pl.pn, pl.pnLen, len(pl.payload))
 		}
 		if err != nil {
 			panic("mpquic: " + err.Error()) // lengths are ours
 		}
 		hl := len(buf) - start
 		buf = append(buf, pl.payload...)
-		pkt, err := sp.seal.ProtectInPlace(buf[start:], hl, pl.pn, 0)
+		pkt, err := c.spaces[pl.si].seal.ProtectInPlace(buf[start:], hl, pl.pn, pid)
 		if err != nil {
 			panic("mpquic: " + err.Error())
 		}
 		buf = buf[:start+len(pkt)]
 		sp.nextPN++
 		c.packetsSent++
+		p.packetsSent++
 		if pl.hasAck {
 			sp.ackAt = time.Time{}
 			sp.elicitingUnacked = 0
 		}
 		if pl.eliciting {
-			p := &sentPacket{pn: pl.pn, time: now, size: len(pkt), ackEliciting: true, inFlight: true, largestAcked: pl.largestAckSent, frames: pl.frames}
-			sp.sent = append(sp.sent, p)
+			sent := &sentPacket{pn: pl.pn, time: now, size: len(pkt), ackEliciting: true, inFlight: true, largestAcked: pl.largestAckSent, frames: pl.frames}
+			sp.sent = append(sp.sent, sent)
 			sp.lastEliciting = now
-			c.cc.onSent(p.size)
-			c.cc.onPaced(p.size)
-			if c.probe[pl.si] > 0 {
-				c.probe[pl.si]--
+			p.cc.onSent(sent.size)
+			p.cc.onPaced(sent.size)
+			if sp.probe > 0 {
+				sp.probe--
 			}
 		}
 		if c.isClient && pl.si == spaceHandshake {
@@ -225,23 +260,35 @@ func (c *Conn) buildDatagram(now time.Time, dst []byte) []byte {
 }
 
 // fillPayload adds frames to one packet: an ACK if owed, CRYPTO data, then
-// (1-RTT) control frames and stream data, in at most avail bytes.
+// (1-RTT) the path's own frames, control frames and stream data, in at most
+// avail bytes.
 func (c *Conn) fillPayload(pl *plan, avail int, now time.Time, dataOK bool) {
-	sp := c.spaces[pl.si]
+	sp := pl.sp
 	b := make([]byte, 0, avail)
 	ackDue := !sp.ackAt.IsZero() && !sp.ackAt.After(now)
 	ackOwed := !sp.ackAt.IsZero() || (len(sp.recvd) > 0 && dataOK && sp.elicitingUnacked > 0)
 	if ackOwed && len(sp.recvd) > 0 {
 		f := c.ackFrame(sp, now)
-		if b2 := f.Append(b); len(b2) <= avail/2 || ackDue {
+		var b2 []byte
+		if sp.kind == spaceApp && sp.path.id != 0 {
+			b2 = PathAckFrame{PathID: uint64(sp.path.id), Ack: f}.Append(b)
+		} else {
+			b2 = f.Append(b)
+		}
+		if len(b2) <= avail/2 || ackDue {
 			b = b2
 			pl.hasAck = true
 			pl.largestAckSent = int64(f.Ranges[0].Largest)
 		}
 	}
 	ackLen := len(b)
+	if pl.si == spaceApp {
+		b = c.fillPathFrames(pl, b, avail)
+	}
 	if dataOK {
-		b = c.fillCrypto(pl, sp, b, avail)
+		if pl.si != spaceApp || sp == c.spaces[spaceApp] {
+			b = c.fillCrypto(pl, sp, b, avail)
+		}
 		if pl.si == spaceApp {
 			b = c.fillControl(pl, b, avail)
 			b = c.fillStreams(pl, b, avail)
@@ -249,7 +296,7 @@ func (c *Conn) fillPayload(pl *plan, avail int, now time.Time, dataOK bool) {
 	}
 	if len(b) > ackLen {
 		pl.eliciting = true
-	} else if c.probe[pl.si] > 0 {
+	} else if sp.probe > 0 {
 		b = PingFrame{}.Append(b)
 		pl.eliciting = true
 	} else if !ackDue {
@@ -265,10 +312,27 @@ func (c *Conn) ackFrame(sp *pnSpace, now time.Time) AckFrame {
 	for i := len(sp.recvd) - 1; i >= len(sp.recvd)-n; i-- {
 		f.Ranges = append(f.Ranges, AckRange{Smallest: sp.recvd[i].lo, Largest: sp.recvd[i].hi})
 	}
-	if sp == c.spaces[spaceApp] {
+	if sp.kind == spaceApp {
 		f.AckDelay = uint64(now.Sub(sp.largestRecvTime).Microseconds()) >> DefaultAckDelayExponent
 	}
 	return f
+}
+
+// fillPathFrames adds what must go on this very path: its PATH_CHALLENGE
+// and the PATH_RESPONSEs to challenges that arrived on it (RFC 9000 §8.2).
+func (c *Conn) fillPathFrames(pl *plan, b []byte, avail int) []byte {
+	p := pl.sp.path
+	if p.challenge != nil && !p.challengeSent && avail-len(b) >= 16 {
+		b = PathChallengeFrame{Data: *p.challenge}.Append(b)
+		pl.frames = append(pl.frames, sentFrame{kind: sfPathChallenge, pid: p.id})
+		p.challengeSent = true
+	}
+	for len(p.responses) > 0 && avail-len(b) >= 16 {
+		b = PathResponseFrame{Data: p.responses[0]}.Append(b)
+		pl.frames = append(pl.frames, sentFrame{kind: sfAck})
+		p.responses = p.responses[1:]
+	}
+	return b
 }
 
 func (c *Conn) fillCrypto(pl *plan, sp *pnSpace, b []byte, avail int) []byte {
@@ -308,21 +372,36 @@ func (c *Conn) fillControl(pl *plan, b []byte, avail int) []byte {
 	if c.sendMaxStreams && add(MaxStreamsFrame{Bidi: true, Max: c.localMaxBidi}, sentFrame{kind: sfMaxStreams}) {
 		c.sendMaxStreams = false
 	}
-	for len(c.cidQueue) > 0 {
-		f, ok := c.issued[c.cidQueue[0]]
-		if ok && !add(f, sentFrame{kind: sfNewCID, id: f.Seq}) {
-			break
+	for id, cs := range c.cids {
+		for len(cs.queue) > 0 {
+			f, ok := cs.issued[cs.queue[0]]
+			var fr Frame = f
+			if id != 0 {
+				fr = PathNewConnectionIDFrame{PathID: uint64(id), Seq: f.Seq, RetirePriorTo: f.RetirePriorTo, ConnID: f.ConnID, ResetToken: f.ResetToken}
+			}
+			if ok && !add(fr, sentFrame{kind: sfNewCID, pid: id, id: f.Seq}) {
+				break
+			}
+			cs.queue = cs.queue[1:]
 		}
-		c.cidQueue = c.cidQueue[1:]
+		for len(cs.retireQueue) > 0 {
+			var fr Frame = RetireConnectionIDFrame{Seq: cs.retireQueue[0]}
+			if id != 0 {
+				fr = PathRetireConnectionIDFrame{PathID: uint64(id), Seq: cs.retireQueue[0]}
+			}
+			if !add(fr, sentFrame{kind: sfRetireCID, pid: id, id: cs.retireQueue[0]}) {
+				break
+			}
+			cs.retireQueue = cs.retireQueue[1:]
+		}
 	}
-	for len(c.retireQueue) > 0 && add(RetireConnectionIDFrame{Seq: c.retireQueue[0]}, sentFrame{kind: sfRetireCID, id: c.retireQueue[0]}) {
-		c.retireQueue = c.retireQueue[1:]
-	}
-	if c.challenge != nil && !c.challengeSent && add(PathChallengeFrame{Data: *c.challenge}, sentFrame{kind: sfPathChallenge}) {
-		c.challengeSent = true
-	}
-	for len(c.pathResponses) > 0 && add(PathResponseFrame{Data: c.pathResponses[0]}, sentFrame{kind: sfAck}) {
-		c.pathResponses = c.pathResponses[1:]
+	for _, p := range c.paths {
+		if p.sendAbandon && add(PathAbandonFrame{PathID: uint64(p.id), ErrorCode: p.abandonCode}, sentFrame{kind: sfPathAbandon, pid: p.id}) {
+			p.sendAbandon = false
+		}
+		if p.sendStatus && !p.abandoned && add(PathStatusFrame{PathID: uint64(p.id), Seq: p.statusSeq, Backup: p.localBackup}, sentFrame{kind: sfPathStatus, pid: p.id, id: p.statusSeq}) {
+			p.sendStatus = false
+		}
 	}
 	return b
 }
@@ -435,12 +514,24 @@ func (c *Conn) noteBlocked(s *Stream, b []byte) []byte {
 }
 
 // sendClose sends the CONNECTION_CLOSE in every space we can (RFC 9000
-// §10.2.3); before 1-RTT an application close becomes APPLICATION_ERROR.
+// §10.2.3), on path 0 or, if it was abandoned, another open path; before
+// 1-RTT an application close becomes APPLICATION_ERROR.
 func (c *Conn) sendClose() {
 	f := *c.closeFrame
 	buf := c.sendScratch[:0]
-	for si, sp := range c.spaces {
-		if sp.seal == nil || sp.discarded {
+	p := c.p0()
+	if p.abandoned || p.closed || p.dcid == nil {
+		for _, id := range c.pathIDs() {
+			if q := c.paths[id]; !q.abandoned && !q.closed && q.dcid != nil {
+				p = q
+				break
+			}
+		}
+	}
+	for _, sp := range c.spacesOf(p) {
+		si := sp.kind
+		seal := c.spaces[si].seal
+		if seal == nil || sp.discarded {
 			continue
 		}
 		g := f
@@ -459,14 +550,16 @@ func (c *Conn) sendClose() {
 			payload = append(payload, make([]byte, minDatagramSize-100-len(payload))...)
 		}
 		start := len(buf)
+		pid := uint32(0)
 		if si == spaceApp {
-			buf, _ = AppendShortHeader(buf, ShortHeader{DCID: c.dcid, KeyPhase: c.keyPhase}, sp.nextPN, pnLen)
+			pid = p.id
+			buf, _ = AppendShortHeader(buf, ShortHeader{DCID: p.dcid, KeyPhase: c.keyPhase}, sp.nextPN, pnLen)
 		} else {
-			buf, _ = AppendLongHeader(buf, LongHeader{Type: spacePacketTypes[si], DCID: c.dcid, SCID: c.scid}, sp.nextPN, pnLen, len(payload))
+			buf, _ = AppendLongHeader(buf, LongHeader{Type: spacePacketTypes[si], DCID: p.dcid, SCID: c.scid}, sp.nextPN, pnLen, len(payload))
 		}
 		hl := len(buf) - start
 		buf = append(buf, payload...)
-		pkt, err := sp.seal.ProtectInPlace(buf[start:], hl, sp.nextPN, 0)
+		pkt, err := seal.ProtectInPlace(buf[start:], hl, sp.nextPN, pid)
 		if err != nil {
 			return
 		}
@@ -477,8 +570,9 @@ func (c *Conn) sendClose() {
 		}
 	}
 	if len(buf) > 0 {
-		if _, err := c.pconn.WriteTo(buf, c.remote); err == nil {
+		if _, err := p.pconn.WriteTo(buf, p.remote); err == nil {
 			c.socketSent += uint64(len(buf))
+			p.socketSent += uint64(len(buf))
 		}
 	}
 	select {

@@ -17,14 +17,26 @@ type Stats struct {
 	BytesSent, BytesReceived uint64
 }
 
-// Stats reads the connection's counters.
+// Stats reads the connection's counters: the RTT of path 0 (or, once it is
+// abandoned, of the lowest open path ID), windows summed over the open
+// paths, packets and bytes over all paths (PathStats has each path's).
 func (c *Conn) Stats() Stats {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return Stats{
-		SmoothedRTT: c.rtt.smoothed, RTTVar: c.rtt.rttvar, MinRTT: c.rtt.min, LatestRTT: c.rtt.latest,
-		CongestionWindow: c.cc.cwnd, BytesInFlight: c.cc.inFlight,
-		PacketsSent: c.packetsSent, PacketsLost: c.packetsLost, PTOCount: c.ptos,
-		BytesSent: c.socketSent, BytesReceived: c.socketRecv.Load(),
+	s := Stats{PacketsSent: c.packetsSent, PacketsLost: c.packetsLost, PTOCount: c.ptos,
+		BytesSent: c.socketSent, BytesReceived: c.socketRecv.Load()}
+	rttSet := false
+	for _, id := range c.pathIDs() {
+		p := c.paths[id]
+		if p.abandoned || p.closed {
+			continue
+		}
+		if !rttSet {
+			rttSet = true
+			s.SmoothedRTT, s.RTTVar, s.MinRTT, s.LatestRTT = p.rtt.smoothed, p.rtt.rttvar, p.rtt.min, p.rtt.latest
+		}
+		s.CongestionWindow += p.cc.cwnd
+		s.BytesInFlight += p.cc.inFlight
 	}
+	return s
 }

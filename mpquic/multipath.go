@@ -1,0 +1,514 @@
+package mpquic
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"slices"
+	"sync/atomic"
+	"time"
+)
+
+// Multipath (draft-ietf-quic-multipath-21). A connection has one path per
+// path ID in use, path 0 being the handshake's. Each path has its own
+// connection IDs in both directions (path.go's cidSet, PATH_NEW_CONNECTION_ID),
+// its own 1-RTT packet number space with the path ID in the AEAD nonce, its
+// own ACK state (PATH_ACK), and its own RTT estimator, loss detection and
+// NewReno controller (uncoupled, draft §"Congestion Control"): the RFC 9002
+// code in conn.go and recovery.go runs per path. The 1-RTT keys are shared
+// and live in path 0's space. Without initial_max_path_id from both sides
+// the connection is plain QUIC v1 on path 0.
+
+// PathStatus is a path's sending preference (draft §"Path Status Management").
+type PathStatus int
+
+const (
+	PathAvailable PathStatus = iota
+	PathBackup
+)
+
+func (s PathStatus) String() string {
+	if s == PathBackup {
+		return "backup"
+	}
+	return "available"
+}
+
+type path struct {
+	id       uint32
+	pconn    net.PacketConn
+	remote   net.Addr
+	dcid     []byte
+	dcidSeq  uint64
+	space    *pnSpace // the 1-RTT packet number space
+	rtt      rttStats
+	cc       *newReno
+	ptoCount int
+
+	validated     bool
+	challenge     *[8]byte // PATH_CHALLENGE data awaiting its response
+	challengeSent bool
+	responses     [][8]byte // PATH_RESPONSE owed on this path
+
+	localBackup   bool // we asked the peer to use it as backup
+	peerBackup    bool // the peer asked us to
+	statusSeq     uint64
+	sendStatus    bool
+	peerStatusSeq uint64
+	peerStatusSet bool
+
+	abandoned         bool
+	abandonCode       uint64
+	sendAbandon       bool
+	abandonAcked      bool
+	abandonedAt       time.Time
+	closed            bool // state discarded after abandonment
+	potentiallyFailed bool
+
+	lastRecv    time.Time
+	packetsSent uint64
+	packetsLost uint64
+	ptos        uint64
+	socketSent  uint64
+	socketRecv  atomic.Uint64
+
+	gso         bool
+	oob         []byte
+	reader      bool          // a readLoop of ours reads pconn (client paths)
+	validatedCh chan struct{} // closed when validated
+	doneCh      chan struct{} // closed when abandoned
+}
+
+func (c *Conn) newPath(id uint32, pconn net.PacketConn, remote net.Addr) *path {
+	p := &path{id: id, pconn: pconn, remote: remote, cc: newNewReno(c.mss), gso: gsoCapable(pconn),
+		validatedCh: make(chan struct{}), doneCh: make(chan struct{})}
+	p.space = newSpace()
+	p.space.kind, p.space.path = spaceApp, p
+	p.lastRecv = time.Now()
+	c.paths[id] = p
+	c.refreshSpaces()
+	return p
+}
+
+// refreshSpaces rebuilds the list of live packet number spaces the timers
+// and loss detection walk: Initial, Handshake, then each open path's.
+func (c *Conn) refreshSpaces() {
+	c.spaceList = append(c.spaceList[:0], c.spaces[spaceInitial], c.spaces[spaceHandshake])
+	for _, id := range c.pathIDs() {
+		if p := c.paths[id]; !p.closed {
+			c.spaceList = append(c.spaceList, p.space)
+		}
+	}
+}
+
+func (c *Conn) pathIDs() []uint32 {
+	ids := make([]uint32, 0, len(c.paths))
+	for id := range c.paths {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	return ids
+}
+
+func (c *Conn) p0() *path { return c.paths[0] }
+
+// appKeys are the 1-RTT keys, shared by every path.
+func (c *Conn) appKeys() *pnSpace { return c.spaces[spaceApp] }
+
+// usable: a path the scheduler may put data on.
+func (p *path) usable() bool {
+	return p.validated && !p.abandoned && !p.closed && p.dcid != nil
+}
+
+func (p *path) backup() bool { return p.localBackup || p.peerBackup }
+
+// maxPathID is the largest path ID both sides allow (draft §"initial_max_path_id").
+func (c *Conn) maxPathID() uint32 {
+	return min(c.localMaxPathID, c.peerMaxPathID)
+}
+
+// schedule picks the path for the next packet of new data (the scheduler of
+// the issue, after mp-quic in study 000): the lowest smoothed RTT among
+// validated, available, not potentially failed paths with congestion
+// window room; backup paths only when no available path has room; a
+// potentially failed path only when nothing else is open. nil when data
+// must wait (pacing sets c.nextPaceAt).
+func (c *Conn) schedule(now time.Time) *path {
+	if !c.multipath {
+		return c.p0()
+	}
+	for tier := 0; tier < 3; tier++ {
+		var best *path
+		anyRoom := false
+		for _, id := range c.pathIDs() {
+			p := c.paths[id]
+			if !p.usable() || c.tierOf(p) != tier || !p.cc.canSend(c.mss) {
+				continue
+			}
+			anyRoom = true
+			if t := p.cc.pace(now, c.mss, p.rtt.smoothed, p.rtt.hasSample); !t.IsZero() {
+				if c.nextPaceAt.IsZero() || t.Before(c.nextPaceAt) {
+					c.nextPaceAt = t
+				}
+				continue
+			}
+			if best == nil || p.rtt.smoothedOrInitial() < best.rtt.smoothedOrInitial() {
+				best = p
+			}
+		}
+		if best != nil || anyRoom {
+			return best
+		}
+	}
+	return nil
+}
+
+func (c *Conn) tierOf(p *path) int {
+	switch {
+	case p.potentiallyFailed:
+		return 2
+	case p.backup():
+		return 1
+	}
+	return 0
+}
+
+// onPathPTO marks a path potentially failed when its probe timeout fires
+// with nothing received on it since the oldest packet in flight was sent,
+// and reinjects its in-flight stream data so another path carries it
+// (the issue's reinjection rule).
+func (c *Conn) onPathPTO(p *path) {
+	if !c.multipath || p.potentiallyFailed || c.livePaths() < 2 {
+		return
+	}
+	var oldest time.Time
+	for _, sp := range p.space.sent {
+		if sp.ackEliciting {
+			oldest = sp.time
+			break
+		}
+	}
+	if oldest.IsZero() || p.lastRecv.After(oldest) {
+		return
+	}
+	p.potentiallyFailed = true
+	for _, sp := range p.space.sent {
+		c.requeue(p.space, sp)
+	}
+}
+
+func (c *Conn) livePaths() int {
+	n := 0
+	for _, p := range c.paths {
+		if !p.abandoned && !p.closed {
+			n++
+		}
+	}
+	return n
+}
+
+// --- receiving multipath frames ---
+
+func (c *Conn) mpFrameErr(ft FrameType, id uint64) error {
+	if id > uint64(c.localMaxPathID) {
+		// draft §"New Frames": a path ID above our limit.
+		return transportErr(ProtocolViolation, ft, "path ID %d above our maximum %d", id, c.localMaxPathID)
+	}
+	return nil
+}
+
+func (c *Conn) handleMPFrame(f Frame, now time.Time) error {
+	switch f := f.(type) {
+	case PathAckFrame:
+		if err := c.mpFrameErr(FramePathAck, f.PathID); err != nil {
+			return err
+		}
+		p := c.paths[uint32(f.PathID)]
+		if p == nil {
+			return transportErr(ProtocolViolation, FramePathAck, "PATH_ACK for path %d never used", f.PathID)
+		}
+		if p.closed {
+			return nil
+		}
+		return c.onAck(p.space, f.Ack, now)
+	case PathAbandonFrame:
+		if err := c.mpFrameErr(FramePathAbandon, f.PathID); err != nil {
+			return err
+		}
+		if p := c.paths[uint32(f.PathID)]; p != nil && !p.abandoned {
+			c.abandonPath(p, f.ErrorCode, now)
+		}
+	case PathStatusFrame:
+		if err := c.mpFrameErr(f.Type(), f.PathID); err != nil {
+			return err
+		}
+		if p := c.paths[uint32(f.PathID)]; p != nil && (!p.peerStatusSet || f.Seq > p.peerStatusSeq) {
+			p.peerStatusSet, p.peerStatusSeq, p.peerBackup = true, f.Seq, f.Backup
+		}
+	case PathNewConnectionIDFrame:
+		if err := c.mpFrameErr(FramePathNewConnectionID, f.PathID); err != nil {
+			return err
+		}
+		err := c.handleNewCID(uint32(f.PathID), f.Seq, f.RetirePriorTo, f.ConnID, f.ResetToken, FramePathNewConnectionID)
+		notify(c.pathCIDReady)
+		return err
+	case PathRetireConnectionIDFrame:
+		if err := c.mpFrameErr(FramePathRetireConnectionID, f.PathID); err != nil {
+			return err
+		}
+		return c.handleRetireCID(uint32(f.PathID), f.Seq, FramePathRetireConnectionID)
+	case MaxPathIDFrame:
+		if f.MaxPathID > uint64(c.peerMaxPathID) {
+			c.peerMaxPathID = uint32(f.MaxPathID)
+			c.issueCIDs()
+		}
+	case PathsBlockedFrame, PathCIDsBlockedFrame:
+		// We issue IDs for every path up to our limit at once; nothing to add.
+	}
+	return nil
+}
+
+// abandonPath stops using p (either side's PATH_ABANDON): its in-flight
+// stream data is reinjected elsewhere, a PATH_ABANDON goes to the peer if
+// we have not sent one, and after 3 PTOs its state is discarded and its
+// connection IDs retired (draft §"Path Close").
+func (c *Conn) abandonPath(p *path, code uint64, now time.Time) {
+	if p.abandoned {
+		return
+	}
+	p.abandoned, p.abandonCode, p.sendAbandon, p.abandonedAt = true, code, true, now
+	for _, sp := range p.space.sent {
+		c.requeue(p.space, sp)
+		if sp.inFlight {
+			p.cc.discard(sp)
+		}
+	}
+	p.space.sent = nil
+	p.space.ackAt = time.Time{}
+	if p.challenge != nil {
+		p.challenge = nil
+	}
+	close(p.doneCh)
+	notify(c.pathCIDReady)
+	if c.livePaths() == 0 {
+		c.closeTransport(transportErr(NoViablePath, FramePathAbandon, "every path abandoned"))
+	}
+}
+
+// closeAbandoned discards abandoned paths' state once 3 PTOs passed.
+func (c *Conn) closeAbandoned(now time.Time) {
+	for _, p := range c.paths {
+		if !p.abandoned || p.closed || now.Sub(p.abandonedAt) < 3*c.ptoDuration() {
+			continue
+		}
+		p.closed = true
+		cs := c.cidSet(p.id)
+		for _, pc := range cs.peer {
+			cs.retireQueue = append(cs.retireQueue, pc.seq)
+		}
+		cs.peer = nil
+		p.dcid = nil
+		if p.reader {
+			p.pconn.SetReadDeadline(time.Now())
+		}
+		c.refreshSpaces()
+	}
+}
+
+// --- the client's API ---
+
+// Path is one path of a multipath connection.
+type Path struct {
+	c *Conn
+	p *path
+}
+
+// ErrNoMultipath: the peer did not offer multipath, or the path limit or
+// its connection IDs allow no new path.
+var ErrNoMultipath = errors.New("mpquic: multipath not negotiated with the peer")
+
+// ErrPathLimit: every path ID both sides allow is in use or was used.
+var ErrPathLimit = errors.New("mpquic: path ID limit reached")
+
+// ErrPathAbandoned: the path was abandoned (by either side) or failed
+// validation.
+var ErrPathAbandoned = errors.New("mpquic: path abandoned")
+
+// Multipath says whether both sides negotiated the multipath extension.
+func (c *Conn) Multipath() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.multipath
+}
+
+// AddPath opens a new path from packetConn (a UDP socket of the caller's,
+// e.g. bound to another interface, that the connection reads until the path
+// or the connection ends; it is not closed) to remote, and returns once
+// PATH_CHALLENGE/PATH_RESPONSE validated it (draft §"Path Initiation").
+// Only a client opens paths.
+func (c *Conn) AddPath(ctx context.Context, packetConn net.PacketConn, remote net.Addr) (*Path, error) {
+	if !c.isClient {
+		return nil, errors.New("mpquic: only a client opens paths")
+	}
+	c.mu.Lock()
+	var p *path
+	for p == nil {
+		if c.closing || c.isDone() {
+			c.mu.Unlock()
+			return nil, ErrClosed
+		}
+		if !c.multipath {
+			c.mu.Unlock()
+			return nil, ErrNoMultipath
+		}
+		id := c.nextPathID
+		if id > c.maxPathID() {
+			c.mu.Unlock()
+			return nil, ErrPathLimit
+		}
+		if cs := c.cids[id]; cs != nil && len(cs.peer) > 0 && c.confirmed {
+			c.nextPathID++
+			p = c.newPath(id, packetConn, remote)
+			p.reader = true
+			p.dcid, p.dcidSeq = cs.peer[0].cid, cs.peer[0].seq
+			var d [8]byte
+			copy(d[:], randomID(8))
+			p.challenge = &d
+			break
+		}
+		ready := c.pathCIDReady
+		c.mu.Unlock()
+		select {
+		case <-ready:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-c.ending:
+			return nil, ErrClosed
+		case <-time.After(50 * time.Millisecond):
+		}
+		c.mu.Lock()
+	}
+	c.mu.Unlock()
+	go c.readLoop(p)
+	c.signal()
+	h := &Path{c: c, p: p}
+	select {
+	case <-p.validatedCh:
+	case <-p.doneCh:
+	case <-ctx.Done():
+		h.Abandon(uint64(ApplicationAbandonPath))
+		return nil, ctx.Err()
+	case <-c.ending:
+		return nil, ErrClosed
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if p.abandoned || !p.validated {
+		return nil, ErrPathAbandoned
+	}
+	return h, nil
+}
+
+// Paths returns the connection's paths that are not yet discarded.
+func (c *Conn) Paths() []*Path {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var out []*Path
+	for _, id := range c.pathIDs() {
+		if p := c.paths[id]; !p.closed {
+			out = append(out, &Path{c: c, p: p})
+		}
+	}
+	return out
+}
+
+// ID is the path ID.
+func (h *Path) ID() uint32 { return h.p.id }
+
+// SetStatus asks both sides to use the path as available or only as
+// backup (PATH_STATUS_AVAILABLE / PATH_STATUS_BACKUP).
+func (h *Path) SetStatus(s PathStatus) error {
+	c := h.c
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if h.p.abandoned {
+		return ErrPathAbandoned
+	}
+	h.p.localBackup = s == PathBackup
+	h.p.statusSeq++
+	h.p.sendStatus = true
+	c.signal()
+	return nil
+}
+
+// Abandon closes the path with an application error code (PATH_ABANDON);
+// the last open path cannot be abandoned (close the connection instead).
+func (h *Path) Abandon(code uint64) error {
+	c := h.c
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if h.p.abandoned {
+		return nil
+	}
+	if c.livePaths() < 2 {
+		return errors.New("mpquic: cannot abandon the last path")
+	}
+	c.abandonPath(h.p, code, time.Now())
+	c.signal()
+	return nil
+}
+
+// Done is closed when the path is abandoned, by either side.
+func (h *Path) Done() <-chan struct{} { return h.p.doneCh }
+
+// PathStats is one path's sample: what the issue's per-path samples report.
+type PathStats struct {
+	ID                                      uint32
+	Status                                  PathStatus
+	Validated, Abandoned, PotentiallyFailed bool
+	LocalAddr, RemoteAddr                   net.Addr
+	SmoothedRTT, RTTVar, MinRTT, LatestRTT  time.Duration
+	CongestionWindow, BytesInFlight         int
+	PacketsSent, PacketsLost, PTOCount      uint64
+	// BytesSent and BytesReceived count UDP payloads on this path.
+	BytesSent, BytesReceived uint64
+}
+
+func (c *Conn) pathStats(p *path) PathStats {
+	st := PathAvailable
+	if p.backup() {
+		st = PathBackup
+	}
+	return PathStats{ID: p.id, Status: st, Validated: p.validated, Abandoned: p.abandoned, PotentiallyFailed: p.potentiallyFailed,
+		LocalAddr: p.pconn.LocalAddr(), RemoteAddr: p.remote,
+		SmoothedRTT: p.rtt.smoothed, RTTVar: p.rtt.rttvar, MinRTT: p.rtt.min, LatestRTT: p.rtt.latest,
+		CongestionWindow: p.cc.cwnd, BytesInFlight: p.cc.inFlight,
+		PacketsSent: p.packetsSent, PacketsLost: p.packetsLost, PTOCount: p.ptos,
+		BytesSent: p.socketSent, BytesReceived: p.socketRecv.Load()}
+}
+
+// Stats samples the path.
+func (h *Path) Stats() PathStats {
+	h.c.mu.Lock()
+	defer h.c.mu.Unlock()
+	return h.c.pathStats(h.p)
+}
+
+// PathStats samples every path not yet discarded, by path ID.
+func (c *Conn) PathStats() []PathStats {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var out []PathStats
+	for _, id := range c.pathIDs() {
+		if p := c.paths[id]; !p.closed {
+			out = append(out, c.pathStats(p))
+		}
+	}
+	return out
+}
+
+func (s PathStats) String() string {
+	return fmt.Sprintf("path %d %s srtt %v cwnd %d inflight %d sent %d lost %d bytes %d/%d",
+		s.ID, s.Status, s.SmoothedRTT, s.CongestionWindow, s.BytesInFlight, s.PacketsSent, s.PacketsLost, s.BytesSent, s.BytesReceived)
+}
