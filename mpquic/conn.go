@@ -179,6 +179,8 @@ type Conn struct {
 	onRetireID func([]byte)
 	batch      []byte // datagrams being built for one (GSO) write
 	ownsConn   bool
+
+	injectFrames []Frame // fault injection: frames a test makes us send
 }
 
 func newConn(isClient bool, pconn net.PacketConn, remote net.Addr, conf Config, tlsConf *tls.Config) *Conn {
@@ -421,7 +423,7 @@ func (c *Conn) handleDatagram(d datagram, now time.Time) {
 	}
 	c.bytesRecv += len(d.b)
 	b := d.b
-	first := true
+	first, counted := true, false
 	for len(b) > 0 {
 		h, n, err := ParseHeader(b, connIDLen)
 		if err != nil {
@@ -457,7 +459,10 @@ func (c *Conn) handleDatagram(d datagram, now time.Time) {
 		}
 		first = false
 		c.from = d.from
-		c.handlePacket(h, pkt, now, false)
+		if p := c.handlePacket(h, pkt, now, false); p != nil && !c.isClient && !counted {
+			p.socketRecv.Add(uint64(len(d.b))) // a client's reader counts per socket
+			counted = true
+		}
 		if c.closing || c.isDone() {
 			return
 		}
@@ -476,20 +481,22 @@ func spaceOf(t PacketType) int {
 	return -1
 }
 
-func (c *Conn) handlePacket(h Header, pkt []byte, now time.Time, replay bool) {
+// handlePacket processes one packet and returns the path it arrived on, nil
+// if it was dropped.
+func (c *Conn) handlePacket(h Header, pkt []byte, now time.Time, replay bool) *path {
 	si := spaceOf(h.Type)
 	if si < 0 {
-		return // 0-RTT is not supported: dropped
+		return nil // 0-RTT is not supported: dropped
 	}
 	ks := c.spaces[si] // the keys; for 1-RTT path 0's space holds them
 	if ks.discarded {
-		return
+		return nil
 	}
 	if ks.open == nil {
 		if len(ks.buffered) < maxBufferedPkts && !replay {
 			ks.buffered = append(ks.buffered, append([]byte(nil), pkt...))
 		}
-		return
+		return nil
 	}
 	// The path: a 1-RTT packet's destination ID names its path ID
 	// (draft-ietf-quic-multipath-21 §"Path Identifier").
@@ -500,11 +507,11 @@ func (c *Conn) handlePacket(h Header, pkt []byte, now time.Time, replay bool) {
 		p = c.paths[pid]
 		if p != nil {
 			if p.closed {
-				return
+				return nil
 			}
 			sp = p.space
 		} else if c.isClient || !c.multipath || pid > c.maxPathID() {
-			return
+			return nil
 		} else {
 			sp = newSpace() // a new path's first packet: decrypt before keeping state
 		}
@@ -512,7 +519,7 @@ func (c *Conn) handlePacket(h Header, pkt []byte, now time.Time, replay bool) {
 	keys := ks.open
 	o, err := keys.UnprotectHeader(pkt, h.PNOffset, sp.largestRecv)
 	if err != nil {
-		return
+		return nil
 	}
 	keyUpdate := false
 	if si == spaceApp && o.KeyPhase() != c.keyPhase {
@@ -527,25 +534,25 @@ func (c *Conn) handlePacket(h Header, pkt []byte, now time.Time, replay bool) {
 	}
 	o, err = keys.Open(pkt, o, pid)
 	if errors.Is(err, ErrDecryptionFailed) {
-		return
+		return nil
 	}
 	if err != nil {
 		var te *TransportError
 		if errors.As(err, &te) {
 			c.closeTransport(te)
 		}
-		return
+		return nil
 	}
 	if keyUpdate {
 		if !c.confirmed {
 			c.closeTransport(transportErr(KeyUpdateError, 0, "key update before the handshake was confirmed"))
-			return
+			return nil
 		}
 		c.prevOpen, ks.open, c.nextOpen = ks.open, keys, nil
 		next, err := ks.seal.NextKeys()
 		if err != nil {
 			c.closeTransport(transportErr(InternalError, 0, "key update: %v", err))
-			return
+			return nil
 		}
 		ks.seal = next
 		c.keyPhase = !c.keyPhase
@@ -553,7 +560,7 @@ func (c *Conn) handlePacket(h Header, pkt []byte, now time.Time, replay bool) {
 		c.keyUpdates++
 	}
 	if sp.recvd.contains(o.PN) || o.PN < sp.minTracked {
-		return // duplicate, or too old to tell
+		return nil // duplicate, or too old to tell
 	}
 	frames, err := ParseFrames(o.Payload, h.Type, c.multipath)
 	if err != nil {
@@ -563,7 +570,7 @@ func (c *Conn) handlePacket(h Header, pkt []byte, now time.Time, replay bool) {
 		} else {
 			c.closeTransport(transportErr(FrameEncodingError, 0, "%v", err))
 		}
-		return
+		return nil
 	}
 	if si == spaceApp && p == nil {
 		p = c.acceptPath(pid, sp)
@@ -599,7 +606,7 @@ func (c *Conn) handlePacket(h Header, pkt []byte, now time.Time, replay bool) {
 				te = transportErr(InternalError, f.Type(), "%v", err)
 			}
 			c.closeTransport(te)
-			return
+			return nil
 		}
 		switch f.(type) {
 		case AckFrame, PathAckFrame, PaddingFrame, ConnectionCloseFrame:
@@ -607,11 +614,11 @@ func (c *Conn) handlePacket(h Header, pkt []byte, now time.Time, replay bool) {
 			eliciting = true
 		}
 		if c.closing || c.isDone() {
-			return
+			return nil
 		}
 	}
 	if sp.discarded {
-		return
+		return p
 	}
 	if si == spaceApp && !replay && !probing && newest {
 		c.onPeerAddress(p, now)
@@ -636,6 +643,7 @@ func (c *Conn) handlePacket(h Header, pkt []byte, now time.Time, replay bool) {
 			sp.ackAt = at
 		}
 	}
+	return p
 }
 
 // acceptPath is the server's side of a new path: the first packet on a path
@@ -1114,7 +1122,7 @@ func (c *Conn) onLossTimer(now time.Time) {
 	path.ptos++
 	c.ptos++
 	if sp.kind == spaceApp {
-		c.onPathPTO(path)
+		c.onPathPTO(path, now)
 	}
 	// Probe: send the oldest unacknowledged data again (§6.2.4), or a PING.
 	n := 0

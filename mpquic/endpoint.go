@@ -84,7 +84,7 @@ func (c *Conn) readLoop(p *path) {
 		n, from, err := p.pconn.ReadFrom(*bp)
 		if err != nil {
 			bufPool.Put(bp)
-			if c.isDone() {
+			if c.isDone() || p.stopRead.Load() {
 				return
 			}
 			var ne net.Error
@@ -101,7 +101,7 @@ func (c *Conn) readLoop(p *path) {
 			c.mu.Unlock()
 			return
 		}
-		if p.closed {
+		if p.stopRead.Load() {
 			bufPool.Put(bp)
 			return
 		}

@@ -76,6 +76,7 @@ type path struct {
 	gso         bool
 	oob         []byte
 	reader      bool          // a readLoop of ours reads pconn (client paths)
+	stopRead    atomic.Bool   // the path is discarded: its readLoop ends
 	validatedCh chan struct{} // closed when validated
 	doneCh      chan struct{} // closed when abandoned
 }
@@ -131,22 +132,26 @@ func (c *Conn) maxPathID() uint32 {
 // schedule picks the path for the next packet of new data (the scheduler of
 // the issue, after mp-quic in study 000): the lowest smoothed RTT among
 // validated, available, not potentially failed paths with congestion
-// window room; backup paths only when no available path has room; a
-// potentially failed path only when nothing else is open. nil when data
-// must wait (pacing sets c.nextPaceAt).
+// window room. Backup paths are used only when no available path is open
+// (an available path with a full window means waiting, so a backup carries
+// nothing while the primary works), potentially failed ones only when
+// nothing else is. nil when data must wait (pacing sets c.nextPaceAt).
 func (c *Conn) schedule(now time.Time) *path {
 	if !c.multipath {
 		return c.p0()
 	}
 	for tier := 0; tier < 3; tier++ {
 		var best *path
-		anyRoom := false
+		open := false
 		for _, id := range c.pathIDs() {
 			p := c.paths[id]
-			if !p.usable() || c.tierOf(p) != tier || !p.cc.canSend(c.mss) {
+			if !p.usable() || c.tierOf(p) != tier {
 				continue
 			}
-			anyRoom = true
+			open = true
+			if !p.cc.canSend(c.mss) {
+				continue
+			}
 			if t := p.cc.pace(now, c.mss, p.rtt.smoothed, p.rtt.hasSample); !t.IsZero() {
 				if c.nextPaceAt.IsZero() || t.Before(c.nextPaceAt) {
 					c.nextPaceAt = t
@@ -157,7 +162,7 @@ func (c *Conn) schedule(now time.Time) *path {
 				best = p
 			}
 		}
-		if best != nil || anyRoom {
+		if open {
 			return best
 		}
 	}
@@ -175,21 +180,15 @@ func (c *Conn) tierOf(p *path) int {
 }
 
 // onPathPTO marks a path potentially failed when its probe timeout fires
-// with nothing received on it since the oldest packet in flight was sent,
-// and reinjects its in-flight stream data so another path carries it
-// (the issue's reinjection rule).
-func (c *Conn) onPathPTO(p *path) {
+// and nothing arrived on it for a whole PTO period, and reinjects its
+// in-flight stream data and signals so another path carries them (the
+// issue's reinjection rule). Its packets stay in flight on it: if they
+// are acknowledged after all, the path is back (onAck).
+func (c *Conn) onPathPTO(p *path, now time.Time) {
 	if !c.multipath || p.potentiallyFailed || c.livePaths() < 2 {
 		return
 	}
-	var oldest time.Time
-	for _, sp := range p.space.sent {
-		if sp.ackEliciting {
-			oldest = sp.time
-			break
-		}
-	}
-	if oldest.IsZero() || p.lastRecv.After(oldest) {
+	if now.Sub(p.lastRecv) < p.rtt.pto()+c.peerParams.MaxAckDelay {
 		return
 	}
 	p.potentiallyFailed = true
@@ -309,7 +308,18 @@ func (c *Conn) closeAbandoned(now time.Time) {
 		}
 		cs.peer = nil
 		p.dcid = nil
+		for cid, r := range c.localCIDs {
+			if r.path == p.id {
+				delete(c.localCIDs, cid)
+				delete(cs.issued, r.seq)
+				if c.onRetireID != nil {
+					c.onRetireID([]byte(cid))
+				}
+			}
+		}
+		cs.queue = nil
 		if p.reader {
+			p.stopRead.Store(true)
 			p.pconn.SetReadDeadline(time.Now())
 		}
 		c.refreshSpaces()
@@ -509,6 +519,13 @@ func (c *Conn) PathStats() []PathStats {
 }
 
 func (s PathStats) String() string {
-	return fmt.Sprintf("path %d %s srtt %v cwnd %d inflight %d sent %d lost %d bytes %d/%d",
-		s.ID, s.Status, s.SmoothedRTT, s.CongestionWindow, s.BytesInFlight, s.PacketsSent, s.PacketsLost, s.BytesSent, s.BytesReceived)
+	st := s.Status.String()
+	if s.PotentiallyFailed {
+		st += " potentially-failed"
+	}
+	if s.Abandoned {
+		st += " abandoned"
+	}
+	return fmt.Sprintf("path %d %s srtt %v cwnd %d inflight %d sent %d lost %d ptos %d bytes %d/%d",
+		s.ID, st, s.SmoothedRTT, s.CongestionWindow, s.BytesInFlight, s.PacketsSent, s.PacketsLost, s.PTOCount, s.BytesSent, s.BytesReceived)
 }

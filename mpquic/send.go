@@ -170,7 +170,7 @@ func (c *Conn) buildDatagram(now time.Time, p *path, dst []byte) []byte {
 			break
 		}
 		pl := plan{sp: sp, si: si, pn: pn, pnLen: pnLen, largestAckSent: -1}
-		c.fillPayload(&pl, avail, now, dataOK || sp.probe > 0)
+		c.fillPayload(&pl, avail, now, dataOK || (sp.probe > 0 && !p.potentiallyFailed))
 		if len(pl.payload) == 0 {
 			continue
 		}
@@ -394,6 +394,9 @@ func (c *Conn) fillControl(pl *plan, b []byte, avail int) []byte {
 			}
 			cs.retireQueue = cs.retireQueue[1:]
 		}
+	}
+	for len(c.injectFrames) > 0 && add(c.injectFrames[0], sentFrame{kind: sfAck}) {
+		c.injectFrames = c.injectFrames[1:]
 	}
 	for _, p := range c.paths {
 		if p.sendAbandon && add(PathAbandonFrame{PathID: uint64(p.id), ErrorCode: p.abandonCode}, sentFrame{kind: sfPathAbandon, pid: p.id}) {

@@ -1,0 +1,504 @@
+package mpquic
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"io"
+	"net"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/quic-go/quic-go"
+)
+
+// faultConn is fault injection for one path's socket: while blackholed it
+// drops every datagram both ways, as a link that went away does.
+type faultConn struct {
+	net.PacketConn
+	black atomic.Bool
+}
+
+func (f *faultConn) WriteTo(b []byte, to net.Addr) (int, error) {
+	if f.black.Load() {
+		return len(b), nil
+	}
+	return f.PacketConn.WriteTo(b, to)
+}
+
+func (f *faultConn) ReadFrom(b []byte) (int, net.Addr, error) {
+	for {
+		n, from, err := f.PacketConn.ReadFrom(b)
+		if err != nil || !f.black.Load() {
+			return n, from, err
+		}
+	}
+}
+
+// shapedConn is an emulated bottleneck on a socket's sending side:
+// datagrams leave at rate bits/s through a queue of at most queue
+// datagrams, and a full queue drops (as a router's does).
+type shapedConn struct {
+	net.PacketConn
+	q    chan shapedDatagram
+	done chan struct{}
+}
+
+type shapedDatagram struct {
+	b  []byte
+	to net.Addr
+}
+
+func newShapedConn(t *testing.T, rate float64, queue int) *shapedConn {
+	s := &shapedConn{PacketConn: udpLoopback(t), q: make(chan shapedDatagram, queue), done: make(chan struct{})}
+	t.Cleanup(func() { close(s.done) })
+	go func() {
+		next := time.Now()
+		for {
+			select {
+			case d := <-s.q:
+				if w := time.Until(next); w > 0 {
+					time.Sleep(w)
+				}
+				s.PacketConn.WriteTo(d.b, d.to)
+				next = maxTime(next, time.Now().Add(-time.Millisecond)).Add(time.Duration(float64(len(d.b)*8) / rate * float64(time.Second)))
+			case <-s.done:
+				return
+			}
+		}
+	}()
+	return s
+}
+
+func maxTime(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
+}
+
+func (s *shapedConn) WriteTo(b []byte, to net.Addr) (int, error) {
+	select {
+	case s.q <- shapedDatagram{append([]byte(nil), b...), to}:
+	default: // queue full: dropped
+	}
+	return len(b), nil
+}
+
+func udpLoopback(t *testing.T) net.PacketConn {
+	t.Helper()
+	pc, err := net.ListenPacket("udp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { pc.Close() })
+	return pc
+}
+
+// mpPair is a server with an echo handler and a client connection from
+// socket a; accepted holds the server's side.
+type mpPair struct {
+	ctls     *tls.Config
+	l        *Listener
+	c        *Conn
+	accepted chan *Conn
+}
+
+func newMPPair(t *testing.T, ctx context.Context, a net.PacketConn, sconf, cconf *Config) *mpPair {
+	t.Helper()
+	stls, ctls := testTLS(t)
+	l := listenLoopback(t, stls, sconf)
+	mp := &mpPair{ctls: ctls, l: l, accepted: make(chan *Conn, 1)}
+	accept := func(ctx context.Context) (*Conn, error) {
+		c, err := l.Accept(ctx)
+		if err == nil {
+			select {
+			case mp.accepted <- c:
+			default:
+			}
+		}
+		return c, err
+	}
+	go serveEach(ctx, accept, (*Conn).AcceptStream, func(s *Stream) {
+		io.Copy(s, s)
+		s.Close()
+	})
+	c, err := Dial(ctx, a, l.Addr(), ctls, cconf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.CloseWithError(0, "") })
+	mp.c = c
+	return mp
+}
+
+func (mp *mpPair) open(ctx context.Context) (io.ReadWriteCloser, error) { return mp.c.OpenStream(ctx) }
+
+func (mp *mpPair) server(t *testing.T) *Conn {
+	t.Helper()
+	select {
+	case c := <-mp.accepted:
+		mp.accepted <- c
+		return c
+	case <-time.After(5 * time.Second):
+		t.Fatal("server accepted no connection")
+		return nil
+	}
+}
+
+func pathStat(t *testing.T, c *Conn, id uint32) PathStats {
+	t.Helper()
+	for _, s := range c.PathStats() {
+		if s.ID == id {
+			return s
+		}
+	}
+	t.Fatalf("no path %d in %v", id, c.PathStats())
+	return PathStats{}
+}
+
+func TestMultipathNegotiation(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	t.Run("both", func(t *testing.T) {
+		mp := newMPPair(t, ctx, udpLoopback(t), nil, nil)
+		if !mp.c.Multipath() || !mp.server(t).Multipath() {
+			t.Fatalf("multipath client %v server %v", mp.c.Multipath(), mp.server(t).Multipath())
+		}
+	})
+	t.Run("client disabled", func(t *testing.T) {
+		mp := newMPPair(t, ctx, udpLoopback(t), nil, &Config{DisableMultipath: true})
+		if mp.c.Multipath() || mp.server(t).Multipath() {
+			t.Fatal("multipath with one side not offering it")
+		}
+		if _, err := mp.c.AddPath(ctx, udpLoopback(t), mp.l.Addr()); !errors.Is(err, ErrNoMultipath) {
+			t.Fatalf("AddPath: %v", err)
+		}
+		exchange(t, ctx, mp.open, testData(1<<20, 9))
+	})
+	t.Run("quic-go server", func(t *testing.T) {
+		stls, ctls := testTLS(t)
+		addr := quicgoEchoServer(t, ctx, stls)
+		c, err := Dial(ctx, udpLoopback(t), addr, ctls, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.CloseWithError(0, "")
+		if c.Multipath() {
+			t.Fatal("multipath with quic-go")
+		}
+		if _, err := c.AddPath(ctx, udpLoopback(t), addr); !errors.Is(err, ErrNoMultipath) {
+			t.Fatalf("AddPath: %v", err)
+		}
+		exchange(t, ctx, func(ctx context.Context) (io.ReadWriteCloser, error) { return c.OpenStream(ctx) }, testData(1<<20, 8))
+	})
+	t.Run("quic-go client", func(t *testing.T) {
+		stls, ctls := testTLS(t)
+		l := listenLoopback(t, stls, nil)
+		got := make(chan *Conn, 1)
+		go func() {
+			c, err := l.Accept(ctx)
+			if err == nil {
+				got <- c
+				echoConn(ctx, c)
+			}
+		}()
+		c, err := quic.DialAddr(ctx, l.Addr().String(), ctls, &quic.Config{MaxIdleTimeout: 10 * time.Second})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.CloseWithError(0, "")
+		exchange(t, ctx, func(ctx context.Context) (io.ReadWriteCloser, error) { return c.OpenStreamSync(ctx) }, testData(1<<20, 7))
+		if (<-got).Multipath() {
+			t.Fatal("multipath with quic-go")
+		}
+	})
+}
+
+func echoConn(ctx context.Context, c *Conn) {
+	for {
+		s, err := c.AcceptStream(ctx)
+		if err != nil {
+			return
+		}
+		go func() {
+			io.Copy(s, s)
+			s.Close()
+		}()
+	}
+}
+
+// Two client sockets, each behind an emulated 40 Mbit/s bottleneck, to one
+// server: a bulk echo arrives byte for byte and both paths carry a real
+// share of the upload (the scheduler fills the lower-RTT path's window,
+// then the other's).
+func TestMultipathTwoPathsBulk(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	mp := newMPPair(t, ctx, newShapedConn(t, 40e6, 100), nil, nil)
+	p, err := mp.c.AddPath(ctx, newShapedConn(t, 40e6, 100), mp.l.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.ID() != 1 {
+		t.Fatalf("path ID %d", p.ID())
+	}
+	const size = 8 << 20
+	start := time.Now()
+	exchange(t, ctx, mp.open, testData(size, 11))
+	t.Logf("%d MiB echoed in %v (upload limited to 2 x 40 Mbit/s)", size>>20, time.Since(start))
+	for _, c := range []*Conn{mp.c} {
+		var total uint64
+		st := c.PathStats()
+		if len(st) != 2 {
+			t.Fatalf("%d paths: %v", len(st), st)
+		}
+		for _, s := range st {
+			total += s.BytesSent
+		}
+		for _, s := range st {
+			t.Logf("client %v: %v", c.isClient, s)
+			if !s.Validated || s.BytesSent < total/4 {
+				t.Errorf("client %v: path %d sent %d of %d bytes (validated %v)", c.isClient, s.ID, s.BytesSent, total, s.Validated)
+			}
+		}
+		if total < size {
+			t.Errorf("%d bytes sent for a %d-byte transfer", total, size)
+		}
+	}
+}
+
+// streamThrough echoes data on a new stream; after readBefore bytes came
+// back it calls mid (once), then checks the whole echo byte for byte.
+func streamThrough(t *testing.T, ctx context.Context, c *Conn, data []byte, readBefore int, mid func()) {
+	t.Helper()
+	s, err := c.OpenStream(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	errc := make(chan error, 1)
+	go func() {
+		_, err := s.Write(data)
+		if err == nil {
+			err = s.Close()
+		}
+		errc <- err
+	}()
+	got := make([]byte, 0, len(data))
+	buf := make([]byte, 64<<10)
+	called := false
+	s.SetReadDeadline(time.Now().Add(30 * time.Second))
+	for {
+		n, err := s.Read(buf)
+		got = append(got, buf[:n]...)
+		if !called && len(got) >= readBefore {
+			called = true
+			mid()
+		}
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			t.Fatalf("read after %d of %d bytes: %v", len(got), len(data), err)
+		}
+	}
+	if err := <-errc; err != nil {
+		t.Fatal(err)
+	}
+	if n := commonPrefix(got, data); n != len(data) || len(got) != len(data) {
+		t.Fatalf("echo of %d bytes came back as %d bytes, equal prefix %d", len(data), len(got), n)
+	}
+}
+
+// A backup path carries (almost) nothing while the primary works; when the
+// primary's socket is blackholed mid-stream the stream continues on the
+// backup, byte for byte.
+func TestMultipathBackup(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	primary := &faultConn{PacketConn: udpLoopback(t)}
+	mp := newMPPair(t, ctx, primary, nil, nil)
+	p, err := mp.c.AddPath(ctx, udpLoopback(t), mp.l.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.SetStatus(PathBackup); err != nil {
+		t.Fatal(err)
+	}
+	srv := mp.server(t)
+	deadline := time.Now().Add(5 * time.Second)
+	for pathStat(t, srv, 1).Status != PathBackup {
+		if time.Now().After(deadline) {
+			t.Fatal("the server never saw PATH_STATUS_BACKUP")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	c0, s0 := pathStat(t, mp.c, 1), pathStat(t, srv, 1)
+	exchange(t, ctx, mp.open, testData(4<<20, 12))
+	c1, s1 := pathStat(t, mp.c, 1), pathStat(t, srv, 1)
+	total := pathStat(t, mp.c, 0).BytesSent + pathStat(t, srv, 0).BytesSent
+	backup := (c1.BytesSent - c0.BytesSent) + (s1.BytesSent - s0.BytesSent)
+	t.Logf("while the primary works: backup %d bytes, primary %d", backup, total)
+	if backup > total/100 {
+		t.Fatalf("the backup path carried %d bytes while the primary carried %d", backup, total)
+	}
+	data := testData(4<<20, 13)
+	streamThrough(t, ctx, mp.c, data, 1<<20, func() { primary.black.Store(true) })
+	c2, s2 := pathStat(t, mp.c, 1), pathStat(t, srv, 1)
+	t.Logf("after the primary failed: client %v; server %v", c2, s2)
+	// At least 3 MiB of the echo was still to come when the primary went
+	// dark (the client's upload may have been complete by then).
+	if s2.BytesSent-s1.BytesSent < 2<<20 {
+		t.Fatalf("the backup carried %d up and %d down after the primary failed", c2.BytesSent-c1.BytesSent, s2.BytesSent-s1.BytesSent)
+	}
+	if !pathStat(t, mp.c, 0).PotentiallyFailed {
+		t.Error("the blackholed primary is not marked potentially failed")
+	}
+}
+
+// A path abandoned by either side is cleaned up on both (its state
+// discarded after 3 PTOs), and the connection goes on over the other.
+func TestMultipathAbandon(t *testing.T) {
+	for _, side := range []string{"client", "server"} {
+		t.Run(side, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			mp := newMPPair(t, ctx, udpLoopback(t), nil, nil)
+			if _, err := mp.c.AddPath(ctx, udpLoopback(t), mp.l.Addr()); err != nil {
+				t.Fatal(err)
+			}
+			srv := mp.server(t)
+			exchange(t, ctx, mp.open, testData(1<<20, 14))
+			by := mp.c
+			if side == "server" {
+				by = srv
+			}
+			var h *Path
+			for _, q := range by.Paths() {
+				if q.ID() == 1 {
+					h = q
+				}
+			}
+			if h == nil {
+				t.Fatalf("no path 1 at the %s", side)
+			}
+			if err := h.Abandon(uint64(ApplicationAbandonPath)); err != nil {
+				t.Fatal(err)
+			}
+			select {
+			case <-h.Done():
+			case <-time.After(time.Second):
+				t.Fatal("Done not closed")
+			}
+			for _, c := range []*Conn{mp.c, srv} {
+				deadline := time.Now().Add(5 * time.Second)
+				for len(c.PathStats()) != 1 {
+					if time.Now().After(deadline) {
+						t.Fatalf("client %v still has paths %v", c.isClient, c.PathStats())
+					}
+					time.Sleep(10 * time.Millisecond)
+				}
+				c.mu.Lock()
+				for cid, r := range c.localCIDs {
+					if r.path == 1 {
+						t.Errorf("client %v: connection ID %x of path 1 still active", c.isClient, cid)
+					}
+				}
+				c.mu.Unlock()
+			}
+			before := pathStat(t, mp.c, 0).BytesSent
+			exchange(t, ctx, mp.open, testData(1<<20, 15))
+			if pathStat(t, mp.c, 0).BytesSent-before < 1<<20 {
+				t.Fatal("path 0 did not carry the transfer after the abandon")
+			}
+			if err := mp.c.Paths()[0].Abandon(0); err == nil {
+				t.Fatal("abandoning the last path was allowed")
+			}
+		})
+	}
+}
+
+// Loss on one path's socket is recovered by that path's own loss
+// detection: it counts the losses, the clean path does not, and the
+// transfer is complete.
+func TestMultipathPerPathRecovery(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	mp := newMPPair(t, ctx, udpLoopback(t), nil, nil)
+	lossy := newLossyConn(t, 0.05, 0)
+	if _, err := mp.c.AddPath(ctx, lossy, mp.l.Addr()); err != nil {
+		t.Fatal(err)
+	}
+	exchange(t, ctx, mp.open, testData(8<<20, 16))
+	if lossy.drops() == 0 {
+		t.Fatal("no datagram was dropped: the test tested nothing")
+	}
+	for _, c := range []*Conn{mp.c, mp.server(t)} {
+		clean, bad := pathStat(t, c, 0), pathStat(t, c, 1)
+		t.Logf("client %v: %v; %v", c.isClient, clean, bad)
+		if bad.PacketsLost == 0 || bad.PacketsSent == 0 {
+			t.Errorf("client %v: the lossy path declared %d of %d packets lost", c.isClient, bad.PacketsLost, bad.PacketsSent)
+		}
+		if !c.isClient {
+			continue // the clean direction toward the client may overflow its socket under load
+		}
+		// The client's clean path loses nothing it did not lose itself:
+		// loss on one path does not count, or shrink the window, on another.
+		rate := func(s PathStats) float64 { return float64(s.PacketsLost) / float64(max(s.PacketsSent, 1)) }
+		if rate(clean) >= rate(bad) || clean.CongestionWindow <= bad.CongestionWindow {
+			t.Errorf("loss rate clean %.3f, lossy %.3f; window clean %d, lossy %d", rate(clean), rate(bad), clean.CongestionWindow, bad.CongestionWindow)
+		}
+	}
+	t.Logf("%d datagrams dropped", lossy.drops())
+}
+
+// A peer using a path ID above our initial_max_path_id gets
+// PROTOCOL_VIOLATION; one sending multipath frames without having
+// negotiated the extension gets FRAME_ENCODING_ERROR (they are unknown
+// frames then); the server keeps serving another connection.
+func TestMultipathViolations(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cases := []struct {
+		name  string
+		sconf *Config
+		frame Frame
+		code  TransportErrorCode
+	}{
+		{"path ID above the limit", nil, PathNewConnectionIDFrame{PathID: 9, Seq: 0, ConnID: []byte{1, 2, 3, 4, 5, 6, 7, 8}}, ProtocolViolation},
+		{"PATH_ACK above the limit", nil, PathAckFrame{PathID: 4, Ack: AckFrame{Ranges: []AckRange{{0, 0}}}}, ProtocolViolation},
+		{"PATH_ACK of a packet never sent", nil, PathAckFrame{PathID: 0, Ack: AckFrame{Ranges: []AckRange{{1 << 20, 1 << 20}}}}, ProtocolViolation},
+		{"without negotiation", &Config{DisableMultipath: true}, PathAbandonFrame{PathID: 0}, FrameEncodingError},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			mp := newMPPair(t, ctx, udpLoopback(t), tc.sconf, nil)
+			mp.c.mu.Lock()
+			mp.c.injectFrames = append(mp.c.injectFrames, tc.frame)
+			mp.c.signal()
+			mp.c.mu.Unlock()
+			select {
+			case <-mp.c.Done():
+			case <-time.After(5 * time.Second):
+				t.Fatal("the server did not close the connection")
+			}
+			var te *TransportError
+			if !errors.As(mp.c.Err(), &te) || te.Code != tc.code {
+				t.Fatalf("closed with %v, want %s", mp.c.Err(), tc.code)
+			}
+		})
+	}
+	// Another connection to a server that closed one keeps working.
+	mp := newMPPair(t, ctx, udpLoopback(t), nil, nil)
+	bad, err := Dial(ctx, udpLoopback(t), mp.l.Addr(), mp.ctls, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bad.mu.Lock()
+	bad.injectFrames = append(bad.injectFrames, PathAbandonFrame{PathID: 1 << 20})
+	bad.signal()
+	bad.mu.Unlock()
+	<-bad.Done()
+	exchange(t, ctx, mp.open, testData(1<<20, 17))
+}
