@@ -109,6 +109,8 @@ type Conn struct {
 	peerMaxPathID  uint32
 	nextPathID     uint32
 	pathCIDReady   chan struct{}
+	sendMaxPathID  bool // MAX_PATH_ID owed (a path was discarded)
+	pathsBlocked   bool // PATHS_BLOCKED owed (AddPath hit the limit)
 
 	// 1-RTT key update (RFC 9001 §6).
 	keyPhase       bool
@@ -1041,6 +1043,8 @@ func (c *Conn) requeue(sp *pnSpace, p *sentPacket) {
 			if q := c.paths[f.pid]; q != nil && !q.abandonAcked {
 				q.sendAbandon = true
 			}
+		case sfMaxPathID:
+			c.sendMaxPathID = true
 		case sfPathStatus:
 			if q := c.paths[f.pid]; q != nil && q.statusSeq == f.id {
 				q.sendStatus = true

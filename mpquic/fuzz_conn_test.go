@@ -124,3 +124,76 @@ func FuzzServerInitial(f *testing.F) {
 		c.terminate(ErrClosed)
 	})
 }
+
+// FuzzMultipathFrames drives a server connection that negotiated multipath
+// (path IDs up to 3 on both sides) with any run of frames decoded as a
+// 1-RTT payload: it must never panic, must fail only with the codes the
+// draft and RFC 9000 name for a bad frame (PROTOCOL_VIOLATION,
+// FRAME_ENCODING_ERROR, CONNECTION_ID_LIMIT_ERROR, or a stream code), and
+// while it has not failed it must hold its limits: no path above its
+// maximum path ID, no more of the peer's IDs than it allows.
+func FuzzMultipathFrames(f *testing.F) {
+	cid := []byte{1, 2, 3, 4, 5, 6, 7, 8}
+	seeds := [][]Frame{
+		{PathNewConnectionIDFrame{PathID: 1, Seq: 0, ConnID: cid}, PathStatusFrame{PathID: 1, Seq: 1, Backup: true}},
+		{PathAbandonFrame{PathID: 0, ErrorCode: 1}, PathAbandonFrame{PathID: 1}},
+		{MaxPathIDFrame{MaxPathID: 9}, PathsBlockedFrame{MaxPathID: 3}, PathCIDsBlockedFrame{PathID: 2, NextSeq: 1}},
+		{PathRetireConnectionIDFrame{PathID: 2, Seq: 0}, PathAckFrame{PathID: 1, Ack: AckFrame{Ranges: []AckRange{{0, 0}}}}},
+		{PathNewConnectionIDFrame{PathID: 7, Seq: 0, ConnID: cid}},
+	}
+	for _, s := range seeds {
+		var b []byte
+		for _, fr := range s {
+			b = fr.Append(b)
+		}
+		f.Add(b)
+	}
+	f.Fuzz(func(t *testing.T, in []byte) {
+		frames, err := ParseFrames(in, Packet1RTT, true)
+		if err != nil {
+			return // the decoders have FuzzParseFrames
+		}
+		conf, _ := (&Config{}).withDefaults()
+		c := newConn(false, discardConn{}, &net.UDPAddr{}, conf, &tls.Config{})
+		c.peerParams = DefaultTransportParameters()
+		c.multipath, c.localMaxPathID, c.peerMaxPathID = true, 3, 3
+		c.confirmed, c.handshakeComplete = true, true
+		c.p0().dcid = cid
+		c.issueCIDs()
+		now := time.Now()
+		for _, fr := range frames {
+			switch fr.Type() {
+			case FrameAck, FrameAckECN, FrameNewConnectionID, FrameRetireConnectionID, FramePathChallenge, FramePathResponse:
+			default:
+				if fr.Type() < FramePathAck {
+					continue // FuzzStreamFrames and FuzzServerInitial have the others
+				}
+			}
+			if err := c.handleFrame(c.spaces[spaceApp], fr, now); err != nil {
+				var te *TransportError
+				if !errors.As(err, &te) {
+					t.Fatalf("%T: untyped error %v", fr, err)
+				}
+				switch te.Code {
+				case ProtocolViolation, FrameEncodingError, ConnectionIDLimitError:
+				default:
+					t.Fatalf("%T: code %s: %v", fr, te.Code, err)
+				}
+				return
+			}
+			for id, cs := range c.cids {
+				if id > c.localMaxPathID {
+					t.Fatalf("connection IDs kept for path %d above our maximum %d", id, c.localMaxPathID)
+				}
+				if len(cs.peer) > DefaultActiveConnIDLimit {
+					t.Fatalf("path %d: %d of the peer's IDs kept, limit %d", id, len(cs.peer), DefaultActiveConnIDLimit)
+				}
+			}
+			for id := range c.paths {
+				if id > c.localMaxPathID {
+					t.Fatalf("path %d above our maximum %d", id, c.localMaxPathID)
+				}
+			}
+		}
+	})
+}

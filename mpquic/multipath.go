@@ -318,6 +318,12 @@ func (c *Conn) closeAbandoned(now time.Time) {
 			}
 		}
 		cs.queue = nil
+		// The path ID is spent: allow one more (draft §"MAX_PATH_ID").
+		if c.localMaxPathID < MaxPathID {
+			c.localMaxPathID++
+			c.sendMaxPathID = true
+			c.issueCIDs()
+		}
 		if p.reader {
 			p.stopRead.Store(true)
 			p.pconn.SetReadDeadline(time.Now())
@@ -374,6 +380,10 @@ func (c *Conn) AddPath(ctx context.Context, packetConn net.PacketConn, remote ne
 		}
 		id := c.nextPathID
 		if id > c.maxPathID() {
+			if id > c.peerMaxPathID {
+				c.pathsBlocked = true // tell the peer (draft §"PATHS_BLOCKED")
+				c.signal()
+			}
 			c.mu.Unlock()
 			return nil, ErrPathLimit
 		}

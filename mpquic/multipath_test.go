@@ -502,3 +502,42 @@ func TestMultipathViolations(t *testing.T) {
 	<-bad.Done()
 	exchange(t, ctx, mp.open, testData(1<<20, 17))
 }
+
+// The path limit: a server allowing path IDs up to 1 lets the client open
+// one more path and no second (PATHS_BLOCKED); once that path is abandoned
+// and discarded the server raises the limit with MAX_PATH_ID and the
+// client opens path 2.
+func TestMultipathPathLimit(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	mp := newMPPair(t, ctx, udpLoopback(t), &Config{MaxPathID: 1}, nil)
+	p1, err := mp.c.AddPath(ctx, udpLoopback(t), mp.l.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := mp.c.AddPath(ctx, udpLoopback(t), mp.l.Addr()); !errors.Is(err, ErrPathLimit) {
+		t.Fatalf("second AddPath: %v, want ErrPathLimit", err)
+	}
+	if err := p1.Abandon(uint64(ApplicationAbandonPath)); err != nil {
+		t.Fatal(err)
+	}
+	var p2 *Path
+	deadline := time.Now().Add(5 * time.Second)
+	for p2 == nil {
+		p2, err = mp.c.AddPath(ctx, udpLoopback(t), mp.l.Addr())
+		if err != nil && !errors.Is(err, ErrPathLimit) {
+			t.Fatal(err)
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the limit was never raised")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if p2.ID() != 2 {
+		t.Fatalf("new path ID %d, want 2", p2.ID())
+	}
+	exchange(t, ctx, mp.open, testData(1<<20, 18))
+	if s := p2.Stats(); s.BytesSent == 0 || !s.Validated {
+		t.Fatalf("path 2: %v", s)
+	}
+}

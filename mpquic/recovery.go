@@ -39,6 +39,7 @@ const (
 	sfPathChallenge
 	sfPathAbandon
 	sfPathStatus
+	sfMaxPathID
 )
 
 // sentFrame records what a frame carried, so that its loss re-queues the

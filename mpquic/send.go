@@ -395,6 +395,12 @@ func (c *Conn) fillControl(pl *plan, b []byte, avail int) []byte {
 			cs.retireQueue = cs.retireQueue[1:]
 		}
 	}
+	if c.sendMaxPathID && add(MaxPathIDFrame{MaxPathID: uint64(c.localMaxPathID)}, sentFrame{kind: sfMaxPathID}) {
+		c.sendMaxPathID = false
+	}
+	if c.pathsBlocked && add(PathsBlockedFrame{MaxPathID: uint64(c.peerMaxPathID)}, sentFrame{kind: sfAck}) {
+		c.pathsBlocked = false
+	}
 	for len(c.injectFrames) > 0 && add(c.injectFrames[0], sentFrame{kind: sfAck}) {
 		c.injectFrames = c.injectFrames[1:]
 	}
