@@ -17,13 +17,14 @@ import (
 // direction and holds some back to send after the next one (reordering).
 type lossyConn struct {
 	net.PacketConn
-	mu      sync.Mutex
-	rng     *rand.Rand
-	loss    float64
-	reorder float64
-	held    []byte
-	heldTo  net.Addr
-	dropped int
+	mu         sync.Mutex
+	rng        *rand.Rand
+	loss       float64
+	reorder    float64
+	held       []byte
+	heldTo     net.Addr
+	dropped    int
+	writeDrops int // of dropped, those on the sending side
 }
 
 func newLossyConn(t *testing.T, loss, reorder float64) *lossyConn {
@@ -40,6 +41,7 @@ func (l *lossyConn) WriteTo(b []byte, to net.Addr) (int, error) {
 	defer l.mu.Unlock()
 	if l.rng.Float64() < l.loss {
 		l.dropped++
+		l.writeDrops++
 		return len(b), nil
 	}
 	if l.held == nil && l.rng.Float64() < l.reorder {

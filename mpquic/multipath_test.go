@@ -441,13 +441,16 @@ func TestMultipathPerPathRecovery(t *testing.T) {
 			t.Errorf("client %v: the lossy path declared %d of %d packets lost", c.isClient, bad.PacketsLost, bad.PacketsSent)
 		}
 		if !c.isClient {
-			continue // the clean direction toward the client may overflow its socket under load
+			continue
 		}
-		// The client's clean path loses nothing it did not lose itself:
-		// loss on one path does not count, or shrink the window, on another.
-		rate := func(s PathStats) float64 { return float64(s.PacketsLost) / float64(max(s.PacketsSent, 1)) }
-		if rate(clean) >= rate(bad) || clean.CongestionWindow <= bad.CongestionWindow {
-			t.Errorf("loss rate clean %.3f, lossy %.3f; window clean %d, lossy %d", rate(clean), rate(bad), clean.CongestionWindow, bad.CongestionWindow)
+		// The client's lossy path found (at least half of) the datagrams
+		// the wrapper dropped on its way out, and only its window shrank to
+		// a few packets: loss on one path is not another path's.
+		lossy.mu.Lock()
+		wd := lossy.writeDrops
+		lossy.mu.Unlock()
+		if bad.PacketsLost < uint64(wd)/2 || clean.CongestionWindow <= 4*bad.CongestionWindow {
+			t.Errorf("lossy path declared %d lost of %d dropped; window clean %d, lossy %d", bad.PacketsLost, wd, clean.CongestionWindow, bad.CongestionWindow)
 		}
 	}
 	t.Logf("%d datagrams dropped", lossy.drops())
