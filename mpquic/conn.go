@@ -110,6 +110,7 @@ type Conn struct {
 	nextPathID     uint32
 	pathCIDReady   chan struct{}
 	sendMaxPathID  bool // MAX_PATH_ID owed (a path was discarded)
+	earlyStatus    map[uint32]PathStatusFrame
 	pathsBlocked   bool // PATHS_BLOCKED owed (AddPath hit the limit)
 
 	// 1-RTT key update (RFC 9001 §6).
@@ -189,7 +190,7 @@ func newConn(isClient bool, pconn net.PacketConn, remote net.Addr, conf Config, 
 	c := &Conn{
 		conf: conf, isClient: isClient, pconn: pconn,
 		in: make(chan datagram, 1024), wake: make(chan struct{}, 1),
-		mss: conf.MaxDatagramSize, paths: map[uint32]*path{}, pathCIDReady: make(chan struct{}, 1), nextPathID: 1,
+		mss: conf.MaxDatagramSize, paths: map[uint32]*path{}, earlyStatus: map[uint32]PathStatusFrame{}, pathCIDReady: make(chan struct{}, 1), nextPathID: 1,
 		streams: map[uint64]*Stream{}, acceptReady: make(chan struct{}, 1), openReady: make(chan struct{}, 1),
 		localMaxBidi: conf.MaxIncomingStreams, localMaxData: conf.ConnectionReceiveWindow,
 		done: make(chan struct{}), handshakeCh: make(chan struct{}), ending: make(chan struct{}), closeSent: make(chan struct{}),
@@ -661,6 +662,10 @@ func (c *Conn) acceptPath(pid uint32, sp *pnSpace) *path {
 	var d [8]byte
 	copy(d[:], randomID(8))
 	p.challenge = &d
+	if f, ok := c.earlyStatus[pid]; ok {
+		c.applyStatus(p, f)
+		delete(c.earlyStatus, pid)
+	}
 	c.refreshSpaces()
 	return p
 }

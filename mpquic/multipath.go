@@ -242,9 +242,15 @@ func (c *Conn) handleMPFrame(f Frame, now time.Time) error {
 		if err := c.mpFrameErr(f.Type(), f.PathID); err != nil {
 			return err
 		}
-		if p := c.paths[uint32(f.PathID)]; p != nil && (!p.peerStatusSet || f.Seq > p.peerStatusSeq) {
-			p.peerStatusSet, p.peerStatusSeq, p.peerBackup = true, f.Seq, f.Backup
+		p := c.paths[uint32(f.PathID)]
+		if p == nil {
+			// The status may overtake the path's first packet: kept for it.
+			if old, ok := c.earlyStatus[uint32(f.PathID)]; !ok || f.Seq > old.Seq {
+				c.earlyStatus[uint32(f.PathID)] = f
+			}
+			return nil
 		}
+		c.applyStatus(p, f)
 	case PathNewConnectionIDFrame:
 		if err := c.mpFrameErr(FramePathNewConnectionID, f.PathID); err != nil {
 			return err
@@ -266,6 +272,12 @@ func (c *Conn) handleMPFrame(f Frame, now time.Time) error {
 		// We issue IDs for every path up to our limit at once; nothing to add.
 	}
 	return nil
+}
+
+func (c *Conn) applyStatus(p *path, f PathStatusFrame) {
+	if !p.peerStatusSet || f.Seq > p.peerStatusSeq {
+		p.peerStatusSet, p.peerStatusSeq, p.peerBackup = true, f.Seq, f.Backup
+	}
 }
 
 // abandonPath stops using p (either side's PATH_ABANDON): its in-flight
@@ -364,6 +376,13 @@ func (c *Conn) Multipath() bool {
 // PATH_CHALLENGE/PATH_RESPONSE validated it (draft §"Path Initiation").
 // Only a client opens paths.
 func (c *Conn) AddPath(ctx context.Context, packetConn net.PacketConn, remote net.Addr) (*Path, error) {
+	return c.AddPathStatus(ctx, packetConn, remote, PathAvailable)
+}
+
+// AddPathStatus is AddPath for a path that starts with the given status: a
+// backup path is announced as such (PATH_STATUS_BACKUP) with its
+// validation, before it could carry data.
+func (c *Conn) AddPathStatus(ctx context.Context, packetConn net.PacketConn, remote net.Addr, status PathStatus) (*Path, error) {
 	if !c.isClient {
 		return nil, errors.New("mpquic: only a client opens paths")
 	}
@@ -395,6 +414,9 @@ func (c *Conn) AddPath(ctx context.Context, packetConn net.PacketConn, remote ne
 			var d [8]byte
 			copy(d[:], randomID(8))
 			p.challenge = &d
+			if status == PathBackup {
+				p.localBackup, p.statusSeq, p.sendStatus = true, 1, true
+			}
 			break
 		}
 		ready := c.pathCIDReady
@@ -491,6 +513,11 @@ type PathStats struct {
 	SmoothedRTT, RTTVar, MinRTT, LatestRTT  time.Duration
 	CongestionWindow, BytesInFlight         int
 	PacketsSent, PacketsLost, PTOCount      uint64
+	// PTO is the probe timeout now (RFC 9002 §6.2.1, backoff included);
+	// PTOBackoff the PTOs in a row without an acknowledgment (0 when the
+	// path is not in timeout).
+	PTO        time.Duration
+	PTOBackoff int
 	// BytesSent and BytesReceived count UDP payloads on this path.
 	BytesSent, BytesReceived uint64
 }
@@ -505,6 +532,7 @@ func (c *Conn) pathStats(p *path) PathStats {
 		SmoothedRTT: p.rtt.smoothed, RTTVar: p.rtt.rttvar, MinRTT: p.rtt.min, LatestRTT: p.rtt.latest,
 		CongestionWindow: p.cc.cwnd, BytesInFlight: p.cc.inFlight,
 		PacketsSent: p.packetsSent, PacketsLost: p.packetsLost, PTOCount: p.ptos,
+		PTO: (p.rtt.pto() + c.peerParams.MaxAckDelay) << p.ptoCount, PTOBackoff: p.ptoCount,
 		BytesSent: p.socketSent, BytesReceived: p.socketRecv.Load()}
 }
 

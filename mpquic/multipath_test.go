@@ -319,11 +319,8 @@ func TestMultipathBackup(t *testing.T) {
 	defer cancel()
 	primary := &faultConn{PacketConn: udpLoopback(t)}
 	mp := newMPPair(t, ctx, primary, nil, nil)
-	p, err := mp.c.AddPath(ctx, udpLoopback(t), mp.l.Addr())
+	p, err := mp.c.AddPathStatus(ctx, udpLoopback(t), mp.l.Addr(), PathBackup)
 	if err != nil {
-		t.Fatal(err)
-	}
-	if err := p.SetStatus(PathBackup); err != nil {
 		t.Fatal(err)
 	}
 	srv := mp.server(t)
@@ -354,6 +351,17 @@ func TestMultipathBackup(t *testing.T) {
 	}
 	if !pathStat(t, mp.c, 0).PotentiallyFailed {
 		t.Error("the blackholed primary is not marked potentially failed")
+	}
+	// PATH_STATUS_AVAILABLE turns it back (the newer sequence number wins).
+	if err := p.SetStatus(PathAvailable); err != nil {
+		t.Fatal(err)
+	}
+	deadline = time.Now().Add(5 * time.Second)
+	for pathStat(t, srv, 1).Status != PathAvailable {
+		if time.Now().After(deadline) {
+			t.Fatal("the server never saw PATH_STATUS_AVAILABLE")
+		}
+		time.Sleep(5 * time.Millisecond)
 	}
 }
 

@@ -198,9 +198,13 @@ func checkResult(t *testing.T, rec Record) {
 			} else if sf := m.Subflows[0]; sf.Local.String() != c.Local || sf.Remote.String() != c.Remote {
 				t.Errorf("subflow %s->%s, connection %s->%s", sf.Local, sf.Remote, c.Local, c.Remote)
 			}
-		case quicName, "mpquic":
+		case quicName:
 			if q, ok := s.Data.(*transport.QUICStats); !ok || q.SmoothedRTT == 0 {
 				t.Errorf("quic sample without RTT: %+v", s.State)
+			}
+		case "mpquic":
+			if q, ok := s.Data.(*transport.MPQUICState); !ok || q.SmoothedRTT == 0 || len(q.Paths) != 1 || q.Paths[0].Path != "lo" || q.Paths[0].SRTT == 0 {
+				t.Errorf("mpquic sample without RTT or its one path: %+v", s.State)
 			}
 		}
 	}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net"
 	"net/http"
 	"net/netip"
@@ -17,9 +18,12 @@ import (
 	"github.com/mptester/mptester/probe"
 )
 
-// The mpquic transport: mptester's own QUIC v1 (package mpquic, issue 12),
-// one path for now; multipath comes with the package's next stage. It has
-// no HTTP/3: the HTTP patterns speak HTTP/1.1 on QUIC streams (ALPN
+// The mpquic transport: mptester's own QUIC v1 with the multipath extension
+// (package mpquic, issue 12, draft-ietf-quic-multipath-21). A connection
+// starts on the primary path and opens one more path per other selected
+// path (a socket bound to it through package probe), backup roles as
+// PATH_STATUS_BACKUP; against a server without multipath it stays on the
+// primary. It has no HTTP/3: the HTTP patterns speak HTTP/1.1 on QUIC streams (ALPN
 // alpnH1Q), one request/response exchange per stream, the issue's "small
 // request/response framing on a stream".
 const (
@@ -31,9 +35,9 @@ const (
 )
 
 func init() {
-	Register(Descriptor{Name: nameMPQUIC, Help: "mptester's own QUIC (mpquic), HTTP/1.1 on its streams for the HTTP patterns", Order: 35,
+	Register(Descriptor{Name: nameMPQUIC, Help: "mptester's own multipath QUIC (mpquic), HTTP/1.1 on its streams for the HTTP patterns", Order: 35,
 		// Like quic: the counters count whole UDP payloads, acks included.
-		Network: "udp", DefaultPort: 4433, HeaderOverhead: 0.04,
+		Network: "udp", DefaultPort: 4433, HeaderOverhead: 0.04, Multipath: true,
 		New:    func(o Options) (Transport, error) { return &mpquicTransport{o: o}, nil },
 		Listen: listenMPQUIC})
 }
@@ -107,21 +111,76 @@ func (t *mpquicTransport) Dial(ctx context.Context, addr netip.AddrPort, family 
 	probe.RaiseReceiveBuffer(udp, mpquicSocketBuffer)
 	cfg := t.o.TLS.Clone()
 	cfg.NextProtos = offered(family, []string{alpnH1Q})
-	c, err := mpquic.Dial(ctx, udp, net.UDPAddrFromAddrPort(addr), cfg, mpquicConfig(t.o.IdleTimeout))
+	remote := net.UDPAddrFromAddrPort(addr)
+	c, err := mpquic.Dial(ctx, udp, remote, cfg, mpquicConfig(t.o.IdleTimeout))
 	if err != nil {
 		udp.Close()
 		return nil, wrap(opQUICHandshake, err, mpquicSetupStatus)
 	}
-	return &mpquicConn{c: c, udp: udp, info: Info{Transport: nameMPQUIC, Local: c.LocalAddr().String(),
-		Remote: c.RemoteAddr().String(), ALPN: c.ConnectionState().NegotiatedProtocol, Setup: time.Since(start)}}, nil
+	mc := &mpquicConn{c: c, udp: udp, names: map[uint32]string{0: t.o.Primary().Name}, info: Info{Transport: nameMPQUIC, Local: c.LocalAddr().String(),
+		Remote: c.RemoteAddr().String(), ALPN: c.ConnectionState().NegotiatedProtocol, Setup: time.Since(start)}}
+	mc.info.Facts = mc.addPaths(ctx, t.o.Paths[1:], f, remote)
+	return mc, nil
 }
 
+// mpquicPathTimeout bounds opening (validating) one more path: a path that
+// does not answer by then is left out, as MPTCP leaves out a subflow.
+const mpquicPathTimeout = 3 * time.Second
+
+// addPaths opens a path over each other selected path; what it could not
+// open is in the fact, the connection goes on without it.
+func (c *mpquicConn) addPaths(ctx context.Context, others []PathRole, f probe.Family, remote *net.UDPAddr) *MPQUICStatus {
+	st := &MPQUICStatus{Multipath: c.c.Multipath(), Paths: 1}
+	if !st.Multipath || len(others) == 0 {
+		return st
+	}
+	for _, p := range others {
+		udp, err := probe.ListenUDP(ctx, p.Path, f)
+		if err != nil {
+			st.Errors = append(st.Errors, fmt.Sprintf("%s: %v", p.Name, err))
+			continue
+		}
+		probe.RaiseReceiveBuffer(udp, mpquicSocketBuffer)
+		status := mpquic.PathAvailable
+		if p.Role == RoleBackup {
+			status = mpquic.PathBackup
+		}
+		pctx, cancel := context.WithTimeout(ctx, mpquicPathTimeout)
+		h, err := c.c.AddPathStatus(pctx, udp, remote, status)
+		cancel()
+		if err != nil {
+			udp.Close()
+			st.Errors = append(st.Errors, fmt.Sprintf("%s: %v", p.Name, err))
+			continue
+		}
+		c.mu.Lock()
+		c.extra = append(c.extra, udp)
+		c.names[h.ID()] = p.Name
+		c.mu.Unlock()
+		st.Paths++
+	}
+	return st
+}
+
+// MPQUICStatus is the connection's fact: whether the server negotiated
+// multipath and how many paths were opened.
+type MPQUICStatus struct {
+	Multipath bool     `json:"multipath"`
+	Paths     int      `json:"paths"`
+	Errors    []string `json:"path_errors,omitempty"`
+}
+
+// Key of the fact.
+func (*MPQUICStatus) Key() string { return keyMPQUIC }
+
 type mpquicConn struct {
-	c    *mpquic.Conn
-	udp  *net.UDPConn
-	info Info
-	mu   sync.Mutex
-	rt   *http.Transport
+	c     *mpquic.Conn
+	udp   *net.UDPConn
+	info  Info
+	mu    sync.Mutex
+	rt    *http.Transport
+	extra []*net.UDPConn    // the other paths' sockets
+	names map[uint32]string // path ID → selected path name
 }
 
 func (c *mpquicConn) OpenStream(ctx context.Context) (Stream, error) {
@@ -188,7 +247,12 @@ func (l streamListener) Addr() net.Addr { return l.c.LocalAddr() }
 
 func (c *mpquicConn) Info() Info { return c.info }
 
-func (c *mpquicConn) Sample() State { return sampleMPQUIC(c.c) }
+func (c *mpquicConn) Sample() State {
+	c.mu.Lock()
+	names := maps.Clone(c.names)
+	c.mu.Unlock()
+	return sampleMPQUIC(c.c, names)
+}
 
 func (c *mpquicConn) Close() error {
 	c.mu.Lock()
@@ -198,6 +262,11 @@ func (c *mpquicConn) Close() error {
 	c.mu.Unlock()
 	err := c.c.CloseWithError(0, "")
 	c.udp.Close()
+	c.mu.Lock()
+	for _, u := range c.extra {
+		u.Close()
+	}
+	c.mu.Unlock()
 	return err
 }
 
@@ -209,11 +278,67 @@ func (s mpquicStream) Close() error {
 	return s.Stream.CloseWrite()
 }
 
-func sampleMPQUIC(c *mpquic.Conn) State {
+// MPQUICState is one sample of an mpquic connection: the connection's
+// counters (path 0's RTT, windows and packets summed) and each path's
+// state and counters (the issue's per-path samples: RTT, cwnd, bytes in
+// flight, packets sent and lost, status).
+type MPQUICState struct {
+	QUICStats
+	Paths []MPQUICPath `json:"paths"`
+}
+
+// MPQUICPath is one path in a sample.
+type MPQUICPath struct {
+	PathState
+	ID                uint32 `json:"path_id"`
+	CongestionWindow  uint64 `json:"congestion_window"`
+	PacketsSent       uint64 `json:"packets_sent"`
+	PacketsLost       uint64 `json:"packets_lost"`
+	Validated         bool   `json:"validated"`
+	Abandoned         bool   `json:"abandoned"`
+	PotentiallyFailed bool   `json:"potentially_failed"`
+}
+
+// PathStates implements PathStater.
+func (s *MPQUICState) PathStates() []PathState {
+	out := make([]PathState, 0, len(s.Paths))
+	for _, p := range s.Paths {
+		out = append(out, p.PathState)
+	}
+	return out
+}
+
+// PerPath implements PathSampler: the UDP payload bytes each path carried
+// (acks included, as the connection's counters).
+func (s *MPQUICState) PerPath() []PathCounters {
+	out := make([]PathCounters, 0, len(s.Paths))
+	for _, p := range s.Paths {
+		out = append(out, PathCounters{Path: p.Path, Local: p.Local, Remote: p.Remote, Sent: p.Sent, Received: p.Received})
+	}
+	return out
+}
+
+func addrPort(a net.Addr) netip.AddrPort {
+	if u, ok := a.(*net.UDPAddr); ok {
+		return u.AddrPort()
+	}
+	return netip.AddrPort{}
+}
+
+func sampleMPQUIC(c *mpquic.Conn, names map[uint32]string) State {
 	s := c.Stats()
-	return State{Key: keyMPQUIC, Data: &QUICStats{MinRTT: s.MinRTT, LatestRTT: s.LatestRTT, SmoothedRTT: s.SmoothedRTT,
+	st := &MPQUICState{QUICStats: QUICStats{MinRTT: s.MinRTT, LatestRTT: s.LatestRTT, SmoothedRTT: s.SmoothedRTT,
 		MeanDeviation: s.RTTVar, CongestionWindow: uint64(s.CongestionWindow), BytesSent: s.BytesSent,
-		PacketsSent: s.PacketsSent, BytesReceived: s.BytesReceived, PacketsLost: s.PacketsLost}}
+		PacketsSent: s.PacketsSent, BytesReceived: s.BytesReceived, PacketsLost: s.PacketsLost}, Paths: []MPQUICPath{}}
+	for _, p := range c.PathStats() {
+		st.Paths = append(st.Paths, MPQUICPath{PathState: PathState{Path: names[p.ID], Local: addrPort(p.LocalAddr), Remote: addrPort(p.RemoteAddr),
+			Backup: p.Status == mpquic.PathBackup, Active: p.Validated && !p.Abandoned && !p.PotentiallyFailed,
+			SRTT: p.SmoothedRTT, RTO: p.PTO, RTOs: uint32(p.PTOBackoff),
+			InFlight: uint64(p.BytesInFlight), Sent: p.BytesSent, Received: p.BytesReceived},
+			ID: p.ID, CongestionWindow: uint64(p.CongestionWindow), PacketsSent: p.PacketsSent, PacketsLost: p.PacketsLost,
+			Validated: p.Validated, Abandoned: p.Abandoned, PotentiallyFailed: p.PotentiallyFailed})
+	}
+	return State{Key: keyMPQUIC, Data: st}
 }
 
 type mpquicListener struct {
@@ -300,7 +425,7 @@ func (c *mpquicServerConn) AcceptStream(ctx context.Context) (Stream, error) {
 	return classified{Stream: mpquicStream{s}, own: mpquicStatus}, nil
 }
 
-func (c *mpquicServerConn) Sample() State { return sampleMPQUIC(c.c) }
+func (c *mpquicServerConn) Sample() State { return sampleMPQUIC(c.c, nil) }
 
 func (c *mpquicServerConn) Abort(code uint64, reason string) { _ = c.c.CloseWithError(code, reason) }
 

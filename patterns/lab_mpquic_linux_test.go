@@ -1,0 +1,76 @@
+//go:build linux && !race
+
+package patterns
+
+import (
+	"context"
+	"fmt"
+	"net/netip"
+	"testing"
+	"time"
+
+	"github.com/mptester/mptester/lab"
+	"github.com/mptester/mptester/lab/labtest"
+	"github.com/mptester/mptester/patterns/transport"
+	"github.com/mptester/mptester/probe"
+)
+
+// mpquicIperf runs iperf over mpquic with wlan0 primary and, when both,
+// wwan0 as a second path; it returns the upload and download goodput and
+// the record.
+func mpquicIperf(t *testing.T, l *labtest.Lab, both bool, d time.Duration) (up, down float64, rec Record) {
+	t.Helper()
+	tlsCfg, _ := transport.ClientTLS("", "", true)
+	o := transport.Single(l.Path(t, "wlan0"), probe.Family4, tlsCfg)
+	if both {
+		o.Paths = append(o.Paths, transport.PathRole{Path: l.Path(t, "wwan0"), Role: transport.RoleAvailable})
+	}
+	tr, err := transport.New("mpquic", o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	params := Params{Duration: d}
+	cfg := TestConfig{Pattern: "iperf", Transport: "mpquic", Path: "wlan0", Family: int(probe.Family4),
+		Server: netip.AddrPortFrom(lab.Server4, labPort+1), Params: params, Timeout: DefaultTimeout("iperf", params),
+		Paths: configPaths(o.Paths)}
+	rec = RunTest(context.Background(), tr, cfg, []string{"wlan0", "wwan0"}, nil)
+	if rec.Status != StatusSuccess {
+		t.Fatalf("iperf over mpquic (both %v): %s: %s", both, rec.Status, rec.Error)
+	}
+	r := rec.Result.(*IperfResult)
+	return r.Upload.GoodputBps, r.Download.GoodputBps, rec
+}
+
+// TestLabMPQUICAggregates: over two 10 Mbit/s paths, iperf over mpquic with
+// both paths beats the single path by the 1.7x in each direction,
+// and each path carries a real share (the transport's per-path samples).
+func TestLabMPQUICAggregates(t *testing.T) {
+	l := labtest.Start(t, lab.Options{Domains: 0, Seed: 12})
+	startLabServer(t, l)
+	if !l.InClient(t) {
+		return
+	}
+	const mbit = 10
+	for _, path := range lab.PathNames {
+		l.Set(t, path, "delay=5ms", "jitter=0s", fmt.Sprintf("rate=%dmbit", mbit))
+	}
+	const d = 4 * time.Second
+	up1, down1, _ := mpquicIperf(t, l, false, d)
+	up2, down2, rec := mpquicIperf(t, l, true, d)
+	t.Logf("single path: up %.2f down %.2f Mbit/s; two paths: up %.2f down %.2f Mbit/s (%.2fx, %.2fx)",
+		up1/1e6, down1/1e6, up2/1e6, down2/1e6, up2/up1, down2/down1)
+	if len(rec.PathShares) != 2 {
+		t.Fatalf("path shares %+v: want wlan0 and wwan0", rec.PathShares)
+	}
+	for _, sh := range rec.PathShares {
+		t.Logf("%s: sent %d received %d bytes, %d samples", sh.Path, sh.Sent, sh.Received, len(sh.Samples))
+		if sh.Sent < 1<<20 || sh.Received < 1<<20 {
+			t.Errorf("%s carried %d up, %d down: want both paths used", sh.Path, sh.Sent, sh.Received)
+		}
+	}
+	for dir, r := range map[string]float64{"upload": up2 / up1, "download": down2 / down1} {
+		if r < 1.7 {
+			t.Errorf("%s: two paths give %.2fx the single path, want >= 1.7x", dir, r)
+		}
+	}
+}
