@@ -104,6 +104,7 @@ type Conn struct {
 
 	// Multipath (multipath.go).
 	paths          map[uint32]*path
+	pathOrder      []uint32 // the keys of paths, ascending
 	multipath      bool
 	localMaxPathID uint32
 	peerMaxPathID  uint32

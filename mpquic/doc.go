@@ -15,10 +15,15 @@
 //     AES-128-GCM and ChaCha20-Poly1305, and the multipath nonce that puts the
 //     path ID into the AEAD nonce (draft §"Nonce Calculation")
 //
-// On it, single-path QUIC v1 connections (Dial, Listen; conn.go, send.go,
-// stream.go, recovery.go): the handshake over crypto/tls.QUICConn, streams
-// with flow control, RFC 9002 loss recovery with NewReno, HyStart++ (RFC
-// 9406) and pacing, and key update. Multipath comes next.
+// On it, QUIC v1 connections (Dial, Listen; conn.go, send.go, stream.go,
+// recovery.go): the handshake over crypto/tls.QUICConn, streams with flow
+// control, RFC 9002 loss recovery with NewReno, HyStart++ (RFC 9406) and
+// pacing, and key update; and multipath (multipath.go, connid.go) when
+// both sides send initial_max_path_id: per-path connection IDs, packet
+// number spaces, ACKs (PATH_ACK), RTT, loss recovery and NewReno
+// (uncoupled), Conn.AddPath with path validation, a lowest-RTT scheduler
+// with backup paths and reinjection off a potentially failed path,
+// PATH_ABANDON, PATH_STATUS_*, MAX_PATH_ID and PATHS_BLOCKED.
 //
 // 0-RTT and Retry are out of scope for mptester: a Retry is parsed and its
 // integrity tag verified (VerifyRetry), a Version Negotiation packet parsed,

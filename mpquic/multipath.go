@@ -88,6 +88,8 @@ func (c *Conn) newPath(id uint32, pconn net.PacketConn, remote net.Addr) *path {
 	p.space.kind, p.space.path = spaceApp, p
 	p.lastRecv = time.Now()
 	c.paths[id] = p
+	c.pathOrder = append(c.pathOrder, id)
+	slices.Sort(c.pathOrder)
 	c.refreshSpaces()
 	return p
 }
@@ -103,14 +105,8 @@ func (c *Conn) refreshSpaces() {
 	}
 }
 
-func (c *Conn) pathIDs() []uint32 {
-	ids := make([]uint32, 0, len(c.paths))
-	for id := range c.paths {
-		ids = append(ids, id)
-	}
-	slices.Sort(ids)
-	return ids
-}
+// pathIDs are the paths' IDs in ascending order (not to be modified).
+func (c *Conn) pathIDs() []uint32 { return c.pathOrder }
 
 func (c *Conn) p0() *path { return c.paths[0] }
 
