@@ -126,6 +126,11 @@ func (c *Conn) handleNewCID(id uint32, seq, retirePriorTo uint64, cid []byte, to
 		}
 	}
 	cs.peer = append(cs.peer, peerCID{seq: seq, cid: append([]byte(nil), cid...), token: token})
+	if p := c.paths[id]; p != nil && p.dcid == nil && !p.abandoned {
+		// The path's first packet overtook the IDs to answer it with
+		// (a server's new path): it can send now.
+		p.dcid, p.dcidSeq = cs.peer[len(cs.peer)-1].cid, seq
+	}
 	if retirePriorTo > cs.peerRetirePriorTo {
 		cs.peerRetirePriorTo = retirePriorTo
 		cs.peer = slices.DeleteFunc(cs.peer, func(p peerCID) bool {

@@ -77,3 +77,72 @@ func TestLabMPQUICAggregates(t *testing.T) {
 		}
 	}
 }
+
+// TestLabMPQUICBackupAbrupt: with wwan0 as a backup path (PATH_STATUS_BACKUP)
+// it carries (almost) nothing while wlan0 is healthy; when wlan0 goes down
+// mid-test the interactive stream survives on wwan0 (every chunk acked both
+// ways) within a second, the abrupt Wi-Fi loss.
+func TestLabMPQUICBackupAbrupt(t *testing.T) {
+	l := hoSetup(t)
+	if !l.InClient(t) {
+		return
+	}
+	defer l.Set(t, "wlan0", "up")
+	tlsCfg, _ := transport.ClientTLS("", "", true)
+	o := transport.Single(l.Path(t, "wlan0"), probe.Family4, tlsCfg)
+	o.Paths = append(o.Paths, transport.PathRole{Path: l.Path(t, "wwan0"), Role: transport.RoleBackup})
+	tr, err := transport.New("mpquic", o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	params := Params{Duration: 4 * time.Second}
+	cfg := TestConfig{Pattern: "interactive", Transport: "mpquic", Path: "wlan0", Family: int(probe.Family4),
+		Server: netip.AddrPortFrom(lab.Server4, labPort+1), Params: params, Timeout: DefaultTimeout("interactive", params),
+		Paths: configPaths(o.Paths)}
+	const step = 1500 * time.Millisecond
+	var downAt time.Time
+	stepDone := make(chan struct{})
+	go func() {
+		defer close(stepDone)
+		time.Sleep(step)
+		downAt = time.Now()
+		l.Set(t, "wlan0", "down")
+	}()
+	start := time.Now()
+	rec := RunTest(context.Background(), tr, cfg, []string{"wlan0", "wwan0"}, nil)
+	<-stepDone
+	if rec.Status != StatusSuccess {
+		t.Fatalf("status %s: %s", rec.Status, rec.Error)
+	}
+	res := rec.Result.(*InteractiveResult)
+	for dir, d := range map[string]*InteractiveDirection{"upload": res.Upload, "download": res.Download} {
+		t.Logf("%s: sent %d acked %d, median %v max %v", dir, d.Sent, d.Acked, d.Median, d.Max)
+		if len(d.Lost) > 0 || d.Acked != d.Sent || d.Sent == 0 {
+			t.Errorf("%s: sent %d acked %d lost %v: the stream did not survive", dir, d.Sent, d.Acked, d.Lost)
+		}
+		if d.Max > time.Second {
+			t.Errorf("%s: max delay %v across the loss of wlan0", dir, d.Max)
+		}
+	}
+	// wwan0's share before wlan0 went down (the connection's samples,
+	// every 100 ms), and after.
+	var before, after uint64
+	for _, sh := range rec.PathShares {
+		if sh.Path != "wwan0" {
+			continue
+		}
+		for _, s := range sh.Samples {
+			if rec.StartedAt.Add(s.T).Before(downAt) {
+				before = s.Sent + s.Received
+			}
+			after = s.Sent + s.Received
+		}
+	}
+	t.Logf("wwan0 carried %d bytes before wlan0 went down (%v into the test), %d in all", before, downAt.Sub(start), after)
+	if before > 4<<10 {
+		t.Errorf("the backup carried %d bytes while wlan0 was healthy", before)
+	}
+	if after < before+4<<10 {
+		t.Errorf("the backup carried %d bytes after wlan0 went down", after-before)
+	}
+}
