@@ -90,6 +90,12 @@ func echoServe(ctx context.Context, l *Listener) {
 // exchange writes data on a new stream, closes it and checks the echo.
 func exchange(t *testing.T, ctx context.Context, open func(context.Context) (io.ReadWriteCloser, error), data []byte) {
 	t.Helper()
+	echo(t, ctx, open, data, 0, nil)
+}
+
+// echo is exchange that calls mid (if set) once readBefore bytes came back.
+func echo(t *testing.T, ctx context.Context, open func(context.Context) (io.ReadWriteCloser, error), data []byte, readBefore int, mid func()) {
+	t.Helper()
 	s, err := open(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -102,9 +108,24 @@ func exchange(t *testing.T, ctx context.Context, open func(context.Context) (io.
 		}
 		errc <- err
 	}()
-	got, err := io.ReadAll(s)
-	if err != nil {
-		t.Fatalf("read after %d bytes: %v", len(got), err)
+	if d, ok := s.(interface{ SetReadDeadline(time.Time) error }); ok {
+		d.SetReadDeadline(time.Now().Add(30 * time.Second))
+	}
+	got := make([]byte, 0, len(data))
+	buf := make([]byte, 64<<10)
+	for {
+		n, err := s.Read(buf)
+		got = append(got, buf[:n]...)
+		if mid != nil && len(got) >= readBefore {
+			mid()
+			mid = nil
+		}
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			t.Fatalf("read after %d of %d bytes: %v", len(got), len(data), err)
+		}
 	}
 	if err := <-errc; err != nil {
 		t.Fatal(err)

@@ -269,46 +269,11 @@ func TestMultipathTwoPathsBulk(t *testing.T) {
 	}
 }
 
-// streamThrough echoes data on a new stream; after readBefore bytes came
-// back it calls mid (once), then checks the whole echo byte for byte.
+// streamThrough echoes data on a new stream of c; after readBefore bytes
+// came back it calls mid (once), then checks the echo byte for byte.
 func streamThrough(t *testing.T, ctx context.Context, c *Conn, data []byte, readBefore int, mid func()) {
 	t.Helper()
-	s, err := c.OpenStream(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	errc := make(chan error, 1)
-	go func() {
-		_, err := s.Write(data)
-		if err == nil {
-			err = s.Close()
-		}
-		errc <- err
-	}()
-	got := make([]byte, 0, len(data))
-	buf := make([]byte, 64<<10)
-	called := false
-	s.SetReadDeadline(time.Now().Add(30 * time.Second))
-	for {
-		n, err := s.Read(buf)
-		got = append(got, buf[:n]...)
-		if !called && len(got) >= readBefore {
-			called = true
-			mid()
-		}
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			t.Fatalf("read after %d of %d bytes: %v", len(got), len(data), err)
-		}
-	}
-	if err := <-errc; err != nil {
-		t.Fatal(err)
-	}
-	if n := commonPrefix(got, data); n != len(data) || len(got) != len(data) {
-		t.Fatalf("echo of %d bytes came back as %d bytes, equal prefix %d", len(data), len(got), n)
-	}
+	echo(t, ctx, func(ctx context.Context) (io.ReadWriteCloser, error) { return c.OpenStream(ctx) }, data, readBefore, mid)
 }
 
 // A backup path carries (almost) nothing while the primary works; when the
@@ -332,13 +297,19 @@ func TestMultipathBackup(t *testing.T) {
 		time.Sleep(5 * time.Millisecond)
 	}
 	c0, s0 := pathStat(t, mp.c, 1), pathStat(t, srv, 1)
+	ptos0 := pathStat(t, mp.c, 0).PTOCount + pathStat(t, srv, 0).PTOCount
 	exchange(t, ctx, mp.open, testData(4<<20, 12))
 	c1, s1 := pathStat(t, mp.c, 1), pathStat(t, srv, 1)
 	total := pathStat(t, mp.c, 0).BytesSent + pathStat(t, srv, 0).BytesSent
 	backup := (c1.BytesSent - c0.BytesSent) + (s1.BytesSent - s0.BytesSent)
-	t.Logf("while the primary works: backup %d bytes, primary %d", backup, total)
-	if backup > total/100 {
-		t.Fatalf("the backup path carried %d bytes while the primary carried %d", backup, total)
+	ptos := pathStat(t, mp.c, 0).PTOCount + pathStat(t, srv, 0).PTOCount - ptos0
+	t.Logf("while the primary works: backup %d bytes, primary %d; primary PTOs %d", backup, total, ptos)
+	// A PTO on the primary (a loaded machine starving a side for a PTO,
+	// ~30 ms here) can mark it potentially failed and move data to the
+	// backup, as it should; without one the backup carries nothing but
+	// its own acknowledgments.
+	if limit := 1000 + ptos*total/100; backup > limit { // 1% of the transfer per PTO
+		t.Fatalf("the backup path carried %d bytes while the primary carried %d with %d PTOs", backup, total, ptos)
 	}
 	data := testData(4<<20, 13)
 	streamThrough(t, ctx, mp.c, data, 1<<20, func() { primary.black.Store(true) })
@@ -453,13 +424,14 @@ func TestMultipathPerPathRecovery(t *testing.T) {
 		if !c.isClient {
 			continue
 		}
-		// The client's lossy path found (at least half of) the datagrams
-		// the wrapper dropped on its way out, and only its window shrank to
-		// a few packets: loss on one path is not another path's.
+		// The client's lossy path declared losses, no more than the
+		// wrapper dropped on its way out (ACK-only packets among those are
+		// never declared; a few declarations may be spurious), and only its
+		// window shrank to a few packets: loss on one path is not another's.
 		lossy.mu.Lock()
 		wd := lossy.writeDrops
 		lossy.mu.Unlock()
-		if bad.PacketsLost < uint64(wd)/2 || clean.CongestionWindow <= 4*bad.CongestionWindow {
+		if bad.PacketsLost == 0 || float64(bad.PacketsLost) > 1.5*float64(wd)+5 || clean.CongestionWindow <= 4*bad.CongestionWindow {
 			t.Errorf("lossy path declared %d lost of %d dropped; window clean %d, lossy %d", bad.PacketsLost, wd, clean.CongestionWindow, bad.CongestionWindow)
 		}
 	}
