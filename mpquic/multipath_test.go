@@ -526,3 +526,36 @@ func TestMultipathPathLimit(t *testing.T) {
 		t.Fatalf("path 2: %v", s)
 	}
 }
+
+// delayConn is fault injection: it holds each datagram it sends for d
+// (a slower path), in order.
+type delayConn struct {
+	net.PacketConn
+	d time.Duration
+}
+
+func (c *delayConn) WriteTo(b []byte, to net.Addr) (int, error) {
+	b = append([]byte(nil), b...)
+	time.AfterFunc(c.d, func() { c.PacketConn.WriteTo(b, to) })
+	return len(b), nil
+}
+
+// A new path's first packet can overtake the connection IDs the server
+// needs to answer on it (sent on a slower path 0): the path still opens,
+// once they arrive.
+func TestMultipathPathBeforeItsIDs(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	slow := &delayConn{PacketConn: udpLoopback(t), d: 100 * time.Millisecond}
+	mp := newMPPair(t, ctx, slow, nil, nil)
+	actx, acancel := context.WithTimeout(ctx, 5*time.Second)
+	defer acancel()
+	p, err := mp.c.AddPath(actx, udpLoopback(t), mp.l.Addr())
+	if err != nil {
+		t.Fatalf("AddPath: %v", err)
+	}
+	exchange(t, ctx, mp.open, testData(1<<20, 19))
+	if s := p.Stats(); s.BytesReceived == 0 || !s.Validated {
+		t.Fatalf("path 1: %v", s)
+	}
+}
