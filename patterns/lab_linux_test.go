@@ -116,6 +116,21 @@ func labRun(t *testing.T, l *labtest.Lab, pattern, trName, path string, f probe.
 
 func ms(d time.Duration) float64 { return float64(d) / 1e6 }
 
+// startRatedLab starts a lab with the server and both paths at 5 ms and
+// mbit Mbit/s; false in the parent (the child runs the test).
+func startRatedLab(t *testing.T, seed int64, mbit int) (*labtest.Lab, bool) {
+	t.Helper()
+	l := labtest.Start(t, lab.Options{Domains: 0, Seed: seed})
+	startLabServer(t, l)
+	if !l.InClient(t) {
+		return l, false
+	}
+	for _, path := range lab.PathNames {
+		l.Set(t, path, "delay=5ms", "jitter=0s", fmt.Sprintf("rate=%dmbit", mbit))
+	}
+	return l, true
+}
+
 // TestLabPatternsMatchPaths: every pattern over every transport, both
 // paths and both families; ping and interactive delays within 2 ms of the
 // emulated RTT, bulk and iperf goodput at least 90% of the emulated rate,
@@ -321,14 +336,10 @@ func subflowOn(sum *transport.MPTCPSummary, local netip.Addr) (transport.PathCou
 // TestLabMPTCPAggregates: with both paths rate limited, an MPTCP bulk uses
 // two subflows, each carries bytes, and the goodput beats one path.
 func TestLabMPTCPAggregates(t *testing.T) {
-	l := labtest.Start(t, lab.Options{Domains: 0, Seed: 6})
-	startLabServer(t, l)
-	if !l.InClient(t) {
-		return
-	}
 	const mbit = 10
-	for _, path := range lab.PathNames {
-		l.Set(t, path, "delay=5ms", "jitter=0s", fmt.Sprintf("rate=%dmbit", mbit))
+	l, ok := startRatedLab(t, 6, mbit)
+	if !ok {
+		return
 	}
 	before := l.Status(t)
 	rec := labRun(t, l, "bulk", mptcpName, "wlan0", probe.Family4, Params{Size: 6 << 20})

@@ -4,7 +4,6 @@ package patterns
 
 import (
 	"context"
-	"fmt"
 	"net/netip"
 	"testing"
 	"time"
@@ -45,14 +44,10 @@ func mpquicIperf(t *testing.T, l *labtest.Lab, both bool, d time.Duration) (up, 
 // both paths beats the single path by the 1.7x in each direction,
 // and each path carries a real share (the transport's per-path samples).
 func TestLabMPQUICAggregates(t *testing.T) {
-	l := labtest.Start(t, lab.Options{Domains: 0, Seed: 12})
-	startLabServer(t, l)
-	if !l.InClient(t) {
-		return
-	}
 	const mbit = 10
-	for _, path := range lab.PathNames {
-		l.Set(t, path, "delay=5ms", "jitter=0s", fmt.Sprintf("rate=%dmbit", mbit))
+	l, ok := startRatedLab(t, 12, mbit)
+	if !ok {
+		return
 	}
 	const d = 4 * time.Second
 	up1, down1, _ := mpquicIperf(t, l, false, d)
