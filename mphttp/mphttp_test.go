@@ -39,6 +39,7 @@ type server struct {
 	// firstDelay holds the first response back (a slow connect or server).
 	firstDelay time.Duration
 	reqs       atomic.Int32
+	conns      atomic.Int32 // connections accepted
 	srv        *httptest.Server
 }
 
@@ -129,7 +130,13 @@ func cutRange(s string) (a, b string, ok bool) {
 }
 
 func newServer(t *testing.T, s *server) *server {
-	s.srv = httptest.NewServer(s)
+	s.srv = httptest.NewUnstartedServer(s)
+	s.srv.Config.ConnState = func(_ net.Conn, st http.ConnState) {
+		if st == http.StateNew {
+			s.conns.Add(1)
+		}
+	}
+	s.srv.Start()
 	t.Cleanup(s.srv.Close)
 	return s
 }
@@ -251,6 +258,12 @@ func TestPortionsBoundMemory(t *testing.T) {
 	if res.Portions < 2 || res.PeakBuffered > cap || res.PeakBuffered == 0 || res.Consistency != Verified {
 		t.Fatalf("portions %d, peak buffer %d (cap %d), %s", res.Portions, res.PeakBuffered, cap, res.Consistency)
 	}
+	// Connections stay open across portions: path 1 closes only its
+	// first, open-ended response; every later range is read to its end.
+	t.Logf("portions %d, requests %d/%d, connections %d/%d, peak buffer %d", res.Portions, a.reqs.Load(), b.reqs.Load(), a.conns.Load(), b.conns.Load(), res.PeakBuffered)
+	if a.reqs.Load() < 3 || a.conns.Load() > 2 || b.conns.Load() > 1 {
+		t.Errorf("path 1: %d requests on %d connections, path 2: %d on %d; want 2 and 1 connections", a.reqs.Load(), a.conns.Load(), b.reqs.Load(), b.conns.Load())
+	}
 }
 
 // A middlebox on path 2 serves another version under the same ETag: the
@@ -280,7 +293,8 @@ func TestValidatorMismatchFallsBack(t *testing.T) {
 		t.Fatal(err)
 	}
 	checkOut(t, res, out, obj)
-	if res.Consistency != ValidatorsDiffer || res.Paths[1].Bytes != 0 {
+	// The headers tell: not one byte of path 2's body is read.
+	if res.Consistency != ValidatorsDiffer || res.Paths[1].Bytes != 0 || res.Paths[1].Received != 0 || b.reqs.Load() == 0 {
 		t.Fatalf("result %+v", res)
 	}
 }
