@@ -779,10 +779,9 @@ func (f *fetcher) multi(ctx context.Context, fr *front, start time.Time) error {
 			c := chunks[0]
 			limit = c.lo + min(ov, c.hi-c.lo)
 			if fr.pos >= limit {
-				if !c.done {
-					settle(<-done)
-					continue
-				}
+				// Closed at once, chunk done or not: an open response
+				// left waiting fills the socket's buffer with bytes
+				// that are thrown away (the overlap's are in f.tail).
 				fr.close(now)
 				fr.open = false
 				continue
