@@ -186,7 +186,7 @@ func TestLabAggregationLarge(t *testing.T) {
 			agg := mp.RateBps / (rw + rc)
 			t.Logf("50 MB, Wi-Fi %d Mbit/s: Wi-Fi alone %.1f Mbit/s, cellular alone %.1f, MPHTTP %.1f in %v: aggregation %.1f%%; Wi-Fi %d B, cellular %d B; %s, %d portions, peak buffer %d B",
 				wifiMbit, rw/1e6, rc/1e6, mp.RateBps/1e6, mp.Duration.Round(time.Millisecond), 100*agg, mp.Paths[0].Bytes, mp.Paths[1].Bytes, mp.Consistency, mp.Portions, mp.PeakBuffered)
-			if mp.PeakBuffered > memCap || mp.Portions < 2 {
+			if mp.PeakBuffered > mp.PortionMax || mp.PortionMax > memCap || mp.Portions < 2 {
 				t.Errorf("peak buffer %d (cap %d), %d portions", mp.PeakBuffered, memCap, mp.Portions)
 			}
 			// 50 MB pays a start (path 2 waits until path 1's rate is

@@ -146,8 +146,11 @@ type Result struct {
 	RateBps  float64       `json:"rate_bps"`
 	// PeakBuffered: most bytes held in memory at once (path 2's chunks).
 	PeakBuffered int64 `json:"peak_buffered"`
-	// Portions split over both paths (003 §4.2 "Buffer Overhead").
+	// Portions split over both paths (003 §4.2 "Buffer Overhead"), and
+	// the largest portion, min(MemoryCap, (R₁+R₂)·PortionTime) from the
+	// rates measured then: PeakBuffered never exceeds it.
 	Portions    int    `json:"portions"`
+	PortionMax  int64  `json:"portion_max"`
 	Consistency string `json:"consistency"`
 	// Fallback says why a path stopped being used, when one did.
 	Fallback string       `json:"fallback,omitempty"`
@@ -526,7 +529,9 @@ func (f *fetcher) multi(ctx context.Context, fr *front, start time.Time) error {
 		if est == 0 {
 			est = r1
 		}
-		return max(2*minChunk, min(f.o.MemoryCap, int64((r1+est)*f.o.PortionTime.Seconds())))
+		p := max(2*minChunk, min(f.o.MemoryCap, int64((r1+est)*f.o.PortionTime.Seconds())))
+		f.res.PortionMax = max(f.res.PortionMax, p)
+		return p
 	}
 	issue := func(lo, hi int64) {
 		cctx, ccancel := context.WithCancel(ctx)

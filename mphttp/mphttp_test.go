@@ -255,7 +255,7 @@ func TestPortionsBoundMemory(t *testing.T) {
 		t.Fatal(err)
 	}
 	checkOut(t, res, out, obj)
-	if res.Portions < 2 || res.PeakBuffered > cap || res.PeakBuffered == 0 || res.Consistency != Verified {
+	if res.Portions < 2 || res.PeakBuffered > res.PortionMax || res.PortionMax > cap || res.PeakBuffered == 0 || res.Consistency != Verified {
 		t.Fatalf("portions %d, peak buffer %d (cap %d), %s", res.Portions, res.PeakBuffered, cap, res.Consistency)
 	}
 	// Connections stay open across portions: path 1 closes only its

@@ -108,6 +108,11 @@ func bulkObject(t *testing.T, n int64) []byte {
 	return b
 }
 
+// perPather: a sample with counters per path (multipath transports).
+type perPather interface {
+	PerPath() []transport.PathCounters
+}
+
 // httpRef is what tcp got, the reference for the others.
 type httpRef struct {
 	ping   []byte
@@ -145,9 +150,7 @@ func conformHTTP(t *testing.T, c httpClient, ref *httpRef) {
 				t.Errorf("bulk %d: counter %d bytes received, want %d to %.0f", n, recv, n, hi)
 			}
 			var per []transport.PathCounters
-			if pp, ok := s.Data.(interface {
-				PerPath() []transport.PathCounters
-			}); ok && c.d.Multipath {
+			if pp, ok := s.Data.(perPather); ok && c.d.Multipath {
 				per = pp.PerPath()
 				var sum uint64
 				for _, p := range per {
