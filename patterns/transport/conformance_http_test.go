@@ -7,7 +7,6 @@ import (
 	"io"
 	"net/http"
 	"net/netip"
-	"runtime"
 	"testing"
 	"time"
 
@@ -256,6 +255,23 @@ func conformHTTP(t *testing.T, c httpClient, ref *httpRef) {
 	})
 }
 
+// startHTTPServer starts a `serve` server with the suite's limits until
+// the test ends.
+func startHTTPServer(t *testing.T, cfg patterns.ServerConfig) *patterns.Server {
+	t.Helper()
+	cfg.Limits = patterns.DefaultLimits()
+	cfg.Limits.MaxBulk, cfg.Limits.ReadTimeout, cfg.Limits.IdleTimeout = httpSuiteMaxBulk, 5*time.Second, 10*time.Second
+	srv, err := patterns.NewServer(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := srv.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(srv.Close)
+	return srv
+}
+
 func commonPrefixLen(a, b []byte) int {
 	i := 0
 	for i < len(a) && i < len(b) && a[i] == b[i] {
@@ -269,34 +285,13 @@ func commonPrefixLen(a, b []byte) int {
 // reference; a multipath transport gets loopback twice, as a primary and
 // an available path.
 func TestHTTPConformanceLoopback(t *testing.T) {
-	if runtime.GOOS != "linux" {
-		t.Skip("loopback path binding is tested on Linux")
-	}
-	paths, err := probe.Discover(context.Background(), probe.DiscoverOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var lo probe.Path
-	for _, p := range paths {
-		if p.Kind == probe.KindLoopback {
-			lo = p
-		}
-	}
+	lo := loopbackPath(t)
 	cert, pin := selfSigned(t)
-	lim := patterns.DefaultLimits()
-	lim.MaxBulk, lim.ReadTimeout, lim.IdleTimeout = httpSuiteMaxBulk, 3*time.Second, 5*time.Second
 	listen := map[string][]string{}
 	for _, d := range transport.Listeners() {
 		listen[d.Name] = []string{"127.0.0.1:0"}
 	}
-	srv, err := patterns.NewServer(patterns.ServerConfig{Certificate: cert, Listen: listen, Limits: lim})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := srv.Start(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(srv.Close)
+	srv := startHTTPServer(t, patterns.ServerConfig{Certificate: cert, Listen: listen})
 	ref := &httpRef{status: map[string]int{}}
 	for _, d := range httpTransports(t) {
 		t.Run(d.Name, func(t *testing.T) {

@@ -3,11 +3,9 @@
 package transport_test
 
 import (
-	"context"
 	"fmt"
 	"net/netip"
 	"testing"
-	"time"
 
 	"github.com/mptester/mptester/lab"
 	"github.com/mptester/mptester/lab/labtest"
@@ -120,16 +118,7 @@ func TestHTTPConformanceLab(t *testing.T) {
 		for i, d := range listeners {
 			socks[d.Name] = []any{labSocket(t, l, d.Network, labHTTP+i)}
 		}
-		lim := patterns.DefaultLimits()
-		lim.MaxBulk, lim.ReadTimeout, lim.IdleTimeout = httpSuiteMaxBulk, 5*time.Second, 10*time.Second
-		srv, err := patterns.NewServer(patterns.ServerConfig{Certificate: cert, Sockets: socks, Limits: lim})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := srv.Start(context.Background()); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(srv.Close)
+		startHTTPServer(t, patterns.ServerConfig{Certificate: cert, Sockets: socks})
 		for _, network := range []string{"tcp", "udp"} {
 			silentSocket(t, labSocket(t, l, network, labHTTP-1))
 		}

@@ -493,19 +493,7 @@ func wantStatus(t *testing.T, err error, want ...transport.Status) {
 // TestConformanceLoopback runs the suite for every registered transport
 // on loopback, both families.
 func TestConformanceLoopback(t *testing.T) {
-	if runtime.GOOS != "linux" {
-		t.Skip("loopback path binding is tested on Linux")
-	}
-	paths, err := probe.Discover(context.Background(), probe.DiscoverOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var lo probe.Path
-	for _, p := range paths {
-		if p.Kind == probe.KindLoopback {
-			lo = p
-		}
-	}
+	lo := loopbackPath(t)
 	for _, f := range []probe.Family{probe.Family4, probe.Family6} {
 		ip := netip.MustParseAddr("127.0.0.1")
 		if f == probe.Family6 {
@@ -532,6 +520,26 @@ func TestConformanceLoopback(t *testing.T) {
 			t.Run(fmt.Sprintf("v%d/%s", f, d.Name), func(t *testing.T) { conform(t, d, e, nil) })
 		}
 	}
+}
+
+// loopbackPath is the host's loopback path (the suites bind to it on
+// Linux only).
+func loopbackPath(t *testing.T) probe.Path {
+	t.Helper()
+	if runtime.GOOS != "linux" {
+		t.Skip("loopback path binding is tested on Linux")
+	}
+	paths, err := probe.Discover(context.Background(), probe.DiscoverOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var lo probe.Path
+	for _, p := range paths {
+		if p.Kind == probe.KindLoopback {
+			lo = p
+		}
+	}
+	return lo
 }
 
 // listenLocal opens a server socket of network on addr (port 0: any).
