@@ -308,16 +308,7 @@ func TestHTTPConformanceLoopback(t *testing.T) {
 			}
 			ip := netip.MustParseAddr("127.0.0.1")
 			c := httpClient{d: d, addr: netip.MustParseAddrPort(addrs[0].String()), pin: pin, paths: roles, fam: probe.Family4,
-				silent: func(t *testing.T, network string) netip.AddrPort {
-					sock, addr := listenLocal(t, network, netip.AddrPortFrom(ip, 0))
-					silentSocket(t, sock)
-					return addr
-				},
-				closedPort: func(t *testing.T, network string) netip.AddrPort {
-					s, a := listenLocal(t, network, netip.AddrPortFrom(ip, 0))
-					s.(io.Closer).Close()
-					return a
-				}}
+				silent: localSilent(ip), closedPort: localClosed(ip)}
 			conformHTTPAgainst(t, c, ref)
 		})
 	}

@@ -506,16 +506,7 @@ func TestConformanceLoopback(t *testing.T) {
 				echoFor(t, d, sock, cert)
 				return addr, pin
 			},
-			silent: func(t *testing.T, network string) netip.AddrPort {
-				sock, addr := listenLocal(t, network, netip.AddrPortFrom(ip, 0))
-				silentSocket(t, sock)
-				return addr
-			},
-			closedPort: func(t *testing.T, network string) netip.AddrPort {
-				s, a := listenLocal(t, network, netip.AddrPortFrom(ip, 0))
-				s.(io.Closer).Close()
-				return a
-			}}
+			silent: localSilent(ip), closedPort: localClosed(ip)}
 		for _, d := range transport.All() {
 			t.Run(fmt.Sprintf("v%d/%s", f, d.Name), func(t *testing.T) { conform(t, d, e, nil) })
 		}
@@ -540,6 +531,24 @@ func loopbackPath(t *testing.T) probe.Path {
 		}
 	}
 	return lo
+}
+
+// localSilent gives a silent socket on ip (see silentSocket).
+func localSilent(ip netip.Addr) func(*testing.T, string) netip.AddrPort {
+	return func(t *testing.T, network string) netip.AddrPort {
+		sock, addr := listenLocal(t, network, netip.AddrPortFrom(ip, 0))
+		silentSocket(t, sock)
+		return addr
+	}
+}
+
+// localClosed gives an address on ip where nothing listens.
+func localClosed(ip netip.Addr) func(*testing.T, string) netip.AddrPort {
+	return func(t *testing.T, network string) netip.AddrPort {
+		s, a := listenLocal(t, network, netip.AddrPortFrom(ip, 0))
+		s.(io.Closer).Close()
+		return a
+	}
 }
 
 // listenLocal opens a server socket of network on addr (port 0: any).
