@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
+	"os"
 	"testing"
 	"time"
 
@@ -21,13 +22,18 @@ import (
 
 const labHTTPPort = 8081
 
-// labObject serves the bulk object (ranges, ETag) over plain HTTP, as
-// Fleety's CDN servers did (003 §7: HTTP only), on the lab's server address.
-func startLabHTTP(t *testing.T, l *labtest.Lab) {
+// startLabHTTP serves the bulk object (ranges, ETag) at /bulk/{size} over
+// plain HTTP, as Fleety's CDN servers did (003 §7: HTTP only), on the
+// lab's server address.
+func startLabHTTP(t *testing.T, l *labtest.Lab) { serveLabBulk(t, l, labHTTPPort, false) }
+
+// serveLabBulk serves /bulk/{size} on port, its listener MPTCP-capable
+// when mptcp is set.
+func serveLabBulk(t *testing.T, l *labtest.Lab, port int, mptcp bool) {
 	if labtest.IsChild() {
 		return
 	}
-	ln, err := l.Lab.ListenTCP(fmt.Sprintf(":%d", labHTTPPort), false)
+	ln, err := l.Lab.ListenTCP(fmt.Sprintf(":%d", port), mptcp)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -150,13 +156,13 @@ func TestLabAggregation(t *testing.T) {
 // 500 MB: 91.4% / 85.5% at 50 / 5 Mbit/s Wi-Fi) with 50 MB, the most that
 // fits a test's time here, cellular 20 Mbit/s, 50 ms RTT, and a 16 MB
 // memory cap so the download runs in portions. Single-path rates are
-// measured in the same run. The aggregation rate is logged, not yet held
-// to Fleety's figures (not reached at 5 Mbit/s: see docs/benchmarks.md);
-// the memory bound and the bytes are checked.
+// measured in the same run. The memory bound, the bytes and a floor on
+// the aggregation rate are checked; Fleety's figures are held at 500 MB
+// by TestLabAggregationLargeBench (a benchmark: minutes).
 func TestLabAggregationLarge(t *testing.T) {
 	l := labtest.Start(t, lab.Options{Domains: 0, Seed: 17})
 	startLabHTTP(t, l)
-	for _, wifiMbit := range []int{50, 5} {
+	for _, wifiMbit := range labLargeRates() {
 		l.Set(t, "wlan0", "delay=25ms", "jitter=0s", "loss=0", fmt.Sprintf("rate=%dmbit", wifiMbit))
 		l.Set(t, "wwan0", "delay=25ms", "jitter=0s", "loss=0", "rate=20mbit")
 		if l.InClient(t) {
@@ -167,6 +173,10 @@ func TestLabAggregationLarge(t *testing.T) {
 			rc := labFetch(t, 20_000_000, time.Second, labPath(l, t, "wwan0")).RateBps
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 			defer cancel()
+			if os.Getenv("MPHTTP_TRACE") != "" {
+				mphttp.SetTrace(t.Logf)
+				defer mphttp.SetTrace(nil)
+			}
 			h := &checkWriter{want: patterns.NewBulkBody(size)}
 			mp, err := mphttp.Fetch(ctx, fmt.Sprintf("http://%s:%d/bulk/%d", lab.Server4, labHTTPPort, size), h,
 				mphttp.Options{Paths: []mphttp.Path{labPath(l, t, "wlan0"), labPath(l, t, "wwan0")}, MemoryCap: memCap})
@@ -176,9 +186,25 @@ func TestLabAggregationLarge(t *testing.T) {
 			agg := mp.RateBps / (rw + rc)
 			t.Logf("50 MB, Wi-Fi %d Mbit/s: Wi-Fi alone %.1f Mbit/s, cellular alone %.1f, MPHTTP %.1f in %v: aggregation %.1f%%; Wi-Fi %d B, cellular %d B; %s, %d portions, peak buffer %d B",
 				wifiMbit, rw/1e6, rc/1e6, mp.RateBps/1e6, mp.Duration.Round(time.Millisecond), 100*agg, mp.Paths[0].Bytes, mp.Paths[1].Bytes, mp.Consistency, mp.Portions, mp.PeakBuffered)
-			if mp.PeakBuffered > memCap || mp.Portions < 2 {
+			if mp.PeakBuffered > mp.PortionMax || mp.PortionMax > memCap || mp.Portions < 2 {
 				t.Errorf("peak buffer %d (cap %d), %d portions", mp.PeakBuffered, memCap, mp.Portions)
+			}
+			// 50 MB pays a start (path 2 waits until path 1's rate is
+			// known) and one reconnect of path 1 that 500 MB spreads
+			// thin; 85% is what the scheduler reached before connections
+			// were kept across portions (84.7-88.7%), as a floor.
+			if agg < 0.85 {
+				t.Errorf("aggregation %.1f%% at 50 MB, below the 85%% floor", 100*agg)
 			}
 		}
 	}
+}
+
+func labLargeRates() []int {
+	if s := os.Getenv("MPHTTP_WIFI"); s != "" {
+		var v int
+		fmt.Sscan(s, &v)
+		return []int{v}
+	}
+	return []int{50, 5}
 }

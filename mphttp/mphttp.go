@@ -5,11 +5,10 @@
 // probe's binding), Wi-Fi (the preferred path) first.
 //
 // Scheduling (003 §4.2). Path 1 asks for the whole object ("bytes=0-"), so
-// the first response gives the size; it then streams the object from the
-// front and its bytes go straight to the output. Path 2 fetches ranges
-// from the back of the current portion downwards, one chunk at a time,
-// and a chunk [lo-c, lo) is asked only when path 1, at its measured rate,
-// would reach lo-c no sooner than both
+// the first response gives the size; it streams the object from the front
+// straight to the writer. Path 2 fetches ranges from the top of the first
+// portion downwards, and a chunk [lo-c, lo) is asked only when path 1, at
+// its measured rate, would reach lo-c no sooner than both
 //   - path 2 finishes it (RTT₂ + c/R₂): the paths finish together, the
 //     split D = D₁ + D₂ with T₁ = T₂ of §4.2, re-solved after every chunk
 //     from measured rates instead of solved once from estimates;
@@ -18,26 +17,34 @@
 //     time is under the tolerance Wi-Fi still carries what it can by then
 //     (T_wifi = T_tol).
 //
-// Path 1 stops (closes its response) where path 2's chunks begin. Portions
-// (§4.2 "Buffer Overhead"): path 2's chunks lie in a portion of at most
-// min(MemoryCap, (R₁+R₂)·PortionTime) bytes above path 1's position, so at
-// most that much is buffered; after a portion path 1 asks for the rest
-// again from its end.
+// Path 1 closes that first response where it meets path 2's chunks. From
+// then on it asks bounded ranges, each split where it is asked so both
+// paths finish together from rates measured on the warm connections, and
+// path 2 fills the gap above path 1's range, then the next portion; every
+// range is read to its end, so each path keeps one connection and idles
+// one RTT per request instead of a new connection and slow start per
+// portion. Portions (§4.2 "Buffer Overhead"): path 2's ranges lie within
+// min(MemoryCap, (R₁+R₂)·PortionTime) bytes above the output's end, so at
+// most that much is buffered.
 //
 // Consistency (§4.3): where path 1 meets path 2's lowest chunk it reads
 // Overlap bytes more, which must equal the chunk's first bytes, and every
 // response must carry the first one's ETag, Last-Modified and size. If
 // not, path 2's data is dropped, path 1 carries on alone and the result
-// says why. The output is written in order and only ever from one object.
+// says why; validators that differ stop path 2 at its response headers,
+// before any of its body is read. The output is written in order and only
+// ever from one object.
 package mphttp
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -139,8 +146,11 @@ type Result struct {
 	RateBps  float64       `json:"rate_bps"`
 	// PeakBuffered: most bytes held in memory at once (path 2's chunks).
 	PeakBuffered int64 `json:"peak_buffered"`
-	// Portions split over both paths (003 §4.2 "Buffer Overhead").
+	// Portions split over both paths (003 §4.2 "Buffer Overhead"), and
+	// the largest portion, min(MemoryCap, (R₁+R₂)·PortionTime) from the
+	// rates measured then: PeakBuffered never exceeds it.
 	Portions    int    `json:"portions"`
+	PortionMax  int64  `json:"portion_max"`
 	Consistency string `json:"consistency"`
 	// Fallback says why a path stopped being used, when one did.
 	Fallback string       `json:"fallback,omitempty"`
@@ -167,6 +177,8 @@ func (o *Options) defaults() error {
 	if o.Overlap == 0 {
 		o.Overlap = DefaultOverlap
 	}
+	// Every chunk is longer than the overlap, so an overlap lies in one.
+	o.Overlap = min(o.Overlap, minChunk/4)
 	return nil
 }
 
@@ -320,11 +332,17 @@ func (m *meter) rate(now time.Time, win time.Duration) (last, prev float64, ok b
 type chunk struct {
 	p      *pathState
 	lo, hi int64
+	start  time.Time
+	cancel context.CancelFunc
+	done   bool
 	data   []byte
 	err    error
-	took   time.Duration
-	rtt    time.Duration
-	obj    object
+	// differs: the response's validators are not the object's; its body
+	// was not read (§4.3: the headers alone tell).
+	differs bool
+	took    time.Duration
+	rtt     time.Duration
+	obj     object
 }
 
 // Fetch downloads url over o.Paths into w, in order.
@@ -395,6 +413,12 @@ type front struct {
 	m    meter
 	t0   time.Time
 	read int64
+	// open: the response runs to the object's end (the first one, or a
+	// path taking over); it is closed where it meets path 2. Otherwise
+	// it is a bounded range [.., stop+Overlap) read to its end, so the
+	// connection stays open for the next one.
+	open bool
+	stop int64
 }
 
 func (fr *front) close(now time.Time) {
@@ -423,7 +447,7 @@ func (f *fetcher) run(ctx context.Context, start time.Time) error {
 	}
 	f.obj = r.obj
 	f.res.Size, f.res.ETag, f.res.LastMod = r.obj.size, r.obj.etag, r.obj.lastMod
-	fr := &front{p: p1, r: r, t0: time.Now()}
+	fr := &front{p: p1, r: r, t0: time.Now(), open: true}
 	if r.full || r.obj.size < 0 {
 		// 200, or a size the headers do not give: one path, no resume.
 		if r.full {
@@ -462,47 +486,82 @@ func (f *fetcher) single(fr *front) error {
 	return nil
 }
 
-// multi runs the scheduler over [0, size).
+// multi runs the scheduler over [0, size), in two phases (003 §4.2):
+//   - while path 1's first response is open-ended (it gave the size),
+//     path 2 fetches chunks from the top of the first portion downwards,
+//     each asked only when path 1 would not get there first, and path 1's
+//     response is closed where it meets them: the one new connection (and
+//     slow start) the download costs path 1;
+//   - then path 1 asks bounded ranges, each split where it is asked so
+//     both paths finish together (T₁ = T₂) from rates measured on the warm
+//     connections, and path 2 fills the gap above path 1's range from the
+//     top down, then looks ahead into the next portion. Every range is
+//     read to its end, so both connections stay open: a path idles one
+//     RTT per request, never a handshake and a slow start.
+//
+// Everything path 2 holds lies within one portion above the output's
+// end, min(MemoryCap, (R₁+R₂)·PortionTime) bytes (§4.2 "Buffer Overhead").
 func (f *fetcher) multi(ctx context.Context, fr *front, start time.Time) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	size := f.obj.size
+	size, ov := f.obj.size, f.o.Overlap
 	var back *pathState
-	if len(f.paths) > 1 {
+	if len(f.paths) > 1 && f.paths[1] != fr.p {
 		back = f.paths[1]
-		if back == fr.p {
-			back = nil
-		}
 	}
 	var (
 		done     = make(chan *chunk, 1)
 		inflight *chunk
-		chunks   []*chunk // completed, descending lo; contiguous down from top
-		top      int64    = -1
-		r2       float64  // path 2's measured rate, bytes/s
-		rtt2     time.Duration
+		// chunks: path 2's ranges, in flight or done, ascending; none
+		// starts below the output's end less the overlap.
+		chunks  []*chunk
+		held    int64 // bytes allocated to chunks
+		lastTop int64 // highest chunk end so far: a higher one opens a portion
+		r1, r2  float64
+		rtt1    = fr.r.rtt
+		rtt2    time.Duration
+		// pend1: path 1's next range [output end, fr.stop+ov) is planned
+		// but not asked yet (path 2 is planned in between: no idle RTT).
+		pend1 bool
 	)
-	lo := func() int64 { // lowest offset path 2 holds or is fetching
-		switch {
-		case inflight != nil:
-			return inflight.lo
-		case len(chunks) > 0:
-			return chunks[len(chunks)-1].lo
+	portion := func() int64 {
+		est := r2
+		if est == 0 {
+			est = r1
 		}
-		return size
+		p := max(2*minChunk, min(f.o.MemoryCap, int64((r1+est)*f.o.PortionTime.Seconds())))
+		f.res.PortionMax = max(f.res.PortionMax, p)
+		return p
 	}
-	fetchChunk := func(c *chunk) {
+	issue := func(lo, hi int64) {
+		cctx, ccancel := context.WithCancel(ctx)
+		c := &chunk{p: back, lo: lo, hi: hi, start: time.Now(), cancel: ccancel}
+		i, _ := slices.BinarySearchFunc(chunks, lo, func(x *chunk, lo int64) int { return cmp.Compare(x.lo, lo) })
+		chunks = slices.Insert(chunks, i, c)
+		inflight = c
+		held += hi - lo
+		f.res.PeakBuffered = max(f.res.PeakBuffered, held)
+		if hi > lastTop {
+			f.res.Portions++
+			lastTop = hi
+		}
+		tracef("%v chunk [%d,%d) %d B, w %d, r1 %.1f r2 %.1f Mbit/s", time.Since(start).Round(time.Millisecond), lo, hi, hi-lo, f.res.Bytes, r1*8/1e6, r2*8/1e6)
 		go func() {
-			t := time.Now()
-			defer func() { c.took = time.Since(t); done <- c }()
-			r, err := open(ctx, c.p, f.url, f.o.Header, c.lo, c.hi)
+			defer func() { c.took = time.Since(c.start); done <- c }()
+			r, err := open(cctx, c.p, f.url, f.o.Header, c.lo, c.hi)
 			if err != nil {
 				c.err = err
 				return
 			}
 			defer r.body.Close()
 			c.rtt, c.obj = r.rtt, r.obj
-			if r.full {
+			switch {
+			case !f.obj.same(r.obj):
+				// Another version: known from the headers, so not one
+				// byte of its body is read.
+				c.differs = true
+				return
+			case r.full:
 				c.err = errors.New("answered 200 to a range request")
 				return
 			}
@@ -516,39 +575,69 @@ func (f *fetcher) multi(ctx context.Context, fr *front, start time.Time) error {
 	}
 	dropBack := func(p *pathState, verdict, why string) {
 		f.fallback(verdict, p.path.Name+": "+why)
-		chunks, top = nil, -1
+		if inflight != nil {
+			inflight.cancel()
+		}
+		chunks, held = nil, 0
 		if back == p {
 			back = nil
 		}
 	}
 	// settle handles a finished chunk.
 	settle := func(c *chunk) {
-		inflight = nil
+		if c == inflight {
+			inflight = nil
+		}
 		c.p.res.Received += int64(len(c.data))
 		c.p.res.Active += c.took
+		c.cancel()
 		if back != c.p {
 			return // dropped meanwhile
 		}
 		switch {
 		case c.err != nil:
 			c.p.dead, c.p.res.Error = true, c.err.Error()
-			// Its range stays with path 1, which reads on to the chunks
-			// path 2 did finish.
+			// Its range goes back to path 1, which also takes the
+			// chunks path 2 did finish, checked where it meets them.
+			chunks = slices.DeleteFunc(chunks, func(x *chunk) bool { return x == c })
+			held -= c.hi - c.lo
 			f.fallback(PathFailed, c.p.path.Name+": "+c.err.Error())
 			back = nil
 			return
-		case !f.obj.same(c.obj):
+		case c.differs:
 			dropBack(c.p, ValidatorsDiffer, fmt.Sprintf("ETag %q Last-Modified %q size %d, path 1 has %q %q %d", c.obj.etag, c.obj.lastMod, c.obj.size, f.obj.etag, f.obj.lastMod, f.obj.size))
 			return
 		}
+		c.done = true
 		if c.took > c.rtt {
-			r2 = float64(len(c.data)) / (c.took - c.rtt).Seconds()
+			r2 = ewma(r2, float64(len(c.data))/(c.took-c.rtt).Seconds())
 		}
 		rtt2 = c.rtt
-		chunks = append(chunks, c)
+	}
+	// split returns where path 1's range [w, e) should end so that both
+	// paths finish together (§4.2, T₁ = T₂): path 1 asks it now, path 2
+	// fills [e, g) once its chunk in flight is done.
+	split := func(w, g int64, now time.Time) int64 {
+		ra, rb, da, db := r1, r2, rtt1.Seconds(), rtt2.Seconds()
+		if ra <= 0 {
+			return g
+		}
+		if rb <= 0 {
+			rb, db = ra, da
+		}
+		var t2 float64 // time path 2 is still busy
+		if inflight != nil {
+			t2 = max(0, db+float64(inflight.hi-inflight.lo)/rb-now.Sub(inflight.start).Seconds())
+		}
+		// da + (e+ov-w)/ra = t2 + db + (g-e)/rb
+		e := int64((t2 + db - da + float64(g)/rb + float64(w-ov)/ra) / (1/ra + 1/rb))
+		e = min(max(e, w+minChunk/4), g)
+		if g-e < minChunk/4 {
+			e = g
+		}
+		return e
 	}
 	buf := make([]byte, 64<<10)
-	var rtt1 = fr.r.rtt
 	// The rate window follows the path's RTT, but the first response's
 	// delay also holds the connect and the server's start (a lost SYN
 	// makes it seconds): capped so the estimate is not put off.
@@ -565,129 +654,148 @@ func (f *fetcher) multi(ctx context.Context, fr *front, start time.Time) error {
 		default:
 		}
 		now := time.Now()
+		w := f.res.Bytes
+		if fr.r == nil && !pend1 {
+			// Path 1 is between ranges. Path 2's chunk at the output's
+			// end goes out first, once the overlap matches (§4.3).
+			if len(chunks) > 0 && chunks[0].lo <= w {
+				c := chunks[0]
+				if !c.done {
+					t0 := time.Now()
+					settle(<-done)
+					tracef("%v path 1 waited %v for chunk at %d", time.Since(start).Round(time.Millisecond), time.Since(t0).Round(time.Millisecond), c.lo)
+					continue
+				}
+				ovl := w - c.lo
+				if ovl > int64(len(f.tail)) || ovl > int64(len(c.data)) || !bytes.Equal(f.tail[int64(len(f.tail))-ovl:], c.data[:ovl]) {
+					dropBack(c.p, OverlapDiffers, fmt.Sprintf("the %d bytes at offset %d differ from path 1's", ovl, c.lo))
+					continue
+				}
+				if ovl > 0 && f.res.Consistency == SinglePath {
+					f.res.Consistency = Verified
+				}
+				chunks, held = chunks[1:], held-(c.hi-c.lo)
+				if err := f.write(c.data[ovl:], c.p); err != nil {
+					return err
+				}
+				continue
+			}
+			g := size
+			if len(chunks) > 0 {
+				g = chunks[0].lo
+			}
+			fr.stop, pend1 = g, true
+			if back != nil {
+				if len(chunks) == 0 {
+					g = min(size, w+portion())
+				}
+				fr.stop = split(w, g, now)
+			}
+		}
 		// Plan path 2's next chunk.
-		if back != nil && inflight == nil && fr.r != nil {
-			r1, prev, ok := fr.m.rate(now, win)
-			// Judge path 1 only after watching it a while (a quarter of
-			// the tolerance at least): an early estimate is noise.
-			watched := now.Sub(fr.t0) >= max(2*win, f.o.Tolerance/4)
-			if ok && !plateau && watched && (prev > 0 && r1 < 1.25*prev || now.Sub(start) >= f.o.Tolerance) {
-				plateau = true // out of slow start: r1 is the path's rate
-			}
-			// A stall (scheduling, a lost packet) makes one window slow;
-			// the mean since the response began smooths it. The larger
-			// of the two favours path 1, as Wi-Fi priority wants.
-			if el := now.Sub(fr.t0); el > 0 {
-				r1 = max(r1, float64(fr.read)/el.Seconds())
-			}
-			if ok && plateau && r1 > 0 {
-				ptop := top
-				if inflight == nil && len(chunks) == 0 {
-					est := r2
-					if est == 0 {
-						est = r1
+		if back != nil && inflight == nil {
+			if fr.open {
+				f.planOpen(fr, now, start, win, &plateau, &r1, r2, rtt1, rtt2, chunks, portion, issue)
+			} else {
+				// The lowest gap above path 1's range within the window,
+				// [lo, hi): first what path 1's split left to path 2, then
+				// the next portion. Path 2 takes its top down to where
+				// both would finish together, path 1 starting at lo
+				// once its range is done (T₁ = T₂ again), in chunks of
+				// a quarter of the portion time.
+				ra, rb, da, db := r1, r2, rtt1.Seconds(), rtt2.Seconds()
+				if rb == 0 {
+					rb, db = ra, da
+				}
+				wtop := min(size, w+portion())
+				lo, hi := w, wtop
+				if fr.r != nil || pend1 {
+					lo = fr.stop
+				}
+				for _, x := range chunks {
+					if x.lo-lo >= minChunk/4 {
+						hi = min(hi, x.lo)
+						break
 					}
-					portion := min(f.o.MemoryCap, int64((r1+est)*f.o.PortionTime.Seconds()))
-					ptop = min(size, fr.pos+max(portion, 2*minChunk))
+					lo = max(lo, x.hi)
 				}
-				rate2, d2 := r2, rtt2
-				if rate2 == 0 {
-					rate2, d2 = r1, rtt1 // first chunk: assume path 1's figures
-				}
-				l := lo()
-				if l == size {
-					l = ptop
-				}
-				// The largest chunk path 2 finishes before path 1 gets
-				// there, T₁ = T₂ of §4.2 over [pos, l): c/R₂ + RTT₂ =
-				// (l - pos - overlap - c)/R₁; a chunk lasts about
-				// max(8 RTT₂, 400 ms): each costs path 2 one idle RTT, and
-				// the split is still re-solved a few times a second.
-				fit := (float64(l-fr.pos-f.o.Overlap) - r1*d2.Seconds()) * rate2 / (r1 + rate2)
-				c := min(int64(fit), max(minChunk, int64(rate2*max(8*d2, 400*time.Millisecond).Seconds())))
-				// Wi-Fi priority: path 1 keeps what it gets through within
-				// the tolerance (T_wifi = T_tol).
-				tolLeft := f.o.Tolerance - now.Sub(start)
-				reach := time.Duration(float64(l-c-fr.pos-f.o.Overlap) / r1 * float64(time.Second))
-				if c >= minChunk/4 && reach >= tolLeft {
-					inflight = &chunk{p: back, lo: l - c, hi: l}
-					if ptop != top {
-						f.res.Portions++
-						top = ptop
+				if ra > 0 && hi-lo >= minChunk/4 {
+					var t1 float64 // until path 1 is at lo
+					switch {
+					case fr.r != nil:
+						t1 = float64(fr.r.end-fr.pos) / ra
+					case pend1:
+						t1 = da + float64(min(size, fr.stop+ov)-w)/ra
 					}
-					// Chunks are contiguous from top down: all held at once.
-					f.res.PeakBuffered = max(f.res.PeakBuffered, top-inflight.lo)
-					fetchChunk(inflight)
+					// t1 + da + (e-lo)/ra = db + (hi-e)/rb
+					e := int64((db - t1 - da + float64(hi)/rb + float64(lo)/ra) / (1/ra + 1/rb))
+					c := max(minChunk, int64(rb*max(8*db, f.o.PortionTime.Seconds()/4)))
+					clo := max(lo, e, hi-c)
+					if clo-lo < minChunk/4 {
+						clo = lo
+					}
+					if hi-clo >= minChunk/4 {
+						issue(clo, hi)
+					}
 				}
 			}
 		}
-		if fr.r == nil {
-			// Path 1 after a portion (or after taking over): ask for the rest.
-			r, err := open(ctx, fr.p, f.url, f.o.Header, fr.pos, -1)
-			if err == nil && !f.obj.same(r.obj) {
+		if pend1 {
+			pend1 = false
+			end := size
+			if fr.stop < size {
+				end = min(size, fr.stop+ov)
+			}
+			r, err := open(ctx, fr.p, f.url, f.o.Header, w, end)
+			switch {
+			case err != nil:
+			case !f.obj.same(r.obj):
 				r.body.Close()
 				err = fmt.Errorf("%w: %s now has ETag %q Last-Modified %q size %d", ErrChanged, fr.p.path.Name, r.obj.etag, r.obj.lastMod, r.obj.size)
+			case r.full:
+				r.body.Close()
+				err = fmt.Errorf("%w: answered 200 to a range request at byte %d", ErrProtocol, w)
 			}
 			if err != nil {
 				fr.p.res.Error = err.Error()
 				if errors.Is(err, ErrChanged) {
 					return err
 				}
-				if nf := f.takeOver(ctx, fr, back, err); nf == nil {
-					return fmt.Errorf("%w: %s at byte %d: %w", ErrPathsFailed, fr.p.path.Name, fr.pos, err)
-				} else {
-					fr, back, chunks, top, plateau = nf, nil, nil, -1, false
+				fr.p.dead = true
+				if inflight != nil {
+					settle(<-done)
 				}
+				nf := f.takeOver(ctx, fr, back, err)
+				if nf == nil {
+					return fmt.Errorf("%w: %s at byte %d: %w", ErrPathsFailed, fr.p.path.Name, w, err)
+				}
+				fr, back, chunks, held = nf, nil, nil, 0
 				continue
 			}
-			fr.r, fr.t0, fr.read = r, time.Now(), 0
-			fr.m = meter{}
+			rtt1 = r.rtt
+			tracef("%v path 1 [%d,%d) stop %d rtt %v, inflight %v", time.Since(start).Round(time.Millisecond), w, end, fr.stop, r.rtt.Round(time.Millisecond), inflight != nil)
+			fr.r, fr.pos, fr.t0, fr.read, fr.m = r, w, time.Now(), 0, meter{}
 			continue
 		}
-		// Read path 1 up to the overlap with path 2's lowest chunk.
-		l := lo()
-		limit := size
-		if l < size {
-			limit = l
-			if len(chunks) > 0 && chunks[len(chunks)-1].lo == l && inflight == nil {
-				limit = l + min(f.o.Overlap, int64(len(chunks[len(chunks)-1].data)))
-			} else if inflight != nil {
-				limit = l + min(f.o.Overlap, inflight.hi-inflight.lo)
-			}
-		}
-		if fr.pos >= limit {
-			if inflight != nil {
-				// At path 2's chunk before it is done: wait for it.
-				settle(<-done)
+		// Read path 1: an open response up to the overlap with path 2's
+		// lowest chunk, a bounded one to its end (and its EOF).
+		limit := fr.r.end
+		if fr.open && len(chunks) > 0 {
+			c := chunks[0]
+			limit = c.lo + min(ov, c.hi-c.lo)
+			if fr.pos >= limit {
+				// Closed at once, chunk done or not: an open response
+				// left waiting fills the socket's buffer with bytes
+				// that are thrown away (the overlap's are in f.tail).
+				fr.close(now)
+				fr.open = false
 				continue
 			}
-			if len(chunks) == 0 {
-				continue // nothing above: only possible at the end
-			}
-			// Met path 2: check the overlap, then hand over its chunks.
-			c := chunks[len(chunks)-1]
-			ov := fr.pos - c.lo
-			if !bytes.Equal(f.tail[int64(len(f.tail))-ov:], c.data[:ov]) {
-				dropBack(c.p, OverlapDiffers, fmt.Sprintf("the %d bytes at offset %d differ from path 1's", ov, c.lo))
-				continue
-			}
-			fr.close(time.Now())
-			if f.res.Consistency == SinglePath {
-				f.res.Consistency = Verified
-			}
-			for i := len(chunks) - 1; i >= 0; i-- {
-				d := chunks[i].data
-				if i == len(chunks)-1 {
-					d = d[ov:]
-				}
-				if err := f.write(d, chunks[i].p); err != nil {
-					return err
-				}
-			}
-			fr.pos, chunks, top = f.res.Bytes, nil, -1
-			continue
 		}
-		n, err := fr.r.body.Read(buf[:min(int64(len(buf)), limit-fr.pos)])
+		n, err := fr.r.body.Read(buf[:max(1, min(int64(len(buf)), limit-fr.pos))])
+		if n > 0 && fr.pos+int64(n) > fr.r.end {
+			n, err = 0, fmt.Errorf("%w: more bytes than the range asked", ErrProtocol)
+		}
 		if n > 0 {
 			fr.p.res.Received += int64(n)
 			if werr := f.write(buf[:n], fr.p); werr != nil {
@@ -714,19 +822,84 @@ func (f *fetcher) multi(ctx context.Context, fr *front, start time.Time) error {
 			}
 			// path 2's finished chunks are dropped: path 2 now reads in
 			// order from here (simpler than keeping them, rare).
-			fr, back, chunks, top, plateau = nf, nil, nil, -1, false
+			fr, back, chunks, held = nf, nil, nil, 0
 			continue
 		}
-		if err == io.EOF && fr.pos < size {
+		if err == io.EOF {
+			// The range is done and the connection free for the next.
+			if el := time.Since(fr.t0); !fr.open && fr.read >= minChunk && el > 0 {
+				r1 = ewma(r1, float64(fr.read)/el.Seconds())
+			}
 			fr.close(time.Now())
+			fr.open = false
 		}
 	}
 	fr.close(time.Now())
 	if inflight != nil {
-		cancel()
-		settle(<-done)
+		inflight.cancel()
+		c := <-done
+		c.p.res.Received += int64(len(c.data))
+		c.p.res.Active += c.took
 	}
 	return nil
+}
+
+// tracef logs the scheduler's decisions (set by tests).
+var tracef = func(string, ...any) {}
+
+// ewma folds a new rate measurement into an estimate (half weight: the
+// paths' rates are steady, a measurement is over a whole range).
+func ewma(old, v float64) float64 {
+	if old == 0 {
+		return v
+	}
+	return (old + v) / 2
+}
+
+// planOpen plans path 2's next chunk while path 1's response is open:
+// a chunk [l-c, l) below path 2's lowest (or at the top of the first
+// portion) is asked only when path 1, at its measured rate, would reach
+// l-c no sooner than both path 2 finishes it (T₁ = T₂ over [pos, l),
+// re-solved every chunk) and the tolerance left (Wi-Fi priority,
+// T_wifi = T_tol).
+func (f *fetcher) planOpen(fr *front, now, start time.Time, win time.Duration, plateau *bool, r1 *float64, r2 float64,
+	rtt1, rtt2 time.Duration, chunks []*chunk, portion func() int64, issue func(lo, hi int64)) {
+	rr, prev, ok := fr.m.rate(now, win)
+	// Judge path 1 only after watching it a while (a quarter of the
+	// tolerance at least): an early estimate is noise.
+	watched := now.Sub(fr.t0) >= max(2*win, f.o.Tolerance/4)
+	if ok && !*plateau && watched && (prev > 0 && rr < 1.25*prev || now.Sub(start) >= f.o.Tolerance) {
+		*plateau = true // out of slow start: rr is the path's rate
+	}
+	// A stall (scheduling, a lost packet) makes one window slow; the mean
+	// since the response began smooths it. The larger of the two favours
+	// path 1, as Wi-Fi priority wants.
+	if el := now.Sub(fr.t0); el > 0 {
+		rr = max(rr, float64(fr.read)/el.Seconds())
+	}
+	if !ok || !*plateau || rr <= 0 {
+		return
+	}
+	*r1 = rr
+	l := min(f.obj.size, fr.pos+portion())
+	if len(chunks) > 0 {
+		l = chunks[0].lo
+	}
+	rate2, d2 := r2, rtt2
+	if rate2 == 0 {
+		rate2, d2 = rr, rtt1 // first chunk: assume path 1's figures
+	}
+	ov := f.o.Overlap
+	// The largest chunk path 2 finishes before path 1 gets there:
+	// c/R₂ + RTT₂ = (l - pos - overlap - c)/R₁; a chunk lasts about
+	// max(8 RTT₂, 400 ms), so the split is re-solved a few times a second.
+	fit := (float64(l-fr.pos-ov) - rr*d2.Seconds()) * rate2 / (rr + rate2)
+	c := min(int64(fit), max(minChunk, int64(rate2*max(8*d2, 400*time.Millisecond).Seconds())))
+	tolLeft := f.o.Tolerance - now.Sub(start)
+	reach := time.Duration(float64(l-c-fr.pos-ov) / rr * float64(time.Second))
+	if c >= minChunk/4 && reach >= tolLeft {
+		issue(l-c, l)
+	}
 }
 
 // takeOver moves the front's remaining range to the back path, which must
@@ -757,5 +930,5 @@ func (f *fetcher) takeOver(ctx context.Context, fr *front, back *pathState, caus
 		back.dead, back.res.Error = true, err.Error()
 		return nil
 	}
-	return &front{p: back, r: r, pos: f.res.Bytes, t0: time.Now()}
+	return &front{p: back, r: r, pos: f.res.Bytes, t0: time.Now(), open: true}
 }

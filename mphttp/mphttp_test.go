@@ -38,7 +38,14 @@ type server struct {
 	lieLen  int64   // 206/200 announce this many more bytes than sent
 	// firstDelay holds the first response back (a slow connect or server).
 	firstDelay time.Duration
+	// from the fromReq-th request on (0: never), serve laterBody (and
+	// die at laterDieAt if set) instead: a fault that starts in a later
+	// portion.
+	fromReq    int32
+	laterBody  []byte
+	laterDieAt int64
 	reqs       atomic.Int32
+	conns      atomic.Int32 // connections accepted
 	srv        *httptest.Server
 }
 
@@ -80,13 +87,21 @@ func (t *throttled) Write(p []byte) (int, error) {
 }
 
 func (s *server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if s.reqs.Add(1) == 1 && s.firstDelay > 0 {
+	n := s.reqs.Add(1)
+	if n == 1 && s.firstDelay > 0 {
 		time.Sleep(s.firstDelay)
 	}
 	if s.etag != "" {
 		w.Header().Set("ETag", s.etag)
 	}
-	tw := &throttled{ResponseWriter: w, rate: s.rate, dieAt: s.dieAt, started: time.Now()}
+	body, dieAt := s.body, s.dieAt
+	if s.fromReq > 0 && n >= s.fromReq {
+		if s.laterBody != nil {
+			body = s.laterBody
+		}
+		dieAt = s.laterDieAt
+	}
+	tw := &throttled{ResponseWriter: w, rate: s.rate, dieAt: dieAt, started: time.Now()}
 	switch {
 	case s.lieLen > 0:
 		// Announce more than is sent, then end the response.
@@ -114,7 +129,7 @@ func (s *server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Length", strconv.Itoa(len(s.body)))
 		_, _ = tw.Write(s.body)
 	default:
-		http.ServeContent(tw, r, "", modTime, bytes.NewReader(s.body))
+		http.ServeContent(tw, r, "", modTime, bytes.NewReader(body))
 	}
 }
 
@@ -129,7 +144,13 @@ func cutRange(s string) (a, b string, ok bool) {
 }
 
 func newServer(t *testing.T, s *server) *server {
-	s.srv = httptest.NewServer(s)
+	s.srv = httptest.NewUnstartedServer(s)
+	s.srv.Config.ConnState = func(_ net.Conn, st http.ConnState) {
+		if st == http.StateNew {
+			s.conns.Add(1)
+		}
+	}
+	s.srv.Start()
 	t.Cleanup(s.srv.Close)
 	return s
 }
@@ -248,8 +269,14 @@ func TestPortionsBoundMemory(t *testing.T) {
 		t.Fatal(err)
 	}
 	checkOut(t, res, out, obj)
-	if res.Portions < 2 || res.PeakBuffered > cap || res.PeakBuffered == 0 || res.Consistency != Verified {
+	if res.Portions < 2 || res.PeakBuffered > res.PortionMax || res.PortionMax > cap || res.PeakBuffered == 0 || res.Consistency != Verified {
 		t.Fatalf("portions %d, peak buffer %d (cap %d), %s", res.Portions, res.PeakBuffered, cap, res.Consistency)
+	}
+	// Connections stay open across portions: path 1 closes only its
+	// first, open-ended response; every later range is read to its end.
+	t.Logf("portions %d, requests %d/%d, connections %d/%d, peak buffer %d", res.Portions, a.reqs.Load(), b.reqs.Load(), a.conns.Load(), b.conns.Load(), res.PeakBuffered)
+	if a.reqs.Load() < 3 || a.conns.Load() > 2 || b.conns.Load() > 1 {
+		t.Errorf("path 1: %d requests on %d connections, path 2: %d on %d; want 2 and 1 connections", a.reqs.Load(), a.conns.Load(), b.reqs.Load(), b.conns.Load())
 	}
 }
 
@@ -280,7 +307,8 @@ func TestValidatorMismatchFallsBack(t *testing.T) {
 		t.Fatal(err)
 	}
 	checkOut(t, res, out, obj)
-	if res.Consistency != ValidatorsDiffer || res.Paths[1].Bytes != 0 {
+	// The headers tell: not one byte of path 2's body is read.
+	if res.Consistency != ValidatorsDiffer || res.Paths[1].Bytes != 0 || res.Paths[1].Received != 0 || b.reqs.Load() == 0 {
 		t.Fatalf("result %+v", res)
 	}
 }
@@ -312,6 +340,37 @@ func TestCellularDiesMidTransfer(t *testing.T) {
 	checkOut(t, res, out, obj)
 	if res.Consistency != PathFailed || res.Paths[1].Error == "" || b.reqs.Load() == 0 {
 		t.Fatalf("result %+v", res)
+	}
+}
+
+// Faults that begin in a later portion, once both paths ask bounded
+// ranges: path 2 dying mid-range (its range goes back to path 1), and
+// path 2 starting to serve another version under the same ETag (the
+// overlap at the next meeting catches it). The output is the object.
+func TestLaterPortionFaults(t *testing.T) {
+	for _, c := range []struct {
+		name    string
+		cell    *server
+		verdict string
+	}{
+		{"dies", &server{laterDieAt: 50 << 10}, PathFailed},
+		{"changes", &server{laterBody: testObject(6<<20, 16)}, OverlapDiffers},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			obj := testObject(6<<20, 15)
+			a := newServer(t, &server{body: obj, etag: `"v1"`, rate: 4 << 20})
+			c.cell.body, c.cell.etag, c.cell.rate, c.cell.fromReq = obj, `"v1"`, 4<<20, 4
+			b := newServer(t, c.cell)
+			res, out, err := fetch(t, Options{Paths: []Path{pathTo("wifi", a), pathTo("cell", b)}, Tolerance: time.Millisecond, MemoryCap: 512 << 10})
+			if err != nil {
+				t.Fatal(err)
+			}
+			checkOut(t, res, out, obj)
+			t.Logf("%s: %s, path 2 %d B of %d received in %d requests, %d portions", res.Consistency, res.Fallback, res.Paths[1].Bytes, res.Paths[1].Received, b.reqs.Load(), res.Portions)
+			if res.Consistency != c.verdict || b.reqs.Load() < 4 || res.Paths[1].Bytes == 0 {
+				t.Fatalf("want %s after path 2 carried some of the object: %+v", c.verdict, res)
+			}
+		})
 	}
 }
 

@@ -9,7 +9,9 @@ import (
 
 	"github.com/mptester/mptester/lab"
 	"github.com/mptester/mptester/lab/labtest"
+	"github.com/mptester/mptester/patterns"
 	"github.com/mptester/mptester/patterns/transport"
+	"github.com/mptester/mptester/probe"
 )
 
 // Ports of the suite's servers in the lab's Internet namespace: echo
@@ -93,4 +95,65 @@ func labSocket(t *testing.T, l *labtest.Lab, network string, port int) any {
 		t.Fatal(err)
 	}
 	return s
+}
+
+// TestHTTPConformanceLab runs the HTTP suite from the lab's client
+// namespace to one `serve` server in its Internet namespace over both
+// paths, each 10 ms RTT at 20 Mbit/s: 4 MiB take Wi-Fi alone longer than
+// mphttp's 1 s tolerance, so mphttp splits the object over both paths.
+// Every transport's counters are held to the emulator's bytes, mphttp's
+// per path.
+func TestHTTPConformanceLab(t *testing.T) {
+	l := labtest.Start(t, lab.Options{Domains: 0, Seed: 10})
+	for _, p := range lab.PathNames {
+		l.Set(t, p, "delay=5ms", "jitter=0s", "loss=0", "rate=20mbit")
+	}
+	// Ports: the listeners from labHTTP on, a silent socket of each
+	// network on labHTTP-1, nothing on labHTTP-2.
+	const labHTTP = 8462
+	listeners := transport.Listeners()
+	if !labtest.IsChild() {
+		cert, _ := selfSigned(t)
+		socks := map[string][]any{}
+		for i, d := range listeners {
+			socks[d.Name] = []any{labSocket(t, l, d.Network, labHTTP+i)}
+		}
+		startHTTPServer(t, patterns.ServerConfig{Certificate: cert, Sockets: socks})
+		for _, network := range []string{"tcp", "udp"} {
+			silentSocket(t, labSocket(t, l, network, labHTTP-1))
+		}
+	}
+	if !l.InClient(t) {
+		return
+	}
+	at := func(port int) netip.AddrPort { return netip.AddrPortFrom(lab.Server4, uint16(port)) }
+	last := map[string]uint64{}
+	wire := func() map[string]uint64 {
+		out := map[string]uint64{}
+		for _, p := range l.Status(t).Paths {
+			out[p.Name] = p.Stats.Down.BytesDelivered - last[p.Name]
+			last[p.Name] = p.Stats.Down.BytesDelivered
+		}
+		return out
+	}
+	roles := []transport.PathRole{{Path: l.Path(t, "wlan0"), Role: transport.RolePrimary},
+		{Path: l.Path(t, "wwan0"), Role: transport.RoleAvailable}}
+	ref := &httpRef{status: map[string]int{}}
+	for _, d := range httpTransports(t) {
+		t.Run(d.Name, func(t *testing.T) {
+			if !d.Carries(transport.FamilyHTTP) {
+				t.Skipf("%s does not carry HTTP", d.Name)
+			}
+			port := 0
+			for i, ld := range listeners {
+				if ld.Name == d.Listener() {
+					port = labHTTP + i
+				}
+			}
+			c := httpClient{d: d, addr: at(port), paths: roles, fam: probe.Family4, wire: wire,
+				silent:     func(*testing.T, string) netip.AddrPort { return at(labHTTP - 1) },
+				closedPort: func(*testing.T, string) netip.AddrPort { return at(labHTTP - 2) }}
+			conformHTTPAgainst(t, c, ref)
+		})
+	}
 }

@@ -493,6 +493,30 @@ func wantStatus(t *testing.T, err error, want ...transport.Status) {
 // TestConformanceLoopback runs the suite for every registered transport
 // on loopback, both families.
 func TestConformanceLoopback(t *testing.T) {
+	lo := loopbackPath(t)
+	for _, f := range []probe.Family{probe.Family4, probe.Family6} {
+		ip := netip.MustParseAddr("127.0.0.1")
+		if f == probe.Family6 {
+			ip = netip.IPv6Loopback()
+		}
+		e := env{paths: []transport.PathRole{{Path: lo, Role: transport.RolePrimary}}, family: f,
+			server: func(t *testing.T, d *transport.Descriptor) (netip.AddrPort, string) {
+				cert, pin := selfSigned(t)
+				sock, addr := listenLocal(t, d.Network, netip.AddrPortFrom(ip, 0))
+				echoFor(t, d, sock, cert)
+				return addr, pin
+			},
+			silent: localSilent(ip), closedPort: localClosed(ip)}
+		for _, d := range transport.All() {
+			t.Run(fmt.Sprintf("v%d/%s", f, d.Name), func(t *testing.T) { conform(t, d, e, nil) })
+		}
+	}
+}
+
+// loopbackPath is the host's loopback path (the suites bind to it on
+// Linux only).
+func loopbackPath(t *testing.T) probe.Path {
+	t.Helper()
 	if runtime.GOOS != "linux" {
 		t.Skip("loopback path binding is tested on Linux")
 	}
@@ -506,31 +530,24 @@ func TestConformanceLoopback(t *testing.T) {
 			lo = p
 		}
 	}
-	for _, f := range []probe.Family{probe.Family4, probe.Family6} {
-		ip := netip.MustParseAddr("127.0.0.1")
-		if f == probe.Family6 {
-			ip = netip.IPv6Loopback()
-		}
-		e := env{paths: []transport.PathRole{{Path: lo, Role: transport.RolePrimary}}, family: f,
-			server: func(t *testing.T, d *transport.Descriptor) (netip.AddrPort, string) {
-				cert, pin := selfSigned(t)
-				sock, addr := listenLocal(t, d.Network, netip.AddrPortFrom(ip, 0))
-				echoFor(t, d, sock, cert)
-				return addr, pin
-			},
-			silent: func(t *testing.T, network string) netip.AddrPort {
-				sock, addr := listenLocal(t, network, netip.AddrPortFrom(ip, 0))
-				silentSocket(t, sock)
-				return addr
-			},
-			closedPort: func(t *testing.T, network string) netip.AddrPort {
-				s, a := listenLocal(t, network, netip.AddrPortFrom(ip, 0))
-				s.(io.Closer).Close()
-				return a
-			}}
-		for _, d := range transport.All() {
-			t.Run(fmt.Sprintf("v%d/%s", f, d.Name), func(t *testing.T) { conform(t, d, e, nil) })
-		}
+	return lo
+}
+
+// localSilent gives a silent socket on ip (see silentSocket).
+func localSilent(ip netip.Addr) func(*testing.T, string) netip.AddrPort {
+	return func(t *testing.T, network string) netip.AddrPort {
+		sock, addr := listenLocal(t, network, netip.AddrPortFrom(ip, 0))
+		silentSocket(t, sock)
+		return addr
+	}
+}
+
+// localClosed gives an address on ip where nothing listens.
+func localClosed(ip netip.Addr) func(*testing.T, string) netip.AddrPort {
+	return func(t *testing.T, network string) netip.AddrPort {
+		s, a := listenLocal(t, network, netip.AddrPortFrom(ip, 0))
+		s.(io.Closer).Close()
+		return a
 	}
 }
 

@@ -87,7 +87,8 @@ func TestLabFetchTwoPaths(t *testing.T) {
 // rewrites the body only: only the overlap check can see it); on port B
 // it has its own ETag. Both are detected, the download falls back to
 // Wi-Fi, the result says why, and the file is the current object, never
-// a splice of the two.
+// a splice of the two. With its own ETag the stale copy is refused from
+// the response headers, before any of its body is read.
 func TestLabFetchCachingMiddlebox(t *testing.T) {
 	l := labtest.Start(t, lab.Options{Domains: 0, Seed: 17})
 	const portA, portB, size = 8083, 8084, 4_000_000
@@ -143,8 +144,14 @@ func TestLabFetchCachingMiddlebox(t *testing.T) {
 			if res.Consistency != c.verdict || res.Fallback == "" {
 				t.Errorf("port %d: consistency %q (fallback %q), want %q with a reason", c.port, res.Consistency, res.Fallback, c.verdict)
 			}
-			if len(res.Paths) != 2 || res.Paths[1].Received == 0 {
-				t.Errorf("port %d: the cellular path was never asked, so nothing was checked: %+v", c.port, res.Paths)
+			if len(res.Paths) != 2 || res.Paths[1].Requests == 0 {
+				t.Fatalf("port %d: the cellular path was never asked, so nothing was checked: %+v", c.port, res.Paths)
+			}
+			// Validators that differ stop the cellular path at its
+			// response headers: not one body byte is read. Equal ones
+			// need the overlap's bytes to tell.
+			if got := res.Paths[1].Received; (c.verdict == mphttp.ValidatorsDiffer) != (got == 0) {
+				t.Errorf("port %d: the cellular path read %d body bytes before the %s verdict", c.port, got, c.verdict)
 			}
 			got, err := os.ReadFile(file)
 			if err != nil {
