@@ -14,8 +14,7 @@ import (
 // for these connections, so it answers every SYN-ACK with a RST itself: no
 // half-open connection is left on the server.
 type synProber struct {
-	rawProber[synKey]
-	port atomic.Uint32
+	rawProber
 }
 
 // Source ports come from above the default ephemeral range (32768-60999)
@@ -25,74 +24,49 @@ const (
 	synPortCount = 65535 - synPortBase
 )
 
-type synKey struct {
-	addr         netip.Addr
-	dport, sport uint16
-}
-
 func newSynProber(_ context.Context, p probe.Path, opts ProberOptions) (Prober, error) {
-	s := &synProber{rawProber: rawProber[synKey]{path: p, proto: "tcp", health: opts.health,
-		hint: "needs root or CAP_NET_RAW; use --method tcp-connect otherwise", parser: synParser}}
-	s.port.Store(rand.Uint32N(synPortCount))
-	return s, nil
+	c := &synCodec{}
+	c.port.Store(rand.Uint32N(synPortCount))
+	return &synProber{rawProber{path: p, proto: "tcp", health: opts.health, codec: c,
+		hint: "needs root or CAP_NET_RAW; use --method tcp-connect otherwise"}}, nil
 }
 
-// synParser reads TCP headers (the raw socket sees every TCP packet to
-// the host) into the key of the SYN they may answer.
-func synParser(probe.Family) func([]byte, netip.Addr) (synKey, any, bool) {
-	return func(pkt []byte, from netip.Addr) (synKey, any, bool) {
-		h, ok := parseTCP(pkt)
-		if !ok {
-			return synKey{}, nil, false
-		}
-		k := synKey{addr: from, dport: h.sport, sport: h.dport}
-		return k, synReplyMsg{syn: h.flags&tcpSYN != 0, ack: h.flags&tcpACK != 0, rst: h.flags&tcpRST != 0, ackNum: h.ack}, true
+// synCodec: a SYN's sequence number is token<<16 | slot index, so the
+// acknowledgment number of a SYN-ACK or RST (RFC 793 §3.4: seq+1) names
+// its probe.
+type synCodec struct{ port atomic.Uint32 }
+
+func (c *synCodec) sport() uint16 { return uint16(synPortBase + c.port.Add(1)%synPortCount) }
+
+func (*synCodec) build(b []byte, src netip.Addr, s *rawSlot, idx uint32) []byte {
+	return appendSYN(b, src, s.dst, s.sport, s.dport, s.token<<16|idx)
+}
+
+// match reads TCP headers (the raw socket sees every TCP packet to the
+// host): a SYN-ACK or RST acknowledging one of our sequence numbers.
+func (*synCodec) match(pkt []byte, _ bool) (idx, token uint32, sport, dport uint16, kind AnswerKind, ok bool) {
+	h, ok := parseTCP(pkt)
+	if !ok || h.flags&tcpACK == 0 {
+		return 0, 0, 0, 0, "", false
 	}
-}
-
-type synReplyMsg struct {
-	syn, ack, rst bool
-	ackNum        uint32
-}
-
-func (s *synProber) Probe(ctx context.Context, t Target) Result {
-	return resultWithin(ctx, s.Start(ctx, t))
-}
-
-// Start sends one SYN and returns at once.
-func (s *synProber) Start(ctx context.Context, t Target) Pending {
-	dst := t.Addr.Unmap()
-	seq := rand.Uint32()
-	return s.send(ctx, dst, rawPacket[synKey]{
-		next: func() synKey { // the next source port for this destination
-			return synKey{addr: dst, dport: uint16(t.Port), sport: uint16(synPortBase + s.port.Add(1)%synPortCount)}
-		},
-		check: synCheck(seq),
-		build: func(b []byte, src netip.Addr, k synKey) []byte { return appendSYN(b, src, dst, k.sport, k.dport, seq) },
-		// The kernel knows no connection for a SYN-ACK and resets it.
-		replyBytes: func(k AnswerKind) int {
-			if k == AnswerSynAck {
-				return ipTCPHeader(dst)
-			}
-			return 0
-		},
-		keyName: "source port", pktName: "SYN",
-	})
-}
-
-// synCheck accepts a SYN-ACK or RST acknowledging our sequence number.
-func synCheck(seq uint32) func(any) (AnswerKind, bool) {
-	return func(m any) (AnswerKind, bool) {
-		r := m.(synReplyMsg)
-		if !r.ack || r.ackNum != seq+1 {
-			return "", false
-		}
-		switch {
-		case r.rst:
-			return AnswerRST, true
-		case r.syn:
-			return AnswerSynAck, true
-		}
-		return "", false
+	switch {
+	case h.flags&tcpRST != 0:
+		kind = AnswerRST
+	case h.flags&tcpSYN != 0:
+		kind = AnswerSynAck
+	default:
+		return 0, 0, 0, 0, "", false
 	}
+	seq := h.ack - 1
+	return seq & 0xffff, seq >> 16, h.dport, h.sport, kind, true
 }
+
+// The kernel knows no connection for a SYN-ACK and resets it.
+func (*synCodec) replyBytes(k AnswerKind, dst netip.Addr) int {
+	if k == AnswerSynAck {
+		return ipTCPHeader(dst)
+	}
+	return 0
+}
+
+func (*synCodec) pktName() string { return "SYN" }

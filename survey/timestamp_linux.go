@@ -5,6 +5,7 @@ import (
 	"net"
 	"net/netip"
 	"os"
+	"syscall"
 	"time"
 	"unsafe"
 
@@ -54,6 +55,7 @@ func receive(c *net.IPConn, h rxHandler) {
 	checked := time.Now() // the drop count is known up to here
 	var filled time.Time  // the queue's fill last read
 	var rerr error
+	got := 0 // packets read since the loop last slept
 	read := func(fd uintptr) bool {
 		for {
 			before := time.Now()
@@ -71,13 +73,16 @@ func receive(c *net.IPConn, h rxHandler) {
 					}
 				}
 				h.empty(minTime(before, checked))
-				return false
+				// Replies are flowing: sleep rxPoll and read what came
+				// meanwhile in one batch, rather than wake per reply.
+				return got > 0
 			case err == unix.EINTR:
 				continue
 			case err != nil:
 				rerr = err
 				return true
 			}
+			got += n
 			now := time.Now()
 			if n == rxBatchLen && now.Sub(filled) >= dropCheckEvery {
 				// A full batch: a backlog. How full is the queue?
@@ -106,10 +111,86 @@ func receive(c *net.IPConn, h rxHandler) {
 		}
 	}
 	for {
+		if got > 0 {
+			got = 0
+			time.Sleep(rxPoll)
+		}
 		c.SetReadDeadline(time.Now().Add(rxTick))
 		err := rc.Read(read)
 		if rerr != nil || (err != nil && !errors.Is(err, os.ErrDeadlineExceeded)) {
 			return // closed
+		}
+	}
+}
+
+// writeBatch sends every packet of out with sendmmsg, as many per system
+// call as the socket takes, without blocking: a send the kernel refuses
+// (no buffer) fails rather than waits. A packet's send time is the clock
+// read before its call: a reply on loopback can arrive before the call
+// returns, and an interpolated time could come after it (a negative RTT);
+// a later packet of a batch is at most the call's few µs late.
+func writeBatch(out []rawOut) {
+	var ms [rxBatchLen]unix.Mmsghdr
+	var iov [rxBatchLen]unix.Iovec
+	var sa4 [rxBatchLen]unix.RawSockaddrInet4
+	var sa6 [rxBatchLen]unix.RawSockaddrInet6
+	for len(out) > 0 {
+		// A run of packets on one socket, at most rxBatchLen.
+		s := out[0].sock
+		n := 1
+		for n < len(out) && n < rxBatchLen && out[n].sock == s {
+			n++
+		}
+		run := out[:n]
+		out = out[n:]
+		for i := range run {
+			o := &run[i]
+			iov[i].Base = &o.pkt[0]
+			iov[i].SetLen(o.n)
+			m := &ms[i].Hdr
+			*m = unix.Msghdr{Iov: &iov[i]}
+			m.SetIovlen(1)
+			if o.dst.Is4() {
+				sa4[i] = unix.RawSockaddrInet4{Family: unix.AF_INET, Addr: o.dst.As4()}
+				m.Name, m.Namelen = (*byte)(unsafe.Pointer(&sa4[i])), unix.SizeofSockaddrInet4
+			} else {
+				sa6[i] = unix.RawSockaddrInet6{Family: unix.AF_INET6, Addr: o.dst.As16()}
+				m.Name, m.Namelen = (*byte)(unsafe.Pointer(&sa6[i])), unix.SizeofSockaddrInet6
+			}
+		}
+		rc, err := s.conn.SyscallConn()
+		if err != nil {
+			for i := range run {
+				run[i].sent, run[i].err = sentNow(), err
+			}
+			continue
+		}
+		for done := 0; done < len(run); {
+			var sent int
+			var serr syscall.Errno
+			t0 := sentNow()
+			cerr := rc.Control(func(fd uintptr) {
+				r, _, e := unix.Syscall6(unix.SYS_SENDMMSG, fd, uintptr(unsafe.Pointer(&ms[done])), uintptr(len(run)-done), unix.MSG_DONTWAIT, 0, 0)
+				sent, serr = int(r), e
+			})
+			if cerr != nil || serr != 0 {
+				// The first packet failed; the next call tries the rest.
+				if cerr == nil {
+					cerr = serr
+				}
+				run[done].sent, run[done].err = t0, cerr
+				done++
+				continue
+			}
+			if sent == 0 {
+				run[done].sent, run[done].err = t0, unix.EAGAIN
+				done++
+				continue
+			}
+			for i := range sent {
+				run[done+i].sent = t0
+			}
+			done += sent
 		}
 	}
 }

@@ -37,4 +37,13 @@ func receive(c *net.IPConn, h rxHandler) {
 
 func sentNow() time.Time { return time.Now() }
 
+// writeBatch sends the packets of out one system call each.
+func writeBatch(out []rawOut) {
+	for i := range out {
+		o := &out[i]
+		o.sent = sentNow()
+		_, o.err = o.sock.conn.WriteToIP(o.pkt[:o.n], &net.IPAddr{IP: o.dst.AsSlice()})
+	}
+}
+
 func handshakeInfo(*net.TCPConn) (rtt time.Duration, timestamps, ok bool) { return 0, false, false }
