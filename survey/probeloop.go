@@ -157,8 +157,13 @@ func (r *runner) probeLoop(ctx context.Context, probers map[string]Prober) {
 		}
 		if l.head < len(l.fifo) {
 			d := l.fifo[l.head].deadline
-			if d <= now.UnixNano() { // waiting for a receive loop's watermark
-				d = now.Add(rxPoll).UnixNano()
+			if d <= now.UnixNano() || len(l.due) == 0 || l.live >= r.cfg.MaxInFlight {
+				// Waiting for a socket's watermark, or for answers that
+				// end the run or make room: read the sockets soon.
+				d = min(d, now.Add(rxPoll).UnixNano())
+				if d <= now.UnixNano() {
+					d = now.Add(rxPoll).UnixNano()
+				}
 			}
 			if next == 0 || d < next {
 				next = d
@@ -339,6 +344,7 @@ func (l *probeLoop) collect() {
 		if bp == nil {
 			continue
 		}
+		bp.poll()
 		l.answers = bp.answered(l.answers[:0])
 		for _, a := range l.answers {
 			res := Result{Kind: a.kind, RTT: a.at.Sub(a.sent), Status: ProbeSuccess, Bytes: a.bytes}

@@ -47,6 +47,9 @@ type batchProber interface {
 	// sendBatch sends reqs (sendmmsg per socket on Linux) and fills in
 	// each one's outcome.
 	sendBatch(ctx context.Context, reqs []probeReq)
+	// poll reads the replies that reached the prober's sockets (where
+	// the caller's wake-ups do that rather than a receive goroutine).
+	poll()
 	// answered appends the probes answered since the last call.
 	answered(dst []probeAnswer) []probeAnswer
 	// expire is called once a probe's deadline has passed without an

@@ -94,6 +94,7 @@ type rawOut struct {
 
 type rawSock struct {
 	conn   *net.IPConn
+	rx     rxDrainer // nil: a receive goroutine reads the socket
 	src    netip.Addr
 	v6     bool
 	health *health
@@ -119,7 +120,7 @@ func (rp *rawProber) sock(ctx context.Context, f probe.Family) (*rawSock, error)
 		rp.socks = map[probe.Family]*rawSock{}
 	}
 	rp.socks[f] = s
-	go receive(conn, rxHandler{
+	s.rx = startRx(conn, rxHandler{
 		packet: func(pkt []byte, from netip.Addr, at, now time.Time) {
 			if s.health != nil {
 				s.health.recvLag(now.Sub(at))
@@ -185,15 +186,35 @@ type rxHandler struct {
 	fill   func(f float64)
 }
 
-// rxTick is how often an idle receive loop looks at its queue, so the
-// watermark (and with it the verdicts waiting on it) keeps advancing.
-// rxPoll is how long a busy one sleeps between two reads of its queue:
-// replies carry their kernel time, so reading them a few milliseconds
-// later costs no accuracy and saves a wake-up per reply.
+// rxDrainer is a socket's receive queue the caller drains (Linux).
+type rxDrainer interface{ drain() }
+
+// rxTick is how often a receive goroutine (other systems) looks at its
+// idle queue, so the watermark (and with it the verdicts waiting on it)
+// keeps advancing; rxPoll is how soon the probe loop looks again at a
+// socket whose watermark a verdict waits for.
 const (
 	rxTick = 10 * time.Millisecond
 	rxPoll = 4 * time.Millisecond
 )
+
+// poll drains the sockets' receive queues (where the caller does that)
+// into the slots. Called by the probe loop at each wake-up.
+func (rp *rawProber) poll() {
+	var qs [2]rxDrainer
+	n := 0
+	rp.mu.Lock()
+	for _, s := range rp.socks {
+		if s.rx != nil && n < len(qs) {
+			qs[n] = s.rx
+			n++
+		}
+	}
+	rp.mu.Unlock()
+	for _, q := range qs[:n] {
+		q.drain()
+	}
+}
 
 // Close closes the sockets, outside rp.mu: closing waits for a receive
 // loop's read to return, and that read may be waiting for rp.mu.
@@ -351,9 +372,21 @@ func (rp *rawProber) Probe(ctx context.Context, t Target) Result {
 	}
 	tm := time.NewTimer(time.Until(deadline))
 	defer tm.Stop()
+	tk := time.NewTicker(time.Millisecond) // drains the sockets (Linux)
+	defer tk.Stop()
 	for {
 		select {
 		case <-w:
+		case <-tk.C:
+			rp.poll()
+			if now := time.Now(); now.Before(deadline) && ctx.Err() == nil {
+				rp.mu.Lock()
+				answered := rp.slots[q.slot].state == slotAnswered
+				rp.mu.Unlock()
+				if !answered {
+					continue
+				}
+			}
 		case <-tm.C:
 		case <-ctx.Done():
 		}

@@ -1,10 +1,10 @@
 package survey
 
 import (
-	"errors"
 	"net"
 	"net/netip"
-	"os"
+	"sync"
+	"syscall"
 	"time"
 	"unsafe"
 
@@ -38,86 +38,88 @@ const rawRcvBuf = 8 << 20
 
 const oobSize = 128
 
-// receive reads c until it is closed, up to rxBatch packets per system
-// call (recvmmsg) and without blocking in the kernel: a read that finds the
-// queue empty dates the watermark (h.empty) and the loop waits in the Go
-// poller, at most rxTick, for more. Each packet's SO_RXQ_OVFL count, and
-// on an empty queue (at most every dropCheckEvery) the socket's drop
-// counter (SO_MEMINFO), report receive-queue drops as they happen.
-func receive(c *net.IPConn, h rxHandler) {
+// rxQueue reads a socket's receive queue for the probe loop, which
+// drains it at each of its wake-ups (at most every sendTick while probes
+// are in flight): up to rxBatchLen packets per system call (recvmmsg),
+// never blocking. Replies carry their kernel arrival time, so reading them
+// a few milliseconds late costs no accuracy, and a receive goroutine woken
+// by the poller would cost a wake-up per reply (or per poll). Each drain
+// that empties the queue dates the watermark (h.empty); each packet's
+// SO_RXQ_OVFL count, and on an empty queue (at most every dropCheckEvery)
+// the socket's drop counter (SO_MEMINFO), report receive-queue drops.
+type rxQueue struct {
+	mu      sync.Mutex
+	rc      syscall.RawConn
+	h       rxHandler
+	rb      *rxBatch
+	drops   uint32
+	checked time.Time // the drop count is known up to here
+	filled  time.Time // the queue's fill last read
+}
+
+func startRx(c *net.IPConn, h rxHandler) rxDrainer {
 	rc, err := c.SyscallConn()
 	if err != nil {
-		return
+		return nil
 	}
-	rb := newRxBatch()
-	var drops uint32
-	checked := time.Now() // the drop count is known up to here
-	var filled time.Time  // the queue's fill last read
-	var rerr error
-	got := 0 // packets read since the loop last slept
-	read := func(fd uintptr) bool {
-		for {
-			before := time.Now()
-			n, err := rb.read(fd)
-			switch {
-			case err == unix.EAGAIN:
-				if before.Sub(checked) >= dropCheckEvery {
-					if d, _, ok := sockMemInfo(fd); ok {
-						now := time.Now()
-						if d > drops {
-							h.drops(uint64(d-drops), checked, now)
-							drops = d
-						}
-						checked = now
-					}
-				}
-				h.empty(minTime(before, checked))
-				// Replies are flowing: sleep rxPoll and read what came
-				// meanwhile in one batch, rather than wake per reply.
-				return got > 0
-			case err == unix.EINTR:
-				continue
-			case err != nil:
-				rerr = err
-				return true
-			}
-			got += n
-			now := time.Now()
-			if n == rxBatchLen && now.Sub(filled) >= dropCheckEvery {
-				// A full batch: a backlog. How full is the queue?
-				if _, fill, ok := sockMemInfo(fd); ok {
-					h.fill(fill)
-				}
-				filled = now
-			}
-			for i := range n {
-				pkt, from, oob := rb.packet(i)
-				at, ovfl, hasOvfl := parseRxControl(oob, now)
-				if hasOvfl && ovfl > drops {
-					h.drops(uint64(ovfl-drops), checked, at)
-					drops = ovfl
-				}
-				if at.After(checked) {
-					checked = at
-				}
-				if testRxHook != nil {
-					testRxHook()
-				}
-				if pkt, a, ok := transportPayload(pkt, from); ok {
-					h.packet(pkt, a, at, now)
-				}
-			}
-		}
-	}
+	return &rxQueue{rc: rc, h: h, rb: newRxBatch(), checked: time.Now()}
+}
+
+// drain reads the queue until it is empty (or the socket is closed).
+func (q *rxQueue) drain() {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	q.rc.Control(q.read)
+}
+
+func (q *rxQueue) read(fd uintptr) {
+	h := q.h
 	for {
-		if got > 0 {
-			got = 0
-			time.Sleep(rxPoll)
-		}
-		c.SetReadDeadline(time.Now().Add(rxTick))
-		err := rc.Read(read)
-		if rerr != nil || (err != nil && !errors.Is(err, os.ErrDeadlineExceeded)) {
+		before := time.Now()
+		n, err := q.rb.read(fd)
+		switch {
+		case err == unix.EAGAIN:
+			if before.Sub(q.checked) >= dropCheckEvery {
+				if d, _, ok := sockMemInfo(fd); ok {
+					now := time.Now()
+					if d > q.drops {
+						h.drops(uint64(d-q.drops), q.checked, now)
+						q.drops = d
+					}
+					q.checked = now
+				}
+			}
+			h.empty(minTime(before, q.checked))
+			return
+		case err == unix.EINTR:
+			continue
+		case err != nil:
 			return // closed
+		}
+		now := time.Now()
+		if n == rxBatchLen && now.Sub(q.filled) >= dropCheckEvery {
+			// A full batch: a backlog. How full is the queue?
+			if _, fill, ok := sockMemInfo(fd); ok {
+				h.fill(fill)
+			}
+			q.filled = now
+		}
+		for i := range n {
+			pkt, from, oob := q.rb.packet(i)
+			at, ovfl, hasOvfl := parseRxControl(oob, now)
+			if hasOvfl && ovfl > q.drops {
+				h.drops(uint64(ovfl-q.drops), q.checked, at)
+				q.drops = ovfl
+			}
+			if at.After(q.checked) {
+				q.checked = at
+			}
+			if testRxHook != nil {
+				testRxHook()
+			}
+			if pkt, a, ok := transportPayload(pkt, from); ok {
+				h.packet(pkt, a, at, now)
+			}
 		}
 	}
 }

@@ -10,6 +10,13 @@ import (
 
 func enableRxTimestamps(*net.IPConn) {}
 
+// startRx starts a receive goroutine: without a non-blocking batch read
+// the probe loop cannot drain the socket itself.
+func startRx(c *net.IPConn, h rxHandler) rxDrainer {
+	go receive(c, h)
+	return nil
+}
+
 // receive reads c until it is closed. Without a non-blocking read, a read
 // that times out after rxTick dates the watermark at its start: nothing
 // arrived during it.
