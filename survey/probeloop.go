@@ -21,7 +21,7 @@ import (
 
 // sendTick is the shortest sleep of the loop: the probes due within it go
 // in one batch.
-const sendTick = 4 * time.Millisecond
+const sendTick = 10 * time.Millisecond
 
 // probeJob is one target being probed (one attempt at a time).
 type probeJob struct {

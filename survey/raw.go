@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
-	"net"
 	"net/netip"
 	"strings"
 	"sync"
@@ -93,7 +92,7 @@ type rawOut struct {
 }
 
 type rawSock struct {
-	conn   *net.IPConn
+	conn   rawConn
 	rx     rxDrainer // nil: a receive goroutine reads the socket
 	src    netip.Addr
 	v6     bool
@@ -109,7 +108,7 @@ func (rp *rawProber) sock(ctx context.Context, f probe.Family) (*rawSock, error)
 	if s := rp.socks[f]; s != nil {
 		return s, nil
 	}
-	conn, src, err := probe.ListenRaw(ctx, rp.path, f, rp.proto)
+	conn, src, err := openRaw(ctx, rp.path, f, rp.proto)
 	if err != nil {
 		return nil, fmt.Errorf("open raw %s socket on %s (%s): %w", strings.ToUpper(rp.proto), rp.path.Name, rp.hint, err)
 	}
@@ -184,6 +183,12 @@ type rxHandler struct {
 	empty  func(t time.Time)
 	drops  func(n uint64, from, to time.Time)
 	fill   func(f float64)
+}
+
+// rawConn is an open raw socket.
+type rawConn interface {
+	syscall.Conn
+	Close() error
 }
 
 // rxDrainer is a socket's receive queue the caller drains (Linux).

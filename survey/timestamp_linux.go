@@ -1,8 +1,12 @@
 package survey
 
 import (
+	"context"
+	"errors"
+	"fmt"
 	"net"
 	"net/netip"
+	"os"
 	"sync"
 	"syscall"
 	"time"
@@ -20,7 +24,7 @@ import (
 // The receive buffer is raised too: one raw socket takes every reply of a
 // path, and a burst arriving while the reader is descheduled must not be
 // dropped (it would count as an unresponsive target).
-func enableRxTimestamps(c *net.IPConn) {
+func enableRxTimestamps(c syscall.Conn) {
 	if rc, err := c.SyscallConn(); err == nil {
 		rc.Control(func(fd uintptr) {
 			_ = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_TIMESTAMPNS, 1)
@@ -37,6 +41,85 @@ func enableRxTimestamps(c *net.IPConn) {
 const rawRcvBuf = 8 << 20
 
 const oobSize = 128
+
+// openRaw opens a raw socket bound to path p's source address of family f
+// (as probe.ListenRaw does) but outside Go's network poller: the probe
+// loop only ever reads and writes it without blocking, and a socket in the
+// poller's epoll set wakes the poller's thread for every reply that
+// arrives, a context switch per reply for nothing.
+func openRaw(_ context.Context, p probe.Path, f probe.Family, proto string) (rawConn, netip.Addr, error) {
+	src, ok := p.SourceAddr(f)
+	if !ok {
+		return nil, netip.Addr{}, fmt.Errorf("%w: %s has no IPv%d address", probe.ErrNoSourceAddr, p.Name, f)
+	}
+	domain, num := unix.AF_INET, unix.IPPROTO_ICMP
+	if proto == "tcp" {
+		num = unix.IPPROTO_TCP
+	}
+	var sa unix.Sockaddr
+	if f == probe.Family6 {
+		domain = unix.AF_INET6
+		if proto != "tcp" {
+			num = unix.IPPROTO_ICMPV6
+		}
+		sa = &unix.SockaddrInet6{Addr: src.As16()}
+	} else {
+		sa = &unix.SockaddrInet4{Addr: src.As4()}
+	}
+	fd, err := unix.Socket(domain, unix.SOCK_RAW|unix.SOCK_CLOEXEC, num)
+	if err != nil {
+		return nil, netip.Addr{}, os.NewSyscallError("socket", err)
+	}
+	if err := probe.BindFD(uintptr(fd), p, f); err != nil {
+		unix.Close(fd)
+		return nil, netip.Addr{}, err
+	}
+	if err := unix.Bind(fd, sa); err != nil {
+		unix.Close(fd)
+		return nil, netip.Addr{}, os.NewSyscallError("bind", err)
+	}
+	return &rawFD{fd: fd}, src, nil
+}
+
+// rawFD is a socket outside the poller: Control runs f with its
+// descriptor, which Close invalidates only once no f runs.
+type rawFD struct {
+	mu sync.RWMutex
+	fd int // -1 once closed
+}
+
+var errRawClosed = errors.New("raw socket closed")
+
+func (r *rawFD) SyscallConn() (syscall.RawConn, error) { return r, nil }
+
+func (r *rawFD) Control(f func(fd uintptr)) error {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	if r.fd < 0 {
+		return errRawClosed
+	}
+	f(uintptr(r.fd))
+	return nil
+}
+
+func (r *rawFD) Read(f func(fd uintptr) bool) error {
+	return r.Control(func(fd uintptr) { f(fd) })
+}
+
+func (r *rawFD) Write(f func(fd uintptr) bool) error {
+	return r.Control(func(fd uintptr) { f(fd) })
+}
+
+func (r *rawFD) Close() error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.fd < 0 {
+		return errRawClosed
+	}
+	err := unix.Close(r.fd)
+	r.fd = -1
+	return err
+}
 
 // rxQueue reads a socket's receive queue for the probe loop, which
 // drains it at each of its wake-ups (at most every sendTick while probes
@@ -57,7 +140,7 @@ type rxQueue struct {
 	filled  time.Time // the queue's fill last read
 }
 
-func startRx(c *net.IPConn, h rxHandler) rxDrainer {
+func startRx(c rawConn, h rxHandler) rxDrainer {
 	rc, err := c.SyscallConn()
 	if err != nil {
 		return nil

@@ -3,17 +3,27 @@
 package survey
 
 import (
+	"context"
+	"syscall"
+
+	"github.com/mptester/mptester/probe"
 	"net"
 	"net/netip"
 	"time"
 )
 
-func enableRxTimestamps(*net.IPConn) {}
+func enableRxTimestamps(syscall.Conn) {}
+
+// openRaw opens a raw socket the Go way (the poller's read deadlines
+// drive the receive goroutine).
+func openRaw(ctx context.Context, p probe.Path, f probe.Family, proto string) (rawConn, netip.Addr, error) {
+	return probe.ListenRaw(ctx, p, f, proto)
+}
 
 // startRx starts a receive goroutine: without a non-blocking batch read
 // the probe loop cannot drain the socket itself.
-func startRx(c *net.IPConn, h rxHandler) rxDrainer {
-	go receive(c, h)
+func startRx(c rawConn, h rxHandler) rxDrainer {
+	go receive(c.(*net.IPConn), h)
 	return nil
 }
 
@@ -49,7 +59,7 @@ func writeBatch(out []rawOut) {
 	for i := range out {
 		o := &out[i]
 		o.sent = sentNow()
-		_, o.err = o.sock.conn.WriteToIP(o.pkt[:o.n], &net.IPAddr{IP: o.dst.AsSlice()})
+		_, o.err = o.sock.conn.(*net.IPConn).WriteToIP(o.pkt[:o.n], &net.IPAddr{IP: o.dst.AsSlice()})
 	}
 }
 
