@@ -10,8 +10,9 @@ import (
 
 // The probing stage is one event loop (issue 18). One goroutine wakes on
 // one timer, at most every sendTick: it sends every probe whose turn has
-// come (spacing and rate) in one batch per prober (sendmmsg), collects the
-// answers the receive loops queued meanwhile, and gives a verdict to each
+// come (spacing and rate) in one batch per prober, reads the replies that
+// reached the probers' sockets meanwhile (on Linux the loop drains them
+// itself; elsewhere receive goroutines queue them), and gives a verdict to each
 // probe whose deadline has passed. Per-target state lives in slices
 // indexed by job; the probes in flight are a FIFO in send order, which is
 // deadline order since every probe has the same timeout. A goroutine per
@@ -156,14 +157,12 @@ func (r *runner) probeLoop(ctx context.Context, probers map[string]Prober) {
 			return
 		}
 		if l.head < len(l.fifo) {
-			d := l.fifo[l.head].deadline
-			if d <= now.UnixNano() || len(l.due) == 0 || l.live >= r.cfg.MaxInFlight {
-				// Waiting for a socket's watermark, or for answers that
-				// end the run or make room: read the sockets soon.
-				d = min(d, now.Add(rxPoll).UnixNano())
-				if d <= now.UnixNano() {
-					d = now.Add(rxPoll).UnixNano()
-				}
+			// Probes in flight: read the sockets at least every sendTick
+			// (a reply read later would count as receive lag, the health
+			// monitor's sign of overload), and at the head's deadline.
+			d := min(l.fifo[l.head].deadline, now.Add(sendTick).UnixNano())
+			if d <= now.UnixNano() { // waiting for a socket's watermark
+				d = now.Add(rxPoll).UnixNano()
 			}
 			if next == 0 || d < next {
 				next = d

@@ -44,7 +44,7 @@ type Prober interface {
 // wake-up. No goroutine, channel or timer per probe or per target.
 type batchProber interface {
 	Prober
-	// sendBatch sends reqs (sendmmsg per socket on Linux) and fills in
+	// sendBatch sends reqs (one non-blocking sendmsg each) and fills in
 	// each one's outcome.
 	sendBatch(ctx context.Context, reqs []probeReq)
 	// poll reads the replies that reached the prober's sockets (where

@@ -17,7 +17,8 @@ import (
 
 // rawProber is what tcp-syn and icmp share: one raw socket per family,
 // bound to the path by probe.ListenRaw and opened on first use with kernel
-// receive timestamps; one receive loop per socket; and a table of probe
+// receive timestamps; its receive queue drained by the probe loop (a
+// receive goroutine outside Linux); and a table of probe
 // slots. A probe's slot index travels in its packet (the SYN's sequence
 // number, the echo request's sequence number) with a random 16-bit token, so a
 // reply finds its probe by index, checked against the slot's destination,

@@ -303,7 +303,7 @@ func newRxBatch() *rxBatch {
 	return rb
 }
 
-// The socket calls of the probing hot path (recvmmsg, sendmmsg, the
+// The socket calls of the probing hot path (recvmmsg, sendmsg, the
 // SO_MEMINFO read) never block (MSG_DONTWAIT), so they are raw system
 // calls: an ordinary one tells the scheduler it may block, which wakes the
 // runtime's monitor thread (sysmon) when it sleeps, and the monitor then
