@@ -4,7 +4,6 @@ import (
 	"context"
 	"math/rand/v2"
 	"net/netip"
-	"sync/atomic"
 
 	"github.com/mptester/mptester/probe"
 )
@@ -15,48 +14,34 @@ import (
 // one binding place, and it opens a socket and goroutines per target
 // (docs/architecture.md).
 type icmpProber struct {
-	rawProber[icmpKey]
-	id  uint16
-	seq atomic.Uint32
-}
-
-type icmpKey struct {
-	addr netip.Addr
-	seq  uint16
+	rawProber
 }
 
 func newICMPProber(_ context.Context, p probe.Path, opts ProberOptions) (Prober, error) {
-	ip := &icmpProber{id: uint16(rand.Uint32())}
-	ip.rawProber = rawProber[icmpKey]{path: p, proto: "icmp", health: opts.health, hint: "needs root or CAP_NET_RAW", parser: ip.parser}
-	return ip, nil
+	return &icmpProber{rawProber{path: p, proto: "icmp", health: opts.health, hint: "needs root or CAP_NET_RAW",
+		codec: icmpCodec{id: uint16(rand.Uint32())}}}, nil
 }
 
-// parser accepts echo replies carrying our identifier.
-func (ip *icmpProber) parser(f probe.Family) func([]byte, netip.Addr) (icmpKey, any, bool) {
-	v6 := f == probe.Family6
-	return func(pkt []byte, from netip.Addr) (icmpKey, any, bool) {
-		id, seq, ok := parseEchoReply(pkt, v6)
-		if !ok || id != ip.id {
-			return icmpKey{}, nil, false
-		}
-		return icmpKey{addr: from, seq: seq}, nil, true
+// icmpCodec: the identifier is the prober's, the sequence number the slot
+// index and the data starts with the slot's token (RFC 792: the reply
+// echoes identifier, sequence number and data).
+type icmpCodec struct{ id uint16 }
+
+func (icmpCodec) sport() uint16 { return 0 }
+
+func (c icmpCodec) build(b []byte, _ netip.Addr, s *rawSlot, idx uint32) []byte {
+	return appendEcho(b, s.dst.Is6(), c.id, uint16(idx), s.token)
+}
+
+// match accepts echo replies carrying our identifier.
+func (c icmpCodec) match(pkt []byte, v6 bool) (idx, token uint32, sport, dport uint16, kind AnswerKind, ok bool) {
+	id, seq, token, ok := parseEchoReply(pkt, v6)
+	if !ok || id != c.id {
+		return 0, 0, 0, 0, "", false
 	}
+	return uint32(seq), token, 0, 0, AnswerEchoReply, true
 }
 
-func echoReply(any) (AnswerKind, bool) { return AnswerEchoReply, true }
+func (icmpCodec) replyBytes(AnswerKind, netip.Addr) int { return 0 }
 
-func (ip *icmpProber) Probe(ctx context.Context, t Target) Result {
-	return resultWithin(ctx, ip.Start(ctx, t))
-}
-
-// Start sends one echo request and returns at once.
-func (ip *icmpProber) Start(ctx context.Context, t Target) Pending {
-	dst := t.Addr.Unmap()
-	v6 := probe.FamilyOf(dst) == probe.Family6
-	return ip.send(ctx, dst, rawPacket[icmpKey]{
-		next:    func() icmpKey { return icmpKey{addr: dst, seq: uint16(ip.seq.Add(1))} },
-		check:   echoReply,
-		build:   func(b []byte, _ netip.Addr, k icmpKey) []byte { return appendEcho(b, v6, ip.id, k.seq) },
-		keyName: "ICMP sequence", pktName: "echo request",
-	})
-}
+func (icmpCodec) pktName() string { return "echo request" }

@@ -65,9 +65,10 @@ const (
 	echoDataLen      = 16
 )
 
-// appendEcho appends an echo request with 16 zero bytes of data. ICMPv4
-// carries its checksum; for ICMPv6 the kernel computes it (RFC 3542 §3.1).
-func appendEcho(b []byte, v6 bool, id, seq uint16) []byte {
+// appendEcho appends an echo request with 16 bytes of data, token first
+// and zeros. ICMPv4 carries its checksum; for ICMPv6 the kernel computes it
+// (RFC 3542 §3.1).
+func appendEcho(b []byte, v6 bool, id, seq uint16, token uint32) []byte {
 	at := len(b)
 	typ := byte(icmp4Echo)
 	if v6 {
@@ -76,24 +77,25 @@ func appendEcho(b []byte, v6 bool, id, seq uint16) []byte {
 	b = append(b, typ, 0, 0, 0)
 	b = binary.BigEndian.AppendUint16(b, id)
 	b = binary.BigEndian.AppendUint16(b, seq)
-	b = append(b, make([]byte, echoDataLen)...)
+	b = binary.BigEndian.AppendUint32(b, token)
+	b = append(b, make([]byte, echoDataLen-4)...)
 	if !v6 {
 		binary.BigEndian.PutUint16(b[at+2:], ^fold(sum16(b[at:])))
 	}
 	return b
 }
 
-// parseEchoReply reads an echo reply's identifier and sequence number;
-// false for anything else.
-func parseEchoReply(pkt []byte, v6 bool) (id, seq uint16, ok bool) {
+// parseEchoReply reads an echo reply's identifier, sequence number and
+// token (the first 4 bytes of data); false for anything else.
+func parseEchoReply(pkt []byte, v6 bool) (id, seq uint16, token uint32, ok bool) {
 	want := byte(icmp4EchoReply)
 	if v6 {
 		want = icmp6EchoReply
 	}
-	if len(pkt) < 8 || pkt[0] != want || pkt[1] != 0 {
-		return 0, 0, false
+	if len(pkt) < 12 || pkt[0] != want || pkt[1] != 0 {
+		return 0, 0, 0, false
 	}
-	return binary.BigEndian.Uint16(pkt[4:]), binary.BigEndian.Uint16(pkt[6:]), true
+	return binary.BigEndian.Uint16(pkt[4:]), binary.BigEndian.Uint16(pkt[6:]), binary.BigEndian.Uint32(pkt[8:]), true
 }
 
 // sum16 is the one's-complement sum of b as big-endian 16-bit words,

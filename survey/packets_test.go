@@ -41,7 +41,7 @@ func TestAppendSYN(t *testing.T) {
 // TestAppendEcho: x/net/icmp parses the hand-built echo request (and
 // verifies nothing we got wrong: the ICMPv4 checksum is checked by sum).
 func TestAppendEcho(t *testing.T) {
-	b := appendEcho(nil, false, 0x1234, 7)
+	b := appendEcho(nil, false, 0x1234, 7, 0xfeedf00d)
 	m, err := icmp.ParseMessage(1, b)
 	require.NoError(t, err)
 	e := m.Body.(*icmp.Echo)
@@ -49,21 +49,22 @@ func TestAppendEcho(t *testing.T) {
 	assert.Equal(t, 7, e.Seq)
 	assert.Len(t, e.Data, echoDataLen)
 	assert.Equal(t, uint16(0xffff), fold(sum16(b)))
-	b6 := appendEcho(nil, true, 0x1234, 8)
+	b6 := appendEcho(nil, true, 0x1234, 8, 9)
 	assert.Equal(t, byte(icmp6EchoRequest), b6[0])
 	// A reply is the request with the reply type (and checksum).
 	b[0] = icmp4EchoReply
-	id, seq, ok := parseEchoReply(b, false)
+	id, seq, token, ok := parseEchoReply(b, false)
 	assert.True(t, ok)
 	assert.Equal(t, [2]uint16{0x1234, 7}, [2]uint16{id, seq})
-	_, _, ok = parseEchoReply(b, true)
+	assert.Equal(t, uint32(0xfeedf00d), token, "the data echoed")
+	_, _, _, ok = parseEchoReply(b, true)
 	assert.False(t, ok, "an ICMPv4 reply on the ICMPv6 socket")
 	b6[0] = icmp6EchoReply
-	id, seq, ok = parseEchoReply(b6, true)
+	id, seq, token, ok = parseEchoReply(b6, true)
 	assert.True(t, ok)
-	assert.Equal(t, [2]uint16{0x1234, 8}, [2]uint16{id, seq})
+	assert.Equal(t, [3]uint32{0x1234, 8, 9}, [3]uint32{uint32(id), uint32(seq), token})
 	var buf [64]byte
-	assert.Zero(t, testing.AllocsPerRun(100, func() { appendEcho(buf[:0], false, 1, 2) }))
+	assert.Zero(t, testing.AllocsPerRun(100, func() { appendEcho(buf[:0], false, 1, 2, 3) }))
 }
 
 // FuzzParseProbeReplies: the readers of bytes from the network never
@@ -71,7 +72,7 @@ func TestAppendEcho(t *testing.T) {
 func FuzzParseProbeReplies(f *testing.F) {
 	src, dst := netip.MustParseAddr("198.18.0.2"), netip.MustParseAddr("198.19.1.7")
 	f.Add(appendSYN(nil, src, dst, 1, 2, 3))
-	f.Add(appendEcho(nil, false, 1, 2))
+	f.Add(appendEcho(nil, false, 1, 2, 3))
 	f.Add([]byte{0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0x10})
 	f.Add([]byte{})
 	f.Fuzz(func(t *testing.T, b []byte) {

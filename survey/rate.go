@@ -73,6 +73,29 @@ func (l *Limiter) Reserve() time.Time {
 	return t
 }
 
+// take reserves the next slot if it has come by now; else it returns when
+// it will. A caller that wakes every sendTick (a bit later under load)
+// takes the slots that passed meanwhile: the schedule may lag up to
+// takeSlack behind now, more if the burst allows.
+func (l *Limiter) take(now time.Time) (time.Time, bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.interval == 0 {
+		return now, true
+	}
+	if floor := now.Add(-max(l.burst, takeSlack)); l.next.Before(floor) {
+		l.next = floor
+	}
+	if l.next.After(now) {
+		return l.next, false
+	}
+	t := l.next
+	l.next = l.next.Add(l.interval)
+	return t, true
+}
+
+const takeSlack = 5 * sendTick
+
 // Wait blocks until the caller's slot or ctx's end.
 func (l *Limiter) Wait(ctx context.Context) error {
 	return sleepUntil(ctx, l.Reserve())

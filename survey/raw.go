@@ -4,7 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
+	"math/rand/v2"
 	"net/netip"
 	"strings"
 	"sync"
@@ -17,65 +17,117 @@ import (
 
 // rawProber is what tcp-syn and icmp share: one raw socket per family,
 // bound to the path by probe.ListenRaw and opened on first use with kernel
-// receive timestamps; one receive loop per socket handing the replies it
-// recognizes to the waiting probe (demux); and the register-send step of a
-// probe. K identifies the probe a reply answers.
-type rawProber[K comparable] struct {
+// receive timestamps; its receive queue drained by the probe loop (a
+// receive goroutine outside Linux); and a table of probe
+// slots. A probe's slot index travels in its packet (the SYN's sequence
+// number, the echo request's sequence number) with a random 16-bit token, so a
+// reply finds its probe by index, checked against the slot's destination,
+// ports and token: no map, no lock held across a send, nothing allocated
+// per probe.
+type rawProber struct {
 	path  probe.Path
 	proto string // probe.ListenRaw's protocol: "tcp" or "icmp"
 	hint  string // appended to an open error: what to do about it
-	// parser returns a receive loop's parse function (one per loop, so it
-	// may reuse decoding state): the key of the probe a packet answers and
-	// the message that probe's check sees; false drops the packet.
-	parser func(f probe.Family) func(pkt []byte, from netip.Addr) (K, any, bool)
-
-	mu    sync.Mutex
-	socks map[probe.Family]*rawSock[K]
+	codec rawCodec
 	// health, when set, hears of receive-queue drops and lag.
 	health *health
+
+	mu    sync.Mutex // socks, slots, free, done, wake
+	socks map[probe.Family]*rawSock
+	slots []rawSlot
+	free  []uint32
+	done  []uint32 // answered slots not yet handed to answered()
+	wake  func()
+	// Scratch of sendBatch (one caller at a time: the event loop, or
+	// Probe under sendMu).
+	sendMu sync.Mutex
+	out    []rawOut
 }
 
-type rawSock[K comparable] struct {
-	conn   *net.IPConn
+// rawCodec is a method's packet format.
+type rawCodec interface {
+	// build appends the probe packet of slot s (index idx) to b.
+	build(b []byte, src netip.Addr, s *rawSlot, idx uint32) []byte
+	// match reads a reply: the slot it claims, the token, ports and
+	// answer to check against that slot; false: not a reply to us.
+	match(pkt []byte, v6 bool) (idx, token uint32, sport, dport uint16, kind AnswerKind, ok bool)
+	// sport picks a probe's source port; 0: the method has no ports.
+	sport() uint16
+	// replyBytes is what the host sends by itself because of an answer
+	// (the kernel's RST to a SYN-ACK).
+	replyBytes(k AnswerKind, dst netip.Addr) int
+	pktName() string
+}
+
+// maxSlots: a slot index has 16 bits in the packet.
+const maxSlots = 1 << 16
+
+// Slot states.
+const (
+	slotFree uint8 = iota
+	slotPending
+	slotAnswered
+)
+
+type rawSlot struct {
+	dst          netip.Addr
+	sock         *rawSock
+	sent, at     int64 // Unix ns; at: the reply's kernel time
+	cookie       uint64
+	token        uint32
+	sport, dport uint16
+	state        uint8
+	kind         AnswerKind
+	waiter       chan struct{} // Probe's; nil for the event loop's probes
+}
+
+// rawOut is one packet of a batch being sent.
+type rawOut struct {
+	req  int // index in the batch
+	sock *rawSock
+	dst  netip.Addr
+	pkt  [64]byte
+	n    int
+	sent time.Time
+	err  error
+}
+
+type rawSock struct {
+	conn   rawConn
+	rx     rxDrainer // nil: a receive goroutine reads the socket
 	src    netip.Addr
-	dmx    *demux[K]
+	v6     bool
 	health *health
 	// watermark (Unix ns): every packet that reached the socket before it
-	// has been read and handed to its probe; advanced wakes verdicts
-	// waiting for it.
+	// has been read and handed to its probe.
 	watermark atomic.Int64
-	mu        sync.Mutex
-	advanced  chan struct{}
 }
 
-func (rp *rawProber[K]) sock(ctx context.Context, f probe.Family) (*rawSock[K], error) {
+func (rp *rawProber) sock(ctx context.Context, f probe.Family) (*rawSock, error) {
 	rp.mu.Lock()
 	defer rp.mu.Unlock()
 	if s := rp.socks[f]; s != nil {
 		return s, nil
 	}
-	conn, src, err := probe.ListenRaw(ctx, rp.path, f, rp.proto)
+	conn, src, err := openRaw(ctx, rp.path, f, rp.proto)
 	if err != nil {
 		return nil, fmt.Errorf("open raw %s socket on %s (%s): %w", strings.ToUpper(rp.proto), rp.path.Name, rp.hint, err)
 	}
-	s := &rawSock[K]{conn: conn, src: src, dmx: newDemux[K](), health: rp.health}
+	s := &rawSock{conn: conn, src: src, v6: f == probe.Family6, health: rp.health}
 	s.watermark.Store(time.Now().UnixNano())
 	enableRxTimestamps(conn)
 	if rp.socks == nil {
-		rp.socks = map[probe.Family]*rawSock[K]{}
+		rp.socks = map[probe.Family]*rawSock{}
 	}
 	rp.socks[f] = s
-	parse := rp.parser(f)
-	go receive(conn, rxHandler{
+	s.rx = startRx(conn, rxHandler{
 		packet: func(pkt []byte, from netip.Addr, at, now time.Time) {
 			if s.health != nil {
 				s.health.recvLag(now.Sub(at))
 			}
-			if k, msg, ok := parse(pkt, from); ok {
-				s.dmx.deliver(k, msg, at)
-			}
+			rp.deliver(s, pkt, from, at)
 		},
-		empty: s.drainedUntil,
+		empty: func(t time.Time) { s.watermark.Store(t.UnixNano()) },
 		drops: func(n uint64, from, to time.Time) {
 			if s.health != nil {
 				s.health.lostDuring(from, to, n, true)
@@ -90,46 +142,36 @@ func (rp *rawProber[K]) sock(ctx context.Context, f probe.Family) (*rawSock[K], 
 	return s, nil
 }
 
-// drainedUntil advances the watermark.
-func (s *rawSock[K]) drainedUntil(t time.Time) {
-	s.watermark.Store(t.UnixNano())
-	s.mu.Lock()
-	if s.advanced != nil {
-		close(s.advanced)
-		s.advanced = nil
+// deliver hands a packet that answers a pending probe to it.
+func (rp *rawProber) deliver(s *rawSock, pkt []byte, from netip.Addr, at time.Time) {
+	idx, token, sport, dport, kind, ok := rp.codec.match(pkt, s.v6)
+	if !ok {
+		return
 	}
-	s.mu.Unlock()
-}
-
-// drained waits until every reply that reached the socket before deadline
-// has been handed to its probe; false when that took more than
-// maxVerdictWait (the host is overloaded) or ctx ended.
-func (s *rawSock[K]) drained(ctx context.Context, deadline time.Time) bool {
-	dl := deadline.UnixNano()
-	var tm *time.Timer
-	for s.watermark.Load() < dl {
-		s.mu.Lock()
-		if s.advanced == nil {
-			s.advanced = make(chan struct{})
-		}
-		ch := s.advanced
-		s.mu.Unlock()
-		if s.watermark.Load() >= dl {
-			break
-		}
-		if tm == nil {
-			tm = time.NewTimer(time.Until(deadline.Add(maxVerdictWait)))
-			defer tm.Stop()
-		}
-		select {
-		case <-ch:
-		case <-tm.C:
-			return false
-		case <-ctx.Done():
-			return false
-		}
+	rp.mu.Lock()
+	if int(idx) >= len(rp.slots) {
+		rp.mu.Unlock()
+		return
 	}
-	return true
+	sl := &rp.slots[idx]
+	if sl.state != slotPending || sl.sock != s || sl.token != token || sl.sport != sport || sl.dport != dport || sl.dst != from {
+		rp.mu.Unlock()
+		return
+	}
+	sl.state, sl.at, sl.kind = slotAnswered, at.UnixNano(), kind
+	var wake func()
+	if sl.waiter != nil {
+		close(sl.waiter)
+	} else {
+		if len(rp.done) == 0 {
+			wake = rp.wake
+		}
+		rp.done = append(rp.done, idx)
+	}
+	rp.mu.Unlock()
+	if wake != nil {
+		wake()
+	}
 }
 
 // rxHandler receives what a socket's receive loop reads: each packet with
@@ -144,62 +186,242 @@ type rxHandler struct {
 	fill   func(f float64)
 }
 
-// rxTick is how often an idle receive loop looks at its queue, so the
-// watermark (and with it the verdicts waiting on it) keeps advancing.
-const rxTick = 10 * time.Millisecond
+// rawConn is an open raw socket.
+type rawConn interface {
+	syscall.Conn
+	Close() error
+}
 
-func (rp *rawProber[K]) Close() error {
+// rxDrainer is a socket's receive queue the caller drains (Linux).
+type rxDrainer interface{ drain() }
+
+// rxTick is how often a receive goroutine (other systems) looks at its
+// idle queue, so the watermark (and with it the verdicts waiting on it)
+// keeps advancing; rxPoll is how soon the probe loop looks again at a
+// socket whose watermark a verdict waits for.
+const (
+	rxTick = 10 * time.Millisecond
+	rxPoll = 4 * time.Millisecond
+)
+
+// poll drains the sockets' receive queues (where the caller does that)
+// into the slots. Called by the probe loop at each wake-up.
+func (rp *rawProber) poll() {
+	var qs [2]rxDrainer
+	n := 0
 	rp.mu.Lock()
-	defer rp.mu.Unlock()
-	for f, s := range rp.socks {
+	for _, s := range rp.socks {
+		if s.rx != nil && n < len(qs) {
+			qs[n] = s.rx
+			n++
+		}
+	}
+	rp.mu.Unlock()
+	for _, q := range qs[:n] {
+		q.drain()
+	}
+}
+
+// Close closes the sockets, outside rp.mu: closing waits for a receive
+// loop's read to return, and that read may be waiting for rp.mu.
+func (rp *rawProber) Close() error {
+	rp.mu.Lock()
+	socks := rp.socks
+	rp.socks = nil
+	rp.mu.Unlock()
+	for _, s := range socks {
 		s.conn.Close()
-		delete(rp.socks, f)
 	}
 	return nil
 }
 
-// rawPacket describes one probe to send: next yields candidate keys until
-// one is not in use (8 tries), check accepts its reply, build makes the
-// packet for the key, replyBytes (optional) counts what the host sends
-// by itself in answer to a reply; keyName and pktName word the errors.
-type rawPacket[K comparable] struct {
-	next             func() K
-	check            func(any) (AnswerKind, bool)
-	build            func(b []byte, src netip.Addr, k K) []byte // appends the packet to b
-	replyBytes       func(AnswerKind) int
-	keyName, pktName string
+func (rp *rawProber) onAnswer(f func()) {
+	rp.mu.Lock()
+	rp.wake = f
+	rp.mu.Unlock()
 }
 
-// send registers the probe, sends its packet to dst and returns at once.
-func (rp *rawProber[K]) send(ctx context.Context, dst netip.Addr, p rawPacket[K]) Pending {
-	s, err := rp.sock(ctx, probe.FamilyOf(dst))
-	if err != nil {
-		return donePending{Status: ProbeError, Err: err}
+// alloc takes a free slot for a probe of dst; false when all are in use.
+// Callers hold rp.mu.
+func (rp *rawProber) alloc(s *rawSock, dst netip.Addr, dport uint16, cookie uint64, waiter chan struct{}) (uint32, bool) {
+	var idx uint32
+	switch {
+	case len(rp.free) > 0:
+		idx = rp.free[len(rp.free)-1]
+		rp.free = rp.free[:len(rp.free)-1]
+	case len(rp.slots) < maxSlots:
+		idx = uint32(len(rp.slots))
+		rp.slots = append(rp.slots, rawSlot{})
+	default:
+		return 0, false
 	}
-	var w *waiter
-	var k K
-	for range 8 {
-		k = p.next()
-		var ok bool
-		if w, ok = s.dmx.register(k, p.check); ok {
-			break
+	sport := rp.codec.sport()
+	if sport == 0 {
+		dport = 0 // a method without ports (icmp)
+	}
+	rp.slots[idx] = rawSlot{dst: dst, sock: s, cookie: cookie, token: rand.Uint32() & 0xffff, sport: sport, dport: dport,
+		state: slotPending, waiter: waiter}
+	return idx, true
+}
+
+// release frees slot idx. Callers hold rp.mu.
+func (rp *rawProber) release(idx uint32) {
+	rp.slots[idx] = rawSlot{}
+	rp.free = append(rp.free, idx)
+}
+
+// sendBatch registers and sends every probe of reqs.
+func (rp *rawProber) sendBatch(ctx context.Context, reqs []probeReq) {
+	rp.sendMu.Lock()
+	defer rp.sendMu.Unlock()
+	rp.sendLocked(ctx, reqs, nil)
+}
+
+func (rp *rawProber) sendLocked(ctx context.Context, reqs []probeReq, waiter chan struct{}) {
+	out := rp.out[:0]
+	for i := range reqs {
+		q := &reqs[i]
+		q.dst = q.dst.Unmap()
+		s, err := rp.sock(ctx, probe.FamilyOf(q.dst))
+		if err != nil {
+			q.done, q.res = true, Result{Status: ProbeError, Err: err}
+			continue
+		}
+		rp.mu.Lock()
+		idx, ok := rp.alloc(s, q.dst, q.port, q.cookie, waiter)
+		if ok {
+			o := rawOut{req: i, sock: s, dst: q.dst}
+			o.n = len(rp.codec.build(o.pkt[:0], s.src, &rp.slots[idx], idx))
+			out = append(out, o)
+		}
+		rp.mu.Unlock()
+		if !ok {
+			q.done, q.res = true, Result{Status: ProbeError, Err: fmt.Errorf("all %d probe slots in use", maxSlots)}
+			continue
+		}
+		q.slot = idx
+	}
+	writeBatch(out)
+	rp.mu.Lock()
+	for _, o := range out {
+		q := &reqs[o.req]
+		q.sent = o.sent
+		if o.err != nil {
+			rp.release(q.slot)
+			refused := hostRefused(o.err)
+			if refused && rp.health != nil {
+				rp.health.sendFailed(o.sent)
+			}
+			q.done, q.res = true, Result{Status: classifyErr(o.err), Err: fmt.Errorf("send %s: %w", rp.codec.pktName(), o.err), HostSuspect: refused}
+			continue
+		}
+		rp.slots[q.slot].sent = o.sent.UnixNano()
+	}
+	rp.mu.Unlock()
+	rp.out = out[:0]
+}
+
+// answered hands over the answered probes, freeing their slots.
+func (rp *rawProber) answered(dst []probeAnswer) []probeAnswer {
+	rp.mu.Lock()
+	defer rp.mu.Unlock()
+	for _, idx := range rp.done {
+		dst = append(dst, rp.answer(idx))
+		rp.release(idx)
+	}
+	rp.done = rp.done[:0]
+	return dst
+}
+
+// answer of slot idx. Callers hold rp.mu.
+func (rp *rawProber) answer(idx uint32) probeAnswer {
+	sl := &rp.slots[idx]
+	return probeAnswer{cookie: sl.cookie, sent: time.Unix(0, sl.sent), at: time.Unix(0, sl.at), kind: sl.kind,
+		bytes: probeBytes(sl.dst) + rp.codec.replyBytes(sl.kind, sl.dst)}
+}
+
+// probeBytes is the size of a probe packet with its IP header (a SYN
+// with one option and an echo request with 16 bytes of data: 24).
+func probeBytes(dst netip.Addr) int { return 24 + ipHeader(dst) }
+
+func (rp *rawProber) expire(idx uint32, deadline, now time.Time) (Result, bool) {
+	rp.mu.Lock()
+	defer rp.mu.Unlock()
+	sl := &rp.slots[idx]
+	if sl.state != slotPending {
+		return Result{}, false // answered: answered() will hand it over
+	}
+	drained := sl.sock.watermark.Load() >= deadline.UnixNano()
+	if !drained && now.Before(deadline.Add(maxVerdictWait)) {
+		return Result{}, false
+	}
+	res := Result{Status: ProbeTimeout, Err: context.DeadlineExceeded, Bytes: probeBytes(sl.dst), HostSuspect: !drained}
+	rp.release(idx)
+	return res, true
+}
+
+// Probe sends one probe and waits for its answer or ctx's deadline (then
+// for the receive loop to have read everything up to it).
+func (rp *rawProber) Probe(ctx context.Context, t Target) Result {
+	deadline, ok := ctx.Deadline()
+	if !ok {
+		deadline = time.Now().Add(24 * time.Hour)
+	}
+	w := make(chan struct{})
+	reqs := []probeReq{{dst: t.Addr, port: uint16(t.Port)}}
+	rp.sendMu.Lock()
+	rp.sendLocked(ctx, reqs, w)
+	rp.sendMu.Unlock()
+	q := reqs[0]
+	if q.done {
+		return q.res
+	}
+	tm := time.NewTimer(time.Until(deadline))
+	defer tm.Stop()
+	tk := time.NewTicker(time.Millisecond) // drains the sockets (Linux)
+	defer tk.Stop()
+	for {
+		select {
+		case <-w:
+		case <-tk.C:
+			rp.poll()
+			if now := time.Now(); now.Before(deadline) && ctx.Err() == nil {
+				rp.mu.Lock()
+				answered := rp.slots[q.slot].state == slotAnswered
+				rp.mu.Unlock()
+				if !answered {
+					continue
+				}
+			}
+		case <-tm.C:
+		case <-ctx.Done():
+		}
+		now := time.Now()
+		rp.mu.Lock()
+		sl := &rp.slots[q.slot]
+		if sl.state == slotAnswered {
+			a := rp.answer(q.slot)
+			rp.release(q.slot)
+			rp.mu.Unlock()
+			if a.at.After(deadline) {
+				return Result{Status: ProbeTimeout, Err: context.DeadlineExceeded, Bytes: a.bytes}
+			}
+			return Result{Kind: a.kind, RTT: a.at.Sub(a.sent), Status: ProbeSuccess, Bytes: a.bytes}
+		}
+		rp.mu.Unlock()
+		if res, final := rp.expire(q.slot, deadline, now); final || ctx.Err() != nil {
+			if !final {
+				rp.mu.Lock()
+				rp.release(q.slot)
+				rp.mu.Unlock()
+				return Result{Status: classifyErr(ctx.Err()), Err: ctx.Err(), Bytes: probeBytes(q.dst)}
+			}
+			return res
+		}
+		if !now.Before(deadline) {
+			tm.Reset(rxTick) // wait for the receive loop's watermark
 		}
 	}
-	if w == nil {
-		return donePending{Status: ProbeError, Err: fmt.Errorf("no free %s towards %s", p.keyName, dst)}
-	}
-	done := func() { s.dmx.unregister(k) }
-	var buf [64]byte
-	pkt := p.build(buf[:0], s.src, k)
-	sent := sentNow()
-	if _, err := s.conn.WriteToIP(pkt, &net.IPAddr{IP: dst.AsSlice()}); err != nil {
-		done()
-		if hostRefused(err) && s.health != nil {
-			s.health.sendFailed(sent)
-		}
-		return donePending{Status: classifyErr(err), Err: fmt.Errorf("send %s: %w", p.pktName, err), HostSuspect: hostRefused(err)}
-	}
-	return &replyPending{w: w, sent: sent, bytes: len(pkt) + ipHeader(dst), replyBytes: p.replyBytes, done: done, drained: s.drained}
 }
 
 // hostRefused says a send failed because the host ran out of buffers: the

@@ -229,6 +229,23 @@ func (q *targetQueue) signal() {
 	}
 }
 
+// tryPop returns the next target without waiting; closed: no more will
+// come.
+func (q *targetQueue) tryPop() (t target, ok, closed bool) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if len(q.items) > 0 {
+		t = q.items[0]
+		q.items[0] = target{}
+		q.items = q.items[1:]
+		if len(q.items) == 0 {
+			q.items = nil // let the drained backing array go
+		}
+		return t, true, false
+	}
+	return target{}, false, q.closed
+}
+
 // pop returns the next target; false once the queue is closed and empty
 // or ctx is done.
 func (q *targetQueue) pop(ctx context.Context) (target, bool) {
@@ -277,64 +294,6 @@ func (r *runner) newProbers(ctx context.Context) map[string]Prober {
 	return probers
 }
 
-// probeLoop probes queued targets, at most MaxInFlight at once, until the
-// queue is closed and drained or ctx is done.
-func (r *runner) probeLoop(ctx context.Context, probers map[string]Prober) {
-	perProbe := r.bytesPerProbe()
-	sem := make(chan struct{}, r.cfg.MaxInFlight)
-	var wg sync.WaitGroup
-	defer wg.Wait()
-	for {
-		t, ok := r.queue.pop(ctx)
-		if !ok {
-			return
-		}
-		pp := r.probePath(t)
-		pr := probers[pp]
-		if pr == nil {
-			r.probeStage.grow(-r.cfg.Count)
-			continue
-		}
-		reserved := int64(r.cfg.Count * perProbe(t.addr))
-		if limit := r.cfg.MaxBytes[pp]; limit > 0 && r.bytes[pp].Load()+reserved > limit {
-			r.overBudget(t)
-			continue
-		}
-		if !r.mayProbeAhead(ctx, len(sem)) {
-			return
-		}
-		select {
-		case sem <- struct{}{}:
-		case <-ctx.Done():
-			return
-		}
-		// Reserve the budget now so concurrent targets cannot overrun it.
-		r.bytes[pp].Add(reserved)
-		wg.Go(func() {
-			defer func() { <-sem }()
-			r.probeTarget(ctx, pr, t, reserved)
-		})
-	}
-}
-
-// mayProbeAhead waits, while resolution runs, until one more target cannot
-// take the held records past MaxHeld; false if ctx ended first.
-func (r *runner) mayProbeAhead(ctx context.Context, inFlight int) bool {
-	r.mu.Lock()
-	full := !r.resolved && r.held.capped() && len(r.held.mem)+inFlight >= r.cfg.MaxHeld
-	r.mu.Unlock()
-	if !full {
-		return true
-	}
-	r.log.Info("probing paused until resolution ends", "held_records", r.cfg.MaxHeld)
-	select {
-	case <-r.resolvedCh:
-		return true
-	case <-ctx.Done():
-		return false
-	}
-}
-
 // overBudget skips t for the byte budget, counting it in every cell it
 // belongs to (and, through addResolved, in cells found later).
 func (r *runner) overBudget(t target) {
@@ -379,99 +338,6 @@ const (
 	maxReprobes  = 3
 	reprobePause = time.Second
 )
-
-func (r *runner) probeTarget(ctx context.Context, pr Prober, t target, reserved int64) {
-	pp := r.probePath(t)
-	var sent int64
-	var rec ProbeRecord
-	for attempt := 0; ; attempt++ {
-		results, sentAt := r.probeOnce(ctx, pr, t)
-		for _, res := range results {
-			sent += int64(res.Bytes)
-		}
-		if ctx.Err() != nil {
-			r.bytes[pp].Add(sent - reserved)
-			return // incomplete target: not recorded, probed again on resume
-		}
-		rec = r.record(t, results)
-		rec.Reprobed = attempt
-		if rec.Responsive || !r.hostSuspect(results, sentAt) {
-			break
-		}
-		// No answer, and the host may have lost it: no verdict yet.
-		if attempt == 0 {
-			r.health.countReprobe()
-		}
-		more := int64(r.cfg.Count * r.bytesPerProbe()(t.addr))
-		limit := r.cfg.MaxBytes[pp]
-		if attempt == maxReprobes || (limit > 0 && r.bytes[pp].Load()+more > limit) || sleepUntil(ctx, time.Now().Add(reprobePause)) != nil {
-			rec.HostOverloaded = true
-			r.health.countMarked()
-			break
-		}
-		r.bytes[pp].Add(more)
-		reserved += more
-		r.probeStage.grow(r.cfg.Count)
-	}
-	r.bytes[pp].Add(sent - reserved)
-	rec.Bytes = sent
-	valid := r.validity()
-	r.mu.Lock()
-	r.infos[t.ai].setResult(int(t.pi), len(r.names), TargetResult{Responsive: rec.Responsive, MedianMs: rec.Median, HostOverloaded: rec.HostOverloaded})
-	if !r.resolved {
-		r.held.add(heldRecord{t, rec, valid})
-		r.mu.Unlock()
-		return
-	}
-	r.complete(&rec, t, valid)
-	r.mu.Unlock()
-	r.write(rec)
-}
-
-// probeOnce sends every probe of t (spaced, paced), then collects the
-// answers; each probe has Timeout from its own send. One goroutine per
-// target, no goroutine or context per probe.
-func (r *runner) probeOnce(ctx context.Context, pr Prober, t target) ([]Result, []time.Time) {
-	results := make([]Result, r.cfg.Count)
-	pend := make([]Pending, 0, r.cfg.Count)
-	sentAt := make([]time.Time, 0, r.cfg.Count)
-	var last time.Time
-	for i := range r.cfg.Count {
-		if i > 0 {
-			if sleepUntil(ctx, last.Add(r.cfg.Spacing)) != nil {
-				break
-			}
-		}
-		slot := r.lim.Reserve()
-		if sleepUntil(ctx, slot) != nil {
-			break
-		}
-		last = time.Now()
-		r.health.sendLag(last.Sub(slot))
-		r.probes.Add(1)
-		pend = append(pend, start(ctx, pr, Target{Addr: t.addr, Port: r.cfg.Port}, r.cfg.Timeout))
-		sentAt = append(sentAt, last)
-	}
-	for i, p := range pend {
-		results[i] = p.Result(ctx, sentAt[i].Add(r.cfg.Timeout))
-		r.probeStage.add(1)
-	}
-	return results, sentAt
-}
-
-// hostSuspect says whether an unanswered probe of results may owe its
-// silence to this host rather than to the target (health).
-func (r *runner) hostSuspect(results []Result, sentAt []time.Time) bool {
-	for i, res := range results[:len(sentAt)] {
-		if res.Kind != AnswerNone {
-			continue
-		}
-		if res.HostSuspect || r.health.suspect(sentAt[i], sentAt[i].Add(r.cfg.Timeout)) {
-			return true
-		}
-	}
-	return false
-}
 
 // validity says, per path, whether it is still unchanged.
 func (r *runner) validity() []bool {

@@ -1,10 +1,14 @@
 package survey
 
 import (
+	"context"
 	"errors"
+	"fmt"
 	"net"
 	"net/netip"
 	"os"
+	"sync"
+	"syscall"
 	"time"
 	"unsafe"
 
@@ -20,7 +24,7 @@ import (
 // The receive buffer is raised too: one raw socket takes every reply of a
 // path, and a burst arriving while the reader is descheduled must not be
 // dropped (it would count as an unresponsive target).
-func enableRxTimestamps(c *net.IPConn) {
+func enableRxTimestamps(c syscall.Conn) {
 	if rc, err := c.SyscallConn(); err == nil {
 		rc.Control(func(fd uintptr) {
 			_ = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_TIMESTAMPNS, 1)
@@ -38,78 +42,226 @@ const rawRcvBuf = 8 << 20
 
 const oobSize = 128
 
-// receive reads c until it is closed, up to rxBatch packets per system
-// call (recvmmsg) and without blocking in the kernel: a read that finds the
-// queue empty dates the watermark (h.empty) and the loop waits in the Go
-// poller, at most rxTick, for more. Each packet's SO_RXQ_OVFL count, and
-// on an empty queue (at most every dropCheckEvery) the socket's drop
-// counter (SO_MEMINFO), report receive-queue drops as they happen.
-func receive(c *net.IPConn, h rxHandler) {
+// openRaw opens a raw socket bound to path p's source address of family f
+// (as probe.ListenRaw does) but outside Go's network poller: the probe
+// loop only ever reads and writes it without blocking, and a socket in the
+// poller's epoll set wakes the poller's thread for every reply that
+// arrives, a context switch per reply for nothing.
+func openRaw(_ context.Context, p probe.Path, f probe.Family, proto string) (rawConn, netip.Addr, error) {
+	src, ok := p.SourceAddr(f)
+	if !ok {
+		return nil, netip.Addr{}, fmt.Errorf("%w: %s has no IPv%d address", probe.ErrNoSourceAddr, p.Name, f)
+	}
+	domain, num := unix.AF_INET, unix.IPPROTO_ICMP
+	if proto == "tcp" {
+		num = unix.IPPROTO_TCP
+	}
+	var sa unix.Sockaddr
+	if f == probe.Family6 {
+		domain = unix.AF_INET6
+		if proto != "tcp" {
+			num = unix.IPPROTO_ICMPV6
+		}
+		sa = &unix.SockaddrInet6{Addr: src.As16()}
+	} else {
+		sa = &unix.SockaddrInet4{Addr: src.As4()}
+	}
+	fd, err := unix.Socket(domain, unix.SOCK_RAW|unix.SOCK_CLOEXEC, num)
+	if err != nil {
+		return nil, netip.Addr{}, os.NewSyscallError("socket", err)
+	}
+	if err := probe.BindFD(uintptr(fd), p, f); err != nil {
+		unix.Close(fd)
+		return nil, netip.Addr{}, err
+	}
+	if err := unix.Bind(fd, sa); err != nil {
+		unix.Close(fd)
+		return nil, netip.Addr{}, os.NewSyscallError("bind", err)
+	}
+	return &rawFD{fd: fd}, src, nil
+}
+
+// rawFD is a socket outside the poller: Control runs f with its
+// descriptor, which Close invalidates only once no f runs.
+type rawFD struct {
+	mu sync.RWMutex
+	fd int // -1 once closed
+}
+
+var errRawClosed = errors.New("raw socket closed")
+
+func (r *rawFD) SyscallConn() (syscall.RawConn, error) { return r, nil }
+
+func (r *rawFD) Control(f func(fd uintptr)) error {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	if r.fd < 0 {
+		return errRawClosed
+	}
+	f(uintptr(r.fd))
+	return nil
+}
+
+func (r *rawFD) Read(f func(fd uintptr) bool) error {
+	return r.Control(func(fd uintptr) { f(fd) })
+}
+
+func (r *rawFD) Write(f func(fd uintptr) bool) error {
+	return r.Control(func(fd uintptr) { f(fd) })
+}
+
+func (r *rawFD) Close() error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.fd < 0 {
+		return errRawClosed
+	}
+	err := unix.Close(r.fd)
+	r.fd = -1
+	return err
+}
+
+// rxQueue reads a socket's receive queue for the probe loop, which
+// drains it at each of its wake-ups (at most every sendTick while probes
+// are in flight): up to rxBatchLen packets per system call (recvmmsg),
+// never blocking. Replies carry their kernel arrival time, so reading them
+// a few milliseconds late costs no accuracy, and a receive goroutine woken
+// by the poller would cost a wake-up per reply (or per poll). Each drain
+// that empties the queue dates the watermark (h.empty); each packet's
+// SO_RXQ_OVFL count, and on an empty queue (at most every dropCheckEvery)
+// the socket's drop counter (SO_MEMINFO), report receive-queue drops.
+type rxQueue struct {
+	mu      sync.Mutex
+	rc      syscall.RawConn
+	h       rxHandler
+	rb      *rxBatch
+	drops   uint32
+	checked time.Time // the drop count is known up to here
+	filled  time.Time // the queue's fill last read
+}
+
+func startRx(c rawConn, h rxHandler) rxDrainer {
 	rc, err := c.SyscallConn()
 	if err != nil {
-		return
+		return nil
 	}
-	rb := newRxBatch()
-	var drops uint32
-	checked := time.Now() // the drop count is known up to here
-	var filled time.Time  // the queue's fill last read
-	var rerr error
-	read := func(fd uintptr) bool {
-		for {
-			before := time.Now()
-			n, err := rb.read(fd)
-			switch {
-			case err == unix.EAGAIN:
-				if before.Sub(checked) >= dropCheckEvery {
-					if d, _, ok := sockMemInfo(fd); ok {
-						now := time.Now()
-						if d > drops {
-							h.drops(uint64(d-drops), checked, now)
-							drops = d
-						}
-						checked = now
+	return &rxQueue{rc: rc, h: h, rb: newRxBatch(), checked: time.Now()}
+}
+
+// drain reads the queue until it is empty (or the socket is closed).
+func (q *rxQueue) drain() {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	q.rc.Control(q.read)
+}
+
+func (q *rxQueue) read(fd uintptr) {
+	h := q.h
+	for {
+		before := time.Now()
+		n, err := q.rb.read(fd)
+		switch {
+		case err == unix.EAGAIN:
+			if before.Sub(q.checked) >= dropCheckEvery {
+				if d, _, ok := sockMemInfo(fd); ok {
+					now := time.Now()
+					if d > q.drops {
+						h.drops(uint64(d-q.drops), q.checked, now)
+						q.drops = d
 					}
+					q.checked = now
 				}
-				h.empty(minTime(before, checked))
-				return false
-			case err == unix.EINTR:
-				continue
-			case err != nil:
-				rerr = err
-				return true
 			}
-			now := time.Now()
-			if n == rxBatchLen && now.Sub(filled) >= dropCheckEvery {
-				// A full batch: a backlog. How full is the queue?
-				if _, fill, ok := sockMemInfo(fd); ok {
-					h.fill(fill)
-				}
-				filled = now
+			h.empty(minTime(before, q.checked))
+			return
+		case err == unix.EINTR:
+			continue
+		case err != nil:
+			return // closed
+		}
+		now := time.Now()
+		if n == rxBatchLen && now.Sub(q.filled) >= dropCheckEvery {
+			// A full batch: a backlog. How full is the queue?
+			if _, fill, ok := sockMemInfo(fd); ok {
+				h.fill(fill)
 			}
-			for i := range n {
-				pkt, from, oob := rb.packet(i)
-				at, ovfl, hasOvfl := parseRxControl(oob, now)
-				if hasOvfl && ovfl > drops {
-					h.drops(uint64(ovfl-drops), checked, at)
-					drops = ovfl
-				}
-				if at.After(checked) {
-					checked = at
-				}
-				if testRxHook != nil {
-					testRxHook()
-				}
-				if pkt, a, ok := transportPayload(pkt, from); ok {
-					h.packet(pkt, a, at, now)
-				}
+			q.filled = now
+		}
+		for i := range n {
+			pkt, from, oob := q.rb.packet(i)
+			at, ovfl, hasOvfl := parseRxControl(oob, now)
+			if hasOvfl && ovfl > q.drops {
+				h.drops(uint64(ovfl-q.drops), q.checked, at)
+				q.drops = ovfl
+			}
+			if at.After(q.checked) {
+				q.checked = at
+			}
+			if testRxHook != nil {
+				testRxHook()
+			}
+			if pkt, a, ok := transportPayload(pkt, from); ok {
+				h.packet(pkt, a, at, now)
 			}
 		}
 	}
-	for {
-		c.SetReadDeadline(time.Now().Add(rxTick))
-		err := rc.Read(read)
-		if rerr != nil || (err != nil && !errors.Is(err, os.ErrDeadlineExceeded)) {
-			return // closed
+}
+
+// writeBatch sends the packets of out, all due at one wake-up of the
+// probe loop, in one pass over each socket without blocking: a send the
+// kernel refuses (no buffer) fails rather than waits. Each packet is
+// stamped just before its own sendmsg: with one sendmmsg for the batch
+// the k-th packet would leave k times the kernel's transmit time (~14 µs
+// here, waking the lab's emulator included) after the batch's one stamp,
+// an error in its RTT; the system call itself costs ~1 µs.
+func writeBatch(out []rawOut) {
+	var ms [rxBatchLen]unix.Mmsghdr
+	var iov [rxBatchLen]unix.Iovec
+	var sa4 [rxBatchLen]unix.RawSockaddrInet4
+	var sa6 [rxBatchLen]unix.RawSockaddrInet6
+	for len(out) > 0 {
+		// A run of packets on one socket, at most rxBatchLen.
+		s := out[0].sock
+		n := 1
+		for n < len(out) && n < rxBatchLen && out[n].sock == s {
+			n++
+		}
+		run := out[:n]
+		out = out[n:]
+		for i := range run {
+			o := &run[i]
+			iov[i].Base = &o.pkt[0]
+			iov[i].SetLen(o.n)
+			m := &ms[i].Hdr
+			*m = unix.Msghdr{Iov: &iov[i]}
+			m.SetIovlen(1)
+			if o.dst.Is4() {
+				sa4[i] = unix.RawSockaddrInet4{Family: unix.AF_INET, Addr: o.dst.As4()}
+				m.Name, m.Namelen = (*byte)(unsafe.Pointer(&sa4[i])), unix.SizeofSockaddrInet4
+			} else {
+				sa6[i] = unix.RawSockaddrInet6{Family: unix.AF_INET6, Addr: o.dst.As16()}
+				m.Name, m.Namelen = (*byte)(unsafe.Pointer(&sa6[i])), unix.SizeofSockaddrInet6
+			}
+		}
+		rc, err := s.conn.SyscallConn()
+		if err != nil {
+			for i := range run {
+				run[i].sent, run[i].err = sentNow(), err
+			}
+			continue
+		}
+		cerr := rc.Control(func(fd uintptr) {
+			for i := range run {
+				run[i].sent = sentNow()
+				if _, _, e := unix.RawSyscall(unix.SYS_SENDMSG, fd, uintptr(unsafe.Pointer(&ms[i].Hdr)), unix.MSG_DONTWAIT); e != 0 {
+					run[i].err = e
+				}
+			}
+		})
+		if cerr != nil {
+			for i := range run {
+				run[i].err = cerr
+			}
 		}
 	}
 }
@@ -151,6 +303,12 @@ func newRxBatch() *rxBatch {
 	return rb
 }
 
+// The socket calls of the probing hot path (recvmmsg, sendmsg, the
+// SO_MEMINFO read) never block (MSG_DONTWAIT), so they are raw system
+// calls: an ordinary one tells the scheduler it may block, which wakes the
+// runtime's monitor thread (sysmon) when it sleeps, and the monitor then
+// polls every 20 µs for a while; that was 15% of the survey's CPU.
+
 // read fills up to rxBatchLen packets without waiting.
 func (rb *rxBatch) read(fd uintptr) (int, error) {
 	for i := range rb.msgs {
@@ -159,7 +317,7 @@ func (rb *rxBatch) read(fd uintptr) (int, error) {
 		m.SetControllen(oobSize)
 		m.Flags = 0
 	}
-	n, _, e := unix.Syscall6(unix.SYS_RECVMMSG, fd, uintptr(unsafe.Pointer(&rb.msgs[0])), rxBatchLen, unix.MSG_DONTWAIT, 0, 0)
+	n, _, e := unix.RawSyscall6(unix.SYS_RECVMMSG, fd, uintptr(unsafe.Pointer(&rb.msgs[0])), rxBatchLen, unix.MSG_DONTWAIT, 0, 0)
 	if e != 0 {
 		return 0, e
 	}
@@ -221,7 +379,7 @@ func parseRxControl(oob []byte, now time.Time) (at time.Time, drops uint32, hasD
 func sockMemInfo(fd uintptr) (drops uint32, fill float64, ok bool) {
 	var mi [unix.SK_MEMINFO_VARS]uint32
 	l := uint32(unsafe.Sizeof(mi))
-	_, _, e := unix.Syscall6(unix.SYS_GETSOCKOPT, fd, unix.SOL_SOCKET, unix.SO_MEMINFO, uintptr(unsafe.Pointer(&mi[0])), uintptr(unsafe.Pointer(&l)), 0)
+	_, _, e := unix.RawSyscall6(unix.SYS_GETSOCKOPT, fd, unix.SOL_SOCKET, unix.SO_MEMINFO, uintptr(unsafe.Pointer(&mi[0])), uintptr(unsafe.Pointer(&l)), 0)
 	if e != 0 || l < 4*(unix.SK_MEMINFO_DROPS+1) {
 		return 0, 0, false
 	}
