@@ -37,9 +37,10 @@ func BenchmarkParseList1M(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		ds, _, err := parseList(bytes.NewReader(data), 0, len(data)/20) // as LoadList sizes it
-		if err != nil || len(ds) < 990_000 {
-			b.Fatal(err, len(ds))
+		if err != nil || ds.Len() < 990_000 {
+			b.Fatal(err, ds.Len())
 		}
+		ds.Close()
 	}
 }
 

@@ -177,7 +177,7 @@ func (r *runner) resolvesOf(t target) (resolves, domains []string) {
 	// rather than a quadratic membership test.
 	slices.Sort(idx)
 	for _, di := range slices.Compact(idx) {
-		domains = append(domains, r.cfg.Domains[di].Name)
+		domains = append(domains, r.list.Name(int(di)))
 	}
 	return resolves, domains
 }

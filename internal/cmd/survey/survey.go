@@ -62,6 +62,7 @@ type Options struct {
 	Out               string
 	Resume            string
 	NoUpload          bool
+	MemProfile        string // hidden: heap profile at the live heap's peak
 	// Spool opens the upload spool (nil: none).
 	Spool func(noUpload bool) (*cmdutil.Spooled, error)
 }
@@ -139,6 +140,8 @@ OLD's resolution and probe records, then only what is missing is measured.`,
 	cmdutil.OutputFlag(cmd, &opts.Out, "write JSON Lines to `file` (- for stdout)")
 	fl.StringVar(&opts.Resume, "resume", "", "continue the interrupted run in `file` (write to a different --output)")
 	fl.BoolVar(&opts.NoUpload, "no-upload", false, "keep the result in the spool; `mptester upload` sends it later")
+	fl.StringVar(&opts.MemProfile, "memprofile", "", "write a heap profile taken at the live heap's peak to `file` and log the memory peaks")
+	_ = fl.MarkHidden("memprofile")
 	return cmd
 }
 
@@ -209,23 +212,28 @@ func surveyRun(ctx context.Context, opts *Options) error {
 		return err
 	}
 	cfg.Logger = log
+	if opts.MemProfile != "" {
+		mw := startMemWatch(opts.MemProfile, log)
+		defer mw.Stop()
+	}
 
-	domains, info, err := loadDomains(ctx, opts)
+	list, info, err := loadDomains(ctx, opts)
 	if err != nil {
 		return err
 	}
+	defer list.Close()
 	if info.Malformed > 0 {
 		log.Warn("malformed list lines skipped", "count", info.Malformed, "first", strings.Join(info.FirstMalformed, "; "))
 	}
 	if info.Duplicates > 0 {
 		log.Info("duplicate domains dropped", "count", info.Duplicates)
 	}
-	if len(domains) == 0 {
+	if list.Len() == 0 {
 		return cmdutil.FlagErrorf("the list %s holds no usable domain", info.Source)
 	}
-	cfg.Domains = domains
+	cfg.List = list
 	if os.Getenv("GOMEMLIMIT") == "" {
-		old := debug.SetMemoryLimit(memoryLimit(len(domains)))
+		old := debug.SetMemoryLimit(memoryLimit(list.Len()))
 		defer debug.SetMemoryLimit(old)
 	}
 
@@ -392,10 +400,10 @@ func buildConfig(opts *Options) (survey.Config, error) {
 		DNSTimeout: opts.DNSTimeout, DNSRetries: opts.DNSRetries, ResolverCap: opts.ResolverCap}, nil
 }
 
-func loadDomains(ctx context.Context, opts *Options) ([]survey.Domain, survey.ListInfo, error) {
+func loadDomains(ctx context.Context, opts *Options) (*survey.DomainList, survey.ListInfo, error) {
 	switch {
 	case opts.List != "":
-		ds, info, err := survey.LoadList(opts.List, opts.Top)
+		ds, info, err := survey.OpenList(opts.List, opts.Top)
 		if err != nil {
 			from := opts.listFrom
 			if from == "" {
@@ -413,7 +421,7 @@ func loadDomains(ctx context.Context, opts *Options) ([]survey.Domain, survey.Li
 		if err != nil {
 			return nil, survey.ListInfo{}, err
 		}
-		ds, info, err := survey.LoadList(path, opts.Top)
+		ds, info, err := survey.OpenList(path, opts.Top)
 		info.Source, info.ID, info.RetrievedAt = "tranco", id, report.Timestamp(at)
 		return ds, info, err
 	}

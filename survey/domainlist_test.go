@@ -1,0 +1,65 @@
+package survey
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// A list past the spill threshold keeps its names in a temporary file and
+// reads back exactly what was parsed: every name, rank and duplicate.
+func TestDomainListSpilled(t *testing.T) {
+	testSpillNamesAt = 1000
+	defer func() { testSpillNamesAt = 0 }()
+	var b strings.Builder
+	var want []Domain
+	for i := 1; i <= 5000; i++ {
+		name := fmt.Sprintf("site%d.example", i)
+		if i%7 == 0 { // a duplicate of an earlier line
+			name = fmt.Sprintf("site%d.example", i-1)
+		} else {
+			want = append(want, Domain{Rank: i, Name: name})
+		}
+		fmt.Fprintf(&b, "%d,%s\n", i, name)
+	}
+	l, info, err := parseList(strings.NewReader(b.String()), 0, 16)
+	require.NoError(t, err)
+	defer l.Close()
+	assert.True(t, l.Spilled())
+	assert.Equal(t, 5000/7, info.Duplicates)
+	require.Equal(t, len(want), l.Len())
+	assert.Equal(t, want, l.Slice())
+	l.Index()
+	for i, d := range want {
+		j, ok := l.Find(d.Name)
+		require.True(t, ok, d.Name)
+		require.Equal(t, i, j)
+	}
+	_, ok := l.Find("site5001.example")
+	assert.False(t, ok)
+
+	small := NewDomainList(want[:10])
+	assert.False(t, small.Spilled())
+	assert.Equal(t, want[:10], small.Slice())
+}
+
+// Names whose 32-bit hashes collide are still told apart by their bytes.
+func TestNameSetCollisions(t *testing.T) {
+	l := NewDomainList(nil)
+	s := newNameSet(4)
+	s.testH = func(b []byte) uint64 { return uint64(len(b)) } // 4 distinct hashes for 3000 names
+	for i := range 3000 {
+		name := []byte(fmt.Sprintf("n%d.test", i))
+		_, isNew := s.insert(l, name, l.Len())
+		require.True(t, isNew)
+		l.add(i+1, name)
+	}
+	for i := range 3000 {
+		_, isNew := s.insert(l, []byte(fmt.Sprintf("n%d.test", i)), l.Len())
+		require.False(t, isNew)
+	}
+	assert.Equal(t, 3000, s.n)
+}
