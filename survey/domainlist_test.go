@@ -12,8 +12,8 @@ import (
 // A list past the spill threshold keeps its names in a temporary file and
 // reads back exactly what was parsed: every name, rank and duplicate.
 func TestDomainListSpilled(t *testing.T) {
+	defer func(old int) { testSpillNamesAt = old }(testSpillNamesAt)
 	testSpillNamesAt = 1000
-	defer func() { testSpillNamesAt = 0 }()
 	var b strings.Builder
 	var want []Domain
 	for i := 1; i <= 5000; i++ {
@@ -62,4 +62,38 @@ func TestNameSetCollisions(t *testing.T) {
 		require.False(t, isNew)
 	}
 	assert.Equal(t, 3000, s.n)
+}
+
+// The domains of every address come back grouped, in arrival order,
+// whether they stayed in memory or went through the temporary files in
+// several grouping passes.
+func TestDomStoreSpilled(t *testing.T) {
+	defer func(old int) { testDomSpillAt = old }(testDomSpillAt)
+	for _, at := range []int{0, 7} {
+		testDomSpillAt = at
+		var d domStore
+		want := map[int32][]uint32{}
+		for i := range 5000 {
+			ai := int32((i * 7919) % 97)
+			if i%500 == 0 {
+				ai = 3 // one address with more entries than a grouping pass holds
+			}
+			e := uint32(i%3)<<24 | uint32(i)
+			d.add(ai, e)
+			want[ai] = append(want[ai], e)
+		}
+		require.NoError(t, d.seal(100))
+		assert.Equal(t, at > 0, d.g != nil)
+		for ai := range int32(100) {
+			assert.Equal(t, want[ai], append([]uint32(nil), d.get(ai, nil)...), "address %d", ai)
+		}
+		n := 0
+		d.each(func(ai int32, doms []uint32) {
+			assert.Equal(t, int32(n), ai)
+			assert.Equal(t, want[ai], append([]uint32(nil), doms...))
+			n++
+		})
+		assert.Equal(t, 100, n)
+		d.close()
+	}
 }

@@ -128,6 +128,8 @@ type runner struct {
 	// statusCodes (0: not resolved yet); guarded by mu while resolving.
 	status  map[string][]uint8
 	codes   statusCodes
+	doms    domStore            // domains per address; guarded by mu until sealed
+	addrOf  []netip.Addr        // by address index, for the summary
 	resumed []resumedResolution // NOERROR resolutions of the resumed run
 	mu      sync.Mutex
 	results map[string]map[netip.Addr]TargetResult
@@ -183,6 +185,7 @@ func Run(ctx context.Context, cfg Config, out *report.Stream) (Summary, error) {
 	if ownList {
 		defer list.Close()
 	}
+	defer r.doms.close()
 	if cfg.Progress != nil {
 		r.prog = &progress{w: cfg.Progress}
 	}

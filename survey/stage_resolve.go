@@ -53,11 +53,15 @@ func (r *runner) statusOf(pi, d int) string {
 }
 
 // eachAddr calls fn for every resolved address with its domains (see
-// addrInfo.doms); after resolution and probing ended.
+// domStore); after resolution and probing ended.
 func (r *runner) eachAddr(fn func(netip.Addr, []uint32)) {
-	for a, idx := range r.addrs {
-		fn(a, r.infos[idx].doms)
+	if r.addrOf == nil {
+		r.addrOf = make([]netip.Addr, len(r.infos))
+		for a, idx := range r.addrs {
+			r.addrOf[idx] = a
+		}
 	}
+	r.doms.each(func(ai int32, doms []uint32) { fn(r.addrOf[ai], doms) })
 }
 
 // resolvers returns the resolver of every path that has DNS, warning about
