@@ -2,6 +2,7 @@ package survey
 
 import (
 	"fmt"
+	"net/netip"
 	"strings"
 	"testing"
 
@@ -96,4 +97,32 @@ func TestDomStoreSpilled(t *testing.T) {
 		assert.Equal(t, 100, n)
 		d.close()
 	}
+}
+
+// The address index numbers addresses in order of first sight, tells an
+// IPv4 address from its IPv4-mapped IPv6 form, and survives growth.
+func TestAddrIndex(t *testing.T) {
+	var x addrIndex
+	_, ok := x.get(netip.MustParseAddr("1.2.3.4"))
+	assert.False(t, ok)
+	var all []netip.Addr
+	for i := range 5000 {
+		a := netip.AddrFrom4([4]byte{10, 0, byte(i >> 8), byte(i)})
+		all = append(all, a, netip.AddrFrom16(a.As16()))
+	}
+	for i, a := range all {
+		n, isNew := x.insert(a)
+		require.True(t, isNew, a)
+		require.Equal(t, int32(i), n)
+	}
+	for i, a := range all {
+		n, isNew := x.insert(a)
+		require.False(t, isNew)
+		require.Equal(t, int32(i), n)
+		g, ok := x.get(a)
+		require.True(t, ok)
+		require.Equal(t, int32(i), g)
+		require.Equal(t, a, x.addr(n))
+	}
+	assert.Equal(t, len(all), x.len())
 }

@@ -133,8 +133,8 @@ type runner struct {
 	resumed []resumedResolution // NOERROR resolutions of the resumed run
 	mu      sync.Mutex
 	results map[string]map[netip.Addr]TargetResult
-	addrs   map[netip.Addr]int32 // index in infos
-	infos   []addrInfo           // guarded by mu
+	addrs   addrIndex  // numbers addresses: index in infos
+	infos   []addrInfo // guarded by mu
 	queue   *targetQueue
 	held    heldStore // guarded by mu
 	// resolved is set once resolution ended (guarded by mu), and
@@ -170,7 +170,7 @@ func Run(ctx context.Context, cfg Config, out *report.Stream) (Summary, error) {
 	}
 	r := &runner{cfg: cfg, out: out, log: cfg.Logger, paths: map[string]probe.Path{}, list: list, ownList: ownList,
 		status: map[string][]uint8{}, results: map[string]map[netip.Addr]TargetResult{},
-		addrs: map[netip.Addr]int32{}, queue: newTargetQueue(), resolvedCh: make(chan struct{}),
+		queue: newTargetQueue(), resolvedCh: make(chan struct{}),
 		skipped: map[skipKey]int{}, bytes: map[string]*atomic.Int64{}, watch: newWatcher(),
 		lim: NewLimiter(cfg.Rate, cfg.Burst)}
 	r.health = newHealth(cfg.Rate, r.lim, cfg.Timeout)

@@ -104,11 +104,9 @@ func (r *runner) addResolved(rpi, di int, addrs []netip.Addr) {
 		if slices.Contains(addrs[:j], a) {
 			continue // listed twice in one answer
 		}
-		idx, ok := r.addrs[a]
-		if !ok {
-			idx = int32(len(r.infos))
+		idx, isNew := r.addrs.insert(a)
+		if isNew {
 			r.infos = append(r.infos, addrInfo{})
-			r.addrs[a] = idx
 		}
 		ai := &r.infos[idx]
 		r.doms.add(idx, uint32(rpi)<<24|uint32(di))
@@ -175,7 +173,7 @@ func (r *runner) resolvesOf(t target) (resolves, domains []string) {
 // targetResult is the result of probing a from probe path pi: this run's,
 // else the resumed run's. Callers hold r.mu or run after probing.
 func (r *runner) targetResult(pi int, a netip.Addr) (TargetResult, bool) {
-	if idx, ok := r.addrs[a]; ok {
+	if idx, ok := r.addrs.get(a); ok {
 		if tr, ok := r.infos[idx].result(pi); ok {
 			return tr, true
 		}

@@ -55,13 +55,7 @@ func (r *runner) statusOf(pi, d int) string {
 // eachAddr calls fn for every resolved address with its domains (see
 // domStore); after resolution and probing ended.
 func (r *runner) eachAddr(fn func(netip.Addr, []uint32)) {
-	if r.addrOf == nil {
-		r.addrOf = make([]netip.Addr, len(r.infos))
-		for a, idx := range r.addrs {
-			r.addrOf[idx] = a
-		}
-	}
-	r.doms.each(func(ai int32, doms []uint32) { fn(r.addrOf[ai], doms) })
+	r.doms.each(func(ai int32, doms []uint32) { fn(r.addrs.addr(ai), doms) })
 }
 
 // resolvers returns the resolver of every path that has DNS, warning about
