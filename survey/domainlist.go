@@ -16,21 +16,21 @@ import (
 // once the list is built.
 type DomainList struct {
 	ends  []uint32 // end offset of name i in the name store
-	ranks []uint32
+	ranks []uint32 // nil while every rank is its position (i+1), as in Tranco lists
 	names nameStore
 	set   *nameSet // built on demand (Index); nil otherwise
 }
 
-// spillNamesAt is how many bytes of names stay in memory (about 100K
+// spillNamesAt is how many bytes of names stay in memory (about 50K
 // Tranco names) before they all go to a temporary file.
-const spillNamesAt = 2 << 20
+const spillNamesAt = 1 << 20
 
 // testSpillNamesAt, when > 0, replaces spillNamesAt (tests).
 var testSpillNamesAt = 0
 
 // NewDomainList copies ds into a compact list.
 func NewDomainList(ds []Domain) *DomainList {
-	l := &DomainList{ends: make([]uint32, 0, len(ds)), ranks: make([]uint32, 0, len(ds))}
+	l := &DomainList{ends: make([]uint32, 0, len(ds))}
 	for _, d := range ds {
 		l.add(d.Rank, []byte(d.Name))
 	}
@@ -42,7 +42,12 @@ func NewDomainList(ds []Domain) *DomainList {
 func (l *DomainList) Len() int { return len(l.ends) }
 
 // Rank of domain i.
-func (l *DomainList) Rank(i int) int { return int(l.ranks[i]) }
+func (l *DomainList) Rank(i int) int {
+	if l.ranks == nil {
+		return i + 1
+	}
+	return int(l.ranks[i])
+}
 
 // Name of domain i.
 func (l *DomainList) Name(i int) string { return string(l.name(i, nil)) }
@@ -84,8 +89,17 @@ func (l *DomainList) name(i int, buf []byte) []byte {
 
 func (l *DomainList) add(rank int, name []byte) {
 	l.names.add(name)
+	i := len(l.ends)
 	l.ends = append(l.ends, uint32(l.names.size))
-	l.ranks = append(l.ranks, uint32(rank))
+	if l.ranks == nil && rank != i+1 {
+		l.ranks = make([]uint32, i, cap(l.ends))
+		for j := range l.ranks {
+			l.ranks[j] = uint32(j + 1)
+		}
+	}
+	if l.ranks != nil {
+		l.ranks = append(l.ranks, uint32(rank))
+	}
 }
 
 // Index builds the name lookup Find uses (resume).

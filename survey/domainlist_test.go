@@ -42,9 +42,13 @@ func TestDomainListSpilled(t *testing.T) {
 	_, ok := l.Find("site5001.example")
 	assert.False(t, ok)
 
-	small := NewDomainList(want[:10])
+	small := NewDomainList(want[:10]) // ranks 1-6, then 8 (7 was a duplicate)
 	assert.False(t, small.Spilled())
 	assert.Equal(t, want[:10], small.Slice())
+	assert.NotNil(t, small.ranks)
+	implicit := NewDomainList(want[:6])
+	assert.Nil(t, implicit.ranks, "ranks 1..6 need no table")
+	assert.Equal(t, want[:6], implicit.Slice())
 }
 
 // Names whose 32-bit hashes collide are still told apart by their bytes.

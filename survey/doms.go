@@ -31,8 +31,8 @@ type domStore struct {
 	g      *os.File // grouped entries in a file, 4 bytes each
 }
 
-// domSpillAt is how many pairs (8 bytes each) stay in memory.
-const domSpillAt = 1 << 18
+// domSpillAt is how many pairs (8 bytes each) stay in memory (512 KB).
+const domSpillAt = 1 << 16
 
 // domSortBuf is how many grouped entries one pass over the spilled pairs
 // fills (4 MB).

@@ -85,7 +85,7 @@ func parseList(r io.Reader, top, hint int) (*DomainList, ListInfo, error) {
 		hint = min(top, hint)
 	}
 	hint = max(min(hint, 1<<21), 16)
-	out := &DomainList{ends: make([]uint32, 0, hint), ranks: make([]uint32, 0, hint)}
+	out := &DomainList{ends: make([]uint32, 0, hint)}
 	seen := newNameSet(hint)
 	malformed := func(err error) {
 		info.Malformed++

@@ -194,12 +194,17 @@ func applyConfig(opts *Options) {
 	})
 }
 
-// memoryLimit is the soft heap limit of a survey of n domains unless
-// GOMEMLIMIT says otherwise: a top-10K run stays within a Raspberry Pi's
-// spare memory (64 MB target) because the GC works harder instead of
-// growing the heap; bigger lists get room for their per-domain state so
-// the GC does not thrash.
-func memoryLimit(n int) int64 { return 48<<20 + int64(n)*512 }
+// memoryLimit is the soft limit of the Go runtime's memory (heap and
+// goroutine stacks) for a survey of n domains unless GOMEMLIMIT says
+// otherwise: the GC works harder instead of growing the heap, so a survey
+// stays within a Raspberry Pi's spare memory (64 MB target, issue 18).
+// What a run holds grows slowly with the list now: ~5 bytes a domain
+// (the DomainList's offsets, a status byte per path; names and the
+// domains of each address spill to temporary files) and ~100 bytes a
+// resolved address (its number, state and results), so 16 bytes a domain
+// on top of a fixed 44 MiB covers the lab's 1M world (80-130K addresses).
+// It was 48 MiB + 512 B a domain: 97 MiB at 100K, 536 MiB at 1M.
+func memoryLimit(n int) int64 { return 44<<20 + int64(n)*16 }
 
 func surveyRun(ctx context.Context, opts *Options) error {
 	log := opts.Logger()
