@@ -150,12 +150,11 @@ func (s *nameStore) add(b []byte) {
 // flush moves the buffered names to the file (created on first use).
 func (s *nameStore) flush() {
 	if s.f == nil {
-		f, err := os.CreateTemp("", "mptester-survey-names-*")
+		f, err := unlinkedTemp("mptester-survey-names-*")
 		if err != nil {
 			s.err = err
 			return
 		}
-		os.Remove(f.Name()) // unlinked: gone with the process (not on Windows: Close removes it)
 		s.f = f
 	}
 	if _, err := s.f.WriteAt(s.mem, s.base); err != nil {
@@ -203,8 +202,7 @@ func (s *nameStore) close() error {
 	if s.f == nil {
 		return nil
 	}
-	err := s.f.Close()
-	os.Remove(s.f.Name())
+	err := closeTemp(s.f)
 	s.f = nil
 	return err
 }

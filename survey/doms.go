@@ -62,12 +62,11 @@ func (d *domStore) add(ai int32, e uint32) {
 
 func (d *domStore) spill() {
 	if d.f == nil {
-		f, err := os.CreateTemp("", "mptester-survey-doms-*")
+		f, err := unlinkedTemp("mptester-survey-doms-*")
 		if err != nil {
 			d.err = err
 			return
 		}
-		os.Remove(f.Name()) // unlinked: gone with the process
 		d.f, d.w = f, bufio.NewWriterSize(f, 64<<10)
 	}
 	b := make([]byte, 8*len(d.pairs))
@@ -115,15 +114,14 @@ func (d *domStore) seal(n int) error {
 		d.pairs = nil
 		return nil
 	}
-	defer func() { d.f.Close(); d.f = nil }()
+	defer func() { closeTemp(d.f); d.f = nil }()
 	if err := d.w.Flush(); err != nil {
 		return fmt.Errorf("resolved domains: %w", err)
 	}
-	g, err := os.CreateTemp("", "mptester-survey-domsg-*")
+	g, err := unlinkedTemp("mptester-survey-domsg-*")
 	if err != nil {
 		return fmt.Errorf("resolved domains: %w", err)
 	}
-	os.Remove(g.Name())
 	d.g = g
 	_, bufN := d.spillAt()
 	var buf []uint32
@@ -210,9 +208,28 @@ func (d *domStore) each(fn func(ai int32, doms []uint32)) {
 
 func (d *domStore) close() {
 	if d.f != nil {
-		d.f.Close()
+		closeTemp(d.f)
 	}
 	if d.g != nil {
-		d.g.Close()
+		closeTemp(d.g)
 	}
+}
+
+// unlinkedTemp creates a temporary file and removes its name at once, so
+// it goes with the process whatever happens (where an open file cannot be
+// removed, as on Windows, closing it leaves it for the OS's cleaning).
+func unlinkedTemp(pattern string) (*os.File, error) {
+	f, err := os.CreateTemp("", pattern)
+	if err != nil {
+		return nil, err
+	}
+	os.Remove(f.Name())
+	return f, nil
+}
+
+// closeTemp closes an unlinkedTemp file and removes it where that failed.
+func closeTemp(f *os.File) error {
+	err := f.Close()
+	os.Remove(f.Name())
+	return err
 }

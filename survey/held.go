@@ -44,13 +44,12 @@ func (h *heldStore) add(hr heldRecord) {
 		return
 	}
 	if h.f == nil {
-		f, err := os.CreateTemp("", "mptester-survey-held-*.jsonl")
+		f, err := unlinkedTemp("mptester-survey-held-*.jsonl")
 		if err != nil {
 			h.err = err
 			h.mem = append(h.mem, hr)
 			return
 		}
-		os.Remove(f.Name()) // unlinked: gone with the process whatever happens
 		h.f, h.w = f, bufio.NewWriterSize(f, 64<<10)
 	}
 	b, err := json.Marshal(heldLine{Addr: hr.t.addr, AI: hr.t.ai, PI: hr.t.pi, Valid: hr.valid, Rec: hr.rec})
@@ -80,7 +79,7 @@ func (h *heldStore) drain(fn func(heldRecord)) error {
 	if f == nil {
 		return nil
 	}
-	defer f.Close()
+	defer closeTemp(f)
 	if err := w.Flush(); err != nil {
 		return fmt.Errorf("held probe records: %w", err)
 	}
