@@ -22,13 +22,14 @@ type memWatch struct {
 	log        *slog.Logger
 	peakLive   uint64
 	peakStacks uint64
+	peakGs     uint64
 	written    uint64
 	stop       context.CancelFunc
 	wg         sync.WaitGroup
 	err        error
 }
 
-var memSamples = []metrics.Sample{{Name: "/gc/heap/live:bytes"}, {Name: "/memory/classes/heap/stacks:bytes"}}
+var memSamples = []metrics.Sample{{Name: "/gc/heap/live:bytes"}, {Name: "/memory/classes/heap/stacks:bytes"}, {Name: "/sched/goroutines:goroutines"}}
 
 func startMemWatch(path string, log *slog.Logger) *memWatch {
 	ctx, cancel := context.WithCancel(context.Background())
@@ -53,6 +54,7 @@ func (m *memWatch) sample() {
 	metrics.Read(s)
 	live, stacks := s[0].Value.Uint64(), s[1].Value.Uint64()
 	m.peakStacks = max(m.peakStacks, stacks)
+	m.peakGs = max(m.peakGs, s[2].Value.Uint64())
 	if live <= m.peakLive {
 		return
 	}
@@ -79,7 +81,7 @@ func (m *memWatch) Stop() {
 	m.stop()
 	m.wg.Wait()
 	m.log.Info("memory", "peak_live_heap_mb", fmt.Sprintf("%.1f", float64(m.peakLive)/1e6),
-		"peak_goroutine_stacks_mb", fmt.Sprintf("%.1f", float64(m.peakStacks)/1e6), "peak_rss", peakRSS(), "profile", m.path, "err", m.err)
+		"peak_goroutine_stacks_mb", fmt.Sprintf("%.1f", float64(m.peakStacks)/1e6), "peak_goroutines", m.peakGs, "peak_rss", peakRSS(), "profile", m.path, "err", m.err)
 }
 
 // peakRSS is VmHWM from /proc/self/status ("" where there is none).

@@ -197,14 +197,15 @@ func applyConfig(opts *Options) {
 // memoryLimit is the soft limit of the Go runtime's memory (heap and
 // goroutine stacks) for a survey of n domains unless GOMEMLIMIT says
 // otherwise: the GC works harder instead of growing the heap, so a survey
-// stays within a Raspberry Pi's spare memory (64 MB target, issue 18).
-// What a run holds grows slowly with the list now: ~5 bytes a domain
-// (the DomainList's offsets, a status byte per path; names and the
+// stays within a Raspberry Pi's spare memory (64 MB of RSS, issue 18; the
+// binary alone starts at ~29 MB of RSS, its code and package data
+// included). What a run holds grows slowly with the list now: ~5 bytes a
+// domain (the DomainList's offsets, a status byte per path; names and the
 // domains of each address spill to temporary files) and ~100 bytes a
 // resolved address (its number, state and results), so 16 bytes a domain
-// on top of a fixed 44 MiB covers the lab's 1M world (80-130K addresses).
-// It was 48 MiB + 512 B a domain: 97 MiB at 100K, 536 MiB at 1M.
-func memoryLimit(n int) int64 { return 44<<20 + int64(n)*16 }
+// on top of a fixed 36 MiB: 37.5 MiB at 100K, 51 MiB at 1M. It was 48 MiB
+// + 512 B a domain: 97 MiB at 100K, 536 MiB at 1M.
+func memoryLimit(n int) int64 { return 36<<20 + int64(n)*16 }
 
 func surveyRun(ctx context.Context, opts *Options) error {
 	log := opts.Logger()
