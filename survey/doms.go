@@ -35,8 +35,8 @@ type domStore struct {
 const domSpillAt = 1 << 16
 
 // domSortBuf is how many grouped entries one pass over the spilled pairs
-// fills (4 MB).
-const domSortBuf = 1 << 20
+// fills (1 MB, and as much again to write them).
+const domSortBuf = 1 << 18
 
 // testDomSpillAt, when > 0, replaces domSpillAt and domSortBuf (tests).
 var testDomSpillAt = 0
@@ -125,6 +125,7 @@ func (d *domStore) seal(n int) error {
 	d.g = g
 	_, bufN := d.spillAt()
 	var buf []uint32
+	var out []byte
 	for lo := 0; lo < n; {
 		// Addresses [lo, hi) fill at most bufN entries (one address at
 		// least, whatever its count).
@@ -151,7 +152,10 @@ func (d *domStore) seal(n int) error {
 		for _, p := range d.pairs {
 			place(p, lo, hi, buf)
 		}
-		out := make([]byte, 4*len(buf))
+		if cap(out) < 4*len(buf) {
+			out = make([]byte, 4*len(buf))
+		}
+		out = out[:4*len(buf)]
 		for i, e := range buf {
 			binary.LittleEndian.PutUint32(out[4*i:], e)
 		}

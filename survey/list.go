@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -133,6 +134,9 @@ func parseList(r io.Reader, top, hint int) (*DomainList, ListInfo, error) {
 	}
 	info.SHA256 = hex.EncodeToString(h.Sum(nil))
 	info.Domains = out.Len()
+	if cap(out.ends) > out.Len()+out.Len()/8 { // sized from the file: --top or duplicates left room
+		out.ends = slices.Clone(out.ends)
+	}
 	return out, info, nil
 }
 
