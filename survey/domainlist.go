@@ -227,7 +227,7 @@ func newNameSet(hint int) *nameSet {
 
 func (s *nameSet) resize(want int) {
 	size, bits := 16, uint(4)
-	for size < want && bits < 32 {
+	for size < want && bits < 30 { // a list has under maxDomains names
 		size, bits = size*2, bits+1
 	}
 	old := s.slots
@@ -279,7 +279,7 @@ func (s *nameSet) insert(l *DomainList, name []byte, i int) (int, bool) {
 	hi := s.hash(name)
 	if j, slot, found := s.lookup(l, name, hi, nil); found {
 		return j, false
-	} else if 2*(s.n+1) <= len(s.slots) || len(s.slots) >= 1<<32 {
+	} else if 2*(s.n+1) <= len(s.slots) {
 		s.slots[slot] = hi<<32 | uint64(i+1)
 		s.n++
 		return i, true
