@@ -123,10 +123,15 @@ func (r *Resolver) Lookup(ctx context.Context, name string, fam Family) Lookup {
 	ans := make([]answer, len(qts))
 	var wg sync.WaitGroup
 	for i, qt := range qts {
-		wg.Go(func() {
+		ask := func() {
 			a := &ans[i]
 			a.q, a.addrs, a.chain = r.query(ctx, name, qt, &a.bytes)
-		})
+		}
+		if i == len(qts)-1 {
+			ask() // the last query in this goroutine: a survey has hundreds of lookups in flight
+			break
+		}
+		wg.Go(ask)
 	}
 	wg.Wait()
 	seen := map[netip.Addr]struct{}{}

@@ -179,8 +179,7 @@ func TestRunHostOverloaded(t *testing.T) {
 // records but probes a host_overloaded one again (its target was never
 // measured), counting the bytes it cost.
 func TestResumeProbesOverloadedAgain(t *testing.T) {
-	r := &runner{cfg: Config{Method: "tcp-syn"}, domIdx: map[string]int{},
-		res: map[string][]DomainResult{"lo": nil}, results: map[string]map[netip.Addr]TargetResult{"lo": {}},
+	r := &runner{cfg: Config{Method: "tcp-syn"}, results: map[string]map[netip.Addr]TargetResult{"lo": {}},
 		bytes: map[string]*atomicInt{"lo": new(atomicInt)}, log: discardLogger()}
 	h, _ := report.NewHeader("survey", "t", []report.Path(nil), nil)
 	var out bytes.Buffer

@@ -3,12 +3,12 @@ package survey
 import (
 	"archive/zip"
 	"bufio"
-	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -69,12 +69,16 @@ var idnaProfile = idna.Lookup
 // accepted too) and returns at most top unique domains (top <= 0: all).
 // Malformed lines are counted, never fatal.
 func ParseList(r io.Reader, top int) ([]Domain, ListInfo, error) {
-	return parseList(r, top, 1<<16)
+	l, info, err := parseList(r, top, 1<<16)
+	defer l.Close()
+	return l.Slice(), info, err
 }
 
-// parseList sizes its tables for about hint domains (growing a 1M-entry
-// map by doubling was a quarter of the parse time).
-func parseList(r io.Reader, top, hint int) ([]Domain, ListInfo, error) {
+// parseList reads the list into a compact DomainList, sizing its tables
+// for about hint domains (growing them by doubling was a quarter of the
+// parse time of a 1M list). Duplicates are found with a hash set of list
+// indexes (8 bytes a slot) instead of a map of names.
+func parseList(r io.Reader, top, hint int) (*DomainList, ListInfo, error) {
 	var info ListInfo
 	h := sha256.New()
 	br := bufio.NewReaderSize(io.TeeReader(r, h), maxLineLen)
@@ -82,14 +86,15 @@ func parseList(r io.Reader, top, hint int) ([]Domain, ListInfo, error) {
 		hint = min(top, hint)
 	}
 	hint = max(min(hint, 1<<21), 16)
-	seen := make(map[string]struct{}, hint)
-	out := make([]Domain, 0, hint)
+	out := &DomainList{ends: make([]uint32, 0, hint)}
+	seen := newNameSet(hint)
 	malformed := func(err error) {
 		info.Malformed++
 		if len(info.FirstMalformed) < maxReportedMalformed {
 			info.FirstMalformed = append(info.FirstMalformed, fmt.Sprintf("line %d: %v", info.Lines, err))
 		}
 	}
+	defer out.names.done()
 	for {
 		b, long, err := readLine(br)
 		if err == io.EOF {
@@ -99,7 +104,7 @@ func parseList(r io.Reader, top, hint int) ([]Domain, ListInfo, error) {
 			return out, info, fmt.Errorf("read list: line %d: %w", info.Lines+1, err)
 		}
 		info.Lines++
-		if top > 0 && len(out) >= top {
+		if top > 0 && out.Len() >= top {
 			continue // keep hashing the whole file
 		}
 		if long {
@@ -113,23 +118,25 @@ func parseList(r io.Reader, top, hint int) ([]Domain, ListInfo, error) {
 		if line == "" || line[0] == '#' {
 			continue
 		}
-		d, idn, err := parseLine(line, len(out)+info.Duplicates+info.Malformed+1)
+		d, idn, err := parseLine(line, out.Len()+info.Duplicates+info.Malformed+1)
 		if err != nil {
 			malformed(err)
 			continue
 		}
-		if _, dup := seen[d.Name]; dup {
+		if _, isNew := seen.insert(out, []byte(d.Name), out.Len()); !isNew {
 			info.Duplicates++
 			continue
 		}
 		if idn {
 			info.IDNs++
 		}
-		seen[d.Name] = struct{}{}
-		out = append(out, d)
+		out.add(d.Rank, []byte(d.Name))
 	}
 	info.SHA256 = hex.EncodeToString(h.Sum(nil))
-	info.Domains = len(out)
+	info.Domains = out.Len()
+	if cap(out.ends) > out.Len()+out.Len()/8 { // sized from the file: --top or duplicates left room
+		out.ends = slices.Clone(out.ends)
+	}
 	return out, info, nil
 }
 
@@ -208,45 +215,76 @@ func truncate(s string) string {
 // LoadList reads a list file: CSV, or a .zip holding one CSV (as Tranco
 // serves it). The sha256 is of the file as stored.
 func LoadList(path string, top int) ([]Domain, ListInfo, error) {
-	b, err := os.ReadFile(path)
+	l, info, err := OpenList(path, top)
+	if l == nil {
+		return nil, info, err
+	}
+	defer l.Close()
+	return l.Slice(), info, err
+}
+
+// OpenList is LoadList into a compact DomainList, reading the file as a
+// stream (a top-1M list is never in memory whole); Close the list when
+// done with it.
+func OpenList(path string, top int) (*DomainList, ListInfo, error) {
+	f, err := os.Open(path)
 	if err != nil {
 		return nil, ListInfo{}, fmt.Errorf("read list: %w", err)
 	}
-	sum := sha256.Sum256(b)
-	var r io.Reader = bytes.NewReader(b)
-	if bytes.HasPrefix(b, []byte("PK\x03\x04")) {
-		r, err = zipCSV(b)
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return nil, ListInfo{}, fmt.Errorf("read list: %w", err)
+	}
+	var magic [4]byte
+	n, _ := io.ReadFull(f, magic[:])
+	if _, err := f.Seek(0, io.SeekStart); err != nil {
+		return nil, ListInfo{}, fmt.Errorf("read list: %w", err)
+	}
+	sum := sha256.New()
+	var r io.Reader = io.TeeReader(f, sum)
+	if n == 4 && string(magic[:]) == "PK\x03\x04" {
+		if _, err := io.Copy(sum, f); err != nil {
+			return nil, ListInfo{}, fmt.Errorf("read list: %w", err)
+		}
+		rc, err := zipCSV(f, st.Size())
 		if err != nil {
 			return nil, ListInfo{}, fmt.Errorf("list %s: %w", path, err)
 		}
+		defer rc.Close()
+		r = rc
 	}
-	// Tranco lines average ~20 bytes.
-	ds, info, err := parseList(r, top, len(b)/20+16)
+	// Tranco lines average ~20 bytes. parseList reads to the end, so the
+	// hash is of the whole file.
+	l, info, err := parseList(r, top, int(st.Size()/20)+16)
 	info.Source = path
-	info.SHA256 = hex.EncodeToString(sum[:])
-	return ds, info, err
+	info.SHA256 = hex.EncodeToString(sum.Sum(nil))
+	if err != nil {
+		l.Close()
+		return nil, info, err
+	}
+	return l, info, nil
 }
 
-func zipCSV(b []byte) (io.Reader, error) {
-	zr, err := zip.NewReader(bytes.NewReader(b), int64(len(b)))
+// zipCSV opens the first file of a zip for reading.
+func zipCSV(f io.ReaderAt, size int64) (io.ReadCloser, error) {
+	zr, err := zip.NewReader(f, size)
 	if err != nil {
 		return nil, fmt.Errorf("open zip: %w", err)
 	}
-	for _, f := range zr.File {
-		if f.FileInfo().IsDir() {
+	for _, zf := range zr.File {
+		if zf.FileInfo().IsDir() {
 			continue
 		}
-		rc, err := f.Open()
+		rc, err := zf.Open()
 		if err != nil {
-			return nil, fmt.Errorf("open %s in zip: %w", f.Name, err)
+			return nil, fmt.Errorf("open %s in zip: %w", zf.Name, err)
 		}
 		// A top-1M CSV is ~22 MB; cap what a hostile zip can expand to.
-		data, err := io.ReadAll(io.LimitReader(rc, 256<<20))
-		rc.Close()
-		if err != nil {
-			return nil, fmt.Errorf("read %s in zip: %w", f.Name, err)
-		}
-		return bytes.NewReader(data), nil
+		return struct {
+			io.Reader
+			io.Closer
+		}{io.LimitReader(rc, 256<<20), rc}, nil
 	}
 	return nil, fmt.Errorf("zip holds no file")
 }

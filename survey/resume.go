@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"slices"
 )
 
 // resume loads the resolution and probe records of an interrupted run's
@@ -17,6 +18,10 @@ func (r *runner) resume(in io.Reader) error {
 	var kind struct {
 		Type    string `json:"type"`
 		Command string `json:"command"`
+	}
+	if r.list != nil {
+		r.list.Index() // name -> index for the resolution records
+		defer func() { r.list.set = nil }()
 	}
 	line, used, torn, header := 0, 0, 0, false
 	for sc.Scan() {
@@ -44,12 +49,18 @@ func (r *runner) resume(in io.Reader) error {
 				torn++
 				continue
 			}
-			i, ok := r.domIdx[rec.Domain]
-			res, okPath := r.res[rec.Path]
-			if !ok || !okPath {
+			st, okPath := r.status[rec.Path]
+			i, ok := 0, false
+			if r.list != nil {
+				i, ok = r.list.Find(rec.Domain)
+			}
+			if !ok || !okPath || rec.Status == "" || i >= len(st) {
 				continue // not in this run's list or paths
 			}
-			res[i] = DomainResult{Done: true, Status: rec.Status, Addrs: rec.Answers}
+			st[i] = r.codes.code(rec.Status)
+			if rec.Status == StatusNoError {
+				r.resumed = append(r.resumed, resumedResolution{rpi: slices.Index(r.names, rec.Path), di: i, addrs: rec.Answers})
+			}
 			r.bytes[rec.Path].Add(rec.Bytes)
 			if err := r.write(json.RawMessage(append([]byte(nil), b...))); err != nil {
 				return err

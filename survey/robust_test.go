@@ -348,8 +348,8 @@ func FuzzResume(f *testing.F) {
 		`{"type":"probe","probe_path":"lo","address":"127.0.0.1","method":"tcp-connect","responsive":true,"median":1.5}` + "\n"))
 	f.Add([]byte(`{"type":"probe","address":"zz"}` + "\n{"))
 	f.Fuzz(func(t *testing.T, b []byte) {
-		r := &runner{cfg: Config{Method: "tcp-connect", Domains: []Domain{{1, "a.test"}}}, domIdx: map[string]int{"a.test": 0},
-			res: map[string][]DomainResult{"lo": make([]DomainResult, 1)}, results: map[string]map[netip.Addr]TargetResult{"lo": {}},
+		r := &runner{cfg: Config{Method: "tcp-connect"}, list: NewDomainList([]Domain{{1, "a.test"}}),
+			status: map[string][]uint8{"lo": make([]uint8, 1)}, names: []string{"lo"}, results: map[string]map[netip.Addr]TargetResult{"lo": {}},
 			bytes: map[string]*atomicInt{"lo": new(atomicInt)}, log: discardLogger()}
 		h, _ := report.NewHeader("survey", "t", []report.Path(nil), nil)
 		st, _ := report.NewStream(&bytes.Buffer{}, h)

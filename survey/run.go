@@ -30,6 +30,9 @@ var (
 type Config struct {
 	Paths   []probe.Path // probe and resolution paths, in order
 	Domains []Domain
+	// List, if set, replaces Domains: the compact form OpenList returns
+	// (a top-1M list as []Domain is ~45 MB).
+	List    *DomainList
 	Family  probe.Family
 	Method  string
 	Port    int
@@ -119,12 +122,19 @@ type runner struct {
 	log     *slog.Logger
 	names   []string // path names in order
 	paths   map[string]probe.Path
-	domIdx  map[string]int
-	res     map[string][]DomainResult
+	list    *DomainList
+	ownList bool // made from Config.Domains: closed by Run
+	// status is, per path and domain, the resolution status as a code of
+	// statusCodes (0: not resolved yet); guarded by mu while resolving.
+	status  map[string][]uint8
+	codes   statusCodes
+	doms    domStore            // domains per address; guarded by mu until sealed
+	addrOf  []netip.Addr        // by address index, for the summary
+	resumed []resumedResolution // NOERROR resolutions of the resumed run
 	mu      sync.Mutex
 	results map[string]map[netip.Addr]TargetResult
-	addrs   map[netip.Addr]int32 // index in infos
-	infos   []addrInfo           // guarded by mu
+	addrs   addrIndex  // numbers addresses: index in infos
+	infos   []addrInfo // guarded by mu
 	queue   *targetQueue
 	held    heldStore // guarded by mu
 	// resolved is set once resolution ended (guarded by mu), and
@@ -151,12 +161,16 @@ func Run(ctx context.Context, cfg Config, out *report.Stream) (Summary, error) {
 	if _, ok := Methods[cfg.Method]; !ok {
 		return Summary{}, fmt.Errorf("unknown probe method %q", cfg.Method)
 	}
-	if len(cfg.Paths) > maxPaths || len(cfg.Domains) >= maxDomains {
-		return Summary{}, fmt.Errorf("survey of %d domains on %d paths: at most %d domains and %d paths", len(cfg.Domains), len(cfg.Paths), maxDomains-1, maxPaths)
+	list, ownList := cfg.List, false
+	if list == nil {
+		list, ownList = NewDomainList(cfg.Domains), true
 	}
-	r := &runner{cfg: cfg, out: out, log: cfg.Logger, paths: map[string]probe.Path{}, domIdx: map[string]int{},
-		res: map[string][]DomainResult{}, results: map[string]map[netip.Addr]TargetResult{},
-		addrs: map[netip.Addr]int32{}, queue: newTargetQueue(), resolvedCh: make(chan struct{}),
+	if len(cfg.Paths) > maxPaths || list.Len() >= maxDomains {
+		return Summary{}, fmt.Errorf("survey of %d domains on %d paths: at most %d domains and %d paths", list.Len(), len(cfg.Paths), maxDomains-1, maxPaths)
+	}
+	r := &runner{cfg: cfg, out: out, log: cfg.Logger, paths: map[string]probe.Path{}, list: list, ownList: ownList,
+		status: map[string][]uint8{}, results: map[string]map[netip.Addr]TargetResult{},
+		queue: newTargetQueue(), resolvedCh: make(chan struct{}),
 		skipped: map[skipKey]int{}, bytes: map[string]*atomic.Int64{}, watch: newWatcher(),
 		lim: NewLimiter(cfg.Rate, cfg.Burst)}
 	r.health = newHealth(cfg.Rate, r.lim, cfg.Timeout)
@@ -164,13 +178,14 @@ func Run(ctx context.Context, cfg Config, out *report.Stream) (Summary, error) {
 	for _, p := range cfg.Paths {
 		r.names = append(r.names, p.Name)
 		r.paths[p.Name] = p
-		r.res[p.Name] = make([]DomainResult, len(cfg.Domains))
+		r.status[p.Name] = make([]uint8, list.Len())
 		r.results[p.Name] = map[netip.Addr]TargetResult{}
 		r.bytes[p.Name] = new(atomic.Int64)
 	}
-	for i, d := range cfg.Domains {
-		r.domIdx[d.Name] = i
+	if ownList {
+		defer list.Close()
 	}
+	defer r.doms.close()
 	if cfg.Progress != nil {
 		r.prog = &progress{w: cfg.Progress}
 	}
@@ -204,7 +219,7 @@ func Run(ctx context.Context, cfg Config, out *report.Stream) (Summary, error) {
 	probing.Go(func() { r.probeLoop(ctx, probers) })
 	r.resolveAll(ctx, resolvers, resolveStage)
 	r.queue.close()
-	r.log.Info("resolution done", "paths", len(resolvers), "domains", len(cfg.Domains), "elapsed", time.Since(t0).Round(time.Millisecond))
+	r.log.Info("resolution done", "paths", len(resolvers), "domains", list.Len(), "elapsed", time.Since(t0).Round(time.Millisecond))
 	r.resolutionDone()
 	r.warnDeadResolvers(resolvers)
 	probing.Wait()
@@ -255,8 +270,8 @@ func (r *runner) write(rec any) error {
 
 func (r *runner) summary(resolvers map[string]*Resolver) Summary {
 	rps := r.resolvePaths(resolvers)
-	in := summaryInput{Paths: r.names, ResolvePaths: rps, Domains: len(r.cfg.Domains), Res: r.res,
-		Probe: r.targetResult, Skipped: r.skipped,
+	in := summaryInput{Paths: r.names, ResolvePaths: rps, Domains: r.list.Len(),
+		Status: r.statusOf, Addrs: r.eachAddr, Probe: r.targetResult, Skipped: r.skipped,
 		Allowed: func(p, rp string, a netip.Addr) bool {
 			return r.cfg.Policy.Check(r.paths[p], r.paths[rp], a) == ""
 		}}

@@ -30,12 +30,12 @@ const (
 )
 
 // addrInfo is what the run knows of one resolved address, compactly (a
-// top-1M list has millions): the domains that resolved to it, each as
-// resolution path index<<24 | domain index (indexes into runner.names and
-// Config.Domains) in arrival order; per probe path its target's state;
-// and, once probed, per probe path its result.
+// top-1M list has millions): the resolution paths it is known on (bits of
+// path indexes; the domains that resolved to it are in runner.doms); per
+// probe path its target's state; and, once probed, per probe path its
+// result.
 type addrInfo struct {
-	doms  []uint32
+	on    uint16
 	state uint64
 	res   []targetRes // nil until the first result
 }
@@ -56,16 +56,6 @@ func (ai *addrInfo) stateOf(pi int) uint8 { return uint8(ai.state>>(4*pi)) & 0xf
 
 func (ai *addrInfo) setState(pi int, st uint8) {
 	ai.state = ai.state&^(0xf<<(4*pi)) | uint64(st)<<(4*pi)
-}
-
-// lastDom is the last domain index resolved to the address on path rpi.
-func (ai *addrInfo) lastDom(rpi int) (int32, bool) {
-	for i := len(ai.doms) - 1; i >= 0; i-- {
-		if int(ai.doms[i]>>24) == rpi {
-			return int32(ai.doms[i] & (maxDomains - 1)), true
-		}
-	}
-	return 0, false
 }
 
 func (ai *addrInfo) setResult(pi, paths int, tr TargetResult) {
@@ -110,22 +100,20 @@ type heldRecord struct {
 func (r *runner) addResolved(rpi, di int, addrs []netip.Addr) {
 	var queue []target
 	r.mu.Lock()
-	for _, a := range addrs {
-		idx, ok := r.addrs[a]
-		if !ok {
-			idx = int32(len(r.infos))
-			r.infos = append(r.infos, addrInfo{})
-			r.addrs[a] = idx
-		}
-		ai := &r.infos[idx]
-		last, seen := ai.lastDom(rpi)
-		if seen && last == int32(di) {
+	for j, a := range addrs {
+		if slices.Contains(addrs[:j], a) {
 			continue // listed twice in one answer
 		}
-		ai.doms = append(ai.doms, uint32(rpi)<<24|uint32(di))
-		if seen {
+		idx, isNew := r.addrs.insert(a)
+		if isNew {
+			r.infos = append(r.infos, addrInfo{})
+		}
+		ai := &r.infos[idx]
+		r.doms.add(idx, uint32(rpi)<<24|uint32(di))
+		if ai.on&(1<<rpi) != 0 {
 			continue // not new on this resolution path: nothing more to count
 		}
+		ai.on |= 1 << rpi
 		rp := r.names[rpi]
 		for pi, pp := range r.names {
 			if why := r.cfg.Policy.Check(r.paths[pp], r.paths[rp], a); why != "" {
@@ -157,18 +145,18 @@ func (r *runner) probePath(t target) string { return r.names[t.pi] }
 // policy allows probing it from t's path), in path order, and the domains
 // that resolved to t's address on them, in list order. Callers hold r.mu.
 func (r *runner) resolvesOf(t target) (resolves, domains []string) {
-	var on uint64 // resolution paths the address is known on
-	for _, d := range r.infos[t.ai].doms {
-		on |= 1 << (d >> 24)
-	}
+	on := r.infos[t.ai].on // resolution paths the address is known on
 	pp := r.probePath(t)
 	for rpi, rp := range r.names {
 		if on&(1<<rpi) != 0 && r.cfg.Policy.Check(r.paths[pp], r.paths[rp], t.addr) == "" {
 			resolves = append(resolves, rp)
 		}
 	}
+	if !r.doms.sealed {
+		return resolves, nil // still resolving: the domains are not final
+	}
 	var idx []int32
-	for _, d := range r.infos[t.ai].doms {
+	for _, d := range r.doms.get(t.ai, nil) {
 		if rpi := int(d >> 24); r.cfg.Policy.Check(r.paths[pp], r.paths[r.names[rpi]], t.addr) == "" {
 			idx = append(idx, int32(d&(maxDomains-1)))
 		}
@@ -177,7 +165,7 @@ func (r *runner) resolvesOf(t target) (resolves, domains []string) {
 	// rather than a quadratic membership test.
 	slices.Sort(idx)
 	for _, di := range slices.Compact(idx) {
-		domains = append(domains, r.cfg.Domains[di].Name)
+		domains = append(domains, r.list.Name(int(di)))
 	}
 	return resolves, domains
 }
@@ -185,7 +173,7 @@ func (r *runner) resolvesOf(t target) (resolves, domains []string) {
 // targetResult is the result of probing a from probe path pi: this run's,
 // else the resumed run's. Callers hold r.mu or run after probing.
 func (r *runner) targetResult(pi int, a netip.Addr) (TargetResult, bool) {
-	if idx, ok := r.addrs[a]; ok {
+	if idx, ok := r.addrs.get(a); ok {
 		if tr, ok := r.infos[idx].result(pi); ok {
 			return tr, true
 		}
@@ -364,12 +352,20 @@ func (r *runner) complete(rec *ProbeRecord, t target, valid []bool) {
 // written as they finish.
 func (r *runner) resolutionDone() {
 	r.mu.Lock()
+	sealErr := r.doms.seal(len(r.infos))
 	r.resolved = true
 	close(r.resolvedCh)
 	held := r.held
 	r.held = heldStore{noTmp: held.noTmp}
 	r.mu.Unlock()
 	count := 0
+	if sealErr != nil {
+		r.writeMu.Lock()
+		if r.writeEr == nil {
+			r.writeEr = sealErr
+		}
+		r.writeMu.Unlock()
+	}
 	err := held.drain(func(h heldRecord) {
 		r.mu.Lock()
 		r.complete(&h.rec, h.t, h.valid)

@@ -2,9 +2,61 @@ package survey
 
 import (
 	"context"
+	"net/netip"
 	"slices"
 	"sync"
 )
+
+// statusCodes numbers resolution statuses for the one byte a run keeps per
+// domain and path (code i+1 is names[i]; 0 is "not resolved yet"). The
+// known statuses have fixed codes; others (from a resumed file) are added.
+// Callers hold runner.mu.
+type statusCodes struct{ names []string }
+
+var knownStatuses = []string{StatusNoError, StatusNXDomain, StatusServFail, StatusRefused, StatusTimeout, StatusNoAnswer, StatusError}
+
+func (c *statusCodes) code(st string) uint8 {
+	if c.names == nil {
+		c.names = slices.Clone(knownStatuses)
+	}
+	if i := slices.Index(c.names, st); i >= 0 {
+		return uint8(i + 1)
+	}
+	if len(c.names) == 255 {
+		return uint8(slices.Index(c.names, StatusError) + 1) // a hostile file: 248 made-up statuses
+	}
+	c.names = append(c.names, st)
+	return uint8(len(c.names))
+}
+
+func (c *statusCodes) name(code uint8) string {
+	if code == 0 {
+		return ""
+	}
+	if c.names == nil {
+		c.names = slices.Clone(knownStatuses)
+	}
+	return c.names[code-1]
+}
+
+// resumedResolution is a NOERROR resolution loaded from the resumed run,
+// indexed once its probe records are known too (indexResumed).
+type resumedResolution struct {
+	rpi   int
+	di    int
+	addrs []netip.Addr
+}
+
+// statusOf is domain d's status on path names[pi] ("": not resolved).
+func (r *runner) statusOf(pi, d int) string {
+	return r.codes.name(r.status[r.names[pi]][d])
+}
+
+// eachAddr calls fn for every resolved address with its domains (see
+// domStore); after resolution and probing ended.
+func (r *runner) eachAddr(fn func(netip.Addr, []uint32)) {
+	r.doms.each(func(ai int32, doms []uint32) { fn(r.addrs.addr(ai), doms) })
+}
 
 // resolvers returns the resolver of every path that has DNS, warning about
 // the others (they still probe, but resolve nothing).
@@ -36,8 +88,8 @@ func (r *runner) resolvePaths(resolvers map[string]*Resolver) []string {
 func (r *runner) toResolve(resolvers map[string]*Resolver) int {
 	total := 0
 	for name := range resolvers {
-		for i := range r.cfg.Domains {
-			if !r.res[name][i].Done {
+		for _, st := range r.status[name] {
+			if st == 0 {
 				total++
 			}
 		}
@@ -56,13 +108,13 @@ func (r *runner) resolveAll(ctx context.Context, resolvers map[string]*Resolver,
 		for range r.cfg.ResolveWorkers {
 			wg.Go(func() {
 				for i := range jobs {
-					rec := res.Resolve(ctx, r.cfg.Domains[i], r.cfg.Family)
+					rec := res.Resolve(ctx, r.list.At(i), r.cfg.Family)
 					if ctx.Err() != nil {
 						continue // unfinished: resolved again on resume
 					}
 					rec.Valid = r.watch.valid(name)
 					r.mu.Lock()
-					r.res[name][i] = DomainResult{Done: true, Status: rec.Status, Addrs: rec.Answers}
+					r.status[name][i] = r.codes.code(rec.Status)
 					r.mu.Unlock()
 					r.write(rec)
 					stage.add(1)
@@ -74,8 +126,11 @@ func (r *runner) resolveAll(ctx context.Context, resolvers map[string]*Resolver,
 		}
 		wg.Go(func() {
 			defer close(jobs)
-			for i := range r.cfg.Domains {
-				if r.res[name][i].Done {
+			for i := range r.list.Len() {
+				r.mu.Lock()
+				done := r.status[name][i] != 0
+				r.mu.Unlock()
+				if done {
 					continue
 				}
 				select {
@@ -92,14 +147,12 @@ func (r *runner) resolveAll(ctx context.Context, resolvers map[string]*Resolver,
 // indexResumed queues the targets of the resolutions loaded from the run
 // being resumed.
 func (r *runner) indexResumed(resolvers map[string]*Resolver) {
-	for _, name := range r.resolvePaths(resolvers) {
-		pi := slices.Index(r.names, name)
-		for i, d := range r.res[name] {
-			if d.Done && d.Status == StatusNoError {
-				r.addResolved(pi, i, d.Addrs)
-			}
+	for _, rr := range r.resumed {
+		if resolvers[r.names[rr.rpi]] != nil {
+			r.addResolved(rr.rpi, rr.di, rr.addrs)
 		}
 	}
+	r.resumed = nil
 }
 
 // warnDeadResolvers says so when a path resolved nothing and most of its
@@ -107,12 +160,12 @@ func (r *runner) indexResumed(resolvers map[string]*Resolver) {
 func (r *runner) warnDeadResolvers(resolvers map[string]*Resolver) {
 	for _, name := range r.resolvePaths(resolvers) {
 		done, ok, timeouts := 0, 0, 0
-		for _, d := range r.res[name] {
-			if !d.Done {
+		for _, code := range r.status[name] {
+			if code == 0 {
 				continue
 			}
 			done++
-			switch d.Status {
+			switch r.codes.name(code) {
 			case StatusNoError:
 				ok++
 			case StatusTimeout:

@@ -1,11 +1,15 @@
 package survey
 
 import (
+	"math"
 	"net/netip"
 	"slices"
+	"strings"
 )
 
-// DomainResult is what one path's resolvers said about one domain.
+// DomainResult is what one path's resolvers said about one domain: the
+// in-memory form of summaryInput (tests, small hand-built inputs); a run
+// keeps a status byte per domain and path and the address index instead.
 type DomainResult struct {
 	Done   bool
 	Status string
@@ -21,13 +25,22 @@ type TargetResult struct {
 
 type skipKey struct{ probe, resolve, reason string }
 
-// summaryInput is everything the summary is computed from; it is small
-// (per-domain address lists and per-target medians, never probe records).
+// summaryInput is everything the summary is computed from, as streams
+// (issue 18): per domain and path a status, and every resolved address
+// once with the domains that resolved to it. Nothing in it grows with the
+// list beyond what the run holds anyway.
 type summaryInput struct {
 	Paths        []string // probe paths, in path order
 	ResolvePaths []string // paths that resolved (had DNS), in path order
 	Domains      int
-	Res          map[string][]DomainResult // resolve path -> by domain index
+	// Status is the status of domain d on path Paths[pi] ("" = not resolved).
+	Status func(pi, d int) string
+	// Addrs calls fn for every address some domain resolved to (NOERROR)
+	// with those domains, each as index in Paths<<24 | domain index.
+	Addrs func(fn func(a netip.Addr, doms []uint32))
+	// Res, if set, replaces Status and Addrs: per resolve path, by domain
+	// index, what its resolvers said.
+	Res map[string][]DomainResult
 	// Probe is the result of probing an address from Paths[i], if any.
 	Probe func(i int, a netip.Addr) (TargetResult, bool)
 	// Allowed reports the policy decision for (probe, resolve, addr).
@@ -35,52 +48,161 @@ type summaryInput struct {
 	Skipped map[skipKey]int
 }
 
+// fromResults sets Status and Addrs from Res.
+func (in *summaryInput) fromResults() {
+	res := in.Res
+	paths := in.Paths
+	in.Status = func(pi, d int) string {
+		r := res[paths[pi]]
+		if d >= len(r) || !r[d].Done {
+			return ""
+		}
+		return r[d].Status
+	}
+	in.Addrs = func(fn func(netip.Addr, []uint32)) {
+		idx := map[netip.Addr][]uint32{}
+		var order []netip.Addr
+		for pi, p := range paths {
+			for d, dr := range res[p] {
+				if !dr.Done || dr.Status != StatusNoError {
+					continue
+				}
+				for _, a := range dr.Addrs {
+					if _, ok := idx[a]; !ok {
+						order = append(order, a)
+					}
+					idx[a] = append(idx[a], uint32(pi)<<24|uint32(d))
+				}
+			}
+		}
+		for _, a := range order {
+			fn(a, idx[a])
+		}
+	}
+}
+
+// summaryChunk is how many domains the comparisons handle per pass over
+// the address index (their per-domain RTTs are held for one chunk only).
+var summaryChunk = 1 << 16
+
+// computeSummary computes the summary by streaming over the statuses and
+// the address index: resolution counts, overlap and cells in one pass per
+// cell (each cell's medians sorted for exact percentiles, then dropped),
+// comparisons in passes over chunks of domains. It equals the in-memory
+// computation exactly (TestSummaryStreamingEqualsInMemory).
 func computeSummary(in summaryInput) Summary {
+	if in.Res != nil {
+		in.fromResults()
+	}
 	s := Summary{Type: "summary", Status: "ok", Resolution: []PathResolution{}, Cells: []Cell{}, Comparisons: []Comparison{}}
-	addrSets := map[string]map[netip.Addr]struct{}{}
-	for _, r := range in.ResolvePaths {
+	pidx := func(name string) int { return slices.Index(in.Paths, name) }
+	rpis := make([]int, len(in.ResolvePaths)) // resolve paths as indexes in Paths
+	for k, r := range in.ResolvePaths {
+		rpis[k] = pidx(r)
+	}
+	okOn := make([]func(d int) bool, len(rpis)) // NOERROR on resolve path k
+	for k, r := range in.ResolvePaths {
 		pr := PathResolution{Path: r, ByStatus: map[string]int{}}
-		set := map[netip.Addr]struct{}{}
-		for _, d := range in.Res[r] {
-			if !d.Done {
+		for d := range in.Domains {
+			st := in.Status(rpis[k], d)
+			if st == "" {
 				continue
 			}
 			pr.Domains++
-			pr.ByStatus[d.Status]++
-			if d.Status == StatusNoError {
+			pr.ByStatus[st]++
+			if st == StatusNoError {
 				pr.Resolved++
-				for _, a := range d.Addrs {
-					set[a] = struct{}{}
-				}
 			}
 		}
 		pr.Failed = pr.Domains - pr.Resolved
 		s.Resolution = append(s.Resolution, pr)
-		addrSets[r] = set
-	}
-	if len(in.ResolvePaths) >= 2 {
-		s.Overlap = overlap(in, addrSets)
-	} else if len(in.ResolvePaths) == 1 {
-		s.Overlap = Overlap{PathA: in.ResolvePaths[0], IPsPathA: len(addrSets[in.ResolvePaths[0]])}
+		pi := rpis[k]
+		okOn[k] = func(d int) bool { return in.Status(pi, d) == StatusNoError }
 	}
 
-	// domainRTT[c][d] is the RTT of domain d in cell c (NaN-free: ok flag).
-	type drtt struct {
-		v  float64
-		ok bool
+	// Addresses per resolve path, the first two paths' common ones, and
+	// the domains whose address sets differ between them.
+	ips := make([]int, len(rpis))
+	common := 0
+	var differ []bool
+	var scratch []uint32
+	if len(rpis) >= 2 {
+		differ = make([]bool, in.Domains)
 	}
-	var cellRTT [][]drtt
+	in.Addrs(func(a netip.Addr, doms []uint32) {
+		on := onPaths(doms)
+		for k, pi := range rpis {
+			if on&(1<<pi) != 0 {
+				ips[k]++
+			}
+		}
+		if differ == nil {
+			return
+		}
+		pa, pb := uint32(rpis[0]), uint32(rpis[1])
+		if on&(1<<pa) != 0 && on&(1<<pb) != 0 {
+			common++
+		}
+		// A domain listed here on one of the two paths only has
+		// different address sets on them.
+		scratch = scratch[:0]
+		for _, e := range doms {
+			if p := e >> 24; p == pa || p == pb {
+				side := uint32(0)
+				if p == pb {
+					side = 1
+				}
+				scratch = append(scratch, (e&(maxDomains-1))<<1|side)
+			}
+		}
+		slices.Sort(scratch)
+		scratch = slices.Compact(scratch)
+		for i := 0; i < len(scratch); {
+			d := scratch[i] >> 1
+			if i+1 < len(scratch) && scratch[i+1]>>1 == d {
+				i += 2
+				continue
+			}
+			differ[d] = true
+			i++
+		}
+	})
+	switch {
+	case len(rpis) >= 2:
+		o := Overlap{PathA: in.ResolvePaths[0], PathB: in.ResolvePaths[1], IPsPathA: ips[0], IPsPathB: ips[1], IPsCommon: common}
+		if union := o.IPsPathA + o.IPsPathB - o.IPsCommon; union > 0 {
+			o.OverlapPct = 100 * float64(o.IPsCommon) / float64(union)
+		}
+		if in.Domains > 0 {
+			nDiffer, unresolved := 0, 0
+			for d := range in.Domains {
+				if !okOn[0](d) || !okOn[1](d) {
+					unresolved++
+				} else if differ[d] {
+					nDiffer++
+				}
+			}
+			o.DomainsDifferPct = 100 * float64(nDiffer) / float64(in.Domains)
+			o.DomainsUnresolvedSomewherePct = 100 * float64(unresolved) / float64(in.Domains)
+		}
+		s.Overlap = o
+	case len(rpis) == 1:
+		s.Overlap = Overlap{PathA: in.ResolvePaths[0], IPsPathA: ips[0]}
+	}
+	differ = nil
+
+	// Cells, one pass over the addresses each.
 	for pi, p := range in.Paths {
-		for _, r := range in.ResolvePaths {
+		for k, r := range in.ResolvePaths {
 			c := Cell{ProbePath: p, ResolvePath: r}
 			var medians []float64
-			for a := range addrSets[r] {
-				if !in.Allowed(p, r, a) {
-					continue
+			in.Addrs(func(a netip.Addr, doms []uint32) {
+				if onPaths(doms)&(1<<rpis[k]) == 0 || !in.Allowed(p, r, a) {
+					return
 				}
 				tr, ok := in.Probe(pi, a)
 				if !ok {
-					continue
+					return
 				}
 				c.Targets++
 				switch {
@@ -90,55 +212,126 @@ func computeSummary(in summaryInput) Summary {
 				case tr.HostOverloaded:
 					c.HostOverloaded++
 				}
-			}
+			})
 			c.Unresponsive = c.Targets - c.Responsive - c.HostOverloaded
 			if measured := c.Targets - c.HostOverloaded; measured > 0 {
 				c.UnresponsivePct = 100 * float64(c.Unresponsive) / float64(measured)
 			}
 			c.RTTms = rttStats(medians)
 			s.Cells = append(s.Cells, c)
+		}
+	}
+	s.Comparisons = comparisons(in, rpis, s.Cells)
+	s.Skipped = skippedCounts(in)
+	return s
+}
 
-			per := make([]drtt, in.Domains)
-			for i, d := range in.Res[r] {
-				if !d.Done || d.Status != StatusNoError {
+// onPaths is the set of paths doms lists, as bits of path indexes.
+func onPaths(doms []uint32) uint64 {
+	var on uint64
+	for _, e := range doms {
+		on |= 1 << (e >> 24)
+	}
+	return on
+}
+
+// comparisons relates every pair of cells over the domains with an RTT in
+// both (a domain's RTT in a cell: the lowest median of its responsive
+// addresses there), a chunk of domains at a time, summing in domain order.
+func comparisons(in summaryInput, rpis []int, cells []Cell) []Comparison {
+	nc := len(cells)
+	cmps := make([]Comparison, 0, nc*(nc-1)/2)
+	type acc struct {
+		sum       float64
+		n, slower int
+	}
+	accs := make([]acc, nc*nc)
+	chunk := min(summaryChunk, max(in.Domains, 1))
+	best := make([][]float64, nc)
+	for c := range best {
+		best[c] = make([]float64, chunk)
+	}
+	nr := len(rpis)
+	cellRTT := make([]float64, nc) // of the current address; NaN: none
+	for lo := 0; lo < in.Domains; lo += chunk {
+		hi := min(lo+chunk, in.Domains)
+		for c := range best {
+			for i := range best[c] {
+				best[c][i] = math.NaN()
+			}
+		}
+		in.Addrs(func(a netip.Addr, doms []uint32) {
+			inChunk := false
+			for _, e := range doms {
+				if d := int(e & (maxDomains - 1)); d >= lo && d < hi {
+					inChunk = true
+					break
+				}
+			}
+			if !inChunk {
+				return
+			}
+			on := onPaths(doms)
+			for pi, p := range in.Paths {
+				tr, ok := in.Probe(pi, a)
+				for k, r := range in.ResolvePaths {
+					c := pi*nr + k
+					cellRTT[c] = math.NaN()
+					if ok && tr.Responsive && on&(1<<rpis[k]) != 0 && in.Allowed(p, r, a) {
+						cellRTT[c] = tr.MedianMs
+					}
+				}
+			}
+			for _, e := range doms {
+				d := int(e & (maxDomains - 1))
+				if d < lo || d >= hi {
 					continue
 				}
-				for _, a := range d.Addrs {
-					if !in.Allowed(p, r, a) {
+				k := slices.Index(rpis, int(e>>24))
+				if k < 0 {
+					continue
+				}
+				for pi := range in.Paths {
+					c := pi*nr + k
+					if v := cellRTT[c]; !math.IsNaN(v) && (math.IsNaN(best[c][d-lo]) || v < best[c][d-lo]) {
+						best[c][d-lo] = v
+					}
+				}
+			}
+		})
+		for i := range nc {
+			for j := i + 1; j < nc; j++ {
+				x := &accs[i*nc+j]
+				for d := range hi - lo {
+					a, b := best[i][d], best[j][d]
+					if math.IsNaN(a) || math.IsNaN(b) {
 						continue
 					}
-					if tr, ok := in.Probe(pi, a); ok && tr.Responsive && (!per[i].ok || tr.MedianMs < per[i].v) {
-						per[i] = drtt{tr.MedianMs, true}
+					x.n++
+					x.sum += a - b
+					if a > b+SlowerMarginMs {
+						x.slower++
 					}
 				}
 			}
-			cellRTT = append(cellRTT, per)
 		}
 	}
-	for i := range s.Cells {
-		for j := i + 1; j < len(s.Cells); j++ {
-			cmp := Comparison{A: s.Cells[i].ProbePath + "/" + s.Cells[i].ResolvePath,
-				B: s.Cells[j].ProbePath + "/" + s.Cells[j].ResolvePath}
-			var sum float64
-			slower := 0
-			for d := range in.Domains {
-				a, b := cellRTT[i][d], cellRTT[j][d]
-				if !a.ok || !b.ok {
-					continue
-				}
-				cmp.Domains++
-				sum += a.v - b.v
-				if a.v > b.v+SlowerMarginMs {
-					slower++
-				}
+	for i := range nc {
+		for j := i + 1; j < nc; j++ {
+			x := accs[i*nc+j]
+			cmp := Comparison{A: cells[i].ProbePath + "/" + cells[i].ResolvePath,
+				B: cells[j].ProbePath + "/" + cells[j].ResolvePath, Domains: x.n}
+			if x.n > 0 {
+				cmp.MeanDiffMs = x.sum / float64(x.n)
+				cmp.ASlowerPct = 100 * float64(x.slower) / float64(x.n)
 			}
-			if cmp.Domains > 0 {
-				cmp.MeanDiffMs = sum / float64(cmp.Domains)
-				cmp.ASlowerPct = 100 * float64(slower) / float64(cmp.Domains)
-			}
-			s.Comparisons = append(s.Comparisons, cmp)
+			cmps = append(cmps, cmp)
 		}
 	}
+	return cmps
+}
+
+func skippedCounts(in summaryInput) []SkippedCount {
 	keys := make([]skipKey, 0, len(in.Skipped))
 	for k := range in.Skipped {
 		keys = append(keys, k)
@@ -152,70 +345,11 @@ func computeSummary(in summaryInput) Summary {
 		if ra != rb {
 			return ra - rb
 		}
-		if a.reason < b.reason {
-			return -1
-		}
-		if a.reason > b.reason {
-			return 1
-		}
-		return 0
+		return strings.Compare(a.reason, b.reason)
 	})
+	var out []SkippedCount
 	for _, k := range keys {
-		s.Skipped = append(s.Skipped, SkippedCount{ProbePath: k.probe, ResolvePath: k.resolve, Reason: k.reason, Count: in.Skipped[k]})
+		out = append(out, SkippedCount{ProbePath: k.probe, ResolvePath: k.resolve, Reason: k.reason, Count: in.Skipped[k]})
 	}
-	return s
-}
-
-func overlap(in summaryInput, sets map[string]map[netip.Addr]struct{}) Overlap {
-	a, b := in.ResolvePaths[0], in.ResolvePaths[1]
-	o := Overlap{PathA: a, PathB: b, IPsPathA: len(sets[a]), IPsPathB: len(sets[b])}
-	for ip := range sets[a] {
-		if _, ok := sets[b][ip]; ok {
-			o.IPsCommon++
-		}
-	}
-	if union := o.IPsPathA + o.IPsPathB - o.IPsCommon; union > 0 {
-		o.OverlapPct = 100 * float64(o.IPsCommon) / float64(union)
-	}
-	if in.Domains == 0 {
-		return o
-	}
-	differ, unresolved := 0, 0
-	ra, rb := in.Res[a], in.Res[b]
-	for d := range in.Domains {
-		var da, db DomainResult
-		if d < len(ra) {
-			da = ra[d]
-		}
-		if d < len(rb) {
-			db = rb[d]
-		}
-		okA := da.Done && da.Status == StatusNoError
-		okB := db.Done && db.Status == StatusNoError
-		if !okA || !okB {
-			unresolved++
-			continue
-		}
-		if !sameSet(da.Addrs, db.Addrs) {
-			differ++
-		}
-	}
-	o.DomainsDifferPct = 100 * float64(differ) / float64(in.Domains)
-	o.DomainsUnresolvedSomewherePct = 100 * float64(unresolved) / float64(in.Domains)
-	return o
-}
-
-func sameSet(a, b []netip.Addr) bool {
-	ma := map[netip.Addr]struct{}{}
-	for _, x := range a {
-		ma[x] = struct{}{}
-	}
-	mb := map[netip.Addr]struct{}{}
-	for _, x := range b {
-		mb[x] = struct{}{}
-		if _, ok := ma[x]; !ok {
-			return false
-		}
-	}
-	return len(ma) == len(mb)
+	return out
 }

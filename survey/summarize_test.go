@@ -1,7 +1,9 @@
 package survey
 
 import (
+	"math/rand/v2"
 	"net/netip"
+	"slices"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -123,5 +125,62 @@ func probeMap(paths []string, m map[string]map[netip.Addr]TargetResult) func(int
 	return func(i int, a netip.Addr) (TargetResult, bool) {
 		tr, ok := m[paths[i]][a]
 		return tr, ok
+	}
+}
+
+// The streaming summary equals the in-memory reference on random
+// three-path surveys (overlaps, differing sets, failures, unprobed and
+// overloaded targets, a policy), with comparisons done in small chunks.
+func TestSummaryStreamingEqualsInMemory(t *testing.T) {
+	defer func(c int) { summaryChunk = c }(summaryChunk)
+	rng := rand.New(rand.NewPCG(1, 2))
+	statuses := []string{StatusNoError, StatusNoError, StatusNoError, StatusNXDomain, StatusTimeout, StatusServFail}
+	for trial := range 40 {
+		summaryChunk = 1 + rng.IntN(50)
+		paths := []string{"A", "B", "C"}
+		nd := 1 + rng.IntN(300)
+		pool := make([]netip.Addr, 1+rng.IntN(200))
+		for i := range pool {
+			pool[i] = netip.AddrFrom4([4]byte{byte(10 + 180*rng.IntN(2)), 0, byte(i >> 8), byte(i)})
+		}
+		res := map[string][]DomainResult{}
+		probes := map[string]map[netip.Addr]TargetResult{}
+		for _, p := range paths {
+			rs := make([]DomainResult, nd)
+			for d := range rs {
+				if rng.IntN(10) == 0 {
+					continue // not resolved
+				}
+				st := statuses[rng.IntN(len(statuses))]
+				rs[d] = DomainResult{Done: true, Status: st}
+				if st == StatusNoError {
+					for range 1 + rng.IntN(3) {
+						a := pool[rng.IntN(len(pool))]
+						if !slices.Contains(rs[d].Addrs, a) {
+							rs[d].Addrs = append(rs[d].Addrs, a)
+						}
+					}
+				}
+			}
+			res[p] = rs
+			m := map[netip.Addr]TargetResult{}
+			for _, a := range pool {
+				switch rng.IntN(6) {
+				case 0: // not probed
+				case 1:
+					m[a] = TargetResult{}
+				case 2:
+					m[a] = TargetResult{HostOverloaded: true}
+				default:
+					m[a] = TargetResult{Responsive: true, MedianMs: float64(rng.IntN(2000)) / 10}
+				}
+			}
+			probes[p] = m
+		}
+		rps := paths[:1+rng.IntN(3)]
+		in := summaryInput{Paths: paths, ResolvePaths: rps, Domains: nd, Res: res, Probe: probeMap(paths, probes),
+			Allowed: func(p, r string, x netip.Addr) bool { return p == r || !x.IsPrivate() },
+			Skipped: map[skipKey]int{{"B", "A", SkipCrossPrivate}: 3, {"A", "A", SkipMaxBytes}: 1}}
+		require.Equal(t, computeSummaryRef(in), computeSummary(in), "trial %d", trial)
 	}
 }

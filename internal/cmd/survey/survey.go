@@ -62,6 +62,7 @@ type Options struct {
 	Out               string
 	Resume            string
 	NoUpload          bool
+	MemProfile        string // hidden: heap profile at the live heap's peak
 	// Spool opens the upload spool (nil: none).
 	Spool func(noUpload bool) (*cmdutil.Spooled, error)
 }
@@ -139,6 +140,8 @@ OLD's resolution and probe records, then only what is missing is measured.`,
 	cmdutil.OutputFlag(cmd, &opts.Out, "write JSON Lines to `file` (- for stdout)")
 	fl.StringVar(&opts.Resume, "resume", "", "continue the interrupted run in `file` (write to a different --output)")
 	fl.BoolVar(&opts.NoUpload, "no-upload", false, "keep the result in the spool; `mptester upload` sends it later")
+	fl.StringVar(&opts.MemProfile, "memprofile", "", "write a heap profile taken at the live heap's peak to `file` and log the memory peaks")
+	_ = fl.MarkHidden("memprofile")
 	return cmd
 }
 
@@ -191,12 +194,18 @@ func applyConfig(opts *Options) {
 	})
 }
 
-// memoryLimit is the soft heap limit of a survey of n domains unless
-// GOMEMLIMIT says otherwise: a top-10K run stays within a Raspberry Pi's
-// spare memory (64 MB target) because the GC works harder instead of
-// growing the heap; bigger lists get room for their per-domain state so
-// the GC does not thrash.
-func memoryLimit(n int) int64 { return 48<<20 + int64(n)*512 }
+// memoryLimit is the soft limit of the Go runtime's memory (heap and
+// goroutine stacks) for a survey of n domains unless GOMEMLIMIT says
+// otherwise: the GC works harder instead of growing the heap, so a survey
+// stays within a Raspberry Pi's spare memory (64 MB of RSS, issue 18; the
+// binary alone starts at ~29 MB of RSS, its code and package data
+// included). What a run holds grows slowly with the list now: ~5 bytes a
+// domain (the DomainList's offsets, a status byte per path; names and the
+// domains of each address spill to temporary files) and ~100 bytes a
+// resolved address (its number, state and results), so 16 bytes a domain
+// on top of a fixed 36 MiB: 37.5 MiB at 100K, 51 MiB at 1M. It was 48 MiB
+// + 512 B a domain: 97 MiB at 100K, 536 MiB at 1M.
+func memoryLimit(n int) int64 { return 36<<20 + int64(n)*16 }
 
 func surveyRun(ctx context.Context, opts *Options) error {
 	log := opts.Logger()
@@ -209,23 +218,28 @@ func surveyRun(ctx context.Context, opts *Options) error {
 		return err
 	}
 	cfg.Logger = log
+	if opts.MemProfile != "" {
+		mw := startMemWatch(opts.MemProfile, log)
+		defer mw.Stop()
+	}
 
-	domains, info, err := loadDomains(ctx, opts)
+	list, info, err := loadDomains(ctx, opts)
 	if err != nil {
 		return err
 	}
+	defer list.Close()
 	if info.Malformed > 0 {
 		log.Warn("malformed list lines skipped", "count", info.Malformed, "first", strings.Join(info.FirstMalformed, "; "))
 	}
 	if info.Duplicates > 0 {
 		log.Info("duplicate domains dropped", "count", info.Duplicates)
 	}
-	if len(domains) == 0 {
+	if list.Len() == 0 {
 		return cmdutil.FlagErrorf("the list %s holds no usable domain", info.Source)
 	}
-	cfg.Domains = domains
+	cfg.List = list
 	if os.Getenv("GOMEMLIMIT") == "" {
-		old := debug.SetMemoryLimit(memoryLimit(len(domains)))
+		old := debug.SetMemoryLimit(memoryLimit(list.Len()))
 		defer debug.SetMemoryLimit(old)
 	}
 
@@ -392,10 +406,10 @@ func buildConfig(opts *Options) (survey.Config, error) {
 		DNSTimeout: opts.DNSTimeout, DNSRetries: opts.DNSRetries, ResolverCap: opts.ResolverCap}, nil
 }
 
-func loadDomains(ctx context.Context, opts *Options) ([]survey.Domain, survey.ListInfo, error) {
+func loadDomains(ctx context.Context, opts *Options) (*survey.DomainList, survey.ListInfo, error) {
 	switch {
 	case opts.List != "":
-		ds, info, err := survey.LoadList(opts.List, opts.Top)
+		ds, info, err := survey.OpenList(opts.List, opts.Top)
 		if err != nil {
 			from := opts.listFrom
 			if from == "" {
@@ -413,7 +427,7 @@ func loadDomains(ctx context.Context, opts *Options) ([]survey.Domain, survey.Li
 		if err != nil {
 			return nil, survey.ListInfo{}, err
 		}
-		ds, info, err := survey.LoadList(path, opts.Top)
+		ds, info, err := survey.OpenList(path, opts.Top)
 		info.Source, info.ID, info.RetrievedAt = "tranco", id, report.Timestamp(at)
 		return ds, info, err
 	}

@@ -1,0 +1,100 @@
+package survey
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"runtime/metrics"
+	"runtime/pprof"
+	"strings"
+	"sync"
+	"time"
+)
+
+// memWatch backs the hidden --memprofile flag (issue 18: memory at 100K
+// and 1M domains): it samples the live heap (after the last GC) and the
+// goroutine stacks every 250 ms, writes a heap profile to path each time
+// the live heap passes its previous peak by 5%, and logs the peaks when
+// stopped.
+type memWatch struct {
+	path       string
+	log        *slog.Logger
+	peakLive   uint64
+	peakStacks uint64
+	peakGs     uint64
+	written    uint64
+	stop       context.CancelFunc
+	wg         sync.WaitGroup
+	err        error
+}
+
+var memSamples = []metrics.Sample{{Name: "/gc/heap/live:bytes"}, {Name: "/memory/classes/heap/stacks:bytes"}, {Name: "/sched/goroutines:goroutines"}}
+
+func startMemWatch(path string, log *slog.Logger) *memWatch {
+	ctx, cancel := context.WithCancel(context.Background())
+	m := &memWatch{path: path, log: log, stop: cancel}
+	m.wg.Go(func() {
+		t := time.NewTicker(250 * time.Millisecond)
+		defer t.Stop()
+		for {
+			m.sample()
+			select {
+			case <-t.C:
+			case <-ctx.Done():
+				return
+			}
+		}
+	})
+	return m
+}
+
+func (m *memWatch) sample() {
+	s := append([]metrics.Sample(nil), memSamples...)
+	metrics.Read(s)
+	live, stacks := s[0].Value.Uint64(), s[1].Value.Uint64()
+	m.peakStacks = max(m.peakStacks, stacks)
+	m.peakGs = max(m.peakGs, s[2].Value.Uint64())
+	if live <= m.peakLive {
+		return
+	}
+	m.peakLive = live
+	if live < m.written+m.written/20 {
+		return
+	}
+	m.written = live
+	f, err := os.Create(m.path)
+	if err == nil {
+		err = pprof.Lookup("heap").WriteTo(f, 0)
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+	}
+	if err != nil && m.err == nil {
+		m.err = err
+	}
+}
+
+// Stop ends the sampling and logs the peaks (and the process's peak RSS
+// where the OS says it).
+func (m *memWatch) Stop() {
+	m.stop()
+	m.wg.Wait()
+	m.log.Info("memory", "peak_live_heap_mb", fmt.Sprintf("%.1f", float64(m.peakLive)/1e6),
+		"peak_goroutine_stacks_mb", fmt.Sprintf("%.1f", float64(m.peakStacks)/1e6), "peak_goroutines", m.peakGs, "peak_rss", peakRSS(), "profile", m.path, "err", m.err)
+}
+
+// peakRSS is VmHWM from /proc/self/status ("" where there is none).
+func peakRSS() string {
+	b, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return ""
+	}
+	var kb int64
+	for _, line := range strings.Split(string(b), "\n") {
+		if _, err := fmt.Sscanf(line, "VmHWM: %d kB", &kb); err == nil {
+			return fmt.Sprintf("%.1f MB", float64(kb)*1024/1e6)
+		}
+	}
+	return ""
+}

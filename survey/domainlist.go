@@ -1,0 +1,299 @@
+package survey
+
+import (
+	"bytes"
+	"fmt"
+	"hash/maphash"
+	"io"
+	"os"
+)
+
+// DomainList is a ranked list held compactly (issue 18: a top-1M list as
+// []Domain was ~45 MB of string headers and names, its duplicate check a
+// map of another ~60 MB): per domain 8 bytes in memory (end offset and
+// rank), the names in one byte buffer that moves to an unlinked temporary
+// file once it passes spillNamesAt. Reads are safe from many goroutines
+// once the list is built.
+type DomainList struct {
+	ends  []uint32 // end offset of name i in the name store
+	ranks []uint32 // nil while every rank is its position (i+1), as in Tranco lists
+	names nameStore
+	set   *nameSet // built on demand (Index); nil otherwise
+}
+
+// spillNamesAt is how many bytes of names stay in memory (about 50K
+// Tranco names) before they all go to a temporary file.
+const spillNamesAt = 1 << 20
+
+// testSpillNamesAt, when > 0, replaces spillNamesAt (tests).
+var testSpillNamesAt = 0
+
+// NewDomainList copies ds into a compact list.
+func NewDomainList(ds []Domain) *DomainList {
+	l := &DomainList{ends: make([]uint32, 0, len(ds))}
+	for _, d := range ds {
+		l.add(d.Rank, []byte(d.Name))
+	}
+	l.names.done()
+	return l
+}
+
+// Len is the number of domains.
+func (l *DomainList) Len() int { return len(l.ends) }
+
+// Rank of domain i.
+func (l *DomainList) Rank(i int) int {
+	if l.ranks == nil {
+		return i + 1
+	}
+	return int(l.ranks[i])
+}
+
+// Name of domain i.
+func (l *DomainList) Name(i int) string { return string(l.name(i, nil)) }
+
+// At is domain i.
+func (l *DomainList) At(i int) Domain { return Domain{Rank: l.Rank(i), Name: l.Name(i)} }
+
+// Slice returns the list as []Domain.
+func (l *DomainList) Slice() []Domain {
+	out := make([]Domain, l.Len())
+	for i := range out {
+		out[i] = l.At(i)
+	}
+	return out
+}
+
+// Spilled says whether the names are in a temporary file.
+func (l *DomainList) Spilled() bool { return l.names.f != nil }
+
+// Close removes the temporary file, if any.
+func (l *DomainList) Close() error {
+	if l == nil {
+		return nil
+	}
+	return l.names.close()
+}
+
+func (l *DomainList) start(i int) uint32 {
+	if i == 0 {
+		return 0
+	}
+	return l.ends[i-1]
+}
+
+// name reads name i into buf (reused when big enough).
+func (l *DomainList) name(i int, buf []byte) []byte {
+	return l.names.get(l.start(i), l.ends[i], buf)
+}
+
+func (l *DomainList) add(rank int, name []byte) {
+	l.names.add(name)
+	i := len(l.ends)
+	l.ends = append(l.ends, uint32(l.names.size))
+	if l.ranks == nil && rank != i+1 {
+		l.ranks = make([]uint32, i, cap(l.ends))
+		for j := range l.ranks {
+			l.ranks[j] = uint32(j + 1)
+		}
+	}
+	if l.ranks != nil {
+		l.ranks = append(l.ranks, uint32(rank))
+	}
+}
+
+// Index builds the name lookup Find uses (resume).
+func (l *DomainList) Index() {
+	if l.set != nil {
+		return
+	}
+	l.set = newNameSet(l.Len())
+	var buf []byte
+	for i := range l.Len() {
+		buf = l.name(i, buf)
+		l.set.insert(l, buf, i)
+	}
+}
+
+// Find returns the index of name; Index must have been called.
+func (l *DomainList) Find(name string) (int, bool) {
+	return l.set.find(l, []byte(name))
+}
+
+// nameStore is the names of a list back to back: in memory, or past
+// spillNamesAt in a temporary file with the newest bytes in a write buffer.
+type nameStore struct {
+	mem   []byte // bytes [base, size)
+	base  int64  // bytes before base are in f
+	size  int64
+	f     *os.File
+	err   error // the file failed: everything stays in memory from then on
+	limit int
+}
+
+func (s *nameStore) add(b []byte) {
+	limit := spillNamesAt
+	if testSpillNamesAt > 0 {
+		limit = testSpillNamesAt
+	}
+	switch {
+	case s.err != nil:
+	case s.f == nil && s.size+int64(len(b)) > int64(limit):
+		s.flush() // the list is long: its names go to the file
+	case s.f != nil && len(s.mem)+len(b) > 64<<10:
+		s.flush()
+	}
+	s.mem = append(s.mem, b...)
+	s.size += int64(len(b))
+}
+
+// flush moves the buffered names to the file (created on first use).
+func (s *nameStore) flush() {
+	if s.f == nil {
+		f, err := unlinkedTemp("mptester-survey-names-*")
+		if err != nil {
+			s.err = err
+			return
+		}
+		s.f = f
+	}
+	if _, err := s.f.WriteAt(s.mem, s.base); err != nil {
+		s.err = err
+		return
+	}
+	s.base += int64(len(s.mem))
+	s.mem = s.mem[:0]
+	if cap(s.mem) > 64<<10 {
+		s.mem = make([]byte, 0, 64<<10) // the write buffer from now on
+	}
+}
+
+// done ends building: a spilled store keeps at most its last buffer.
+func (s *nameStore) done() {
+	if s.f != nil && s.err == nil {
+		s.flush()
+		if s.err == nil {
+			s.mem = nil
+		}
+	}
+	if s.f == nil && cap(s.mem) > len(s.mem)+len(s.mem)/8 {
+		s.mem = bytes.Clone(s.mem)
+	}
+}
+
+func (s *nameStore) get(start, end uint32, buf []byte) []byte {
+	if int64(start) >= s.base {
+		return append(buf[:0], s.mem[int64(start)-s.base:int64(end)-s.base]...)
+	}
+	n := int(end - start)
+	if cap(buf) < n {
+		buf = make([]byte, n)
+	}
+	buf = buf[:n]
+	if _, err := s.f.ReadAt(buf, int64(start)); err != nil && err != io.EOF {
+		// The file was written by this process and is still open: a
+		// failing read means the disk failed under us.
+		panic(fmt.Sprintf("survey: read spilled domain names: %v", err))
+	}
+	return buf
+}
+
+func (s *nameStore) close() error {
+	if s.f == nil {
+		return nil
+	}
+	err := closeTemp(s.f)
+	s.f = nil
+	return err
+}
+
+// nameSet is an open-addressing hash set of list indexes (8 bytes a slot,
+// at most half full): the high 32 bits of a name's hash and its index+1.
+// The slot is taken from those same 32 bits, so the table grows without
+// the names; equal hashes are told apart by comparing the names.
+type nameSet struct {
+	seed  maphash.Seed
+	slots []uint64
+	n     int
+	shift uint                // 64 - log2(len(slots))
+	testH func([]byte) uint64 // tests: a hash that collides
+}
+
+func newNameSet(hint int) *nameSet {
+	s := &nameSet{seed: maphash.MakeSeed()}
+	s.resize(max(hint, 8) * 2)
+	return s
+}
+
+func (s *nameSet) resize(want int) {
+	size, bits := 16, uint(4)
+	for size < want && bits < 30 { // a list has under maxDomains names
+		size, bits = size*2, bits+1
+	}
+	old := s.slots
+	s.slots, s.shift = make([]uint64, size), 64-bits
+	for _, e := range old {
+		if e != 0 {
+			s.place(e)
+		}
+	}
+}
+
+func (s *nameSet) place(e uint64) {
+	mask := uint64(len(s.slots) - 1)
+	for p := (e >> 32 << 32) >> s.shift; ; p = (p + 1) & mask {
+		if s.slots[p] == 0 {
+			s.slots[p] = e
+			return
+		}
+	}
+}
+
+// lookup returns the index of name in l, or the slot where it would go.
+func (s *nameSet) lookup(l *DomainList, name []byte, hi uint64, buf []byte) (idx int, slot uint64, found bool) {
+	mask := uint64(len(s.slots) - 1)
+	for p := (hi << 32) >> s.shift; ; p = (p + 1) & mask {
+		e := s.slots[p]
+		if e == 0 {
+			return 0, p, false
+		}
+		if e>>32 == hi {
+			i := int(uint32(e)) - 1
+			if bytes.Equal(l.name(i, buf), name) {
+				return i, p, true
+			}
+		}
+	}
+}
+
+func (s *nameSet) hash(name []byte) uint64 {
+	if s.testH != nil {
+		return s.testH(name)
+	}
+	return maphash.Bytes(s.seed, name) >> 32
+}
+
+// insert adds index i for name unless the name is there already; it
+// returns the index the name has.
+func (s *nameSet) insert(l *DomainList, name []byte, i int) (int, bool) {
+	hi := s.hash(name)
+	if j, slot, found := s.lookup(l, name, hi, nil); found {
+		return j, false
+	} else if 2*(s.n+1) <= len(s.slots) {
+		s.slots[slot] = hi<<32 | uint64(i+1)
+		s.n++
+		return i, true
+	}
+	s.resize(2 * len(s.slots))
+	s.place(hi<<32 | uint64(i+1))
+	s.n++
+	return i, true
+}
+
+func (s *nameSet) find(l *DomainList, name []byte) (int, bool) {
+	if s == nil {
+		return 0, false
+	}
+	i, _, ok := s.lookup(l, name, s.hash(name), nil)
+	return i, ok
+}

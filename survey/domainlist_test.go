@@ -1,0 +1,132 @@
+package survey
+
+import (
+	"fmt"
+	"net/netip"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// A list past the spill threshold keeps its names in a temporary file and
+// reads back exactly what was parsed: every name, rank and duplicate.
+func TestDomainListSpilled(t *testing.T) {
+	defer func(old int) { testSpillNamesAt = old }(testSpillNamesAt)
+	testSpillNamesAt = 1000
+	var b strings.Builder
+	var want []Domain
+	for i := 1; i <= 5000; i++ {
+		name := fmt.Sprintf("site%d.example", i)
+		if i%7 == 0 { // a duplicate of an earlier line
+			name = fmt.Sprintf("site%d.example", i-1)
+		} else {
+			want = append(want, Domain{Rank: i, Name: name})
+		}
+		fmt.Fprintf(&b, "%d,%s\n", i, name)
+	}
+	l, info, err := parseList(strings.NewReader(b.String()), 0, 16)
+	require.NoError(t, err)
+	defer l.Close()
+	assert.True(t, l.Spilled())
+	assert.Equal(t, 5000/7, info.Duplicates)
+	require.Equal(t, len(want), l.Len())
+	assert.Equal(t, want, l.Slice())
+	l.Index()
+	for i, d := range want {
+		j, ok := l.Find(d.Name)
+		require.True(t, ok, d.Name)
+		require.Equal(t, i, j)
+	}
+	_, ok := l.Find("site5001.example")
+	assert.False(t, ok)
+
+	small := NewDomainList(want[:10]) // ranks 1-6, then 8 (7 was a duplicate)
+	assert.False(t, small.Spilled())
+	assert.Equal(t, want[:10], small.Slice())
+	assert.NotNil(t, small.ranks)
+	implicit := NewDomainList(want[:6])
+	assert.Nil(t, implicit.ranks, "ranks 1..6 need no table")
+	assert.Equal(t, want[:6], implicit.Slice())
+}
+
+// Names whose 32-bit hashes collide are still told apart by their bytes.
+func TestNameSetCollisions(t *testing.T) {
+	l := NewDomainList(nil)
+	s := newNameSet(4)
+	s.testH = func(b []byte) uint64 { return uint64(len(b)) } // 4 distinct hashes for 3000 names
+	for i := range 3000 {
+		name := []byte(fmt.Sprintf("n%d.test", i))
+		_, isNew := s.insert(l, name, l.Len())
+		require.True(t, isNew)
+		l.add(i+1, name)
+	}
+	for i := range 3000 {
+		_, isNew := s.insert(l, []byte(fmt.Sprintf("n%d.test", i)), l.Len())
+		require.False(t, isNew)
+	}
+	assert.Equal(t, 3000, s.n)
+}
+
+// The domains of every address come back grouped, in arrival order,
+// whether they stayed in memory or went through the temporary files in
+// several grouping passes.
+func TestDomStoreSpilled(t *testing.T) {
+	defer func(old int) { testDomSpillAt = old }(testDomSpillAt)
+	for _, at := range []int{0, 7} {
+		testDomSpillAt = at
+		var d domStore
+		want := map[int32][]uint32{}
+		for i := range 5000 {
+			ai := int32((i * 7919) % 97)
+			if i%500 == 0 {
+				ai = 3 // one address with more entries than a grouping pass holds
+			}
+			e := uint32(i%3)<<24 | uint32(i)
+			d.add(ai, e)
+			want[ai] = append(want[ai], e)
+		}
+		require.NoError(t, d.seal(100))
+		assert.Equal(t, at > 0, d.g != nil)
+		for ai := range int32(100) {
+			assert.Equal(t, want[ai], append([]uint32(nil), d.get(ai, nil)...), "address %d", ai)
+		}
+		n := 0
+		d.each(func(ai int32, doms []uint32) {
+			assert.Equal(t, int32(n), ai)
+			assert.Equal(t, want[ai], append([]uint32(nil), doms...))
+			n++
+		})
+		assert.Equal(t, 100, n)
+		d.close()
+	}
+}
+
+// The address index numbers addresses in order of first sight, tells an
+// IPv4 address from its IPv4-mapped IPv6 form, and survives growth.
+func TestAddrIndex(t *testing.T) {
+	var x addrIndex
+	_, ok := x.get(netip.MustParseAddr("1.2.3.4"))
+	assert.False(t, ok)
+	var all []netip.Addr
+	for i := range 5000 {
+		a := netip.AddrFrom4([4]byte{10, 0, byte(i >> 8), byte(i)})
+		all = append(all, a, netip.AddrFrom16(a.As16()))
+	}
+	for i, a := range all {
+		n, isNew := x.insert(a)
+		require.True(t, isNew, a)
+		require.Equal(t, int32(i), n)
+	}
+	for i, a := range all {
+		n, isNew := x.insert(a)
+		require.False(t, isNew)
+		require.Equal(t, int32(i), n)
+		g, ok := x.get(a)
+		require.True(t, ok)
+		require.Equal(t, int32(i), g)
+		require.Equal(t, a, x.addr(n))
+	}
+	assert.Equal(t, len(all), x.len())
+}
