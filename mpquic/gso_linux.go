@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"net"
+	"net/netip"
 	"syscall"
 	"unsafe"
 )
@@ -30,21 +31,23 @@ func gsoCapable(pc net.PacketConn) bool {
 	return serr == nil
 }
 
-func writeGSO(pc net.PacketConn, b []byte, seg int, to net.Addr, oob *[]byte) error {
+func writeGSO(pc net.PacketConn, b []byte, seg int, to net.Addr, src netip.Addr, oob *[]byte) error {
 	uc, ok := pc.(*net.UDPConn)
 	ua, ok2 := to.(*net.UDPAddr)
 	if !ok || !ok2 {
 		return errors.ErrUnsupported
 	}
-	if len(*oob) == 0 {
-		*oob = make([]byte, syscall.CmsgSpace(2))
-		h := (*syscall.Cmsghdr)(unsafe.Pointer(&(*oob)[0]))
-		h.Level = syscall.IPPROTO_UDP
-		h.Type = udpSegment
-		h.SetLen(syscall.CmsgLen(2))
+	o := append((*oob)[:0], make([]byte, syscall.CmsgSpace(2))...)
+	h := (*syscall.Cmsghdr)(unsafe.Pointer(&o[0]))
+	h.Level = syscall.IPPROTO_UDP
+	h.Type = udpSegment
+	h.SetLen(syscall.CmsgLen(2))
+	binary.NativeEndian.PutUint16(o[syscall.CmsgLen(0):], uint16(seg))
+	if src.IsValid() {
+		o = appendSrc(o, src)
 	}
-	binary.NativeEndian.PutUint16((*oob)[syscall.CmsgLen(0):], uint16(seg))
-	_, _, err := uc.WriteMsgUDP(b, *oob, ua)
+	*oob = o
+	_, _, err := uc.WriteMsgUDP(b, o, ua)
 	return err
 }
 

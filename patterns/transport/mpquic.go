@@ -52,7 +52,10 @@ func (t *mpquicTransport) Name() string { return nameMPQUIC }
 func mpquicConfig(idle time.Duration) *mpquic.Config {
 	// Streams queue at most UnsentLimit, like TCP senders (LimitUnsent).
 	return &mpquic.Config{MaxIdleTimeout: idle, KeepAlivePeriod: idle / 3, SendBuffer: UnsentLimit,
-		StreamReceiveWindow: 16 << 20, ConnectionReceiveWindow: 32 << 20}
+		StreamReceiveWindow: 16 << 20, ConnectionReceiveWindow: 32 << 20,
+		// The same floor as quic-handover's failure rule: one starved PTO
+		// on a ~20 ms path is not a failed path.
+		MinFailureTimeout: DefaultHandover.MinTimeout}
 }
 
 // mpquicStatus says what package mpquic's errors mean.
