@@ -14,6 +14,14 @@ import (
 const udpSegment = 103
 
 func gsoCapable(pc net.PacketConn) bool {
+	var serr error
+	return controlUDP(pc, func(fd int) {
+		_, serr = syscall.GetsockoptInt(fd, syscall.IPPROTO_UDP, udpSegment)
+	}) && serr == nil
+}
+
+// controlUDP runs f on pc's descriptor; false if pc is no UDP socket.
+func controlUDP(pc net.PacketConn, f func(fd int)) bool {
 	uc, ok := pc.(*net.UDPConn)
 	if !ok {
 		return false
@@ -22,13 +30,7 @@ func gsoCapable(pc net.PacketConn) bool {
 	if err != nil {
 		return false
 	}
-	var serr error
-	if err := rc.Control(func(fd uintptr) {
-		_, serr = syscall.GetsockoptInt(int(fd), syscall.IPPROTO_UDP, udpSegment)
-	}); err != nil {
-		return false
-	}
-	return serr == nil
+	return rc.Control(func(fd uintptr) { f(int(fd)) }) == nil
 }
 
 func writeGSO(pc net.PacketConn, b []byte, seg int, to net.Addr, src netip.Addr, oob *[]byte) error {

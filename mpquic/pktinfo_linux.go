@@ -16,23 +16,12 @@ import (
 // enableDstInfo asks for each datagram's destination address; false when
 // the socket is not a UDP socket or refuses both options.
 func enableDstInfo(pc net.PacketConn) bool {
-	uc, ok := pc.(*net.UDPConn)
-	if !ok {
-		return false
-	}
-	rc, err := uc.SyscallConn()
-	if err != nil {
-		return false
-	}
 	on := false
-	if err := rc.Control(func(fd uintptr) {
-		e4 := syscall.SetsockoptInt(int(fd), syscall.IPPROTO_IP, syscall.IP_PKTINFO, 1)
-		e6 := syscall.SetsockoptInt(int(fd), syscall.IPPROTO_IPV6, syscall.IPV6_RECVPKTINFO, 1)
+	return controlUDP(pc, func(fd int) {
+		e4 := syscall.SetsockoptInt(fd, syscall.IPPROTO_IP, syscall.IP_PKTINFO, 1)
+		e6 := syscall.SetsockoptInt(fd, syscall.IPPROTO_IPV6, syscall.IPV6_RECVPKTINFO, 1)
 		on = e4 == nil || e6 == nil
-	}); err != nil {
-		return false
-	}
-	return on
+	}) && on
 }
 
 // readWithDst reads one datagram and the address it was sent to (invalid
