@@ -36,6 +36,12 @@ type Config struct {
 	MaxPathID uint32
 	// DisableMultipath leaves initial_max_path_id out: plain QUIC v1.
 	DisableMultipath bool
+	// MinFailureTimeout is the least time without a packet received on a
+	// path before a PTO marks it potentially failed; default 0 (the PTO
+	// alone). A floor keeps one spurious PTO of a starved timer on a
+	// short-RTT path from moving traffic to the backup, as quic-handover's
+	// HandoverConfig.MinTimeout does (study 000 §II-B).
+	MinFailureTimeout time.Duration
 }
 
 const (
@@ -48,6 +54,9 @@ func (c *Config) withDefaults() (Config, error) {
 	var o Config
 	if c != nil {
 		o = *c
+	}
+	if o.MinFailureTimeout < 0 {
+		return o, fmt.Errorf("mpquic: MinFailureTimeout %v is negative", o.MinFailureTimeout)
 	}
 	if o.MaxIdleTimeout == 0 {
 		o.MaxIdleTimeout = 30 * time.Second

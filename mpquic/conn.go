@@ -6,6 +6,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"net"
+	"net/netip"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -76,6 +77,7 @@ type datagram struct {
 	b    []byte
 	buf  *[]byte // pooled buffer to return, may be nil
 	from net.Addr
+	to   netip.Addr // the local address it was sent to, when the listener knows it
 }
 
 var bufPool = sync.Pool{New: func() any { b := make([]byte, readBufSize); return &b }}
@@ -157,8 +159,9 @@ type Conn struct {
 	dataRecvd      uint64 // sum of streams' highest offsets
 	dataConsumed   uint64
 	sendMaxData    bool
-	blockedAt      uint64   // DATA_BLOCKED sent at this limit
-	from           net.Addr // where the datagram being handled came from
+	blockedAt      uint64     // DATA_BLOCKED sent at this limit
+	from           net.Addr   // where the datagram being handled came from
+	local          netip.Addr // and the local address it was sent to (server, pktinfo)
 	pathsValidated int
 
 	// Closing (RFC 9000 §10.2).
@@ -462,7 +465,7 @@ func (c *Conn) handleDatagram(d datagram, now time.Time) {
 			return
 		}
 		first = false
-		c.from = d.from
+		c.from, c.local = d.from, d.to
 		if p := c.handlePacket(h, pkt, now, false); p != nil && !c.isClient && !counted {
 			p.socketRecv.Add(uint64(len(d.b))) // a client's reader counts per socket
 			counted = true
@@ -1171,6 +1174,7 @@ func (c *Conn) onTimers(now time.Time) {
 		c.failStreams()
 		return
 	}
+	c.checkPathFailures(now)
 	c.onLossTimer(now)
 	c.closeAbandoned(now)
 	if ka := c.conf.KeepAlivePeriod; ka > 0 && c.confirmed && now.Sub(c.lastActivity()) >= ka {
@@ -1208,6 +1212,7 @@ func (c *Conn) nextTimer() time.Time {
 	}
 	lt, _, _ := c.lossDetectionTimer()
 	earliest(lt)
+	earliest(c.failTimer())
 	for _, sp := range c.spaceList {
 		if c.spaces[sp.kind].seal != nil {
 			earliest(sp.ackAt)

@@ -242,9 +242,13 @@ func (l *Listener) Close() error {
 }
 
 func (l *Listener) readLoop() {
+	var oob []byte
+	if enableDstInfo(l.pconn) {
+		oob = make([]byte, 128)
+	}
 	for {
 		bp := bufPool.Get().(*[]byte)
-		n, from, err := l.pconn.ReadFrom(*bp)
+		n, from, to, err := readWithDst(l.pconn, *bp, oob)
 		if err != nil {
 			bufPool.Put(bp)
 			select {
@@ -257,7 +261,7 @@ func (l *Listener) readLoop() {
 			}
 			continue
 		}
-		if !l.dispatch(datagram{b: (*bp)[:n], buf: bp, from: from}) {
+		if !l.dispatch(datagram{b: (*bp)[:n], buf: bp, from: from, to: to}) {
 			bufPool.Put(bp)
 		}
 	}
@@ -317,6 +321,7 @@ func (l *Listener) newConn(d datagram) *Conn {
 		return nil // §14.1: a client's Initial datagram is at least 1200 bytes
 	}
 	c := newConn(false, l.pconn, d.from, l.conf, l.tlsConf)
+	c.p0().local = d.to
 	c.origDCID = append([]byte(nil), h.DCID...)
 	c.p0().dcid = append([]byte{}, h.SCID...) // non-nil: quic-go clients use empty IDs
 	keys := []string{string(c.origDCID), string(c.scid)}

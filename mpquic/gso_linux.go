@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"net"
+	"net/netip"
 	"syscall"
 	"unsafe"
 )
@@ -13,6 +14,14 @@ import (
 const udpSegment = 103
 
 func gsoCapable(pc net.PacketConn) bool {
+	var serr error
+	return controlUDP(pc, func(fd int) {
+		_, serr = syscall.GetsockoptInt(fd, syscall.IPPROTO_UDP, udpSegment)
+	}) && serr == nil
+}
+
+// controlUDP runs f on pc's descriptor; false if pc is no UDP socket.
+func controlUDP(pc net.PacketConn, f func(fd int)) bool {
 	uc, ok := pc.(*net.UDPConn)
 	if !ok {
 		return false
@@ -21,30 +30,26 @@ func gsoCapable(pc net.PacketConn) bool {
 	if err != nil {
 		return false
 	}
-	var serr error
-	if err := rc.Control(func(fd uintptr) {
-		_, serr = syscall.GetsockoptInt(int(fd), syscall.IPPROTO_UDP, udpSegment)
-	}); err != nil {
-		return false
-	}
-	return serr == nil
+	return rc.Control(func(fd uintptr) { f(int(fd)) }) == nil
 }
 
-func writeGSO(pc net.PacketConn, b []byte, seg int, to net.Addr, oob *[]byte) error {
+func writeGSO(pc net.PacketConn, b []byte, seg int, to net.Addr, src netip.Addr, oob *[]byte) error {
 	uc, ok := pc.(*net.UDPConn)
 	ua, ok2 := to.(*net.UDPAddr)
 	if !ok || !ok2 {
 		return errors.ErrUnsupported
 	}
-	if len(*oob) == 0 {
-		*oob = make([]byte, syscall.CmsgSpace(2))
-		h := (*syscall.Cmsghdr)(unsafe.Pointer(&(*oob)[0]))
-		h.Level = syscall.IPPROTO_UDP
-		h.Type = udpSegment
-		h.SetLen(syscall.CmsgLen(2))
+	o := append((*oob)[:0], make([]byte, syscall.CmsgSpace(2))...)
+	h := (*syscall.Cmsghdr)(unsafe.Pointer(&o[0]))
+	h.Level = syscall.IPPROTO_UDP
+	h.Type = udpSegment
+	h.SetLen(syscall.CmsgLen(2))
+	binary.NativeEndian.PutUint16(o[syscall.CmsgLen(0):], uint16(seg))
+	if src.IsValid() {
+		o = appendSrc(o, src)
 	}
-	binary.NativeEndian.PutUint16((*oob)[syscall.CmsgLen(0):], uint16(seg))
-	_, _, err := uc.WriteMsgUDP(b, *oob, ua)
+	*oob = o
+	_, _, err := uc.WriteMsgUDP(b, o, ua)
 	return err
 }
 

@@ -5,10 +5,13 @@ package mpquic
 import (
 	"errors"
 	"net"
+	"net/netip"
 )
 
 func gsoCapable(net.PacketConn) bool { return false }
 
-func writeGSO(net.PacketConn, []byte, int, net.Addr, *[]byte) error { return errors.ErrUnsupported }
+func writeGSO(net.PacketConn, []byte, int, net.Addr, netip.Addr, *[]byte) error {
+	return errors.ErrUnsupported
+}
 
 func gsoTransient(error) bool { return false }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/netip"
 	"slices"
 	"sync/atomic"
 	"time"
@@ -67,6 +68,7 @@ type path struct {
 	potentiallyFailed bool
 
 	lastRecv    time.Time
+	failArmed   bool // a PTO fired before the path was quiet long enough
 	packetsSent uint64
 	packetsLost uint64
 	ptos        uint64
@@ -75,10 +77,20 @@ type path struct {
 
 	gso         bool
 	oob         []byte
+	local       netip.Addr    // server: the address the peer sends to, our source (pktinfo)
 	reader      bool          // a readLoop of ours reads pconn (client paths)
 	stopRead    atomic.Bool   // the path is discarded: its readLoop ends
 	validatedCh chan struct{} // closed when validated
 	doneCh      chan struct{} // closed when abandoned
+}
+
+// write sends one datagram (or GSO train) on p, from p.local when known.
+func (p *path) write(b []byte) error {
+	if p.local.IsValid() {
+		return writeFrom(p.pconn, b, p.remote, p.local, &p.oob)
+	}
+	_, err := p.pconn.WriteTo(b, p.remote)
+	return err
 }
 
 func (c *Conn) newPath(id uint32, pconn net.PacketConn, remote net.Addr) *path {
@@ -87,6 +99,7 @@ func (c *Conn) newPath(id uint32, pconn net.PacketConn, remote net.Addr) *path {
 	p.space = newSpace()
 	p.space.kind, p.space.path = spaceApp, p
 	p.lastRecv = time.Now()
+	p.local = c.local
 	c.paths[id] = p
 	c.pathOrder = append(c.pathOrder, id)
 	slices.Sort(c.pathOrder)
@@ -184,13 +197,58 @@ func (c *Conn) onPathPTO(p *path, now time.Time) {
 	if !c.multipath || p.potentiallyFailed || c.livePaths() < 2 {
 		return
 	}
-	if now.Sub(p.lastRecv) < p.rtt.pto()+c.peerParams.MaxAckDelay {
+	if now.Sub(p.lastRecv) < c.failureQuiet(p) {
+		// Not yet: decide when the quiet time is up (checkPathFailures)
+		// rather than at the next PTO, which backs off and which new data
+		// sent on the path keeps pushing out.
+		p.failArmed = true
 		return
 	}
+	c.markPotentiallyFailed(p)
+}
+
+// failureQuiet is how long nothing must be received on p, after a PTO, for
+// it to count as potentially failed: a PTO period, at least
+// Config.MinFailureTimeout.
+func (c *Conn) failureQuiet(p *path) time.Duration {
+	return max(p.rtt.pto()+c.peerParams.MaxAckDelay, c.conf.MinFailureTimeout)
+}
+
+func (c *Conn) markPotentiallyFailed(p *path) {
+	p.failArmed = false
 	p.potentiallyFailed = true
 	for _, sp := range p.space.sent {
 		c.requeue(p.space, sp)
 	}
+}
+
+// checkPathFailures marks the paths whose PTO fired and that stayed quiet
+// for failureQuiet since; an acknowledgement (ptoCount back to 0) disarms.
+func (c *Conn) checkPathFailures(now time.Time) {
+	for _, p := range c.paths {
+		if !p.failArmed {
+			continue
+		}
+		switch {
+		case p.potentiallyFailed || p.ptoCount == 0 || p.abandoned || p.closed || c.livePaths() < 2:
+			p.failArmed = false
+		case now.Sub(p.lastRecv) >= c.failureQuiet(p):
+			c.markPotentiallyFailed(p)
+		}
+	}
+}
+
+// failTimer is the earliest time checkPathFailures may mark a path.
+func (c *Conn) failTimer() time.Time {
+	var t time.Time
+	for _, p := range c.paths {
+		if p.failArmed {
+			if at := p.lastRecv.Add(c.failureQuiet(p)); t.IsZero() || at.Before(t) {
+				t = at
+			}
+		}
+	}
+	return t
 }
 
 func (c *Conn) livePaths() int {

@@ -559,3 +559,63 @@ func TestMultipathPathBeforeItsIDs(t *testing.T) {
 		t.Fatalf("path 1: %v", s)
 	}
 }
+
+// TestPotentiallyFailedFloor: with Config.MinFailureTimeout a PTO on a
+// ~20 ms path marks it potentially failed only once nothing was received
+// on it for the floor; without the floor one PTO period suffices.
+func TestPotentiallyFailedFloor(t *testing.T) {
+	for _, tc := range []struct {
+		floor     time.Duration
+		quiet     time.Duration
+		wantFails bool
+	}{
+		{0, 120 * time.Millisecond, true},
+		{200 * time.Millisecond, 120 * time.Millisecond, false},
+		{200 * time.Millisecond, 210 * time.Millisecond, true},
+	} {
+		conf, err := (&Config{MinFailureTimeout: tc.floor}).withDefaults()
+		if err != nil {
+			t.Fatal(err)
+		}
+		c := newConn(true, discardConn{}, &net.UDPAddr{}, conf, &tls.Config{})
+		c.peerParams = DefaultTransportParameters()
+		c.multipath = true
+		c.newPath(1, discardConn{}, &net.UDPAddr{})
+		p := c.p0()
+		p.rtt.update(20*time.Millisecond, 0, true, c.peerParams.MaxAckDelay)
+		now := time.Now()
+		p.lastRecv = now.Add(-tc.quiet)
+		c.onPathPTO(p, now)
+		if p.potentiallyFailed != tc.wantFails {
+			t.Errorf("floor %v, %v quiet (PTO %v): potentially failed %v, want %v", tc.floor, tc.quiet, p.rtt.pto(), p.potentiallyFailed, tc.wantFails)
+		}
+		if tc.wantFails {
+			continue
+		}
+		// The PTO armed the check: the path is marked when the floor is up,
+		// not at the next (backed-off, pushed-out) PTO...
+		p.ptoCount = 1
+		if at := c.failTimer(); at.IsZero() || !at.Equal(p.lastRecv.Add(tc.floor)) {
+			t.Errorf("failure timer %v, want lastRecv+%v", at, tc.floor)
+		}
+		c.checkPathFailures(now.Add(tc.floor - tc.quiet - time.Millisecond))
+		if p.potentiallyFailed {
+			t.Error("marked before the floor")
+		}
+		c.checkPathFailures(now.Add(tc.floor - tc.quiet))
+		if !p.potentiallyFailed {
+			t.Error("not marked once quiet for the floor after a PTO")
+		}
+		// ...unless an acknowledgement came first.
+		p.potentiallyFailed = false
+		c.onPathPTO(p, now)
+		p.ptoCount = 0
+		c.checkPathFailures(now.Add(time.Second))
+		if p.potentiallyFailed || !c.failTimer().IsZero() {
+			t.Error("an acknowledged path is marked, or its check stays armed")
+		}
+	}
+	if _, err := (&Config{MinFailureTimeout: -time.Second}).withDefaults(); err == nil {
+		t.Error("a negative MinFailureTimeout is accepted")
+	}
+}

@@ -35,7 +35,7 @@ func (c *Conn) onPeerAddress(p *path, now time.Time) {
 		p.cc = newNewReno(c.mss)
 		p.rtt = rttStats{}
 	}
-	p.remote = c.from
+	p.remote, p.local = c.from, c.local
 	var d [8]byte
 	copy(d[:], randomID(8))
 	p.challenge, p.challengeSent = &d, false

@@ -100,7 +100,7 @@ func (c *Conn) flush(p *path, b []byte, seg, nseg int) {
 		return
 	}
 	if nseg > 1 && p.gso {
-		if err := writeGSO(p.pconn, b, seg, p.remote, &p.oob); err == nil {
+		if err := writeGSO(p.pconn, b, seg, p.remote, p.local, &p.oob); err == nil {
 			c.socketSent += uint64(len(b))
 			p.socketSent += uint64(len(b))
 			return
@@ -110,7 +110,7 @@ func (c *Conn) flush(p *path, b []byte, seg, nseg int) {
 	}
 	for len(b) > 0 {
 		n := min(seg, len(b))
-		if _, err := p.pconn.WriteTo(b[:n], p.remote); err == nil {
+		if err := p.write(b[:n]); err == nil {
 			c.socketSent += uint64(n)
 			p.socketSent += uint64(n)
 		}
@@ -579,7 +579,7 @@ func (c *Conn) sendClose() {
 		}
 	}
 	if len(buf) > 0 {
-		if _, err := p.pconn.WriteTo(buf, p.remote); err == nil {
+		if err := p.write(buf); err == nil {
 			c.socketSent += uint64(len(buf))
 			p.socketSent += uint64(len(buf))
 		}

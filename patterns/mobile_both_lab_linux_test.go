@@ -16,18 +16,18 @@ import (
 )
 
 // TestLabMobileSideBySide: mobile mode as it runs by default, every
-// handover transport at once (mptcp and quic-handover), each with its own
+// handover transport at once (mptcp, quic-handover and mpquic), each with its own
 // connections, through every lab scenario. Both keep their interactive
 // streams across it; a backup is never used before the scenario's first
 // step; in the abrupt scenarios (Wi-Fi dies at once) both hand over and
 // both durations come out negative; quic-handover's cause is under-rto
 // where its rule applies (the black hole: timeouts in progress with data
-// to send); the run has MPTCP's max-delay ratio to quic-handover (000 Fig.
-// 8); the captured bytes of the two transports together equal the
+// to send); the run has MPTCP's max-delay ratio to each other transport
+// (000 Fig. 8); the captured bytes of the transports together equal the
 // emulator's per path.
 func TestLabMobileSideBySide(t *testing.T) {
 	both := HandoverTransports()
-	if !slices.Contains(both, mptcpName) || !slices.Contains(both, "quic-handover") {
+	if !slices.Contains(both, mptcpName) || !slices.Contains(both, "quic-handover") || !slices.Contains(both, "mpquic") {
 		t.Fatalf("handover transports %v", both)
 	}
 	for _, scn := range lab.Scenarios() {
@@ -42,7 +42,7 @@ func TestLabMobileSideBySide(t *testing.T) {
 			l.Set(t, "wlan0", "delay=10ms", "jitter=0s", "loss=0")
 			l.Set(t, "wwan0", "delay=30ms", "jitter=0s", "loss=0")
 			rec, _, before, after, _ := mobileLabRun(t, l, sc, nil, 11*time.Second, "")
-			if len(rec.Transports) != 2 {
+			if len(rec.Transports) != len(both) {
 				t.Fatalf("transports %+v", rec.Transports)
 			}
 			for _, mt := range rec.Transports {
@@ -74,9 +74,14 @@ func TestLabMobileSideBySide(t *testing.T) {
 					t.Errorf("quic-handover's cause %s in a black hole, want under-rto (primary state %+v)", h.Cause, h.PrimaryState)
 				}
 			}
-			if len(rec.Ratios) != 1 || rec.Ratios[0].Other != "quic-handover" || rec.Ratios[0].Upload <= 0 || rec.Ratios[0].Download <= 0 {
-				// Every stream carried chunks, so both maxima exist.
-				t.Errorf("MPTCP/quic-handover max-delay ratios %+v", rec.Ratios)
+			if len(rec.Ratios) != len(both)-1 {
+				t.Errorf("max-delay ratios %+v, want MPTCP's to each of the %d others", rec.Ratios, len(both)-1)
+			}
+			for _, r := range rec.Ratios {
+				if r.Other == mptcpName || !slices.Contains(both, r.Other) || r.Upload <= 0 || r.Download <= 0 {
+					// Every stream carried chunks, so both maxima exist.
+					t.Errorf("MPTCP/%s max-delay ratio %+v", r.Other, r)
+				}
 			}
 			t.Logf("%s: ratios %+v", sc, rec.Ratios)
 			for i, name := range lab.PathNames {
@@ -95,7 +100,7 @@ func TestLabMobileSideBySide(t *testing.T) {
 					got, want uint64
 				}{{"sent", sent, up}, {"received", recv, down}} {
 					if math.Abs(float64(c.got)-float64(c.want)) > max(0.02*float64(c.want), 300) {
-						t.Errorf("%s %s: captured %d bytes (both transports), emulator %d", name, c.what, c.got, c.want)
+						t.Errorf("%s %s: captured %d bytes (all transports), emulator %d", name, c.what, c.got, c.want)
 					}
 				}
 			}

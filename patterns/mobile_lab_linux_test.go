@@ -27,7 +27,7 @@ func mobileLabRun(t *testing.T, l *labtest.Lab, scenario string, transports []st
 	paths := l.Paths(t)
 	wlan, _ := probe.FindPath(paths, "wlan0")
 	wwan, _ := probe.FindPath(paths, "wwan0")
-	o := RunOptions{Servers: []string{lab.Server4.String()}, Ports: map[string]uint16{tcpName: labPort, quicName: labPort},
+	o := RunOptions{Servers: []string{lab.Server4.String()}, Ports: map[string]uint16{tcpName: labPort, quicName: labPort, "mpquic": labPort + 1},
 		Transports: transports, Paths: []probe.Path{wlan, wwan}, Backup: []string{"wwan0"}, Families: []probe.Family{probe.Family4},
 		PollEvery: 200 * time.Millisecond,
 		Discover:  func(ctx context.Context) ([]probe.Path, error) { return probe.Discover(ctx, probe.DiscoverOptions{}) },

@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
+	"slices"
 	"sync"
 	"syscall"
 	"time"
@@ -37,7 +38,9 @@ const (
 func init() {
 	Register(Descriptor{Name: nameMPQUIC, Help: "mptester's own multipath QUIC (mpquic), HTTP/1.1 on its streams for the HTTP patterns", Order: 35,
 		// Like quic: the counters count whole UDP payloads, acks included.
-		Network: "udp", DefaultPort: 4433, HeaderOverhead: 0.04, Multipath: true,
+		// Handover: a backup path keeps the connection across the loss
+		// of the others (mobile mode runs mpquic next to mptcp).
+		Network: "udp", DefaultPort: 4433, HeaderOverhead: 0.04, Multipath: true, Handover: true,
 		New:    func(o Options) (Transport, error) { return &mpquicTransport{o: o}, nil },
 		Listen: listenMPQUIC})
 }
@@ -49,7 +52,10 @@ func (t *mpquicTransport) Name() string { return nameMPQUIC }
 func mpquicConfig(idle time.Duration) *mpquic.Config {
 	// Streams queue at most UnsentLimit, like TCP senders (LimitUnsent).
 	return &mpquic.Config{MaxIdleTimeout: idle, KeepAlivePeriod: idle / 3, SendBuffer: UnsentLimit,
-		StreamReceiveWindow: 16 << 20, ConnectionReceiveWindow: 32 << 20}
+		StreamReceiveWindow: 16 << 20, ConnectionReceiveWindow: 32 << 20,
+		// The same floor as quic-handover's failure rule: one starved PTO
+		// on a ~20 ms path is not a failed path.
+		MinFailureTimeout: DefaultHandover.MinTimeout}
 }
 
 // mpquicStatus says what package mpquic's errors mean.
@@ -330,9 +336,17 @@ func sampleMPQUIC(c *mpquic.Conn, names map[uint32]string) State {
 	st := &MPQUICState{QUICStats: QUICStats{MinRTT: s.MinRTT, LatestRTT: s.LatestRTT, SmoothedRTT: s.SmoothedRTT,
 		MeanDeviation: s.RTTVar, CongestionWindow: uint64(s.CongestionWindow), BytesSent: s.BytesSent,
 		PacketsSent: s.PacketsSent, BytesReceived: s.BytesReceived, PacketsLost: s.PacketsLost}, Paths: []MPQUICPath{}}
-	for _, p := range c.PathStats() {
+	paths := c.PathStats()
+	usable := func(p mpquic.PathStats) bool { return p.Validated && !p.Abandoned && !p.PotentiallyFailed }
+	// The scheduler sends on a backup path only while no available path
+	// is usable: until then the backup is in standby (its acks and
+	// keep-alives are not data), as mobile mode reads a quic-handover
+	// standby path.
+	availableUsable := slices.ContainsFunc(paths, func(p mpquic.PathStats) bool { return p.Status != mpquic.PathBackup && usable(p) })
+	for _, p := range paths {
+		active := usable(p) && (p.Status != mpquic.PathBackup || !availableUsable)
 		st.Paths = append(st.Paths, MPQUICPath{PathState: PathState{Path: names[p.ID], Local: addrPort(p.LocalAddr), Remote: addrPort(p.RemoteAddr),
-			Backup: p.Status == mpquic.PathBackup, Active: p.Validated && !p.Abandoned && !p.PotentiallyFailed,
+			Backup: p.Status == mpquic.PathBackup, Active: active,
 			SRTT: p.SmoothedRTT, RTO: p.PTO, RTOs: uint32(p.PTOBackoff),
 			InFlight: uint64(p.BytesInFlight), Sent: p.BytesSent, Received: p.BytesReceived},
 			ID: p.ID, CongestionWindow: uint64(p.CongestionWindow), PacketsSent: p.PacketsSent, PacketsLost: p.PacketsLost,
