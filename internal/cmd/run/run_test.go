@@ -262,8 +262,8 @@ func TestServerNameResolvedWithPathDNS(t *testing.T) {
 // whose handover status is no-backup and whose capture (as root) saw the
 // test packets on lo.
 func TestMobileModeNoBackup(t *testing.T) {
-	tp, qp, pin := startServer(t, false)
-	args := []string{"--mode", "mobile", "--server", "127.0.0.1", "--tcp-port", fmt.Sprint(tp), "--quic-port", fmt.Sprint(qp),
+	tp, qp, mp, pin := startServerMPQUIC(t, false)
+	args := []string{"--mode", "mobile", "--server", "127.0.0.1", "--tcp-port", fmt.Sprint(tp), "--quic-port", fmt.Sprint(qp), "--mpquic-port", fmt.Sprint(mp),
 		"--pin", pin, "--paths", "lo", "--interval", "50ms", "--duration", "1s", "--grace", "1s"}
 	if os.Getuid() != 0 {
 		args = append(args, "--capture=false")
