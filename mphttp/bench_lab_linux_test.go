@@ -54,10 +54,7 @@ func TestLabAggregationVsMPTCPBench(t *testing.T) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			w.Header().Set("ETag", patterns.BulkETag(size))
-			http.ServeContent(w, r, "", time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC), patterns.NewBulkBody(size))
-		})}
+		srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { patterns.ServeBulk(w, r, size) })}
 		go srv.Serve(ln)
 		b.Cleanup(func() { srv.Close() })
 	}

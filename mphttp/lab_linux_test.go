@@ -41,8 +41,7 @@ func serveLabBulk(t *testing.T, l *labtest.Lab, port int, mptcp bool) {
 	mux.HandleFunc("GET /bulk/{size}", func(w http.ResponseWriter, r *http.Request) {
 		var size int64
 		fmt.Sscan(r.PathValue("size"), &size)
-		w.Header().Set("ETag", patterns.BulkETag(size))
-		http.ServeContent(w, r, "", time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC), patterns.NewBulkBody(size))
+		patterns.ServeBulk(w, r, size)
 	})
 	srv := &http.Server{Handler: mux}
 	go srv.Serve(ln)

@@ -229,13 +229,19 @@ func (bulkPattern) Register(m *Mux) {
 			http.Error(w, fmt.Sprintf("size %d above limit %d", size, m.Limits.MaxBulk), http.StatusRequestEntityTooLarge)
 			return
 		}
-		// ServeContent answers Range (206 with Content-Range, 416 when
-		// unsatisfiable), If-Range and the validators, which MPHTTP needs.
-		w.Header().Set("Content-Type", "application/octet-stream")
-		w.Header().Set("Cache-Control", "no-store")
-		w.Header().Set("ETag", BulkETag(size))
-		http.ServeContent(bulkWriter{w}, r, "", bulkModTime, NewBulkBody(size))
+		ServeBulk(w, r, size)
 	})
+}
+
+// ServeBulk answers r with the bulk object of size bytes as the server's
+// bulk pattern does (tests serve it the same way from plain HTTP servers).
+// ServeContent answers Range (206 with Content-Range, 416 when
+// unsatisfiable), If-Range and the validators, which MPHTTP needs.
+func ServeBulk(w http.ResponseWriter, r *http.Request, size int64) {
+	w.Header().Set("Content-Type", "application/octet-stream")
+	w.Header().Set("Cache-Control", "no-store")
+	w.Header().Set("ETag", BulkETag(size))
+	http.ServeContent(bulkWriter{w}, r, "", bulkModTime, NewBulkBody(size))
 }
 
 // bulkWriter writes ServeContent's range straight from the bulk pattern,

@@ -171,10 +171,7 @@ func serveBulk(t testing.TB, l *labtest.Lab, port int, size int64) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("ETag", patterns.BulkETag(size))
-		http.ServeContent(w, r, "", time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC), patterns.NewBulkBody(size))
-	})}
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { patterns.ServeBulk(w, r, size) })}
 	go srv.Serve(ln)
 	t.Cleanup(func() { srv.Close() })
 }
