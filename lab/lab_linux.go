@@ -20,6 +20,8 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/mptester/mptester/internal/linkstats"
+
 	"github.com/mptester/mptester/lab/emu"
 )
 
@@ -507,6 +509,7 @@ func (l *Lab) Status() Status {
 		s.Timeline = &t
 	}
 	l.mu.Unlock()
+	var names []string
 	for _, n := range PathNames {
 		link := l.links[n]
 		if link == nil {
@@ -514,8 +517,42 @@ func (l *Lab) Status() Status {
 		}
 		s.Paths = append(s.Paths, PathStatus{Name: n, LinkDown: link.Down(),
 			Up: link.Params(emu.Up), Down: link.Params(emu.Down), Stats: link.Stats()})
+		names = append(names, n)
 	}
+	l.deviceDrops(s.Paths, names)
 	return s
+}
+
+// deviceDrops fills each path's DropDevice: what its TUN devices' queues
+// dropped before the emulator read them (tx_dropped of the client's TUN
+// for Up, of the internet side's for Down). A lab whose emulator falls
+// behind loses packets there, which its own counters never see (issue 18).
+func (l *Lab) deviceDrops(paths []PathStatus, names []string) {
+	for _, side := range []struct {
+		ns string
+		up bool
+	}{{l.info.Namespaces.Client, true}, {l.info.Namespaces.Internet, false}} {
+		ifs := make([]string, len(names))
+		for i, n := range names {
+			p, _ := Plan(n)
+			ifs[i] = p.Name
+			if !side.up {
+				ifs[i] = p.Router
+			}
+		}
+		cs := make([]linkstats.Counters, len(ifs))
+		if err := InNS(side.ns, func() error { return linkstats.Read(ifs, cs, nil) }); err != nil {
+			l.log.Warn("lab status: device counters", "ns", side.ns, "err", err)
+			continue
+		}
+		for i := range paths {
+			if side.up {
+				paths[i].Stats.Up.DropDevice = cs[i].TxDropped
+			} else {
+				paths[i].Stats.Down.DropDevice = cs[i].TxDropped
+			}
+		}
+	}
 }
 
 // Close tears the lab down: emulators, sockets, processes left in its

@@ -13,8 +13,10 @@ import (
 // or could not process in time must never make a server look unresponsive.
 //
 // Loss: every receive-queue drop of a probe socket (SO_RXQ_OVFL, the
-// socket's drop counter) and of the host's input backlog (softnet_stat)
-// is recorded as an interval (after the previous look at the counter, up
+// socket's drop counter), of the host's input backlog (softnet_stat), of
+// the probe paths' interface queues (a probe dropped on its way out: the
+// transmit ring full) and of the IP layer's output (a qdisc drop, which a
+// raw socket's sendmsg does not report) is recorded as an interval (after the previous look at the counter, up
 // to this look) in which some reply may have been lost. A probe whose
 // (send, deadline] window meets such an interval and got no answer is
 // suspect: its target is probed again, slower, and marked host_overloaded
@@ -44,6 +46,7 @@ type health struct {
 	winFill, maxFill      float64
 	timeout               time.Duration // of a probe
 	sockDrops, hostDrops  uint64
+	ifDrops, outDiscards  uint64
 	sendErrs              uint64
 	maxRecvLag, maxSendLg time.Duration
 	rateMin               float64
@@ -61,7 +64,9 @@ type hostCounters interface {
 }
 
 type hostSample struct {
-	drops      uint64
+	drops      uint64 // input backlog
+	ifDrops    uint64 // the probe paths' interface queues
+	outDrops   uint64 // IP output discards (qdisc)
 	busy, all  uint64 // CPU jiffies
 	at         time.Time
 	ok, hasCPU bool
@@ -87,9 +92,9 @@ const (
 )
 
 // newHealth watches a run at asked probes/s (lim's rate) whose probes time
-// out after keep.
-func newHealth(asked float64, lim *Limiter, keep time.Duration) *health {
-	h := &health{asked: asked, lim: lim, host: newHostCounters(), keep: keep + 2*maxVerdictWait, rateMin: asked, timeout: keep}
+// out after keep, sent through the interfaces ifaces.
+func newHealth(asked float64, lim *Limiter, keep time.Duration, ifaces []string) *health {
+	h := &health{asked: asked, lim: lim, host: newHostCounters(ifaces), keep: keep + 2*maxVerdictWait, rateMin: asked, timeout: keep}
 	h.sampleHost(time.Now())
 	return h
 }
@@ -171,6 +176,17 @@ func (h *health) sendLag(d time.Duration) {
 	h.mu.Unlock()
 }
 
+// current says whether the host's counters have been read past t, so
+// suspect can answer for deadlines up to t without reading them.
+func (h *health) current(t time.Time) bool {
+	if h == nil || h.host == nil {
+		return true
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return !h.sampled.Before(t)
+}
+
 // suspect says whether a reply due in (sent, deadline] may have been lost
 // by the host. It first brings the host's counters up to the deadline.
 func (h *health) suspect(sent, deadline time.Time) bool {
@@ -227,11 +243,21 @@ func (h *health) sampleHost(now time.Time) {
 	}
 	s.at = now
 	prev := h.hostLast
-	if prev.ok && s.drops > prev.drops {
-		n := s.drops - prev.drops
-		h.winDrops += n
-		h.hostDrops += n
-		h.addSpanLocked(span{prev.at, now})
+	if prev.ok {
+		lost := false
+		for _, c := range []struct {
+			now, was uint64
+			total    *uint64
+		}{{s.drops, prev.drops, &h.hostDrops}, {s.ifDrops, prev.ifDrops, &h.ifDrops}, {s.outDrops, prev.outDrops, &h.outDiscards}} {
+			if c.now > c.was {
+				*c.total += c.now - c.was
+				h.winDrops += c.now - c.was
+				lost = true
+			}
+		}
+		if lost {
+			h.addSpanLocked(span{prev.at, now})
+		}
 	}
 	if prev.ok && prev.hasCPU && s.hasCPU && s.all > prev.all && now.Sub(prev.at) >= healthWindow/2 {
 		h.cpuMax = max(h.cpuMax, 100*float64(s.busy-prev.busy)/float64(s.all-prev.all))
@@ -323,10 +349,11 @@ func (h *health) degraded() *Degraded {
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if h.events == 0 && h.sockDrops+h.hostDrops+h.sendErrs == 0 && h.reprobed == 0 && h.marked == 0 {
+	if h.events == 0 && h.sockDrops+h.hostDrops+h.ifDrops+h.outDiscards+h.sendErrs == 0 && h.reprobed == 0 && h.marked == 0 {
 		return nil
 	}
 	d := &Degraded{HostOverloaded: h.marked, Reprobed: h.reprobed, SocketDrops: h.sockDrops, HostDrops: h.hostDrops,
+		InterfaceDrops: h.ifDrops, OutputDiscards: h.outDiscards,
 		SendErrors: h.sendErrs, MaxReceiveLagMs: msOf(h.maxRecvLag), MaxSendLagMs: msOf(h.maxSendLg),
 		HostCPUMaxPct: h.cpuMax, MaxQueueFillPct: 100 * h.maxFill}
 	if h.asked > 0 {
@@ -338,6 +365,12 @@ func (h *health) degraded() *Degraded {
 	}
 	if h.hostDrops > 0 {
 		why = append(why, fmt.Sprintf("%d packets dropped by the host's input backlog", h.hostDrops))
+	}
+	if h.ifDrops > 0 {
+		why = append(why, fmt.Sprintf("%d packets dropped by the paths' interface queues", h.ifDrops))
+	}
+	if h.outDiscards > 0 {
+		why = append(why, fmt.Sprintf("%d outgoing packets discarded by the host's IP layer", h.outDiscards))
 	}
 	if h.sendErrs > 0 {
 		why = append(why, fmt.Sprintf("%d sends refused for lack of buffers", h.sendErrs))
@@ -375,6 +408,8 @@ type Degraded struct {
 	Reprobed        int     `json:"reprobed_targets"`
 	SocketDrops     uint64  `json:"socket_drops"`
 	HostDrops       uint64  `json:"host_drops"`
+	InterfaceDrops  uint64  `json:"interface_drops"` // the probe paths' interface queues (transmit ring full, receive ring overrun)
+	OutputDiscards  uint64  `json:"output_discards"` // IP output discards (qdisc drops), whole host
 	SendErrors      uint64  `json:"send_errors"`
 	MaxReceiveLagMs float64 `json:"max_receive_lag_ms"`
 	MaxSendLagMs    float64 `json:"max_send_lag_ms"`

@@ -4,18 +4,35 @@ import (
 	"bytes"
 	"os"
 	"strconv"
+
+	"github.com/mptester/mptester/internal/linkstats"
 )
 
 // procHost reads the host's input backlog drops (the second column of
 // /proc/net/softnet_stat, one line per CPU: packets the kernel dropped
-// because its backlog queue was full) and CPU time (/proc/stat).
-type procHost struct{ buf []byte }
+// because its backlog queue was full), CPU time (/proc/stat), the probe
+// paths' interface queue drops (netlink) and the IP layer's output
+// discards (/proc/net/snmp, snmp6).
+//
+// Output drops are the ones a survey cannot see otherwise: a raw socket's
+// sendmsg reports success when the interface's transmit ring (a TUN's
+// queue, a NIC's) is full and the probe is dropped, and, unless the socket
+// asked for IP_RECVERR, also when the qdisc drops it (the kernel counts it
+// as an IP OutDiscard). In the lab under load the emulator reading the
+// client's TUN falls behind, its 500-packet queue overflows and ~1% of
+// count-1 probes never leave: each one a responsive target reported
+// unresponsive with status ok (docs/benchmarks.md, issue 18).
+type procHost struct {
+	buf    []byte
+	ifaces []string
+	links  []linkstats.Counters
+}
 
-func newHostCounters() hostCounters {
+func newHostCounters(ifaces []string) hostCounters {
 	if _, err := os.Stat("/proc/net/softnet_stat"); err != nil {
 		return nil
 	}
-	return &procHost{buf: make([]byte, 0, 8192)}
+	return &procHost{buf: make([]byte, 0, 8192), ifaces: ifaces, links: make([]linkstats.Counters, len(ifaces))}
 }
 
 func (p *procHost) sample() (hostSample, bool) {
@@ -36,6 +53,17 @@ func (p *procHost) sample() (hostSample, bool) {
 		s.drops += n
 	}
 	s.ok = true
+	if len(p.ifaces) > 0 && linkstats.Read(p.ifaces, p.links, nil) == nil {
+		for _, c := range p.links {
+			s.ifDrops += c.QueueDrops()
+		}
+	}
+	if b, ok := p.read("/proc/net/snmp"); ok {
+		s.outDrops += snmpValue(b, "Ip:", "OutDiscards")
+	}
+	if b, ok := p.read("/proc/net/snmp6"); ok {
+		s.outDrops += snmpValue(b, "", "Ip6OutDiscards")
+	}
 	if b, ok := p.read("/proc/stat"); ok {
 		line, _, _ := bytes.Cut(b, []byte("\n"))
 		f := bytes.Fields(line)
@@ -73,4 +101,36 @@ func (p *procHost) read(name string) ([]byte, bool) {
 			return p.buf, true
 		}
 	}
+}
+
+// snmpValue finds counter name in /proc/net/snmp (prefix "Ip:": a line of
+// names, then a line of values) or /proc/net/snmp6 (prefix "": "name
+// value" lines); 0 when absent.
+func snmpValue(b []byte, prefix, name string) uint64 {
+	lines := bytes.Split(b, []byte("\n"))
+	for i, line := range lines {
+		f := bytes.Fields(line)
+		if len(f) == 0 {
+			continue
+		}
+		if prefix == "" {
+			if len(f) == 2 && string(f[0]) == name {
+				n, _ := strconv.ParseUint(string(f[1]), 10, 64)
+				return n
+			}
+			continue
+		}
+		if string(f[0]) != prefix || i+1 >= len(lines) {
+			continue
+		}
+		vals := bytes.Fields(lines[i+1])
+		for k, fn := range f {
+			if string(fn) == name && k < len(vals) {
+				n, _ := strconv.ParseUint(string(vals[k]), 10, 64)
+				return n
+			}
+		}
+		return 0
+	}
+	return 0
 }

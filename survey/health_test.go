@@ -196,3 +196,39 @@ func TestResumeProbesOverloadedAgain(t *testing.T) {
 	assert.Equal(t, int64(500), r.bytes["lo"].Load())
 	assert.NotContains(t, out.String(), "127.0.0.2")
 }
+
+// fakeHost returns the samples it is given, one per read.
+type fakeHost struct{ s []hostSample }
+
+func (f *fakeHost) sample() (hostSample, bool) {
+	s := f.s[0]
+	if len(f.s) > 1 {
+		f.s = f.s[1:]
+	}
+	return s, true
+}
+
+// TestHealthHostDrops: drops of the host's input backlog, of the probe
+// paths' interface queues and of IP output between two reads of the host
+// counters make every probe whose window meets the interval between the
+// reads suspect, and the report names each kind with its count.
+func TestHealthHostDrops(t *testing.T) {
+	h := &health{keep: time.Hour, host: &fakeHost{s: []hostSample{
+		{ok: true},
+		{ok: true, drops: 1, ifDrops: 5, outDrops: 2},
+		{ok: true, drops: 1, ifDrops: 5, outDrops: 2},
+	}}}
+	t0 := time.Now()
+	h.sampleHost(t0)
+	h.sampleHost(t0.Add(100 * time.Millisecond)) // the drops happened in (t0, t0+100ms]
+	h.sampleHost(t0.Add(200 * time.Millisecond))
+	assert.True(t, h.suspect(t0.Add(50*time.Millisecond), t0.Add(60*time.Millisecond)))
+	assert.False(t, h.suspect(t0.Add(100*time.Millisecond), t0.Add(200*time.Millisecond)))
+	d := h.degraded()
+	require.NotNil(t, d)
+	assert.Equal(t, uint64(1), d.HostDrops)
+	assert.Equal(t, uint64(5), d.InterfaceDrops)
+	assert.Equal(t, uint64(2), d.OutputDiscards)
+	assert.Contains(t, d.Reason, "5 packets dropped by the paths' interface queues")
+	assert.Contains(t, d.Reason, "2 outgoing packets discarded by the host's IP layer")
+}

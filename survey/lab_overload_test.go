@@ -7,6 +7,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"os/exec"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -22,36 +23,84 @@ import (
 )
 
 // TestLabSurveyOverloaded is issue 18's acceptance test: the survey is
-// overloaded on purpose (the receive loop slowed to about 1 ms per packet
-// with a stall of 1.5 s every 300 packets, a 16 KB receive buffer, 3000
-// probes/s asked) in the lab world of TestLabSurveyMatchesTruth, with one
-// probe per target so that any reply the host loses would otherwise turn a
-// responsive target unresponsive (without re-probing 95 did, without the
-// watermark wait 94).
+// overloaded on purpose in the lab world of TestLabSurveyMatchesTruth,
+// with one probe per target so that any packet the host loses would
+// otherwise turn a responsive target unresponsive, in two ways:
+//
+//   - receive: the receive loop slowed to about 1 ms per packet with a
+//     stall of 1.5 s every 300 packets, a 16 KB receive buffer, 3000
+//     probes/s asked (without re-probing 95 targets were wrong, without
+//     the watermark wait 94);
+//   - transmit: the paths' interfaces (the client's TUNs) given a 2-packet
+//     queue, so bursts of probes overflow it on their way out, the way the
+//     lab's 500-packet TUN queues overflow when the emulator falls behind
+//     on a loaded machine; a raw socket's sendmsg says nothing of such a
+//     drop (the build before the prober watched its interfaces reported
+//     ~1,000 of 47,000 targets wrong with status ok in such a run at 10K).
+//
 // No target that truth says answers may be reported unresponsive without
 // the host_overloaded mark, unless the lab itself lost or delayed enough
-// packets to explain it (the emulator's own drops and deliveries more than
-// 100 ms late, Count of them per target); the summary says the run was
-// degraded and why (socket drops seen), and a run with marked targets
-// ends partial with ErrDegraded carrying the same reason (the trailer's).
+// packets to explain it (the emulator's own drops, its internet-side
+// TUN's drops and deliveries more than 100 ms late, Count of them per
+// target; not the client's TUN drops: that is the survey host's own
+// interface, which it must watch); the summary says the run was degraded
+// and why, and a run with marked targets ends partial with ErrDegraded
+// carrying the same reason (the trailer's).
 func TestLabSurveyOverloaded(t *testing.T) {
 	l := labtest.Start(t, lab.Options{Domains: 150, WorldSeed: 11})
-	if !l.InClient(t) {
-		return
-	}
-	var truth world.Truth
-	l.Truth(t, &truth)
-	cfg := labConfig(t, l, &truth, "tcp-syn")
-	cfg.Rate, cfg.Burst, cfg.Count = 3000, 50, 1
-	var n atomic.Int64
-	defer SetOverloadHooks(func() {
-		if n.Add(1)%300 == 0 {
-			time.Sleep(1500 * time.Millisecond)
-		} else {
-			time.Sleep(time.Millisecond)
+	for _, c := range []struct {
+		name, why string
+		setup     func(t *testing.T, cfg Config) (restore func())
+		drops     func(d *Degraded) uint64
+		// allResolve: resolution is untouched by the overload. The tiny
+		// transmit queue drops DNS queries too, so fewer targets may
+		// resolve (resolution does not watch for host drops).
+		allResolve bool
+	}{
+		{"receive", "dropped by the probe sockets' receive queues", func(t *testing.T, cfg Config) func() {
+			var n atomic.Int64
+			return SetOverloadHooks(func() {
+				if n.Add(1)%300 == 0 {
+					time.Sleep(1500 * time.Millisecond)
+				} else {
+					time.Sleep(time.Millisecond)
+				}
+			}, 16<<10)
+		}, func(d *Degraded) uint64 { return d.SocketDrops }, true},
+		{"transmit", "dropped by the paths' interface queues", func(t *testing.T, cfg Config) func() {
+			for _, p := range cfg.Paths {
+				ipLink(t, p.Name, "txqueuelen", "2")
+			}
+			return func() {
+				for _, p := range cfg.Paths {
+					ipLink(t, p.Name, "txqueuelen", "500")
+				}
+			}
+		}, func(d *Degraded) uint64 { return d.InterfaceDrops }, false},
+	} {
+		if !l.InClient(t) {
+			continue
 		}
-	}, 16<<10)()
+		var truth world.Truth
+		l.Truth(t, &truth)
+		cfg := labConfig(t, l, &truth, "tcp-syn")
+		cfg.Rate, cfg.Burst, cfg.Count = 3000, 50, 1
+		t.Run(c.name, func(t *testing.T) {
+			defer c.setup(t, cfg)()
+			assertOverloadHandled(t, l, &truth, cfg, c.why, c.drops, c.allResolve)
+		})
+	}
+}
 
+// ipLink sets an attribute of the client's interface dev (the test runs
+// in the client's namespace).
+func ipLink(t *testing.T, dev string, attr ...string) {
+	t.Helper()
+	out, err := exec.Command("ip", append([]string{"link", "set", "dev", dev}, attr...)...).CombinedOutput()
+	require.NoError(t, err, "ip link set %s: %s", dev, out)
+}
+
+func assertOverloadHandled(t *testing.T, l *labtest.Lab, truth *world.Truth, cfg Config, why string, drops func(*Degraded) uint64, allResolve bool) {
 	before := l.Status(t)
 	var out bytes.Buffer
 	h, err := report.NewHeader("survey", "lab", cfg.Paths, map[string]any{})
@@ -63,21 +112,21 @@ func TestLabSurveyOverloaded(t *testing.T) {
 	el := time.Since(t0)
 	after := l.Status(t)
 
-	var labLoss uint64
+	// The lab's own loss, except its client-side TUNs' drops (Up's
+	// DropDevice): those are the survey host's interfaces.
+	var labLoss, clientIfDrops uint64
 	for i, p := range after.Paths {
 		b := before.Paths[i].Stats
-		for _, d := range []struct{ now, was uint64 }{
-			{p.Stats.Up.LabLoss(100 * time.Millisecond), b.Up.LabLoss(100 * time.Millisecond)},
-			{p.Stats.Down.LabLoss(100 * time.Millisecond), b.Down.LabLoss(100 * time.Millisecond)},
-		} {
-			labLoss += d.now - d.was
-		}
+		labLoss += p.Stats.Up.LabLoss(100*time.Millisecond) - b.Up.LabLoss(100*time.Millisecond)
+		labLoss += p.Stats.Down.LabLoss(100*time.Millisecond) - b.Down.LabLoss(100*time.Millisecond)
+		clientIfDrops += p.Stats.Up.DropDevice - b.Up.DropDevice
 	}
+	labLoss -= clientIfDrops
 	require.NotNil(t, got.Degraded, "an overloaded run must say so")
 	t.Logf("%v; degraded: %s", el.Round(time.Millisecond), got.Degraded.Reason)
-	t.Logf("lab's own loss (drops, deliveries >100 ms late): %d packets", labLoss)
-	assert.Positive(t, got.Degraded.SocketDrops, "a 16 KB buffer behind a slowed loop drops")
-	assert.Contains(t, got.Degraded.Reason, "dropped by the probe sockets' receive queues")
+	t.Logf("lab's own loss (drops, deliveries >100 ms late): %d packets; the client's interfaces dropped %d", labLoss, clientIfDrops)
+	assert.Positive(t, drops(got.Degraded), "the overload must cause drops")
+	assert.Contains(t, got.Degraded.Reason, why)
 	if got.Degraded.HostOverloaded > 0 {
 		assert.Equal(t, "partial", got.Status)
 		require.True(t, errors.Is(runErr, ErrDegraded), "err %v", runErr)
@@ -119,7 +168,11 @@ func TestLabSurveyOverloaded(t *testing.T) {
 	// The cells never count a marked target as unresponsive.
 	for i, w := range truth.Summary.Cells {
 		g := got.Cells[i]
-		assert.Equal(t, w.Targets, g.Targets)
+		if allResolve {
+			assert.Equal(t, w.Targets, g.Targets)
+		} else if assert.LessOrEqual(t, g.Targets, w.Targets) && g.Targets < w.Targets {
+			t.Logf("%s/%s: %d of %d targets resolved (DNS queries dropped too)", g.ProbePath, g.ResolvePath, g.Targets, w.Targets)
+		}
 		assert.LessOrEqual(t, g.Unresponsive, w.Unresponsive+wrong, "unresponsive of %s/%s", g.ProbePath, g.ResolvePath)
 	}
 }

@@ -105,6 +105,10 @@ type probeLoop struct {
 	gwg      sync.WaitGroup
 	perProbe func(netip.Addr) int
 	paused   bool // logged that MaxHeld paused probing
+	// waitHost: jobs without an answer whose verdict waits for the host's
+	// counters to be read past their last deadline (health samples them
+	// every healthWindow; reading them on demand cost ~130 µs a time).
+	waitHost []uint32
 }
 
 // A cookie names a probe: its job's generation, index and probe number.
@@ -148,6 +152,7 @@ func (r *runner) probeLoop(ctx context.Context, probers map[string]Prober) {
 		now := time.Now()
 		l.collect()
 		l.expire(now)
+		l.hostKnown()
 		if ctx.Err() != nil {
 			return
 		}
@@ -165,6 +170,11 @@ func (r *runner) probeLoop(ctx context.Context, probers map[string]Prober) {
 				d = now.Add(rxPoll).UnixNano()
 			}
 			if next == 0 || d < next {
+				next = d
+			}
+		}
+		if len(l.waitHost) > 0 {
+			if d := now.Add(sendTick).UnixNano(); next == 0 || d < next {
 				next = d
 			}
 		}
@@ -437,6 +447,10 @@ func (l *probeLoop) results(ji uint32) []Result {
 func (l *probeLoop) jobDone(ji uint32) {
 	r := l.r
 	j := &l.jobs[ji]
+	if d := l.silentUntil(ji); d > 0 && !r.health.current(time.Unix(0, d)) {
+		l.waitHost = append(l.waitHost, ji)
+		return
+	}
 	t := j.t
 	pp := r.probePath(t)
 	results := l.results(ji)
@@ -480,6 +494,33 @@ func (l *probeLoop) jobDone(ji uint32) {
 	r.complete(&rec, t, valid)
 	r.mu.Unlock()
 	r.write(rec)
+}
+
+// silentUntil is the last deadline of job ji's probes when none was
+// answered (0 when one was).
+func (l *probeLoop) silentUntil(ji uint32) int64 {
+	var last int64
+	for _, p := range l.res[int(ji)*l.count : int(ji+1)*l.count] {
+		if answerKinds[p.kind] != AnswerNone {
+			return 0
+		}
+		last = max(last, p.sent+int64(l.r.cfg.Timeout))
+	}
+	return last
+}
+
+// hostKnown gives their verdict to the jobs that waited for the host's
+// counters, once these are read past their deadlines.
+func (l *probeLoop) hostKnown() {
+	if len(l.waitHost) == 0 || l.ctx.Err() != nil {
+		return
+	}
+	wait := l.waitHost
+	l.waitHost = nil
+	for _, ji := range wait {
+		l.jobDone(ji) // waits again when still unknown
+	}
+	clear(wait)
 }
 
 // hostSuspect says whether an unanswered probe of job ji may owe its

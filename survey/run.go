@@ -173,7 +173,6 @@ func Run(ctx context.Context, cfg Config, out *report.Stream) (Summary, error) {
 		queue: newTargetQueue(), resolvedCh: make(chan struct{}),
 		skipped: map[skipKey]int{}, bytes: map[string]*atomic.Int64{}, watch: newWatcher(),
 		lim: NewLimiter(cfg.Rate, cfg.Burst)}
-	r.health = newHealth(cfg.Rate, r.lim, cfg.Timeout)
 	r.held.noTmp = testNoSpill
 	for _, p := range cfg.Paths {
 		r.names = append(r.names, p.Name)
@@ -182,6 +181,7 @@ func Run(ctx context.Context, cfg Config, out *report.Stream) (Summary, error) {
 		r.results[p.Name] = map[netip.Addr]TargetResult{}
 		r.bytes[p.Name] = new(atomic.Int64)
 	}
+	r.health = newHealth(cfg.Rate, r.lim, cfg.Timeout, r.names)
 	if ownList {
 		defer list.Close()
 	}

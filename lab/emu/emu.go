@@ -134,6 +134,11 @@ type DirStats struct {
 	DropDown                  uint64 // link down on arrival or at delivery
 	DropInvalid               uint64 // not an IPv4/IPv6 packet
 	WriteErrs                 uint64 // the output device refused the packet
+	// DropDevice: packets the input device's queue dropped before the
+	// emulator read them (the TUN's tx_dropped: the emulator fell behind).
+	// The lab fills it (Lab.Status); Up counts the client's TUN, Down the
+	// internet side's.
+	DropDevice uint64
 	// Lateness of the writer (actual write time minus scheduled deliver
 	// time) over the most recent LatenessSamples packets.
 	Lateness Lateness
@@ -148,10 +153,10 @@ type DirStats struct {
 
 // LabLoss is what the emulator itself lost or delayed by more than late
 // in this direction: overflows it was not asked to emulate (MaxInFlight),
-// output write errors, and deliveries later than late (rounded down to
+// output write errors, its input device's drops (DropDevice), and deliveries later than late (rounded down to
 // one of the LateOver thresholds, so it may count more, never fewer).
 func (s DirStats) LabLoss(late time.Duration) uint64 {
-	n := s.DropOverflow + s.WriteErrs
+	n := s.DropOverflow + s.WriteErrs + s.DropDevice
 	switch {
 	case late >= 100*time.Millisecond:
 		n += s.LateOver100ms
