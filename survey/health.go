@@ -215,8 +215,11 @@ func (h *health) suspect(sent, deadline time.Time) bool {
 	return false
 }
 
-// sampleHost reads the host counters, recording new input drops as a span
-// since the previous read.
+// sampleHost reads the host counters, starting at now, recording new
+// drops as a span from the previous read's start (a drop just after it
+// may have missed it) to the end of this read (a drop during it may be
+// counted): a drop is never dated outside its span, even when the
+// sampler runs late.
 func (h *health) sampleHost(now time.Time) {
 	if h.host == nil {
 		h.mu.Lock()
@@ -242,6 +245,10 @@ func (h *health) sampleHost(now time.Time) {
 		return
 	}
 	s.at = now
+	end := time.Now()
+	if end.Before(now) { // tests pass times ahead of the clock
+		end = now
+	}
 	prev := h.hostLast
 	if prev.ok {
 		lost := false
@@ -256,7 +263,7 @@ func (h *health) sampleHost(now time.Time) {
 			}
 		}
 		if lost {
-			h.addSpanLocked(span{prev.at, now})
+			h.addSpanLocked(span{prev.at, end})
 		}
 	}
 	if prev.ok && prev.hasCPU && s.hasCPU && s.all > prev.all && now.Sub(prev.at) >= healthWindow/2 {
@@ -281,8 +288,8 @@ func (h *health) run(ctx context.Context) {
 		select {
 		case <-ctx.Done():
 			return
-		case now := <-tk.C:
-			h.sampleHost(now)
+		case <-tk.C:
+			h.sampleHost(time.Now()) // not the tick's time: the read may run late
 			h.step()
 		}
 	}

@@ -20,9 +20,28 @@ import (
 // CPU per probe (docs/benchmarks.md); probers that cannot send in batches
 // (tcp-connect, test fakes) still get a goroutine per probe.
 
-// sendTick is the shortest sleep of the loop: the probes due within it go
-// in one batch.
+// sendTick is the longest sleep between two sends, and between two reads
+// of the sockets while probes are in flight.
 const sendTick = 10 * time.Millisecond
+
+// The loop sleeps at least long enough for about batchProbes sends to
+// come due at the current rate, between minTick and sendTick: the probes
+// due within it go back to back. Fixed 10 ms batches were bursts of
+// rate×10 ms (50 at 5,000/s), which overflow a short interface queue (a
+// TUN's, a NIC's ring) where paced packets would not, and waking per
+// batchProbes keeps the cost per probe of a wake-up the same at any rate.
+const (
+	batchProbes = 8
+	minTick     = time.Millisecond
+)
+
+// tick is the loop's shortest sleep at rate probes/s (0: unlimited).
+func tick(rate float64) time.Duration {
+	if rate <= 0 {
+		return minTick
+	}
+	return min(max(time.Duration(batchProbes*float64(time.Second)/rate), minTick), sendTick)
+}
 
 // probeJob is one target being probed (one attempt at a time).
 type probeJob struct {
@@ -190,7 +209,7 @@ func (r *runner) probeLoop(ctx context.Context, probers map[string]Prober) {
 		}
 		var tc <-chan time.Time
 		if next != 0 {
-			tm.Reset(max(time.Duration(next-now.UnixNano()), sendTick))
+			tm.Reset(max(time.Duration(next-now.UnixNano()), tick(r.lim.Rate())))
 			tc = tm.C
 		}
 		select {
