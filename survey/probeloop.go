@@ -9,8 +9,9 @@ import (
 )
 
 // The probing stage is one event loop (issue 18). One goroutine wakes on
-// one timer, at most every sendTick: it sends every probe whose turn has
-// come (spacing and rate) in one batch per prober, reads the replies that
+// one timer, about every batchProbes probes at the current rate (tick): it
+// sends every probe whose turn has come (spacing and rate) in one batch
+// per prober, reads the replies that
 // reached the probers' sockets meanwhile (on Linux the loop drains them
 // itself; elsewhere receive goroutines queue them), and gives a verdict to each
 // probe whose deadline has passed. Per-target state lives in slices
