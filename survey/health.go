@@ -36,6 +36,7 @@ type health struct {
 	sampleMu sync.Mutex // one host read at a time
 	mu       sync.Mutex
 	lost     []span    // merged, by start; trimmed to what pending verdicts can meet
+	hostLost []span    // the same, without the probe sockets' own drops (for DNS)
 	sampled  time.Time // host counters read up to here
 	hostLast hostSample
 	keep     time.Duration // how long a span can still matter
@@ -54,6 +55,7 @@ type health struct {
 	events                int           // windows judged overloaded
 	healthy               time.Duration // since the last overloaded window or raise
 	reprobed, marked      int
+	reresolved, dnsLeft   int // resolutions done again; still suspect after that
 }
 
 type span struct{ from, to time.Time }
@@ -107,18 +109,26 @@ func (h *health) lostDuring(from, to time.Time, n uint64, sock bool) {
 	h.winDrops += n
 	if sock {
 		h.sockDrops += n
+		h.lost = h.addSpanLocked(h.lost, span{from, to})
 	} else {
 		h.hostDrops += n
+		h.addHostSpanLocked(span{from, to})
 	}
-	h.addSpanLocked(span{from, to})
 }
 
-func (h *health) addSpanLocked(s span) {
-	i, _ := slices.BinarySearchFunc(h.lost, s.from, func(e span, t time.Time) int { return e.from.Compare(t) })
-	h.lost = slices.Insert(h.lost, i, s)
+// addHostSpanLocked records a drop of the host's (not of a probe socket),
+// which may have cost any packet, a DNS query's too.
+func (h *health) addHostSpanLocked(s span) {
+	h.lost = h.addSpanLocked(h.lost, s)
+	h.hostLost = h.addSpanLocked(h.hostLost, s)
+}
+
+func (h *health) addSpanLocked(lost []span, s span) []span {
+	i, _ := slices.BinarySearchFunc(lost, s.from, func(e span, t time.Time) int { return e.from.Compare(t) })
+	lost = slices.Insert(lost, i, s)
 	// Merge overlapping neighbours (the list stays sorted and disjoint).
-	merged := h.lost[:0]
-	for _, e := range h.lost {
+	merged := lost[:0]
+	for _, e := range lost {
 		if n := len(merged); n > 0 && !e.from.After(merged[n-1].to) {
 			if e.to.After(merged[n-1].to) {
 				merged[n-1].to = e.to
@@ -127,15 +137,14 @@ func (h *health) addSpanLocked(s span) {
 		}
 		merged = append(merged, e)
 	}
-	h.lost = merged
 	// Spans older than any pending verdict can look at are forgotten, so
 	// a long overloaded run keeps a bounded list.
 	cut := time.Now().Add(-h.keep)
 	j := 0
-	for j < len(h.lost) && h.lost[j].to.Before(cut) {
+	for j < len(merged) && merged[j].to.Before(cut) {
 		j++
 	}
-	h.lost = h.lost[j:]
+	return merged[j:]
 }
 
 // sendFailed records a send the host refused for lack of buffers: the
@@ -145,7 +154,7 @@ func (h *health) sendFailed(at time.Time) {
 	defer h.mu.Unlock()
 	h.sendErrs++
 	h.winDrops++
-	h.addSpanLocked(span{at.Add(-time.Microsecond), at})
+	h.lost = h.addSpanLocked(h.lost, span{at.Add(-time.Microsecond), at})
 }
 
 // recvLag and sendLag report how late a receive loop processed a packet
@@ -190,6 +199,16 @@ func (h *health) current(t time.Time) bool {
 // suspect says whether a reply due in (sent, deadline] may have been lost
 // by the host. It first brings the host's counters up to the deadline.
 func (h *health) suspect(sent, deadline time.Time) bool {
+	return h.suspectIn(false, sent, deadline)
+}
+
+// suspectHost is suspect for packets of other sockets than the probes'
+// (DNS): only the host's own drops count.
+func (h *health) suspectHost(sent, deadline time.Time) bool {
+	return h.suspectIn(true, sent, deadline)
+}
+
+func (h *health) suspectIn(hostOnly bool, sent, deadline time.Time) bool {
 	if h == nil {
 		return false
 	}
@@ -201,10 +220,14 @@ func (h *health) suspect(sent, deadline time.Time) bool {
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	i, _ := slices.BinarySearchFunc(h.lost, sent, func(e span, t time.Time) int { return e.to.Compare(t) })
+	lost := h.lost
+	if hostOnly {
+		lost = h.hostLost
+	}
+	i, _ := slices.BinarySearchFunc(lost, sent, func(e span, t time.Time) int { return e.to.Compare(t) })
 	// lost[i] is the first span ending at or after sent.
-	for ; i < len(h.lost); i++ {
-		s := h.lost[i]
+	for ; i < len(lost); i++ {
+		s := lost[i]
 		if s.from.Before(deadline) && s.to.After(sent) {
 			return true
 		}
@@ -263,7 +286,7 @@ func (h *health) sampleHost(now time.Time) {
 			}
 		}
 		if lost {
-			h.addSpanLocked(span{prev.at, end})
+			h.addHostSpanLocked(span{prev.at, end})
 		}
 	}
 	if prev.ok && prev.hasCPU && s.hasCPU && s.all > prev.all && now.Sub(prev.at) >= healthWindow/2 {
@@ -341,6 +364,22 @@ func (h *health) countReprobe() {
 	}
 }
 
+// countResolution counts a resolution done again because a query timed
+// out while the host dropped packets (again), or one still suspect after
+// maxReprobes tries (!again).
+func (h *health) countResolution(again bool) {
+	if h == nil {
+		return
+	}
+	h.mu.Lock()
+	if again {
+		h.reresolved++
+	} else {
+		h.dnsLeft++
+	}
+	h.mu.Unlock()
+}
+
 func (h *health) countMarked() {
 	if h != nil {
 		h.mu.Lock()
@@ -356,13 +395,13 @@ func (h *health) degraded() *Degraded {
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if h.events == 0 && h.sockDrops+h.hostDrops+h.ifDrops+h.outDiscards+h.sendErrs == 0 && h.reprobed == 0 && h.marked == 0 {
+	if h.events == 0 && h.sockDrops+h.hostDrops+h.ifDrops+h.outDiscards+h.sendErrs == 0 && h.reprobed == 0 && h.marked == 0 && h.reresolved == 0 {
 		return nil
 	}
 	d := &Degraded{HostOverloaded: h.marked, Reprobed: h.reprobed, SocketDrops: h.sockDrops, HostDrops: h.hostDrops,
 		InterfaceDrops: h.ifDrops, OutputDiscards: h.outDiscards,
 		SendErrors: h.sendErrs, MaxReceiveLagMs: msOf(h.maxRecvLag), MaxSendLagMs: msOf(h.maxSendLg),
-		HostCPUMaxPct: h.cpuMax, MaxQueueFillPct: 100 * h.maxFill}
+		HostCPUMaxPct: h.cpuMax, MaxQueueFillPct: 100 * h.maxFill, Reresolved: h.reresolved, ResolutionsSuspect: h.dnsLeft}
 	if h.asked > 0 {
 		d.RateAsked, d.RateMin = h.asked, h.rateMin
 	}
@@ -403,6 +442,12 @@ func (h *health) degraded() *Degraded {
 	} else {
 		outcome += ", none left unmeasured"
 	}
+	if h.reresolved > 0 {
+		outcome += fmt.Sprintf("; %d resolutions done again after a query timed out while the host dropped packets", h.reresolved)
+		if h.dnsLeft > 0 {
+			outcome += fmt.Sprintf(", %d of them still timed out so (their timeout may be the host's)", h.dnsLeft)
+		}
+	}
 	d.Reason = "host overloaded: " + strings.Join(why, "; ") + "; " + outcome
 	return d
 }
@@ -422,6 +467,10 @@ type Degraded struct {
 	MaxSendLagMs    float64 `json:"max_send_lag_ms"`
 	MaxQueueFillPct float64 `json:"max_receive_queue_fill_pct"`
 	HostCPUMaxPct   float64 `json:"host_cpu_max_pct"`
-	RateAsked       float64 `json:"rate_asked,omitempty"`
-	RateMin         float64 `json:"rate_min,omitempty"`
+	// Resolutions done again because a query timed out while the host
+	// dropped packets, and those still timed out after maxReprobes tries.
+	Reresolved         int     `json:"reresolved_names,omitempty"`
+	ResolutionsSuspect int     `json:"resolutions_host_suspect,omitempty"`
+	RateAsked          float64 `json:"rate_asked,omitempty"`
+	RateMin            float64 `json:"rate_min,omitempty"`
 }

@@ -45,6 +45,10 @@ func TestHealthSuspect(t *testing.T) {
 	}
 	assert.Equal(t, uint64(2), h.sockDrops)
 	assert.Equal(t, uint64(2), h.hostDrops)
+	// DNS queries (other sockets) can be lost only by the host's drops.
+	assert.True(t, h.suspectHost(at(0), at(200)))
+	assert.False(t, h.suspectHost(at(0), at(150)), "only a probe socket dropped then")
+	assert.False(t, h.suspectHost(at(300), at(1001)), "only a probe socket dropped then")
 }
 
 // TestHealthRate: a window with drops, a receive queue over half full or
@@ -223,6 +227,7 @@ func TestHealthHostDrops(t *testing.T) {
 	h.sampleHost(t0.Add(100 * time.Millisecond)) // the drops happened in (t0, t0+100ms]
 	h.sampleHost(t0.Add(200 * time.Millisecond))
 	assert.True(t, h.suspect(t0.Add(50*time.Millisecond), t0.Add(60*time.Millisecond)))
+	assert.True(t, h.suspectHost(t0.Add(50*time.Millisecond), t0.Add(60*time.Millisecond)))
 	assert.False(t, h.suspect(t0.Add(100*time.Millisecond), t0.Add(200*time.Millisecond)))
 	d := h.degraded()
 	require.NotNil(t, d)

@@ -22,7 +22,8 @@ var (
 	ErrIncomplete  = errors.New("survey incomplete") // a path could not resolve, or probes failed to start
 	ErrPathChanged = errors.New("a path changed during the survey")
 	// ErrDegraded: the host could not keep up and some targets are marked
-	// host_overloaded instead of measured (Summary.Degraded says why).
+	// host_overloaded instead of measured, or some resolutions timed out
+	// while it dropped packets (Summary.Degraded says why).
 	ErrDegraded = errors.New("survey degraded")
 )
 
@@ -243,7 +244,7 @@ func Run(ctx context.Context, cfg Config, out *report.Stream) (Summary, error) {
 	case r.failed.Load():
 		s.Status = string(report.StatusPartial)
 		err = ErrIncomplete
-	case s.Degraded != nil && s.Degraded.HostOverloaded > 0:
+	case s.Degraded != nil && (s.Degraded.HostOverloaded > 0 || s.Degraded.ResolutionsSuspect > 0):
 		s.Status = string(report.StatusPartial)
 		err = fmt.Errorf("%w: %s", ErrDegraded, s.Degraded.Reason)
 	}

@@ -108,7 +108,7 @@ func (r *runner) resolveAll(ctx context.Context, resolvers map[string]*Resolver,
 		for range r.cfg.ResolveWorkers {
 			wg.Go(func() {
 				for i := range jobs {
-					rec := res.Resolve(ctx, r.list.At(i), r.cfg.Family)
+					rec := r.resolveClean(ctx, res, i)
 					if ctx.Err() != nil {
 						continue // unfinished: resolved again on resume
 					}
