@@ -193,7 +193,7 @@ type Conn struct {
 func newConn(isClient bool, pconn net.PacketConn, remote net.Addr, conf Config, tlsConf *tls.Config) *Conn {
 	c := &Conn{
 		conf: conf, isClient: isClient, pconn: pconn,
-		in: make(chan datagram, 1024), wake: make(chan struct{}, 1),
+		in: make(chan datagram, inQueueLen(isClient, conf)), wake: make(chan struct{}, 1),
 		mss: conf.MaxDatagramSize, paths: map[uint32]*path{}, earlyStatus: map[uint32]PathStatusFrame{}, pathCIDReady: make(chan struct{}, 1), nextPathID: 1,
 		streams: map[uint64]*Stream{}, acceptReady: make(chan struct{}, 1), openReady: make(chan struct{}, 1),
 		localMaxBidi: conf.MaxIncomingStreams, localMaxData: conf.ConnectionReceiveWindow,
