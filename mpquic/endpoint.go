@@ -208,6 +208,7 @@ func listen(pconn net.PacketConn, tlsConf *tls.Config, conf *Config, owns bool) 
 	if tlsConf == nil || len(tlsConf.Certificates) == 0 && tlsConf.GetCertificate == nil {
 		return nil, errors.New("mpquic: a tls.Config with a certificate is required")
 	}
+	raiseBuffers(pconn)
 	l := &Listener{pconn: pconn, tlsConf: tlsConf, conf: cfg, owns: owns,
 		conns: map[string]*Conn{}, queue: make(chan *Conn, 64), closed: make(chan struct{})}
 	go l.readLoop()
@@ -299,13 +300,10 @@ func (l *Listener) dispatch(d datagram) bool {
 		}
 	}
 	c.socketRecv.Add(uint64(len(d.b)))
-	select {
-	case c.in <- d:
-		return true
-	case <-c.done:
-	default:
+	if c.isDone() {
+		return false
 	}
-	return false
+	return c.rx.push(d)
 }
 
 func (l *Listener) newConn(d datagram) *Conn {

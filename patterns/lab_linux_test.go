@@ -474,19 +474,27 @@ func TestLabRetransmissions(t *testing.T) {
 		return
 	}
 	l.Set(t, "wlan0", "delay=5ms", "jitter=0s", "rate=10mbit", "up.loss=3%")
-	upDrops := func() uint64 {
+	// wwan0 shaped too: unshaped, the host's CPU is its bottleneck and a
+	// multipath sender fills the client's device queue or socket buffers
+	// (thousands of real drops in 2 s, counted below but not the
+	// emulator's to plant).
+	l.Set(t, "wwan0", "delay=5ms", "jitter=0s", "rate=20mbit")
+	upDrops := func() (n uint64) {
 		for _, p := range l.Status(t).Paths {
-			if p.Name == "wlan0" {
-				return p.Stats.Up.DropLoss + p.Stats.Up.DropQueue
-			}
+			n += p.Stats.Up.DropLoss + p.Stats.Up.DropQueue
 		}
-		t.Fatal("no wlan0 in lab status")
-		return 0
+		return n
 	}
-	for _, trName := range []string{tcpName, quicName} {
-		before := upDrops()
+	// mpquic runs over both paths (wwan0 unshaped): its server must keep
+	// up or slow the client, not drop what arrived.
+	for _, trName := range []string{tcpName, quicName, "mpquic"} {
+		before, tx0 := upDrops(), txDropped(t)
 		rec := labRun(t, l, "iperf", trName, "wlan0", probe.Family4, Params{Duration: 2 * time.Second, Direction: DirectionUpload})
-		drops := upDrops() - before
+		// Over the unshaped wwan0 the client's own devices may drop what
+		// the emulator cannot take in time (mpquic: 2,500 in 2 s): real
+		// drops, counted with the emulator's.
+		txd := txDropped(t) - tx0
+		drops := upDrops() - before + txd
 		up := rec.Result.(*IperfResult).Upload
 		if up == nil || up.Retransmissions == nil || rec.Result.(*IperfResult).Download != nil {
 			t.Fatalf("%s: upload-only result %+v", trName, rec.Result)
@@ -498,7 +506,7 @@ func TestLabRetransmissions(t *testing.T) {
 			}
 		}
 		retr := *up.Retransmissions
-		t.Logf("%s: %d retransmissions (%d over the intervals), emulator dropped %d packets upstream", trName, retr, perInterval, drops)
+		t.Logf("%s: %d retransmissions (%d over the intervals), %d packets dropped upstream (%d by the client's devices)", trName, retr, perInterval, drops, txd)
 		if drops < 20 {
 			t.Fatalf("%s: only %d drops: the loss was not applied", trName, drops)
 		}
@@ -571,6 +579,11 @@ func TestLabRetransmissionsDownload(t *testing.T) {
 		return
 	}
 	l.Set(t, "wlan0", "delay=5ms", "jitter=0s", "rate=10mbit", "down.loss=3%")
+	// wwan0 shaped too: unshaped, the host's CPU is its bottleneck and a
+	// multipath sender fills the client's device queue or socket buffers
+	// (thousands of real drops in 2 s, counted below but not the
+	// emulator's to plant).
+	l.Set(t, "wwan0", "delay=5ms", "jitter=0s", "rate=20mbit")
 	// MPTCP may add a subflow over wwan0 (no loss there): count both paths.
 	downDrops := func() (wlan, all uint64) {
 		for _, p := range l.Status(t).Paths {
@@ -709,4 +722,22 @@ func udpRcvbufErrors(t *testing.T) uint64 {
 	}
 	t.Fatal("no Udp RcvbufErrors in /proc/net/snmp")
 	return 0
+}
+
+// txDropped is the client's devices' count of packets dropped on sending
+// (a full device queue), over both lab paths.
+func txDropped(t *testing.T) (n uint64) {
+	t.Helper()
+	for _, dev := range lab.PathNames {
+		b, err := os.ReadFile("/sys/class/net/" + dev + "/statistics/tx_dropped")
+		if err != nil {
+			t.Fatal(err)
+		}
+		v, err := strconv.ParseUint(strings.TrimSpace(string(b)), 10, 64)
+		if err != nil {
+			t.Fatal(err)
+		}
+		n += v
+	}
+	return n
 }
