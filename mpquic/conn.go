@@ -102,6 +102,7 @@ type Conn struct {
 
 	spaces     [numSpaces]*pnSpace // spaceApp is path 0's and holds the 1-RTT keys
 	spaceList  []*pnSpace          // every live space (multipath.go)
+	payloads   [numSpaces][]byte   // payload scratch per space kind (payloadBuf)
 	nextPaceAt time.Time
 	mss        int
 
