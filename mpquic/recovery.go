@@ -13,8 +13,6 @@ const (
 	timeThresholdDen  = 8
 	granularity       = time.Millisecond
 	initialRTT        = 333 * time.Millisecond
-	lossReductionNum  = 1 // kLossReductionFactor = 1/2
-	lossReductionDen  = 2
 	persistentCongest = 3
 	initialWindowPkts = 10
 	minimumWindowPkts = 2
@@ -122,7 +120,6 @@ type newReno struct {
 	ssthresh      int
 	inFlight      int
 	recoveryStart time.Time
-	ackedInCA     int // bytes acknowledged toward the next +mss in congestion avoidance
 	cubic         cubic
 
 	tokens   float64 // pacer budget in bytes
@@ -205,7 +202,6 @@ func (cc *newReno) onLost(p *sentPacket, now time.Time) {
 	cc.recoveryStart = now
 	cc.ssthresh = cc.cubic.onCongestion(cc.cwnd, cc.mss)
 	cc.cwnd = cc.ssthresh
-	cc.ackedInCA = 0
 }
 
 func (cc *newReno) onPersistentCongestion() {
