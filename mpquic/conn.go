@@ -92,7 +92,8 @@ type Conn struct {
 	pconn    net.PacketConn // path 0's socket (a server's paths all share it)
 	tls      *tls.QUICConn
 
-	in   chan datagram
+	in   chan datagram // a client's path readers send here
+	rx   *rxQueue      // a server's listener queues here
 	wake chan struct{}
 
 	scid         []byte // ours from the handshake
@@ -101,6 +102,7 @@ type Conn struct {
 
 	spaces     [numSpaces]*pnSpace // spaceApp is path 0's and holds the 1-RTT keys
 	spaceList  []*pnSpace          // every live space (multipath.go)
+	payloads   [numSpaces][]byte   // payload scratch per space kind (payloadBuf)
 	nextPaceAt time.Time
 	mss        int
 
@@ -193,7 +195,7 @@ type Conn struct {
 func newConn(isClient bool, pconn net.PacketConn, remote net.Addr, conf Config, tlsConf *tls.Config) *Conn {
 	c := &Conn{
 		conf: conf, isClient: isClient, pconn: pconn,
-		in: make(chan datagram, 1024), wake: make(chan struct{}, 1),
+		in: make(chan datagram, inChanLen(isClient, conf)), rx: newRxQueue(inQueueLen(conf)), wake: make(chan struct{}, 1),
 		mss: conf.MaxDatagramSize, paths: map[uint32]*path{}, earlyStatus: map[uint32]PathStatusFrame{}, pathCIDReady: make(chan struct{}, 1), nextPathID: 1,
 		streams: map[uint64]*Stream{}, acceptReady: make(chan struct{}, 1), openReady: make(chan struct{}, 1),
 		localMaxBidi: conf.MaxIncomingStreams, localMaxData: conf.ConnectionReceiveWindow,
@@ -308,6 +310,20 @@ func (c *Conn) run() {
 				default:
 				}
 				break
+			}
+			c.mu.Unlock()
+		case <-c.rx.ready:
+			c.mu.Lock()
+			now = time.Now()
+			for i := 0; i < 65; i++ { // a burst, then send
+				d, ok := c.rx.pop()
+				if !ok {
+					break
+				}
+				c.handleDatagram(d, now)
+				if i == 64 {
+					notify(c.rx.ready)
+				}
 			}
 			c.mu.Unlock()
 		case <-c.wake:

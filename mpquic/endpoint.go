@@ -41,6 +41,7 @@ func dial(ctx context.Context, pconn net.PacketConn, raddr net.Addr, tlsConf *tl
 	if tlsConf == nil || len(tlsConf.NextProtos) == 0 {
 		return nil, errors.New("mpquic: a tls.Config with NextProtos (ALPN) is required")
 	}
+	raiseBuffers(pconn)
 	c := newConn(true, pconn, raddr, cfg, tlsConf)
 	c.ownsConn = owns
 	c.origDCID = randomID(connIDLen)
@@ -107,12 +108,14 @@ func (c *Conn) readLoop(p *path) {
 		}
 		c.socketRecv.Add(uint64(n))
 		p.socketRecv.Add(uint64(n))
+		// Wait while the connection is behind: the socket's buffer then
+		// holds the datagrams. Dropping them here was loss that no network
+		// caused, which the peer's sender rightly declared (hundreds of
+		// packets a second over a fast second path, issue 12).
 		select {
 		case c.in <- datagram{b: (*bp)[:n], buf: bp, from: from}:
 		case <-c.done:
 			return
-		default:
-			bufPool.Put(bp) // the connection is behind: drop, as the network would
 		}
 	}
 }
@@ -205,6 +208,7 @@ func listen(pconn net.PacketConn, tlsConf *tls.Config, conf *Config, owns bool) 
 	if tlsConf == nil || len(tlsConf.Certificates) == 0 && tlsConf.GetCertificate == nil {
 		return nil, errors.New("mpquic: a tls.Config with a certificate is required")
 	}
+	raiseBuffers(pconn)
 	l := &Listener{pconn: pconn, tlsConf: tlsConf, conf: cfg, owns: owns,
 		conns: map[string]*Conn{}, queue: make(chan *Conn, 64), closed: make(chan struct{})}
 	go l.readLoop()
@@ -296,13 +300,10 @@ func (l *Listener) dispatch(d datagram) bool {
 		}
 	}
 	c.socketRecv.Add(uint64(len(d.b)))
-	select {
-	case c.in <- d:
-		return true
-	case <-c.done:
-	default:
+	if c.isDone() {
+		return false
 	}
-	return false
+	return c.rx.push(d)
 }
 
 func (l *Listener) newConn(d datagram) *Conn {
@@ -368,7 +369,13 @@ func (l *Listener) newConn(d datagram) *Conn {
 // raiseBuffers asks for 4 MiB socket buffers (best effort, capped by the
 // system's maximum): a window's worth of datagrams arriving while the
 // connection goroutine is busy must not overflow the default ~200 KiB.
-func raiseBuffers(c *net.UDPConn) {
-	c.SetReadBuffer(4 << 20)
-	c.SetWriteBuffer(4 << 20)
+// Sockets the caller hands over are raised too, when they can be.
+func raiseBuffers(c net.PacketConn) {
+	if b, ok := c.(interface {
+		SetReadBuffer(int) error
+		SetWriteBuffer(int) error
+	}); ok {
+		b.SetReadBuffer(4 << 20)
+		b.SetWriteBuffer(4 << 20)
+	}
 }

@@ -486,6 +486,7 @@ func (c *Conn) AddPathStatus(ctx context.Context, packetConn net.PacketConn, rem
 		c.mu.Lock()
 	}
 	c.mu.Unlock()
+	raiseBuffers(packetConn)
 	go c.readLoop(p)
 	c.signal()
 	h := &Path{c: c, p: p}

@@ -41,8 +41,9 @@ func (f *faultConn) ReadFrom(b []byte) (int, net.Addr, error) {
 // datagrams, and a full queue drops (as a router's does).
 type shapedConn struct {
 	net.PacketConn
-	q    chan shapedDatagram
-	done chan struct{}
+	q     chan shapedDatagram
+	done  chan struct{}
+	drops atomic.Uint64 // datagrams the full queue dropped
 }
 
 type shapedDatagram struct {
@@ -82,6 +83,7 @@ func (s *shapedConn) WriteTo(b []byte, to net.Addr) (int, error) {
 	select {
 	case s.q <- shapedDatagram{append([]byte(nil), b...), to}:
 	default: // queue full: dropped
+		s.drops.Add(1)
 	}
 	return len(b), nil
 }
@@ -236,8 +238,9 @@ func echoConn(ctx context.Context, c *Conn) {
 func TestMultipathTwoPathsBulk(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	mp := newMPPair(t, ctx, newShapedConn(t, 40e6, 100), nil, nil)
-	p, err := mp.c.AddPath(ctx, newShapedConn(t, 40e6, 100), mp.l.Addr())
+	shaped := []*shapedConn{newShapedConn(t, 40e6, 100), newShapedConn(t, 40e6, 100)}
+	mp := newMPPair(t, ctx, shaped[0], nil, nil)
+	p, err := mp.c.AddPath(ctx, shaped[1], mp.l.Addr())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -266,6 +269,32 @@ func TestMultipathTwoPathsBulk(t *testing.T) {
 		if total < size {
 			t.Errorf("%d bytes sent for a %d-byte transfer", total, size)
 		}
+		// Losses are the shapers' drops, path by path (ground truth).
+		for _, s := range st {
+			d := shaped[s.ID].drops.Load()
+			t.Logf("path %d: %d declared lost, %d dropped by its shaper", s.ID, s.PacketsLost, d)
+			if float64(s.PacketsLost) > 1.5*float64(d)+5 {
+				t.Errorf("path %d declared %d packets lost, its shaper dropped %d", s.ID, s.PacketsLost, d)
+			}
+		}
+	}
+	// The echo comes back over unshaped loopback: nothing to lose there.
+	for _, s := range mp.server(t).PathStats() {
+		checkCleanPath(t, "server", s)
+	}
+}
+
+// checkCleanPath: a path whose datagrams nothing drops declares (almost)
+// no losses. On loopback the only drops left are a full socket buffer,
+// which the receiver's blocking read and 4 MiB buffers avoid; a loss
+// declared there is the receiver dropping what it was sent (issue 12: the
+// server's clean path declared 1-4% of its packets lost because the
+// client's reader dropped datagrams on a full queue). 0.5% plus 2 leaves
+// room for a timer starved under -race, no more.
+func checkCleanPath(t *testing.T, side string, s PathStats) {
+	t.Helper()
+	if float64(s.PacketsLost) > 0.005*float64(s.PacketsSent)+2 {
+		t.Errorf("%s: clean path %d declared %d of %d packets lost", side, s.ID, s.PacketsLost, s.PacketsSent)
 	}
 }
 
@@ -418,6 +447,7 @@ func TestMultipathPerPathRecovery(t *testing.T) {
 	for _, c := range []*Conn{mp.c, mp.server(t)} {
 		clean, bad := pathStat(t, c, 0), pathStat(t, c, 1)
 		t.Logf("client %v: %v; %v", c.isClient, clean, bad)
+		checkCleanPath(t, map[bool]string{true: "client", false: "server"}[c.isClient], clean)
 		if bad.PacketsLost == 0 || bad.PacketsSent == 0 {
 			t.Errorf("client %v: the lossy path declared %d of %d packets lost", c.isClient, bad.PacketsLost, bad.PacketsSent)
 		}

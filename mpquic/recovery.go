@@ -13,8 +13,6 @@ const (
 	timeThresholdDen  = 8
 	granularity       = time.Millisecond
 	initialRTT        = 333 * time.Millisecond
-	lossReductionNum  = 1 // kLossReductionFactor = 1/2
-	lossReductionDen  = 2
 	persistentCongest = 3
 	initialWindowPkts = 10
 	minimumWindowPkts = 2
@@ -122,7 +120,7 @@ type newReno struct {
 	ssthresh      int
 	inFlight      int
 	recoveryStart time.Time
-	ackedInCA     int // bytes acknowledged toward the next +mss in congestion avoidance
+	cubic         cubic
 
 	tokens   float64 // pacer budget in bytes
 	lastFill time.Time
@@ -148,6 +146,7 @@ const (
 // onRTTSample feeds HyStart++ one sample taken when packet largest was
 // acknowledged; nextPN is the next packet number to be sent.
 func (cc *newReno) onRTTSample(rtt time.Duration, largest, nextPN uint64) {
+	cc.cubic.rtt = rtt
 	if cc.cwnd >= cc.ssthresh {
 		return
 	}
@@ -190,11 +189,7 @@ func (cc *newReno) onAcked(p *sentPacket) {
 		cc.cwnd += p.size
 		return
 	}
-	cc.ackedInCA += p.size
-	if cc.ackedInCA >= cc.cwnd {
-		cc.ackedInCA -= cc.cwnd
-		cc.cwnd += cc.mss
-	}
+	cc.cwnd = cc.cubic.grow(cc.cwnd, cc.mss, p.size, time.Now())
 }
 
 // onLost removes lost bytes from flight; one congestion event per round
@@ -205,14 +200,14 @@ func (cc *newReno) onLost(p *sentPacket, now time.Time) {
 		return
 	}
 	cc.recoveryStart = now
-	cc.ssthresh = max(cc.cwnd*lossReductionNum/lossReductionDen, minimumWindowPkts*cc.mss)
+	cc.ssthresh = cc.cubic.onCongestion(cc.cwnd, cc.mss)
 	cc.cwnd = cc.ssthresh
-	cc.ackedInCA = 0
 }
 
 func (cc *newReno) onPersistentCongestion() {
 	cc.cwnd = minimumWindowPkts * cc.mss
 	cc.recoveryStart = time.Time{}
+	cc.cubic.epoch = time.Time{}
 }
 
 // discard drops packets of a discarded space from flight without a

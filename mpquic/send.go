@@ -264,7 +264,7 @@ func (c *Conn) buildDatagram(now time.Time, p *path, dst []byte) []byte {
 // avail bytes.
 func (c *Conn) fillPayload(pl *plan, avail int, now time.Time, dataOK bool) {
 	sp := pl.sp
-	b := make([]byte, 0, avail)
+	b := c.payloadBuf(pl.si, avail)
 	ackDue := !sp.ackAt.IsZero() && !sp.ackAt.After(now)
 	ackOwed := !sp.ackAt.IsZero() || (len(sp.recvd) > 0 && dataOK && sp.elicitingUnacked > 0)
 	if ackOwed && len(sp.recvd) > 0 {

@@ -1,0 +1,42 @@
+package mpquic
+
+import (
+	"math"
+	"testing"
+	"time"
+)
+
+// After a loss CUBIC keeps 0.7 of the window, and growing along its curve
+// it is back at the window of the loss about K = cbrt(0.3 W/C) seconds
+// later (RFC 9438 §4.2), not sooner, and does not stall below it. (With
+// a small window and RTT the Reno-friendly estimate is faster and wins,
+// as §4.3 wants; 1000 packets at 100 ms is CUBIC's own region.)
+func TestCubicRecoversAlongItsCurve(t *testing.T) {
+	const mss = 1200
+	cc := newNewReno(mss)
+	cc.ssthresh = 0 // congestion avoidance
+	cc.cwnd = 1000 * mss
+	start := time.Unix(1000, 0)
+	cc.onLost(&sentPacket{size: mss, time: start.Add(time.Millisecond)}, start.Add(time.Millisecond))
+	if cc.cwnd != 700*mss {
+		t.Fatalf("window after a loss %d, want %d", cc.cwnd, 700*mss)
+	}
+	k := math.Cbrt(300 / cubicC) // seconds
+	cc.cubic.rtt = 100 * time.Millisecond
+	now := start.Add(2 * time.Millisecond)
+	var reached time.Duration
+	for i := 0; i < 20000 && reached == 0; i++ {
+		now = now.Add(time.Millisecond)
+		// one window's worth of ACKs per 100 ms RTT
+		for n := 0; n < cc.cwnd/mss/100; n++ {
+			cc.cwnd = cc.cubic.grow(cc.cwnd, mss, mss, now)
+		}
+		if cc.cwnd >= 1000*mss {
+			reached = now.Sub(start)
+		}
+	}
+	t.Logf("K %.2f s; back at the loss window after %v", k, reached)
+	if reached == 0 || reached.Seconds() < 0.7*k || reached.Seconds() > 1.3*k {
+		t.Errorf("back at the loss window after %v, want about K = %.2f s", reached, k)
+	}
+}
