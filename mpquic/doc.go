@@ -1,8 +1,11 @@
 // Package mpquic is mptester's own QUIC version 1 stack with the IETF
 // multipath extension, written from RFC 9000 (transport), RFC 9001 (TLS and
-// packet protection) and draft-ietf-quic-multipath-21 (the latest draft; its
-// code points are the ones the draft asks IANA for: initial_max_path_id 0x3e,
-// PATH_ACK 0x3e-0x3f, PATH_ABANDON 0x3e75 ... PATH_CIDS_BLOCKED 0x3e7c).
+// packet protection) and draft-ietf-quic-multipath-21, the last draft before
+// RFC 10069 (November 2026). Its code points are IANA's permanent ones
+// (registered 2026-03-30, as a third-party copy of the registry shows; the
+// RFC's own IANA section was not readable here): initial_max_path_id 0x3e,
+// PATH_ACK 0x3e-0x3f, PATH_ABANDON 0x3e75 ... PATH_CIDS_BLOCKED 0x3e7c, and
+// the path error codes 0x3e, 0x3e75-0x3e77.
 //
 // The wire layer:
 //   - variable-length integers and packet numbers (RFC 9000 §16, §17.1, A.2, A.3)

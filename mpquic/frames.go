@@ -32,7 +32,7 @@ const (
 	FrameConnectionCloseApp FrameType = 0x1d
 	FrameHandshakeDone      FrameType = 0x1e
 
-	// Multipath frames, draft-ietf-quic-multipath-21 (IANA-suggested codes).
+	// Multipath frames, draft-ietf-quic-multipath-21 / RFC 10069 (IANA's permanent codes).
 	FramePathAck                FrameType = 0x3e
 	FramePathAckECN             FrameType = 0x3f
 	FramePathAbandon            FrameType = 0x3e75
