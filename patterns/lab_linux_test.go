@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mptester/mptester/internal/linkstats"
 	"github.com/mptester/mptester/lab"
 	"github.com/mptester/mptester/lab/labtest"
 	"github.com/mptester/mptester/patterns/transport"
@@ -696,33 +697,13 @@ func TestLabMatrixMultipathRow(t *testing.T) {
 	}
 }
 
-// udpRcvbufErrors is the kernel's count of UDP datagrams dropped because a
-// socket's receive buffer was full, in this network namespace.
 func udpRcvbufErrors(t *testing.T) uint64 {
 	t.Helper()
-	b, err := os.ReadFile("/proc/net/snmp")
+	n, err := linkstats.UDPRcvbufErrors()
 	if err != nil {
 		t.Fatal(err)
 	}
-	var names []string
-	for _, line := range strings.Split(string(b), "\n") {
-		f := strings.Fields(line)
-		if len(f) == 0 || f[0] != "Udp:" {
-			continue
-		}
-		if names == nil {
-			names = f
-			continue
-		}
-		for i, n := range names {
-			if n == "RcvbufErrors" && i < len(f) {
-				v, _ := strconv.ParseUint(f[i], 10, 64)
-				return v
-			}
-		}
-	}
-	t.Fatal("no Udp RcvbufErrors in /proc/net/snmp")
-	return 0
+	return n
 }
 
 // txDropped is the client's devices' count of packets dropped on sending

@@ -59,10 +59,10 @@ func (p *procHost) sample() (hostSample, bool) {
 		}
 	}
 	if b, ok := p.read("/proc/net/snmp"); ok {
-		s.outDrops += snmpValue(b, "Ip:", "OutDiscards")
+		s.outDrops += linkstats.SNMPValue(b, "Ip:", "OutDiscards")
 	}
 	if b, ok := p.read("/proc/net/snmp6"); ok {
-		s.outDrops += snmpValue(b, "", "Ip6OutDiscards")
+		s.outDrops += linkstats.SNMPValue(b, "", "Ip6OutDiscards")
 	}
 	if b, ok := p.read("/proc/stat"); ok {
 		line, _, _ := bytes.Cut(b, []byte("\n"))
@@ -101,36 +101,4 @@ func (p *procHost) read(name string) ([]byte, bool) {
 			return p.buf, true
 		}
 	}
-}
-
-// snmpValue finds counter name in /proc/net/snmp (prefix "Ip:": a line of
-// names, then a line of values) or /proc/net/snmp6 (prefix "": "name
-// value" lines); 0 when absent.
-func snmpValue(b []byte, prefix, name string) uint64 {
-	lines := bytes.Split(b, []byte("\n"))
-	for i, line := range lines {
-		f := bytes.Fields(line)
-		if len(f) == 0 {
-			continue
-		}
-		if prefix == "" {
-			if len(f) == 2 && string(f[0]) == name {
-				n, _ := strconv.ParseUint(string(f[1]), 10, 64)
-				return n
-			}
-			continue
-		}
-		if string(f[0]) != prefix || i+1 >= len(lines) {
-			continue
-		}
-		vals := bytes.Fields(lines[i+1])
-		for k, fn := range f {
-			if string(fn) == name && k < len(vals) {
-				n, _ := strconv.ParseUint(string(vals[k]), 10, 64)
-				return n
-			}
-		}
-		return 0
-	}
-	return 0
 }

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mptester/mptester/internal/linkstats"
 	"github.com/mptester/mptester/patterns"
 	"github.com/mptester/mptester/patterns/transport"
 	"github.com/mptester/mptester/probe"
@@ -384,6 +385,7 @@ func conform(t *testing.T, d *transport.Descriptor, e env, wire func() (up, down
 			// header overhead above it (plus handshake and ack packets).
 			const n = 4 << 20
 			wire()
+			drops0, _ := linkstats.UDPRcvbufErrors()
 			conn := c.dial(t)
 			var s transport.State
 			exchange(t, conn, n, func() {
@@ -395,12 +397,18 @@ func conform(t *testing.T, d *transport.Descriptor, e env, wire func() (up, down
 			}
 			sent, recv := s.Data.Bytes()
 			up, down := wire()
-			t.Logf("%s: counters sent %d received %d, wire up %d down %d (stated overhead %.0f%%)", d.Name, sent, recv, up, down, 100*d.HeaderOverhead)
+			// Datagrams this host's full socket buffers dropped crossed
+			// the wire but were never received: up to an MTU each above
+			// the receive counter (seen: 9% of a download, CI load).
+			drops1, _ := linkstats.UDPRcvbufErrors()
+			hostDropped := (drops1 - drops0) * 1500
+			t.Logf("%s: counters sent %d received %d, wire up %d down %d (stated overhead %.0f%%), %d datagrams dropped by this host's receive buffers", d.Name, sent, recv, up, down, 100*d.HeaderOverhead, drops1-drops0)
 			for _, x := range []struct {
 				dir           string
 				counter, wire uint64
-			}{{"up", sent, up}, {"down", recv, down}} {
-				if x.counter < n || float64(x.wire) < float64(x.counter) || float64(x.wire) > float64(x.counter)*(1+d.HeaderOverhead)+64<<10 {
+				slack         uint64
+			}{{"up", sent, up, 0}, {"down", recv, down, hostDropped}} {
+				if x.counter < n || float64(x.wire) < float64(x.counter) || float64(x.wire) > float64(x.counter)*(1+d.HeaderOverhead)+float64(64<<10+x.slack) {
 					t.Errorf("%s: counter %d bytes, wire %d, payload %d: outside the stated %.0f%% header overhead", x.dir, x.counter, x.wire, n, 100*d.HeaderOverhead)
 				}
 			}
