@@ -245,7 +245,7 @@ func (l *probeLoop) admit(now time.Time) (closed, heldFull bool) {
 		if l.heldFull() {
 			return false, true
 		}
-		t, ok, cl := r.queue.tryPop()
+		t, ok, cl := r.popTarget()
 		if !ok {
 			return cl, false
 		}
