@@ -10,19 +10,23 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/mptester/mptester/internal/memtrim"
 )
 
 // memWatch backs the hidden --memprofile flag (issue 18: memory at 100K
 // and 1M domains): it samples the live heap (after the last GC) and the
 // goroutine stacks every 250 ms, writes a heap profile to path each time
 // the live heap passes its previous peak by 5%, and logs the peaks when
-// stopped.
+// stopped, with the resident set's anonymous and file-backed parts at
+// its largest sample (which need not be VmHWM's moment).
 type memWatch struct {
 	path       string
 	log        *slog.Logger
 	peakLive   uint64
 	peakStacks uint64
 	peakGs     uint64
+	peakRes    memtrim.Stats // the resident set at its sampled peak (Linux)
 	written    uint64
 	stop       context.CancelFunc
 	wg         sync.WaitGroup
@@ -55,6 +59,9 @@ func (m *memWatch) sample() {
 	live, stacks := s[0].Value.Uint64(), s[1].Value.Uint64()
 	m.peakStacks = max(m.peakStacks, stacks)
 	m.peakGs = max(m.peakGs, s[2].Value.Uint64())
+	if rs, ok := memtrim.Resident(); ok && rs.Anon+rs.File > m.peakRes.Anon+m.peakRes.File {
+		m.peakRes = rs
+	}
 	if live <= m.peakLive {
 		return
 	}
@@ -81,7 +88,9 @@ func (m *memWatch) Stop() {
 	m.stop()
 	m.wg.Wait()
 	m.log.Info("memory", "peak_live_heap_mb", fmt.Sprintf("%.1f", float64(m.peakLive)/1e6),
-		"peak_goroutine_stacks_mb", fmt.Sprintf("%.1f", float64(m.peakStacks)/1e6), "peak_goroutines", m.peakGs, "peak_rss", peakRSS(), "profile", m.path, "err", m.err)
+		"peak_goroutine_stacks_mb", fmt.Sprintf("%.1f", float64(m.peakStacks)/1e6), "peak_goroutines", m.peakGs, "peak_rss", peakRSS(),
+		"sampled_peak_rss_anon_mb", fmt.Sprintf("%.1f", float64(m.peakRes.Anon)/1e6), "sampled_peak_rss_file_mb", fmt.Sprintf("%.1f", float64(m.peakRes.File)/1e6),
+		"profile", m.path, "err", m.err)
 }
 
 // peakRSS is VmHWM from /proc/self/status ("" where there is none).
