@@ -42,6 +42,11 @@ type Config struct {
 	// short-RTT path from moving traffic to the backup, as quic-handover's
 	// HandoverConfig.MinTimeout does (study 000 §II-B).
 	MinFailureTimeout time.Duration
+	// StatelessResetKey derives the stateless reset token of every
+	// connection ID issued (RFC 9000 §10.3.2). A server that keeps its key
+	// across restarts resets the connections it lost at their peer's next
+	// packet; nil: a random key per Listener (or client connection).
+	StatelessResetKey *StatelessResetKey
 }
 
 const (
@@ -84,6 +89,9 @@ func (c *Config) withDefaults() (Config, error) {
 	}
 	if o.HandshakeTimeout == 0 {
 		o.HandshakeTimeout = 10 * time.Second
+	}
+	if o.StatelessResetKey == nil {
+		o.StatelessResetKey = NewStatelessResetKey()
 	}
 	if o.MaxIdleTimeout < 0 || o.HandshakeTimeout < 0 {
 		return o, errors.New("mpquic: negative timeout")

@@ -256,6 +256,8 @@ func (c *Conn) localParams() TransportParameters {
 	}
 	if !c.isClient {
 		p.OriginalDCID = c.origDCID
+		t := c.conf.StatelessResetKey.token(c.scid) // a client sends none (RFC 9000 §18.2)
+		p.StatelessResetToken = &t
 	}
 	return p
 }
@@ -445,15 +447,19 @@ func (c *Conn) handleDatagram(d datagram, now time.Time) {
 		return
 	}
 	c.bytesRecv += len(d.b)
+	if !c.handleDatagramPackets(d, now) && c.isStatelessReset(d.b) {
+		c.terminate(ErrStatelessReset) // no more packets (RFC 9000 §10.3.1)
+	}
+}
+
+// handleDatagramPackets processes a datagram's packets; false if none was.
+func (c *Conn) handleDatagramPackets(d datagram, now time.Time) bool {
 	b := d.b
-	first, counted := true, false
+	first, counted, any := true, false, false
 	for len(b) > 0 {
 		h, n, err := ParseHeader(b, connIDLen)
 		if err != nil {
-			if c.isClient && errors.Is(err, ErrUnsupportedVersion) {
-				return
-			}
-			return // the rest of the datagram is unusable
+			return any // the rest of the datagram is unusable
 		}
 		pkt := b[:n]
 		b = b[n:]
@@ -461,35 +467,39 @@ func (c *Conn) handleDatagram(d datagram, now time.Time) {
 			if c.isClient && first && !c.peerSCIDSeen && string(h.DCID) == string(c.scid) {
 				for _, v := range h.SupportedVersions {
 					if v == Version1 {
-						return // a forged or stale list: ignore (RFC 9000 §6.2)
+						return true // a forged or stale list: ignore (RFC 9000 §6.2)
 					}
 				}
 				c.terminate(ErrVersionNegotiation)
 			}
-			return
+			return true
 		}
 		if h.Type == PacketRetry {
 			if c.isClient && !c.peerSCIDSeen && VerifyRetry(pkt, c.origDCID) {
 				c.closeTransport(transportErr(ProtocolViolation, 0, "Retry is not supported"))
 			}
-			return
+			return true
 		}
 		if !c.ours(h.DCID) && !(h.Type == PacketInitial && !c.isClient && string(h.DCID) == string(c.origDCID)) {
 			if first || h.Type != Packet1RTT {
 				continue
 			}
-			return
+			return any
 		}
 		first = false
 		c.from, c.local = d.from, d.to
-		if p := c.handlePacket(h, pkt, now, false); p != nil && !c.isClient && !counted {
-			p.socketRecv.Add(uint64(len(d.b))) // a client's reader counts per socket
-			counted = true
+		if p := c.handlePacket(h, pkt, now, false); p != nil {
+			any = true
+			if !c.isClient && !counted {
+				p.socketRecv.Add(uint64(len(d.b))) // a client's reader counts per socket
+				counted = true
+			}
 		}
 		if c.closing || c.isDone() {
-			return
+			return true
 		}
 	}
+	return any
 }
 
 func spaceOf(t PacketType) int {
@@ -896,7 +906,7 @@ func (c *Conn) confirm() {
 	// come before confirmation.
 	first := peerCID{seq: 0, cid: c.p0().dcid}
 	if c.peerParams.StatelessResetToken != nil {
-		first.token = *c.peerParams.StatelessResetToken
+		first.token, first.hasToken = *c.peerParams.StatelessResetToken, true
 	}
 	cs := c.cidSet(0)
 	cs.peer = append([]peerCID{first}, cs.peer...)

@@ -13,9 +13,10 @@ import "slices"
 const maxLocalCIDs = 4
 
 type peerCID struct {
-	seq   uint64
-	cid   []byte
-	token [16]byte
+	seq      uint64
+	cid      []byte
+	token    [16]byte
+	hasToken bool // a client's first ID has none (§18.2)
 }
 
 // cidSet is one path ID's connection IDs in both directions.
@@ -80,7 +81,7 @@ func (c *Conn) issueCIDs() {
 		cs := c.cidSet(id)
 		for n := c.localCount(id); n < want; n++ {
 			f := NewConnectionIDFrame{Seq: cs.nextSeq, ConnID: randomID(connIDLen)}
-			copy(f.ResetToken[:], randomID(16))
+			f.ResetToken = c.conf.StatelessResetKey.token(f.ConnID)
 			cs.nextSeq++
 			c.localCIDs[string(f.ConnID)] = cidRef{path: id, seq: f.Seq}
 			cs.issued[f.Seq] = f
@@ -125,7 +126,7 @@ func (c *Conn) handleNewCID(id uint32, seq, retirePriorTo uint64, cid []byte, to
 			return nil // a repeat
 		}
 	}
-	cs.peer = append(cs.peer, peerCID{seq: seq, cid: append([]byte(nil), cid...), token: token})
+	cs.peer = append(cs.peer, peerCID{seq: seq, cid: append([]byte(nil), cid...), token: token, hasToken: true})
 	if p := c.paths[id]; p != nil && p.dcid == nil && !p.abandoned {
 		// The path's first packet overtook the IDs to answer it with
 		// (a server's new path): it can send now.

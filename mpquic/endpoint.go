@@ -175,6 +175,7 @@ type Listener struct {
 	queue  chan *Conn
 	closed chan struct{}
 	once   sync.Once
+	resets resetLimiter
 }
 
 // Listen accepts connections on pconn (read by the listener from now on).
@@ -296,6 +297,7 @@ func (l *Listener) dispatch(d datagram) bool {
 	if c == nil {
 		c = l.newConn(d)
 		if c == nil {
+			l.maybeReset(b, dcid, d.from)
 			return false
 		}
 	}

@@ -73,6 +73,8 @@ func mpquicStatus(err error) Status {
 		return StatusTimeout
 	case errors.Is(err, mpquic.ErrVersionNegotiation):
 		return StatusUnsupported
+	case errors.Is(err, mpquic.ErrStatelessReset):
+		return StatusConnectionReset // the server lost the connection (a restart)
 	case errors.As(err, &peer):
 		if peer.Err.Code >= 0x100 && peer.Err.Code < 0x200 {
 			return StatusTLSError // CRYPTO_ERROR: a TLS alert (RFC 9001 §4.8)
