@@ -20,10 +20,10 @@
 //
 // On it, QUIC v1 connections (Dial, Listen; conn.go, send.go, stream.go,
 // recovery.go): the handshake over crypto/tls.QUICConn, streams with flow
-// control, RFC 9002 loss recovery with NewReno, HyStart++ (RFC 9406) and
+// control, RFC 9002 loss recovery with CUBIC (RFC 9438), HyStart++ (RFC 9406) and
 // pacing, key update and stateless reset (reset.go); and multipath (multipath.go, connid.go) when
 // both sides send initial_max_path_id: per-path connection IDs, packet
-// number spaces, ACKs (PATH_ACK), RTT, loss recovery and NewReno
+// number spaces, ACKs (PATH_ACK), RTT, loss recovery and CUBIC
 // (uncoupled), Conn.AddPath with path validation, a lowest-RTT scheduler
 // with backup paths and reinjection off a potentially failed path,
 // PATH_ABANDON, PATH_STATUS_*, MAX_PATH_ID and PATHS_BLOCKED.
