@@ -492,6 +492,7 @@ func (c *Conn) handleDatagramPackets(d datagram, now time.Time) bool {
 			any = true
 			if !c.isClient && !counted {
 				p.socketRecv.Add(uint64(len(d.b))) // a client's reader counts per socket
+				p.amp.received(len(d.b))
 				counted = true
 			}
 		}
@@ -692,6 +693,7 @@ func (c *Conn) acceptPath(pid uint32, sp *pnSpace) *path {
 	var d [8]byte
 	copy(d[:], randomID(8))
 	p.challenge = &d
+	p.amp.start()
 	if f, ok := c.earlyStatus[pid]; ok {
 		c.applyStatus(p, f)
 		delete(c.earlyStatus, pid)

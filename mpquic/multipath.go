@@ -48,6 +48,7 @@ type path struct {
 	ptoCount int
 
 	validated     bool
+	amp           ampLimit // server: toward an unvalidated address (amplification.go)
 	challenge     *[8]byte // PATH_CHALLENGE data awaiting its response
 	challengeSent bool
 	responses     [][8]byte // PATH_RESPONSE owed on this path

@@ -39,6 +39,7 @@ func (c *Conn) onPeerAddress(p *path, now time.Time) {
 	var d [8]byte
 	copy(d[:], randomID(8))
 	p.challenge, p.challengeSent = &d, false
+	p.amp.start()
 }
 
 // onPathResponse validates the path whose challenge it answers, whichever
@@ -47,6 +48,7 @@ func (c *Conn) onPathResponse(f PathResponseFrame) {
 	for _, p := range c.paths {
 		if p.challenge != nil && f.Data == *p.challenge {
 			p.challenge = nil
+			p.amp.lift()
 			c.pathsValidated++
 			if !p.validated {
 				p.validated = true

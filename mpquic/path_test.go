@@ -5,6 +5,7 @@ import (
 	"io"
 	"net"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -16,6 +17,7 @@ type rebindConn struct {
 	mu             sync.Mutex
 	in             chan rebindDatagram
 	closed         chan struct{}
+	sent, recv     atomic.Int64 // bytes through the current socket
 }
 
 type rebindDatagram struct {
@@ -38,6 +40,8 @@ func (r *rebindConn) Rebind(t *testing.T) {
 	r.mu.Lock()
 	old := r.PacketConn
 	r.PacketConn = pc
+	r.sent.Store(0)
+	r.recv.Store(0)
 	r.mu.Unlock()
 	if old != nil {
 		old.Close()
@@ -49,6 +53,7 @@ func (r *rebindConn) Rebind(t *testing.T) {
 			if err != nil {
 				return
 			}
+			r.recv.Add(int64(n))
 			select {
 			case r.in <- rebindDatagram{b[:n], from}:
 			case <-r.closed:
@@ -64,7 +69,10 @@ func (r *rebindConn) cur() net.PacketConn {
 	return r.PacketConn
 }
 
-func (r *rebindConn) WriteTo(b []byte, to net.Addr) (int, error) { return r.cur().WriteTo(b, to) }
+func (r *rebindConn) WriteTo(b []byte, to net.Addr) (int, error) {
+	r.sent.Add(int64(len(b)))
+	return r.cur().WriteTo(b, to)
+}
 
 func (r *rebindConn) ReadFrom(b []byte) (int, net.Addr, error) {
 	select {

@@ -69,6 +69,7 @@ func (c *Conn) sendOnPath(now time.Time, p *path) bool {
 			break
 		}
 		c.bytesSent += n // anti-amplification counts what we tried
+		p.amp.sentBytes(n)
 		switch {
 		case nseg > 0 && n > seg:
 			c.flush(p, batch[:start], seg, nseg)
@@ -135,6 +136,9 @@ func (c *Conn) buildDatagram(now time.Time, p *path, dst []byte) []byte {
 		if limit < minDatagramSize {
 			return dst
 		}
+	}
+	if limit = p.amp.allowance(limit); limit < minAmpDatagram {
+		return dst // §8.2, §9.3: the path's address is not validated yet
 	}
 	spaces := c.spacesOf(p)
 	probing := false
