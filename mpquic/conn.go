@@ -117,6 +117,7 @@ type Conn struct {
 	sendMaxPathID  bool // MAX_PATH_ID owed (a path was discarded)
 	earlyStatus    map[uint32]PathStatusFrame
 	pathsBlocked   bool // PATHS_BLOCKED owed (AddPath hit the limit)
+	pathCIDs       pathCIDsState
 
 	// 1-RTT key update (RFC 9001 §6).
 	keyPhase       bool

@@ -323,8 +323,10 @@ func (c *Conn) handleMPFrame(f Frame, now time.Time) error {
 			c.peerMaxPathID = uint32(f.MaxPathID)
 			c.issueCIDs()
 		}
-	case PathsBlockedFrame, PathCIDsBlockedFrame:
-		// We issue IDs for every path up to our limit at once; nothing to add.
+	case PathsBlockedFrame:
+		// We raise MAX_PATH_ID as paths are discarded; nothing to add.
+	case PathCIDsBlockedFrame:
+		return c.onPathCIDsBlocked(f)
 	}
 	return nil
 }
@@ -473,6 +475,9 @@ func (c *Conn) AddPathStatus(ctx context.Context, packetConn net.PacketConn, rem
 				p.localBackup, p.statusSeq, p.sendStatus = true, 1, true
 			}
 			break
+		}
+		if c.confirmed {
+			c.blockedOnCIDs(id)
 		}
 		ready := c.pathCIDReady
 		c.mu.Unlock()

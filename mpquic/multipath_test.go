@@ -485,6 +485,8 @@ func TestMultipathViolations(t *testing.T) {
 		{"PATH_ACK above the limit", nil, PathAckFrame{PathID: 4, Ack: AckFrame{Ranges: []AckRange{{0, 0}}}}, ProtocolViolation},
 		{"PATH_ACK of a packet never sent", nil, PathAckFrame{PathID: 0, Ack: AckFrame{Ranges: []AckRange{{1 << 20, 1 << 20}}}}, ProtocolViolation},
 		{"without negotiation", &Config{DisableMultipath: true}, PathAbandonFrame{PathID: 0}, FrameEncodingError},
+		{"PATH_CIDS_BLOCKED above the limit", nil, PathCIDsBlockedFrame{PathID: 9}, ProtocolViolation},
+		{"PATH_CIDS_BLOCKED for an ID never issued", nil, PathCIDsBlockedFrame{PathID: 1, NextSeq: 99}, ProtocolViolation},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

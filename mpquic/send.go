@@ -405,6 +405,10 @@ func (c *Conn) fillControl(pl *plan, b []byte, avail int) []byte {
 	if c.pathsBlocked && add(PathsBlockedFrame{MaxPathID: uint64(c.peerMaxPathID)}, sentFrame{kind: sfAck}) {
 		c.pathsBlocked = false
 	}
+	for len(c.pathCIDs.owed) > 0 && add(c.pathCIDs.owed[0], sentFrame{kind: sfAck}) {
+		c.pathCIDs.owed = c.pathCIDs.owed[1:]
+		c.pathCIDs.sent++
+	}
 	for len(c.injectFrames) > 0 && add(c.injectFrames[0], sentFrame{kind: sfAck}) {
 		c.injectFrames = c.injectFrames[1:]
 	}

@@ -15,6 +15,9 @@ type Stats struct {
 	// read from the socket for this connection (including any the
 	// connection then dropped, so they match what the path carried).
 	BytesSent, BytesReceived uint64
+	// PathCIDsBlockedSent and PathCIDsBlockedReceived count PATH_CIDS_BLOCKED
+	// frames: a path waited for the peer's connection IDs.
+	PathCIDsBlockedSent, PathCIDsBlockedReceived uint64
 }
 
 // Stats reads the connection's counters: the RTT of path 0 (or, once it is
@@ -24,7 +27,8 @@ func (c *Conn) Stats() Stats {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	s := Stats{PacketsSent: c.packetsSent, PacketsLost: c.packetsLost, PTOCount: c.ptos,
-		BytesSent: c.socketSent, BytesReceived: c.socketRecv.Load()}
+		BytesSent: c.socketSent, BytesReceived: c.socketRecv.Load(),
+		PathCIDsBlockedSent: c.pathCIDs.sent, PathCIDsBlockedReceived: c.pathCIDs.recv}
 	rttSet := false
 	for _, id := range c.pathIDs() {
 		p := c.paths[id]
