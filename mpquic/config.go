@@ -47,6 +47,11 @@ type Config struct {
 	// across restarts resets the connections it lost at their peer's next
 	// packet; nil: a random key per Listener (or client connection).
 	StatelessResetKey *StatelessResetKey
+	// KeyUpdateInterval is how many 1-RTT packets we send under one key
+	// phase before updating the keys (RFC 9001 §6); default 2^22, half
+	// AES-128-GCM's confidentiality limit (§6.6); negative: never on our
+	// own (the peer's updates are always followed).
+	KeyUpdateInterval int64
 }
 
 const (

@@ -119,17 +119,16 @@ type Conn struct {
 	pathsBlocked   bool // PATHS_BLOCKED owed (AddPath hit the limit)
 	pathCIDs       pathCIDsState
 
-	// 1-RTT key update (RFC 9001 §6).
-	keyPhase       bool
-	prevOpen       *Keys
-	nextOpen       *Keys
-	firstPNInPhase uint64
-	keyUpdates     int           // peer-initiated key updates followed
-	socketSent     uint64        // datagram bytes the socket accepted
-	socketRecv     atomic.Uint64 // datagram bytes read for this connection, dropped ones included
-	packetsSent    uint64
-	packetsLost    uint64
-	ptos           uint64
+	// 1-RTT key update (RFC 9001 §6, keyupdate.go).
+	keyPhase    bool
+	prevOpen    *Keys
+	nextOpen    *Keys
+	kp          keyPhaseState
+	socketSent  uint64        // datagram bytes the socket accepted
+	socketRecv  atomic.Uint64 // datagram bytes read for this connection, dropped ones included
+	packetsSent uint64
+	packetsLost uint64
+	ptos        uint64
 
 	peerParams        TransportParameters
 	haveParams        bool
@@ -556,18 +555,23 @@ func (c *Conn) handlePacket(h Header, pkt []byte, now time.Time, replay bool) *p
 	if err != nil {
 		return nil
 	}
-	keyUpdate := false
-	if si == spaceApp && o.KeyPhase() != c.keyPhase {
-		if (o.PN < c.firstPNInPhase || pid != 0) && c.prevOpen != nil {
-			keys = c.prevOpen
-		} else {
-			if c.nextOpen == nil {
-				c.nextOpen, _ = ks.open.NextKeys()
-			}
-			keys, keyUpdate = c.nextOpen, true
+	keyUpdate, guessedOld := false, false
+	var saved []byte
+	if si == spaceApp {
+		keys, keyUpdate = c.openKeys(ks, pid, o.KeyPhase(), o.PN, now)
+		if _, seen := c.kp.firstRecv[pid]; keys == c.prevOpen && keys != ks.open && !seen {
+			guessedOld, saved = true, append([]byte(nil), pkt...) // a failed Open may clobber pkt
 		}
 	}
-	o, err = keys.Open(pkt, o, pid)
+	opened, err := keys.Open(pkt, o, pid)
+	if errors.Is(err, ErrDecryptionFailed) && guessedOld {
+		// Not the previous phase: the peer's next update, begun on a
+		// path that had not carried the current phase (keyupdate.go).
+		copy(pkt, saved)
+		keys, keyUpdate = c.nextReadKeys(ks), true
+		opened, err = keys.Open(pkt, o, pid)
+	}
+	o = opened
 	if errors.Is(err, ErrDecryptionFailed) {
 		return nil
 	}
@@ -578,21 +582,16 @@ func (c *Conn) handlePacket(h Header, pkt []byte, now time.Time, replay bool) *p
 		}
 		return nil
 	}
-	if keyUpdate {
-		if !c.confirmed {
-			c.closeTransport(transportErr(KeyUpdateError, 0, "key update before the handshake was confirmed"))
+	switch {
+	case keyUpdate:
+		if err := c.peerUpdated(ks, keys, pid, o.PN, now); err != nil {
+			c.closeTransport(err)
 			return nil
 		}
-		c.prevOpen, ks.open, c.nextOpen = ks.open, keys, nil
-		next, err := ks.seal.NextKeys()
-		if err != nil {
-			c.closeTransport(transportErr(InternalError, 0, "key update: %v", err))
-			return nil
-		}
-		ks.seal = next
-		c.keyPhase = !c.keyPhase
-		c.firstPNInPhase = o.PN
-		c.keyUpdates++
+	case si == spaceApp && keys == ks.open:
+		c.receivedInPhase(pid, o.PN, now)
+	case si == spaceApp:
+		c.kp.prevKeysUsed++
 	}
 	if sp.recvd.contains(o.PN) || o.PN < sp.minTracked {
 		return nil // duplicate, or too old to tell
@@ -940,6 +939,9 @@ func (c *Conn) onAck(sp *pnSpace, f AckFrame, now time.Time) error {
 	}
 	if int64(largest) > sp.largestAcked {
 		sp.largestAcked = int64(largest)
+	}
+	if sp.kind == spaceApp {
+		c.ackedInPhase(path.id, largest)
 	}
 	var newly []*sentPacket
 	kept := sp.sent[:0]

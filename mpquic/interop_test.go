@@ -39,7 +39,7 @@ func TestInteropClientToQuicGo(t *testing.T) {
 	// quic-go updates its keys after its first 100 packets (to exercise
 	// RFC 9001 §6), so following them is part of interoperating.
 	c.mu.Lock()
-	updates := c.keyUpdates
+	updates := c.kp.updatesByPeer
 	c.mu.Unlock()
 	if updates == 0 {
 		t.Fatal("no key update from quic-go was seen")

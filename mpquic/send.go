@@ -41,6 +41,7 @@ func (c *Conn) sendPackets(now time.Time) {
 		return
 	}
 	c.nextPaceAt = time.Time{}
+	c.maybeUpdateKeys()
 	more := false
 	for _, id := range c.pathIDs() {
 		if p := c.paths[id]; !p.closed && !p.abandoned && p.dcid != nil {
@@ -239,6 +240,9 @@ func (c *Conn) buildDatagram(now time.Time, p *path, dst []byte) []byte {
 		sp.nextPN++
 		c.packetsSent++
 		p.packetsSent++
+		if pl.si == spaceApp {
+			c.sentInPhase(pid, pl.pn)
+		}
 		if pl.hasAck {
 			sp.ackAt = time.Time{}
 			sp.elicitingUnacked = 0

@@ -18,6 +18,9 @@ type Stats struct {
 	// PathCIDsBlockedSent and PathCIDsBlockedReceived count PATH_CIDS_BLOCKED
 	// frames: a path waited for the peer's connection IDs.
 	PathCIDsBlockedSent, PathCIDsBlockedReceived uint64
+	// KeyUpdatesInitiated and KeyUpdatesFollowed count 1-RTT key updates
+	// (RFC 9001 §6) begun by this side and by the peer.
+	KeyUpdatesInitiated, KeyUpdatesFollowed uint64
 }
 
 // Stats reads the connection's counters: the RTT of path 0 (or, once it is
@@ -28,7 +31,8 @@ func (c *Conn) Stats() Stats {
 	defer c.mu.Unlock()
 	s := Stats{PacketsSent: c.packetsSent, PacketsLost: c.packetsLost, PTOCount: c.ptos,
 		BytesSent: c.socketSent, BytesReceived: c.socketRecv.Load(),
-		PathCIDsBlockedSent: c.pathCIDs.sent, PathCIDsBlockedReceived: c.pathCIDs.recv}
+		PathCIDsBlockedSent: c.pathCIDs.sent, PathCIDsBlockedReceived: c.pathCIDs.recv,
+		KeyUpdatesInitiated: c.kp.updatesByUs, KeyUpdatesFollowed: c.kp.updatesByPeer}
 	rttSet := false
 	for _, id := range c.pathIDs() {
 		p := c.paths[id]
