@@ -5,6 +5,7 @@ import (
 	"net/netip"
 	"strings"
 	"testing"
+	"unsafe"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -129,4 +130,15 @@ func TestAddrIndex(t *testing.T) {
 		require.Equal(t, a, x.addr(n))
 	}
 	assert.Equal(t, len(all), x.len())
+}
+
+// The per-address state stays 16 bytes: a top-1M list resolves to ~1.5M
+// addresses (issue 18).
+func TestAddrInfoIsCompact(t *testing.T) {
+	if n := unsafe.Sizeof(addrInfo{}); n != 16 {
+		t.Fatalf("addrInfo is %d bytes, want 16", n)
+	}
+	if n := unsafe.Sizeof(queuedTarget(0)); n != 4 {
+		t.Fatalf("a queued target is %d bytes, want 4", n)
+	}
 }

@@ -505,7 +505,7 @@ func (l *probeLoop) jobDone(ji uint32) {
 	l.live--
 	valid := r.validity()
 	r.mu.Lock()
-	r.infos[t.ai].setResult(int(t.pi), len(r.names), TargetResult{Responsive: rec.Responsive, MedianMs: rec.Median, HostOverloaded: rec.HostOverloaded})
+	r.setResult(t.ai, int(t.pi), TargetResult{Responsive: rec.Responsive, MedianMs: rec.Median, HostOverloaded: rec.HostOverloaded})
 	if !r.resolved {
 		r.held.add(heldRecord{t, rec, valid})
 		r.mu.Unlock()

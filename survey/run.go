@@ -134,8 +134,9 @@ type runner struct {
 	resumed []resumedResolution // NOERROR resolutions of the resumed run
 	mu      sync.Mutex
 	results map[string]map[netip.Addr]TargetResult
-	addrs   addrIndex  // numbers addresses: index in infos
-	infos   []addrInfo // guarded by mu
+	addrs   addrIndex   // numbers addresses: index in infos
+	infos   []addrInfo  // guarded by mu
+	resSlab []targetRes // probe results, a block of one per path an address (addrInfo.res); guarded by mu
 	queue   *targetQueue
 	held    heldStore // guarded by mu
 	// resolved is set once resolution ended (guarded by mu), and

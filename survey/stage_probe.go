@@ -30,14 +30,15 @@ const (
 )
 
 // addrInfo is what the run knows of one resolved address, compactly (a
-// top-1M list has millions): the resolution paths it is known on (bits of
-// path indexes; the domains that resolved to it are in runner.doms); per
-// probe path its target's state; and, once probed, per probe path its
-// result.
+// top-1M list resolves to ~1.5M): the resolution paths it is known on
+// (bits of path indexes; the domains that resolved to it are in
+// runner.doms); per probe path its target's state; and, once probed, where
+// its results are in runner.resSlab. 16 bytes; it was 40 with a slice of
+// results of its own (another 32-byte allocation an address).
 type addrInfo struct {
-	on    uint16
 	state uint64
-	res   []targetRes // nil until the first result
+	on    uint16
+	res   uint32 // 1 + its block's number in runner.resSlab; 0: no result yet
 }
 
 // targetRes is a TargetResult in 16 bytes.
@@ -58,9 +59,15 @@ func (ai *addrInfo) setState(pi int, st uint8) {
 	ai.state = ai.state&^(0xf<<(4*pi)) | uint64(st)<<(4*pi)
 }
 
-func (ai *addrInfo) setResult(pi, paths int, tr TargetResult) {
-	if ai.res == nil {
-		ai.res = make([]targetRes, paths)
+// setResult records address number ai's result from probe path pi: the
+// address's block of results (one per path) in resSlab is made at its
+// first result. Callers hold r.mu.
+func (r *runner) setResult(ai int32, pi int, tr TargetResult) {
+	info := &r.infos[ai]
+	paths := len(r.names)
+	if info.res == 0 {
+		info.res = uint32(len(r.resSlab)/paths) + 1
+		r.resSlab = append(r.resSlab, make([]targetRes, paths)...)
 	}
 	f := resSet
 	if tr.Responsive {
@@ -69,15 +76,20 @@ func (ai *addrInfo) setResult(pi, paths int, tr TargetResult) {
 	if tr.HostOverloaded {
 		f |= resOverloaded
 	}
-	ai.res[pi] = targetRes{medianMs: tr.MedianMs, flags: f}
+	r.resSlab[int(info.res-1)*paths+pi] = targetRes{medianMs: tr.MedianMs, flags: f}
 }
 
-func (ai *addrInfo) result(pi int) (TargetResult, bool) {
-	if ai.res == nil || ai.res[pi].flags&resSet == 0 {
+// result is address number ai's result from probe path pi, if probed.
+func (r *runner) result(ai int32, pi int) (TargetResult, bool) {
+	info := r.infos[ai]
+	if info.res == 0 {
 		return TargetResult{}, false
 	}
-	r := ai.res[pi]
-	return TargetResult{Responsive: r.flags&resResponsive != 0, MedianMs: r.medianMs, HostOverloaded: r.flags&resOverloaded != 0}, true
+	x := r.resSlab[int(info.res-1)*len(r.names)+pi]
+	if x.flags&resSet == 0 {
+		return TargetResult{}, false
+	}
+	return TargetResult{Responsive: x.flags&resResponsive != 0, MedianMs: x.medianMs, HostOverloaded: x.flags&resOverloaded != 0}, true
 }
 
 // target is one address to probe from one path.
@@ -174,7 +186,7 @@ func (r *runner) resolvesOf(t target) (resolves, domains []string) {
 // else the resumed run's. Callers hold r.mu or run after probing.
 func (r *runner) targetResult(pi int, a netip.Addr) (TargetResult, bool) {
 	if idx, ok := r.addrs.get(a); ok {
-		if tr, ok := r.infos[idx].result(pi); ok {
+		if tr, ok := r.result(idx, pi); ok {
 			return tr, true
 		}
 	}

@@ -202,11 +202,22 @@ func applyConfig(opts *Options) {
 // binary alone starts at ~29 MB of RSS, its code and package data
 // included). What a run holds grows slowly with the list now: ~5 bytes a
 // domain (the DomainList's offsets, a status byte per path; names and the
-// domains of each address spill to temporary files) and ~100 bytes a
-// resolved address (its number, state and results), so 16 bytes a domain
-// on top of a fixed 36 MiB: 37.5 MiB at 100K, 51 MiB at 1M. It was 48 MiB
-// + 512 B a domain: 97 MiB at 100K, 536 MiB at 1M.
-func memoryLimit(n int) int64 { return 36<<20 + int64(n)*16 }
+// domains of each address spill to temporary files) and ~80 bytes a
+// resolved address (its number, state and results), so 8 bytes a domain
+// on top of a fixed 36 MiB: 36.8 MiB at 100K, 43.6 MiB at 1M (the 1M lab
+// survey's live heap peaks at ~24 MB). It was 16 bytes a domain (51 MiB at
+// 1M, RSS 84.8 MB), and 48 MiB + 512 B a domain before that.
+func memoryLimit(n int) int64 { return 36<<20 + int64(n)*8 }
+
+// trimBinary drops the binary's code and read-only data from the resident
+// set (package memtrim).
+func trimBinary(log *slog.Logger) {
+	if n, err := memtrim.Trim(); err != nil {
+		log.Debug("cannot trim the binary's resident pages", "err", err)
+	} else if n > 0 {
+		log.Debug("binary's pages trimmed", "mapped_mb", n>>20)
+	}
+}
 
 func surveyRun(ctx context.Context, opts *Options) error {
 	log := opts.Logger()
@@ -223,6 +234,9 @@ func surveyRun(ctx context.Context, opts *Options) error {
 		mw := startMemWatch(opts.MemProfile, log)
 		defer mw.Stop()
 	}
+	// Startup left most of the binary resident, little of which a survey
+	// runs (issue 18: 64 MB on a Pi); again once the list is read.
+	trimBinary(log)
 
 	list, info, err := loadDomains(ctx, opts)
 	if err != nil {
@@ -309,13 +323,7 @@ func surveyRun(ctx context.Context, opts *Options) error {
 	if err != nil {
 		return fmt.Errorf("write output: %w", err)
 	}
-	// Startup left most of the binary resident, little of which a survey
-	// runs again (issue 18: 64 MB on a Pi).
-	if n, err := memtrim.Trim(); err != nil {
-		log.Debug("cannot trim the binary's resident pages", "err", err)
-	} else if n > 0 {
-		log.Debug("binary's pages trimmed", "mapped_mb", n>>20)
-	}
+	trimBinary(log)
 	sum, runErr := survey.Run(ctx, cfg, st)
 	reason := ""
 	switch {
