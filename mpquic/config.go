@@ -3,6 +3,7 @@ package mpquic
 import (
 	"errors"
 	"fmt"
+	"io"
 	"time"
 )
 
@@ -52,6 +53,11 @@ type Config struct {
 	// AES-128-GCM's confidentiality limit (§6.6); negative: never on our
 	// own (the peer's updates are always followed).
 	KeyUpdateInterval int64
+	// Qlog, when set, is asked at the start of each connection for the
+	// writer of its qlog trace (JSON-SEQ, qlog.go; odcid is the original
+	// destination connection ID, the trace's group); nil: none. The
+	// connection closes it when it ends.
+	Qlog func(isClient bool, odcid []byte) io.WriteCloser
 }
 
 const (

@@ -118,6 +118,7 @@ type Conn struct {
 	earlyStatus    map[uint32]PathStatusFrame
 	pathsBlocked   bool // PATHS_BLOCKED owed (AddPath hit the limit)
 	pathCIDs       pathCIDsState
+	qlog           *qlogWriter // nil unless Config.Qlog
 
 	// 1-RTT key update (RFC 9001 §6, keyupdate.go).
 	keyPhase    bool
@@ -264,6 +265,11 @@ func (c *Conn) localParams() TransportParameters {
 
 // start begins the TLS handshake; the client's first flight is queued.
 func (c *Conn) start() error {
+	if c.conf.Qlog != nil {
+		if w := c.conf.Qlog(c.isClient, c.origDCID); w != nil {
+			c.qlog = newQlog(w, c.isClient, c.origDCID, time.Now())
+		}
+	}
 	p := c.localParams()
 	c.tls.SetTransportParameters(p.Append(nil))
 	client, server := InitialKeys(c.origDCID)
@@ -374,6 +380,9 @@ func (c *Conn) terminate(err error) {
 		c.closeErr = err
 	}
 	c.markEnding()
+	if c.qlog != nil {
+		c.qlog.close(time.Now(), c.closeErr) // complete before Done says so
+	}
 	close(c.done)
 	c.tls.Close()
 	if c.onDone != nil {
@@ -606,6 +615,9 @@ func (c *Conn) handlePacket(h Header, pkt []byte, now time.Time, replay bool) *p
 		}
 		return nil
 	}
+	if c.qlog != nil {
+		c.qlog.packet(now, "transport:packet_received", si, pid, o.PN, len(pkt), frames)
+	}
 	if si == spaceApp && p == nil {
 		p = c.acceptPath(pid, sp)
 	}
@@ -694,6 +706,7 @@ func (c *Conn) acceptPath(pid uint32, sp *pnSpace) *path {
 	copy(d[:], randomID(8))
 	p.challenge = &d
 	p.amp.start()
+	c.qlogPath(p.id, "new")
 	if f, ok := c.earlyStatus[pid]; ok {
 		c.applyStatus(p, f)
 		delete(c.earlyStatus, pid)
@@ -976,6 +989,9 @@ func (c *Conn) onAck(sp *pnSpace, f AckFrame, now time.Time) error {
 			delay = time.Duration(f.AckDelay<<exp) * time.Microsecond
 		}
 		path.rtt.update(now.Sub(last.time), delay, c.confirmed, c.peerParams.MaxAckDelay)
+		if c.qlog != nil {
+			c.qlog.metrics(now, path)
+		}
 		if sp.kind == spaceApp {
 			path.cc.onRTTSample(path.rtt.latest, largest, sp.nextPN)
 		}
@@ -1042,6 +1058,9 @@ func (c *Conn) detectLost(sp *pnSpace, now time.Time) {
 }
 
 func (c *Conn) onPacketLost(sp *pnSpace, p *sentPacket, now time.Time) {
+	if c.qlog != nil {
+		c.qlog.lost(now, sp.kind, sp.path.id, p.pn)
+	}
 	c.packetsLost++
 	sp.path.packetsLost++
 	if p.inFlight {

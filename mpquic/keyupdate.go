@@ -113,6 +113,9 @@ func (c *Conn) peerUpdated(ks *pnSpace, keys *Keys, pid uint32, pn uint64, now t
 		return transportErr(InternalError, 0, "key update: %v", err)
 	}
 	c.kp.updatesByPeer++
+	if c.qlog != nil {
+		c.qlog.keyUpdated(now, true, c.kp.updatesByPeer+c.kp.updatesByUs)
+	}
 	c.receivedInPhase(pid, pn, now)
 	return nil
 }
@@ -127,6 +130,9 @@ func (c *Conn) initiateKeyUpdate() error {
 		return err
 	}
 	c.kp.updatesByUs++
+	if c.qlog != nil {
+		c.qlog.keyUpdated(time.Now(), false, c.kp.updatesByPeer+c.kp.updatesByUs)
+	}
 	return nil
 }
 

@@ -334,6 +334,11 @@ func (c *Conn) handleMPFrame(f Frame, now time.Time) error {
 func (c *Conn) applyStatus(p *path, f PathStatusFrame) {
 	if !p.peerStatusSet || f.Seq > p.peerStatusSeq {
 		p.peerStatusSet, p.peerStatusSeq, p.peerBackup = true, f.Seq, f.Backup
+		if f.Backup {
+			c.qlogPath(p.id, "backup")
+		} else {
+			c.qlogPath(p.id, "available")
+		}
 	}
 }
 
@@ -346,6 +351,7 @@ func (c *Conn) abandonPath(p *path, code uint64, now time.Time) {
 		return
 	}
 	p.abandoned, p.abandonCode, p.sendAbandon, p.abandonedAt = true, code, true, now
+	c.qlogPath(p.id, "abandoned")
 	for _, sp := range p.space.sent {
 		c.requeue(p.space, sp)
 		if sp.inFlight {
@@ -474,6 +480,7 @@ func (c *Conn) AddPathStatus(ctx context.Context, packetConn net.PacketConn, rem
 			if status == PathBackup {
 				p.localBackup, p.statusSeq, p.sendStatus = true, 1, true
 			}
+			c.qlogPath(id, "new")
 			break
 		}
 		if c.confirmed {

@@ -54,6 +54,7 @@ func (c *Conn) onPathResponse(f PathResponseFrame) {
 				p.validated = true
 				close(p.validatedCh)
 			}
+			c.qlogPath(p.id, "validated")
 		}
 	}
 }

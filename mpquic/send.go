@@ -243,6 +243,9 @@ func (c *Conn) buildDatagram(now time.Time, p *path, dst []byte) []byte {
 		if pl.si == spaceApp {
 			c.sentInPhase(pid, pl.pn)
 		}
+		if c.qlog != nil {
+			c.qlog.packet(now, "transport:packet_sent", pl.si, pid, pl.pn, len(pkt), nil)
+		}
 		if pl.hasAck {
 			sp.ackAt = time.Time{}
 			sp.elicitingUnacked = 0
