@@ -44,6 +44,8 @@ type RunOptions struct {
 	TLS    func(serverName string) (*tls.Config, error)
 	HTTP1  bool
 	Logger *slog.Logger
+	// QlogDir, when set, receives a qlog trace per QUIC connection.
+	QlogDir string
 	// Emit receives every record as it is produced.
 	Emit func(rec any) error
 	// Check, when set, may relabel a test's record before it is emitted
@@ -262,7 +264,7 @@ func newTransport(o RunOptions, sv server, name string, paths []transport.PathRo
 	if err != nil {
 		return nil, err
 	}
-	return transport.New(name, transport.Options{Paths: paths, Family: f, TLS: tlsCfg, HTTP1: o.HTTP1})
+	return transport.New(name, transport.Options{Paths: paths, Family: f, TLS: tlsCfg, HTTP1: o.HTTP1, QlogDir: o.QlogDir})
 }
 
 // primaryOf is the first path that is not a backup (the first path when

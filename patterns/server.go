@@ -35,6 +35,8 @@ type ServerConfig struct {
 	Transports []string
 	Limits     Limits
 	Logger     *slog.Logger
+	// QlogDir, when set, receives a qlog trace per QUIC connection.
+	QlogDir string
 }
 
 // Bound is one listener of a running server.
@@ -134,7 +136,7 @@ func (s *Server) Start(ctx context.Context) error {
 			continue
 		}
 		o := transport.ListenOptions{Certificate: s.cfg.Certificate, StreamALPNs: s.streamALPNs(), HTTP: s.mux.HTTP,
-			Serves: serves, ReadTimeout: lim.ReadTimeout, IdleTimeout: lim.IdleTimeout, Logger: s.log}
+			Serves: serves, ReadTimeout: lim.ReadTimeout, IdleTimeout: lim.IdleTimeout, Logger: s.log, QlogDir: s.cfg.QlogDir}
 		var opts []transport.ListenOptions
 		for _, sock := range s.cfg.Sockets[d.Name] {
 			o.Socket = sock

@@ -1,10 +1,14 @@
 package config
 
 import (
+	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"math"
 	"net/netip"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -294,4 +298,26 @@ func (c *Config) validate(ch *Checker) {
 			ch.Check(w("upload.path"), InterfaceName(u.Path))
 		}
 	}
+}
+
+// OutputDir checks that dir ("" is allowed: none) is a directory or can be
+// made as one: it does not exist and its parent is a directory. Nothing is
+// created here; the command makes it once every input is valid.
+func OutputDir(dir string) error {
+	if dir == "" {
+		return nil
+	}
+	if st, err := os.Stat(dir); err == nil {
+		if !st.IsDir() {
+			return fmt.Errorf("%s is not a directory", dir)
+		}
+		return nil
+	} else if !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
+	parent := filepath.Dir(filepath.Clean(dir))
+	if st, err := os.Stat(parent); err != nil || !st.IsDir() {
+		return fmt.Errorf("%s does not exist and neither does its parent directory %s", dir, parent)
+	}
+	return nil
 }

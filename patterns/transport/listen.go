@@ -32,6 +32,9 @@ type ListenOptions struct {
 	// idle connection.
 	ReadTimeout, IdleTimeout time.Duration
 	Logger                   *slog.Logger
+	// QlogDir, when set, receives a qlog trace per QUIC connection
+	// (quic, mpquic; qlog.go).
+	QlogDir string
 }
 
 // Listener is a transport's server side.

@@ -120,7 +120,9 @@ func (t *mpquicTransport) Dial(ctx context.Context, addr netip.AddrPort, family 
 	cfg := t.o.TLS.Clone()
 	cfg.NextProtos = offered(family, []string{alpnH1Q})
 	remote := net.UDPAddrFromAddrPort(addr)
-	c, err := mpquic.Dial(ctx, udp, remote, cfg, mpquicConfig(t.o.IdleTimeout))
+	mcfg := mpquicConfig(t.o.IdleTimeout)
+	mcfg.Qlog = mpquicQlog(t.o.QlogDir)
+	c, err := mpquic.Dial(ctx, udp, remote, cfg, mcfg)
 	if err != nil {
 		udp.Close()
 		return nil, wrap(opQUICHandshake, err, mpquicSetupStatus)
@@ -378,7 +380,9 @@ func listenMPQUIC(ctx context.Context, o ListenOptions) (Listener, error) {
 		probe.RaiseReceiveBuffer(sc, mpquicSocketBuffer)
 	}
 	cfg := &tls.Config{Certificates: []tls.Certificate{o.Certificate}, MinVersion: tls.VersionTLS13, NextProtos: append([]string{alpnH1Q}, o.StreamALPNs...)}
-	ln, err := mpquic.Listen(pc, cfg, mpquicConfig(o.IdleTimeout))
+	mcfg := mpquicConfig(o.IdleTimeout)
+	mcfg.Qlog = mpquicQlog(o.QlogDir)
+	ln, err := mpquic.Listen(pc, cfg, mcfg)
 	if err != nil {
 		pc.Close()
 		return nil, fmt.Errorf("listen mpquic %s: %w", pc.LocalAddr(), err)

@@ -109,7 +109,9 @@ func (t *quicTransport) Dial(ctx context.Context, addr netip.AddrPort, family st
 	tr := &quic.Transport{Conn: udp}
 	cfg := t.o.TLS.Clone()
 	cfg.NextProtos = offered(family, []string{alpnH3})
-	qc, err := tr.Dial(ctx, net.UDPAddrFromAddrPort(addr), cfg, QUICConfig(t.o.IdleTimeout))
+	qcfg := QUICConfig(t.o.IdleTimeout)
+	qcfg.Tracer = quicTracer(t.o.QlogDir, nil)
+	qc, err := tr.Dial(ctx, net.UDPAddrFromAddrPort(addr), cfg, qcfg)
 	if err != nil {
 		tr.Close()
 		udp.Close()
@@ -202,7 +204,9 @@ func listenQUIC(ctx context.Context, o ListenOptions) (Listener, error) {
 	tr := &quic.Transport{Conn: pc}
 	cfg := &tls.Config{Certificates: []tls.Certificate{o.Certificate}, MinVersion: tls.VersionTLS13,
 		NextProtos: append([]string{alpnH3}, o.StreamALPNs...)}
-	ln, err := tr.Listen(cfg, QUICConfig(o.IdleTimeout))
+	qcfg := QUICConfig(o.IdleTimeout)
+	qcfg.Tracer = quicTracer(o.QlogDir, nil)
+	ln, err := tr.Listen(cfg, qcfg)
 	if err != nil {
 		tr.Close()
 		pc.Close()

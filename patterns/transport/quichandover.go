@@ -14,7 +14,6 @@ import (
 
 	"github.com/quic-go/quic-go"
 	"github.com/quic-go/quic-go/http3"
-	"github.com/quic-go/quic-go/qlogwriter"
 
 	"github.com/mptester/mptester/probe"
 )
@@ -278,7 +277,7 @@ func (t *handoverTransport) Dial(ctx context.Context, addr netip.AddrPort, famil
 	cfg := t.o.TLS.Clone()
 	cfg.NextProtos = offered(family, []string{alpnH3})
 	qcfg := QUICConfig(t.o.IdleTimeout)
-	qcfg.Tracer = func(context.Context, bool, quic.ConnectionID) qlogwriter.Trace { return c.mon }
+	qcfg.Tracer = quicTracer(t.o.QlogDir, c.mon)
 	qc, err := tr.Dial(ctx, net.UDPAddrFromAddrPort(addr), cfg, qcfg)
 	if err != nil {
 		c.closeTransports()

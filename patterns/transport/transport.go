@@ -118,6 +118,9 @@ type Options struct {
 	// Handover tunes when quic-handover leaves its primary path (zero
 	// fields: the defaults of 000 §II-B).
 	Handover HandoverConfig
+	// QlogDir, when set, receives a qlog trace per QUIC connection
+	// (quic, quic-handover, mpquic; qlog.go).
+	QlogDir string
 }
 
 // Primary is the path a connection starts on.

@@ -51,6 +51,7 @@ type Options struct {
 	Ports    map[string]uint16
 	AltPorts map[string]uint16
 	HTTP1    bool
+	QlogDir  string
 	Seed     int64
 	Pace     time.Duration
 	Timeout  time.Duration
@@ -204,6 +205,7 @@ MPTCP's max-delay ratio to each other transport (000 Fig. 8).`,
 		}
 	}
 	fl.BoolVar(&opts.HTTP1, "http1", false, "HTTP/1.1 instead of HTTP/2 over TCP")
+	fl.StringVar(&opts.QlogDir, "qlog", "", "write a qlog trace of every QUIC connection (quic, quic-handover, mpquic) to `DIR`/ODCID_client.sqlog")
 	fl.Int64Var(&opts.Seed, "seed", 0, "order of the tests (default: random, recorded in the output)")
 	fl.DurationVar(&opts.Pace, "pace", time.Second, "pause between tests")
 	fl.DurationVar(&opts.Timeout, "timeout", 0, "per-test timeout (default: from the pattern's duration)")
@@ -327,6 +329,7 @@ func check(opts *Options) error {
 	if opts.Mode != "mobile" && opts.Mobile.PcapDir != "" {
 		ch.Check("--pcap", fmt.Errorf("captures in --mode mobile only"))
 	}
+	ch.Check("--qlog", config.OutputDir(opts.QlogDir))
 	return cmdutil.Usage(ch.Err())
 }
 
@@ -440,6 +443,11 @@ func runRun(opts *Options) error {
 	}
 	// Every input is valid: the output is created now and each test is
 	// written to it as it ends.
+	if opts.QlogDir != "" {
+		if err := os.MkdirAll(opts.QlogDir, 0o755); err != nil {
+			return fmt.Errorf("--qlog: %w", err)
+		}
+	}
 	w, closeOut, err := cmdutil.CreateOutput("--output", opts.Output, opts.IO.Out)
 	if err != nil {
 		return err
@@ -454,7 +462,7 @@ func runRun(opts *Options) error {
 	ro := patterns.RunOptions{Servers: opts.Servers, Ports: opts.Ports,
 		Patterns: opts.Patterns, Transports: opts.Transports, Paths: paths, Backup: opts.Backup, Families: fams, Params: opts.Params,
 		Seed: opts.Seed, Pace: opts.Pace, Timeout: opts.Timeout, ConnectTimeout: opts.ConnectTimeout, Stable: opts.Stable, Discover: opts.Discover, PollEvery: opts.PollEvery,
-		HTTP1: opts.HTTP1, Logger: opts.Logger,
+		HTTP1: opts.HTTP1, QlogDir: opts.QlogDir, Logger: opts.Logger,
 		TLS: func(host string) (*tls.Config, error) {
 			name := opts.ServerName
 			if name == "" {

@@ -31,6 +31,11 @@ func startServer(t *testing.T, noMPTCP bool) (tcpPort, quicPort int, pin string)
 
 // startServerMPQUIC also returns the mpquic listener's port.
 func startServerMPQUIC(t *testing.T, noMPTCP bool) (tcpPort, quicPort, mpquicPort int, pin string) {
+	return startServerQlog(t, noMPTCP, "")
+}
+
+// startServerQlog is startServerMPQUIC writing qlog traces to qlogDir.
+func startServerQlog(t *testing.T, noMPTCP bool, qlogDir string) (tcpPort, quicPort, mpquicPort int, pin string) {
 	t.Helper()
 	if runtime.GOOS != "linux" {
 		t.Skip("loopback path binding is tested on Linux")
@@ -47,7 +52,7 @@ func startServerMPQUIC(t *testing.T, noMPTCP bool) (tcpPort, quicPort, mpquicPor
 	for _, d := range transport.Listeners() {
 		listen[d.Name] = []string{"127.0.0.1:0"}
 	}
-	srv, err := patterns.NewServer(patterns.ServerConfig{Certificate: cert, Listen: listen, Transports: served})
+	srv, err := patterns.NewServer(patterns.ServerConfig{Certificate: cert, Listen: listen, Transports: served, QlogDir: qlogDir})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -187,6 +192,8 @@ func TestUsageErrors(t *testing.T) {
 		{"--server", "x", "--tcp-port", "99999", "--paths", "lo"},
 		{"--smoke", "--server", "a,b", "--paths", "lo"},
 		{"--server", "x", "--paths", "lo", "--iperf-direction", "sideways"},
+		{"--server", "x", "--paths", "lo", "--qlog", "/dev/null"},
+		{"--server", "x", "--paths", "lo", "--qlog", "/nonexistent-dir/qlog"},
 	} {
 		if _, _, err := execute(t, lo, args...); !errors.Is(err, cmdutil.ErrUsage) {
 			t.Errorf("%v: err %v, want usage error", args, err)

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"maps"
 	"net"
+	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -35,6 +36,7 @@ type Options struct {
 	KeyFile    string
 	Names      []string
 	Limits     patterns.Limits
+	QlogDir    string
 	// Ready, when set, is called with the server once it listens (tests).
 	Ready func(*patterns.Server)
 }
@@ -106,6 +108,7 @@ accepting, let running tests finish (up to 10 s) and exit.`,
 	fl.DurationVar(&opts.Limits.HandshakeTimeout, "handshake-timeout", opts.Limits.HandshakeTimeout, "limit on a TLS handshake (which holds no session slot)")
 	fl.DurationVar(&opts.Limits.ReadTimeout, "read-timeout", opts.Limits.ReadTimeout, "wait for a request or the next frame")
 	fl.DurationVar(&opts.Limits.IdleTimeout, "idle-timeout", opts.Limits.IdleTimeout, "close idle connections after")
+	fl.StringVar(&opts.QlogDir, "qlog", "", "write a qlog trace of every QUIC connection (quic, mpquic) to `DIR`/ODCID_server.sqlog")
 	return cmd
 }
 
@@ -148,6 +151,7 @@ func check(opts *Options) error {
 	ch.Check("--handshake-timeout", config.NonNegative(l.HandshakeTimeout))
 	ch.Check("--read-timeout", config.Positive(l.ReadTimeout))
 	ch.Check("--idle-timeout", config.Positive(l.IdleTimeout))
+	ch.Check("--qlog", config.OutputDir(opts.QlogDir))
 	return cmdutil.Usage(ch.Err())
 }
 
@@ -171,8 +175,13 @@ func serveRun(opts *Options) error {
 	} else if cert, fp, err = patterns.SelfSigned(opts.Names); err != nil {
 		return err
 	}
+	if opts.QlogDir != "" {
+		if err := os.MkdirAll(opts.QlogDir, 0o755); err != nil {
+			return fmt.Errorf("--qlog: %w", err)
+		}
+	}
 	cfg := patterns.ServerConfig{Certificate: cert, Transports: opts.Transports, Limits: opts.Limits, Logger: opts.Logger,
-		Listen: map[string][]string{}}
+		Listen: map[string][]string{}, QlogDir: opts.QlogDir}
 	for name, ports := range opts.Ports {
 		for _, p := range ports {
 			if p > 0 {

@@ -29,7 +29,7 @@ func TestFlagsReachOptions(t *testing.T) {
 
 func TestBadFlags(t *testing.T) {
 	io, _, _ := cmdutil.Test()
-	for _, args := range [][]string{{"--cert", "x.pem"}, {"--quic-port", "0,443"}, {"--tcp-port", "70000"}, {"--transports", "nosuch"}, {"--max-duration", "0s"}} {
+	for _, args := range [][]string{{"--cert", "x.pem"}, {"--quic-port", "0,443"}, {"--tcp-port", "70000"}, {"--transports", "nosuch"}, {"--max-duration", "0s"}, {"--qlog", "/dev/null"}} {
 		opts := &Options{IO: io, Logger: slog.New(slog.DiscardHandler), Limits: patterns.DefaultLimits(), Ports: map[string][]int{"tcp": {443}, "quic": {443}}}
 		cmd := NewCmdServe(&cmdutil.Factory{IO: io, Logger: slog.New(slog.DiscardHandler)}, func(o *Options) error { *opts = *o; return serveRun(o) })
 		cmd.SetArgs(args)

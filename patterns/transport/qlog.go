@@ -1,0 +1,115 @@
+package transport
+
+import (
+	"bufio"
+	"context"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+
+	"github.com/quic-go/quic-go"
+	"github.com/quic-go/quic-go/qlogwriter"
+)
+
+// qlog traces of the QUIC transports (--qlog DIR on run and serve): one
+// JSON-SEQ file per connection, DIR/<original destination connection
+// ID>_<client|server>.sqlog as quic-go names them, written by quic-go's
+// own qlog writer for quic and quic-handover and by package mpquic's for
+// mpquic (the same event names, with path IDs).
+
+// qlogFile creates a connection's trace file; nil (and a logged error is
+// the caller's) when it cannot.
+func qlogFile(dir string, isClient bool, odcid []byte) (io.WriteCloser, error) {
+	side := "server"
+	if isClient {
+		side = "client"
+	}
+	f, err := os.Create(filepath.Join(dir, fmt.Sprintf("%s_%s.sqlog", hex.EncodeToString(odcid), side)))
+	if err != nil {
+		return nil, err
+	}
+	return &bufferedFile{bufio.NewWriterSize(f, 64<<10), f}, nil
+}
+
+type bufferedFile struct {
+	*bufio.Writer
+	f *os.File
+}
+
+func (b *bufferedFile) Close() error {
+	err := b.Flush()
+	if cerr := b.f.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+// quicTracer is quic-go's Tracer writing traces into dir, teed with
+// also (a path monitor) when set; nil when neither is wanted.
+func quicTracer(dir string, also qlogwriter.Trace) func(context.Context, bool, quic.ConnectionID) qlogwriter.Trace {
+	if dir == "" && also == nil {
+		return nil
+	}
+	return func(_ context.Context, isClient bool, id quic.ConnectionID) qlogwriter.Trace {
+		var traces []qlogwriter.Trace
+		if also != nil {
+			traces = append(traces, also)
+		}
+		if dir != "" {
+			if w, err := qlogFile(dir, isClient, id.Bytes()); err == nil {
+				seq := qlogwriter.NewConnectionFileSeq(w, isClient, id)
+				go seq.Run()
+				traces = append(traces, seq)
+			}
+		}
+		if len(traces) == 1 {
+			return traces[0]
+		}
+		return teeTrace(traces)
+	}
+}
+
+// mpquicQlog is mpquic's Config.Qlog writing into dir; nil without one.
+func mpquicQlog(dir string) func(bool, []byte) io.WriteCloser {
+	if dir == "" {
+		return nil
+	}
+	return func(isClient bool, odcid []byte) io.WriteCloser {
+		w, err := qlogFile(dir, isClient, odcid)
+		if err != nil {
+			return nil
+		}
+		return w
+	}
+}
+
+// teeTrace records every event in each of its traces.
+type teeTrace []qlogwriter.Trace
+
+func (t teeTrace) AddProducer() qlogwriter.Recorder {
+	rs := make(teeRecorder, len(t))
+	for i, tr := range t {
+		rs[i] = tr.AddProducer()
+	}
+	return rs
+}
+
+type teeRecorder []qlogwriter.Recorder
+
+func (r teeRecorder) RecordEvent(e qlogwriter.Event) {
+	for _, x := range r {
+		x.RecordEvent(e)
+	}
+}
+
+func (r teeRecorder) Close() error {
+	var first error
+	for _, x := range r {
+		if err := x.Close(); err != nil && first == nil {
+			first = err
+		}
+	}
+	return first
+}
