@@ -51,6 +51,28 @@ func download(ctx context.Context, c *Conn, n int) (*Stream, error) {
 	return s, err
 }
 
+// downloading connects from pconn to a download server, asks for 64 MB
+// and reads the first n bytes.
+func downloading(t *testing.T, ctx context.Context, pconn net.PacketConn, n int) (*Conn, *Stream) {
+	t.Helper()
+	stls, ctls := testTLS(t)
+	l := listenLoopback(t, stls, nil)
+	go downloadServe(ctx, l)
+	c, err := Dial(ctx, pconn, l.Addr(), ctls, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.CloseWithError(0, "") })
+	s, err := download(ctx, c, 64<<20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := io.ReadFull(s, make([]byte, n)); err != nil {
+		t.Fatal(err)
+	}
+	return c, s
+}
+
 // A server whose client's packets start to come from another address (a
 // forged source) follows them but, until that address answers its
 // PATH_CHALLENGE, sends there at most three times what came from there:
@@ -59,9 +81,6 @@ func download(ctx context.Context, c *Conn, n int) (*Stream, error) {
 func TestAmplificationLimitUnvalidatedAddress(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	stls, ctls := testTLS(t)
-	l := listenLoopback(t, stls, nil)
-	go downloadServe(ctx, l)
 	sc := &spoofConn{PacketConn: udpLoopback(t), victim: udpLoopback(t)}
 	var toVictim atomic.Int64
 	go func() {
@@ -74,18 +93,7 @@ func TestAmplificationLimitUnvalidatedAddress(t *testing.T) {
 			toVictim.Add(int64(n))
 		}
 	}()
-	c, err := Dial(ctx, sc, l.Addr(), ctls, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.CloseWithError(0, "")
-	s, err := download(ctx, c, 64<<20)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := io.ReadFull(s, make([]byte, 1<<20)); err != nil {
-		t.Fatal(err)
-	}
+	c, s := downloading(t, ctx, sc, 1<<20)
 	sc.spoof.Store(true)
 	// Keep the client's packets coming (from the victim's address): it
 	// reads what still arrives and asks for more on new streams.
@@ -113,22 +121,8 @@ func TestAmplificationLimitUnvalidatedAddress(t *testing.T) {
 func TestAmplificationLimitLiftsOnValidation(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	stls, ctls := testTLS(t)
-	l := listenLoopback(t, stls, nil)
-	go downloadServe(ctx, l)
 	rc := newRebindConn(t)
-	c, err := Dial(ctx, rc, l.Addr(), ctls, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.CloseWithError(0, "")
-	s, err := download(ctx, c, 64<<20)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := io.ReadFull(s, make([]byte, 256<<10)); err != nil {
-		t.Fatal(err)
-	}
+	c, s := downloading(t, ctx, rc, 256<<10)
 	rc.Rebind(t)
 	// A client that sends nothing cannot be followed (the server learns
 	// the new address from its packets): ask for a byte more.
