@@ -4,6 +4,8 @@ import (
 	"crypto/sha256"
 	"fmt"
 	"os"
+	"strconv"
+	"strings"
 	"testing"
 )
 
@@ -23,13 +25,38 @@ garbage
 	}
 }
 
-// TestTrimDropsFilePages: after Trim the binary's file pages are no longer
+// exeResident sums the resident kB of the binary's read-only mappings
+// (/proc/self/smaps): what Trim acts on, apart from the C libraries a race
+// build maps too.
+func exeResident(t *testing.T) int {
+	t.Helper()
+	exe, _ := os.Readlink("/proc/self/exe")
+	b, err := os.ReadFile("/proc/self/smaps")
+	if err != nil {
+		t.Fatal(err)
+	}
+	total, in := 0, false
+	for _, line := range strings.Split(string(b), "\n") {
+		f := strings.Fields(line)
+		if len(f) >= 5 && strings.Contains(f[0], "-") && !strings.HasSuffix(f[0], ":") {
+			in = len(f) >= 6 && strings.Join(f[5:], " ") == exe && !strings.Contains(f[1], "w")
+			continue
+		}
+		if in && len(f) == 3 && f[0] == "Rss:" {
+			n, _ := strconv.Atoi(f[1])
+			total += n
+		}
+	}
+	return total
+}
+
+// TestTrimDropsFilePages: after Trim the binary's pages are no longer
 // resident and the code still runs (its pages come back on demand).
 func TestTrimDropsFilePages(t *testing.T) {
-	before, ok := Resident()
-	if !ok {
+	if _, ok := Resident(); !ok {
 		t.Fatal("no RssFile/RssAnon in /proc/self/status")
 	}
+	before := exeResident(t)
 	n, err := Trim()
 	if err != nil {
 		t.Fatal(err)
@@ -38,15 +65,16 @@ func TestTrimDropsFilePages(t *testing.T) {
 	if n <= 0 || exe == nil || n > exe.Size()+1<<20 {
 		t.Fatalf("advised %d bytes of a %v-byte binary", n, exe)
 	}
-	after, _ := Resident()
-	// What the test runtime touches in between comes back one page a
-	// time now; the drop must still be most of what was resident.
-	if after.File > before.File/2 {
-		t.Fatalf("file-backed RSS %d KiB before, %d KiB after Trim: not dropped", before.File>>10, after.File>>10)
+	after := exeResident(t)
+	// What the test's runtime and this measurement touch in between
+	// comes back (~1.6 MB of a 3 MB test binary's resident pages); a
+	// quarter must still be gone (without Trim none is).
+	if before < 1024 || after > before*3/4 {
+		t.Fatalf("the binary's resident pages: %d KiB before, %d KiB after Trim", before, after)
 	}
 	// Code that has not run yet in this test maps back in on demand.
 	if sum := sha256.Sum256([]byte("abc")); fmt.Sprintf("%x", sum[:4]) != "ba7816bf" {
 		t.Fatalf("sha256 after Trim: %x", sum)
 	}
-	t.Logf("file RSS %d KiB -> %d KiB (anon %d KiB), %d MiB advised", before.File>>10, after.File>>10, after.Anon>>10, n>>20)
+	t.Logf("the binary's resident pages %d KiB -> %d KiB, %d MiB advised", before, after, n>>20)
 }
