@@ -47,9 +47,10 @@ type Resolver struct {
 	path    Path
 	opts    ResolverOptions
 	servers []netip.AddrPort
-	sems    []chan struct{} // per-server in-flight cap
-	muxes   []udpMux        // per-server shared UDP socket
-	next    atomic.Uint32   // spreads first attempts over the servers
+	next    atomic.Uint32 // spreads first attempts over the servers
+
+	mu    sync.Mutex // the lookups' state (resolve_mux.go)
+	muxes []udpMux   // per-server shared UDP socket
 }
 
 // NewResolver returns a resolver for p, or an error wrapping ErrNoDNS when
@@ -71,7 +72,6 @@ func NewResolver(p Path, o ResolverOptions) (*Resolver, error) {
 			continue // e.g. an IPv6 resolver on a path without IPv6
 		}
 		r.servers = append(r.servers, s.Addr)
-		r.sems = append(r.sems, make(chan struct{}, max(o.Cap, 1)))
 	}
 	r.muxes = make([]udpMux, len(r.servers))
 	if len(r.servers) == 0 {
@@ -108,51 +108,6 @@ type Lookup struct {
 	Bytes   int64 // bytes sent for these queries (IP packets, estimated for TCP)
 }
 
-// Lookup resolves name for family fam (A, AAAA or both). The A and AAAA
-// queries go out together: a dead name costs one timeout, not two.
-func (r *Resolver) Lookup(ctx context.Context, name string, fam Family) Lookup {
-	l := Lookup{Name: name, Answers: []netip.Addr{}}
-	start := time.Now()
-	qts := qtypes(fam)
-	type answer struct {
-		q     Query
-		addrs []netip.Addr
-		chain []string
-		bytes int64
-	}
-	ans := make([]answer, len(qts))
-	var wg sync.WaitGroup
-	for i, qt := range qts {
-		ask := func() {
-			a := &ans[i]
-			a.q, a.addrs, a.chain = r.query(ctx, name, qt, &a.bytes)
-		}
-		if i == len(qts)-1 {
-			ask() // the last query in this goroutine: a survey has hundreds of lookups in flight
-			break
-		}
-		wg.Go(ask)
-	}
-	wg.Wait()
-	seen := map[netip.Addr]struct{}{}
-	for _, a := range ans {
-		l.Queries = append(l.Queries, a.q)
-		l.Bytes += a.bytes
-		if len(a.chain) > len(l.CNAMEs) {
-			l.CNAMEs = a.chain
-		}
-		for _, x := range a.addrs {
-			if _, dup := seen[x]; !dup {
-				seen[x] = struct{}{}
-				l.Answers = append(l.Answers, x)
-			}
-		}
-	}
-	l.Time = time.Since(start)
-	l.Status = lookupStatus(l.Queries, len(l.Answers) > 0)
-	return l
-}
-
 // lookupStatus: NOERROR if any address came back, else the first query
 // status that is not NOERROR, else NO_ANSWER (survey/summary.go defines it).
 func lookupStatus(qs []Query, anyAddr bool) string {
@@ -175,45 +130,6 @@ func qtypes(f Family) []uint16 {
 		return []uint16{dns.TypeAAAA}
 	}
 	return []uint16{dns.TypeA, dns.TypeAAAA}
-}
-
-func (r *Resolver) query(ctx context.Context, name string, qt uint16, sent *int64) (Query, []netip.Addr, []string) {
-	q := Query{QType: dns.TypeToString[qt]}
-	m := new(dns.Msg)
-	m.SetQuestion(dns.Fqdn(name), qt)
-	m.SetEdns0(ednsSize, false)
-	start := time.Now()
-	var resp *dns.Msg
-	var err error
-	first := int(r.next.Add(1))
-	for attempt := 0; attempt <= r.opts.Retries; attempt++ {
-		if ctx.Err() != nil {
-			err = ctx.Err()
-			break
-		}
-		i := (first + attempt) % len(r.servers)
-		q.Attempts++
-		q.Server = r.servers[i]
-		resp, q.TCP, err = r.exchange(ctx, i, m, sent)
-		if err == nil || !isTimeout(err) {
-			break
-		}
-	}
-	q.Time = time.Since(start)
-	switch {
-	case err != nil && isTimeout(err):
-		q.Status, q.Err = DNSTimeout, err
-		return q, nil, nil
-	case err != nil:
-		q.Status, q.Err = DNSError, err
-		return q, nil, nil
-	}
-	q.Status = rcodeStatus(resp.Rcode)
-	if resp.Rcode != dns.RcodeSuccess {
-		return q, nil, nil
-	}
-	addrs, chain := answers(m.Question[0].Name, qt, resp)
-	return q, addrs, chain
 }
 
 func rcodeStatus(rc int) string {
@@ -240,24 +156,6 @@ func isTimeout(err error) bool {
 	}
 	var ne net.Error
 	return errors.As(err, &ne) && ne.Timeout()
-}
-
-// exchange sends m to server i over UDP, falling back to TCP when the
-// answer is truncated.
-func (r *Resolver) exchange(ctx context.Context, i int, m *dns.Msg, sent *int64) (*dns.Msg, bool, error) {
-	sem := r.sems[i]
-	select {
-	case sem <- struct{}{}:
-	case <-ctx.Done():
-		return nil, false, ctx.Err()
-	}
-	defer func() { <-sem }()
-	resp, err := r.exchangeUDP(ctx, i, m, sent)
-	if err != nil || !resp.Truncated {
-		return resp, false, err
-	}
-	resp, err = r.exchangeOn(ctx, "tcp", r.servers[i], m, sent)
-	return resp, true, err
 }
 
 func (r *Resolver) exchangeOn(ctx context.Context, network string, server netip.AddrPort, m *dns.Msg, sent *int64) (*dns.Msg, error) {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"runtime"
 	"sync"
 	"testing"
 	"time"
@@ -35,8 +36,8 @@ func TestSharedSocketDemux(t *testing.T) {
 		})
 	}
 	wg.Wait()
-	r.muxes[0].mu.Lock()
-	defer r.muxes[0].mu.Unlock()
+	r.mu.Lock()
+	defer r.mu.Unlock()
 	assert.NotNil(t, r.muxes[0].conn, "one socket, still open")
 	assert.Empty(t, r.muxes[0].waiters)
 }
@@ -77,4 +78,41 @@ func TestSharedSocketIgnoresWrongAnswer(t *testing.T) {
 	l := r.Lookup(context.Background(), "mine.test", Family4)
 	assert.Equal(t, DNSNoError, l.Status)
 	assert.Equal(t, []netip.Addr{netip.MustParseAddr("198.18.9.9")}, l.Answers)
+}
+
+// TestLookupsInFlightHoldNoGoroutines: 500 lookups waiting on a server
+// that never answers are state, not goroutines (each held ~11 KB of stack
+// before; issue 18), and a cancellation ends the sent and the queued ones
+// alike, at once.
+func TestLookupsInFlightHoldNoGoroutines(t *testing.T) {
+	srv := deadServer(t)
+	r, err := NewResolver(loopbackPath(t, srv), ResolverOptions{Timeout: time.Minute, Cap: 300})
+	require.NoError(t, err)
+	before := runtime.NumGoroutine()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan Lookup, 500)
+	for i := range 500 {
+		r.Start(ctx, fmt.Sprintf("n%d.test", i), FamilyAny, func(l Lookup) { done <- l })
+	}
+	r.mu.Lock()
+	sent, queued := len(r.muxes[0].waiters), len(r.muxes[0].queue)
+	r.mu.Unlock()
+	assert.Equal(t, 300, sent, "the cap's worth on the wire")
+	assert.Equal(t, 700, queued, "the other queries wait for a slot")
+	assert.LessOrEqual(t, runtime.NumGoroutine()-before, 5, "1,000 queries in flight")
+	start := time.Now()
+	cancel()
+	for range 500 {
+		l := <-done
+		assert.Equal(t, DNSError, l.Status)
+		for _, q := range l.Queries {
+			assert.ErrorIs(t, q.Err, context.Canceled)
+		}
+	}
+	assert.Less(t, time.Since(start), 5*time.Second)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	assert.Empty(t, r.muxes[0].waiters)
+	assert.Empty(t, r.muxes[0].queue)
+	assert.Zero(t, r.muxes[0].inflight)
 }

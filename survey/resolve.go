@@ -55,7 +55,16 @@ func NewResolver(p probe.Path, timeout time.Duration, retries, cap int, bytes *a
 
 // Resolve looks d up for the wanted families (A then AAAA).
 func (r *Resolver) Resolve(ctx context.Context, d Domain, fam probe.Family) ResolutionRecord {
-	l := r.r.Lookup(ctx, d.Name, fam)
+	return r.record(d, r.r.Lookup(ctx, d.Name, fam))
+}
+
+// Start looks d up and calls done with its record from another goroutine:
+// a lookup in flight is state in the resolver, not a goroutine.
+func (r *Resolver) Start(ctx context.Context, d Domain, fam probe.Family, done func(ResolutionRecord)) {
+	r.r.Start(ctx, d.Name, fam, func(l probe.Lookup) { done(r.record(d, l)) })
+}
+
+func (r *Resolver) record(d Domain, l probe.Lookup) ResolutionRecord {
 	rec := ResolutionRecord{Type: "resolution", Domain: d.Name, Rank: d.Rank, Path: r.Path.Name, Status: l.Status,
 		Answers: l.Answers, CNAMEs: l.CNAMEs, TimeMs: msOf(l.Time), Bytes: l.Bytes, Valid: true}
 	for _, q := range l.Queries {

@@ -5,6 +5,7 @@ import (
 	"net/netip"
 	"slices"
 	"sync"
+	"time"
 )
 
 // statusCodes numbers resolution statuses for the one byte a run keeps per
@@ -102,46 +103,67 @@ func (r *runner) toResolve(resolvers map[string]*Resolver) int {
 func (r *runner) resolveAll(ctx context.Context, resolvers map[string]*Resolver, stage *stageProgress) {
 	var wg sync.WaitGroup
 	for _, name := range r.resolvePaths(resolvers) {
-		pi := slices.Index(r.names, name)
-		jobs := make(chan int)
-		res := resolvers[name]
-		for range r.cfg.ResolveWorkers {
-			wg.Go(func() {
-				for i := range jobs {
-					rec := r.resolveClean(ctx, res, i)
-					if ctx.Err() != nil {
-						continue // unfinished: resolved again on resume
-					}
-					rec.Valid = r.watch.valid(name)
-					r.mu.Lock()
-					r.status[name][i] = r.codes.code(rec.Status)
-					r.mu.Unlock()
-					r.write(rec)
-					stage.add(1)
-					if rec.Status == StatusNoError {
-						r.addResolved(pi, i, rec.Answers)
-					}
-				}
-			})
-		}
-		wg.Go(func() {
-			defer close(jobs)
-			for i := range r.list.Len() {
-				r.mu.Lock()
-				done := r.status[name][i] != 0
-				r.mu.Unlock()
-				if done {
-					continue
-				}
-				select {
-				case jobs <- i:
-				case <-ctx.Done():
-					return
-				}
-			}
-		})
+		wg.Go(func() { r.resolvePath(ctx, name, resolvers[name], stage) })
 	}
 	wg.Wait()
+}
+
+// resolved is a lookup's end, back at its path's loop.
+type resolved struct {
+	i, try int
+	start  time.Time
+	rec    ResolutionRecord
+}
+
+// resolvePath keeps ResolveWorkers lookups in flight on one path from one
+// goroutine: the lookups are state in the resolver (no goroutine each;
+// 1,048 of them held 11.5 MB of stacks at 1M domains), their records come
+// back here to be written and handed to probing.
+func (r *runner) resolvePath(ctx context.Context, name string, res *Resolver, stage *stageProgress) {
+	pi := slices.Index(r.names, name)
+	workers := r.cfg.ResolveWorkers
+	// Each lookup in flight (or waiting to be done again) sends exactly one
+	// value, so done never blocks a resolver's goroutine.
+	done := make(chan resolved, workers)
+	start := func(i, try int) {
+		t0 := time.Now()
+		res.Start(ctx, r.list.At(i), r.cfg.Family, func(rec ResolutionRecord) { done <- resolved{i, try, t0, rec} })
+	}
+	inflight, next, n := 0, 0, r.list.Len()
+	for {
+		for inflight < workers && next < n && ctx.Err() == nil {
+			i := next
+			next++
+			r.mu.Lock()
+			todo := r.status[name][i] == 0
+			r.mu.Unlock()
+			if todo {
+				start(i, 0)
+				inflight++
+			}
+		}
+		if inflight == 0 {
+			return
+		}
+		d := <-done
+		inflight--
+		if ctx.Err() != nil {
+			continue // unfinished: resolved again on resume
+		}
+		if r.redo(ctx, d, func() { start(d.i, d.try+1) }, func() { done <- d }) {
+			inflight++
+			continue
+		}
+		d.rec.Valid = r.watch.valid(name)
+		r.mu.Lock()
+		r.status[name][d.i] = r.codes.code(d.rec.Status)
+		r.mu.Unlock()
+		r.write(d.rec)
+		stage.add(1)
+		if d.rec.Status == StatusNoError {
+			r.addResolved(pi, d.i, d.rec.Answers)
+		}
+	}
 }
 
 // indexResumed queues the targets of the resolutions loaded from the run
