@@ -12,9 +12,13 @@ type Config struct {
 	// MaxIdleTimeout closes a connection after this long without a packet
 	// from the peer (RFC 9000 §10.1); default 30 s.
 	MaxIdleTimeout time.Duration
-	// MaxDatagramSize is the largest UDP payload sent; default 1252 (fits
-	// IPv6's 1280-byte minimum MTU), at least 1200.
+	// MaxDatagramSize is the UDP payload size a path starts with; default
+	// 1252 (fits IPv6's 1280-byte minimum MTU), at least 1200. Path MTU
+	// discovery (pmtud.go) raises it per path up to 1452 where the path
+	// carries it.
 	MaxDatagramSize int
+	// DisablePathMTUDiscovery keeps every path at MaxDatagramSize.
+	DisablePathMTUDiscovery bool
 	// StreamReceiveWindow and ConnectionReceiveWindow are the flow control
 	// windows granted to the peer; defaults 6 MiB and 15 MiB.
 	StreamReceiveWindow     uint64

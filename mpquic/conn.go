@@ -1009,6 +1009,9 @@ func (c *Conn) onPacketAcked(sp *pnSpace, p *sentPacket) {
 	if p.inFlight {
 		sp.path.cc.onAcked(p)
 	}
+	if p.mtuProbe {
+		c.mtuProbeAcked(sp.path, p)
+	}
 	for _, f := range p.frames {
 		switch f.kind {
 		case sfCrypto:
@@ -1060,6 +1063,13 @@ func (c *Conn) detectLost(sp *pnSpace, now time.Time) {
 func (c *Conn) onPacketLost(sp *pnSpace, p *sentPacket, now time.Time) {
 	if c.qlog != nil {
 		c.qlog.lost(now, sp.kind, sp.path.id, p.pn)
+	}
+	if p.mtuProbe { // too large, or dropped: no congestion signal (RFC 9000 §14.4)
+		sp.path.cc.discard(p)
+		if m := &sp.path.mtu; m.probe != 0 && m.pn == p.pn {
+			m.lost(p.size, now)
+		}
+		return
 	}
 	c.packetsLost++
 	sp.path.packetsLost++
@@ -1268,9 +1278,13 @@ func (c *Conn) nextTimer() time.Time {
 			earliest(sp.ackAt)
 		}
 	}
+	now := time.Now()
 	for _, p := range c.paths {
 		if p.abandoned && !p.closed {
 			earliest(p.abandonedAt.Add(3 * c.ptoDuration()))
+		}
+		if m := &p.mtu; m.started && !m.done && m.probe == 0 && m.nextAt.After(now) {
+			earliest(m.nextAt) // the next PMTU probe, on an idle connection too
 		}
 	}
 	if !c.handshakeComplete {

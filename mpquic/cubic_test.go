@@ -40,3 +40,27 @@ func TestCubicRecoversAlongItsCurve(t *testing.T) {
 		t.Errorf("back at the loss window after %v, want about K = %.2f s", reached, k)
 	}
 }
+
+// In the Reno-friendly region (small window, short RTT, as on a 20 Mbit/s
+// access path with loss) the window grows one segment per RTT, as quic-go's
+// Reno does, not RFC 9438's 0.53 (0.86x quic-go's goodput there).
+func TestCubicRenoFriendlyGrowsOneSegmentPerRTT(t *testing.T) {
+	const mss = 1200
+	cc := newNewReno(mss)
+	cc.ssthresh = 0
+	cc.cwnd = 20 * mss
+	start := time.Unix(1000, 0)
+	cc.onLost(&sentPacket{size: mss, time: start.Add(time.Millisecond)}, start.Add(time.Millisecond))
+	cc.cubic.rtt = 20 * time.Millisecond
+	after := cc.cwnd
+	now := start.Add(2 * time.Millisecond)
+	for range 10 { // ten RTTs, a window of ACKs each
+		now = now.Add(20 * time.Millisecond)
+		for range cc.cwnd / mss {
+			cc.cwnd = cc.cubic.grow(cc.cwnd, mss, mss, now)
+		}
+	}
+	if got := float64(cc.cwnd-after) / mss; got < 9 || got > 11 {
+		t.Errorf("grew %.1f segments in 10 RTTs, want about 10", got)
+	}
+}

@@ -20,9 +20,10 @@ func gsoCapable(pc net.PacketConn) bool {
 	}) && serr == nil
 }
 
-// controlUDP runs f on pc's descriptor; false if pc is no UDP socket.
+// controlUDP runs f on pc's descriptor; false if pc has none (a wrapper
+// that embeds a *net.UDPConn has its socket).
 func controlUDP(pc net.PacketConn, f func(fd int)) bool {
-	uc, ok := pc.(*net.UDPConn)
+	uc, ok := pc.(syscall.Conn)
 	if !ok {
 		return false
 	}
@@ -56,4 +57,18 @@ func writeGSO(pc net.PacketConn, b []byte, seg int, to net.Addr, src netip.Addr,
 // gsoTransient errors do not mean the socket lacks GSO.
 func gsoTransient(err error) bool {
 	return errors.Is(err, syscall.EAGAIN) || errors.Is(err, syscall.ENOBUFS) || errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, net.ErrClosed)
+}
+
+// setDontFragment makes the kernel set DF and never fragment pc's
+// datagrams, without using its cached path MTU either (PMTUDISC_PROBE):
+// a PMTU probe must be dropped when too large, not fragmented. True if
+// set for the socket's family.
+func setDontFragment(pc net.PacketConn) bool {
+	const ipPMTUDiscProbe, ipv6PMTUDiscProbe = 3, 3 // linux/in.h, linux/in6.h
+	var e4, e6 error
+	ok := controlUDP(pc, func(fd int) {
+		e4 = syscall.SetsockoptInt(fd, syscall.IPPROTO_IP, syscall.IP_MTU_DISCOVER, ipPMTUDiscProbe)
+		e6 = syscall.SetsockoptInt(fd, syscall.IPPROTO_IPV6, syscall.IPV6_MTU_DISCOVER, ipv6PMTUDiscProbe)
+	})
+	return ok && (e4 == nil || e6 == nil)
 }

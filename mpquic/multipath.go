@@ -77,6 +77,8 @@ type path struct {
 	socketRecv  atomic.Uint64
 
 	gso         bool
+	df          bool  // the socket sets don't-fragment: the path may probe its MTU
+	mtu         pmtud // pmtud.go
 	oob         []byte
 	local       netip.Addr    // server: the address the peer sends to, our source (pktinfo)
 	reader      bool          // a readLoop of ours reads pconn (client paths)
@@ -95,7 +97,7 @@ func (p *path) write(b []byte) error {
 }
 
 func (c *Conn) newPath(id uint32, pconn net.PacketConn, remote net.Addr) *path {
-	p := &path{id: id, pconn: pconn, remote: remote, cc: newNewReno(c.mss), gso: gsoCapable(pconn),
+	p := &path{id: id, pconn: pconn, remote: remote, cc: newNewReno(c.mss), gso: gsoCapable(pconn), df: setDontFragment(pconn),
 		validatedCh: make(chan struct{}), doneCh: make(chan struct{})}
 	p.space = newSpace()
 	p.space.kind, p.space.path = spaceApp, p
@@ -159,10 +161,10 @@ func (c *Conn) schedule(now time.Time) *path {
 				continue
 			}
 			open = true
-			if !p.cc.canSend(c.mss) {
+			if !p.cc.canSend(c.pathMSS(p)) {
 				continue
 			}
-			if t := p.cc.pace(now, c.mss, p.rtt.smoothed, p.rtt.hasSample); !t.IsZero() {
+			if t := p.cc.pace(now, c.pathMSS(p), p.rtt.smoothed, p.rtt.hasSample); !t.IsZero() {
 				if c.nextPaceAt.IsZero() || t.Before(c.nextPaceAt) {
 					c.nextPaceAt = t
 				}
@@ -588,6 +590,11 @@ type PathStats struct {
 	PTOBackoff int
 	// BytesSent and BytesReceived count UDP payloads on this path.
 	BytesSent, BytesReceived uint64
+	// MaxDatagramSize is the path's datagram size now; MTUProbesSent and
+	// MTUProbesLost count its PMTU probes (pmtud.go), which are not in
+	// PacketsLost.
+	MaxDatagramSize              int
+	MTUProbesSent, MTUProbesLost uint64
 }
 
 func (c *Conn) pathStats(p *path) PathStats {
@@ -601,7 +608,8 @@ func (c *Conn) pathStats(p *path) PathStats {
 		CongestionWindow: p.cc.cwnd, BytesInFlight: p.cc.inFlight,
 		PacketsSent: p.packetsSent, PacketsLost: p.packetsLost, PTOCount: p.ptos,
 		PTO: (p.rtt.pto() + c.peerParams.MaxAckDelay) << p.ptoCount, PTOBackoff: p.ptoCount,
-		BytesSent: p.socketSent, BytesReceived: p.socketRecv.Load()}
+		BytesSent: p.socketSent, BytesReceived: p.socketRecv.Load(),
+		MaxDatagramSize: c.pathMSS(p), MTUProbesSent: p.mtu.probesSent, MTUProbesLost: p.mtu.probesLost}
 }
 
 // Stats samples the path.

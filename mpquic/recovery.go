@@ -58,6 +58,7 @@ type sentPacket struct {
 	inFlight     bool
 	largestAcked int64 // the ACK frame's largest, -1 without one
 	frames       []sentFrame
+	mtuProbe     bool // a PMTU probe (pmtud.go): its loss is no congestion signal
 }
 
 // rttStats is RFC 9002 §5's RTT estimator.

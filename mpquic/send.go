@@ -58,6 +58,7 @@ func (c *Conn) sendOnPath(now time.Time, p *path) bool {
 	// Datagrams of one size go out as one GSO write where the socket
 	// offers it (Linux UDP_SEGMENT): one system call per batch, not per
 	// packet. A shorter datagram ends a batch; a longer one starts anew.
+	c.maybeProbeMTU(now, p)
 	batch := c.batch[:0]
 	seg, nseg := 0, 0
 	more := true
@@ -131,7 +132,8 @@ func (c *Conn) spacesOf(p *path) []*pnSpace {
 // buildDatagram appends one datagram for path p to dst; dst unchanged if
 // there is nothing to send.
 func (c *Conn) buildDatagram(now time.Time, p *path, dst []byte) []byte {
-	limit := c.mss
+	mss := c.pathMSS(p)
+	limit := mss
 	if !c.isClient && !c.addrValidated {
 		limit = min(limit, 3*c.bytesRecv-c.bytesSent) // RFC 9000 §8.1
 		if limit < minDatagramSize {
@@ -148,9 +150,9 @@ func (c *Conn) buildDatagram(now time.Time, p *path, dst []byte) []byte {
 	}
 	var dataOK bool
 	if !c.multipath {
-		dataOK = p.cc.canSend(c.mss) || probing
+		dataOK = p.cc.canSend(mss) || probing
 		if dataOK && !probing {
-			if t := p.cc.pace(now, c.mss, p.rtt.smoothed, p.rtt.hasSample); !t.IsZero() {
+			if t := p.cc.pace(now, mss, p.rtt.smoothed, p.rtt.hasSample); !t.IsZero() {
 				c.nextPaceAt = t
 				dataOK = false
 			}

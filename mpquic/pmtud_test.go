@@ -1,0 +1,79 @@
+package mpquic
+
+import (
+	"context"
+	"net"
+	"testing"
+	"time"
+)
+
+// Over loopback both ends find the largest datagram either accepts (1452)
+// within the first transfer, and the probes cost no declared loss.
+func TestPathMTUDiscoveryLoopback(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	mp := newMPPair(t, ctx, udpLoopback(t), nil, nil)
+	exchange(t, ctx, mp.open, testData(4<<20, 3))
+	for _, c := range []*Conn{mp.c, mp.server(t)} {
+		s := pathStat(t, c, 0)
+		t.Logf("client %v: size %d, probes %d sent, %d lost, packets lost %d", c.isClient, s.MaxDatagramSize, s.MTUProbesSent, s.MTUProbesLost, s.PacketsLost)
+		if s.MaxDatagramSize != maxDatagramSize || s.MTUProbesSent == 0 || s.MTUProbesLost != 0 {
+			t.Errorf("client %v: datagram size %d after %d probes (%d lost), want %d", c.isClient, s.MaxDatagramSize, s.MTUProbesSent, s.MTUProbesLost, maxDatagramSize)
+		}
+	}
+	// Disabled, the paths keep the starting size.
+	ctx2, cancel2 := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel2()
+	off := &Config{DisablePathMTUDiscovery: true}
+	mp2 := newMPPair(t, ctx2, udpLoopback(t), off, off)
+	exchange(t, ctx2, mp2.open, testData(1<<20, 4))
+	if s := pathStat(t, mp2.c, 0); s.MaxDatagramSize != 1252 || s.MTUProbesSent != 0 {
+		t.Errorf("disabled: size %d, %d probes", s.MaxDatagramSize, s.MTUProbesSent)
+	}
+}
+
+// mtuConn is a real UDP socket behind a link that drops every datagram
+// larger than limit on the way out (a tunnel's smaller MTU, say).
+type mtuConn struct {
+	*net.UDPConn
+	limit int
+}
+
+func (m *mtuConn) WriteTo(b []byte, to net.Addr) (int, error) {
+	if len(b) > m.limit {
+		return len(b), nil // gone on the way, as a real too-small link does with DF
+	}
+	return m.UDPConn.WriteTo(b, to)
+}
+
+// A path that carries at most 1350 bytes settles just under it by
+// bisection; the lost probes are counted as probes, not as packet loss,
+// and do not shrink the congestion window.
+func TestPathMTUDiscoverySmallerLink(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	const limit = 1350
+	mc := &mtuConn{UDPConn: udpLoopback(t).(*net.UDPConn), limit: limit}
+	mp := newMPPair(t, ctx, mc, nil, nil)
+	// The search takes a few lost probes per size too large (each found
+	// lost an RTT or a PTO later, then pmtuRetry): transfers until it ends.
+	start := time.Now()
+	var s PathStats
+	for i := 0; i < 100; i++ {
+		exchange(t, ctx, mp.open, testData(1<<20, byte(i)))
+		if mp.c.mu.Lock(); mp.c.paths[0].mtu.done {
+			mp.c.mu.Unlock()
+			break
+		}
+		mp.c.mu.Unlock()
+	}
+	t.Logf("search ended after %v", time.Since(start))
+	s = pathStat(t, mp.c, 0)
+	t.Logf("size %d, probes %d sent, %d lost, packets lost %d, window %d", s.MaxDatagramSize, s.MTUProbesSent, s.MTUProbesLost, s.PacketsLost, s.CongestionWindow)
+	if s.MaxDatagramSize > limit || s.MaxDatagramSize < limit-pmtuPrecision {
+		t.Errorf("datagram size %d, want within %d below %d", s.MaxDatagramSize, pmtuPrecision, limit)
+	}
+	if s.MTUProbesLost < maxPMTUProbes || s.PacketsLost != 0 {
+		t.Errorf("%d probes lost (want at least %d), %d packets declared lost (want 0)", s.MTUProbesLost, maxPMTUProbes, s.PacketsLost)
+	}
+}
