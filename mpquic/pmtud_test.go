@@ -3,6 +3,7 @@ package mpquic
 import (
 	"context"
 	"net"
+	"sync"
 	"testing"
 	"time"
 )
@@ -75,5 +76,50 @@ func TestPathMTUDiscoverySmallerLink(t *testing.T) {
 	}
 	if s.MTUProbesLost < maxPMTUProbes || s.PacketsLost != 0 {
 		t.Errorf("%d probes lost (want at least %d), %d packets declared lost (want 0)", s.MTUProbesLost, maxPMTUProbes, s.PacketsLost)
+	}
+}
+
+// sizeConn records the sizes of the datagrams a path's socket sends and
+// receives.
+type sizeConn struct {
+	net.PacketConn
+	mu         sync.Mutex
+	sent, recv []int
+}
+
+func (s *sizeConn) WriteTo(b []byte, to net.Addr) (int, error) {
+	s.mu.Lock()
+	s.sent = append(s.sent, len(b))
+	s.mu.Unlock()
+	return s.PacketConn.WriteTo(b, to)
+}
+
+func (s *sizeConn) ReadFrom(b []byte) (int, net.Addr, error) {
+	n, from, err := s.PacketConn.ReadFrom(b)
+	if err == nil {
+		s.mu.Lock()
+		s.recv = append(s.recv, n)
+		s.mu.Unlock()
+	}
+	return n, from, err
+}
+
+// A new path's validation goes in datagrams of at least 1200 bytes both
+// ways (RFC 9000 §8.2.1-2): the PATH_CHALLENGE the client sends first on
+// it and the server's PATH_RESPONSE (with its own challenge) that comes
+// back first.
+func TestPathValidationPadded(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	mp := newMPPair(t, ctx, udpLoopback(t), nil, nil)
+	sc := &sizeConn{PacketConn: udpLoopback(t)}
+	if _, err := mp.c.AddPath(ctx, sc, mp.l.Addr()); err != nil { // returns validated
+		t.Fatal(err)
+	}
+	sc.mu.Lock()
+	defer sc.mu.Unlock()
+	t.Logf("first datagrams on the new path: sent %v, received %v", sc.sent[:min(3, len(sc.sent))], sc.recv[:min(3, len(sc.recv))])
+	if len(sc.sent) == 0 || len(sc.recv) == 0 || sc.sent[0] < minDatagramSize || sc.recv[0] < minDatagramSize {
+		t.Errorf("path validation datagrams: sent %v, received %v; want the first each way at least %d bytes", sc.sent, sc.recv, minDatagramSize)
 	}
 }

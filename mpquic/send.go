@@ -16,6 +16,7 @@ type plan struct {
 	eliciting      bool
 	hasAck         bool
 	largestAckSent int64
+	pathProbe      bool // carries PATH_CHALLENGE or PATH_RESPONSE
 }
 
 func (c *Conn) hdrLen(p *path, si, pnLen, payloadLen int) int {
@@ -189,12 +190,18 @@ func (c *Conn) buildDatagram(now time.Time, p *path, dst []byte) []byte {
 		return dst
 	}
 	// Padding: Initial datagrams from the client, and the server's with
-	// ack-eliciting Initials, are at least 1200 bytes (§14.1); every packet
-	// needs 4 bytes after the packet number start for the sample.
-	pad := false
+	// ack-eliciting Initials, are at least 1200 bytes (§14.1), and so are
+	// those with PATH_CHALLENGE or PATH_RESPONSE as far as the path's
+	// anti-amplification limit allows (§8.2.1-2: the path then carries
+	// 1200 bytes both ways); every packet needs 4 bytes after the packet
+	// number start for the sample.
+	padTo := 0
 	for _, pl := range plans[:np] {
 		if pl.si == spaceInitial && (c.isClient || pl.eliciting) {
-			pad = true
+			padTo = minDatagramSize
+		}
+		if pl.pathProbe {
+			padTo = max(padTo, min(minDatagramSize, limit))
 		}
 	}
 	for i := range plans[:np] {
@@ -203,17 +210,17 @@ func (c *Conn) buildDatagram(now time.Time, p *path, dst []byte) []byte {
 			pl.payload = append(pl.payload, make([]byte, need)...)
 		}
 	}
-	if pad {
+	if padTo > 0 {
 		last := &plans[np-1]
 		for {
 			total := 0
 			for _, pl := range plans[:np] {
 				total += c.hdrLen(p, pl.si, pl.pnLen, len(pl.payload)) + len(pl.payload) + tagLen
 			}
-			if total >= minDatagramSize {
+			if total >= padTo {
 				break
 			}
-			last.payload = append(last.payload, make([]byte, minDatagramSize-total)...)
+			last.payload = append(last.payload, make([]byte, padTo-total)...)
 		}
 	}
 	buf := dst
@@ -339,11 +346,13 @@ func (c *Conn) fillPathFrames(pl *plan, b []byte, avail int) []byte {
 		b = PathChallengeFrame{Data: *p.challenge}.Append(b)
 		pl.frames = append(pl.frames, sentFrame{kind: sfPathChallenge, pid: p.id})
 		p.challengeSent = true
+		pl.pathProbe = true
 	}
 	for len(p.responses) > 0 && avail-len(b) >= 16 {
 		b = PathResponseFrame{Data: p.responses[0]}.Append(b)
 		pl.frames = append(pl.frames, sentFrame{kind: sfAck})
 		p.responses = p.responses[1:]
+		pl.pathProbe = true
 	}
 	return b
 }
