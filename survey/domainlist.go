@@ -10,16 +10,27 @@ import (
 
 // DomainList is a ranked list held compactly (issue 18: a top-1M list as
 // []Domain was ~45 MB of string headers and names, its duplicate check a
-// map of another ~60 MB): per domain 8 bytes in memory (end offset and
-// rank), the names in one byte buffer that moves to an unlinked temporary
-// file once it passes spillNamesAt. Reads are safe from many goroutines
-// once the list is built.
+// map of another ~60 MB): per domain about 1 byte in memory (its name's
+// length, and every markEvery names the offset reached; 4 bytes more for
+// the rank only when ranks are not positions), the names in one byte
+// buffer that moves to an unlinked temporary file once it passes
+// spillNamesAt. Reads are safe from many goroutines once the list is
+// built.
 type DomainList struct {
-	ends  []uint32 // end offset of name i in the name store
-	ranks []uint32 // nil while every rank is its position (i+1), as in Tranco lists
+	lens  []uint8        // length of name i; longName: see long
+	long  map[int]uint32 // lengths of 255 or more (no DNS name is; only from NewDomainList)
+	marks []uint32       // start offset of name i*markEvery in the name store
+	ranks []uint32       // nil while every rank is its position (i+1), as in Tranco lists
 	names nameStore
 	set   *nameSet // built on demand (Index); nil otherwise
 }
+
+// markEvery spaces the offsets kept: finding a name's start adds at most
+// markEvery-1 lengths (a 4-byte offset a domain was 3.9 MB at 1M).
+const (
+	markEvery = 64
+	longName  = 255
+)
 
 // spillNamesAt is how many bytes of names stay in memory (about 50K
 // Tranco names) before they all go to a temporary file.
@@ -30,7 +41,7 @@ var testSpillNamesAt = 0
 
 // NewDomainList copies ds into a compact list.
 func NewDomainList(ds []Domain) *DomainList {
-	l := &DomainList{ends: make([]uint32, 0, len(ds))}
+	l := &DomainList{lens: make([]uint8, 0, len(ds))}
 	for _, d := range ds {
 		l.add(d.Rank, []byte(d.Name))
 	}
@@ -39,7 +50,7 @@ func NewDomainList(ds []Domain) *DomainList {
 }
 
 // Len is the number of domains.
-func (l *DomainList) Len() int { return len(l.ends) }
+func (l *DomainList) Len() int { return len(l.lens) }
 
 // Rank of domain i.
 func (l *DomainList) Rank(i int) int {
@@ -75,24 +86,45 @@ func (l *DomainList) Close() error {
 	return l.names.close()
 }
 
-func (l *DomainList) start(i int) uint32 {
-	if i == 0 {
-		return 0
+func (l *DomainList) length(i int) uint32 {
+	if n := l.lens[i]; n != longName {
+		return uint32(n)
 	}
-	return l.ends[i-1]
+	return l.long[i]
+}
+
+func (l *DomainList) start(i int) uint32 {
+	m := i / markEvery
+	s := l.marks[m]
+	for j := m * markEvery; j < i; j++ {
+		s += l.length(j)
+	}
+	return s
 }
 
 // name reads name i into buf (reused when big enough).
 func (l *DomainList) name(i int, buf []byte) []byte {
-	return l.names.get(l.start(i), l.ends[i], buf)
+	s := l.start(i)
+	return l.names.get(s, s+l.length(i), buf)
 }
 
 func (l *DomainList) add(rank int, name []byte) {
+	i := len(l.lens)
+	if i%markEvery == 0 {
+		l.marks = append(l.marks, uint32(l.names.size))
+	}
 	l.names.add(name)
-	i := len(l.ends)
-	l.ends = append(l.ends, uint32(l.names.size))
+	if len(name) >= longName {
+		if l.long == nil {
+			l.long = map[int]uint32{}
+		}
+		l.long[i] = uint32(len(name))
+		l.lens = append(l.lens, longName)
+	} else {
+		l.lens = append(l.lens, uint8(len(name)))
+	}
 	if l.ranks == nil && rank != i+1 {
-		l.ranks = make([]uint32, i, cap(l.ends))
+		l.ranks = make([]uint32, i, cap(l.lens))
 		for j := range l.ranks {
 			l.ranks[j] = uint32(j + 1)
 		}

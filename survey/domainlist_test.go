@@ -2,6 +2,7 @@ package survey
 
 import (
 	"fmt"
+	"math/rand/v2"
 	"net/netip"
 	"strings"
 	"testing"
@@ -140,5 +141,26 @@ func TestAddrInfoIsCompact(t *testing.T) {
 	}
 	if n := unsafe.Sizeof(queuedTarget(0)); n != 4 {
 		t.Fatalf("a queued target is %d bytes, want 4", n)
+	}
+}
+
+// Names are found from their lengths and a start offset every markEvery
+// names: every name across several marks, in any order, and a name too
+// long for a length byte (not a DNS name, but NewDomainList takes any).
+func TestDomainListLengthsAndMarks(t *testing.T) {
+	var ds []Domain
+	for i := range 3*markEvery + 5 {
+		name := fmt.Sprintf("d%d.%s.test", i, strings.Repeat("x", i%70))
+		if i == markEvery+3 {
+			name = strings.Repeat("l", 300) + ".test"
+		}
+		ds = append(ds, Domain{Rank: i + 1, Name: name})
+	}
+	l := NewDomainList(ds)
+	defer l.Close()
+	for _, i := range rand.Perm(len(ds)) {
+		if got := l.At(i); got != ds[i] {
+			t.Fatalf("domain %d: %+v, want %+v", i, got, ds[i])
+		}
 	}
 }

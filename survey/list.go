@@ -86,7 +86,7 @@ func parseList(r io.Reader, top, hint int) (*DomainList, ListInfo, error) {
 		hint = min(top, hint)
 	}
 	hint = max(min(hint, 1<<21), 16)
-	out := &DomainList{ends: make([]uint32, 0, hint)}
+	out := &DomainList{lens: make([]uint8, 0, hint)}
 	seen := newNameSet(hint)
 	malformed := func(err error) {
 		info.Malformed++
@@ -134,8 +134,8 @@ func parseList(r io.Reader, top, hint int) (*DomainList, ListInfo, error) {
 	}
 	info.SHA256 = hex.EncodeToString(h.Sum(nil))
 	info.Domains = out.Len()
-	if cap(out.ends) > out.Len()+out.Len()/8 { // sized from the file: --top or duplicates left room
-		out.ends = slices.Clone(out.ends)
+	if cap(out.lens) > out.Len()+out.Len()/8 { // sized from the file: --top or duplicates left room
+		out.lens = slices.Clone(out.lens)
 	}
 	return out, info, nil
 }
