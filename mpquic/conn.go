@@ -127,6 +127,7 @@ type Conn struct {
 	kp          keyPhaseState
 	socketSent  uint64        // datagram bytes the socket accepted
 	socketRecv  atomic.Uint64 // datagram bytes read for this connection, dropped ones included
+	rxDropped   atomic.Uint64 // datagrams its full input queue refused (server)
 	packetsSent uint64
 	packetsLost uint64
 	ptos        uint64

@@ -305,7 +305,11 @@ func (l *Listener) dispatch(d datagram) bool {
 	if c.isDone() {
 		return false
 	}
-	return c.rx.push(d)
+	if !c.rx.push(d) {
+		c.rxDropped.Add(1)
+		return false
+	}
+	return true
 }
 
 func (l *Listener) newConn(d datagram) *Conn {

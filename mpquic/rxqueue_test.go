@@ -1,6 +1,10 @@
 package mpquic
 
-import "testing"
+import (
+	"context"
+	"testing"
+	"time"
+)
 
 // The server's input queue keeps order, refuses past its limit and works
 // again once drained.
@@ -30,5 +34,30 @@ func TestRxQueue(t *testing.T) {
 	}
 	if d, _ := r.pop(); d.b[0] != 9 {
 		t.Fatalf("got %v", d.b)
+	}
+}
+
+// A server connection whose input queue is full drops what arrives and
+// says so in Stats; the client declares those packets lost and the
+// transfer still completes once the queue has room again.
+func TestServerQueueDropsCounted(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	mp := newMPPair(t, ctx, udpLoopback(t), nil, nil)
+	exchange(t, ctx, mp.open, testData(64<<10, 1))
+	srv := mp.server(t)
+	srv.rx.mu.Lock()
+	srv.rx.limit = 0 // refuse everything for a while
+	srv.rx.mu.Unlock()
+	time.AfterFunc(200*time.Millisecond, func() {
+		srv.rx.mu.Lock()
+		srv.rx.limit = inQueueLen(srv.conf)
+		srv.rx.mu.Unlock()
+	})
+	exchange(t, ctx, mp.open, testData(1<<20, 2))
+	dropped, lost := srv.Stats().DatagramsDropped, mp.c.Stats().PacketsLost
+	t.Logf("server dropped %d datagrams, client declared %d packets lost", dropped, lost)
+	if dropped == 0 || lost == 0 {
+		t.Errorf("server dropped %d datagrams, client declared %d lost; want both > 0", dropped, lost)
 	}
 }

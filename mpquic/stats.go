@@ -21,6 +21,11 @@ type Stats struct {
 	// KeyUpdatesInitiated and KeyUpdatesFollowed count 1-RTT key updates
 	// (RFC 9001 §6) begun by this side and by the peer.
 	KeyUpdatesInitiated, KeyUpdatesFollowed uint64
+	// DatagramsDropped counts datagrams that arrived for this connection
+	// and were dropped inside this host because its input queue was full
+	// (a server's: the listener never waits for one connection; a
+	// client's readers wait instead). The peer declares them lost.
+	DatagramsDropped uint64
 }
 
 // Stats reads the connection's counters: the RTT of path 0 (or, once it is
@@ -32,7 +37,8 @@ func (c *Conn) Stats() Stats {
 	s := Stats{PacketsSent: c.packetsSent, PacketsLost: c.packetsLost, PTOCount: c.ptos,
 		BytesSent: c.socketSent, BytesReceived: c.socketRecv.Load(),
 		PathCIDsBlockedSent: c.pathCIDs.sent, PathCIDsBlockedReceived: c.pathCIDs.recv,
-		KeyUpdatesInitiated: c.kp.updatesByUs, KeyUpdatesFollowed: c.kp.updatesByPeer}
+		KeyUpdatesInitiated: c.kp.updatesByUs, KeyUpdatesFollowed: c.kp.updatesByPeer,
+		DatagramsDropped: c.rxDropped.Load()}
 	rttSet := false
 	for _, id := range c.pathIDs() {
 		p := c.paths[id]

@@ -307,6 +307,7 @@ type MPQUICPath struct {
 	Validated         bool   `json:"validated"`
 	Abandoned         bool   `json:"abandoned"`
 	PotentiallyFailed bool   `json:"potentially_failed"`
+	MaxDatagramSize   int    `json:"max_datagram_size"` // after path MTU discovery
 }
 
 // PathStates implements PathStater.
@@ -354,7 +355,7 @@ func sampleMPQUIC(c *mpquic.Conn, names map[uint32]string) State {
 			SRTT: p.SmoothedRTT, RTO: p.PTO, RTOs: uint32(p.PTOBackoff),
 			InFlight: uint64(p.BytesInFlight), Sent: p.BytesSent, Received: p.BytesReceived},
 			ID: p.ID, CongestionWindow: uint64(p.CongestionWindow), PacketsSent: p.PacketsSent, PacketsLost: p.PacketsLost,
-			Validated: p.Validated, Abandoned: p.Abandoned, PotentiallyFailed: p.PotentiallyFailed})
+			Validated: p.Validated, Abandoned: p.Abandoned, PotentiallyFailed: p.PotentiallyFailed, MaxDatagramSize: p.MaxDatagramSize})
 	}
 	return State{Key: keyMPQUIC, Data: st}
 }
