@@ -199,15 +199,18 @@ func applyConfig(opts *Options) {
 // goroutine stacks) for a survey of n domains unless GOMEMLIMIT says
 // otherwise: the GC works harder instead of growing the heap, so a survey
 // stays within a Raspberry Pi's spare memory (64 MB of RSS, issue 18; the
-// binary alone starts at ~29 MB of RSS, its code and package data
-// included). What a run holds grows slowly with the list now: ~5 bytes a
-// domain (the DomainList's offsets, a status byte per path; names and the
-// domains of each address spill to temporary files) and ~80 bytes a
-// resolved address (its number, state and results), so 8 bytes a domain
-// on top of a fixed 36 MiB: 36.8 MiB at 100K, 43.6 MiB at 1M (the 1M lab
-// survey's live heap peaks at ~24 MB). It was 16 bytes a domain (51 MiB at
-// 1M, RSS 84.8 MB), and 48 MiB + 512 B a domain before that.
-func memoryLimit(n int) int64 { return 36<<20 + int64(n)*8 }
+// binary's own pages take ~17-21 MB of it at the peak, trimmed). What a
+// run holds grows slowly with the list: ~3 bytes a domain (the
+// DomainList's length byte, a status byte per path; names and the domains
+// of each address spill to temporary files) and ~50 bytes a resolved
+// address (its number, state and results), so 8 bytes a domain on top of
+// a fixed 28 MiB: 28.8 MiB at 100K, 35.6 MiB at 1M (the 1M lab survey's
+// live heap peaks at ~21 MB). The base was 36 MiB while the resolution
+// kept a goroutine per lookup (11.5 MB of stacks, now ~1.4 MB): the heap
+// grew into what the stacks gave back (1M: RSS 69.6 MB). It was 16 bytes
+// a domain before (51 MiB at 1M, RSS 84.8 MB), and 48 MiB + 512 B a
+// domain before that.
+func memoryLimit(n int) int64 { return 28<<20 + int64(n)*8 }
 
 // trimBinary drops the binary's code and read-only data from the resident
 // set (package memtrim).
