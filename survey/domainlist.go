@@ -239,41 +239,57 @@ func (s *nameStore) close() error {
 	return err
 }
 
-// nameSet is an open-addressing hash set of list indexes (8 bytes a slot,
-// at most half full): the high 32 bits of a name's hash and its index+1.
-// The slot is taken from those same 32 bits, so the table grows without
-// the names; equal hashes are told apart by comparing the names.
+// nameSet is an open-addressing hash set of list indexes (4 bytes a
+// slot, at most half full: 8 MB while a 1M list is read, the peak of a
+// 1M survey's memory when slots were 8 bytes): a slot holds index+1 and 7
+// bits of the name's hash, so most slots that are not the name's are
+// passed without reading a name; the slot is taken from the hash's high
+// bits. Growing rehashes the names (rare: the table is sized from the
+// file).
 type nameSet struct {
 	seed  maphash.Seed
-	slots []uint64
+	slots []uint32
 	n     int
 	shift uint                // 64 - log2(len(slots))
 	testH func([]byte) uint64 // tests: a hash that collides
 }
 
+const (
+	nameSetIndexBits = 25 // index+1 in the low bits: lists stop below maxDomains
+	nameSetIndexMask = 1<<nameSetIndexBits - 1
+)
+
 func newNameSet(hint int) *nameSet {
 	s := &nameSet{seed: maphash.MakeSeed()}
-	s.resize(max(hint, 8) * 2)
+	s.alloc(max(hint, 8) * 2)
 	return s
 }
 
-func (s *nameSet) resize(want int) {
+func (s *nameSet) alloc(want int) {
 	size, bits := 16, uint(4)
 	for size < want && bits < 30 { // a list has under maxDomains names
 		size, bits = size*2, bits+1
 	}
+	s.slots, s.shift = make([]uint32, size), 64-bits
+}
+
+// resize doubles the table, placing every index again from its name.
+func (s *nameSet) resize(l *DomainList) {
 	old := s.slots
-	s.slots, s.shift = make([]uint64, size), 64-bits
+	s.alloc(2 * len(old))
+	var buf []byte
 	for _, e := range old {
 		if e != 0 {
-			s.place(e)
+			i := int(e&nameSetIndexMask) - 1
+			buf = l.name(i, buf)
+			s.place(s.hash(buf), e)
 		}
 	}
 }
 
-func (s *nameSet) place(e uint64) {
+func (s *nameSet) place(hi uint64, e uint32) {
 	mask := uint64(len(s.slots) - 1)
-	for p := (e >> 32 << 32) >> s.shift; ; p = (p + 1) & mask {
+	for p := (hi << 32) >> s.shift; ; p = (p + 1) & mask {
 		if s.slots[p] == 0 {
 			s.slots[p] = e
 			return
@@ -281,16 +297,19 @@ func (s *nameSet) place(e uint64) {
 	}
 }
 
+func entry(hi uint64, i int) uint32 { return uint32(hi&0x7f)<<nameSetIndexBits | uint32(i+1) }
+
 // lookup returns the index of name in l, or the slot where it would go.
 func (s *nameSet) lookup(l *DomainList, name []byte, hi uint64, buf []byte) (idx int, slot uint64, found bool) {
 	mask := uint64(len(s.slots) - 1)
+	tag := uint32(hi & 0x7f)
 	for p := (hi << 32) >> s.shift; ; p = (p + 1) & mask {
 		e := s.slots[p]
 		if e == 0 {
 			return 0, p, false
 		}
-		if e>>32 == hi {
-			i := int(uint32(e)) - 1
+		if e>>nameSetIndexBits == tag {
+			i := int(e&nameSetIndexMask) - 1
 			if bytes.Equal(l.name(i, buf), name) {
 				return i, p, true
 			}
@@ -312,12 +331,12 @@ func (s *nameSet) insert(l *DomainList, name []byte, i int) (int, bool) {
 	if j, slot, found := s.lookup(l, name, hi, nil); found {
 		return j, false
 	} else if 2*(s.n+1) <= len(s.slots) {
-		s.slots[slot] = hi<<32 | uint64(i+1)
+		s.slots[slot] = entry(hi, i)
 		s.n++
 		return i, true
 	}
-	s.resize(2 * len(s.slots))
-	s.place(hi<<32 | uint64(i+1))
+	s.resize(l)
+	s.place(hi, entry(hi, i))
 	s.n++
 	return i, true
 }

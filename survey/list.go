@@ -107,6 +107,9 @@ func parseList(r io.Reader, top, hint int) (*DomainList, ListInfo, error) {
 		if top > 0 && out.Len() >= top {
 			continue // keep hashing the whole file
 		}
+		if out.Len() == maxDomains-1 {
+			return out, info, fmt.Errorf("line %d: more than %d domains (use --top)", info.Lines, maxDomains-1)
+		}
 		if long {
 			malformed(fmt.Errorf("longer than %d bytes", maxLineLen))
 			continue

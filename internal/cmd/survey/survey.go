@@ -241,6 +241,13 @@ func surveyRun(ctx context.Context, opts *Options) error {
 	// runs (issue 18: 64 MB on a Pi); again once the list is read.
 	trimBinary(log)
 
+	// The list's duplicate check is the largest thing a 1M survey holds
+	// while the list is read: the base limit holds from the start.
+	limited := os.Getenv("GOMEMLIMIT") == ""
+	if limited {
+		old := debug.SetMemoryLimit(memoryLimit(0))
+		defer debug.SetMemoryLimit(old)
+	}
 	list, info, err := loadDomains(ctx, opts)
 	if err != nil {
 		return err
@@ -256,9 +263,8 @@ func surveyRun(ctx context.Context, opts *Options) error {
 		return cmdutil.FlagErrorf("the list %s holds no usable domain", info.Source)
 	}
 	cfg.List = list
-	if os.Getenv("GOMEMLIMIT") == "" {
-		old := debug.SetMemoryLimit(memoryLimit(list.Len()))
-		defer debug.SetMemoryLimit(old)
+	if limited {
+		debug.SetMemoryLimit(memoryLimit(list.Len()))
 	}
 
 	all, err := opts.Discover(ctx, opts.DNS)
