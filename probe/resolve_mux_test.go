@@ -3,10 +3,12 @@ package probe
 import (
 	"context"
 	"fmt"
+	"math/rand/v2"
 	"net"
 	"net/netip"
 	"runtime"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -115,4 +117,61 @@ func TestLookupsInFlightHoldNoGoroutines(t *testing.T) {
 	assert.Empty(t, r.muxes[0].waiters)
 	assert.Empty(t, r.muxes[0].queue)
 	assert.Zero(t, r.muxes[0].inflight)
+}
+
+// TestLookupsEndExactlyOnce races answers, timeouts, retries, the cap's
+// queue and cancellations: 600 lookups over two servers (one answers
+// after a random delay, one never), a third of them cancelled at random
+// moments. Every lookup ends exactly once, and the resolver is left with
+// no waiter, no queued query and no slot taken.
+func TestLookupsEndExactlyOnce(t *testing.T) {
+	z := newZone()
+	z.delay = 5 * time.Millisecond
+	good, dead := serveZone(t, z), deadServer(t)
+	r, err := NewResolver(loopbackPath(t, good, dead), ResolverOptions{Timeout: 60 * time.Millisecond, Retries: 2, Cap: 7})
+	require.NoError(t, err)
+	const n = 600
+	var ended [n]atomic.Int32
+	var wg sync.WaitGroup
+	wg.Add(n)
+	for i := range n {
+		ctx, cancel := context.WithCancel(context.Background())
+		if i%3 == 0 {
+			time.AfterFunc(time.Duration(rand.IntN(200))*time.Millisecond, cancel)
+		} else {
+			defer cancel()
+		}
+		name := "one.test"
+		if i%5 == 0 {
+			name = "hang.test"
+		}
+		r.Start(ctx, name, FamilyAny, func(l Lookup) {
+			if ended[i].Add(1) == 1 {
+				wg.Done()
+			}
+			if len(l.Queries) != 2 {
+				t.Errorf("lookup %d: %d queries", i, len(l.Queries))
+			}
+		})
+	}
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(30 * time.Second):
+		t.Fatal("lookups still running after 30 s")
+	}
+	time.Sleep(300 * time.Millisecond) // late timers and answers find nothing to end
+	for i := range n {
+		if c := ended[i].Load(); c != 1 {
+			t.Errorf("lookup %d ended %d times", i, c)
+		}
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for i := range r.muxes {
+		assert.Empty(t, r.muxes[i].waiters, "server %d", i)
+		assert.Empty(t, r.muxes[i].queue, "server %d", i)
+		assert.Zero(t, r.muxes[i].inflight, "server %d", i)
+	}
 }
