@@ -1197,6 +1197,9 @@ func (c *Conn) onLossTimer(now time.Time) {
 	c.ptos++
 	if sp.kind == spaceApp {
 		c.onPathPTO(path, now)
+		if path.ptoCount >= pmtuBlackHolePTOs {
+			c.mtuBlackHole(path, now)
+		}
 	}
 	// Probe: send the oldest unacknowledged data again (§6.2.4), or a PING.
 	n := 0

@@ -592,9 +592,10 @@ type PathStats struct {
 	BytesSent, BytesReceived uint64
 	// MaxDatagramSize is the path's datagram size now; MTUProbesSent and
 	// MTUProbesLost count its PMTU probes (pmtud.go), which are not in
-	// PacketsLost.
-	MaxDatagramSize              int
-	MTUProbesSent, MTUProbesLost uint64
+	// PacketsLost; MTUBlackHoles the falls back to the starting size
+	// after PTOs in a row (the route shrank).
+	MaxDatagramSize                             int
+	MTUProbesSent, MTUProbesLost, MTUBlackHoles uint64
 }
 
 func (c *Conn) pathStats(p *path) PathStats {
@@ -609,7 +610,7 @@ func (c *Conn) pathStats(p *path) PathStats {
 		PacketsSent: p.packetsSent, PacketsLost: p.packetsLost, PTOCount: p.ptos,
 		PTO: (p.rtt.pto() + c.peerParams.MaxAckDelay) << p.ptoCount, PTOBackoff: p.ptoCount,
 		BytesSent: p.socketSent, BytesReceived: p.socketRecv.Load(),
-		MaxDatagramSize: c.pathMSS(p), MTUProbesSent: p.mtu.probesSent, MTUProbesLost: p.mtu.probesLost}
+		MaxDatagramSize: c.pathMSS(p), MTUProbesSent: p.mtu.probesSent, MTUProbesLost: p.mtu.probesLost, MTUBlackHoles: p.mtu.blackHoles}
 }
 
 // Stats samples the path.

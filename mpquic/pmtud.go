@@ -29,6 +29,7 @@ type pmtud struct {
 	nextAt  time.Time
 
 	probesSent, probesLost uint64
+	blackHoles             uint64 // fallbacks to the starting size
 }
 
 const (
@@ -37,6 +38,13 @@ const (
 	// pmtuRetry spaces probes after a loss: a lost probe is often a
 	// busy queue rather than the MTU.
 	pmtuRetry = 50 * time.Millisecond
+	// pmtuBlackHolePTOs PTOs in a row on a path that sends more than its
+	// starting size: the route may have shrunk (a tunnel, a new link) and
+	// every full packet vanishes (RFC 8899 §4.3, black hole detection).
+	pmtuBlackHolePTOs = 3
+	// pmtuResearch is how long after such a fallback the search starts
+	// again, from the size that stopped working.
+	pmtuResearch = time.Second
 )
 
 // pathMSS is the largest datagram p sends now.
@@ -131,6 +139,21 @@ func (c *Conn) maybeProbeMTU(now time.Time, p *path) {
 	sp.sent = append(sp.sent, sent)
 	sp.lastEliciting = now
 	p.cc.onSent(sent.size)
+}
+
+// mtuBlackHole takes p back to its starting size after PTOs in a row and
+// searches again later below the size that stopped working; what was
+// lost goes again in packets of the starting size.
+func (c *Conn) mtuBlackHole(p *path, now time.Time) {
+	m := &p.mtu
+	if !m.started || m.size <= c.mss {
+		return
+	}
+	m.hi, m.size = m.size, c.mss
+	m.probe, m.fails, m.shrunk, m.done = 0, 0, true, false
+	m.nextAt = now.Add(pmtuResearch)
+	m.blackHoles++
+	p.cc.mss = m.size
 }
 
 // mtuProbeAcked raises p's datagram size to the probe's.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"net"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -34,14 +35,21 @@ func TestPathMTUDiscoveryLoopback(t *testing.T) {
 }
 
 // mtuConn is a real UDP socket behind a link that drops every datagram
-// larger than limit on the way out (a tunnel's smaller MTU, say).
+// larger than limit on the way out (a tunnel's smaller MTU, say); the
+// limit may change (a route that shrinks).
 type mtuConn struct {
 	*net.UDPConn
-	limit int
+	limit atomic.Int64
+}
+
+func newMTUConn(t *testing.T, limit int) *mtuConn {
+	m := &mtuConn{UDPConn: udpLoopback(t).(*net.UDPConn)}
+	m.limit.Store(int64(limit))
+	return m
 }
 
 func (m *mtuConn) WriteTo(b []byte, to net.Addr) (int, error) {
-	if len(b) > m.limit {
+	if len(b) > int(m.limit.Load()) {
 		return len(b), nil // gone on the way, as a real too-small link does with DF
 	}
 	return m.UDPConn.WriteTo(b, to)
@@ -54,7 +62,7 @@ func TestPathMTUDiscoverySmallerLink(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	const limit = 1350
-	mc := &mtuConn{UDPConn: udpLoopback(t).(*net.UDPConn), limit: limit}
+	mc := newMTUConn(t, limit)
 	mp := newMPPair(t, ctx, mc, nil, nil)
 	// The search takes a few lost probes per size too large (each found
 	// lost an RTT or a PTO later, then pmtuRetry): transfers until it ends.
@@ -121,5 +129,30 @@ func TestPathValidationPadded(t *testing.T) {
 	t.Logf("first datagrams on the new path: sent %v, received %v", sc.sent[:min(3, len(sc.sent))], sc.recv[:min(3, len(sc.recv))])
 	if len(sc.sent) == 0 || len(sc.recv) == 0 || sc.sent[0] < minDatagramSize || sc.recv[0] < minDatagramSize {
 		t.Errorf("path validation datagrams: sent %v, received %v; want the first each way at least %d bytes", sc.sent, sc.recv, minDatagramSize)
+	}
+}
+
+// A route that shrinks under a path that found 1,452 bytes (a black hole
+// for every full packet): after PTOs in a row the path goes back to its
+// starting size, the transfer completes, and the search resumes below the
+// size that stopped working. Without the fallback the transfer stalls
+// until the idle timeout.
+func TestPathMTUBlackHole(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	mc := newMTUConn(t, 1500)
+	mp := newMPPair(t, ctx, mc, nil, &Config{MaxIdleTimeout: 20 * time.Second})
+	exchange(t, ctx, mp.open, testData(1<<20, 6))
+	if s := pathStat(t, mp.c, 0); s.MaxDatagramSize != maxDatagramSize {
+		t.Fatalf("size %d before the route shrank, want %d", s.MaxDatagramSize, maxDatagramSize)
+	}
+	mc.limit.Store(1300)
+	start := time.Now()
+	exchange(t, ctx, mp.open, testData(4<<20, 7))
+	took := time.Since(start)
+	s := pathStat(t, mp.c, 0)
+	t.Logf("after the route shrank to 1300: transfer took %v; size %d, black holes %d, probes %d sent / %d lost", took, s.MaxDatagramSize, s.MTUBlackHoles, s.MTUProbesSent, s.MTUProbesLost)
+	if s.MTUBlackHoles == 0 || s.MaxDatagramSize > 1300 || took > 10*time.Second {
+		t.Errorf("black holes %d, size %d, transfer %v: want a fallback, at most 1300 bytes, well under the idle timeout", s.MTUBlackHoles, s.MaxDatagramSize, took)
 	}
 }

@@ -139,21 +139,26 @@ func TestHTTPConformanceLab(t *testing.T) {
 	roles := []transport.PathRole{{Path: l.Path(t, "wlan0"), Role: transport.RolePrimary},
 		{Path: l.Path(t, "wwan0"), Role: transport.RoleAvailable}}
 	ref := &httpRef{status: map[string]int{}}
-	for _, d := range httpTransports(t) {
+	client := func(d *transport.Descriptor) httpClient {
+		port := 0
+		for i, ld := range listeners {
+			if ld.Name == d.Listener() {
+				port = labHTTP + i
+			}
+		}
+		return httpClient{d: d, addr: at(port), paths: roles, fam: probe.Family4, wire: wire,
+			silent:     func(*testing.T, string) netip.AddrPort { return at(labHTTP - 1) },
+			closedPort: func(*testing.T, string) netip.AddrPort { return at(labHTTP - 2) }}
+	}
+	ds := httpTransports(t)
+	tcp := client(ds[0])
+	ref.tcp = &tcp
+	for _, d := range ds {
 		t.Run(d.Name, func(t *testing.T) {
 			if !d.Carries(transport.FamilyHTTP) {
 				t.Skipf("%s does not carry HTTP", d.Name)
 			}
-			port := 0
-			for i, ld := range listeners {
-				if ld.Name == d.Listener() {
-					port = labHTTP + i
-				}
-			}
-			c := httpClient{d: d, addr: at(port), paths: roles, fam: probe.Family4, wire: wire,
-				silent:     func(*testing.T, string) netip.AddrPort { return at(labHTTP - 1) },
-				closedPort: func(*testing.T, string) netip.AddrPort { return at(labHTTP - 2) }}
-			conformHTTPAgainst(t, c, ref)
+			conformHTTPAgainst(t, client(d), ref)
 		})
 	}
 }

@@ -97,6 +97,9 @@ func quicSetupStatus(err error) Status {
 }
 
 func (t *quicTransport) Dial(ctx context.Context, addr netip.AddrPort, family string) (Conn, error) {
+	if err := ctx.Err(); err != nil { // see handoverTransport.Dial
+		return nil, wrap(opConnect, err, nil)
+	}
 	start := time.Now()
 	f := probe.Family4
 	if addr.Addr().Unmap().Is6() {

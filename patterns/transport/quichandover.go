@@ -254,6 +254,12 @@ func (t *handoverTransport) backup() (PathRole, bool) {
 }
 
 func (t *handoverTransport) Dial(ctx context.Context, addr netip.AddrPort, family string) (Conn, error) {
+	// quic-go's Dial selects between a cancelled context and a handshake
+	// that completed meanwhile at random (on loopback under load both are
+	// ready): a dial asked with a dead context must fail every time.
+	if err := ctx.Err(); err != nil {
+		return nil, wrap(opConnect, err, nil)
+	}
 	start := time.Now()
 	f := probe.Family4
 	if addr.Addr().Unmap().Is6() {
