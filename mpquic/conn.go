@@ -1287,7 +1287,7 @@ func (c *Conn) nextTimer() time.Time {
 		if p.abandoned && !p.closed {
 			earliest(p.abandonedAt.Add(3 * c.ptoDuration()))
 		}
-		if m := &p.mtu; m.started && !m.done && m.probe == 0 && m.nextAt.After(now) {
+		if m := &p.mtu; m.started && !m.done() && m.probe == 0 && m.nextAt.After(now) {
 			earliest(m.nextAt) // the next PMTU probe, on an idle connection too
 		}
 	}

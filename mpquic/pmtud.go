@@ -25,7 +25,6 @@ type pmtud struct {
 	pn      uint64
 	fails   int  // losses of a probe of this size
 	shrunk  bool // the largest allowed did not pass: bisecting
-	done    bool
 	nextAt  time.Time
 
 	probesSent, probesLost uint64
@@ -64,11 +63,13 @@ func (m *pmtud) nextProbe() int {
 	return (m.size + m.hi) / 2
 }
 
+// done: the gap between what passes and what does not is closed.
+func (m *pmtud) done() bool { return m.hi-m.size <= pmtuPrecision }
+
 func (m *pmtud) acked(size int) {
 	m.probe = 0
 	m.fails = 0
 	m.size = max(m.size, size)
-	m.done = m.hi-m.size <= pmtuPrecision
 }
 
 func (m *pmtud) lost(size int, now time.Time) {
@@ -77,7 +78,6 @@ func (m *pmtud) lost(size int, now time.Time) {
 	m.nextAt = now.Add(pmtuRetry)
 	if m.fails++; m.fails >= maxPMTUProbes {
 		m.hi, m.fails, m.shrunk = size, 0, true
-		m.done = m.hi-m.size <= pmtuPrecision
 	}
 }
 
@@ -92,10 +92,9 @@ func (c *Conn) maybeProbeMTU(now time.Time, p *path) {
 		}
 		lim := min(maxDatagramSize, int(c.peerParams.MaxUDPPayloadSize))
 		m.started, m.size, m.hi = true, c.mss, lim+1
-		m.done = m.hi-m.size <= pmtuPrecision
 	}
 	// A backup path carries nothing while it is one, probes included.
-	if m.done || m.probe != 0 || now.Before(m.nextAt) || p.abandoned || p.potentiallyFailed || p.dcid == nil || p.backup() {
+	if m.done() || m.probe != 0 || now.Before(m.nextAt) || p.abandoned || p.potentiallyFailed || p.dcid == nil || p.backup() {
 		return
 	}
 	size := m.nextProbe()
@@ -103,42 +102,25 @@ func (c *Conn) maybeProbeMTU(now time.Time, p *path) {
 		return
 	}
 	sp := p.space
-	pn := sp.nextPN
-	pnLen := PacketNumberLen(pn, sp.largestAcked)
-	buf, err := AppendShortHeader(c.batch[:0], ShortHeader{DCID: p.dcid, KeyPhase: c.keyPhase}, pn, pnLen)
-	if err != nil {
-		panic("mpquic: " + err.Error()) // lengths are ours
-	}
-	hl := len(buf)
-	buf = PingFrame{}.Append(buf)
-	buf = append(buf, make([]byte, size-tagLen-len(buf))...) // PADDING
-	pkt, err := c.spaces[spaceApp].seal.ProtectInPlace(buf, hl, pn, p.id)
-	if err != nil {
-		panic("mpquic: " + err.Error())
-	}
-	sp.nextPN++
-	c.sentInPhase(p.id, pn)
+	pl := plan{sp: sp, si: spaceApp, pn: sp.nextPN, pnLen: PacketNumberLen(sp.nextPN, sp.largestAcked), eliciting: true, largestAckSent: -1}
+	pl.payload = PingFrame{}.Append(nil)
+	pl.payload = append(pl.payload, make([]byte, size-tagLen-c.hdrLen(p, spaceApp, pl.pnLen, 0)-len(pl.payload))...) // PADDING
+	pkt, sent := c.sealPlan(now, p, &pl, c.batch[:0])
+	sent.mtuProbe = true
+	m.probe, m.pn = size, pl.pn
 	m.probesSent++
 	if err := p.write(pkt); err != nil {
-		// EMSGSIZE: larger than the interface allows, known at once.
 		if errors.Is(err, syscall.EMSGSIZE) {
+			// Larger than the interface allows, known at once; the
+			// packet stays in flight until declared lost (no congestion
+			// signal, no second count here).
 			m.fails = maxPMTUProbes - 1
+			m.lost(size, now)
 		}
-		m.lost(size, now)
 		return
 	}
-	c.packetsSent++
-	p.packetsSent++
 	c.socketSent += uint64(len(pkt))
 	p.socketSent += uint64(len(pkt))
-	if c.qlog != nil {
-		c.qlog.packet(now, "transport:packet_sent", spaceApp, p.id, pn, len(pkt), nil)
-	}
-	m.probe, m.pn = size, pn
-	sent := &sentPacket{pn: pn, time: now, size: len(pkt), ackEliciting: true, inFlight: true, largestAcked: -1, mtuProbe: true}
-	sp.sent = append(sp.sent, sent)
-	sp.lastEliciting = now
-	p.cc.onSent(sent.size)
 }
 
 // mtuBlackHole takes p back to its starting size after PTOs in a row and
@@ -150,7 +132,7 @@ func (c *Conn) mtuBlackHole(p *path, now time.Time) {
 		return
 	}
 	m.hi, m.size = m.size, c.mss
-	m.probe, m.fails, m.shrunk, m.done = 0, 0, true, false
+	m.probe, m.fails, m.shrunk = 0, 0, true
 	m.nextAt = now.Add(pmtuResearch)
 	m.blackHoles++
 	p.cc.mss = m.size

@@ -70,7 +70,7 @@ func TestPathMTUDiscoverySmallerLink(t *testing.T) {
 	var s PathStats
 	for i := 0; i < 100; i++ {
 		exchange(t, ctx, mp.open, testData(1<<20, byte(i)))
-		if mp.c.mu.Lock(); mp.c.paths[0].mtu.done {
+		if mp.c.mu.Lock(); mp.c.paths[0].mtu.done() {
 			mp.c.mu.Unlock()
 			break
 		}

@@ -226,49 +226,7 @@ func (c *Conn) buildDatagram(now time.Time, p *path, dst []byte) []byte {
 	buf := dst
 	discardInitial := false
 	for _, pl := range plans[:np] {
-		sp := pl.sp
-		start := len(buf)
-		var err error
-		pid := uint32(0)
-		if pl.si == spaceApp {
-			pid = p.id
-			buf, err = AppendShortHeader(buf, ShortHeader{DCID: p.dcid, KeyPhase: c.keyPhase}, pl.pn, pl.pnLen)
-		} else {
-			buf, err = AppendLongHeader(buf, LongHeader{Type: spacePacketTypes[pl.si], DCID: p.dcid, SCID: c.scid}, pl.pn, pl.pnLen, len(pl.payload))
-		}
-		if err != nil {
-			panic("mpquic: " + err.Error()) // lengths are ours
-		}
-		hl := len(buf) - start
-		buf = append(buf, pl.payload...)
-		pkt, err := c.spaces[pl.si].seal.ProtectInPlace(buf[start:], hl, pl.pn, pid)
-		if err != nil {
-			panic("mpquic: " + err.Error())
-		}
-		buf = buf[:start+len(pkt)]
-		sp.nextPN++
-		c.packetsSent++
-		p.packetsSent++
-		if pl.si == spaceApp {
-			c.sentInPhase(pid, pl.pn)
-		}
-		if c.qlog != nil {
-			c.qlog.packet(now, "transport:packet_sent", pl.si, pid, pl.pn, len(pkt), nil)
-		}
-		if pl.hasAck {
-			sp.ackAt = time.Time{}
-			sp.elicitingUnacked = 0
-		}
-		if pl.eliciting {
-			sent := &sentPacket{pn: pl.pn, time: now, size: len(pkt), ackEliciting: true, inFlight: true, largestAcked: pl.largestAckSent, frames: pl.frames}
-			sp.sent = append(sp.sent, sent)
-			sp.lastEliciting = now
-			p.cc.onSent(sent.size)
-			p.cc.onPaced(sent.size)
-			if sp.probe > 0 {
-				sp.probe--
-			}
-		}
+		buf, _ = c.sealPlan(now, p, &pl, buf)
 		if c.isClient && pl.si == spaceHandshake {
 			discardInitial = true // RFC 9001 §4.9.1
 		}
@@ -277,6 +235,57 @@ func (c *Conn) buildDatagram(now time.Time, p *path, dst []byte) []byte {
 		c.discardSpace(spaceInitial)
 	}
 	return buf
+}
+
+// sealPlan appends pl as a protected packet on path p to buf and records
+// it as sent (counters, qlog, ACK state, and the in-flight packet when it
+// is ack-eliciting, which it returns).
+func (c *Conn) sealPlan(now time.Time, p *path, pl *plan, buf []byte) ([]byte, *sentPacket) {
+	sp := pl.sp
+	start := len(buf)
+	var err error
+	pid := uint32(0)
+	if pl.si == spaceApp {
+		pid = p.id
+		buf, err = AppendShortHeader(buf, ShortHeader{DCID: p.dcid, KeyPhase: c.keyPhase}, pl.pn, pl.pnLen)
+	} else {
+		buf, err = AppendLongHeader(buf, LongHeader{Type: spacePacketTypes[pl.si], DCID: p.dcid, SCID: c.scid}, pl.pn, pl.pnLen, len(pl.payload))
+	}
+	if err != nil {
+		panic("mpquic: " + err.Error()) // lengths are ours
+	}
+	hl := len(buf) - start
+	buf = append(buf, pl.payload...)
+	pkt, err := c.spaces[pl.si].seal.ProtectInPlace(buf[start:], hl, pl.pn, pid)
+	if err != nil {
+		panic("mpquic: " + err.Error())
+	}
+	buf = buf[:start+len(pkt)]
+	sp.nextPN++
+	c.packetsSent++
+	p.packetsSent++
+	if pl.si == spaceApp {
+		c.sentInPhase(pid, pl.pn)
+	}
+	if c.qlog != nil {
+		c.qlog.packet(now, "transport:packet_sent", pl.si, pid, pl.pn, len(pkt), nil)
+	}
+	if pl.hasAck {
+		sp.ackAt = time.Time{}
+		sp.elicitingUnacked = 0
+	}
+	if !pl.eliciting {
+		return buf, nil
+	}
+	sent := &sentPacket{pn: pl.pn, time: now, size: len(pkt), ackEliciting: true, inFlight: true, largestAcked: pl.largestAckSent, frames: pl.frames}
+	sp.sent = append(sp.sent, sent)
+	sp.lastEliciting = now
+	p.cc.onSent(sent.size)
+	p.cc.onPaced(sent.size)
+	if sp.probe > 0 {
+		sp.probe--
+	}
+	return buf, sent
 }
 
 // fillPayload adds frames to one packet: an ACK if owed, CRYPTO data, then
