@@ -97,9 +97,6 @@ func quicSetupStatus(err error) Status {
 }
 
 func (t *quicTransport) Dial(ctx context.Context, addr netip.AddrPort, family string) (Conn, error) {
-	if err := ctx.Err(); err != nil { // see handoverTransport.Dial
-		return nil, wrap(opConnect, err, nil)
-	}
 	start := time.Now()
 	f := probe.Family4
 	if addr.Addr().Unmap().Is6() {
@@ -114,7 +111,7 @@ func (t *quicTransport) Dial(ctx context.Context, addr netip.AddrPort, family st
 	cfg.NextProtos = offered(family, []string{alpnH3})
 	qcfg := QUICConfig(t.o.IdleTimeout)
 	qcfg.Tracer = quicTracer(t.o.QlogDir, nil)
-	qc, err := tr.Dial(ctx, net.UDPAddrFromAddrPort(addr), cfg, qcfg)
+	qc, err := dialQUICGo(ctx, tr, addr, cfg, qcfg)
 	if err != nil {
 		tr.Close()
 		udp.Close()
@@ -122,6 +119,17 @@ func (t *quicTransport) Dial(ctx context.Context, addr netip.AddrPort, family st
 	}
 	return &quicConn{c: qc, tr: tr, udp: udp, info: Info{Transport: nameQUIC, Local: qc.LocalAddr().String(),
 		Remote: qc.RemoteAddr().String(), ALPN: qc.ConnectionState().TLS.NegotiatedProtocol, Setup: time.Since(start)}}, nil
+}
+
+// dialQUICGo is quic-go's Transport.Dial for a context that may already
+// be dead: quic-go selects between the cancelled context and a handshake
+// that completed meanwhile at random (on loopback under load both are
+// ready), and a dial asked with a dead context must fail every time.
+func dialQUICGo(ctx context.Context, tr *quic.Transport, addr netip.AddrPort, tlsConf *tls.Config, conf *quic.Config) (*quic.Conn, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	return tr.Dial(ctx, net.UDPAddrFromAddrPort(addr), tlsConf, conf)
 }
 
 type quicConn struct {

@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"net/http"
 	"net/netip"
 	"sync"
@@ -254,12 +253,6 @@ func (t *handoverTransport) backup() (PathRole, bool) {
 }
 
 func (t *handoverTransport) Dial(ctx context.Context, addr netip.AddrPort, family string) (Conn, error) {
-	// quic-go's Dial selects between a cancelled context and a handshake
-	// that completed meanwhile at random (on loopback under load both are
-	// ready): a dial asked with a dead context must fail every time.
-	if err := ctx.Err(); err != nil {
-		return nil, wrap(opConnect, err, nil)
-	}
 	start := time.Now()
 	f := probe.Family4
 	if addr.Addr().Unmap().Is6() {
@@ -284,7 +277,7 @@ func (t *handoverTransport) Dial(ctx context.Context, addr netip.AddrPort, famil
 	cfg.NextProtos = offered(family, []string{alpnH3})
 	qcfg := QUICConfig(t.o.IdleTimeout)
 	qcfg.Tracer = quicTracer(t.o.QlogDir, c.mon)
-	qc, err := tr.Dial(ctx, net.UDPAddrFromAddrPort(addr), cfg, qcfg)
+	qc, err := dialQUICGo(ctx, tr, addr, cfg, qcfg)
 	if err != nil {
 		c.closeTransports()
 		return nil, wrap(opQUICHandshake, err, quicSetupStatus)
