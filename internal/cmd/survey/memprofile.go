@@ -44,7 +44,9 @@ var memSamples = []metrics.Sample{{Name: "/gc/heap/live:bytes"}, {Name: "/memory
 func startMemWatch(path string, log *slog.Logger) *memWatch {
 	ctx, cancel := context.WithCancel(context.Background())
 	m := &memWatch{path: path, log: log, stop: cancel, start: time.Now()}
-	if f, err := os.Create(path + ".csv"); err == nil {
+	if f, err := os.Create(path + ".csv"); err != nil {
+		m.err = err // logged with the peaks
+	} else {
 		m.series = f
 		fmt.Fprintln(f, "seconds,live_heap,stacks,runtime_held,rss_anon,rss_file")
 	}
