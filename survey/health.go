@@ -28,6 +28,16 @@ import (
 // never changes them. The lag, the send schedule's lateness and the host's
 // CPU are watched to slow the rate down (AIMD, never above the asked
 // rate) before the kernel starts dropping.
+//
+// Stall: when the whole host stops (a VM descheduled, memory reclaim, a
+// machine-wide freeze), the prober cannot tell from its own counters
+// whether replies were lost or delayed on their way: in the lab the
+// emulator stalls with it and delivers them after the deadline. The host
+// counters are read every healthWindow; a read that comes more than
+// stallGap after the previous one marks the interval between them like a
+// drop, so the silent probes whose deadlines fell in it are probed again.
+// Verdicts wait for a read past their deadline (current), so the mark is
+// always made before any verdict it concerns.
 type health struct {
 	asked float64
 	lim   *Limiter
@@ -38,6 +48,7 @@ type health struct {
 	lost     []span    // merged, by start; trimmed to what pending verdicts can meet
 	hostLost []span    // the same, without the probe sockets' own drops (for DNS)
 	sampled  time.Time // host counters read up to here
+	lastRead time.Time // start of the previous read (stall detection)
 	hostLast hostSample
 	keep     time.Duration // how long a span can still matter
 
@@ -56,6 +67,9 @@ type health struct {
 	healthy               time.Duration // since the last overloaded window or raise
 	reprobed, marked      int
 	reresolved, dnsLeft   int // resolutions done again; still suspect after that
+	stalls                int // reads that came more than stallGap apart
+	maxStall              time.Duration
+	winStall              bool
 }
 
 type span struct{ from, to time.Time }
@@ -82,9 +96,12 @@ type hostSample struct {
 // costs no answer (verdicts wait for the loop) and a lower rate would not
 // cure it.
 const (
-	healthWindow  = 100 * time.Millisecond
-	overloadLag   = 100 * time.Millisecond
-	overloadFill  = 0.5
+	healthWindow = 100 * time.Millisecond
+	overloadLag  = 100 * time.Millisecond
+	overloadFill = 0.5
+	// stallGap: two reads of the host counters this far apart (they are
+	// due every healthWindow) mean the prober did not run in between.
+	stallGap      = healthWindow + overloadLag
 	rateDecrease  = 0.7  // multiplicative decrease per overloaded window
 	rateIncrease  = 0.05 // of the asked rate, per healthy second
 	rateFloorFrac = 0.02 // never below this share of the asked rate
@@ -246,6 +263,7 @@ func (h *health) suspectIn(hostOnly bool, sent, deadline time.Time) bool {
 func (h *health) sampleHost(now time.Time) {
 	if h.host == nil {
 		h.mu.Lock()
+		h.stallCheckLocked(now)
 		if now.After(h.sampled) {
 			h.sampled = now
 		}
@@ -256,6 +274,9 @@ func (h *health) sampleHost(now time.Time) {
 	defer h.sampleMu.Unlock()
 	h.mu.Lock()
 	fresh := !h.sampled.Before(now)
+	if !fresh {
+		h.stallCheckLocked(now)
+	}
 	h.mu.Unlock()
 	if fresh { // another caller read the counters meanwhile
 		return
@@ -300,6 +321,23 @@ func (h *health) sampleHost(now time.Time) {
 	}
 }
 
+// stallCheckLocked marks (lastRead, now] when the reads of the host
+// counters, due every healthWindow, came more than stallGap apart: the
+// prober did not run then, and maybe neither did what carries its
+// packets.
+func (h *health) stallCheckLocked(now time.Time) {
+	if !h.lastRead.IsZero() && now.Sub(h.lastRead) > stallGap {
+		gap := now.Sub(h.lastRead)
+		h.stalls++
+		h.maxStall = max(h.maxStall, gap)
+		h.winStall = true
+		h.addHostSpanLocked(span{h.lastRead, now})
+	}
+	if now.After(h.lastRead) {
+		h.lastRead = now
+	}
+}
+
 // run samples the host and adapts the rate every healthWindow until ctx ends.
 func (h *health) run(ctx context.Context) {
 	if h == nil {
@@ -322,9 +360,11 @@ func (h *health) run(ctx context.Context) {
 // healthy second raises it again towards the asked rate.
 func (h *health) step() {
 	h.mu.Lock()
-	late := h.winRecvLag > overloadLag || h.winSendLg > overloadLag
+	// A stall is reported and acted on (its silent probes are suspect)
+	// but lowers no rate: the probes did not cause it.
+	late := h.winRecvLag > overloadLag || h.winSendLg > overloadLag || h.winStall
 	over := h.winDrops > 0 || h.winFill > overloadFill || (h.timeout > 0 && h.winRecvLag > h.timeout/2)
-	h.winDrops, h.winRecvLag, h.winSendLg, h.winFill = 0, 0, 0, 0
+	h.winDrops, h.winRecvLag, h.winSendLg, h.winFill, h.winStall = 0, 0, 0, 0, false
 	if over || late {
 		h.events++
 	}
@@ -395,13 +435,14 @@ func (h *health) degraded() *Degraded {
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if h.events == 0 && h.sockDrops+h.hostDrops+h.ifDrops+h.outDiscards+h.sendErrs == 0 && h.reprobed == 0 && h.marked == 0 && h.reresolved == 0 {
+	if h.events == 0 && h.sockDrops+h.hostDrops+h.ifDrops+h.outDiscards+h.sendErrs == 0 && h.reprobed == 0 && h.marked == 0 && h.reresolved == 0 && h.stalls == 0 {
 		return nil
 	}
 	d := &Degraded{HostOverloaded: h.marked, Reprobed: h.reprobed, SocketDrops: h.sockDrops, HostDrops: h.hostDrops,
 		InterfaceDrops: h.ifDrops, OutputDiscards: h.outDiscards,
 		SendErrors: h.sendErrs, MaxReceiveLagMs: msOf(h.maxRecvLag), MaxSendLagMs: msOf(h.maxSendLg),
-		HostCPUMaxPct: h.cpuMax, MaxQueueFillPct: 100 * h.maxFill, Reresolved: h.reresolved, ResolutionsSuspect: h.dnsLeft}
+		HostCPUMaxPct: h.cpuMax, MaxQueueFillPct: 100 * h.maxFill, Reresolved: h.reresolved, ResolutionsSuspect: h.dnsLeft,
+		Stalls: h.stalls, MaxStallMs: msOf(h.maxStall)}
 	if h.asked > 0 {
 		d.RateAsked, d.RateMin = h.asked, h.rateMin
 	}
@@ -420,6 +461,13 @@ func (h *health) degraded() *Degraded {
 	}
 	if h.sendErrs > 0 {
 		why = append(why, fmt.Sprintf("%d sends refused for lack of buffers", h.sendErrs))
+	}
+	if h.stalls > 0 {
+		times := "once"
+		if h.stalls > 1 {
+			times = fmt.Sprintf("%d times", h.stalls)
+		}
+		why = append(why, fmt.Sprintf("the prober stalled %s, for up to %v (replies due then may have been lost or delayed)", times, h.maxStall.Round(time.Millisecond)))
 	}
 	if h.maxRecvLag > overloadLag {
 		why = append(why, fmt.Sprintf("replies processed up to %v after arrival", h.maxRecvLag.Round(time.Millisecond)))
@@ -443,7 +491,7 @@ func (h *health) degraded() *Degraded {
 		outcome += ", none left unmeasured"
 	}
 	if h.reresolved > 0 {
-		outcome += fmt.Sprintf("; %d resolutions done again after a query timed out while the host dropped packets", h.reresolved)
+		outcome += fmt.Sprintf("; %d resolutions done again after a query timed out while the host dropped packets or stalled", h.reresolved)
 		if h.dnsLeft > 0 {
 			outcome += fmt.Sprintf(", %d of them still timed out so (their timeout may be the host's)", h.dnsLeft)
 		}
@@ -469,8 +517,12 @@ type Degraded struct {
 	HostCPUMaxPct   float64 `json:"host_cpu_max_pct"`
 	// Resolutions done again because a query timed out while the host
 	// dropped packets, and those still timed out after maxReprobes tries.
-	Reresolved         int     `json:"reresolved_names,omitempty"`
-	ResolutionsSuspect int     `json:"resolutions_host_suspect,omitempty"`
-	RateAsked          float64 `json:"rate_asked,omitempty"`
-	RateMin            float64 `json:"rate_min,omitempty"`
+	Reresolved         int `json:"reresolved_names,omitempty"`
+	ResolutionsSuspect int `json:"resolutions_host_suspect,omitempty"`
+	// Stalls: intervals longer than stallGap in which the prober did not
+	// run (its silent probes then were suspect).
+	Stalls     int     `json:"stalls,omitempty"`
+	MaxStallMs float64 `json:"max_stall_ms,omitempty"`
+	RateAsked  float64 `json:"rate_asked,omitempty"`
+	RateMin    float64 `json:"rate_min,omitempty"`
 }

@@ -237,3 +237,47 @@ func TestHealthHostDrops(t *testing.T) {
 	assert.Contains(t, d.Reason, "5 packets dropped by the paths' interface queues")
 	assert.Contains(t, d.Reason, "2 outgoing packets discarded by the host's IP layer")
 }
+
+// TestHealthStall: two reads of the host counters more than stallGap
+// apart mean the prober did not run in between; a silent probe whose
+// (send, deadline] meets that interval is suspect (DNS queries too), the
+// rate is not lowered and the report says how long the prober stalled.
+// The same without host counters (other OSes).
+func TestHealthStall(t *testing.T) {
+	for _, host := range []hostCounters{&fakeHost{s: []hostSample{{ok: true}}}, nil} {
+		lim := NewLimiter(1000, 10)
+		h := &health{asked: 1000, lim: lim, keep: time.Hour, rateMin: 1000, timeout: time.Second, host: host}
+		t0 := time.Now()
+		at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
+		for ms := 0; ms <= 500; ms += 100 {
+			h.sampleHost(at(ms))
+		}
+		h.step()
+		assert.Nil(t, h.degraded(), "reads every healthWindow: no stall")
+		h.sampleHost(at(500 + int(stallGap/time.Millisecond))) // just within
+		assert.Nil(t, h.degraded(), "a read stallGap late is not a stall")
+		h.sampleHost(at(1900)) // 1.2 s after the previous read
+		h.sampleHost(at(2000))
+		for _, c := range []struct {
+			sent, deadline int
+			want           bool
+		}{
+			{0, 700, false}, // deadline at the stall's start
+			{0, 701, true},
+			{1500, 1600, true},
+			{1899, 2899, true},
+			{1900, 2900, false}, // sent once the prober ran again
+		} {
+			assert.Equal(t, c.want, h.suspect(at(c.sent), at(c.deadline)), "probe (%d, %d] ms", c.sent, c.deadline)
+			assert.Equal(t, c.want, h.suspectHost(at(c.sent), at(c.deadline)), "query (%d, %d] ms", c.sent, c.deadline)
+		}
+		h.step()
+		assert.InDelta(t, 1000, lim.Rate(), 0.01, "a stall is not the probes' doing: rate unchanged")
+		d := h.degraded()
+		require.NotNil(t, d)
+		assert.Equal(t, 1, d.Stalls)
+		assert.InDelta(t, 1200, d.MaxStallMs, 0.01)
+		assert.Contains(t, d.Reason, "the prober stalled once, for up to 1.2s")
+		assert.Equal(t, 1, h.events)
+	}
+}
