@@ -1,26 +1,89 @@
 package survey
 
 import (
+	"encoding/binary"
+	"errors"
+	"fmt"
 	"hash/maphash"
+	"math"
 	"net/netip"
+	"os"
 )
 
 // addrIndex numbers the resolved addresses 0, 1, 2, ... in order of first
-// sight: the addresses in a slice by number and an open-addressing table
-// of numbers (4 bytes a slot, at most half full), about 32 bytes an
-// address where a map[netip.Addr]int32 took ~84 (issue 18: 5.5 MB of the
-// 100K lab survey's live heap). Callers serialise insert; get and addr
-// are safe alongside each other.
+// sight and keeps, per address, everything the run knows of it in one
+// fixed-size record: the address, the resolution paths it is known on and,
+// per probe path, its target's state and result (the domains that
+// resolved to it are in runner.doms). A real top-1M list resolves to
+// ~1.5M addresses (the lab's 1M world to ~160K), so past addrMemRecords
+// the records go to an unlinked temporary file, read and written in place
+// (issue 18: memory that does not grow with the list). What stays in
+// memory is the lookup table: 4 bytes a slot, at most half full, each
+// slot an address number and 7 bits of its hash, so a lookup reads a
+// record only when those bits match (1 in 128 for another address).
+//
+// Callers serialise every call (runner.mu). A file error is kept (err)
+// and the run ends with it; a record that could not be read reads as
+// empty.
 type addrIndex struct {
-	seed  maphash.Seed
-	addrs []netip.Addr
-	slots []int32 // number+1; 0 = empty
+	seed    maphash.Seed
+	n       int
+	paths   int
+	recSize int
+	slots   []uint32 // tag<<addrIdxBits | number+1; 0 = empty
+	mem     []byte   // records [0, memRecs)
+	memRecs int
+	f       *os.File // records from memRecs on
+	err     error
+	buf     []byte
 }
 
-func (x *addrIndex) len() int { return len(x.addrs) }
+// addrRec is one address's record, decoded.
+type addrRec struct {
+	addr netip.Addr
+	on   uint16 // resolution paths it is known on (bits of path indexes)
+	path [maxPaths]pathRec
+}
 
-// addr is address number i.
-func (x *addrIndex) addr(i int32) netip.Addr { return x.addrs[i] }
+// pathRec is an address's target from one probe path.
+type pathRec struct {
+	state    uint8 // targetNone, ...
+	flags    uint8 // resSet, resResponsive, resOverloaded
+	medianMs float32
+}
+
+const (
+	resSet uint8 = 1 << iota
+	resResponsive
+	resOverloaded
+)
+
+const (
+	addrIdxBits = 25 // address numbers in a slot; 33M addresses
+	addrTagMask = 1<<(32-addrIdxBits) - 1
+	// addrMemRecords is how many records stay in memory (the 100K lab
+	// world's ~40K addresses; 2 MB at two paths).
+	addrMemRecords = 1 << 16
+	addrHead       = 19 // address 16, IPv4 flag 1, on 2
+	pathRecSize    = 6  // state 1, flags 1, median 4
+)
+
+// testAddrMemRecords, when > 0, replaces addrMemRecords (tests).
+var testAddrMemRecords = 0
+
+// errTooManyAddrs: more addresses than a slot can number.
+var errTooManyAddrs = errors.New("more than 33M resolved addresses")
+
+func newAddrIndex(paths int) *addrIndex {
+	x := &addrIndex{seed: maphash.MakeSeed(), paths: paths, recSize: addrHead + pathRecSize*paths, memRecs: addrMemRecords}
+	if testAddrMemRecords > 0 {
+		x.memRecs = testAddrMemRecords
+	}
+	x.buf = make([]byte, x.recSize)
+	return x
+}
+
+func (x *addrIndex) len() int { return x.n }
 
 func (x *addrIndex) hash(a netip.Addr) uint64 {
 	b := a.As16()
@@ -31,19 +94,26 @@ func (x *addrIndex) hash(a netip.Addr) uint64 {
 	return h
 }
 
+func tagOf(h uint64) uint32 { return uint32(h>>57) & addrTagMask }
+
 // find returns a's number, or the slot where it would go.
 func (x *addrIndex) find(a netip.Addr) (int32, int, bool) {
 	if len(x.slots) == 0 {
 		return 0, -1, false
 	}
+	h := x.hash(a)
+	tag := tagOf(h)
 	mask := len(x.slots) - 1
-	for p := int(x.hash(a)) & mask; ; p = (p + 1) & mask {
+	for p := int(h) & mask; ; p = (p + 1) & mask {
 		v := x.slots[p]
 		if v == 0 {
 			return 0, p, false
 		}
-		if x.addrs[v-1] == a {
-			return v - 1, p, true
+		if v>>addrIdxBits == tag {
+			i := int32(v&(1<<addrIdxBits-1)) - 1
+			if x.addr(i) == a {
+				return i, p, true
+			}
 		}
 	}
 }
@@ -54,33 +124,136 @@ func (x *addrIndex) get(a netip.Addr) (int32, bool) {
 	return i, ok
 }
 
-// insert returns a's number, numbering it if new.
+// insert returns a's number, numbering it (with an empty record) if new.
 func (x *addrIndex) insert(a netip.Addr) (int32, bool) {
 	i, slot, ok := x.find(a)
 	if ok {
 		return i, false
 	}
-	if 2*(len(x.addrs)+1) > len(x.slots) {
+	if x.n+1 >= 1<<addrIdxBits {
+		x.fail(errTooManyAddrs)
+		return 0, false
+	}
+	if 2*(x.n+1) > len(x.slots) {
 		x.grow()
 		_, slot, _ = x.find(a)
 	}
-	x.addrs = append(x.addrs, a)
-	i = int32(len(x.addrs) - 1)
-	x.slots[slot] = i + 1
+	i = int32(x.n)
+	x.n++
+	x.store(i, &addrRec{addr: a})
+	x.slots[slot] = tagOf(x.hash(a))<<addrIdxBits | uint32(i+1)
 	return i, true
 }
 
+// grow doubles the table, rehashing every address (read back from its
+// record: sequential, and rare).
 func (x *addrIndex) grow() {
-	if len(x.slots) == 0 {
-		x.seed = maphash.MakeSeed()
-	}
-	x.slots = make([]int32, max(64, 2*len(x.slots)))
+	x.slots = make([]uint32, max(64, 2*len(x.slots)))
 	mask := len(x.slots) - 1
-	for i, a := range x.addrs {
-		p := int(x.hash(a)) & mask
+	for i := range x.n {
+		h := x.hash(x.addr(int32(i)))
+		p := int(h) & mask
 		for x.slots[p] != 0 {
 			p = (p + 1) & mask
 		}
-		x.slots[p] = int32(i) + 1
+		x.slots[p] = tagOf(h)<<addrIdxBits | uint32(i+1)
+	}
+}
+
+// addr is address number i.
+func (x *addrIndex) addr(i int32) netip.Addr {
+	b := x.read(i)
+	if b[16]&1 != 0 {
+		return netip.AddrFrom4([4]byte(b[12:16]))
+	}
+	return netip.AddrFrom16([16]byte(b[:16]))
+}
+
+// load decodes record i.
+func (x *addrIndex) load(i int32) addrRec {
+	b := x.read(i)
+	var r addrRec
+	if b[16]&1 != 0 {
+		r.addr = netip.AddrFrom4([4]byte(b[12:16]))
+	} else {
+		r.addr = netip.AddrFrom16([16]byte(b[:16]))
+	}
+	r.on = binary.LittleEndian.Uint16(b[17:])
+	for pi := range x.paths {
+		p := b[addrHead+pathRecSize*pi:]
+		r.path[pi] = pathRec{state: p[0], flags: p[1], medianMs: math.Float32frombits(binary.LittleEndian.Uint32(p[2:]))}
+	}
+	return r
+}
+
+// store encodes r as record i.
+func (x *addrIndex) store(i int32, r *addrRec) {
+	b := x.buf
+	a := r.addr.As16()
+	copy(b, a[:])
+	b[16] = 0
+	if r.addr.Is4() {
+		b[16] = 1
+	}
+	binary.LittleEndian.PutUint16(b[17:], r.on)
+	for pi := range x.paths {
+		p := b[addrHead+pathRecSize*pi:]
+		p[0], p[1] = r.path[pi].state, r.path[pi].flags
+		binary.LittleEndian.PutUint32(p[2:], math.Float32bits(r.path[pi].medianMs))
+	}
+	if int(i) < x.memRecs {
+		off := int(i) * x.recSize
+		if off+x.recSize > len(x.mem) {
+			x.mem = append(x.mem, make([]byte, off+x.recSize-len(x.mem))...)
+		}
+		copy(x.mem[off:], b)
+		return
+	}
+	if x.f == nil && x.err == nil {
+		f, err := unlinkedTemp("mptester-survey-addrs-*")
+		if err != nil {
+			x.fail(err)
+			return
+		}
+		x.f = f
+	}
+	if x.f != nil {
+		if _, err := x.f.WriteAt(b, x.fileOff(i)); err != nil {
+			x.fail(err)
+		}
+	}
+}
+
+// read returns record i's bytes (valid until the next call).
+func (x *addrIndex) read(i int32) []byte {
+	if int(i) < x.memRecs {
+		off := int(i) * x.recSize
+		return x.mem[off : off+x.recSize]
+	}
+	b := x.buf
+	if x.f == nil {
+		clear(b)
+		return b
+	}
+	if _, err := x.f.ReadAt(b, x.fileOff(i)); err != nil {
+		x.fail(err)
+		clear(b)
+	}
+	return b
+}
+
+func (x *addrIndex) fileOff(i int32) int64 { return int64(int(i)-x.memRecs) * int64(x.recSize) }
+
+func (x *addrIndex) fail(err error) {
+	if x.err == nil {
+		x.err = fmt.Errorf("survey: address records: %w", err)
+	}
+}
+
+// close removes the temporary file.
+func (x *addrIndex) close() {
+	if x.f != nil {
+		closeTemp(x.f)
+		x.f = nil
 	}
 }

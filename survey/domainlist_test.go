@@ -106,42 +106,79 @@ func TestDomStoreSpilled(t *testing.T) {
 }
 
 // The address index numbers addresses in order of first sight, tells an
-// IPv4 address from its IPv4-mapped IPv6 form, and survives growth.
+// IPv4 address from its IPv4-mapped IPv6 form, survives growth and keeps
+// each address's record, in memory and, past the threshold, in its
+// temporary file alike.
 func TestAddrIndex(t *testing.T) {
-	var x addrIndex
-	_, ok := x.get(netip.MustParseAddr("1.2.3.4"))
-	assert.False(t, ok)
-	var all []netip.Addr
-	for i := range 5000 {
-		a := netip.AddrFrom4([4]byte{10, 0, byte(i >> 8), byte(i)})
-		all = append(all, a, netip.AddrFrom16(a.As16()))
+	for _, memRecs := range []int{0, 1000} {
+		t.Run(fmt.Sprintf("memRecs=%d", memRecs), func(t *testing.T) {
+			defer func(old int) { testAddrMemRecords = old }(testAddrMemRecords)
+			testAddrMemRecords = memRecs
+			x := newAddrIndex(3)
+			defer x.close()
+			_, ok := x.get(netip.MustParseAddr("1.2.3.4"))
+			assert.False(t, ok)
+			var all []netip.Addr
+			for i := range 5000 {
+				a := netip.AddrFrom4([4]byte{10, 0, byte(i >> 8), byte(i)})
+				all = append(all, a, netip.AddrFrom16(a.As16()))
+			}
+			for i, a := range all {
+				n, isNew := x.insert(a)
+				require.True(t, isNew, a)
+				require.Equal(t, int32(i), n)
+				rec := x.load(n)
+				rec.on = uint16(i)
+				rec.path[i%3] = pathRec{state: targetQueued, flags: resSet | resResponsive, medianMs: float32(i) / 8}
+				x.store(n, &rec)
+			}
+			for i, a := range all {
+				n, isNew := x.insert(a)
+				require.False(t, isNew)
+				require.Equal(t, int32(i), n)
+				g, ok := x.get(a)
+				require.True(t, ok)
+				require.Equal(t, int32(i), g)
+				require.Equal(t, a, x.addr(n))
+				rec := x.load(n)
+				require.Equal(t, a, rec.addr)
+				require.Equal(t, uint16(i), rec.on)
+				for pi := range 3 {
+					want := pathRec{}
+					if pi == i%3 {
+						want = pathRec{state: targetQueued, flags: resSet | resResponsive, medianMs: float32(i) / 8}
+					}
+					require.Equal(t, want, rec.path[pi], "address %d path %d", i, pi)
+				}
+			}
+			assert.Equal(t, len(all), x.len())
+			assert.NoError(t, x.err)
+			if memRecs > 0 {
+				require.NotNil(t, x.f, "past the threshold the records are in a file")
+				st, err := x.f.Stat()
+				require.NoError(t, err)
+				assert.Equal(t, int64(len(all)-memRecs)*int64(addrHead+3*pathRecSize), st.Size())
+				assert.Len(t, x.mem, memRecs*(addrHead+3*pathRecSize), "no more in memory than the threshold")
+			}
+		})
 	}
-	for i, a := range all {
-		n, isNew := x.insert(a)
-		require.True(t, isNew, a)
-		require.Equal(t, int32(i), n)
-	}
-	for i, a := range all {
-		n, isNew := x.insert(a)
-		require.False(t, isNew)
-		require.Equal(t, int32(i), n)
-		g, ok := x.get(a)
-		require.True(t, ok)
-		require.Equal(t, int32(i), g)
-		require.Equal(t, a, x.addr(n))
-	}
-	assert.Equal(t, len(all), x.len())
 }
 
-// The per-address state stays 16 bytes: a top-1M list resolves to ~1.5M
-// addresses (issue 18).
-func TestAddrInfoIsCompact(t *testing.T) {
-	if n := unsafe.Sizeof(addrInfo{}); n != 16 {
-		t.Fatalf("addrInfo is %d bytes, want 16", n)
-	}
+// What stays in memory per address is its lookup slot; a queued target
+// is 4 bytes (a top-1M list resolves to ~1.5M addresses, issue 18).
+func TestAddrStateIsCompact(t *testing.T) {
 	if n := unsafe.Sizeof(queuedTarget(0)); n != 4 {
 		t.Fatalf("a queued target is %d bytes, want 4", n)
 	}
+	defer func(old int) { testAddrMemRecords = old }(testAddrMemRecords)
+	testAddrMemRecords = 100
+	x := newAddrIndex(2)
+	defer x.close()
+	for i := range 100_000 {
+		x.insert(netip.AddrFrom4([4]byte{10, byte(i >> 16), byte(i >> 8), byte(i)}))
+	}
+	inMemory := 4*cap(x.slots) + cap(x.mem)
+	assert.LessOrEqual(t, float64(inMemory)/100_000, 11.0, "bytes in memory an address")
 }
 
 // Names are found from their lengths and a start offset every markEvery

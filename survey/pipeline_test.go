@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"log/slog"
 	"regexp"
 	"slices"
@@ -133,4 +134,36 @@ func runHeld(t *testing.T) (out, logs *bytes.Buffer, held int) {
 	require.NotNil(t, m, logs.String())
 	held, _ = strconv.Atoi(m[1])
 	return out, logs, held
+}
+
+// TestAddrRecordsSpilled: with every address record past the first in the
+// temporary file, a run says what it says with them all in memory: the
+// same targets, the same verdicts and domains, the same cells.
+func TestAddrRecordsSpilled(t *testing.T) {
+	run := func(memRecs int) (Summary, map[string]string) {
+		defer func(old int) { testAddrMemRecords = old }(testAddrMemRecords)
+		testAddrMemRecords = memRecs
+		dnsAddr := startDNS(t, defaultZone())
+		cfg := baseConfig(loopback(t, dnsAddr), startListener(t))
+		var out bytes.Buffer
+		s, err := runToBuffer(t, context.Background(), cfg, &out)
+		require.NoError(t, err)
+		got := map[string]string{}
+		for _, b := range records(t, out.Bytes())["probe"] {
+			var p ProbeRecord
+			require.NoError(t, json.Unmarshal(b, &p))
+			got[p.Address.String()] = fmt.Sprint(p.Responsive, p.Domains, p.ResolvePaths)
+		}
+		for i := range s.Cells {
+			s.Cells[i].RTTms = RTTStats{} // timing differs between runs
+		}
+		return s, got
+	}
+	inMemory, want := run(0)
+	spilled, got := run(1)
+	assert.Greater(t, len(want), 100)
+	assert.Equal(t, want, got)
+	assert.Equal(t, inMemory.Cells, spilled.Cells)
+	assert.Equal(t, inMemory.Resolution, spilled.Resolution)
+	assert.Equal(t, inMemory.Overlap, spilled.Overlap)
 }

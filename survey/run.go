@@ -130,13 +130,10 @@ type runner struct {
 	status  map[string][]uint8
 	codes   statusCodes
 	doms    domStore            // domains per address; guarded by mu until sealed
-	addrOf  []netip.Addr        // by address index, for the summary
 	resumed []resumedResolution // NOERROR resolutions of the resumed run
 	mu      sync.Mutex
 	results map[string]map[netip.Addr]TargetResult
-	addrs   addrIndex   // numbers addresses: index in infos
-	infos   []addrInfo  // guarded by mu
-	resSlab []targetRes // probe results, a block of one per path an address (addrInfo.res); guarded by mu
+	addrs   *addrIndex // numbered addresses with their state and results; guarded by mu
 	queue   *targetQueue
 	held    heldStore // guarded by mu
 	// resolved is set once resolution ended (guarded by mu), and
@@ -174,7 +171,7 @@ func Run(ctx context.Context, cfg Config, out *report.Stream) (Summary, error) {
 		status: map[string][]uint8{}, results: map[string]map[netip.Addr]TargetResult{},
 		queue: newTargetQueue(), resolvedCh: make(chan struct{}),
 		skipped: map[skipKey]int{}, bytes: map[string]*atomic.Int64{}, watch: newWatcher(),
-		lim: NewLimiter(cfg.Rate, cfg.Burst)}
+		lim: NewLimiter(cfg.Rate, cfg.Burst), addrs: newAddrIndex(len(cfg.Paths))}
 	r.held.noTmp = testNoSpill
 	for _, p := range cfg.Paths {
 		r.names = append(r.names, p.Name)
@@ -188,6 +185,7 @@ func Run(ctx context.Context, cfg Config, out *report.Stream) (Summary, error) {
 		defer list.Close()
 	}
 	defer r.doms.close()
+	defer r.addrs.close()
 	if cfg.Progress != nil {
 		r.prog = &progress{w: cfg.Progress}
 	}
@@ -225,6 +223,16 @@ func Run(ctx context.Context, cfg Config, out *report.Stream) (Summary, error) {
 	r.resolutionDone()
 	r.warnDeadResolvers(resolvers)
 	probing.Wait()
+	r.mu.Lock()
+	addrErr := r.addrs.err
+	r.mu.Unlock()
+	if addrErr != nil {
+		r.writeMu.Lock()
+		if r.writeEr == nil {
+			r.writeEr = addrErr // the records of some addresses are lost
+		}
+		r.writeMu.Unlock()
+	}
 	if ctx.Err() == nil {
 		el := time.Since(t0)
 		n := r.probes.Load()

@@ -4,10 +4,10 @@ import "os"
 
 // SURVEY_TEST_SPILL=1 runs the package's tests (the lab truth tests
 // included) with tiny spill thresholds, so every run keeps its domain
-// names, its per-address domains and its held probe records in temporary
-// files.
+// names, its per-address domains, its address records and its held probe
+// records in temporary files.
 func init() {
 	if os.Getenv("SURVEY_TEST_SPILL") != "" {
-		testSpillNamesAt, testDomSpillAt, testHeldInMemory = 64, 5, 2
+		testSpillNamesAt, testDomSpillAt, testHeldInMemory, testAddrMemRecords = 64, 5, 2, 3
 	}
 }

@@ -15,7 +15,7 @@ import (
 // record lists are only final once resolution ends, so records finished
 // before that are held and written then.
 
-// Per probe path state of an address (4 bits each in addrInfo.state).
+// Per probe path state of an address (pathRec.state).
 const (
 	targetNone       uint8 = iota
 	targetQueued           // probed, or being probed
@@ -25,50 +25,14 @@ const (
 
 // Limits of the compact per-address state.
 const (
-	maxPaths   = 16      // 4 state bits each in a uint64
+	maxPaths   = 16      // an address's resolution paths are bits of a uint16
 	maxDomains = 1 << 24 // domain indexes share a uint32 with a path index
 )
 
-// addrInfo is what the run knows of one resolved address, compactly (a
-// top-1M list resolves to ~1.5M): the resolution paths it is known on
-// (bits of path indexes; the domains that resolved to it are in
-// runner.doms); per probe path its target's state; and, once probed, where
-// its results are in runner.resSlab. 16 bytes; it was 40 with a slice of
-// results of its own (another 32-byte allocation an address).
-type addrInfo struct {
-	state uint64
-	on    uint16
-	res   uint32 // 1 + its block's number in runner.resSlab; 0: no result yet
-}
-
-// targetRes is a TargetResult in 16 bytes.
-type targetRes struct {
-	medianMs float64
-	flags    uint8
-}
-
-const (
-	resSet uint8 = 1 << iota
-	resResponsive
-	resOverloaded
-)
-
-func (ai *addrInfo) stateOf(pi int) uint8 { return uint8(ai.state>>(4*pi)) & 0xf }
-
-func (ai *addrInfo) setState(pi int, st uint8) {
-	ai.state = ai.state&^(0xf<<(4*pi)) | uint64(st)<<(4*pi)
-}
-
-// setResult records address number ai's result from probe path pi: the
-// address's block of results (one per path) in resSlab is made at its
-// first result. Callers hold r.mu.
+// setResult records address number ai's result from probe path pi.
+// Callers hold r.mu.
 func (r *runner) setResult(ai int32, pi int, tr TargetResult) {
-	info := &r.infos[ai]
-	paths := len(r.names)
-	if info.res == 0 {
-		info.res = uint32(len(r.resSlab)/paths) + 1
-		r.resSlab = append(r.resSlab, make([]targetRes, paths)...)
-	}
+	rec := r.addrs.load(ai)
 	f := resSet
 	if tr.Responsive {
 		f |= resResponsive
@@ -76,26 +40,23 @@ func (r *runner) setResult(ai int32, pi int, tr TargetResult) {
 	if tr.HostOverloaded {
 		f |= resOverloaded
 	}
-	r.resSlab[int(info.res-1)*paths+pi] = targetRes{medianMs: tr.MedianMs, flags: f}
+	rec.path[pi].flags, rec.path[pi].medianMs = f, float32(tr.MedianMs)
+	r.addrs.store(ai, &rec)
 }
 
 // result is address number ai's result from probe path pi, if probed.
 func (r *runner) result(ai int32, pi int) (TargetResult, bool) {
-	info := r.infos[ai]
-	if info.res == 0 {
-		return TargetResult{}, false
-	}
-	x := r.resSlab[int(info.res-1)*len(r.names)+pi]
+	x := r.addrs.load(ai).path[pi]
 	if x.flags&resSet == 0 {
 		return TargetResult{}, false
 	}
-	return TargetResult{Responsive: x.flags&resResponsive != 0, MedianMs: x.medianMs, HostOverloaded: x.flags&resOverloaded != 0}, true
+	return TargetResult{Responsive: x.flags&resResponsive != 0, MedianMs: float64(x.medianMs), HostOverloaded: x.flags&resOverloaded != 0}, true
 }
 
 // target is one address to probe from one path.
 type target struct {
 	addr netip.Addr
-	ai   int32 // index in runner.infos
+	ai   int32 // number in runner.addrs
 	pi   uint8 // index of the probe path in runner.names
 }
 
@@ -116,11 +77,8 @@ func (r *runner) addResolved(rpi, di int, addrs []netip.Addr) {
 		if slices.Contains(addrs[:j], a) {
 			continue // listed twice in one answer
 		}
-		idx, isNew := r.addrs.insert(a)
-		if isNew {
-			r.infos = append(r.infos, addrInfo{})
-		}
-		ai := &r.infos[idx]
+		idx, _ := r.addrs.insert(a)
+		ai := r.addrs.load(idx)
 		r.doms.add(idx, uint32(rpi)<<24|uint32(di))
 		if ai.on&(1<<rpi) != 0 {
 			continue // not new on this resolution path: nothing more to count
@@ -132,18 +90,19 @@ func (r *runner) addResolved(rpi, di int, addrs []netip.Addr) {
 				r.skipped[skipKey{pp, rp, why}]++
 				continue
 			}
-			switch ai.stateOf(pi) {
+			switch ai.path[pi].state {
 			case targetNone:
 				if _, done := r.results[pp][a]; done {
-					ai.setState(pi, targetDone)
+					ai.path[pi].state = targetDone
 					continue
 				}
-				ai.setState(pi, targetQueued)
+				ai.path[pi].state = targetQueued
 				queue = append(queue, queued(target{ai: idx, pi: uint8(pi)}))
 			case targetOverBudget:
 				r.skipped[skipKey{pp, rp, SkipMaxBytes}]++
 			}
 		}
+		r.addrs.store(idx, &ai)
 	}
 	r.mu.Unlock()
 	r.probeStage.grow(len(queue) * r.cfg.Count)
@@ -157,7 +116,7 @@ func (r *runner) probePath(t target) string { return r.names[t.pi] }
 // policy allows probing it from t's path), in path order, and the domains
 // that resolved to t's address on them, in list order. Callers hold r.mu.
 func (r *runner) resolvesOf(t target) (resolves, domains []string) {
-	on := r.infos[t.ai].on // resolution paths the address is known on
+	on := r.addrs.load(t.ai).on // resolution paths the address is known on
 	pp := r.probePath(t)
 	for rpi, rp := range r.names {
 		if on&(1<<rpi) != 0 && r.cfg.Policy.Check(r.paths[pp], r.paths[rp], t.addr) == "" {
@@ -265,7 +224,7 @@ func (r *runner) popTarget() (t target, ok, closed bool) {
 		return target{}, false, closed
 	}
 	r.mu.Lock()
-	a := r.addrs.addr(q.ai()) // the index's slice grows under r.mu
+	a := r.addrs.addr(q.ai())
 	r.mu.Unlock()
 	return target{addr: a, ai: q.ai(), pi: q.pi()}, true, false
 }
@@ -296,7 +255,9 @@ func (r *runner) overBudget(t target) {
 	r.probeStage.grow(-r.cfg.Count)
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.infos[t.ai].setState(int(t.pi), targetOverBudget)
+	rec := r.addrs.load(t.ai)
+	rec.path[t.pi].state = targetOverBudget
+	r.addrs.store(t.ai, &rec)
 	resolves, _ := r.resolvesOf(t)
 	for _, rp := range resolves {
 		r.skipped[skipKey{r.probePath(t), rp, SkipMaxBytes}]++
@@ -360,7 +321,10 @@ func (r *runner) complete(rec *ProbeRecord, t target, valid []bool) {
 // written as they finish.
 func (r *runner) resolutionDone() {
 	r.mu.Lock()
-	sealErr := r.doms.seal(len(r.infos))
+	sealErr := r.doms.seal(r.addrs.len())
+	if sealErr == nil {
+		sealErr = r.addrs.err
+	}
 	r.resolved = true
 	close(r.resolvedCh)
 	held := r.held
