@@ -202,10 +202,12 @@ func applyConfig(opts *Options) {
 // binary's own pages take ~17-21 MB of it at the peak, trimmed). What a
 // run holds grows slowly with the list: ~3 bytes a domain (the
 // DomainList's length byte, a status byte per path; names and the domains
-// of each address spill to temporary files) and ~50 bytes a resolved
-// address (its number, state and results), so 8 bytes a domain on top of
-// a fixed 28 MiB: 28.8 MiB at 100K, 35.6 MiB at 1M (the 1M lab survey's
-// live heap peaks at ~21 MB). The base was 36 MiB while the resolution
+// of each address spill to temporary files) and ~10 bytes a resolved
+// address (its lookup slot; past 64K addresses their records are in a
+// temporary file too: a real top-1M list has ~1.5M), so 8 bytes a domain
+// on top of a fixed 28 MiB: 28.8 MiB at 100K, 35.6 MiB at 1M (the 1M lab
+// survey's live heap peaks at ~14 MB, ~21 MB with the records in
+// memory). The base was 36 MiB while the resolution
 // kept a goroutine per lookup (11.5 MB of stacks, now ~1.4 MB): the heap
 // grew into what the stacks gave back (1M: RSS 69.6 MB). It was 16 bytes
 // a domain before (51 MiB at 1M, RSS 84.8 MB), and 48 MiB + 512 B a
