@@ -282,11 +282,17 @@ func TestLabPatternsMatchPaths(t *testing.T) {
 		// fast and clean its chunks never meet wlan0's loss (right), so it
 		// is held to the check on wlan0 alone.
 		ir := labRunPaths(t, l, "interactive", trName, "wlan0", probe.Family4, lossy, trName != "mpquic").Result.(*InteractiveResult)
+		// Over 2 s each way some message meets a loss, but a transport
+		// may detect it from a later packet's ACK within ~1.1 RTT (a CI
+		// run saw mpquic's download max at 22.7 ms, its upload at 168 ms):
+		// the loss must show in at least one direction's maximum.
+		var worst time.Duration
 		for dir, d := range map[string]*InteractiveDirection{"upload": ir.Upload, "download": ir.Download} {
 			t.Logf("wlan0 loss=10%% %s interactive %s: median %.2f ms p95 %.2f ms max %.2f ms, %d lost", trName, dir, ms(d.Median), ms(d.P95), ms(d.Max), len(d.Lost))
-			if d.Max < rtt+20*time.Millisecond {
-				t.Errorf("%s %s: max delay %.2f ms with 10%% loss, want above the clean %.0f ms + 20 ms", trName, dir, ms(d.Max), ms(rtt))
-			}
+			worst = max(worst, d.Max)
+		}
+		if worst < rtt+20*time.Millisecond {
+			t.Errorf("%s: max delay %.2f ms both ways with 10%% loss, want above the clean %.0f ms + 20 ms in one", trName, ms(worst), ms(rtt))
 		}
 	}
 }
