@@ -124,7 +124,8 @@ func (x *addrIndex) get(a netip.Addr) (int32, bool) {
 	return i, ok
 }
 
-// insert returns a's number, numbering it (with an empty record) if new.
+// insert returns a's number, numbering it (with an empty record) if new;
+// -1 when it cannot (err says why).
 func (x *addrIndex) insert(a netip.Addr) (int32, bool) {
 	i, slot, ok := x.find(a)
 	if ok {
@@ -132,7 +133,7 @@ func (x *addrIndex) insert(a netip.Addr) (int32, bool) {
 	}
 	if x.n+1 >= 1<<addrIdxBits {
 		x.fail(errTooManyAddrs)
-		return 0, false
+		return -1, false
 	}
 	if 2*(x.n+1) > len(x.slots) {
 		x.grow()

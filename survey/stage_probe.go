@@ -78,6 +78,9 @@ func (r *runner) addResolved(rpi, di int, addrs []netip.Addr) {
 			continue // listed twice in one answer
 		}
 		idx, _ := r.addrs.insert(a)
+		if idx < 0 {
+			continue // the run ends with r.addrs.err
+		}
 		ai := r.addrs.load(idx)
 		r.doms.add(idx, uint32(rpi)<<24|uint32(di))
 		if ai.on&(1<<rpi) != 0 {
