@@ -226,13 +226,7 @@ func Run(ctx context.Context, cfg Config, out *report.Stream) (Summary, error) {
 	r.mu.Lock()
 	addrErr := r.addrs.err
 	r.mu.Unlock()
-	if addrErr != nil {
-		r.writeMu.Lock()
-		if r.writeEr == nil {
-			r.writeEr = addrErr // the records of some addresses are lost
-		}
-		r.writeMu.Unlock()
-	}
+	r.failRun(addrErr) // some addresses' records are lost
 	if ctx.Err() == nil {
 		el := time.Since(t0)
 		n := r.probes.Load()
@@ -268,14 +262,23 @@ func Run(ctx context.Context, cfg Config, out *report.Stream) (Summary, error) {
 
 func (r *runner) write(rec any) error {
 	if err := r.out.Write(rec); err != nil {
-		r.writeMu.Lock()
-		if r.writeEr == nil {
-			r.writeEr = fmt.Errorf("write output: %w", err)
-		}
-		r.writeMu.Unlock()
+		r.failRun(fmt.Errorf("write output: %w", err))
 		return err
 	}
 	return nil
+}
+
+// failRun records the first error that makes the run's output incomplete
+// (Run returns it); nil is ignored.
+func (r *runner) failRun(err error) {
+	if err == nil {
+		return
+	}
+	r.writeMu.Lock()
+	if r.writeEr == nil {
+		r.writeEr = err
+	}
+	r.writeMu.Unlock()
 }
 
 func (r *runner) summary(resolvers map[string]*Resolver) Summary {

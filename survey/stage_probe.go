@@ -325,22 +325,13 @@ func (r *runner) complete(rec *ProbeRecord, t target, valid []bool) {
 func (r *runner) resolutionDone() {
 	r.mu.Lock()
 	sealErr := r.doms.seal(r.addrs.len())
-	if sealErr == nil {
-		sealErr = r.addrs.err
-	}
 	r.resolved = true
 	close(r.resolvedCh)
 	held := r.held
 	r.held = heldStore{noTmp: held.noTmp}
 	r.mu.Unlock()
 	count := 0
-	if sealErr != nil {
-		r.writeMu.Lock()
-		if r.writeEr == nil {
-			r.writeEr = sealErr
-		}
-		r.writeMu.Unlock()
-	}
+	r.failRun(sealErr)
 	err := held.drain(func(h heldRecord) {
 		r.mu.Lock()
 		r.complete(&h.rec, h.t, h.valid)
@@ -348,13 +339,7 @@ func (r *runner) resolutionDone() {
 		r.write(h.rec)
 		count++
 	})
-	if err != nil {
-		r.writeMu.Lock()
-		if r.writeEr == nil {
-			r.writeEr = err
-		}
-		r.writeMu.Unlock()
-	}
+	r.failRun(err)
 	r.log.Info("probe records held until resolution ended", "count", count)
 }
 
