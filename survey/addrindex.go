@@ -18,24 +18,22 @@ import (
 // ~1.5M addresses (the lab's 1M world to ~160K), so past addrMemRecords
 // the records go to an unlinked temporary file, read and written in place
 // (issue 18: memory that does not grow with the list). What stays in
-// memory is the lookup table: 4 bytes a slot, at most half full, each
-// slot an address number and 7 bits of its hash, so a lookup reads a
-// record only when those bits match (1 in 128 for another address).
+// memory is the lookup table (indexTable: 4 bytes a slot, at most half
+// full; a lookup reads a record only when 7 bits of its hash match).
 //
 // Callers serialise every call (runner.mu). A file error is kept (err)
 // and the run ends with it; a record that could not be read reads as
 // empty.
 type addrIndex struct {
-	seed    maphash.Seed
-	n       int
-	paths   int
-	recSize int
-	slots   []uint32 // tag<<addrIdxBits | number+1; 0 = empty
-	mem     []byte   // records [0, memRecs)
-	memRecs int
-	f       *os.File // records from memRecs on
-	err     error
-	buf     []byte
+	indexTable // n: the addresses numbered
+	seed       maphash.Seed
+	paths      int
+	recSize    int
+	mem        []byte // records [0, memRecs)
+	memRecs    int
+	f          *os.File // records from memRecs on
+	err        error
+	buf        []byte
 }
 
 // addrRec is one address's record, decoded.
@@ -59,8 +57,6 @@ const (
 )
 
 const (
-	addrIdxBits = 25 // address numbers in a slot; 33M addresses
-	addrTagMask = 1<<(32-addrIdxBits) - 1
 	// addrMemRecords is how many records stay in memory (the 100K lab
 	// world's ~40K addresses; 2 MB at two paths).
 	addrMemRecords = 1 << 16
@@ -71,7 +67,7 @@ const (
 // testAddrMemRecords, when > 0, replaces addrMemRecords (tests).
 var testAddrMemRecords = 0
 
-// errTooManyAddrs: more addresses than a slot can number.
+// errTooManyAddrs: more addresses than the table can number.
 var errTooManyAddrs = errors.New("more than 33M resolved addresses")
 
 func newAddrIndex(paths int) *addrIndex {
@@ -94,76 +90,40 @@ func (x *addrIndex) hash(a netip.Addr) uint64 {
 	return h
 }
 
-func tagOf(h uint64) uint32 { return uint32(h>>57) & addrTagMask }
-
-// find returns a's number, or the slot where it would go.
-func (x *addrIndex) find(a netip.Addr) (int32, int, bool) {
-	if len(x.slots) == 0 {
-		return 0, -1, false
-	}
-	h := x.hash(a)
-	tag := tagOf(h)
-	mask := len(x.slots) - 1
-	for p := int(h) & mask; ; p = (p + 1) & mask {
-		v := x.slots[p]
-		if v == 0 {
-			return 0, p, false
-		}
-		if v>>addrIdxBits == tag {
-			i := int32(v&(1<<addrIdxBits-1)) - 1
-			if x.addr(i) == a {
-				return i, p, true
-			}
-		}
-	}
+// lookup returns a's number, or the slot where it would go.
+func (x *addrIndex) lookup(a netip.Addr, h uint64) (int32, int, bool) {
+	i, slot, ok := x.find(h, func(i int) bool { return x.addr(int32(i)) == a })
+	return int32(i), slot, ok
 }
 
 // get returns a's number.
 func (x *addrIndex) get(a netip.Addr) (int32, bool) {
-	i, _, ok := x.find(a)
+	i, _, ok := x.lookup(a, x.hash(a))
 	return i, ok
 }
 
 // insert returns a's number, numbering it (with an empty record) if new;
 // -1 when it cannot (err says why).
 func (x *addrIndex) insert(a netip.Addr) (int32, bool) {
-	i, slot, ok := x.find(a)
+	h := x.hash(a)
+	i, slot, ok := x.lookup(a, h)
 	if ok {
 		return i, false
 	}
-	if x.n+1 >= 1<<addrIdxBits {
+	if x.n >= maxTableItems {
 		x.fail(errTooManyAddrs)
 		return -1, false
 	}
-	if 2*(x.n+1) > len(x.slots) {
-		x.grow()
-		_, slot, _ = x.find(a)
-	}
 	i = int32(x.n)
-	x.n++
 	x.store(i, &addrRec{addr: a})
-	x.slots[slot] = tagOf(x.hash(a))<<addrIdxBits | uint32(i+1)
+	x.add(h, int(i), slot, func(j int) uint64 { return x.hash(x.addr(int32(j))) })
 	return i, true
 }
 
-// grow doubles the table, rehashing every address (read back from its
-// record: sequential, and rare).
-func (x *addrIndex) grow() {
-	x.slots = make([]uint32, max(64, 2*len(x.slots)))
-	mask := len(x.slots) - 1
-	for i := range x.n {
-		h := x.hash(x.addr(int32(i)))
-		p := int(h) & mask
-		for x.slots[p] != 0 {
-			p = (p + 1) & mask
-		}
-		x.slots[p] = tagOf(h)<<addrIdxBits | uint32(i+1)
-	}
-}
-
 // addr is address number i.
-func (x *addrIndex) addr(i int32) netip.Addr {
-	b := x.read(i)
+func (x *addrIndex) addr(i int32) netip.Addr { return decodeAddr(x.read(i)) }
+
+func decodeAddr(b []byte) netip.Addr {
 	if b[16]&1 != 0 {
 		return netip.AddrFrom4([4]byte(b[12:16]))
 	}
@@ -173,12 +133,7 @@ func (x *addrIndex) addr(i int32) netip.Addr {
 // load decodes record i.
 func (x *addrIndex) load(i int32) addrRec {
 	b := x.read(i)
-	var r addrRec
-	if b[16]&1 != 0 {
-		r.addr = netip.AddrFrom4([4]byte(b[12:16]))
-	} else {
-		r.addr = netip.AddrFrom16([16]byte(b[:16]))
-	}
+	r := addrRec{addr: decodeAddr(b)}
 	r.on = binary.LittleEndian.Uint16(b[17:])
 	for pi := range x.paths {
 		p := b[addrHead+pathRecSize*pi:]

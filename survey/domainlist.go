@@ -149,7 +149,7 @@ func (l *DomainList) Index() {
 
 // Find returns the index of name; Index must have been called.
 func (l *DomainList) Find(name string) (int, bool) {
-	return l.set.find(l, []byte(name))
+	return l.set.indexOf(l, []byte(name))
 }
 
 // nameStore is the names of a list back to back: in memory, or past
@@ -239,25 +239,15 @@ func (s *nameStore) close() error {
 	return err
 }
 
-// nameSet is an open-addressing hash set of list indexes (4 bytes a
-// slot, at most half full: 8 MB while a 1M list is read, the peak of a
-// 1M survey's memory when slots were 8 bytes): a slot holds index+1 and 7
-// bits of the name's hash, so most slots that are not the name's are
-// passed without reading a name; the slot is taken from the hash's high
-// bits. Growing rehashes the names (rare: the table is sized from the
-// file).
+// nameSet finds a list's names by their index (an indexTable: 8 MB
+// while a 1M list is read, the peak of a 1M survey's memory when its
+// slots were 8 bytes). Growing rehashes the names (rare: the table is
+// sized from the file).
 type nameSet struct {
+	indexTable
 	seed  maphash.Seed
-	slots []uint32
-	n     int
-	shift uint                // 64 - log2(len(slots))
 	testH func([]byte) uint64 // tests: a hash that collides
 }
-
-const (
-	nameSetIndexBits = 25 // index+1 in the low bits: lists stop below maxDomains
-	nameSetIndexMask = 1<<nameSetIndexBits - 1
-)
 
 func newNameSet(hint int) *nameSet {
 	s := &nameSet{seed: maphash.MakeSeed()}
@@ -265,86 +255,42 @@ func newNameSet(hint int) *nameSet {
 	return s
 }
 
-func (s *nameSet) alloc(want int) {
-	size, bits := 16, uint(4)
-	for size < want && bits < 30 { // a list has under maxDomains names
-		size, bits = size*2, bits+1
-	}
-	s.slots, s.shift = make([]uint32, size), 64-bits
-}
-
-// resize doubles the table, placing every index again from its name.
-func (s *nameSet) resize(l *DomainList) {
-	old := s.slots
-	s.alloc(2 * len(old))
-	var buf []byte
-	for _, e := range old {
-		if e != 0 {
-			i := int(e&nameSetIndexMask) - 1
-			buf = l.name(i, buf)
-			s.place(s.hash(buf), e)
-		}
-	}
-}
-
-func (s *nameSet) place(hi uint64, e uint32) {
-	mask := uint64(len(s.slots) - 1)
-	for p := (hi << 32) >> s.shift; ; p = (p + 1) & mask {
-		if s.slots[p] == 0 {
-			s.slots[p] = e
-			return
-		}
-	}
-}
-
-func entry(hi uint64, i int) uint32 { return uint32(hi&0x7f)<<nameSetIndexBits | uint32(i+1) }
-
-// lookup returns the index of name in l, or the slot where it would go.
-func (s *nameSet) lookup(l *DomainList, name []byte, hi uint64, buf []byte) (idx int, slot uint64, found bool) {
-	mask := uint64(len(s.slots) - 1)
-	tag := uint32(hi & 0x7f)
-	for p := (hi << 32) >> s.shift; ; p = (p + 1) & mask {
-		e := s.slots[p]
-		if e == 0 {
-			return 0, p, false
-		}
-		if e>>nameSetIndexBits == tag {
-			i := int(e&nameSetIndexMask) - 1
-			if bytes.Equal(l.name(i, buf), name) {
-				return i, p, true
-			}
-		}
-	}
-}
-
 func (s *nameSet) hash(name []byte) uint64 {
 	if s.testH != nil {
 		return s.testH(name)
 	}
-	return maphash.Bytes(s.seed, name) >> 32
+	return maphash.Bytes(s.seed, name)
+}
+
+// lookup returns the index of name in l, or the slot where it would go.
+func (s *nameSet) lookup(l *DomainList, name []byte, h uint64) (idx, slot int, found bool) {
+	var buf []byte
+	return s.find(h, func(i int) bool {
+		buf = l.name(i, buf)
+		return bytes.Equal(buf, name)
+	})
 }
 
 // insert adds index i for name unless the name is there already; it
 // returns the index the name has.
 func (s *nameSet) insert(l *DomainList, name []byte, i int) (int, bool) {
-	hi := s.hash(name)
-	if j, slot, found := s.lookup(l, name, hi, nil); found {
+	h := s.hash(name)
+	j, slot, found := s.lookup(l, name, h)
+	if found {
 		return j, false
-	} else if 2*(s.n+1) <= len(s.slots) {
-		s.slots[slot] = entry(hi, i)
-		s.n++
-		return i, true
 	}
-	s.resize(l)
-	s.place(hi, entry(hi, i))
-	s.n++
+	var buf []byte
+	s.add(h, i, slot, func(j int) uint64 {
+		buf = l.name(j, buf)
+		return s.hash(buf)
+	})
 	return i, true
 }
 
-func (s *nameSet) find(l *DomainList, name []byte) (int, bool) {
+func (s *nameSet) indexOf(l *DomainList, name []byte) (int, bool) {
 	if s == nil {
 		return 0, false
 	}
-	i, _, ok := s.lookup(l, name, s.hash(name), nil)
+	i, _, ok := s.lookup(l, name, s.hash(name))
 	return i, ok
 }

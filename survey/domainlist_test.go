@@ -164,6 +164,28 @@ func TestAddrIndex(t *testing.T) {
 	}
 }
 
+// A record the temporary file can no longer take is not lost silently:
+// the index keeps the error (the run ends with it) and the record reads
+// as empty rather than as another address's.
+func TestAddrIndexFileError(t *testing.T) {
+	defer func(old int) { testAddrMemRecords = old }(testAddrMemRecords)
+	testAddrMemRecords = 1
+	x := newAddrIndex(2)
+	defer x.close()
+	a, b := netip.MustParseAddr("198.18.0.1"), netip.MustParseAddr("198.18.0.2")
+	x.insert(a)
+	x.insert(b) // the first record in the file
+	require.NoError(t, x.err)
+	require.NoError(t, x.f.Close()) // the disk goes away
+	rec := x.load(1)
+	require.Error(t, x.err)
+	assert.Contains(t, x.err.Error(), "survey: address records")
+	assert.Equal(t, addrRec{addr: netip.AddrFrom16([16]byte{})}, rec)
+	i, ok := x.get(a)
+	assert.True(t, ok, "records in memory still answer")
+	assert.Equal(t, int32(0), i)
+}
+
 // What stays in memory per address is its lookup slot; a queued target
 // is 4 bytes (a top-1M list resolves to ~1.5M addresses, issue 18).
 func TestAddrStateIsCompact(t *testing.T) {
