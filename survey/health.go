@@ -261,24 +261,18 @@ func (h *health) suspectIn(hostOnly bool, sent, deadline time.Time) bool {
 // counted): a drop is never dated outside its span, even when the
 // sampler runs late.
 func (h *health) sampleHost(now time.Time) {
-	if h.host == nil {
-		h.mu.Lock()
-		h.stallCheckLocked(now)
-		if now.After(h.sampled) {
-			h.sampled = now
-		}
-		h.mu.Unlock()
-		return
-	}
 	h.sampleMu.Lock()
 	defer h.sampleMu.Unlock()
 	h.mu.Lock()
-	fresh := !h.sampled.Before(now)
+	fresh := !h.sampled.Before(now) // another caller read the counters meanwhile
 	if !fresh {
 		h.stallCheckLocked(now)
+		if h.host == nil {
+			h.sampled = now
+		}
 	}
 	h.mu.Unlock()
-	if fresh { // another caller read the counters meanwhile
+	if fresh || h.host == nil {
 		return
 	}
 	s, ok := h.host.sample()
