@@ -7,12 +7,14 @@ import (
 	"encoding/binary"
 	"errors"
 	"flag"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
 	"testing"
 	"time"
 
+	"github.com/gopacket/gopacket"
 	"github.com/gopacket/gopacket/layers"
 	"github.com/gopacket/gopacket/pcapgo"
 	"github.com/stretchr/testify/assert"
@@ -193,14 +195,98 @@ func parseHex32(t *testing.T, s string) uint32 {
 	return v
 }
 
-func TestTruncatedAndMalformed(t *testing.T) {
+// packetsOf returns the records of a pcap as (capture info, data) pairs.
+func packetsOf(t *testing.T, capture []byte) (layers.LinkType, []gopacket.CaptureInfo, [][]byte) {
+	t.Helper()
+	r, err := pcapgo.NewReader(bytes.NewReader(capture))
+	require.NoError(t, err)
+	var cis []gopacket.CaptureInfo
+	var data [][]byte
+	for {
+		d, ci, err := r.ReadPacketData()
+		if err == io.EOF {
+			return r.LinkType(), cis, data
+		}
+		require.NoError(t, err)
+		cis, data = append(cis, ci), append(data, d)
+	}
+}
+
+// TestTruncatedLastPacket: a capture cut inside its last packet (pcap,
+// pcapng, gzip'd pcap) is analysed up to the cut exactly as the capture
+// of the packets before it is, with a warning naming the packet; Strict
+// keeps it an error.
+func TestTruncatedLastPacket(t *testing.T) {
+	lt, cis, data := packetsOf(t, scenario(t))
+	n := len(cis)
+	require.Greater(t, n, 50)
+	pcapOf := func(k int) []byte {
+		var b bytes.Buffer
+		w := pcapgo.NewWriter(&b)
+		require.NoError(t, w.WriteFileHeader(65535, lt))
+		for i := 0; i < k; i++ {
+			require.NoError(t, w.WritePacket(cis[i], data[i]))
+		}
+		return b.Bytes()
+	}
+	ngOf := func(k int) []byte {
+		var b bytes.Buffer
+		w, err := pcapgo.NewNgWriter(&b, lt)
+		require.NoError(t, err)
+		for i := 0; i < k; i++ {
+			ci := cis[i]
+			ci.InterfaceIndex = 0
+			require.NoError(t, w.WritePacket(ci, data[i]))
+		}
+		require.NoError(t, w.Flush())
+		return b.Bytes()
+	}
+	gzOf := func(b []byte) []byte {
+		var z bytes.Buffer
+		zw := gzip.NewWriter(&z)
+		_, err := zw.Write(b)
+		require.NoError(t, err)
+		require.NoError(t, zw.Close())
+		return z.Bytes()
+	}
+	whole, ng := pcapOf(n), ngOf(n)
+	for _, c := range []struct {
+		name        string
+		cut, before []byte
+	}{
+		{"pcap", whole[:len(whole)-10], pcapOf(n - 1)},
+		{"pcap-record-header", whole[:len(whole)-len(data[n-1])-8], pcapOf(n - 1)},
+		{"pcapng", ng[:len(ng)-10], ngOf(n - 1)},
+		{"pcap.gz", gzOf(whole[:len(whole)-10]), pcapOf(n - 1)},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			want, err := Analyze(context.Background(), bytes.NewReader(c.before), Options{})
+			require.NoError(t, err)
+			require.Empty(t, want.Warnings)
+			got, err := Analyze(context.Background(), bytes.NewReader(c.cut), Options{})
+			require.NoError(t, err)
+			require.Len(t, got.Warnings, 1)
+			assert.Contains(t, got.Warnings[0], fmt.Sprintf("packet %d: capture truncated", n))
+			assert.Equal(t, int64(n-1), got.Packets)
+			got.Warnings = want.Warnings
+			if !assert.ObjectsAreEqual(want, got) {
+				t.Errorf("the cut capture's report is not the report of the %d packets before the cut", n-1)
+			}
+
+			_, err = Analyze(context.Background(), bytes.NewReader(c.cut), Options{Strict: true})
+			var pe *PacketError
+			require.ErrorAs(t, err, &pe)
+			assert.ErrorIs(t, err, ErrInput)
+			assert.Contains(t, err.Error(), "truncated")
+			assert.Equal(t, int64(n), pe.Packet)
+		})
+	}
+}
+
+func TestMalformed(t *testing.T) {
 	good := scenario(t)
-	_, err := Analyze(context.Background(), bytes.NewReader(good[:len(good)-10]), Options{})
 	var pe *PacketError
-	require.ErrorAs(t, err, &pe)
-	assert.ErrorIs(t, err, ErrInput)
-	assert.Contains(t, err.Error(), "truncated")
-	assert.Greater(t, pe.Packet, int64(50))
+	var err error
 
 	_, err = Analyze(context.Background(), bytes.NewReader([]byte("hello world, not a capture")), Options{})
 	assert.ErrorIs(t, err, ErrInput)

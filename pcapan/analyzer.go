@@ -139,7 +139,7 @@ func newAnalyzer(opts Options) *analyzer {
 		flows:   map[flowKey]*flow{},
 		byToken: map[uint32]*mpConn{},
 		quic:    newQUICTracker(),
-		rep:     &Report{LinkTypes: map[int]int64{}},
+		rep:     &Report{LinkTypes: map[int]int64{}, Warnings: []string{}},
 		perAddr: map[string]*AddrBytes{},
 	}
 }
@@ -211,6 +211,9 @@ func (a *analyzer) scan(now int64) {
 	}
 	a.quic.scan(now, int64(a.opts.IdleTimeout))
 }
+
+// warn records something the capture made us read around.
+func (a *analyzer) warn(msg string) { a.rep.Warnings = append(a.rep.Warnings, msg) }
 
 func (a *analyzer) finish() *Report {
 	for k, f := range a.flows {

@@ -110,6 +110,13 @@ func Analyze(ctx context.Context, rd io.Reader, opts Options) (*Report, error) {
 		n++
 		if err != nil {
 			if errors.Is(err, io.ErrUnexpectedEOF) {
+				// What tcpdump leaves when it is killed, the disk fills or the
+				// file is copied while written: tshark analyses everything
+				// before the cut and warns, and so do we.
+				if !opts.Strict {
+					a.warn(fmt.Sprintf("packet %d: capture truncated inside this packet; the %d packets before it were analysed", n, n-1))
+					break
+				}
 				err = errors.New("capture truncated inside this packet")
 			}
 			return nil, &PacketError{Packet: n, Err: err}

@@ -67,6 +67,9 @@ func renderText(w io.Writer, reps []*Report) error {
 	for _, r := range reps {
 		sm := r.Summary
 		p("%s: %d packets (%d TCP of which %d stray, %d UDP, %d other, %d cut by snaplen), %s\n", r.File, r.Packets, r.TCPPackets, r.Stray, r.UDPPackets, r.Other, r.SnapShort, r.Last.Sub(r.First).Round(time.Millisecond))
+		for _, w := range r.Warnings {
+			p("warning: %s\n", w)
+		}
 		p("connections: %d MPTCP (%d used one path only, %d with reinjections, %d bytes reinjected), %d TCP, %d QUIC on %d paths\n",
 			sm.MPTCP, sm.MPTCPSinglePath, sm.MPTCPWithReinject, sm.ReinjectedBytes, sm.TCP, sm.QUIC, sm.QUICPaths)
 		if sm.MPTCP > 0 {

@@ -11,6 +11,9 @@ type Options struct {
 	// the report does not keep it (streaming use); otherwise Report.Connections
 	// collects them.
 	OnConnection func(*Connection)
+	// Strict makes a capture cut inside its last packet an error, as before
+	// analyze learned to read what a killed tcpdump leaves behind.
+	Strict bool
 }
 
 // Report is the analysis of one capture file.
@@ -28,6 +31,9 @@ type Report struct {
 	QUIC        []*QUICConn   `json:"quic"`
 	Summary     Summary       `json:"summary"`
 	LinkTypes   map[int]int64 `json:"link_types"`
+	// Warnings name what was read around rather than analysed (a capture cut
+	// inside its last packet); the report covers everything before it.
+	Warnings []string `json:"warnings"`
 }
 
 // Summary aggregates the connections of a capture as study 001 §IV-B does.

@@ -30,6 +30,7 @@ type Options struct {
 	Format      string
 	Output      string
 	IdleTimeout time.Duration
+	Strict      bool
 }
 
 // NewCmdAnalyze builds the command; runF replaces analyzeRun in tests.
@@ -50,9 +51,12 @@ RTT from the handshake and from TCP timestamps. Plain TCP connections the
 same way; QUIC connections counted by connection ID and path.
 
 A DIR is read for *.pcap, *.pcapng, *.cap and *.pcap.gz files; each file is
-analysed on its own. A capture that is not pcap/pcapng, is truncated or
-holds a malformed packet fails the command (exit 2) naming the file and
-packet number, before any output is written.
+analysed on its own. A capture cut inside its last packet (tcpdump killed,
+a full disk, a file copied while it was written) is analysed up to the cut,
+as tshark does: a warning on stderr and in the JSON's "warnings" list, exit 0.
+A capture that is not pcap/pcapng or holds a malformed packet fails the
+command (exit 2) naming the file and packet number, before any output is
+written; --strict makes a truncated capture fail the same way.
 
 --format csv writes one row per subflow.`,
 		Example: `  mptester analyze trace.pcap
@@ -68,6 +72,7 @@ packet number, before any output is written.
 		},
 	}
 	cmd.Flags().StringVar(&opts.Format, "format", "text", "output format: "+strings.Join(pcapan.Formats, ", "))
+	cmd.Flags().BoolVar(&opts.Strict, "strict", false, "fail (exit 2) on a capture cut inside its last packet instead of analysing what comes before the cut")
 	cmd.Flags().DurationVar(&opts.IdleTimeout, "idle-timeout", 5*time.Minute, "a connection idle this long (capture time) is finished")
 	cmdutil.OutputFlag(cmd, &opts.Output, "write the analysis to `FILE` (- for stdout)")
 	return cmd
@@ -126,12 +131,15 @@ func analyzeRun(ctx context.Context, opts *Options) error {
 	}
 	var reps []*pcapan.Report
 	for _, p := range paths {
-		r, err := pcapan.AnalyzeFile(ctx, p, pcapan.Options{IdleTimeout: opts.IdleTimeout})
+		r, err := pcapan.AnalyzeFile(ctx, p, pcapan.Options{IdleTimeout: opts.IdleTimeout, Strict: opts.Strict})
 		if err != nil {
 			if errors.Is(err, pcapan.ErrInput) {
 				return cmdutil.Usage(err)
 			}
 			return err
+		}
+		for _, w := range r.Warnings {
+			fmt.Fprintf(opts.IO.ErrOut, "analyze: %s: warning: %s\n", p, w)
 		}
 		reps = append(reps, r)
 	}

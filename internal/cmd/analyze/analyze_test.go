@@ -49,3 +49,30 @@ func TestAnalyzeFormats(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, 2, bytes.Count(j, []byte(`"file":`)), "one report per capture in the directory")
 }
+
+// TestAnalyzeTruncatedCapture: a capture cut inside its last packet is
+// analysed up to the cut with a warning on stderr and in the JSON, exit 0;
+// --strict refuses it before any output is written.
+func TestAnalyzeTruncatedCapture(t *testing.T) {
+	b, err := os.ReadFile(scenario)
+	require.NoError(t, err)
+	dir := t.TempDir()
+	cut := filepath.Join(dir, "cut.pcap")
+	require.NoError(t, os.WriteFile(cut, b[:len(b)-10], 0o644))
+
+	ios, out, errOut := cmdutil.Test()
+	cmd := NewCmdAnalyze(&cmdutil.Factory{IO: ios}, nil)
+	cmd.SetArgs([]string{"--format", "json", cut})
+	cmd.SetContext(context.Background())
+	require.NoError(t, cmd.Execute())
+	assert.Contains(t, errOut.String(), "cut.pcap: warning: packet 65: capture truncated inside this packet")
+	assert.Contains(t, out.String(), `"packets": 64`)
+	assert.Contains(t, out.String(), `"warnings": [`+"\n"+`    "packet 65: capture truncated`)
+
+	o := filepath.Join(dir, "out.json")
+	_, err = run(t, "--strict", "-o", o, cut)
+	require.Error(t, err)
+	assert.ErrorIs(t, err, cmdutil.ErrUsage)
+	assert.Contains(t, err.Error(), "packet 65: capture truncated")
+	assert.NoFileExists(t, o)
+}
