@@ -91,7 +91,7 @@ per probe per day, reachability and RTT per run over time).`,
 	}
 	cmd.Flags().StringVar(&opts.Format, "format", "text", "output format: "+strings.Join(render.Formats, ", "))
 	cmdutil.OutputFlag(cmd, &opts.Output, "write the report to this file (- for stdout)")
-	cmd.Flags().StringVar(&opts.OutDir, "out-dir", "", "with --format csv: write every table as DIR/NAME.csv")
+	cmd.Flags().StringVar(&opts.OutDir, "out-dir", "", "with --format csv: write every table as DIR/NAME.csv (DIR is created if needed)")
 	cmd.Flags().StringVar(&opts.Section, "section", "", "print only this table (see the report's table names)")
 	cmd.Flags().StringVar(&opts.SVGDir, "svg", "", "also write every figure as DIR/NAME.svg")
 	cmd.Flags().StringVar(&opts.PNGDir, "png", "", "also write every figure as DIR/NAME.png")
@@ -137,8 +137,8 @@ func reportRun(opts *Options) error {
 		if opts.Output != "" && opts.Output != "-" {
 			return cmdutil.Usage(errors.New("--out-dir and --output exclude each other"))
 		}
-		if st, err := os.Stat(opts.OutDir); err != nil || !st.IsDir() {
-			return cmdutil.Usage(fmt.Errorf("--out-dir %s: not a directory", opts.OutDir))
+		if err := checkDir("--out-dir", opts.OutDir); err != nil {
+			return err
 		}
 	} else if opts.Format == "csv" && opts.Section == "" {
 		return cmdutil.Usage(errors.New("--format csv writes one table: choose it with --section, or give --out-dir"))
@@ -147,8 +147,8 @@ func reportRun(opts *Options) error {
 		if d.dir == "" {
 			continue
 		}
-		if st, err := os.Stat(d.dir); err != nil || !st.IsDir() {
-			return cmdutil.Usage(fmt.Errorf("%s %s: not a directory", d.flag, d.dir))
+		if err := checkDir(d.flag, d.dir); err != nil {
+			return err
 		}
 	}
 	if err := cmdutil.CheckOutput(opts.Output, opts.Files...); err != nil {
@@ -184,12 +184,18 @@ func reportRun(opts *Options) error {
 	}
 	for _, d := range []struct{ dir, ext string }{{opts.SVGDir, "svg"}, {opts.PNGDir, "png"}} {
 		if d.dir != "" {
+			if err := os.MkdirAll(d.dir, 0o755); err != nil {
+				return err
+			}
 			if err := render.WriteFigures(d.dir, d.ext, figs); err != nil {
 				return err
 			}
 		}
 	}
 	if opts.OutDir != "" {
+		if err := os.MkdirAll(opts.OutDir, 0o755); err != nil {
+			return err
+		}
 		for _, t := range tables {
 			var b bytes.Buffer
 			if err := render.CSV(&b, t); err != nil {
@@ -268,4 +274,31 @@ func fromStore(ctx context.Context, opts *Options, f storeinput.Filter, aopts an
 	aopts.Source, aopts.Filters, aopts.Fleet = storeinput.Kind(opts.DB), f.Strings(), true
 	seq, done := storeinput.Source{Store: st, Data: opts.Data}.Inputs(ctx, f)
 	return analysis.AnalyzeSeq(seq, done, aopts)
+}
+
+// checkDir accepts a directory flag naming a directory, or one that does not
+// exist yet and can be created (it is, after the inputs were read, so a bad
+// input leaves nothing behind).
+func checkDir(flag, dir string) error {
+	st, err := os.Stat(dir)
+	switch {
+	case err == nil && st.IsDir():
+		return nil
+	case err == nil:
+		return cmdutil.Usage(fmt.Errorf("%s %s: exists and is not a directory", flag, dir))
+	case !errors.Is(err, os.ErrNotExist):
+		return cmdutil.Usage(fmt.Errorf("%s %s: %v", flag, dir, err))
+	}
+	for p := filepath.Dir(filepath.Clean(dir)); ; p = filepath.Dir(p) {
+		st, err := os.Stat(p)
+		if err == nil {
+			if !st.IsDir() {
+				return cmdutil.Usage(fmt.Errorf("%s %s: %s is not a directory", flag, dir, p))
+			}
+			return nil
+		}
+		if !errors.Is(err, os.ErrNotExist) || p == filepath.Dir(p) {
+			return cmdutil.Usage(fmt.Errorf("%s %s: %v", flag, dir, err))
+		}
+	}
 }

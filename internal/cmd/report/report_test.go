@@ -115,7 +115,7 @@ func TestBadInputExit2OutputUntouched(t *testing.T) {
 		{"-o", outFile, inputs[0], bad},
 		{"-o", outFile, inputs[0], filepath.Join(dir, "missing.jsonl")},
 		{"-o", outFile, "--format", "pdf", inputs[0]},
-		{"-o", outFile, "--svg", filepath.Join(dir, "nodir"), inputs[0]},
+		{"-o", outFile, "--svg", filepath.Join(outFile, "sub"), inputs[0]},
 		{"-o", outFile, "--format", "csv", inputs[0]},
 		{"-o", outFile, "--section", "nope", inputs[0]},
 		{"-o", inputs[0], inputs[0]},
@@ -149,4 +149,34 @@ func TestWritesOutputFile(t *testing.T) {
 	b, err := os.ReadFile(p)
 	require.NoError(t, err)
 	assert.True(t, bytes.HasPrefix(b, []byte("## Provenance\n")))
+}
+
+// TestOutDirCreated: --out-dir, --svg and --png create a directory that
+// does not exist yet (after the inputs were read: a bad input leaves none),
+// and refuse one whose place holds a file.
+func TestOutDirCreated(t *testing.T) {
+	base := t.TempDir()
+	tables := filepath.Join(base, "new", "tables")
+	svg := filepath.Join(base, "figs")
+	_, _, err := execute(t, append([]string{"--format", "csv", "--out-dir", tables, "--svg", svg}, inputs...)...)
+	require.NoError(t, err)
+	csvs, _ := filepath.Glob(filepath.Join(tables, "*.csv"))
+	assert.NotEmpty(t, csvs)
+	svgs, _ := filepath.Glob(filepath.Join(svg, "*.svg"))
+	assert.NotEmpty(t, svgs)
+
+	bad := filepath.Join(base, "bad.jsonl")
+	require.NoError(t, os.WriteFile(bad, []byte("{not json\n"), 0o644))
+	never := filepath.Join(base, "never")
+	_, _, err = execute(t, "--format", "csv", "--out-dir", never, bad)
+	assert.Equal(t, cmdutil.ExitUsage, cmdutil.ExitCode(err), "%v", err)
+	assert.NoDirExists(t, never, "a bad input must leave no directory behind")
+
+	file := filepath.Join(base, "file")
+	require.NoError(t, os.WriteFile(file, nil, 0o644))
+	for _, dir := range []string{file, filepath.Join(file, "sub")} {
+		_, _, err = execute(t, append([]string{"--format", "csv", "--out-dir", dir}, inputs...)...)
+		assert.Equal(t, cmdutil.ExitUsage, cmdutil.ExitCode(err), "%v", err)
+		assert.Contains(t, err.Error(), "not a directory")
+	}
 }
