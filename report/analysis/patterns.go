@@ -2,6 +2,7 @@ package analysis
 
 import (
 	"cmp"
+	"encoding/json"
 	"fmt"
 	"iter"
 	"slices"
@@ -23,6 +24,7 @@ func init() {
 }
 
 type patKey struct {
+	mode               string // "stable" or "mobile": never pooled together
 	pattern, transport string
 	family             int
 	path               string
@@ -32,6 +34,8 @@ type patAgg struct {
 	status  map[string]int
 	metrics map[string]*Sample
 	paths   map[pathSrc]*[2]uint64 // sent, received
+	// Tests the metrics (successful ones) and the bytes per path sum.
+	succeeded, withBytes int
 }
 
 type pathSrc struct{ path, source string }
@@ -49,7 +53,7 @@ type patternSec struct {
 // pairKey is one comparable per-test metric of a pattern × transport ×
 // path, across families.
 type pairKey struct {
-	pattern, transport, path, metric string
+	mode, pattern, transport, path, metric string
 }
 
 type patternRecord struct {
@@ -105,7 +109,8 @@ func (s *patternSec) Add(rec Record) error {
 	if c.Pattern == "" || c.Transport == "" || r.Status == "" {
 		return fmt.Errorf("pattern_test record without pattern, transport or status")
 	}
-	k := patKey{c.Pattern, c.Transport, c.Family, c.Path}
+	mode := runMode(rec.Run)
+	k := patKey{mode, c.Pattern, c.Transport, c.Family, c.Path}
 	a := s.by[k]
 	if a == nil {
 		a = &patAgg{status: map[string]int{}, metrics: map[string]*Sample{}, paths: map[pathSrc]*[2]uint64{}}
@@ -113,6 +118,12 @@ func (s *patternSec) Add(rec Record) error {
 		s.order = append(s.order, k)
 	}
 	a.status[r.Status]++
+	if r.Status == "success" {
+		a.succeeded++
+	}
+	if len(r.PathShares)+len(r.PathBytes) > 0 {
+		a.withBytes++
+	}
 	add := func(m string, v float64) {
 		smp := a.metrics[m]
 		if smp == nil {
@@ -130,7 +141,7 @@ func (s *patternSec) Add(rec Record) error {
 		if fi < 0 {
 			return
 		}
-		k := pairKey{c.Pattern, c.Transport, c.Path, m}
+		k := pairKey{mode, c.Pattern, c.Transport, c.Path, m}
 		p := s.run[k]
 		if p == nil {
 			p = &[2][]float64{}
@@ -220,7 +231,28 @@ func (a *patAgg) addBytes(k pathSrc, sent, recv uint64) {
 func nsMs(ns int64) float64 { return float64(ns) / 1e6 }
 
 func (k patKey) cells() []string {
-	return []string{k.pattern, k.transport, fmt.Sprintf("IPv%d", k.family), k.path}
+	return []string{k.mode, k.pattern, k.transport, fmt.Sprintf("IPv%d", k.family), k.path}
+}
+
+// runMode is "mobile" for a run of mobile mode (its config carries the
+// mobile options) and "stable" otherwise: a handover test's delays and
+// bytes per path describe another experiment than a stable test's.
+func runMode(r *Run) string {
+	if r == nil || len(r.Header.Config) == 0 {
+		return "stable"
+	}
+	var c struct {
+		Mobile json.RawMessage `json:"mobile"`
+	}
+	if json.Unmarshal(r.Header.Config, &c) == nil && len(c.Mobile) > 0 && string(c.Mobile) != "null" {
+		return "mobile"
+	}
+	return "stable"
+}
+
+func cmpKey(a, b patKey) int {
+	return cmp.Or(cmp.Compare(a.mode, b.mode), cmp.Compare(a.pattern, b.pattern), cmp.Compare(a.transport, b.transport),
+		cmp.Compare(a.family, b.family), cmp.Compare(a.path, b.path))
 }
 
 func (s *patternSec) Tables() []Table {
@@ -228,20 +260,17 @@ func (s *patternSec) Tables() []Table {
 		return nil
 	}
 	keys := slices.Clone(s.order)
-	slices.SortStableFunc(keys, func(a, b patKey) int {
-		return cmp.Or(cmp.Compare(a.pattern, b.pattern), cmp.Compare(a.transport, b.transport),
-			cmp.Compare(a.family, b.family), cmp.Compare(a.path, b.path))
-	})
-	group := []string{"pattern", "transport", "family", "path"}
+	slices.SortStableFunc(keys, cmpKey)
+	group := []string{"mode", "pattern", "transport", "family", "path"}
 	st := Table{Name: "pattern-status", Title: "Pattern tests by status (000 §II)",
-		Note:    "one row per pattern × transport × family × primary path, every run combined",
+		Note:    "one row per mode × pattern × transport × family × primary path, every run of that mode combined (stable and mobile tests never share a row)",
 		Columns: append(slices.Clone(group), "tests", "by_status")}
 	mt := Table{Name: "pattern-metrics", Title: "Pattern metrics (000 §II, §IV-A)",
-		Note:    "successful tests only; ping RTT and interactive delays pooled over requests/chunks, the rest one value per test; quantiles interpolate linearly",
-		Columns: append(slices.Clone(group), "metric", "n", "min", "p10", "p25", "median", "p75", "p90", "max", "mean")}
+		Note:    "successful tests only (tests: how many); ping RTT and interactive delays pooled over requests/chunks (n: samples), the rest one value per test; quantiles interpolate linearly",
+		Columns: append(slices.Clone(group), "tests", "metric", "n", "min", "p10", "p25", "median", "p75", "p90", "max", "mean")}
 	pb := Table{Name: "path-bytes", Title: "Bytes per path",
-		Note:    "source transport: the multipath transport's own per-path counters; interface: the path's interface counters over the test",
-		Columns: append(slices.Clone(group), "source", "carried_by", "bytes_sent", "bytes_received", "share_pct")}
+		Note:    "source transport: the multipath transport's own per-path counters; interface: the path's interface counters over the test; tests: how many tests the row sums",
+		Columns: append(slices.Clone(group), "tests", "source", "carried_by", "bytes_sent", "bytes_received", "share_pct")}
 	for _, k := range keys {
 		a := s.by[k]
 		n := 0
@@ -260,7 +289,7 @@ func (s *patternSec) Tables() []Table {
 		for _, m := range names {
 			xs := a.metrics[m]
 			q := xs.Stats()
-			mt.Rows = append(mt.Rows, append(k.cells(), m, fmt.Sprint(xs.Len()), ms(q.Min), ms(q.P10), ms(q.P25), ms(q.P50),
+			mt.Rows = append(mt.Rows, append(k.cells(), fmt.Sprint(a.succeeded), m, fmt.Sprint(xs.Len()), ms(q.Min), ms(q.P10), ms(q.P25), ms(q.P50),
 				ms(q.P75), ms(q.P90), ms(q.Max), ms(q.Mean)))
 		}
 		var srcs []pathSrc
@@ -276,7 +305,7 @@ func (s *patternSec) Tables() []Table {
 			if t := total[ps.source]; t > 0 {
 				share = fmt.Sprintf("%.2f", 100*float64(v[0]+v[1])/float64(t))
 			}
-			pb.Rows = append(pb.Rows, append(k.cells(), ps.source, ps.path, fmt.Sprint(v[0]), fmt.Sprint(v[1]), share))
+			pb.Rows = append(pb.Rows, append(k.cells(), fmt.Sprint(a.withBytes), ps.source, ps.path, fmt.Sprint(v[0]), fmt.Sprint(v[1]), share))
 		}
 	}
 	return append([]Table{st, mt, pb, familyRatios(keys, s.by)}, s.pairTables()...)
@@ -288,22 +317,24 @@ func (s *patternSec) pairKeys() []pairKey {
 		ks = append(ks, k)
 	}
 	slices.SortFunc(ks, func(a, b pairKey) int {
-		return cmp.Or(cmp.Compare(a.pattern, b.pattern), cmp.Compare(a.transport, b.transport), cmp.Compare(a.path, b.path), cmp.Compare(a.metric, b.metric))
+		return cmp.Or(cmp.Compare(a.mode, b.mode), cmp.Compare(a.pattern, b.pattern), cmp.Compare(a.transport, b.transport), cmp.Compare(a.path, b.path), cmp.Compare(a.metric, b.metric))
 	})
 	return ks
 }
 
-func (k pairKey) name() string { return k.pattern + " " + k.transport + " " + k.path + " " + k.metric }
+func (k pairKey) name() string {
+	return k.mode + " " + k.pattern + " " + k.transport + " " + k.path + " " + k.metric
+}
 
 // pairTables: 000 Fig. 4 per pair of tests (the ratio's share above 1 is
 // how often IPv6 was faster, for times), and its exact ECDF.
 func (s *patternSec) pairTables() []Table {
 	sum := Table{Name: "family-pairs", Title: "IPv4 / IPv6 per pair of tests (000 Fig. 4)",
 		Note:    "the i-th IPv4 test of a run paired with its i-th IPv6 test of the same pattern × transport × path; ratio = IPv4 value / IPv6 value (for times, above 1: IPv6 was faster)",
-		Columns: []string{"pattern", "transport", "path", "metric", "pairs", "ratio_p25", "ratio_median", "ratio_p75", "above_1_pct"}}
+		Columns: []string{"mode", "pattern", "transport", "path", "metric", "pairs", "ratio_p25", "ratio_median", "ratio_p75", "above_1_pct"}}
 	cdf := Table{Name: "family-pairs-cdf", Title: "IPv4 / IPv6 ratio ECDF per pair (000 Fig. 4), exact", Long: true,
 		Note:    "every distinct per-pair ratio with the share of pairs at or below it",
-		Columns: []string{"pattern", "transport", "path", "metric", "ratio", "cdf"}}
+		Columns: []string{"mode", "pattern", "transport", "path", "metric", "ratio", "cdf"}}
 	for _, k := range s.pairKeys() {
 		r := s.ratios[k]
 		st := r.Stats()
@@ -313,12 +344,12 @@ func (s *patternSec) pairTables() []Table {
 				above++
 			}
 		}
-		sum.Rows = append(sum.Rows, []string{k.pattern, k.transport, k.path, k.metric, fmt.Sprint(r.Len()),
+		sum.Rows = append(sum.Rows, []string{k.mode, k.pattern, k.transport, k.path, k.metric, fmt.Sprint(r.Len()),
 			fmt.Sprintf("%.3f", st.P25), fmt.Sprintf("%.3f", st.P50), fmt.Sprintf("%.3f", st.P75), pct(above, r.Len())})
 	}
 	var parts []ecdfPart
 	for _, k := range s.pairKeys() {
-		parts = append(parts, ecdfPart{[]string{k.pattern, k.transport, k.path, k.metric}, s.ratios[k]})
+		parts = append(parts, ecdfPart{[]string{k.mode, k.pattern, k.transport, k.path, k.metric}, s.ratios[k]})
 	}
 	ecdfRows(&cdf, parts, func(v float64) string { return fmt.Sprintf("%.6f", v) })
 	return []Table{sum, cdf, s.interactiveCDF()}
@@ -333,10 +364,7 @@ func (s *patternSec) delayKeys() []patKey {
 			ks = append(ks, k)
 		}
 	}
-	slices.SortStableFunc(ks, func(a, b patKey) int {
-		return cmp.Or(cmp.Compare(a.pattern, b.pattern), cmp.Compare(a.transport, b.transport),
-			cmp.Compare(a.family, b.family), cmp.Compare(a.path, b.path))
-	})
+	slices.SortStableFunc(ks, cmpKey)
 	return ks
 }
 
@@ -345,7 +373,7 @@ func (s *patternSec) delayKeys() []patKey {
 func (s *patternSec) interactiveCDF() Table {
 	t := Table{Name: "interactive-cdf", Title: "Interactive delay ECDF per direction (000 §II-A), exact", Long: true,
 		Note:    "every distinct per-chunk application delay of successful tests, with the share at or below it",
-		Columns: []string{"pattern", "transport", "family", "path", "direction", "delay_ms", "cdf"}}
+		Columns: []string{"mode", "pattern", "transport", "family", "path", "direction", "delay_ms", "cdf"}}
 	var parts []ecdfPart
 	for _, k := range s.delayKeys() {
 		for _, dir := range []string{"up", "down"} {
@@ -365,7 +393,7 @@ func (s *patternSec) Figures() []Figure {
 	for _, k := range s.delayKeys() {
 		for _, dir := range []string{"up", "down"} {
 			if xs := s.by[k].metrics[dir+"_delay_ms"]; xs.Len() > 0 {
-				ser, thin := xs.Series(strings.Join(k.cells()[1:], " ") + " " + dir)
+				ser, thin := xs.Series(strings.Join(append([]string{k.mode}, k.cells()[2:]...), " ") + " " + dir)
 				inter.Series = append(inter.Series, ser)
 				inter.Downsampled = inter.Downsampled || thin
 			}
@@ -386,7 +414,7 @@ func (s *patternSec) Figures() []Figure {
 func familyRatios(keys []patKey, by map[patKey]*patAgg) Table {
 	t := Table{Name: "family-ratio", Title: "IPv4 / IPv6 (000 Fig. 4)",
 		Note:    "ratio of the IPv4 median to the IPv6 median of each metric, for every pattern × transport × path measured over both families",
-		Columns: []string{"pattern", "transport", "path", "metric", "ipv4_n", "ipv4_median", "ipv6_n", "ipv6_median", "ratio"}}
+		Columns: []string{"mode", "pattern", "transport", "path", "metric", "ipv4_n", "ipv4_median", "ipv6_n", "ipv6_median", "ratio"}}
 	for _, k := range keys {
 		if k.family != 4 {
 			continue
@@ -410,7 +438,7 @@ func familyRatios(keys []patKey, by map[patKey]*patAgg) Table {
 			if m6 != 0 {
 				ratio = fmt.Sprintf("%.3f", m4/m6)
 			}
-			t.Rows = append(t.Rows, []string{k.pattern, k.transport, k.path, m, fmt.Sprint(a4.metrics[m].Len()), ms(m4),
+			t.Rows = append(t.Rows, []string{k.mode, k.pattern, k.transport, k.path, m, fmt.Sprint(a4.metrics[m].Len()), ms(m4),
 				fmt.Sprint(a6.metrics[m].Len()), ms(m6), ratio})
 		}
 	}

@@ -66,41 +66,41 @@ func TestPatternTablesEqualPlantedValues(t *testing.T) {
 	rep, err := analysis.Analyze(analysis.Files(a, b))
 	require.NoError(t, err)
 	assert.Equal(t, [][]string{
-		{"bulk", "mptcp", "IPv4", "wlan0", "3", "success=2 timeout=1"},
-		{"bulk", "mptcp", "IPv6", "wlan0", "1", "success=1"},
-		{"interactive", "tcp", "IPv4", "wlan0", "1", "success=1"},
-		{"iperf", "quic", "IPv4", "wlan0", "1", "success=1"},
-		{"ping", "tcp", "IPv4", "wlan0", "2", "success=2"},
+		{"stable", "bulk", "mptcp", "IPv4", "wlan0", "3", "success=2 timeout=1"},
+		{"stable", "bulk", "mptcp", "IPv6", "wlan0", "1", "success=1"},
+		{"stable", "interactive", "tcp", "IPv4", "wlan0", "1", "success=1"},
+		{"stable", "iperf", "quic", "IPv4", "wlan0", "1", "success=1"},
+		{"stable", "ping", "tcp", "IPv4", "wlan0", "2", "success=2"},
 	}, rowsOf(t, rep, "pattern-status"))
 	//                                           n    min       p10       p25       median    p75       p90       max       mean
 	assert.Equal(t, [][]string{
-		{"bulk", "mptcp", "IPv4", "wlan0", "completion_ms", "2", "100.000", "120.000", "150.000", "200.000", "250.000", "280.000", "300.000", "200.000"},
-		{"bulk", "mptcp", "IPv4", "wlan0", "goodput_mbps", "2", "4.000", "4.400", "5.000", "6.000", "7.000", "7.600", "8.000", "6.000"},
-		{"bulk", "mptcp", "IPv6", "wlan0", "completion_ms", "1", "80.000", "80.000", "80.000", "80.000", "80.000", "80.000", "80.000", "80.000"},
-		{"bulk", "mptcp", "IPv6", "wlan0", "goodput_mbps", "1", "10.000", "10.000", "10.000", "10.000", "10.000", "10.000", "10.000", "10.000"},
-		{"interactive", "tcp", "IPv4", "wlan0", "up_delay_ms", "2", "1.000", "1.200", "1.500", "2.000", "2.500", "2.800", "3.000", "2.000"},
-		{"interactive", "tcp", "IPv4", "wlan0", "up_max_delay_ms", "1", "3.000", "3.000", "3.000", "3.000", "3.000", "3.000", "3.000", "3.000"},
-		{"iperf", "quic", "IPv4", "wlan0", "down_goodput_mbps", "1", "9.000", "9.000", "9.000", "9.000", "9.000", "9.000", "9.000", "9.000"},
-		{"iperf", "quic", "IPv4", "wlan0", "up_goodput_mbps", "1", "5.000", "5.000", "5.000", "5.000", "5.000", "5.000", "5.000", "5.000"},
-		{"iperf", "quic", "IPv4", "wlan0", "up_retransmissions", "1", "7.000", "7.000", "7.000", "7.000", "7.000", "7.000", "7.000", "7.000"},
-		{"ping", "tcp", "IPv4", "wlan0", "ping_rtt_ms", "4", "10.000", "13.000", "17.500", "25.000", "32.500", "37.000", "40.000", "25.000"},
+		{"stable", "bulk", "mptcp", "IPv4", "wlan0", "2", "completion_ms", "2", "100.000", "120.000", "150.000", "200.000", "250.000", "280.000", "300.000", "200.000"},
+		{"stable", "bulk", "mptcp", "IPv4", "wlan0", "2", "goodput_mbps", "2", "4.000", "4.400", "5.000", "6.000", "7.000", "7.600", "8.000", "6.000"},
+		{"stable", "bulk", "mptcp", "IPv6", "wlan0", "1", "completion_ms", "1", "80.000", "80.000", "80.000", "80.000", "80.000", "80.000", "80.000", "80.000"},
+		{"stable", "bulk", "mptcp", "IPv6", "wlan0", "1", "goodput_mbps", "1", "10.000", "10.000", "10.000", "10.000", "10.000", "10.000", "10.000", "10.000"},
+		{"stable", "interactive", "tcp", "IPv4", "wlan0", "1", "up_delay_ms", "2", "1.000", "1.200", "1.500", "2.000", "2.500", "2.800", "3.000", "2.000"},
+		{"stable", "interactive", "tcp", "IPv4", "wlan0", "1", "up_max_delay_ms", "1", "3.000", "3.000", "3.000", "3.000", "3.000", "3.000", "3.000", "3.000"},
+		{"stable", "iperf", "quic", "IPv4", "wlan0", "1", "down_goodput_mbps", "1", "9.000", "9.000", "9.000", "9.000", "9.000", "9.000", "9.000", "9.000"},
+		{"stable", "iperf", "quic", "IPv4", "wlan0", "1", "up_goodput_mbps", "1", "5.000", "5.000", "5.000", "5.000", "5.000", "5.000", "5.000", "5.000"},
+		{"stable", "iperf", "quic", "IPv4", "wlan0", "1", "up_retransmissions", "1", "7.000", "7.000", "7.000", "7.000", "7.000", "7.000", "7.000", "7.000"},
+		{"stable", "ping", "tcp", "IPv4", "wlan0", "2", "ping_rtt_ms", "4", "10.000", "13.000", "17.500", "25.000", "32.500", "37.000", "40.000", "25.000"},
 	}, rowsOf(t, rep, "pattern-metrics"))
 	assert.Equal(t, [][]string{
-		{"bulk", "mptcp", "IPv4", "wlan0", "transport", "wlan0", "3000", "1000", "80.00"},
-		{"bulk", "mptcp", "IPv4", "wlan0", "transport", "wwan0", "1000", "0", "20.00"},
-		{"bulk", "mptcp", "IPv4", "wlan0", "interface", "wlan0", "4100", "1100", "100.00"},
+		{"stable", "bulk", "mptcp", "IPv4", "wlan0", "1", "transport", "wlan0", "3000", "1000", "80.00"},
+		{"stable", "bulk", "mptcp", "IPv4", "wlan0", "1", "transport", "wwan0", "1000", "0", "20.00"},
+		{"stable", "bulk", "mptcp", "IPv4", "wlan0", "1", "interface", "wlan0", "4100", "1100", "100.00"},
 	}, rowsOf(t, rep, "path-bytes"))
 	// IPv4 medians 200 ms and 6 Mb/s against IPv6's 80 ms and 10 Mb/s.
 	assert.Equal(t, [][]string{
-		{"bulk", "mptcp", "wlan0", "completion_ms", "2", "200.000", "1", "80.000", "2.500"},
-		{"bulk", "mptcp", "wlan0", "goodput_mbps", "2", "6.000", "1", "10.000", "0.600"},
+		{"stable", "bulk", "mptcp", "wlan0", "completion_ms", "2", "200.000", "1", "80.000", "2.500"},
+		{"stable", "bulk", "mptcp", "wlan0", "goodput_mbps", "2", "6.000", "1", "10.000", "0.600"},
 	}, rowsOf(t, rep, "family-ratio"))
 	// Per pair (000 Fig. 4): only run b has both families, 300 ms / 80 ms.
-	assert.Equal(t, [][]string{{"bulk", "mptcp", "wlan0", "completion_ms", "1", "3.750", "3.750", "3.750", "100.00"}},
+	assert.Equal(t, [][]string{{"stable", "bulk", "mptcp", "wlan0", "completion_ms", "1", "3.750", "3.750", "3.750", "100.00"}},
 		rowsOf(t, rep, "family-pairs"))
 	assert.Equal(t, [][]string{
-		{"interactive", "tcp", "IPv4", "wlan0", "up", "1.000", "0.500000"},
-		{"interactive", "tcp", "IPv4", "wlan0", "up", "3.000", "1.000000"},
+		{"stable", "interactive", "tcp", "IPv4", "wlan0", "up", "1.000", "0.500000"},
+		{"stable", "interactive", "tcp", "IPv4", "wlan0", "up", "3.000", "1.000000"},
 	}, rowsOf(t, rep, "interactive-cdf"))
 }
 
@@ -123,12 +123,12 @@ func TestFamilyPairsEqualPlanted(t *testing.T) {
 	b := runDoc(t, dir, "bb.json", ping(6, "8000000"), ping(4, "12000000")) // 1.5
 	rep, err := analysis.Analyze(analysis.Files(a, b))
 	require.NoError(t, err)
-	assert.Equal(t, [][]string{{"ping", "quic", "wlan0", "ping_median_ms", "3", "0.875", "1.500", "1.750", "66.67"}},
+	assert.Equal(t, [][]string{{"stable", "ping", "quic", "wlan0", "ping_median_ms", "3", "0.875", "1.500", "1.750", "66.67"}},
 		rowsOf(t, rep, "family-pairs"))
 	assert.Equal(t, [][]string{
-		{"ping", "quic", "wlan0", "ping_median_ms", "0.250000", "0.333333"},
-		{"ping", "quic", "wlan0", "ping_median_ms", "1.500000", "0.666667"},
-		{"ping", "quic", "wlan0", "ping_median_ms", "2.000000", "1.000000"},
+		{"stable", "ping", "quic", "wlan0", "ping_median_ms", "0.250000", "0.333333"},
+		{"stable", "ping", "quic", "wlan0", "ping_median_ms", "1.500000", "0.666667"},
+		{"stable", "ping", "quic", "wlan0", "ping_median_ms", "2.000000", "1.000000"},
 	}, rowsOf(t, rep, "family-pairs-cdf"))
 	fig, ok := rep.Figure("family-pairs-cdf")
 	require.True(t, ok)
@@ -143,4 +143,50 @@ func TestMixedCommandsCombine(t *testing.T) {
 	assert.Len(t, rowsOf(t, rep, "inputs"), 2)
 	assert.Equal(t, [][]string{{"run", "pattern_test", "4", "patterns"}, {"survey", "dns", "1", "(none)"}, {"survey", "rtt", "1", "(none)"}},
 		rowsOf(t, rep, "records"))
+}
+
+// TestStableAndMobileNeverShareARow: a mobile-mode run's tests (its config
+// carries the mobile options) are counted apart from a stable run's of the
+// same pattern × transport × family × path, in every pattern table, and
+// each row says how many tests it sums.
+func TestStableAndMobileNeverShareARow(t *testing.T) {
+	dir := t.TempDir()
+	rec := func(goodput, wlan, wwan string) string {
+		return `{"type":"pattern_test","config":{"pattern":"interactive","transport":"mpquic","path":"wlan0","family":4},"status":"success",` +
+			`"result":{"upload":{"delays_ns":[` + goodput + `],"max_ns":` + goodput + `}},` +
+			`"path_shares":[{"path":"wlan0","bytes_acked":` + wlan + `,"bytes_received":0},{"path":"wwan0","bytes_acked":` + wwan + `,"bytes_received":0}]}`
+	}
+	stable := runDoc(t, dir, "stable.json", rec("10000000", "95", "5"), rec("20000000", "95", "5"))
+	mobile := runDoc(t, dir, "m.json", rec("900000000", "10", "90"))
+	b, err := os.ReadFile(mobile)
+	require.NoError(t, err)
+	var d report.Document
+	require.NoError(t, json.Unmarshal(b, &d))
+	d.Header.Config = json.RawMessage(`{"mobile":{"Duration":1000000000}}`)
+	b, err = json.Marshal(d)
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(mobile, b, 0o644))
+
+	rep, err := analysis.Analyze(analysis.Files(stable, mobile))
+	require.NoError(t, err)
+	assert.Equal(t, [][]string{
+		{"mobile", "interactive", "mpquic", "IPv4", "wlan0", "1", "success=1"},
+		{"stable", "interactive", "mpquic", "IPv4", "wlan0", "2", "success=2"},
+	}, rowsOf(t, rep, "pattern-status"))
+	assert.Equal(t, [][]string{
+		{"mobile", "interactive", "mpquic", "IPv4", "wlan0", "1", "transport", "wlan0", "10", "0", "10.00"},
+		{"mobile", "interactive", "mpquic", "IPv4", "wlan0", "1", "transport", "wwan0", "90", "0", "90.00"},
+		{"stable", "interactive", "mpquic", "IPv4", "wlan0", "2", "transport", "wlan0", "190", "0", "95.00"},
+		{"stable", "interactive", "mpquic", "IPv4", "wlan0", "2", "transport", "wwan0", "10", "0", "5.00"},
+	}, rowsOf(t, rep, "path-bytes"))
+	var maxRows [][]string
+	for _, r := range rowsOf(t, rep, "pattern-metrics") {
+		if r[6] == "up_max_delay_ms" {
+			maxRows = append(maxRows, r[:8])
+		}
+	}
+	assert.Equal(t, [][]string{
+		{"mobile", "interactive", "mpquic", "IPv4", "wlan0", "1", "up_max_delay_ms", "1"},
+		{"stable", "interactive", "mpquic", "IPv4", "wlan0", "2", "up_max_delay_ms", "2"},
+	}, maxRows)
 }

@@ -204,6 +204,12 @@ func TestLabPatternReportEqualsEmulation(t *testing.T) {
 			require.Equal(t, 0, code, errOut.String())
 			rows, err := csv.NewReader(strings.NewReader(out.String())).ReadAll()
 			require.NoError(t, err)
+			// Every pattern table starts with the mode; these runs are stable.
+			require.Equal(t, "mode", rows[0][0])
+			for i, row := range rows[1:] {
+				require.Equal(t, "stable", row[0], section)
+				rows[i+1] = row[1:]
+			}
 			return rows[1:]
 		}
 		var problems []string
@@ -219,10 +225,10 @@ func TestLabPatternReportEqualsEmulation(t *testing.T) {
 		}
 		seen := map[string]int{}
 		for _, row := range report("pattern-metrics") {
-			// pattern, transport, family, path, metric, n, min, p10, p25, median, ...
-			if row[4] == "ping_rtt_ms" || row[4] == "up_delay_ms" || row[4] == "down_delay_ms" {
-				seen[row[4]]++
-				within(strings.Join(row[:5], " ")+" median", f64(t, row[9]), rtt[row[3]])
+			// pattern, transport, family, path, tests, metric, n, min, p10, p25, median, ...
+			if row[5] == "ping_rtt_ms" || row[5] == "up_delay_ms" || row[5] == "down_delay_ms" {
+				seen[row[5]]++
+				within(strings.Join(row[:6], " ")+" median", f64(t, row[10]), rtt[row[3]])
 			}
 		}
 		assert.Equal(t, map[string]int{"ping_rtt_ms": 8, "up_delay_ms": 8, "down_delay_ms": 8}, seen)
