@@ -268,7 +268,8 @@ func AnalyzeSeq(inputs iter.Seq[Input], next func() error, opts Options) (*Repor
 			return nil, fmt.Errorf("spilling samples to disk: %w", e.Err())
 		}
 	}
-	rep.Tables = append(rep.Tables, provenanceTable(rep.Runs, opts), inputsTable(rep.Runs), typesTable(used))
+	// The answer first, what the sections found next, and what made the
+	// report (provenance, inputs, records read) at the end.
 	for _, s := range secs {
 		for _, t := range s.Tables() {
 			if t.Len() > 0 { // a table is present when its data is
@@ -283,6 +284,10 @@ func AnalyzeSeq(inputs iter.Seq[Input], next func() error, opts Options) (*Repor
 			}
 		}
 	}
+	if f := findingsTable(rep.Tables); f.Len() > 0 {
+		rep.Tables = append([]Table{f}, rep.Tables...)
+	}
+	rep.Tables = append(rep.Tables, provenanceTable(rep.Runs, opts), inputsTable(rep.Runs), typesTable(used))
 	ok = true
 	return rep, nil
 }

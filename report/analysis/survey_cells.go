@@ -58,7 +58,8 @@ type cellAgg struct {
 
 type cells struct {
 	by    map[cellKey]*cellAgg
-	order []string // paths in first-seen header order
+	order []string          // paths in first-seen header order
+	kinds map[string]string // path name -> kind ("wifi", "cellular", ...)
 }
 
 func (c *cells) AppliesTo(cmd string) bool { return cmd == "survey" }
@@ -72,6 +73,12 @@ func (c *cells) Add(rec Record) error {
 	for _, p := range rec.Run.Header.Paths {
 		if !slices.Contains(c.order, p.Name) {
 			c.order = append(c.order, p.Name)
+		}
+		if c.kinds == nil {
+			c.kinds = map[string]string{}
+		}
+		if _, ok := c.kinds[p.Name]; !ok {
+			c.kinds[p.Name] = p.Kind
 		}
 	}
 	r, err := decoded[probeRecord](rec)
@@ -135,16 +142,51 @@ func (c *cells) keys() []cellKey {
 // CellName is "probe/resolve", as survey.Comparison names cells.
 func CellName(probe, resolve string) string { return probe + "/" + resolve }
 
+// studyLetter is how study 004 names a path by its kind: W for Wi-Fi, L
+// for the cellular (LTE) one.
+var studyLetter = map[string]string{"wifi": "W", "cellular": "L"}
+
+// letters names a cell as study 004 §III does, probing path first and
+// resolving path second (WL: probed over Wi-Fi, resolved on the cellular
+// path's DNS), or "" when the paths are not one Wi-Fi and one cellular
+// path each (two Wi-Fi paths would both be W).
+func (c *cells) letters(k cellKey) string {
+	used := map[string]string{}
+	for name, kind := range c.kinds {
+		l := studyLetter[kind]
+		if l == "" {
+			continue
+		}
+		if other, ok := used[l]; ok && other != name {
+			return ""
+		}
+		used[l] = name
+	}
+	p, r := studyLetter[c.kinds[k.probe]], studyLetter[c.kinds[k.resolve]]
+	if p == "" || r == "" {
+		return ""
+	}
+	return p + r
+}
+
+// label is a cell's name for people: the study's letters, then the paths.
+func (c *cells) label(k cellKey) string {
+	if l := c.letters(k); l != "" {
+		return l + " " + CellName(k.probe, k.resolve)
+	}
+	return CellName(k.probe, k.resolve)
+}
+
 func (c *cells) Tables() []Table {
 	if len(c.by) == 0 {
 		return nil
 	}
 	un := Table{Name: "unresponsive", Title: "Unresponsive servers per cell (004 Table I)",
-		Note:    "cell = probe path / resolve path; unresponsive % of targets measured (targets - host overloaded); invalid records (a path changed) are not counted",
-		Columns: []string{"cell", "targets", "responsive", "unresponsive", "unresponsive_pct", "host_overloaded", "invalid"}}
+		Note:    "cell = probe path / resolve path (study_cell: 004's letters, W Wi-Fi, L cellular, probing path first); unresponsive % of targets measured (targets - host overloaded); invalid records (a path changed) are not counted",
+		Columns: []string{"cell", "targets", "responsive", "unresponsive", "unresponsive_pct", "host_overloaded", "invalid", "study_cell"}}
 	rtt := Table{Name: "rtt", Title: "RTT per cell, ms (004 Fig. 2)",
 		Note:    "per-target median RTT of responsive targets; quantiles interpolate linearly between closest ranks",
-		Columns: []string{"cell", "n", "min", "p10", "p25", "p50", "p75", "p90", "max", "mean"}}
+		Columns: []string{"cell", "n", "min", "p10", "p25", "p50", "p75", "p90", "max", "mean", "study_cell"}}
 	cdf := Table{Name: "rtt-cdf", Title: "RTT ECDF per cell (004 Fig. 2), exact", Long: true,
 		Note:    "every distinct per-target median RTT with the share of the cell's responsive targets at or below it",
 		Columns: []string{"cell", "rtt_ms", "cdf"}}
@@ -154,10 +196,10 @@ func (c *cells) Tables() []Table {
 		name := CellName(k.probe, k.resolve)
 		un.Rows = append(un.Rows, []string{name, fmt.Sprint(a.targets), fmt.Sprint(a.responsive),
 			fmt.Sprint(a.targets - a.responsive - a.overloaded), pct(a.targets-a.responsive-a.overloaded, a.targets-a.overloaded),
-			fmt.Sprint(a.overloaded), fmt.Sprint(a.invalid)})
+			fmt.Sprint(a.overloaded), fmt.Sprint(a.invalid), c.letters(k)})
 		st := a.medians.Stats()
 		rtt.Rows = append(rtt.Rows, []string{name, fmt.Sprint(a.medians.Len()), ms(st.Min), ms(st.P10), ms(st.P25),
-			ms(st.P50), ms(st.P75), ms(st.P90), ms(st.Max), ms(st.Mean)})
+			ms(st.P50), ms(st.P75), ms(st.P90), ms(st.Max), ms(st.Mean), c.letters(k)})
 	}
 	var parts []ecdfPart
 	for _, k := range keys {
@@ -213,7 +255,7 @@ func (c *cells) Figures() []Figure {
 	bars := Series{Name: "unresponsive %"}
 	for _, k := range c.keys() {
 		a := c.by[k]
-		name := CellName(k.probe, k.resolve)
+		name := c.label(k)
 		if a.medians.Len() > 0 {
 			ser, thin := a.medians.Series(name)
 			cdf.Series = append(cdf.Series, ser)

@@ -63,7 +63,7 @@ func TestGolden(t *testing.T) {
 		names = append(names, filepath.Base(f))
 		golden(t, filepath.Base(f), string(b))
 	}
-	assert.Equal(t, []string{"comparisons.csv", "family-pairs-cdf.csv", "family-pairs.csv", "family-ratio.csv", "handover-duration-cdf.csv",
+	assert.Equal(t, []string{"comparisons.csv", "family-pairs-cdf.csv", "family-pairs.csv", "family-ratio.csv", "findings.csv", "handover-duration-cdf.csv",
 		"inputs.csv", "interactive-cdf.csv", "max-delay-cdf.csv", "mobile-causes.csv", "mobile-ratio-cdf.csv", "mobile-status.csv",
 		"overlap.csv", "path-bytes.csv", "pattern-metrics.csv", "pattern-status.csv", "provenance.csv", "records.csv",
 		"resolution.csv", "rtt-cdf.csv", "rtt.csv", "survey-bytes.csv", "unresponsive.csv"}, names)
@@ -77,8 +77,8 @@ func TestGolden(t *testing.T) {
 func TestGoldenSurveyValues(t *testing.T) {
 	out, _, err := execute(t, "--format", "csv", "--section", "unresponsive", inputs[0])
 	require.NoError(t, err)
-	assert.Equal(t, "cell,targets,responsive,unresponsive,unresponsive_pct,host_overloaded,invalid\n"+
-		"wlan0/wlan0,4,3,1,25.00,0,0\nwlan0/wwan0,2,2,0,0.00,0,0\nwwan0/wlan0,4,3,1,25.00,0,0\nwwan0/wwan0,2,2,0,0.00,0,0\n", out)
+	assert.Equal(t, "cell,targets,responsive,unresponsive,unresponsive_pct,host_overloaded,invalid,study_cell\n"+
+		"wlan0/wlan0,4,3,1,25.00,0,0,WW\nwlan0/wwan0,2,2,0,0.00,0,0,WL\nwwan0/wlan0,4,3,1,25.00,0,0,LW\nwwan0/wwan0,2,2,0,0.00,0,0,LL\n", out)
 	out, _, err = execute(t, "--format", "csv", "--section", "overlap", inputs[0])
 	require.NoError(t, err)
 	assert.Equal(t, "run,path_a,path_b,ips_a,ips_b,ips_common,overlap_pct,domains,domains_differ_pct,unresolved_somewhere_pct\n"+
@@ -148,7 +148,8 @@ func TestWritesOutputFile(t *testing.T) {
 	assert.Empty(t, out)
 	b, err := os.ReadFile(p)
 	require.NoError(t, err)
-	assert.True(t, bytes.HasPrefix(b, []byte("## Provenance\n")))
+	assert.True(t, bytes.HasPrefix(b, []byte("## Findings\n")), "the answer first")
+	assert.Contains(t, string(b), "## Provenance\n")
 }
 
 // TestOutDirCreated: --out-dir, --svg and --png create a directory that

@@ -1,0 +1,166 @@
+package analysis
+
+import (
+	"cmp"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+)
+
+// multipathTransports pool several paths in one transfer; the findings
+// compare each with the best transport that uses one path (study 003's
+// aggregation rate: multipath goodput over the best single path's).
+var multipathTransports = []string{"mptcp", "mpquic", "mphttp"}
+
+// findingsTable leads a report with its answer, one line per headline,
+// computed from the tables the sections made (so it can never disagree
+// with them): per survey cell the unresponsive share and median RTT; per
+// mode, pattern and transport the best goodput and, for a multipath
+// transport, its ratio to the best single-path transport; per mobile
+// transport the median maximum delay and why the backup was used.
+func findingsTable(tables []Table) Table {
+	t := Table{Name: "findings", Title: "Findings",
+		Note:    "the headlines of the tables below, computed from them; each line names the table it comes from",
+		Columns: []string{"subject", "finding", "from"}}
+	byName := map[string]Table{}
+	for _, tb := range tables {
+		byName[tb.Name] = tb
+	}
+	t.Rows = append(t.Rows, cellFindings(byName)...)
+	t.Rows = append(t.Rows, goodputFindings(byName["pattern-metrics"])...)
+	t.Rows = append(t.Rows, mobileFindings(byName["max-delay-cdf"], byName["mobile-causes"])...)
+	return t
+}
+
+func cellFindings(by map[string]Table) [][]string {
+	un, ok := by["unresponsive"]
+	if !ok {
+		return nil
+	}
+	median := map[string][2]string{} // cell -> p50, n
+	for r := range by["rtt"].All() {
+		median[r[0]] = [2]string{r[5], r[1]}
+	}
+	var rows [][]string
+	for r := range un.All() {
+		subject := "cell " + r[0]
+		if r[7] != "" {
+			subject = "cell " + r[7] + " (" + r[0] + ")"
+		}
+		f := fmt.Sprintf("%s of %s targets unresponsive (%s%%)", r[3], r[1], r[4])
+		if m, ok := median[r[0]]; ok && m[1] != "0" {
+			f += fmt.Sprintf("; median RTT %s ms over %s responsive targets", m[0], m[1])
+		}
+		rows = append(rows, []string{subject, f, "unresponsive, rtt"})
+	}
+	return rows
+}
+
+// goodputFindings reads pattern-metrics rows: mode, pattern, transport,
+// family, path, tests, metric, n, min, p10, p25, median, ...
+func goodputFindings(pm Table) [][]string {
+	type best struct {
+		mbps  float64
+		where string // family and path of the best row
+		tests string
+	}
+	type group struct{ mode, pattern, metric string }
+	bests := map[group]map[string]best{}
+	var groups []group
+	for r := range pm.All() {
+		if len(r) < 12 || !strings.HasSuffix(r[6], "goodput_mbps") {
+			continue
+		}
+		v, err := strconv.ParseFloat(r[11], 64)
+		if err != nil {
+			continue
+		}
+		g := group{r[0], r[1], r[6]}
+		if bests[g] == nil {
+			bests[g] = map[string]best{}
+			groups = append(groups, g)
+		}
+		if b, ok := bests[g][r[2]]; !ok || v > b.mbps {
+			bests[g][r[2]] = best{v, r[3] + " " + r[4], r[5]}
+		}
+	}
+	slices.SortFunc(groups, func(a, b group) int {
+		return cmp.Or(cmp.Compare(a.mode, b.mode), cmp.Compare(a.pattern, b.pattern), cmp.Compare(a.metric, b.metric))
+	})
+	var rows [][]string
+	for _, g := range groups {
+		trs := make([]string, 0, len(bests[g]))
+		for tr := range bests[g] {
+			trs = append(trs, tr)
+		}
+		slices.Sort(trs)
+		single, singleTr := 0.0, ""
+		for _, tr := range trs {
+			if b := bests[g][tr]; !slices.Contains(multipathTransports, tr) && b.mbps > single {
+				single, singleTr = b.mbps, tr
+			}
+		}
+		what := strings.TrimSuffix(strings.ReplaceAll(g.metric, "_", " "), " mbps")
+		for _, tr := range trs {
+			b := bests[g][tr]
+			f := fmt.Sprintf("%s %s: median %.1f Mbit/s (%s, %s)", g.pattern, what, b.mbps, b.where, plural(b.tests, "test"))
+			if slices.Contains(multipathTransports, tr) && single > 0 {
+				f += fmt.Sprintf("; %.2fx the best single-path transport (%s, %.1f Mbit/s)", b.mbps/single, singleTr, single)
+			}
+			rows = append(rows, []string{tr + " (" + g.mode + ")", f, "pattern-metrics"})
+		}
+	}
+	return rows
+}
+
+// mobileFindings: the exact ECDF's median (its first step at or past 0.5)
+// of each transport's maximum delay per direction, and the causes table.
+func mobileFindings(cdf, causes Table) [][]string {
+	type key struct{ transport, dir string }
+	med := map[key]string{}
+	var trs []string
+	for r := range cdf.All() { // transport, direction, max_delay_s, cdf
+		k := key{r[0], r[1]}
+		if _, done := med[k]; done {
+			continue
+		}
+		if p, err := strconv.ParseFloat(r[3], 64); err == nil && p >= 0.5 {
+			med[k] = r[2]
+			if !slices.Contains(trs, r[0]) {
+				trs = append(trs, r[0])
+			}
+		}
+	}
+	why := map[string][]string{}
+	for r := range causes.All() { // transport, cause, tests, pct
+		if r[2] != "0" {
+			why[r[0]] = append(why[r[0]], fmt.Sprintf("%s %s (%s%%)", r[1], r[2], r[3]))
+			if !slices.Contains(trs, r[0]) {
+				trs = append(trs, r[0])
+			}
+		}
+	}
+	slices.Sort(trs)
+	var rows [][]string
+	for _, tr := range trs {
+		var parts []string
+		for _, d := range []string{"upload", "download"} {
+			if v, ok := med[key{tr, d}]; ok {
+				parts = append(parts, fmt.Sprintf("median max delay %s %s s", d, v))
+			}
+		}
+		if c := why[tr]; len(c) > 0 {
+			parts = append(parts, "backup first used for: "+strings.Join(c, ", "))
+		}
+		rows = append(rows, []string{tr + " (mobile)", strings.Join(parts, "; "), "max-delay-cdf, mobile-causes"})
+	}
+	return rows
+}
+
+func plural(n, what string) string {
+	if n == "1" {
+		return n + " " + what
+	}
+	return n + " " + what + "s"
+}

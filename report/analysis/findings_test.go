@@ -1,0 +1,78 @@
+package analysis_test
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/mptester/mptester/report/analysis"
+)
+
+// TestFindingsLeadWithPlantedAnswer: the findings table comes first and
+// states the planted headlines: per cell (named with study 004's letters,
+// W Wi-Fi and L cellular, probing path first) the unresponsive share and
+// median RTT; per transport the best median goodput and, for a multipath
+// one, its ratio to the best single-path transport; provenance comes last.
+func TestFindingsLeadWithPlantedAnswer(t *testing.T) {
+	dir := t.TempDir()
+	bulk := func(tr, path string, bps float64) string {
+		return fmt.Sprintf(`{"type":"pattern_test","config":{"pattern":"bulk","transport":%q,"path":%q,"family":4},"status":"success","result":{"completion_ns":1000000000,"goodput_bps":%g}}`, tr, path, bps)
+	}
+	run := runDoc(t, dir, "run.json",
+		bulk("tcp", "wlan0", 10e6), bulk("tcp", "wlan0", 12e6), bulk("tcp", "wwan0", 5e6), // tcp best: wlan0, median 11
+		bulk("quic", "wlan0", 9e6),
+		bulk("mptcp", "wlan0", 15e6), bulk("mptcp", "wlan0", 14e6), bulk("mptcp", "wlan0", 16e6), // median 15: 15/11
+	)
+	// The hand-made survey of the report command's tests: wlan0 is Wi-Fi,
+	// wwan0 cellular; wlan0/wlan0 has 1 of 4 targets silent, median 24 ms.
+	rep, err := analysis.Analyze(analysis.Files(run, "../../internal/cmd/report/testdata/survey.jsonl"))
+	require.NoError(t, err)
+	require.Equal(t, "findings", rep.Tables[0].Name, "the answer comes first")
+	assert.Equal(t, "records", rep.Tables[len(rep.Tables)-1].Name, "what made the report comes last")
+	rows := rowsOf(t, rep, "findings")
+	find := func(subject string) string {
+		for _, r := range rows {
+			if r[0] == subject {
+				return r[1]
+			}
+		}
+		t.Errorf("no finding for %q in %v", subject, rows)
+		return ""
+	}
+	assert.Equal(t, "1 of 4 targets unresponsive (25.00%); median RTT 24.000 ms over 3 responsive targets", find("cell WW (wlan0/wlan0)"))
+	assert.Contains(t, find("cell WL (wlan0/wwan0)"), "0 of 2 targets unresponsive")
+	assert.Contains(t, find("cell LW (wwan0/wlan0)"), "median RTT 64.000 ms")
+	assert.Equal(t, "bulk goodput: median 11.0 Mbit/s (IPv4 wlan0, 2 tests)", find("tcp (stable)"))
+	assert.Equal(t, "bulk goodput: median 15.0 Mbit/s (IPv4 wlan0, 3 tests); 1.36x the best single-path transport (tcp, 11.0 Mbit/s)", find("mptcp (stable)"))
+	assert.NotContains(t, find("quic (stable)"), "x the best", "a single-path transport has no aggregation ratio")
+
+	un := rowsOf(t, rep, "unresponsive")
+	assert.Equal(t, []string{"wlan0/wwan0", "WL"}, []string{un[1][0], un[1][7]})
+}
+
+// TestNoStudyLettersForOtherKinds: two Wi-Fi paths (both would be W) keep
+// their interface names only; with an Ethernet path, only the cells of
+// Wi-Fi and cellular paths get letters.
+func TestNoStudyLettersForOtherKinds(t *testing.T) {
+	b, err := os.ReadFile("../../internal/cmd/report/testdata/survey.jsonl")
+	require.NoError(t, err)
+	for kind, want := range map[string]map[string]string{
+		"wifi":     {"wlan0/wlan0": "", "wlan0/wwan0": "", "wwan0/wlan0": "", "wwan0/wwan0": ""},
+		"ethernet": {"wlan0/wlan0": "WW", "wlan0/wwan0": "", "wwan0/wlan0": "", "wwan0/wwan0": ""},
+	} {
+		p := filepath.Join(t.TempDir(), "s.jsonl")
+		require.NoError(t, os.WriteFile(p, bytes.Replace(b, []byte(`"kind":"cellular"`), []byte(`"kind":"`+kind+`"`), 1), 0o644))
+		rep, err := analysis.Analyze(analysis.Files(p))
+		require.NoError(t, err)
+		got := map[string]string{}
+		for _, r := range rowsOf(t, rep, "unresponsive") {
+			got[r[0]] = r[7]
+		}
+		assert.Equal(t, want, got, kind)
+	}
+}
