@@ -16,6 +16,11 @@ type Figure struct {
 	// Downsampled: the series were reduced for display (LTTB); the tables
 	// hold every point.
 	Downsampled bool `json:"downsampled,omitempty"`
+	// After names the table the figure is shown after when it has none
+	// of its own name.
+	After string `json:"-"`
+	// XRange, when set, fixes the X axis (the panels of one figure share it).
+	XRange *[2]float64 `json:"-"`
 }
 
 // FigureKind says how a figure's series are drawn.
@@ -39,6 +44,9 @@ type Series struct {
 	X      []float64 `json:"x,omitempty"`
 	Y      []float64 `json:"y"`
 	Labels []string  `json:"labels,omitempty"` // KindBars: one per Y
+	// Group names the panel the series is drawn in when a figure has too
+	// many series for one plot (small multiples); "" for one group.
+	Group string `json:"group,omitempty"`
 }
 
 // Plotter is a Section that also draws figures from what it aggregated.

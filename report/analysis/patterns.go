@@ -394,6 +394,7 @@ func (s *patternSec) Figures() []Figure {
 		for _, dir := range []string{"up", "down"} {
 			if xs := s.by[k].metrics[dir+"_delay_ms"]; xs.Len() > 0 {
 				ser, thin := xs.Series(strings.Join(append([]string{k.mode}, k.cells()[2:]...), " ") + " " + dir)
+				ser.Group = k.mode + " " + k.transport
 				inter.Series = append(inter.Series, ser)
 				inter.Downsampled = inter.Downsampled || thin
 			}
@@ -402,10 +403,79 @@ func (s *patternSec) Figures() []Figure {
 	pairs := Figure{Name: "family-pairs-cdf", Title: "IPv4 / IPv6 per pair of tests (000 Fig. 4)", Kind: KindECDF, XLabel: "IPv4 / IPv6", YLabel: "ECDF", LogX: true}
 	for _, k := range s.pairKeys() {
 		ser, thin := s.ratios[k].Series(k.name())
+		ser.Group = k.mode + " " + k.transport
 		pairs.Series = append(pairs.Series, ser)
 		pairs.Downsampled = pairs.Downsampled || thin
 	}
-	return []Figure{inter, pairs}
+	return append([]Figure{inter, pairs}, s.transportFigures()...)
+}
+
+// transportFigures compare the transports of each mode and pattern: per
+// transport the best median (over families and paths) of goodput and of
+// completion time, the same values the findings state.
+func (s *patternSec) transportFigures() []Figure {
+	type group struct{ mode, pattern string }
+	type best struct {
+		v     float64
+		where string
+	}
+	metrics := []struct{ name, title, label string }{
+		{"goodput_mbps", "goodput", "median goodput (Mbit/s)"},
+		{"up_goodput_mbps", "upload goodput", "median goodput (Mbit/s)"},
+		{"down_goodput_mbps", "download goodput", "median goodput (Mbit/s)"},
+		{"completion_ms", "completion time", "median completion time (ms)"},
+	}
+	bests := map[group]map[string]map[string]best{} // group -> metric -> transport
+	var groups []group
+	for _, k := range s.order {
+		g := group{k.mode, k.pattern}
+		for _, m := range metrics {
+			xs := s.by[k].metrics[m.name]
+			if xs.Len() == 0 {
+				continue
+			}
+			if bests[g] == nil {
+				bests[g] = map[string]map[string]best{}
+				groups = append(groups, g)
+			}
+			if bests[g][m.name] == nil {
+				bests[g][m.name] = map[string]best{}
+			}
+			v := xs.Stats().P50
+			b, ok := bests[g][m.name][k.transport]
+			better := v > b.v
+			if m.name == "completion_ms" {
+				better = v < b.v
+			}
+			if !ok || better {
+				bests[g][m.name][k.transport] = best{v, fmt.Sprintf("IPv%d %s", k.family, k.path)}
+			}
+		}
+	}
+	slices.SortFunc(groups, func(a, b group) int { return cmp.Or(cmp.Compare(a.mode, b.mode), cmp.Compare(a.pattern, b.pattern)) })
+	var figs []Figure
+	for _, g := range groups {
+		for _, m := range metrics {
+			by := bests[g][m.name]
+			if len(by) == 0 {
+				continue
+			}
+			trs := make([]string, 0, len(by))
+			for tr := range by {
+				trs = append(trs, tr)
+			}
+			slices.Sort(trs)
+			ser := Series{Name: m.title}
+			for _, tr := range trs {
+				ser.Labels = append(ser.Labels, tr)
+				ser.Y = append(ser.Y, by[tr].v)
+			}
+			figs = append(figs, Figure{Name: "transports-" + g.mode + "-" + g.pattern + "-" + strings.ReplaceAll(m.name, "_", "-"),
+				Title: fmt.Sprintf("%s: %s per transport (%s)", g.pattern, m.title, g.mode), Kind: KindBars, YLabel: m.label,
+				Series: []Series{ser}, After: "pattern-metrics"})
+		}
+	}
+	return figs
 }
 
 // familyRatios compares IPv4 with IPv6 for every pattern × transport ×

@@ -8,6 +8,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"gonum.org/v1/plot"
@@ -28,9 +29,10 @@ const (
 	figH = 10 * vg.Centimeter
 )
 
-// FigureSVG writes f as a standalone SVG file.
+// FigureSVG writes f as a standalone SVG file, its legend in a strip
+// below the plot so it never covers the data.
 func FigureSVG(w io.Writer, f analysis.Figure) error {
-	c := vgsvg.New(figW, figH)
+	c := vgsvg.New(figW, figH+legendHeight(f))
 	if err := drawFigure(c, f); err != nil {
 		return err
 	}
@@ -38,9 +40,9 @@ func FigureSVG(w io.Writer, f analysis.Figure) error {
 	return err
 }
 
-// FigurePNG writes f as a PNG image (150 dpi).
+// FigurePNG writes f as a PNG image (150 dpi), its legend below the plot.
 func FigurePNG(w io.Writer, f analysis.Figure) error {
-	c := vgimg.NewWith(vgimg.UseWH(figW, figH), vgimg.UseDPI(150))
+	c := vgimg.NewWith(vgimg.UseWH(figW, figH+legendHeight(f)), vgimg.UseDPI(150))
 	if err := drawFigure(c, f); err != nil {
 		return err
 	}
@@ -66,10 +68,95 @@ func WriteFigures(dir, ext string, figs []analysis.Figure) error {
 	return nil
 }
 
-// inlineSVG is f as an <svg> element for an HTML page (no XML prolog).
-func inlineSVG(f analysis.Figure) ([]byte, error) {
+// legendEntries is how many lines f's legend has.
+func legendEntries(f analysis.Figure) int {
+	if f.Kind == analysis.KindBars && len(f.Series) < 2 {
+		return 0
+	}
+	return len(f.Series)
+}
+
+// legendHeight is the strip below the plot that holds f's legend.
+func legendHeight(f analysis.Figure) vg.Length {
+	n := legendEntries(f)
+	if n == 0 {
+		return 0
+	}
+	l := plot.NewLegend()
+	return vg.Length(n)*(l.TextStyle.Rectangle("M").Max.Y+l.Padding) + 3*vg.Millimeter
+}
+
+// panelLimit is the most series one panel draws: more are split into
+// small multiples (HTML), so no plot is a tangle of a dozen lines.
+const panelLimit = 4
+
+// Panels splits f into small multiples of at most panelLimit series each,
+// grouped by Series.Group (one panel per group, split further if a group
+// is larger), sharing one X range so the panels compare at a glance.
+func Panels(f analysis.Figure) []analysis.Figure {
+	if len(f.Series) <= panelLimit {
+		return []analysis.Figure{f}
+	}
+	var groups []string
+	by := map[string][]analysis.Series{}
+	for _, s := range f.Series {
+		if _, ok := by[s.Group]; !ok {
+			groups = append(groups, s.Group)
+		}
+		by[s.Group] = append(by[s.Group], s)
+	}
+	var out []analysis.Figure
+	for _, g := range groups {
+		ss := by[g]
+		for i := 0; i < len(ss); i += panelLimit {
+			p := f
+			p.Series = ss[i:min(i+panelLimit, len(ss))]
+			p.Title = g
+			if len(ss) > panelLimit {
+				p.Title = strings.TrimSpace(fmt.Sprintf("%s %d/%d", g, i/panelLimit+1, (len(ss)+panelLimit-1)/panelLimit))
+			}
+			out = append(out, p)
+		}
+	}
+	if f.Kind == analysis.KindECDF || f.Kind == analysis.KindLines || f.Kind == analysis.KindPoints {
+		lo, hi := math.Inf(1), math.Inf(-1)
+		for _, s := range f.Series {
+			for _, x := range s.X {
+				if f.LogX && x <= 0 {
+					continue
+				}
+				lo, hi = math.Min(lo, x), math.Max(hi, x)
+			}
+		}
+		if lo <= hi {
+			for i := range out {
+				out[i].XRange = &[2]float64{lo, hi}
+			}
+		}
+	}
+	return out
+}
+
+// Page sizes: one SVG is scaled to the width the page gives it, so its
+// text would be huge on a wide screen or tiny on a phone; the page holds
+// a wide drawing and a narrow one and shows the one that fits.
+var (
+	wideSize   = [2]vg.Length{24 * vg.Centimeter, 10 * vg.Centimeter}
+	narrowSize = [2]vg.Length{10 * vg.Centimeter, 8 * vg.Centimeter}
+)
+
+// inlineSVG is f as an <svg> element of size wh for an HTML page (no XML
+// prolog and no legend: the page lists it below, outside the data area).
+func inlineSVG(f analysis.Figure, wh [2]vg.Length) ([]byte, error) {
+	p, _, err := plotOf(f)
+	if err != nil {
+		return nil, err
+	}
+	p.Legend = plot.NewLegend()
+	c := vgsvg.New(wh[0], wh[1])
+	p.Draw(draw.New(c))
 	var b bytes.Buffer
-	if err := FigureSVG(&b, f); err != nil {
+	if _, err := c.WriteTo(&b); err != nil {
 		return nil, err
 	}
 	s := b.Bytes()
@@ -79,12 +166,42 @@ func inlineSVG(f analysis.Figure) ([]byte, error) {
 	return s, nil
 }
 
+// legendItem is one line of a legend drawn by the page.
+type legendItem struct {
+	Name, Color string
+	Dashed      bool
+}
+
+// legendOf lists f's legend as drawn: the same colours and dashes.
+func legendOf(f analysis.Figure) []legendItem {
+	if legendEntries(f) == 0 {
+		return nil
+	}
+	var items []legendItem
+	for i, s := range f.Series {
+		r, g, b, _ := plotutil.Color(i).RGBA()
+		items = append(items, legendItem{Name: s.Name, Color: fmt.Sprintf("#%02x%02x%02x", r>>8, g>>8, b>>8),
+			Dashed: f.Kind == analysis.KindECDF && len(plotutil.Dashes(i)) > 0})
+	}
+	return items
+}
+
 func drawFigure(c vg.CanvasSizer, f analysis.Figure) error {
 	p, _, err := plotOf(f)
 	if err != nil {
 		return err
 	}
-	p.Draw(draw.New(c))
+	leg := p.Legend
+	p.Legend = plot.NewLegend()
+	dc := draw.New(c)
+	lh := legendHeight(f)
+	p.Draw(draw.Crop(dc, 0, 0, lh, 0))
+	if lh > 0 {
+		leg.Left, leg.Top = true, true
+		leg.XOffs, leg.YOffs = 0, 0
+		w, h := c.Size()
+		leg.Draw(draw.Crop(dc, w/8, 0, 0, -(h - lh)))
+	}
 	return nil
 }
 
@@ -164,6 +281,7 @@ func plotOf(f analysis.Figure) (p *plot.Plot, drawn []plot.Plotter, err error) {
 			p.NominalX(f.Series[0].Labels...)
 		}
 		p.Y.Min = 0
+		p.Y.Max *= 1.08 // the tallest bar below the frame
 	case analysis.KindLines, analysis.KindPoints:
 		for i, s := range f.Series {
 			xy := make(plotter.XYs, len(s.X))
@@ -194,7 +312,10 @@ func plotOf(f analysis.Figure) (p *plot.Plot, drawn []plot.Plotter, err error) {
 	default:
 		return nil, nil, fmt.Errorf("figure %s: unknown kind %q", f.Name, f.Kind)
 	}
-	if f.Kind == analysis.KindECDF {
+	if f.XRange != nil { // a panel of small multiples: the figure's range
+		p.X.Min, p.X.Max = f.XRange[0], f.XRange[1]
+	}
+	if f.Kind == analysis.KindECDF || f.XRange != nil {
 		pad(&p.X, f.LogX)
 	}
 	p.BackgroundColor = color.White

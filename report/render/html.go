@@ -17,10 +17,30 @@ var htmlSource string
 var htmlTemplate = template.Must(template.New("report").Parse(htmlSource))
 
 type htmlItem struct {
-	Table  *analysis.Table
-	Figure *analysis.Figure
-	SVG    template.HTML
+	Table *analysis.Table
+	// Figs are shown side by side where the page is wide enough.
+	Figs []htmlFigure
+	// Folded: a table too long or wide to read at a glance is behind a
+	// disclosure (the findings never are).
+	Folded bool
 }
+
+// htmlFigure is one figure: one panel, or its small multiples.
+type htmlFigure struct {
+	Figure *analysis.Figure
+	Panels []htmlPanel
+}
+
+// htmlPanel is one plot of a figure's small multiples with its legend,
+// listed by the page below the plot (never over its data).
+type htmlPanel struct {
+	Title        string
+	Wide, Narrow template.HTML // the page shows the one that fits
+	Legend       []legendItem
+}
+
+// foldRows and foldColumns: past these a table is folded.
+const foldRows, foldColumns = 12, 10
 
 // HTML writes one self-contained page: every table, each followed by its
 // figure (same name) drawn inline as SVG, then the figures without a table.
@@ -28,34 +48,68 @@ type htmlItem struct {
 // offline and can be mailed; CSS alone makes it light or dark and fits it
 // to a phone.
 func HTML(w io.Writer, title string, tables []analysis.Table, figs []analysis.Figure) error {
-	byName := map[string]int{}
+	byName := map[string][]int{} // table name -> the figures shown after it
 	for i, f := range figs {
-		byName[f.Name] = i
+		k := f.Name
+		if f.After != "" {
+			k = f.After
+		}
+		byName[k] = append(byName[k], i)
 	}
 	placed := make([]bool, len(figs))
 	var items []htmlItem
-	addFig := func(i int) error {
-		svg, err := inlineSVG(figs[i])
-		if err != nil {
-			return err
+	fig := func(i int) (htmlFigure, error) {
+		var panels []htmlPanel
+		ps := Panels(figs[i])
+		for _, p := range ps {
+			wide, err := inlineSVG(p, wideSize)
+			if err != nil {
+				return htmlFigure{}, err
+			}
+			narrow, err := inlineSVG(p, narrowSize)
+			if err != nil {
+				return htmlFigure{}, err
+			}
+			title := ""
+			if len(ps) > 1 {
+				title = p.Title
+			}
+			// gonum escapes every text it draws.
+			panels = append(panels, htmlPanel{Title: title, Wide: template.HTML(wide), Narrow: template.HTML(narrow), Legend: legendOf(p)})
 		}
 		placed[i] = true
-		items = append(items, htmlItem{Figure: &figs[i], SVG: template.HTML(svg)}) // gonum escapes every text it draws
+		return htmlFigure{Figure: &figs[i], Panels: panels}, nil
+	}
+	addFigs := func(idx []int) error {
+		var row []htmlFigure
+		for _, i := range idx {
+			f, err := fig(i)
+			if err != nil {
+				return err
+			}
+			row = append(row, f)
+		}
+		if len(row) > 0 {
+			items = append(items, htmlItem{Figs: row})
+		}
 		return nil
 	}
 	for i := range tables {
-		items = append(items, htmlItem{Table: &tables[i]})
-		if j, ok := byName[tables[i].Name]; ok {
-			if err := addFig(j); err != nil {
-				return err
-			}
+		t := &tables[i]
+		items = append(items, htmlItem{Table: t, Folded: t.Name != "findings" && (len(t.Rows) > foldRows || len(t.Columns) > foldColumns)})
+		if err := addFigs(byName[t.Name]); err != nil {
+			return err
 		}
 	}
+	var rest []int
 	for i := range figs {
 		if !placed[i] {
-			if err := addFig(i); err != nil {
-				return err
-			}
+			rest = append(rest, i)
+		}
+	}
+	for _, i := range rest {
+		if err := addFigs([]int{i}); err != nil {
+			return err
 		}
 	}
 	var b bytes.Buffer

@@ -22,12 +22,35 @@ type shownFigure struct {
 	H     float64 `json:"h"`
 	Paths int     `json:"paths"`
 	Texts int     `json:"texts"`
+	// Panels of small multiples, the most legend lines one has, and
+	// whether any legend box intersects its plot's box.
+	Panels    int  `json:"panels"`
+	MaxLegend int  `json:"maxLegend"`
+	Legend    int  `json:"legend"` // legend lines over all panels
+	Overlap   bool `json:"overlap"`
 }
 
+// figuresJS measures each figure as shown: the plot drawn for this width
+// (the page holds a wide and a narrow one), its marks, and each panel's
+// legend against the plot's box.
 const figuresJS = `[...document.querySelectorAll('figure.plot')].map(f => {
-  const s = f.querySelector('svg'); const r = s ? s.getBoundingClientRect() : {width: 0, height: 0};
-  return {name: f.dataset.figure, w: r.width, h: r.height,
-    paths: s ? s.querySelectorAll('path').length : 0, texts: s ? s.querySelectorAll('text').length : 0};
+  const shown = el => el.getBoundingClientRect().width > 0;
+  const panels = [...f.querySelectorAll('.panel')];
+  let maxLegend = 0, legend = 0, overlap = false, first = null;
+  for (const p of panels) {
+    const s = [...p.querySelectorAll('svg')].find(shown);
+    if (!s) continue;
+    first = first || s;
+    const leg = p.querySelector('ul.legend');
+    if (!leg) continue;
+    maxLegend = Math.max(maxLegend, leg.querySelectorAll('li').length);
+    legend += leg.querySelectorAll('li').length;
+    const a = s.getBoundingClientRect(), b = leg.getBoundingClientRect();
+    if (a.left < b.right && b.left < a.right && a.top < b.bottom && b.top < a.bottom) overlap = true;
+  }
+  const r = first ? first.getBoundingClientRect() : {width: 0, height: 0};
+  return {name: f.dataset.figure, w: r.width, h: r.height, panels: panels.length, maxLegend, legend, overlap,
+    paths: first ? first.querySelectorAll('path').length : 0, texts: first ? first.querySelectorAll('text').length : 0};
 })`
 
 // TestHTMLInHeadlessChromium loads the report page in a real browser,
@@ -91,8 +114,12 @@ func checkPage(ctx context.Context, t *testing.T, b *browsertest.Browser, art, n
 		var figs []shownFigure
 		require.NoError(t, p.Eval(ctx, figuresJS, &figs))
 		var wantNames, gotNames []string
+		series := map[string]int{}
 		for i := range want {
 			wantNames = append(wantNames, want[i].Name)
+			if want[i].Kind != analysis.KindBars || len(want[i].Series) > 1 {
+				series[want[i].Name] = len(want[i].Series)
+			}
 		}
 		for _, f := range figs {
 			gotNames = append(gotNames, f.Name)
@@ -101,6 +128,10 @@ func checkPage(ctx context.Context, t *testing.T, b *browsertest.Browser, art, n
 			assert.Greater(t, f.H, 100.0, "%s %s height", v.name, f.Name)
 			assert.Greater(t, f.Paths, 5, "%s %s: drawn marks", v.name, f.Name)
 			assert.Greater(t, f.Texts, 3, "%s %s: labels", v.name, f.Name)
+			assert.GreaterOrEqual(t, f.Panels, 1, "%s %s: panels", v.name, f.Name)
+			assert.LessOrEqual(t, f.MaxLegend, 4, "%s %s: at most four series a panel", v.name, f.Name)
+			assert.False(t, f.Overlap, "%s %s: a legend over the plot", v.name, f.Name)
+			assert.Equal(t, series[f.Name], f.Legend, "%s %s: every series named in a legend beside its plot", v.name, f.Name)
 		}
 		assert.ElementsMatch(t, wantNames, gotNames, "%s: every figure on the page, once", v.name)
 		var layout struct {

@@ -88,7 +88,7 @@ func TestHTMLIsSelfContained(t *testing.T) {
 	r := readJSON(t, inputs...)
 	require.NotEmpty(t, r.Figures)
 	for _, f := range r.Figures {
-		re := regexp.MustCompile(`(?s)<figure id="f-` + regexp.QuoteMeta(f.Name) + `"[^>]*>\s*<svg.*?</svg>`)
+		re := regexp.MustCompile(`(?s)<figure id="f-` + regexp.QuoteMeta(f.Name) + `"[^>]*>\s*<div class="panels"><div class="panel">.*?<div class="wide"><svg.*?</svg>\s*</div><div class="narrow"><svg.*?</svg>\s*</div>`)
 		assert.Regexp(t, re, out, f.Name)
 	}
 	assert.Equal(t, len(r.Figures), strings.Count(out, "<figure "))
