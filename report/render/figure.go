@@ -279,6 +279,8 @@ func plotOf(f analysis.Figure) (p *plot.Plot, drawn []plot.Plotter, err error) {
 		}
 		if n > 0 {
 			p.NominalX(f.Series[0].Labels...)
+			// Half a slot each side, so the outer labels are not cut.
+			p.X.Min, p.X.Max = -0.6, float64(maxLen(f.Series)-1)+0.6
 		}
 		p.Y.Min = 0
 		p.Y.Max *= 1.08 // the tallest bar below the frame

@@ -17,7 +17,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
-	"syscall"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -46,12 +46,20 @@ func NewCmdDemo(f *cmdutil.Factory, runF func(context.Context, *DemoOptions) err
 	opts := &DemoOptions{IO: f.IO}
 	cmd := &cobra.Command{
 		Use:   "demo",
-		Short: "Bring up a default lab, survey it, compare with the ground truth, tear it down",
-		Long: `Bring up a lab with a generated world, run 'mptester survey' from its
-client (both paths, the lab's per-path DNS), compare the survey's summary
-with the world's ground truth (truth.json) and print both, then tear the
-lab down. Takes well under a minute. The survey output and the lab's files
-stay in the lab directory.`,
+		Short: "Bring up a default lab and show the point in under a minute: survey vs truth, aggregation, a handover, a report",
+		Long: `Bring up a lab with a generated world and, against its ground truth and
+its own test server:
+  1. run 'mptester survey' from its client (both paths, the lab's per-path
+     DNS) and print the summary beside the world's truth (truth.json);
+  2. shape the paths like Wi-Fi (40 Mbit/s) and cellular (20 Mbit/s) and
+     run bulk over TCP on each path and over MPTCP, mpquic and MPHTTP, each
+     with its aggregation ratio against the best single path;
+  3. make the cellular MPTCP endpoint a backup, black Wi-Fi out (scenario
+     ` + demoScenario + `) during a mobile-mode run and print each handover
+     transport's maximum delay and measured cause beside the planted one;
+  4. tear the lab down and write report.html (the report of all three).
+The survey output, the run documents and the report stay in the lab
+directory.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.Logger = f.Logger
@@ -140,7 +148,11 @@ func demoRun(ctx context.Context, opts *DemoOptions) error {
 	fmt.Fprintf(out, "survey finished in %v (status %s); output %s\n\n", time.Since(st).Round(time.Millisecond), got.Status, jsonl)
 	printComparison(out, got, &tr.Summary)
 
-	patErr := demoPatterns(ctx, out, l, exe)
+	log := slog.New(slog.DiscardHandler)
+	if opts.Logger != nil { // the test server's start-up lines would bury the demo's
+		log = slog.New(warnOnly{opts.Logger.Handler()})
+	}
+	docs, patErr := demoPatterns(ctx, out, l, exe, log)
 	if patErr != nil {
 		fmt.Fprintf(out, "pattern run: %v\n", patErr)
 	}
@@ -148,127 +160,261 @@ func demoRun(ctx context.Context, opts *DemoOptions) error {
 		return err
 	}
 	fmt.Fprintf(out, "\nLab %q torn down; whole demo took %v.\n", info.Name, time.Since(t0).Round(time.Millisecond))
+	page := filepath.Join(info.Dir, "report.html")
+	rep := exec.CommandContext(ctx, exe, append([]string{"report", "--format", "html", "-o", page, jsonl}, docs...)...)
+	rep.Env = os.Environ()
+	if b, err := rep.CombinedOutput(); err != nil {
+		return fmt.Errorf("report: %v: %s", err, tail(b, 1000))
+	}
+	fmt.Fprintf(out, "Report (survey, aggregation, handover): %s\n", page)
 	if patErr != nil {
 		return fmt.Errorf("%w: the pattern run failed: %w", cmdutil.ErrPartial, patErr)
 	}
 	return nil
 }
 
-// demoPort is where the demo's `mptester serve` listens (443 is taken by
-// the lab's own handshake server on every address).
-const demoPort = "8443"
+// demoSize is each bulk transfer of the demo: long enough (several
+// seconds on the cellular path alone) for the multipath transports'
+// aggregation to show over their slow start.
+const demoSize = 10_000_000
 
-// demoPatterns rate-limits the paths like a Wi-Fi and a cellular link,
-// starts `mptester serve` in the Internet namespace and runs a short
-// pattern matrix (ping, bulk over TCP, MPTCP and QUIC on both paths).
-func demoPatterns(ctx context.Context, out io.Writer, l *lab.Lab, exe string) error {
+// demoScenario is the demo's handover: Wi-Fi loses everything while the
+// interactive streams run (RTO with data to send: 000 Table I's under-rto).
+const demoScenario = "wifi-blackhole"
+
+// demoPatterns shows what multipath brings, against the lab's own test
+// server: on paths shaped like Wi-Fi (40 Mbit/s) and cellular (20 Mbit/s),
+// bulk over TCP on each path and over MPTCP, mpquic and MPHTTP with each
+// one's aggregation ratio against the best single path; then one handover
+// in mobile mode with each transport's maximum delay and cause beside the
+// planted one. It returns the run documents it wrote.
+func demoPatterns(ctx context.Context, out io.Writer, l *lab.Lab, exe string, log *slog.Logger) ([]string, error) {
 	info := l.Info()
+	stopServe, err := startTestServer(ctx, l, log)
+	if err != nil {
+		return nil, err
+	}
+	defer stopServe()
+	fp := l.Info().TestServer.Fingerprint
 	for path, settings := range map[string][]string{"wlan0": {"rate=40mbit"}, "wwan0": {"rate=20mbit"}} {
 		c, err := emu.ParseChange(settings)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		if err := l.Set(path, c); err != nil {
-			return err
+			return nil, err
 		}
 	}
-	sctx, stop := context.WithCancel(ctx)
-	defer stop()
-	srv, err := lab.Command(sctx, info, "server", exe, "serve", "--listen", lab.Server4.String(),
-		"--tcp-port", demoPort, "--quic-port", demoPort, "--log-level", "warn")
+	var docs []string
+	agg := filepath.Join(info.Dir, "aggregation.json")
+	fmt.Fprintf(out, "\nAggregation: paths rate-limited like Wi-Fi (wlan0, 40 Mbit/s) and cellular (wwan0, 20 Mbit/s); the lab's test server on %s\n", lab.Server4)
+	fmt.Fprintf(out, "$ mptester lab exec -- mptester run --server %s --pin %s... --paths wlan0,wwan0 --patterns bulk --transports tcp,mptcp,mpquic,mphttp --size %d\n",
+		lab.Server4, fp[:8], demoSize)
+	if err := demoRunCmd(ctx, info, exe, "run", "--server", lab.Server4.String(), "--pin", fp,
+		"--paths", "wlan0,wwan0", "--patterns", "bulk", "--transports", "tcp,mptcp,mpquic,mphttp",
+		"--size", strconv.Itoa(demoSize), "--pace", "100ms", "--seed", "1", "--log-level", "warn", "-o", agg); err != nil {
+		return docs, err
+	}
+	docs = append(docs, agg)
+	d, err := readRunDoc(agg)
 	if err != nil {
-		return err
+		return docs, err
 	}
-	srvOut, err := srv.StdoutPipe()
+	printAggregation(out, d)
+
+	// Mobile mode: the cellular MPTCP endpoint becomes a backup, as on a
+	// phone, then the scenario blacks Wi-Fi out while the streams run.
+	if err := demoBackupEndpoints(ctx, info); err != nil {
+		return docs, err
+	}
+	sc, _, err := lab.GetScenario(demoScenario)
 	if err != nil {
-		return err
+		return docs, err
 	}
-	var srvErr bytes.Buffer
-	srv.Stderr = &srvErr
-	if err := srv.Start(); err != nil {
-		return err
+	mob := filepath.Join(info.Dir, "mobile.json")
+	fmt.Fprintf(out, "\nHandover: scenario %s (%s; planted cause %s)\n", sc.Name, sc.Help, sc.Cause)
+	fmt.Fprintf(out, "$ mptester lab scenario %s & mptester lab exec -- mptester run --mode mobile --server %s --paths wlan0,wwan0 --backup wwan0 --duration 9s\n", sc.Name, lab.Server4)
+	if err := l.StartScenario(demoScenario); err != nil {
+		return docs, err
 	}
-	defer func() {
-		_ = srv.Process.Signal(syscall.SIGTERM)
-		_ = srv.Wait()
-	}()
-	// serve prints its listeners once they are open.
-	ready := make(chan bool, 1)
-	go func() {
-		sc := bufio.NewScanner(srvOut)
-		ok := false
-		for sc.Scan() {
-			if !ok && bytes.HasPrefix(sc.Bytes(), []byte("quic ")) {
-				ok = true
-				ready <- true
-			}
-		}
-		if !ok {
-			ready <- false
-		}
-	}()
-	select {
-	case ok := <-ready:
-		if !ok {
-			return fmt.Errorf("mptester serve did not start: %s", tail(srvErr.Bytes(), 500))
-		}
-	case <-time.After(10 * time.Second):
-		return errors.New("mptester serve did not start within 10s")
+	if err := demoRunCmd(ctx, info, exe, "run", "--mode", "mobile", "--server", lab.Server4.String(), "--pin", fp,
+		"--paths", "wlan0,wwan0", "--backup", "wwan0", "--duration", "9s", "--grace", "2s", "--log-level", "warn", "-o", mob); err != nil {
+		return docs, err
 	}
-	doc := filepath.Join(info.Dir, "run.json")
-	fmt.Fprintf(out, "\nPaths now rate-limited: wlan0 40 Mbit/s, wwan0 20 Mbit/s. In the Internet namespace: mptester serve on %s:%s\n", lab.Server4, demoPort)
-	fmt.Fprintf(out, "$ mptester lab exec -- mptester run --server %s --tcp-port %s --quic-port %s --insecure --patterns ping,bulk --size 2000000 ...\n",
-		lab.Server4, demoPort, demoPort)
-	cmd, err := lab.Command(ctx, info, "client", exe, "run", "--server", lab.Server4.String(),
-		"--tcp-port", demoPort, "--quic-port", demoPort, "--quic-alt-port", "0", "--insecure",
-		"--paths", "wlan0,wwan0", "--patterns", "ping,bulk", "--transports", "tcp,mptcp,quic",
-		"--size", "2000000", "--ping-count", "5", "--pace", "50ms", "--seed", "1", "--log-level", "warn", "-o", doc)
+	docs = append(docs, mob)
+	md, err := readRunDoc(mob)
+	if err != nil {
+		return docs, err
+	}
+	printHandover(out, md, sc.Cause)
+	return docs, nil
+}
+
+// demoRunCmd runs `mptester ARGS...` in the client namespace; exit 3
+// (partial) still leaves a document to show.
+func demoRunCmd(ctx context.Context, info lab.Info, exe string, args ...string) error {
+	cmd, err := lab.Command(ctx, info, "client", append([]string{exe}, args...)...)
 	if err != nil {
 		return err
 	}
 	var rerr bytes.Buffer
 	cmd.Stderr = &rerr
-	st := time.Now()
-	if err := cmd.Run(); err != nil {
-		return fmt.Errorf("%v: %s", err, tail(rerr.Bytes(), 1000))
+	err = cmd.Run()
+	var ee *exec.ExitError
+	if err != nil && !(errors.As(err, &ee) && ee.ExitCode() == cmdutil.ExitPartial) {
+		return fmt.Errorf("mptester %s: %v: %s", args[0], err, tail(rerr.Bytes(), 1000))
 	}
-	b, err := os.ReadFile(doc)
+	return nil
+}
+
+// demoBackupEndpoints marks the client's cellular MPTCP endpoints backup.
+func demoBackupEndpoints(ctx context.Context, info lab.Info) error {
+	w, _ := lab.Plan("wwan0")
+	for _, args := range [][]string{{"mptcp", "endpoint", "flush"},
+		{"mptcp", "endpoint", "add", w.Client4.String(), "dev", "wwan0", "subflow", "backup"},
+		{"mptcp", "endpoint", "add", w.Client6.String(), "dev", "wwan0", "subflow", "backup"}} {
+		cmd, err := lab.Command(ctx, info, "client", append([]string{"ip"}, args...)...)
+		if err != nil {
+			return err
+		}
+		if b, err := cmd.CombinedOutput(); err != nil {
+			return fmt.Errorf("ip %s: %v: %s", strings.Join(args, " "), err, b)
+		}
+	}
+	return nil
+}
+
+func readRunDoc(path string) (*runDoc, error) {
+	b, err := os.ReadFile(path)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	var d runDoc
 	if err := json.Unmarshal(b, &d); err != nil {
-		return fmt.Errorf("%s: %w", doc, err)
+		return nil, fmt.Errorf("%s: %w", path, err)
 	}
-	fmt.Fprintf(out, "pattern run finished in %v (status %s); output %s\n\n", time.Since(st).Round(time.Millisecond), d.Status, doc)
+	return &d, nil
+}
+
+// singlePath are the transports the aggregation ratio is measured against.
+var singlePath = []string{"tcp", "quic"}
+
+// printAggregation prints each bulk test with the bytes each path received
+// and, for a multipath transport, its goodput over the best single path's
+// (study 003's aggregation rate).
+func printAggregation(out io.Writer, d *runDoc) {
+	best, bestWhat := 0.0, ""
+	for _, r := range d.Records {
+		if slices.Contains(singlePath, r.Config.Transport) && r.Status == "success" && r.Result.GoodputBPS > best {
+			best, bestWhat = r.Result.GoodputBPS, r.Config.Transport+" on "+r.Config.Path
+		}
+	}
 	slices.SortStableFunc(d.Records, func(a, b runRecord) int {
-		return cmp.Or(cmp.Compare(a.Config.Pattern, b.Config.Pattern), cmp.Compare(a.Config.Path, b.Config.Path),
-			cmp.Compare(a.Config.Transport, b.Config.Transport))
+		multi := func(r runRecord) int {
+			if slices.Contains(singlePath, r.Config.Transport) {
+				return 0
+			}
+			return 1
+		}
+		return cmp.Or(cmp.Compare(multi(a), multi(b)),
+			cmp.Compare(a.Config.Transport, b.Config.Transport), cmp.Compare(a.Config.Path, b.Config.Path))
 	})
 	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "PATTERN\tPATH\tTRANSPORT\tSTATUS\tRESULT\tRECEIVED wlan0 / wwan0")
+	fmt.Fprintln(tw, "TRANSPORT\tPATH\tSTATUS\tGOODPUT\tRECEIVED wlan0 / wwan0\tAGGREGATION (vs best single path)")
 	for _, r := range d.Records {
-		res := r.Error
-		switch {
-		case r.Result.MedianNS > 0:
-			res = fmt.Sprintf("median %.1f ms", r.Result.MedianNS/1e6)
-		case r.Result.GoodputBPS > 0:
+		res, ratio := r.Error, "-"
+		if r.Result.GoodputBPS > 0 {
 			res = fmt.Sprintf("%.1f Mbit/s", r.Result.GoodputBPS/1e6)
+			if !slices.Contains(singlePath, r.Config.Transport) && best > 0 {
+				ratio = fmt.Sprintf("%.2fx", r.Result.GoodputBPS/best)
+			}
 		}
 		rx := map[string]int64{}
 		for _, pb := range r.PathBytes {
 			rx[pb.Path] = pb.BytesReceived
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s / %s\n", r.Config.Pattern, r.Config.Path, r.Config.Transport, r.Status, res,
-			humanBytes(rx["wlan0"]), humanBytes(rx["wwan0"]))
+		path := r.Config.Path
+		if !slices.Contains(singlePath, r.Config.Transport) {
+			path = "both"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s / %s\t%s\n", r.Config.Transport, path, r.Status, res,
+			humanBytes(rx["wlan0"]), humanBytes(rx["wwan0"]), ratio)
 	}
-	return tw.Flush()
+	tw.Flush()
+	if best > 0 {
+		fmt.Fprintf(out, "best single path: %s, %.1f Mbit/s; above 1x a multipath transport beat it\n", bestWhat, best/1e6)
+	}
+}
+
+// printHandover prints each transport's handover beside the planted cause.
+func printHandover(out io.Writer, d *runDoc, planted string) {
+	for _, m := range d.Mobile {
+		tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "TRANSPORT\tSTATUS\tHANDOVER\tCAUSE (measured / planted)\tMAX DELAY up / down")
+		for _, t := range m.Transports {
+			cause := t.Handover.Cause
+			if cause == "" {
+				cause = "-"
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s / %s\t%s / %s\n", t.Transport, t.Status, t.Handover.Status, cause, planted,
+				time.Duration(t.Upload.Max).Round(time.Millisecond), time.Duration(t.Download.Max).Round(time.Millisecond))
+		}
+		tw.Flush()
+	}
 }
 
 // runDoc is the part of `mptester run`'s JSON document the demo prints.
 type runDoc struct {
 	Status  string      `json:"status"`
 	Records []runRecord `json:"records"`
+	// Mobile holds the mobile_summary records (decoded from Records' raw).
+	Mobile []mobileSummary `json:"-"`
+}
+
+type mobileSummary struct {
+	Type       string `json:"type"`
+	Transports []struct {
+		Transport string `json:"transport"`
+		Status    string `json:"status"`
+		Handover  struct {
+			Status string `json:"status"`
+			Cause  string `json:"cause"`
+		} `json:"handover"`
+		Upload   struct{ Max int64 `json:"max_ns"` } `json:"upload_delays"`
+		Download struct{ Max int64 `json:"max_ns"` } `json:"download_delays"`
+	} `json:"transports"`
+}
+
+func (d *runDoc) UnmarshalJSON(b []byte) error {
+	var raw struct {
+		Status  string            `json:"status"`
+		Records []json.RawMessage `json:"records"`
+	}
+	if err := json.Unmarshal(b, &raw); err != nil {
+		return err
+	}
+	d.Status = raw.Status
+	for _, r := range raw.Records {
+		var typ struct{ Type string `json:"type"` }
+		if err := json.Unmarshal(r, &typ); err != nil {
+			return err
+		}
+		switch typ.Type {
+		case "pattern_test":
+			var rec runRecord
+			if err := json.Unmarshal(r, &rec); err != nil {
+				return err
+			}
+			d.Records = append(d.Records, rec)
+		case "mobile_summary":
+			var m mobileSummary
+			if err := json.Unmarshal(r, &m); err != nil {
+				return err
+			}
+			d.Mobile = append(d.Mobile, m)
+		}
+	}
+	return nil
 }
 
 type runRecord struct {
@@ -408,4 +554,11 @@ func printComparison(w io.Writer, got, want *survey.Summary) {
 		}
 	}
 	tw.Flush()
+}
+
+// warnOnly passes on warnings and errors only.
+type warnOnly struct{ slog.Handler }
+
+func (w warnOnly) Enabled(ctx context.Context, l slog.Level) bool {
+	return l >= slog.LevelWarn && w.Handler.Enabled(ctx, l)
 }

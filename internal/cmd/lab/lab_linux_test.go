@@ -9,6 +9,8 @@ import (
 	"os/exec"
 	"path/filepath"
 	"reflect"
+	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -160,28 +162,56 @@ func TestLabDemo(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("lab demo: exit %d\n%s\n%s", code, out, stderr)
 	}
-	for _, want := range []string{"survey finished", "CELL probe/resolve", "wwan0/wlan0", "pattern run finished", "torn down"} {
+	for _, want := range []string{"survey finished", "CELL probe/resolve", "wwan0/wlan0", "AGGREGATION", "CAUSE (measured / planted)", "torn down"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("demo output lacks %q:\n%s", want, out)
 		}
 	}
-	// The resolution table: survey and truth agree exactly; every pattern
-	// test (2 patterns x 2 paths x 3 transports) succeeded.
-	ok := 0
+	// The resolution table: survey and truth agree exactly. Bulk over TCP
+	// on each path and over every multipath transport succeeded, the
+	// multipath ones received on both paths and at least one beat the best
+	// single path (40 + 20 Mbit/s against 40); each handover transport ran
+	// to its end with a handover.
+	bulk, beat, handovers := 0, 0, 0
 	for _, line := range strings.Split(out, "\n") {
 		f := strings.Fields(line)
-		if len(f) >= 4 && (f[0] == "ping" || f[0] == "bulk") && f[3] == "success" {
-			ok++
-		}
 		if len(f) == 8 && (f[0] == "wlan0" || f[0] == "wwan0") && f[3] == "/" {
 			if f[2] != f[4] || f[5] != f[7] {
 				t.Errorf("demo: survey and truth differ: %q", line)
 			}
 		}
+		if len(f) >= 10 && slices.Contains([]string{"tcp", "mptcp", "mpquic", "mphttp"}, f[0]) && f[1] != "PATH" {
+			if f[2] != "success" {
+				t.Errorf("demo: bulk failed: %q", line)
+				continue
+			}
+			bulk++
+			if f[1] == "both" {
+				if f[6] == "0" || f[9] == "0" { // received wlan0 / wwan0: "N unit / N unit"
+					t.Errorf("demo: a multipath transport used one path: %q", line)
+				}
+				if r, err := strconv.ParseFloat(strings.TrimSuffix(f[len(f)-1], "x"), 64); err == nil && r > 1 {
+					beat++
+				}
+			}
+		}
+		if len(f) == 9 && f[2] == "handover" && f[1] == "success" && f[4] == "/" {
+			handovers++
+		}
 	}
-	// ping and bulk: tcp and quic on each path, one mptcp row over both.
-	if ok != 10 {
-		t.Errorf("demo: %d of 10 pattern tests succeeded:\n%s", ok, out)
+	if bulk != 5 {
+		t.Errorf("demo: %d of 5 bulk tests succeeded:\n%s", bulk, out)
+	}
+	if beat == 0 {
+		t.Errorf("demo: no multipath transport beat the best single path:\n%s", out)
+	}
+	if handovers < 2 {
+		t.Errorf("demo: %d handover transports handed over:\n%s", handovers, out)
+	}
+	_, page, ok := strings.Cut(out, "Report (survey, aggregation, handover): ")
+	page, _, _ = strings.Cut(page, "\n")
+	if b, err := os.ReadFile(page); !ok || err != nil || !bytes.Contains(b, []byte("Findings")) {
+		t.Errorf("demo: no report page at %q: %v", page, err)
 	}
 	if left := lab.Leftovers(name, dir); len(left) > 0 {
 		t.Errorf("lab demo left %v", left)
