@@ -380,8 +380,12 @@ type mobileSummary struct {
 			Status string `json:"status"`
 			Cause  string `json:"cause"`
 		} `json:"handover"`
-		Upload   struct{ Max int64 `json:"max_ns"` } `json:"upload_delays"`
-		Download struct{ Max int64 `json:"max_ns"` } `json:"download_delays"`
+		Upload struct {
+			Max int64 `json:"max_ns"`
+		} `json:"upload_delays"`
+		Download struct {
+			Max int64 `json:"max_ns"`
+		} `json:"download_delays"`
 	} `json:"transports"`
 }
 
@@ -395,7 +399,9 @@ func (d *runDoc) UnmarshalJSON(b []byte) error {
 	}
 	d.Status = raw.Status
 	for _, r := range raw.Records {
-		var typ struct{ Type string `json:"type"` }
+		var typ struct {
+			Type string `json:"type"`
+		}
 		if err := json.Unmarshal(r, &typ); err != nil {
 			return err
 		}
