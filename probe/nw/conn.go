@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"net/netip"
 	"os"
 	"sync"
 	"sync/atomic"
@@ -20,8 +19,6 @@ type Config struct {
 	// Interface is the primary path's interface, required for the
 	// connection ("" lets the framework choose).
 	Interface string
-	// Local is the primary path's source address (invalid: any).
-	Local netip.Addr
 	// Prohibit are the interface types none of the selected paths has.
 	Prohibit []InterfaceType
 }
@@ -107,14 +104,6 @@ func Dial(ctx context.Context, api API, host, port string, cfg Config) (*Conn, e
 		}
 		defer api.Release(iface)
 		p.Interface = iface
-	}
-	if cfg.Local.IsValid() {
-		lep, err := api.NewEndpoint(cfg.Local.String(), "0")
-		if err != nil {
-			return nil, fmt.Errorf("local endpoint %s: %w", cfg.Local, err)
-		}
-		defer api.Release(lep)
-		p.Local = lep
 	}
 	params, err := api.NewParameters(p)
 	if err != nil {

@@ -320,17 +320,17 @@ func TestWaitingAfterReadyGoesOn(t *testing.T) {
 }
 
 // The configuration becomes the connection's parameters: the service, the
-// primary's interface (required) and source address, the prohibited
+// primary's interface (required), the prohibited
 // types; the path reports the interface and the effective endpoints.
 func TestParametersAndPath(t *testing.T) {
 	f := nwfake.New()
 	f.Interfaces = []nw.Interface{{Name: "en0", Index: 4, Type: nw.InterfaceWiFi}, {Name: "pdp_ip0", Index: 9, Type: nw.InterfaceCellular}}
 	host, port := server(t, func(c *net.TCPConn) { _, _ = io.Copy(io.Discard, c) })
 	c := dial(t, f, host, port, nw.Config{Service: nw.ServiceAggregate, Interface: "en0",
-		Local: netip.MustParseAddr("127.0.0.1"), Prohibit: []nw.InterfaceType{nw.InterfaceWired}})
+		Prohibit: []nw.InterfaceType{nw.InterfaceWired}})
 	ps := f.Params()
 	require.Len(t, ps, 1)
-	assert.Equal(t, nwfake.Params{Service: nw.ServiceAggregate, Interface: "en0", Local: "127.0.0.1:0",
+	assert.Equal(t, nwfake.Params{Service: nw.ServiceAggregate, Interface: "en0",
 		Prohibit: []nw.InterfaceType{nw.InterfaceWired}}, ps[0])
 	pi, err := c.Path()
 	require.NoError(t, err)
@@ -354,8 +354,7 @@ func TestParametersAndPath(t *testing.T) {
 // connection exists, with everything given back.
 func TestUnknownInterface(t *testing.T) {
 	f := nwfake.New()
-	_, err := nw.Dial(context.Background(), f, "127.0.0.1", "1", nw.Config{Service: nw.ServiceInteractive, Interface: "en9",
-		Local: netip.MustParseAddr("127.0.0.1")})
+	_, err := nw.Dial(context.Background(), f, "127.0.0.1", "1", nw.Config{Service: nw.ServiceInteractive, Interface: "en9"})
 	require.ErrorContains(t, err, "en9")
 	assert.Empty(t, f.Conns())
 	clean(t, f)
@@ -385,4 +384,15 @@ func TestParseService(t *testing.T) {
 	assert.ErrorContains(t, err, "handover, interactive, aggregate")
 	assert.True(t, errors.Is((&nw.Error{Domain: nw.DomainPOSIX, Code: int(syscall.ECONNREFUSED)}), syscall.ECONNREFUSED))
 	assert.True(t, bytes.Contains([]byte((&nw.Error{Domain: nw.DomainDNS, Code: 1}).Error()), []byte("DNS")))
+}
+
+func TestDecodeSockaddr(t *testing.T) {
+	in4 := []byte{16, 2, 0x01, 0xbb, 198, 18, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0}
+	assert.Equal(t, "198.18.0.1:443", nw.DecodeSockaddr(in4).String())
+	in6 := make([]byte, 28)
+	in6[0], in6[1], in6[2], in6[3] = 28, 30, 0x1f, 0x90
+	copy(in6[8:], netip.MustParseAddr("fd00::1").AsSlice())
+	assert.Equal(t, "[fd00::1]:8080", nw.DecodeSockaddr(in6).String())
+	assert.False(t, nw.DecodeSockaddr(in6[:20]).IsValid())
+	assert.False(t, nw.DecodeSockaddr([]byte{16, 1, 0, 0}).IsValid())
 }

@@ -243,8 +243,6 @@ type Params struct {
 	Interface Object
 	// Prohibit are interface types the connection must not use.
 	Prohibit []InterfaceType
-	// Local, when not 0, is the local endpoint (source address).
-	Local Object
 }
 
 // API is the part of Network.framework (and libdispatch) the adapter uses.
@@ -260,7 +258,7 @@ type API interface {
 	NewEndpoint(host, port string) (Object, error)
 	// NewParameters is nw_parameters_create_secure_tcp without TLS, with
 	// p applied (the multipath service, the required interface, the
-	// prohibited interface types, the local endpoint).
+	// prohibited interface types).
 	NewParameters(p Params) (Object, error)
 	// FindInterface returns the nw_interface_t named name, as the
 	// framework's current path lists it.

@@ -14,7 +14,6 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"net/netip"
 	"os"
 	"sort"
 	"sync"
@@ -64,7 +63,6 @@ type Params struct {
 	Service   nw.Service
 	Interface string
 	Prohibit  []nw.InterfaceType
-	Local     string
 }
 
 type object struct {
@@ -184,11 +182,6 @@ func (f *Fake) NewParameters(p nw.Params) (nw.Object, error) {
 	if p.Interface != 0 {
 		if ob := f.liveLocked(p.Interface, "interface", "require interface"); ob != nil {
 			rp.Interface = ob.desc
-		}
-	}
-	if p.Local != 0 {
-		if ob := f.liveLocked(p.Local, "endpoint", "set local endpoint"); ob != nil {
-			rp.Local = ob.desc
 		}
 	}
 	f.params = append(f.params, rp)
@@ -379,11 +372,6 @@ func (c *Conn) start() {
 		defer cancel()
 		var d net.Dialer
 		d.SetMultipathTCP(c.par.Service != nw.ServiceDisabled)
-		if c.par.Local != "" {
-			if ap, err := netip.ParseAddrPort(c.par.Local); err == nil {
-				d.LocalAddr = net.TCPAddrFromAddrPort(ap)
-			}
-		}
 		s, err := d.DialContext(ctx, "tcp", c.addr)
 		c.mu.Lock()
 		defer c.mu.Unlock()
