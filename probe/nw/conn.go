@@ -70,6 +70,8 @@ type Conn struct {
 	// released. Taken after mu, never before.
 	live sync.RWMutex
 	gone bool
+	// down is closed once the connection is released.
+	down chan struct{}
 }
 
 // use runs f with obj if it is not released yet.
@@ -114,7 +116,7 @@ func Dial(ctx context.Context, api API, host, port string, cfg Config) (*Conn, e
 	if err != nil {
 		return nil, fmt.Errorf("connection: %w", err)
 	}
-	c := &Conn{api: api, obj: obj, changed: make(chan struct{})}
+	c := &Conn{api: api, obj: obj, changed: make(chan struct{}), down: make(chan struct{})}
 	api.SetStateHandler(obj, c.onState)
 	api.Start(obj)
 	if err := c.waitReady(ctx); err != nil {
@@ -364,11 +366,13 @@ func (c *Conn) CloseWrite() error {
 
 // Close lets queued data go (for at most closeWait), cancels the
 // connection, waits for its cancelled state (bounded) and releases it.
-// Blocked Reads and Writes return net.ErrClosed.
+// Blocked Reads and Writes return net.ErrClosed. A second Close returns
+// net.ErrClosed once the first has released the connection.
 func (c *Conn) Close() error {
 	c.mu.Lock()
 	if c.closed {
 		c.mu.Unlock()
+		<-c.down
 		return c.opErr("close", net.ErrClosed)
 	}
 	dl := time.Now().Add(closeWait)
@@ -409,6 +413,7 @@ func (c *Conn) shutdown() {
 	c.gone = true
 	c.api.Release(c.obj)
 	c.live.Unlock()
+	close(c.down)
 }
 
 func (c *Conn) opErr(op string, err error) error {
