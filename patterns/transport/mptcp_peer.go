@@ -5,6 +5,7 @@ import (
 	"net"
 	"net/http"
 	"runtime"
+	"sync"
 )
 
 // HeaderClientMPTCP is the response header in which mptester serve tells
@@ -52,10 +53,12 @@ func sayClientMPTCP(h http.Handler) http.Handler {
 }
 
 // serverSaysRT records the server's HeaderClientMPTCP of each response
-// in the connection's status (the last answer counts).
+// in the connection's status (the last answer counts); mu serialises
+// concurrent requests' answers.
 type serverSaysRT struct {
 	rt http.RoundTripper
 	st *MPTCPStatus
+	mu *sync.Mutex
 }
 
 func (s serverSaysRT) RoundTrip(r *http.Request) (*http.Response, error) {
@@ -63,14 +66,17 @@ func (s serverSaysRT) RoundTrip(r *http.Request) (*http.Response, error) {
 	if err != nil {
 		return resp, err
 	}
+	var v bool
 	switch resp.Header.Get(HeaderClientMPTCP) {
 	case "yes":
-		v := true
-		s.st.ServerSaw = &v
+		v = true
 	case "no":
-		v := false
-		s.st.ServerSaw = &v
+	default:
+		return resp, nil
 	}
+	s.mu.Lock()
+	s.st.ServerSaw = &v
+	s.mu.Unlock()
 	return resp, nil
 }
 

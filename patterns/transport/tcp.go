@@ -47,7 +47,7 @@ func init() {
 		HeaderOverhead: 0.06,
 		New:            func(o Options) (Transport, error) { return &tcpTransport{o: o}, nil },
 		Listen:         listenTCP})
-	Register(Descriptor{Name: nameMPTCP, Help: "TLS over kernel MPTCP (subflows on the selected paths)", Order: 20,
+	Register(Descriptor{Name: nameMPTCP, Help: "TLS over kernel MPTCP (subflows on the selected paths; Network.framework on macOS)", Order: 20,
 		Network: "tcp", DefaultPort: 443, Multipath: true, SourceBound: true, HostRoles: true, Handover: true, ServedBy: nameTCP, HeaderOverhead: 0.10,
 		New:       func(o Options) (Transport, error) { return &tcpTransport{o: o, mptcp: true}, nil },
 		Summarise: summariseMPTCP})
@@ -190,7 +190,7 @@ func (c *tcpConn) RoundTripper() http.RoundTripper {
 	defer c.mu.Unlock()
 	if c.rt != nil {
 		if c.status != nil {
-			return classifiedRT{rt: serverSaysRT{rt: c.rt, st: c.status}}
+			return classifiedRT{rt: serverSaysRT{rt: c.rt, st: c.status, mu: &c.mu}}
 		}
 		return classifiedRT{rt: c.rt}
 	}
@@ -207,7 +207,7 @@ func (c *tcpConn) RoundTripper() http.RoundTripper {
 	c.rt = &http.Transport{DialTLSContext: dial, ForceAttemptHTTP2: true, MaxConnsPerHost: 1,
 		MaxIdleConnsPerHost: 1, DisableCompression: true}
 	if c.status != nil {
-		return classifiedRT{rt: serverSaysRT{rt: c.rt, st: c.status}}
+		return classifiedRT{rt: serverSaysRT{rt: c.rt, st: c.status, mu: &c.mu}}
 	}
 	return classifiedRT{rt: c.rt}
 }
