@@ -163,7 +163,11 @@ func retransCounter(sample func() transport.State) func() uint64 {
 	if sample == nil {
 		return nil
 	}
-	if st := sample(); st.Data == nil {
+	st := sample()
+	if st.Data == nil {
+		return nil
+	}
+	if u, ok := st.Data.(transport.RetransUnknown); ok && u.RetransmissionsUnknown() {
 		return nil
 	}
 	return func() uint64 { return sample().Retransmissions() }

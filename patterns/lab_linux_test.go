@@ -363,7 +363,7 @@ func TestLabMPTCPAggregates(t *testing.T) {
 	after := l.Status(t)
 	b := rec.Result.(*BulkResult)
 	t.Logf("MPTCP bulk %.2f Mbit/s, summary %+v, path bytes %+v", b.GoodputBps/1e6, mptcpSummary(rec), rec.PathBytes)
-	if mptcpSummary(rec) == nil || !mptcpSummary(rec).Negotiated || mptcpSummary(rec).Subflows != 2 {
+	if mptcpSummary(rec) == nil || mptcpSummary(rec).Negotiated == nil || !*mptcpSummary(rec).Negotiated || mptcpSummary(rec).Subflows != 2 {
 		t.Fatalf("mptcp %+v: want negotiated, 2 subflows", mptcpSummary(rec))
 	}
 	for i, path := range lab.PathNames {

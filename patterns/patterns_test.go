@@ -209,7 +209,7 @@ func checkResult(t *testing.T, rec Record) {
 		}
 	}
 	if rec.Config.Transport == mptcpName {
-		if m, ok := rec.Summary.(*transport.MPTCPSummary); !ok || !m.Negotiated || m.Subflows < 1 {
+		if m, ok := rec.Summary.(*transport.MPTCPSummary); !ok || m.Negotiated == nil || !*m.Negotiated || m.Subflows < 1 {
 			t.Errorf("mptcp summary %+v: want negotiated with >= 1 subflow", rec.Summary)
 		}
 	}

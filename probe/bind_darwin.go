@@ -2,7 +2,8 @@ package probe
 
 import "golang.org/x/sys/unix"
 
-// MPTCP on macOS needs the Network framework; not supported yet.
+// macOS has no MPTCP sockets: the mptcp transport dials through
+// Network.framework instead (probe/nw).
 const mptcpSupported = false
 
 func bindToPath(fd uintptr, p Path, f Family) error {

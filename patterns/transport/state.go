@@ -26,6 +26,11 @@ type SampleData interface {
 	Bytes() (sent, received uint64)
 }
 
+// RetransUnknown is implemented by a sample that cannot count
+// retransmissions (Network.framework on macOS): its count is absent from
+// results, never 0.
+type RetransUnknown interface{ RetransmissionsUnknown() bool }
+
 // PathSampler is implemented by the sample of a multipath transport: what
 // each path (by local address) carried so far.
 type PathSampler interface {

@@ -17,6 +17,7 @@ import (
 	"golang.org/x/net/http2"
 
 	"github.com/mptester/mptester/probe"
+	"github.com/mptester/mptester/probe/nw"
 )
 
 // The tcp and mptcp transports: TLS over TCP, or over kernel MPTCP. One
@@ -46,7 +47,7 @@ func init() {
 		HeaderOverhead: 0.06,
 		New:            func(o Options) (Transport, error) { return &tcpTransport{o: o}, nil },
 		Listen:         listenTCP})
-	Register(Descriptor{Name: nameMPTCP, Help: "TLS over kernel MPTCP (subflows on the selected paths)", Order: 20,
+	Register(Descriptor{Name: nameMPTCP, Help: "TLS over kernel MPTCP (subflows on the selected paths; Network.framework on macOS)", Order: 20,
 		Network: "tcp", DefaultPort: 443, Multipath: true, SourceBound: true, HostRoles: true, Handover: true, ServedBy: nameTCP, HeaderOverhead: 0.10,
 		New:       func(o Options) (Transport, error) { return &tcpTransport{o: o, mptcp: true}, nil },
 		Summarise: summariseMPTCP})
@@ -72,21 +73,29 @@ func (t *tcpTransport) Dial(ctx context.Context, addr netip.AddrPort, family str
 		network = "tcp6"
 	}
 	var (
-		raw   *net.TCPConn
-		facts Fact
+		raw   net.Conn
+		nwc   *nw.Conn
+		facts *MPTCPStatus
 	)
-	if t.mptcp {
+	switch {
+	case t.mptcp && useNetworkFramework:
+		c, st, err := dialNetworkFramework(ctx, t.o, addr)
+		if err != nil {
+			return nil, wrap(opConnect, fmt.Errorf("mptcp: %w", err), nil)
+		}
+		raw, nwc, facts = c, c, st
+	case t.mptcp:
 		mc, err := probe.DialMPTCP(ctx, t.o.Primary(), network, addr.String())
 		if err != nil {
 			return nil, wrap(opConnect, fmt.Errorf("mptcp: %w", err), nil)
 		}
-		raw, facts = mc.TCPConn, &MPTCPStatus{Negotiated: mc.Negotiated}
-	} else {
+		raw, facts = mc.TCPConn, &MPTCPStatus{Negotiated: &mc.Negotiated}
+	default:
 		c, err := probe.DialContext(ctx, t.o.Primary(), network, addr.String())
 		if err != nil {
 			return nil, wrap(opConnect, err, nil)
 		}
-		raw = c.(*net.TCPConn)
+		raw = c
 	}
 	LimitUnsent(raw)
 	cfg := t.o.TLS.Clone()
@@ -96,10 +105,16 @@ func (t *tcpTransport) Dial(ctx context.Context, addr netip.AddrPort, family str
 		raw.Close()
 		return nil, wrap(opHandshake, err, nil)
 	}
-	c := &tcpConn{tls: tc, raw: raw, mptcp: t.mptcp, paths: t.o.Paths, info: Info{
+	c := &tcpConn{tls: tc, raw: raw, nw: nwc, mptcp: t.mptcp, paths: t.o.Paths, status: facts, info: Info{
 		Transport: t.Name(), Local: raw.LocalAddr().String(), Remote: raw.RemoteAddr().String(),
-		ALPN: tc.ConnectionState().NegotiatedProtocol, Setup: time.Since(start), Facts: facts,
+		ALPN: tc.ConnectionState().NegotiatedProtocol, Setup: time.Since(start),
 	}}
+	if facts != nil {
+		c.info.Facts = facts
+	}
+	if nwc != nil {
+		establishment(ctx, nwc, facts)
+	}
 	return c, nil
 }
 
@@ -113,18 +128,39 @@ func tcpHTTPALPNs(http1 bool) []string {
 // MPTCPStatus of one connection: whether the server spoke MPTCP (the
 // kernel silently falls back to TCP otherwise).
 type MPTCPStatus struct {
-	Negotiated bool `json:"negotiated"`
+	// Negotiated is what the client's kernel says; null where the client
+	// cannot tell (macOS: Network.framework does not say).
+	Negotiated *bool `json:"negotiated"`
+	// ServerSaw is the server's word on whether this client spoke MPTCP
+	// (mptester serve says it in every HTTP response); absent when the
+	// server did not say.
+	ServerSaw *bool `json:"server_mptcp,omitempty"`
+	// Service is the macOS multipath service the connection asked for.
+	Service string `json:"service,omitempty"`
+	// Establishment is Network.framework's establishment report (macOS).
+	Establishment *nw.Report `json:"establishment,omitempty"`
+}
+
+// used is the connection's MPTCP use as best known: the client's own
+// view, else the server's; nil when neither said.
+func (s *MPTCPStatus) used() *bool {
+	if s.Negotiated != nil {
+		return s.Negotiated
+	}
+	return s.ServerSaw
 }
 
 // Key of the connection fact.
 func (*MPTCPStatus) Key() string { return keyMPTCP }
 
 type tcpConn struct {
-	tls   *tls.Conn
-	raw   *net.TCPConn
-	mptcp bool
-	paths []PathRole
-	info  Info
+	tls    *tls.Conn
+	raw    net.Conn
+	nw     *nw.Conn // MPTCP through Network.framework (macOS)
+	mptcp  bool
+	paths  []PathRole
+	info   Info
+	status *MPTCPStatus // nil over TCP
 
 	mu     sync.Mutex
 	opened bool
@@ -153,6 +189,9 @@ func (c *tcpConn) RoundTripper() http.RoundTripper {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.rt != nil {
+		if c.status != nil {
+			return classifiedRT{rt: serverSaysRT{rt: c.rt, st: c.status, mu: &c.mu}}
+		}
 		return classifiedRT{rt: c.rt}
 	}
 	c.opened = true
@@ -167,16 +206,23 @@ func (c *tcpConn) RoundTripper() http.RoundTripper {
 	}
 	c.rt = &http.Transport{DialTLSContext: dial, ForceAttemptHTTP2: true, MaxConnsPerHost: 1,
 		MaxIdleConnsPerHost: 1, DisableCompression: true}
+	if c.status != nil {
+		return classifiedRT{rt: serverSaysRT{rt: c.rt, st: c.status, mu: &c.mu}}
+	}
 	return classifiedRT{rt: c.rt}
 }
 
 func (c *tcpConn) Info() Info { return c.info }
 
 func (c *tcpConn) Sample() State {
-	if !c.mptcp {
-		return sampleTCP(c.raw)
+	if c.nw != nil {
+		return sampleNetworkFramework(c.nw, c.paths)
 	}
-	st := sampleMPTCP(c.raw)
+	raw := c.raw.(*net.TCPConn)
+	if !c.mptcp {
+		return sampleTCP(raw)
+	}
+	st := sampleMPTCP(raw)
 	if m, ok := st.Data.(*MPTCPState); ok {
 		// Subflows are per-path facts: name each by the path whose
 		// address it uses.
@@ -209,7 +255,12 @@ func (c *tcpConn) Close() error {
 
 // MPTCPSummary says whether MPTCP was really used (000 §II-B).
 type MPTCPSummary struct {
-	Negotiated bool `json:"negotiated"`
+	// Negotiated: every connection used MPTCP, by the client's own view
+	// or, where the client cannot tell (macOS), the server's; null when
+	// neither said.
+	Negotiated *bool `json:"negotiated"`
+	// ServerSaw: the server's word, over the connections it gave it for.
+	ServerSaw *bool `json:"server_mptcp,omitempty"`
 	// Subflows is the largest number of subflows seen on any connection.
 	Subflows int `json:"subflows"`
 	// SubflowBytes: bytes acked (sent) and received per subflow, from the
@@ -220,12 +271,30 @@ type MPTCPSummary struct {
 // Key of the record summary.
 func (*MPTCPSummary) Key() string { return keyMPTCP }
 
-// Degraded: a server that silently fell back to TCP fails the smoke check.
+// Degraded: a server that silently fell back to TCP, or that saw plain
+// TCP from this client, fails the smoke check. Unknown is not degraded:
+// the record says null.
 func (s *MPTCPSummary) Degraded() string {
-	if s.Negotiated {
-		return ""
+	switch {
+	case s.Negotiated != nil && !*s.Negotiated:
+		return "MPTCP not negotiated (server fell back to TCP)"
+	case s.ServerSaw != nil && !*s.ServerSaw:
+		return "the server saw plain TCP from this client"
 	}
-	return "MPTCP not negotiated (server fell back to TCP)"
+	return ""
+}
+
+// and folds one more answer into a running conjunction.
+func and(acc, v *bool) *bool {
+	switch {
+	case v == nil:
+		return acc
+	case acc == nil:
+		b := *v
+		return &b
+	}
+	b := *acc && *v
+	return &b
 }
 
 func summariseMPTCP(conns []ConnSamples) Fact {
@@ -236,9 +305,10 @@ func summariseMPTCP(conns []ConnSamples) Fact {
 			continue
 		}
 		if sum == nil {
-			sum = &MPTCPSummary{Negotiated: true, SubflowBytes: []PathCounters{}}
+			sum = &MPTCPSummary{SubflowBytes: []PathCounters{}}
 		}
-		sum.Negotiated = sum.Negotiated && st.Negotiated
+		sum.Negotiated = and(sum.Negotiated, st.used())
+		sum.ServerSaw = and(sum.ServerSaw, st.ServerSaw)
 		var last *MPTCPState
 		for _, s := range c.Samples {
 			if m, ok := s.Data.(*MPTCPState); ok {
@@ -281,10 +351,13 @@ type tcpListener struct {
 
 	mu   sync.Mutex
 	done map[net.Conn]chan struct{} // HTTP sessions, closed when they end
+	// clientMPTCP: whether the client of each HTTP session spoke MPTCP
+	// (where the OS says), for the response header.
+	clientMPTCP map[net.Conn]bool
 }
 
 func listenTCP(ctx context.Context, o ListenOptions) (Listener, error) {
-	l := &tcpListener{o: o, done: map[net.Conn]chan struct{}{}, mptcp: slices.Contains(o.Serves, nameMPTCP)}
+	l := &tcpListener{o: o, done: map[net.Conn]chan struct{}{}, clientMPTCP: map[net.Conn]bool{}, mptcp: slices.Contains(o.Serves, nameMPTCP)}
 	if s, ok := o.Socket.(net.Listener); ok {
 		l.ln = s
 	} else {
@@ -302,7 +375,11 @@ func listenTCP(ctx context.Context, o ListenOptions) (Listener, error) {
 		logger = slog.New(slog.DiscardHandler)
 	}
 	l.hl = newChanListener(l.ln.Addr())
-	l.http = &http.Server{Handler: o.HTTP, ReadHeaderTimeout: o.ReadTimeout, IdleTimeout: o.IdleTimeout,
+	h := o.HTTP
+	if h != nil {
+		h = sayClientMPTCP(h)
+	}
+	l.http = &http.Server{Handler: h, ConnContext: l.withClientMPTCP, ReadHeaderTimeout: o.ReadTimeout, IdleTimeout: o.IdleTimeout,
 		ErrorLog: slog.NewLogLogger(logger.Handler(), slog.LevelDebug), ConnState: l.connState,
 		Protocols: new(http.Protocols)}
 	l.http.Protocols.SetHTTP1(true)
@@ -348,6 +425,7 @@ func (l *tcpListener) connState(c net.Conn, st http.ConnState) {
 	l.mu.Lock()
 	ch, ok := l.done[c]
 	delete(l.done, c)
+	delete(l.clientMPTCP, c)
 	l.mu.Unlock()
 	if ok {
 		close(ch)
@@ -360,6 +438,8 @@ type tcpServerConn struct {
 	tc     *tls.Conn
 	once   sync.Once
 	opened bool
+	// mptcp, known: whether the client spoke MPTCP, where the OS says.
+	mptcp, known bool
 }
 
 func (c *tcpServerConn) RemoteAddr() net.Addr { return c.raw.RemoteAddr() }
@@ -396,6 +476,10 @@ func (c *tcpServerConn) Handshake(ctx context.Context) (string, bool, error) {
 	}
 	_ = c.raw.SetDeadline(time.Time{})
 	alpn := c.tc.ConnectionState().NegotiatedProtocol
+	// After the handshake: a fallback to TCP has happened by now if at all.
+	if c.mptcp, c.known = ClientSpokeMPTCP(c.raw); c.known && c.l.o.Logger != nil {
+		c.l.o.Logger.Info("client connection", "client", c.raw.RemoteAddr().String(), "alpn", alpn, "mptcp", c.mptcp)
+	}
 	// No ALPN: a plain HTTPS client such as curl.
 	return alpn, !slices.Contains(c.l.o.StreamALPNs, alpn), nil
 }
@@ -404,10 +488,14 @@ func (c *tcpServerConn) ServeHTTP() {
 	ch := make(chan struct{})
 	c.l.mu.Lock()
 	c.l.done[c.tc] = ch
+	if c.known {
+		c.l.clientMPTCP[c.tc] = c.mptcp
+	}
 	c.l.mu.Unlock()
 	if !c.l.hl.push(c.tc) {
 		c.l.mu.Lock()
 		delete(c.l.done, c.tc)
+		delete(c.l.clientMPTCP, c.tc)
 		c.l.mu.Unlock()
 		return
 	}

@@ -22,6 +22,7 @@ import (
 	"time"
 
 	"github.com/mptester/mptester/probe"
+	"github.com/mptester/mptester/probe/nw"
 )
 
 // UnsentLimit is the most data a TCP sender keeps queued unsent (see
@@ -121,6 +122,9 @@ type Options struct {
 	// QlogDir, when set, receives a qlog trace per QUIC connection
 	// (quic, quic-handover, mpquic; qlog.go).
 	QlogDir string
+	// MPTCPService is the multipath service of MPTCP on macOS (0: the
+	// default, interactive); Linux's kernel MPTCP has no such setting.
+	MPTCPService nw.Service
 }
 
 // Primary is the path a connection starts on.

@@ -49,6 +49,9 @@ func NewCmdDoctor(f *cmdutil.Factory, runF func(context.Context, *Options) error
 		Long: `Check privileges, MPTCP (enabled, limits, a subflow endpoint per
 non-primary path), reverse-path filtering, per-path policy routing for
 address-bound traffic, per-path DNS, and the UDP buffer limit QUIC needs.
+On macOS: privileges, per-path DNS, the macOS version, Network.framework
+(which carries MPTCP there), whether it lists each interface, and what
+aggregate mode needs.
 
 Each problem comes with the exact command that fixes it. The primary path
 is the one with the lowest-metric default route; every other path with a

@@ -492,7 +492,7 @@ func decodeRecord(line []byte) (sweep.Transfer, error) {
 		t.Bytes, t.Setup, t.Completion, t.GoodputBps = r.Bytes, r.Setup, r.Completion, r.GoodputBps
 	}
 	if m := rec.MPTCP; m != nil {
-		t.MPTCPNegotiated, t.Subflows = &m.Negotiated, m.Subflows
+		t.MPTCPNegotiated, t.Subflows = m.Negotiated, m.Subflows
 	}
 	for _, p := range rec.PathBytes {
 		t.Iface[p.Path] = p.Received

@@ -13,6 +13,7 @@ import (
 	"log/slog"
 	"maps"
 	"os"
+	"runtime"
 	"slices"
 	"strings"
 	"time"
@@ -27,6 +28,7 @@ import (
 	"github.com/mptester/mptester/patterns/transport"
 	"github.com/mptester/mptester/probe"
 	"github.com/mptester/mptester/probe/doctor"
+	"github.com/mptester/mptester/probe/nw"
 	"github.com/mptester/mptester/report"
 )
 
@@ -74,6 +76,11 @@ type Options struct {
 	// Spool opens the upload spool (nil: none).
 	Spool func(noUpload bool) (*cmdutil.Spooled, error)
 
+	// MPTCPService is --mptcp-service (macOS); MPTCPServiceSet says it
+	// was given.
+	MPTCPService    string
+	MPTCPServiceSet bool
+
 	// Endpoints reads the host's MPTCP endpoints (replaced in tests).
 	Endpoints func(ctx context.Context) []doctor.MPTCPEndpoint
 	// Discover lists the paths (replaced in tests).
@@ -107,6 +114,23 @@ type Config struct {
 	Pinned   bool              `json:"pinned"`
 	Insecure bool              `json:"insecure"`
 	Params   patterns.Params   `json:"params"`
+	// MPTCPService is Network.framework's multipath service of mptcp
+	// (macOS only).
+	MPTCPService string `json:"mptcp_service,omitempty"`
+}
+
+// mptcpServiceApplies: --mptcp-service means something on macOS only
+// (Network.framework); replaced in tests.
+var mptcpServiceApplies = runtime.GOOS == "darwin"
+
+// mptcpService is the service mptcp dials with: the checked flag on macOS,
+// 0 elsewhere (the transport ignores it off Network.framework).
+func mptcpService(opts *Options) nw.Service {
+	if !mptcpServiceApplies {
+		return 0
+	}
+	s, _ := nw.ParseService(opts.MPTCPService)
+	return s
 }
 
 // NewCmdRun builds the command; runF replaces runRun in tests.
@@ -176,6 +200,7 @@ MPTCP's max-delay ratio to each other transport (000 Fig. 8).`,
 			}
 			applyConfig(opts, f.Config, cmd.Flags().Changed)
 			opts.DurationSet = cmd.Flags().Changed("duration")
+			opts.MPTCPServiceSet = cmd.Flags().Changed("mptcp-service")
 			opts.ConfigFile = f.Config.File()
 			if err := ch.Err(); err != nil {
 				return cmdutil.Usage(err)
@@ -205,6 +230,7 @@ MPTCP's max-delay ratio to each other transport (000 Fig. 8).`,
 		}
 	}
 	fl.BoolVar(&opts.HTTP1, "http1", false, "HTTP/1.1 instead of HTTP/2 over TCP")
+	fl.StringVar(&opts.MPTCPService, "mptcp-service", nw.DefaultService.String(), "macOS: Network.framework's multipath `SERVICE` for mptcp: "+strings.Join(nw.ServiceNames, ", ")+" (aggregate needs a developer setting on the Mac); rejected on Linux, whose kernel path manager decides")
 	fl.StringVar(&opts.QlogDir, "qlog", "", "write a qlog trace of every QUIC connection (quic, quic-handover, mpquic) to `DIR`/ODCID_client.sqlog")
 	fl.Int64Var(&opts.Seed, "seed", 0, "order of the tests (default: random, recorded in the output)")
 	fl.DurationVar(&opts.Pace, "pace", time.Second, "pause between tests")
@@ -330,6 +356,11 @@ func check(opts *Options) error {
 		ch.Check("--pcap", fmt.Errorf("captures in --mode mobile only"))
 	}
 	ch.Check("--qlog", config.OutputDir(opts.QlogDir))
+	_, err = nw.ParseService(opts.MPTCPService)
+	ch.Check("--mptcp-service", err)
+	if err == nil && opts.MPTCPServiceSet && !mptcpServiceApplies {
+		ch.Check("--mptcp-service", fmt.Errorf("applies on macOS only (Linux's kernel MPTCP has no service modes: its path manager and scheduler decide, see `ip mptcp`)"))
+	}
 	return cmdutil.Usage(ch.Err())
 }
 
@@ -427,6 +458,9 @@ func runRun(opts *Options) error {
 	if mobileMode {
 		cfg.Mobile = &opts.Mobile
 	}
+	if s := mptcpService(opts); s != 0 {
+		cfg.MPTCPService = s.String()
+	}
 	for _, f := range fams {
 		cfg.Families = append(cfg.Families, int(f))
 	}
@@ -462,7 +496,7 @@ func runRun(opts *Options) error {
 	ro := patterns.RunOptions{Servers: opts.Servers, Ports: opts.Ports,
 		Patterns: opts.Patterns, Transports: opts.Transports, Paths: paths, Backup: opts.Backup, Families: fams, Params: opts.Params,
 		Seed: opts.Seed, Pace: opts.Pace, Timeout: opts.Timeout, ConnectTimeout: opts.ConnectTimeout, Stable: opts.Stable, Discover: opts.Discover, PollEvery: opts.PollEvery,
-		HTTP1: opts.HTTP1, QlogDir: opts.QlogDir, Logger: opts.Logger,
+		HTTP1: opts.HTTP1, QlogDir: opts.QlogDir, Logger: opts.Logger, MPTCPService: mptcpService(opts),
 		TLS: func(host string) (*tls.Config, error) {
 			name := opts.ServerName
 			if name == "" {

@@ -21,6 +21,7 @@ import (
 	"github.com/mptester/mptester/patterns"
 	"github.com/mptester/mptester/patterns/transport"
 	"github.com/mptester/mptester/probe"
+	"github.com/mptester/mptester/probe/nw"
 	"github.com/mptester/mptester/report"
 )
 
@@ -194,6 +195,7 @@ func TestUsageErrors(t *testing.T) {
 		{"--server", "x", "--paths", "lo", "--iperf-direction", "sideways"},
 		{"--server", "x", "--paths", "lo", "--qlog", "/dev/null"},
 		{"--server", "x", "--paths", "lo", "--qlog", "/nonexistent-dir/qlog"},
+		{"--server", "x", "--paths", "lo", "--mptcp-service", "fastest"},
 	} {
 		if _, _, err := execute(t, lo, args...); !errors.Is(err, cmdutil.ErrUsage) {
 			t.Errorf("%v: err %v, want usage error", args, err)
@@ -312,5 +314,52 @@ func TestMobileModeNoBackup(t *testing.T) {
 		if os.Getuid() == 0 && (len(mt.CapturedBytes) != 1 || mt.CapturedBytes[0].Sent < 20_000) {
 			t.Errorf("%s: captured %+v", mt.Transport, mt.CapturedBytes)
 		}
+	}
+}
+
+// TestMPTCPServiceFlag: --mptcp-service is checked everywhere; off macOS
+// giving it at all is a usage error naming it (the kernel has no service
+// modes), on macOS a valid one is taken.
+func TestMPTCPServiceFlag(t *testing.T) {
+	run := func(args ...string) (*Options, error) {
+		var got *Options
+		io, _, _ := cmdutil.Test()
+		cmd := NewCmdRun(&cmdutil.Factory{IO: io}, func(o *Options) error { got = o; return check(o) })
+		cmd.SetArgs(append([]string{"--server", "x", "--paths", "lo"}, args...))
+		cmd.SetContext(context.Background())
+		return got, cmd.Execute()
+	}
+	defer func(v bool) { mptcpServiceApplies = v }(mptcpServiceApplies)
+
+	mptcpServiceApplies = false
+	_, err := run("--mptcp-service", "aggregate")
+	if !errors.Is(err, cmdutil.ErrUsage) || !strings.Contains(err.Error(), "--mptcp-service") || !strings.Contains(err.Error(), "macOS only") {
+		t.Errorf("Linux, --mptcp-service given: err %v, want a usage error naming it", err)
+	}
+	o, err := run()
+	if err != nil {
+		t.Fatalf("Linux, flag not given: %v", err)
+	}
+	if s := mptcpService(o); s != 0 {
+		t.Errorf("Linux: service %v, want none", s)
+	}
+
+	mptcpServiceApplies = true
+	o, err = run("--mptcp-service", "aggregate")
+	if err != nil {
+		t.Fatalf("macOS: %v", err)
+	}
+	if s := mptcpService(o); s != nw.ServiceAggregate {
+		t.Errorf("macOS: service %v, want aggregate", s)
+	}
+	o, err = run()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s := mptcpService(o); s != nw.ServiceInteractive {
+		t.Errorf("macOS default: service %v, want interactive", s)
+	}
+	if _, err := run("--mptcp-service", "fastest"); !errors.Is(err, cmdutil.ErrUsage) {
+		t.Errorf("macOS, bad service: err %v", err)
 	}
 }
