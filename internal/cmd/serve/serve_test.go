@@ -5,6 +5,9 @@ import (
 	"errors"
 	"log/slog"
 	"net"
+	"os"
+	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -29,7 +32,7 @@ func TestFlagsReachOptions(t *testing.T) {
 
 func TestBadFlags(t *testing.T) {
 	io, _, _ := cmdutil.Test()
-	for _, args := range [][]string{{"--cert", "x.pem"}, {"--quic-port", "0,443"}, {"--tcp-port", "70000"}, {"--transports", "nosuch"}, {"--max-duration", "0s"}, {"--qlog", "/dev/null"}} {
+	for _, args := range [][]string{{"--cert", "x.pem"}, {"--quic-port", "0,443"}, {"--tcp-port", "70000"}, {"--transports", "nosuch"}, {"--max-duration", "0s"}, {"--qlog", "/dev/null"}, {"--state", "/dev/null"}, {"--state", "d", "--cert", "c.pem", "--key", "k.pem"}} {
 		opts := &Options{IO: io, Logger: slog.New(slog.DiscardHandler), Limits: patterns.DefaultLimits(), Ports: map[string][]int{"tcp": {443}, "quic": {443}}}
 		cmd := NewCmdServe(&cmdutil.Factory{IO: io, Logger: slog.New(slog.DiscardHandler)}, func(o *Options) error { *opts = *o; return serveRun(o) })
 		cmd.SetArgs(args)
@@ -90,3 +93,42 @@ func freePort(t *testing.T) int {
 }
 
 func itoa(n int) string { return strconv.Itoa(n) }
+
+// TestStateKeepsFingerprint: with --state a restarted server presents the
+// certificate (the fingerprint) it printed before; without, a new one.
+func TestStateKeepsFingerprint(t *testing.T) {
+	state := filepath.Join(t.TempDir(), "state")
+	start := func(state string) string {
+		io, out, _ := cmdutil.Test()
+		ctx, cancel := context.WithCancel(context.Background())
+		ready := make(chan *patterns.Server, 1)
+		opts := &Options{IO: io, Logger: slog.New(slog.DiscardHandler), Ctx: ctx, Listen: "127.0.0.1", State: state,
+			Ports: map[string][]int{"tcp": {freePort(t)}}, Limits: patterns.DefaultLimits(), Ready: func(s *patterns.Server) { ready <- s }}
+		done := make(chan error, 1)
+		go func() { done <- serveRun(opts) }()
+		select {
+		case <-ready:
+		case err := <-done:
+			t.Fatal(err)
+		}
+		cancel()
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+		m := regexp.MustCompile(`fingerprint: (\S+)`).FindStringSubmatch(out.String())
+		if m == nil {
+			t.Fatalf("no fingerprint in %q", out.String())
+		}
+		return m[1]
+	}
+	first := start(state)
+	if again := start(state); again != first {
+		t.Errorf("restart with --state: fingerprint %s, was %s", again, first)
+	}
+	if st, err := os.Stat(filepath.Join(state, "serve-cert.pem")); err != nil || st.Mode().Perm() != 0o600 {
+		t.Errorf("kept certificate: %v %v", st, err)
+	}
+	if other := start(""); other == first {
+		t.Error("without --state the certificate is new each start")
+	}
+}
