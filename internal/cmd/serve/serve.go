@@ -84,12 +84,21 @@ accepting, let running tests finish (up to 10 s) and exit.`,
 			for name, p := range portFlags {
 				opts.Ports[name] = *p
 			}
+			applyConfig(opts, f.Config, cmd.Flags().Changed)
 			if runF != nil {
 				return runF(opts)
 			}
 			return serveRun(opts)
 		},
 	}
+	config.RegisterCheck("listener", func(s string) error {
+		for _, d := range transport.Listeners() {
+			if d.Name == s {
+				return nil
+			}
+		}
+		return fmt.Errorf("unknown listener %q (want one of %s)", s, strings.Join(listenerNames(), ", "))
+	})
 	fl := cmd.Flags()
 	fl.StringVar(&opts.Listen, "listen", "", "`ADDR` to listen on (default: every address)")
 	for _, d := range transport.Listeners() {
@@ -116,6 +125,38 @@ accepting, let running tests finish (up to 10 s) and exit.`,
 	fl.DurationVar(&opts.Limits.IdleTimeout, "idle-timeout", opts.Limits.IdleTimeout, "close idle connections after")
 	fl.StringVar(&opts.QlogDir, "qlog", "", "write a qlog trace of every QUIC connection (quic, mpquic) to `DIR`/ODCID_server.sqlog")
 	return cmd
+}
+
+func listenerNames() []string {
+	var ns []string
+	for _, d := range transport.Listeners() {
+		ns = append(ns, d.Name)
+	}
+	return ns
+}
+
+// applyConfig fills what the command line left unset from the config's
+// serve section (checked when it was loaded): flags override the file.
+func applyConfig(opts *Options, cfg *config.Config, changed func(string) bool) {
+	if cfg == nil {
+		return
+	}
+	c := cfg.Serve
+	set := func(key, flag string, apply func()) {
+		if cfg.Has("serve."+key) && !changed(flag) {
+			apply()
+		}
+	}
+	set("listen", "listen", func() { opts.Listen = c.Listen })
+	for name, ports := range c.Ports {
+		set("ports."+name, name+"-port", func() { opts.Ports[name] = ports })
+	}
+	set("transports", "transports", func() { opts.Transports = c.Transports })
+	set("names", "name", func() { opts.Names = c.Names })
+	set("state", "state", func() { opts.State = c.State })
+	set("max_sessions", "max-sessions", func() { opts.Limits.MaxSessions = c.MaxSessions })
+	set("max_per_client", "max-per-client", func() { opts.Limits.MaxPerClient = c.MaxPerClient })
+	set("max_duration", "max-duration", func() { opts.Limits.MaxDuration = c.MaxDuration.D() })
 }
 
 // check validates every flag, each bad value its own message naming it.

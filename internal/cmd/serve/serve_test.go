@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/mptester/mptester/internal/cmdutil"
+	"github.com/mptester/mptester/internal/config"
 	"github.com/mptester/mptester/patterns"
 )
 
@@ -130,5 +131,31 @@ func TestStateKeepsFingerprint(t *testing.T) {
 	}
 	if other := start(""); other == first {
 		t.Error("without --state the certificate is new each start")
+	}
+}
+
+// TestConfigSection: the serve section (the service's serve.yaml) fills
+// the options; a flag overrides its key; a bad key fails at load.
+func TestConfigSection(t *testing.T) {
+	io, _, _ := cmdutil.Test()
+	NewCmdServe(&cmdutil.Factory{IO: io}, nil) // registers the listener check
+	cfg, err := config.Parse([]byte("serve:\n  listen: 198.18.0.1\n  ports: {tcp: [8443], quic: [8443, 6121]}\n  state: /var/lib/x\n  max_sessions: 500\n  names: [a.example]\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got *Options
+	cmd := NewCmdServe(&cmdutil.Factory{IO: io, Config: cfg}, func(o *Options) error { got = o; return nil })
+	cmd.SetArgs([]string{"--quic-port", "443"})
+	if err := cmd.Execute(); err != nil {
+		t.Fatal(err)
+	}
+	if got.Listen != "198.18.0.1" || got.Ports["tcp"][0] != 8443 || len(got.Ports["quic"]) != 1 || got.Ports["quic"][0] != 443 ||
+		got.State != "/var/lib/x" || got.Limits.MaxSessions != 500 || got.Names[0] != "a.example" {
+		t.Errorf("options %+v", got)
+	}
+	for _, bad := range []string{"serve:\n  ports: {sctp: [1]}\n", "serve:\n  max_sessions: 0\n", "serve:\n  ports: {tcp: [70000]}\n", "serve:\n  nope: 1\n"} {
+		if _, err := config.Parse([]byte(bad)); err == nil {
+			t.Errorf("%q: no error", bad)
+		}
 	}
 }
