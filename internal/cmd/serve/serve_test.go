@@ -153,6 +153,19 @@ func TestConfigSection(t *testing.T) {
 		got.State != "/var/lib/x" || got.Limits.MaxSessions != 500 || got.Names[0] != "a.example" {
 		t.Errorf("options %+v", got)
 	}
+	// The packaged /etc/mptester/serve.yaml loads and is what serve runs with.
+	pkg, err := config.Load("../../../packaging/serve.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd = NewCmdServe(&cmdutil.Factory{IO: io, Config: pkg}, func(o *Options) error { got = o; return check(o) })
+	cmd.SetArgs(nil)
+	if err := cmd.Execute(); err != nil {
+		t.Fatal(err)
+	}
+	if got.Ports["tcp"][0] != 443 || len(got.Ports["quic"]) != 2 || got.Limits.MaxSessions != 256 {
+		t.Errorf("packaged serve.yaml: %+v", got)
+	}
 	for _, bad := range []string{"serve:\n  ports: {sctp: [1]}\n", "serve:\n  max_sessions: 0\n", "serve:\n  ports: {tcp: [70000]}\n", "serve:\n  nope: 1\n"} {
 		if _, err := config.Parse([]byte(bad)); err == nil {
 			t.Errorf("%q: no error", bad)
