@@ -16,6 +16,8 @@ import (
 // above): every shipped service stays within it.
 const maxExposure = 4.0
 
+var ignoredRE = regexp.MustCompile(`(?m)^.*(Unknown |[Ff]ailed to parse|[Ii]nvalid ).*ignoring.*$`)
+
 var exposureRE = regexp.MustCompile(`Overall exposure level for (\S+): (\d+\.\d+) (\S+)`)
 
 // TestUnitExposure scores every shipped service with `systemd-analyze
@@ -38,6 +40,11 @@ func TestUnitExposure(t *testing.T) {
 		if m == nil {
 			t.Errorf("%s: no exposure level in the output (%v):\n%s", u, err, out)
 			continue
+		}
+		// A directive systemd cannot read is ignored, and the score
+		// with it: a typo would pass unseen.
+		for _, l := range ignoredRE.FindAll(out, -1) {
+			t.Errorf("%s: %s", u, l)
 		}
 		score, _ := strconv.ParseFloat(string(m[2]), 64)
 		t.Logf("%-26s exposure %.1f %s", u, score, m[3])
