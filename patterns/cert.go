@@ -7,11 +7,16 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
+	"encoding/pem"
+	"errors"
 	"fmt"
+	"io/fs"
 	"math/big"
 	"net"
+	"os"
 	"time"
 
+	"github.com/mptester/mptester/internal/fsutil"
 	"github.com/mptester/mptester/patterns/transport"
 )
 
@@ -65,4 +70,39 @@ func LoadCertificate(certFile, keyFile string) (tls.Certificate, string, error) 
 	}
 	c.Leaf = leaf
 	return c, transport.Fingerprint(leaf), nil
+}
+
+// KeepSelfSigned is SelfSigned kept in file (certificate and key in one
+// PEM file, 0600, written atomically): made on the first start, loaded on
+// every later one, so a restarted server keeps the fingerprint its clients
+// pinned. created says whether it was made now; names only apply then.
+func KeepSelfSigned(file string, names []string) (cert tls.Certificate, fp string, created bool, err error) {
+	if b, err := os.ReadFile(file); err == nil {
+		c, err := tls.X509KeyPair(b, b)
+		if err != nil {
+			return tls.Certificate{}, "", false, fmt.Errorf("kept certificate %s: %w (remove it to make a new one; clients must pin the new fingerprint)", file, err)
+		}
+		if c.Leaf == nil {
+			if c.Leaf, err = x509.ParseCertificate(c.Certificate[0]); err != nil {
+				return tls.Certificate{}, "", false, fmt.Errorf("kept certificate %s: %w", file, err)
+			}
+		}
+		return c, transport.Fingerprint(c.Leaf), false, nil
+	} else if !errors.Is(err, fs.ErrNotExist) {
+		return tls.Certificate{}, "", false, fmt.Errorf("kept certificate: %w", err)
+	}
+	c, fp, err := SelfSigned(names)
+	if err != nil {
+		return tls.Certificate{}, "", false, err
+	}
+	der, err := x509.MarshalPKCS8PrivateKey(c.PrivateKey)
+	if err != nil {
+		return tls.Certificate{}, "", false, err
+	}
+	b := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: c.Certificate[0]})
+	b = append(b, pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: der})...)
+	if err := fsutil.WriteFileAtomic(file, b, 0o600); err != nil {
+		return tls.Certificate{}, "", false, fmt.Errorf("keep certificate: %w", err)
+	}
+	return c, fp, true, nil
 }

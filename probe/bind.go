@@ -186,3 +186,22 @@ func ListenRaw(ctx context.Context, p Path, f Family, proto string) (*net.IPConn
 	}
 	return pc.(*net.IPConn), src, nil
 }
+
+// CheckRaw opens and closes a raw IP socket of family f for proto, bound
+// to no path: whether raw probers can run here at all (root or
+// CAP_NET_RAW) before a command writes anything. A refusal wraps
+// os.ErrPermission.
+func CheckRaw(f Family, proto string) error {
+	network := "ip4:" + proto
+	if f == Family6 {
+		if proto == "icmp" {
+			proto = "ipv6-icmp"
+		}
+		network = "ip6:" + proto
+	}
+	pc, err := net.ListenPacket(network, "")
+	if err != nil {
+		return err
+	}
+	return pc.Close()
+}

@@ -6,6 +6,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
+	"strings"
 
 	"github.com/mptester/mptester/probe"
 )
@@ -36,6 +38,28 @@ const (
 	ExitNotUploaded = 8
 	ExitCancelled   = 130
 )
+
+// MissingCapability is the error of an operation refused for want of a
+// Linux capability (exit 5): it names the capability and how to grant it,
+// so a service with a too-narrow unit fails saying what its unit lacks.
+func MissingCapability(capability, what string, err error) error {
+	return fmt.Errorf("%w: %s needs %s (%v): run as root, or grant it (systemd: AmbientCapabilities=%s; or setcap %s+ep on the binary)",
+		ErrPermission, what, capability, err, capability, strings.ToLower(capability))
+}
+
+// ListenError maps a listener refused its port (EACCES: a port below
+// net.ipv4.ip_unprivileged_port_start) to MissingCapability; other errors
+// pass unchanged.
+func ListenError(err error) error {
+	if err == nil || !errors.Is(err, os.ErrPermission) {
+		return err
+	}
+	start := "1024"
+	if b, rerr := os.ReadFile("/proc/sys/net/ipv4/ip_unprivileged_port_start"); rerr == nil {
+		start = strings.TrimSpace(string(b))
+	}
+	return MissingCapability("CAP_NET_BIND_SERVICE", "listening on a port below "+start, err)
+}
 
 // ExitStatusError passes a child process's exit status through as ours
 // (`lab exec`, `lab run`); the child already reported its own failure.

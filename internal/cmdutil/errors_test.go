@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"syscall"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -27,6 +28,7 @@ func TestExitCode(t *testing.T) {
 		wrap(ErrCancelled):         130,
 		wrap(context.Canceled):     130,
 		wrap(ErrSilent):            1,
+		wrap(MissingCapability("CAP_NET_RAW", "raw sockets", syscall.EPERM)): 5,
 	} {
 		assert.Equal(t, want, ExitCode(err), "%v", err)
 	}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io/fs"
 	"log/slog"
+	"maps"
 	"math"
 	"net/netip"
 	"os"
@@ -271,6 +272,18 @@ func (c *Config) validate(ch *Checker) {
 	check("run.transports", Transports(r.Transports))
 	check("run.paths", Interfaces(r.Paths))
 	check("run.pin", Pin(r.Pin))
+	v := c.Serve
+	check("serve.transports", Transports(v.Transports))
+	check("serve.max_sessions", Positive(v.MaxSessions))
+	check("serve.max_per_client", Positive(v.MaxPerClient))
+	check("serve.max_duration", Positive(v.MaxDuration.D()))
+	for _, name := range slices.Sorted(maps.Keys(v.Ports)) {
+		key := "serve.ports." + name
+		ch.Check(w(key), checkNamed("listener", name))
+		for _, p := range v.Ports[name] {
+			ch.Check(w(key), IntIn(p, 0, 65535))
+		}
+	}
 	// The upload section's values; the token file itself (mode, content)
 	// is read by the commands that upload (upload.SettingsFrom).
 	if u := c.Upload; u != nil {

@@ -27,6 +27,7 @@ type Config struct {
 	DNS    map[string][]string `yaml:"dns"`
 	Survey Survey              `yaml:"survey"`
 	Run    Run                 `yaml:"run"`
+	Serve  Serve               `yaml:"serve"`
 	// Upload, when present, spools every result and uploads it to a
 	// collect server (package upload).
 	Upload *Upload `yaml:"upload"`
@@ -88,6 +89,20 @@ type Run struct {
 	Transports []string `yaml:"transports"`
 	Paths      []string `yaml:"paths"`
 	Pin        string   `yaml:"pin"`
+}
+
+// Serve holds defaults for `mptester serve` (the packaged service reads
+// them from /etc/mptester/serve.yaml); each key is the flag of its name.
+type Serve struct {
+	Listen string `yaml:"listen"`
+	// Ports per listener (tcp, quic, mpquic): {quic: [443, 6121]}.
+	Ports        map[string][]int `yaml:"ports"`
+	Transports   []string         `yaml:"transports"`
+	Names        []string         `yaml:"names"`
+	State        string           `yaml:"state"`
+	MaxSessions  int              `yaml:"max_sessions"`
+	MaxPerClient int              `yaml:"max_per_client"`
+	MaxDuration  Duration         `yaml:"max_duration"`
 }
 
 // Duration is a time.Duration written as Go writes it ("1s", "250ms").

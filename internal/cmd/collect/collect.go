@@ -38,6 +38,8 @@ type Options struct {
 	Names     []string
 	PlainHTTP bool
 	Limits    collect.Limits
+	// Drain bounds the uploads in flight at SIGTERM/SIGINT.
+	Drain time.Duration
 
 	// Subcommands.
 	Name string
@@ -64,8 +66,12 @@ func NewCmdCollect(f *cmdutil.Factory, runF func(*Options) error) *cobra.Command
 
 The index is a SQLite file in --data (WAL, no cgo) unless --db names a
 PostgreSQL server (postgres://…); raw uploads always live in --data.
-Without --cert/--key a self-signed certificate is generated and its SHA-256
-fingerprint printed; probes pin it (upload: pin:).`,
+Without --cert/--key a self-signed certificate is made on the first start
+and kept in --data (selfsigned.pem), so restarts keep the SHA-256
+fingerprint printed; probes pin it (upload: pin:).
+
+SIGTERM/SIGINT drain: the listener closes (new uploads are refused), the
+uploads in flight finish within --drain, then it exits 0.`,
 		Example: `  mptester collect --data /var/lib/mptester-collect
   mptester collect probe add pi-kitchen --url https://collect.example.net:8080
   mptester collect --db postgres://collect@db/collect --cert cert.pem --key key.pem`,
@@ -90,6 +96,7 @@ fingerprint printed; probes pin it (upload: pin:).`,
 	fl.Int64Var(&opts.Limits.MaxBytes, "max-bytes", opts.Limits.MaxBytes, "largest upload in `bytes` (compressed and uncompressed)")
 	fl.Int64Var(&opts.Limits.MaxDocument, "max-document", opts.Limits.MaxDocument, "largest run sent as one JSON document, in `bytes`")
 	fl.IntVar(&opts.Limits.MaxInFlight, "max-inflight", opts.Limits.MaxInFlight, "uploads at once (more are answered 429)")
+	fl.DurationVar(&opts.Drain, "drain", 10*time.Second, "on SIGTERM: how long uploads in flight may take to finish (below systemd's TimeoutStopSec)")
 	fl.DurationVar(&opts.Limits.RetryAfter, "retry-after", opts.Limits.RetryAfter, "what a 429 asks probes to wait")
 
 	schedule := &cobra.Command{Use: "schedule", Short: "The fleet schedule probes run with `mptester agent`"}
@@ -277,6 +284,7 @@ func collectRun(opts *Options) error {
 	ch.Check("--max-document", config.Positive(l.MaxDocument))
 	ch.Check("--max-inflight", config.Positive(l.MaxInFlight))
 	ch.Check("--retry-after", config.Positive(l.RetryAfter))
+	ch.Check("--drain", config.Positive(opts.Drain))
 	if err := ch.Err(); err != nil {
 		return cmdutil.Usage(err)
 	}
@@ -291,14 +299,21 @@ func collectRun(opts *Options) error {
 			if c, fp, err = patterns.LoadCertificate(opts.CertFile, opts.KeyFile); err != nil {
 				return fmt.Errorf("%w: %w", cmdutil.ErrUsage, err)
 			}
-		} else if c, fp, err = patterns.SelfSigned(opts.Names); err != nil {
-			return err
+		} else {
+			if err := os.MkdirAll(opts.Data, 0o750); err != nil {
+				return fmt.Errorf("data directory: %w", err)
+			}
+			if c, fp, _, err = patterns.KeepSelfSigned(filepath.Join(opts.Data, "selfsigned.pem"), opts.Names); err != nil {
+				return err
+			}
 		}
 		cert = &c
 		fmt.Fprintf(opts.IO.Out, "certificate SHA-256 fingerprint: %s\n", fp)
 	}
 	ln, err := net.Listen("tcp", opts.Listen)
-	if err != nil {
+	if errors.Is(err, os.ErrPermission) {
+		return cmdutil.ListenError(fmt.Errorf("--listen %s: %w", opts.Listen, err))
+	} else if err != nil {
 		return cmdutil.FlagErrorf("--listen %s: %v", opts.Listen, err)
 	}
 	defer ln.Close()
@@ -312,7 +327,11 @@ func collectRun(opts *Options) error {
 		if opts.Ready != nil {
 			opts.Ready(ln.Addr())
 		}
-		return srv.Serve(opts.Ctx, ln, cert, 10*time.Second)
+		err = srv.Serve(opts.Ctx, ln, cert, opts.Drain)
+		if errors.Is(err, context.DeadlineExceeded) {
+			return fmt.Errorf("uploads still in flight after --drain %s were cut (not stored: their probes send them again)", opts.Drain)
+		}
+		return err
 	})
 }
 

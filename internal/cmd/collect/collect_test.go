@@ -59,7 +59,7 @@ func TestEnrolServeUpload(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	addr := make(chan net.Addr, 1)
 	opts := &Options{IO: io, Logger: slog.New(slog.DiscardHandler), Ctx: ctx, Data: data, Listen: "127.0.0.1:0",
-		Limits: collect.DefaultLimits(), Ready: func(a net.Addr) { addr <- a }}
+		Limits: collect.DefaultLimits(), Drain: 10 * time.Second, Ready: func(a net.Addr) { addr <- a }}
 	done := make(chan error, 1)
 	go func() { done <- collectRun(opts) }()
 	var a net.Addr
@@ -113,8 +113,34 @@ func TestEnrolServeUpload(t *testing.T) {
 }
 
 func TestBadFlags(t *testing.T) {
-	for _, args := range [][]string{{"--cert", "x.pem"}, {"--plain-http", "--cert", "a", "--key", "b"}, {"--max-inflight", "0"}, {"--listen", "nonsense"}} {
+	for _, args := range [][]string{{"--cert", "x.pem"}, {"--plain-http", "--cert", "a", "--key", "b"}, {"--max-inflight", "0"}, {"--listen", "nonsense"}, {"--drain", "0s"}} {
 		_, err := execute(t, append([]string{"--data", t.TempDir()}, args...)...)
 		assert.ErrorIs(t, err, cmdutil.ErrUsage, "%v", args)
 	}
+}
+
+// TestRestartKeepsFingerprint: the self-signed certificate is kept in
+// --data, so a restarted collector keeps the fingerprint probes pinned.
+func TestRestartKeepsFingerprint(t *testing.T) {
+	data := t.TempDir()
+	start := func() string {
+		io, sout, _ := cmdutil.Test()
+		ctx, cancel := context.WithCancel(context.Background())
+		addr := make(chan net.Addr, 1)
+		opts := &Options{IO: io, Logger: slog.New(slog.DiscardHandler), Ctx: ctx, Data: data, Listen: "127.0.0.1:0",
+			Limits: collect.DefaultLimits(), Drain: time.Second, Ready: func(a net.Addr) { addr <- a }}
+		done := make(chan error, 1)
+		go func() { done <- collectRun(opts) }()
+		select {
+		case <-addr:
+		case err := <-done:
+			t.Fatal(err)
+		}
+		cancel()
+		require.NoError(t, <-done)
+		fm := regexp.MustCompile(`fingerprint: ([0-9A-Fa-f:]+)\n`).FindStringSubmatch(sout.String())
+		require.NotNil(t, fm, sout.String())
+		return fm[1]
+	}
+	assert.Equal(t, start(), start())
 }

@@ -9,6 +9,7 @@ import (
 	"maps"
 	"net"
 	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -37,6 +38,8 @@ type Options struct {
 	Names      []string
 	Limits     patterns.Limits
 	QlogDir    string
+	// State keeps the self-signed certificate across restarts.
+	State string
 	// Ready, when set, is called with the server once it listens (tests).
 	Ready func(*patterns.Server)
 }
@@ -67,7 +70,9 @@ interactive). QUIC also listens on 6121 by default: it reveals middleboxes
 that only treat UDP 443 specially (000 §III).
 
 Without --cert/--key a self-signed certificate is generated and its SHA-256
-fingerprint printed on stdout; probes pin it with --pin. SIGINT/SIGTERM stop
+fingerprint printed on stdout; probes pin it with --pin. With --state it
+is made once and kept there (DIR/serve-cert.pem), so a restart keeps the
+fingerprint. SIGINT/SIGTERM stop
 accepting, let running tests finish (up to 10 s) and exit.`,
 		Example: `  mptester serve
   mptester serve --tcp-port 8443 --quic-port 8443 --quic-port 6121 --cert cert.pem --key key.pem`,
@@ -79,12 +84,21 @@ accepting, let running tests finish (up to 10 s) and exit.`,
 			for name, p := range portFlags {
 				opts.Ports[name] = *p
 			}
+			applyConfig(opts, f.Config, cmd.Flags().Changed)
 			if runF != nil {
 				return runF(opts)
 			}
 			return serveRun(opts)
 		},
 	}
+	config.RegisterCheck("listener", func(s string) error {
+		for _, d := range transport.Listeners() {
+			if d.Name == s {
+				return nil
+			}
+		}
+		return fmt.Errorf("unknown listener %q (want one of %s)", s, strings.Join(listenerNames(), ", "))
+	})
 	fl := cmd.Flags()
 	fl.StringVar(&opts.Listen, "listen", "", "`ADDR` to listen on (default: every address)")
 	for _, d := range transport.Listeners() {
@@ -99,6 +113,7 @@ accepting, let running tests finish (up to 10 s) and exit.`,
 	fl.StringSliceVar(&opts.Transports, "transports", nil, "`TRANSPORTS` to serve (default: "+strings.Join(transport.Names(), ",")+")")
 	fl.StringVar(&opts.CertFile, "cert", "", "PEM certificate `file` (default: self-signed)")
 	fl.StringVar(&opts.KeyFile, "key", "", "PEM private key `file`")
+	fl.StringVar(&opts.State, "state", "", "`directory` that keeps the self-signed certificate across restarts (the service's StateDirectory)")
 	fl.StringSliceVar(&opts.Names, "name", nil, "extra DNS `NAME`s or IPs for the self-signed certificate")
 	fl.IntVar(&opts.Limits.MaxSessions, "max-sessions", opts.Limits.MaxSessions, "concurrent sessions over all clients")
 	fl.IntVar(&opts.Limits.MaxPerClient, "max-per-client", opts.Limits.MaxPerClient, "concurrent sessions per client (an IPv6 /64, an IPv4 --client-prefix4)")
@@ -110,6 +125,38 @@ accepting, let running tests finish (up to 10 s) and exit.`,
 	fl.DurationVar(&opts.Limits.IdleTimeout, "idle-timeout", opts.Limits.IdleTimeout, "close idle connections after")
 	fl.StringVar(&opts.QlogDir, "qlog", "", "write a qlog trace of every QUIC connection (quic, mpquic) to `DIR`/ODCID_server.sqlog")
 	return cmd
+}
+
+func listenerNames() []string {
+	var ns []string
+	for _, d := range transport.Listeners() {
+		ns = append(ns, d.Name)
+	}
+	return ns
+}
+
+// applyConfig fills what the command line left unset from the config's
+// serve section (checked when it was loaded): flags override the file.
+func applyConfig(opts *Options, cfg *config.Config, changed func(string) bool) {
+	if cfg == nil {
+		return
+	}
+	c := cfg.Serve
+	set := func(key, flag string, apply func()) {
+		if cfg.Has("serve."+key) && !changed(flag) {
+			apply()
+		}
+	}
+	set("listen", "listen", func() { opts.Listen = c.Listen })
+	for name, ports := range c.Ports {
+		set("ports."+name, name+"-port", func() { opts.Ports[name] = ports })
+	}
+	set("transports", "transports", func() { opts.Transports = c.Transports })
+	set("names", "name", func() { opts.Names = c.Names })
+	set("state", "state", func() { opts.State = c.State })
+	set("max_sessions", "max-sessions", func() { opts.Limits.MaxSessions = c.MaxSessions })
+	set("max_per_client", "max-per-client", func() { opts.Limits.MaxPerClient = c.MaxPerClient })
+	set("max_duration", "max-duration", func() { opts.Limits.MaxDuration = c.MaxDuration.D() })
 }
 
 // check validates every flag, each bad value its own message naming it.
@@ -152,6 +199,10 @@ func check(opts *Options) error {
 	ch.Check("--read-timeout", config.Positive(l.ReadTimeout))
 	ch.Check("--idle-timeout", config.Positive(l.IdleTimeout))
 	ch.Check("--qlog", config.OutputDir(opts.QlogDir))
+	if opts.State != "" && opts.CertFile != "" {
+		ch.Check("--state", fmt.Errorf("--state keeps a self-signed certificate: not with --cert"))
+	}
+	ch.Check("--state", config.OutputDir(opts.State))
 	return cmdutil.Usage(ch.Err())
 }
 
@@ -171,6 +222,18 @@ func serveRun(opts *Options) error {
 		cert, fp, err = patterns.LoadCertificate(opts.CertFile, opts.KeyFile)
 		if err != nil {
 			return fmt.Errorf("%w: %w", cmdutil.ErrUsage, err)
+		}
+	} else if opts.State != "" {
+		if err := os.MkdirAll(opts.State, 0o700); err != nil {
+			return fmt.Errorf("--state: %w", err)
+		}
+		file := filepath.Join(opts.State, "serve-cert.pem")
+		var created bool
+		if cert, fp, created, err = patterns.KeepSelfSigned(file, opts.Names); err != nil {
+			return err
+		}
+		if created {
+			opts.Logger.Info("self-signed certificate made and kept", "file", file)
 		}
 	} else if cert, fp, err = patterns.SelfSigned(opts.Names); err != nil {
 		return err
@@ -198,7 +261,7 @@ func serveRun(opts *Options) error {
 		ctx = context.Background()
 	}
 	if err := srv.Start(ctx); err != nil {
-		return err
+		return cmdutil.ListenError(err)
 	}
 	fmt.Fprintf(opts.IO.Out, "certificate SHA-256 fingerprint: %s\n", fp)
 	for _, b := range srv.Bound() {

@@ -5,12 +5,16 @@ import (
 	"errors"
 	"log/slog"
 	"net"
+	"os"
+	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/mptester/mptester/internal/cmdutil"
+	"github.com/mptester/mptester/internal/config"
 	"github.com/mptester/mptester/patterns"
 )
 
@@ -29,7 +33,7 @@ func TestFlagsReachOptions(t *testing.T) {
 
 func TestBadFlags(t *testing.T) {
 	io, _, _ := cmdutil.Test()
-	for _, args := range [][]string{{"--cert", "x.pem"}, {"--quic-port", "0,443"}, {"--tcp-port", "70000"}, {"--transports", "nosuch"}, {"--max-duration", "0s"}, {"--qlog", "/dev/null"}} {
+	for _, args := range [][]string{{"--cert", "x.pem"}, {"--quic-port", "0,443"}, {"--tcp-port", "70000"}, {"--transports", "nosuch"}, {"--max-duration", "0s"}, {"--qlog", "/dev/null"}, {"--state", "/dev/null"}, {"--state", "d", "--cert", "c.pem", "--key", "k.pem"}} {
 		opts := &Options{IO: io, Logger: slog.New(slog.DiscardHandler), Limits: patterns.DefaultLimits(), Ports: map[string][]int{"tcp": {443}, "quic": {443}}}
 		cmd := NewCmdServe(&cmdutil.Factory{IO: io, Logger: slog.New(slog.DiscardHandler)}, func(o *Options) error { *opts = *o; return serveRun(o) })
 		cmd.SetArgs(args)
@@ -90,3 +94,81 @@ func freePort(t *testing.T) int {
 }
 
 func itoa(n int) string { return strconv.Itoa(n) }
+
+// TestStateKeepsFingerprint: with --state a restarted server presents the
+// certificate (the fingerprint) it printed before; without, a new one.
+func TestStateKeepsFingerprint(t *testing.T) {
+	state := filepath.Join(t.TempDir(), "state")
+	start := func(state string) string {
+		io, out, _ := cmdutil.Test()
+		ctx, cancel := context.WithCancel(context.Background())
+		ready := make(chan *patterns.Server, 1)
+		opts := &Options{IO: io, Logger: slog.New(slog.DiscardHandler), Ctx: ctx, Listen: "127.0.0.1", State: state,
+			Ports: map[string][]int{"tcp": {freePort(t)}}, Limits: patterns.DefaultLimits(), Ready: func(s *patterns.Server) { ready <- s }}
+		done := make(chan error, 1)
+		go func() { done <- serveRun(opts) }()
+		select {
+		case <-ready:
+		case err := <-done:
+			t.Fatal(err)
+		}
+		cancel()
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+		m := regexp.MustCompile(`fingerprint: (\S+)`).FindStringSubmatch(out.String())
+		if m == nil {
+			t.Fatalf("no fingerprint in %q", out.String())
+		}
+		return m[1]
+	}
+	first := start(state)
+	if again := start(state); again != first {
+		t.Errorf("restart with --state: fingerprint %s, was %s", again, first)
+	}
+	if st, err := os.Stat(filepath.Join(state, "serve-cert.pem")); err != nil || st.Mode().Perm() != 0o600 {
+		t.Errorf("kept certificate: %v %v", st, err)
+	}
+	if other := start(""); other == first {
+		t.Error("without --state the certificate is new each start")
+	}
+}
+
+// TestConfigSection: the serve section (the service's serve.yaml) fills
+// the options; a flag overrides its key; a bad key fails at load.
+func TestConfigSection(t *testing.T) {
+	io, _, _ := cmdutil.Test()
+	NewCmdServe(&cmdutil.Factory{IO: io}, nil) // registers the listener check
+	cfg, err := config.Parse([]byte("serve:\n  listen: 198.18.0.1\n  ports: {tcp: [8443], quic: [8443, 6121]}\n  state: /var/lib/x\n  max_sessions: 500\n  names: [a.example]\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got *Options
+	cmd := NewCmdServe(&cmdutil.Factory{IO: io, Config: cfg}, func(o *Options) error { got = o; return nil })
+	cmd.SetArgs([]string{"--quic-port", "443"})
+	if err := cmd.Execute(); err != nil {
+		t.Fatal(err)
+	}
+	if got.Listen != "198.18.0.1" || got.Ports["tcp"][0] != 8443 || len(got.Ports["quic"]) != 1 || got.Ports["quic"][0] != 443 ||
+		got.State != "/var/lib/x" || got.Limits.MaxSessions != 500 || got.Names[0] != "a.example" {
+		t.Errorf("options %+v", got)
+	}
+	// The packaged /etc/mptester/serve.yaml loads and is what serve runs with.
+	pkg, err := config.Load("../../../packaging/serve.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd = NewCmdServe(&cmdutil.Factory{IO: io, Config: pkg}, func(o *Options) error { got = o; return check(o) })
+	cmd.SetArgs(nil)
+	if err := cmd.Execute(); err != nil {
+		t.Fatal(err)
+	}
+	if got.Ports["tcp"][0] != 443 || len(got.Ports["quic"]) != 2 || got.Limits.MaxSessions != 256 {
+		t.Errorf("packaged serve.yaml: %+v", got)
+	}
+	for _, bad := range []string{"serve:\n  ports: {sctp: [1]}\n", "serve:\n  max_sessions: 0\n", "serve:\n  ports: {tcp: [70000]}\n", "serve:\n  nope: 1\n"} {
+		if _, err := config.Parse([]byte(bad)); err == nil {
+			t.Errorf("%q: no error", bad)
+		}
+	}
+}

@@ -82,7 +82,7 @@ then probe every resolved address from every path: for two paths W and L the
 cells WW, WL, LW and LL of study 004 §III. Output is JSON Lines: a header,
 "resolution" and "probe" records, a "summary" record and a trailer.
 
-Methods: tcp-syn (raw SYN like hping3 -S; default when root), tcp-connect
+Methods: tcp-syn (raw SYN like hping3 -S; default with root or CAP_NET_RAW), tcp-connect
 (unprivileged; each attempt is capped at 900 ms, below the first SYN
 retransmission, so a retransmitted SYN never inflates an RTT) and icmp.
 SYN-ACK and RST both count as answers and are told apart.
@@ -126,7 +126,7 @@ OLD's resolution and probe records, then only what is missing is measured.`,
 	fl.StringSliceVar(&opts.Paths, "paths", nil, "`IFACES` to use (default: every up, non-loopback path with a default route)")
 	fl.StringArrayVar(&opts.DNS, "dns", nil, "use `IFACE=ADDR[,ADDR]` as the resolvers of IFACE (repeatable)")
 	fl.StringVar(&opts.Family, "family", "both", "address family to resolve and probe: 4, 6 or both")
-	fl.StringVar(&opts.Method, "method", "", "probe `method`: tcp-syn, tcp-connect or icmp (default tcp-syn when root, else tcp-connect)")
+	fl.StringVar(&opts.Method, "method", "", "probe `method`: tcp-syn, tcp-connect or icmp (default tcp-syn with root or CAP_NET_RAW, else tcp-connect)")
 	fl.IntVar(&opts.Port, "port", 443, "TCP port to probe")
 	fl.IntVar(&opts.Count, "count", 10, "probes per target")
 	fl.DurationVar(&opts.Timeout, "timeout", time.Second, "per-probe timeout")
@@ -381,8 +381,10 @@ func buildConfig(opts *Options) (survey.Config, error) {
 	ch.Check("--family", err)
 	method := opts.Method
 	if method == "" {
+		// Raw sockets, not root: a service holding only CAP_NET_RAW
+		// measures as root does.
 		method = "tcp-connect"
-		if runtime.GOOS == "linux" && os.Geteuid() == 0 {
+		if runtime.GOOS == "linux" && probe.CheckRaw(probe.Family4, "tcp") == nil {
 			method = "tcp-syn"
 		}
 	}
@@ -428,6 +430,9 @@ func buildConfig(opts *Options) (survey.Config, error) {
 	if err := ch.Err(); err != nil {
 		return survey.Config{}, cmdutil.Usage(err)
 	}
+	if err := checkRaw(method, fam); err != nil {
+		return survey.Config{}, err
+	}
 	return survey.Config{Family: fam, Method: method, Port: opts.Port, Count: opts.Count, Timeout: opts.Timeout,
 		Spacing: opts.Spacing, Rate: opts.Rate, Burst: max(1, int(opts.Rate/100)), Policy: pol, MaxBytes: maxBytes,
 		DNSTimeout: opts.DNSTimeout, DNSRetries: opts.DNSRetries, ResolverCap: opts.ResolverCap}, nil
@@ -467,4 +472,22 @@ func names(ps []probe.Path) []string {
 		out = append(out, p.Name)
 	}
 	return out
+}
+
+// checkRaw refuses a raw method the process cannot open raw sockets for,
+// before the output is touched: every probe would fail, and the run would
+// look like one of unresponsive targets.
+func checkRaw(method string, fam probe.Family) error {
+	proto := map[string]string{"tcp-syn": "tcp", "icmp": "icmp"}[method]
+	if proto == "" || (method == "tcp-syn" && runtime.GOOS != "linux") {
+		return nil
+	}
+	f := probe.Family4
+	if fam == probe.Family6 {
+		f = probe.Family6
+	}
+	if err := probe.CheckRaw(f, proto); errors.Is(err, os.ErrPermission) {
+		return cmdutil.MissingCapability("CAP_NET_RAW", "--method "+method+" (raw sockets)", err)
+	}
+	return nil
 }
