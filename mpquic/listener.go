@@ -2,8 +2,13 @@ package mpquic
 
 import (
 	"context"
+	"crypto/aes"
+	"crypto/cipher"
+	"crypto/hmac"
+	"crypto/sha256"
 	"crypto/tls"
 	"errors"
+	"hash"
 	"net"
 	"net/netip"
 	"sync"
@@ -38,7 +43,7 @@ type Listener struct {
 	resets resetLimiter
 
 	// The read loop's own.
-	scratch  []byte
+	check    *initialCheck
 	tokens   *retryTokens
 	rateSec  int64 // the second rateN counts handshakes of
 	rateN    int
@@ -126,7 +131,7 @@ func newListener(pconn net.PacketConn, tlsConf *tls.Config, conf *Config, owns b
 	return &Listener{pconn: pconn, tlsConf: tlsConf, conf: cfg, owns: owns,
 		conns: map[string]*Conn{}, sources: map[sourceKey]*sourceCount{},
 		queue: make(chan *Conn, 64), closed: make(chan struct{}),
-		scratch: make([]byte, readBufSize), tokens: newRetryTokens()}, nil
+		check: newInitialCheck(), tokens: newRetryTokens()}, nil
 }
 
 // Addr is the listening socket's address.
@@ -262,7 +267,7 @@ func (l *Listener) newConn(d datagram, now time.Time) *Conn {
 	if err != nil || h.Type != PacketInitial || len(d.b) < minDatagramSize || len(h.DCID) < 8 {
 		return nil // §14.1: a client's Initial datagram is at least 1200 bytes
 	}
-	if !l.initialOpens(d.b[:n], h) {
+	if !l.check.opens(d.b[:n], h) {
 		l.undecryptable.Add(1)
 		return nil
 	}
@@ -388,24 +393,6 @@ func (l *Listener) countHandshake(now time.Time) {
 	l.rateN++
 }
 
-// initialOpens says whether a client Initial decrypts under the keys its
-// destination ID gives (RFC 9001 §5.2), working on a copy: until it does,
-// the datagram costs no allocation and no state.
-func (l *Listener) initialOpens(pkt []byte, h Header) bool {
-	if len(pkt) > len(l.scratch) {
-		return false
-	}
-	buf := l.scratch[:len(pkt)]
-	copy(buf, pkt)
-	keys := clientInitialKeys(h.DCID)
-	o, err := keys.UnprotectHeader(buf, h.PNOffset, -1)
-	if err != nil {
-		return false
-	}
-	_, err = keys.Open(buf, o, 0)
-	return err == nil
-}
-
 // sendRetry answers an Initial with a Retry (RFC 9000 §17.2.5): a new
 // connection ID and a token binding it, the client's address and the
 // Initial's DCID.
@@ -487,4 +474,98 @@ func (l *Listener) endHalfOpen(c *Conn) {
 			delete(l.sources, c.lsrc)
 		}
 	}
+}
+
+// initialCheck tells a client Initial that decrypts from one that does not
+// at a fraction of InitialKeys' cost, with no allocation for most fakes:
+// HKDF over reused SHA-256 states (the extract's key is version 1's salt,
+// kept keyed), header protection first, and the AEAD only when the
+// unprotected reserved bits are 0 as a client sets them (RFC 9000 §17.2;
+// a packet with them set fails anyway). Used by the read loop only.
+type initialCheck struct {
+	extract hash.Hash // HMAC-SHA256 keyed with initialSaltV1 (Reset keeps the key)
+	in, out hash.Hash
+	pad     [64]byte
+	info    [64]byte
+	initial [32]byte
+	secret  [32]byte
+	tmp     [32]byte
+	scratch []byte
+}
+
+func newInitialCheck() *initialCheck {
+	return &initialCheck{extract: hmac.New(sha256.New, initialSaltV1), in: sha256.New(), out: sha256.New(),
+		scratch: make([]byte, readBufSize)}
+}
+
+func (ic *initialCheck) hmac(key, msg []byte, dst *[32]byte) {
+	ic.pad = [64]byte{}
+	copy(ic.pad[:], key)
+	for i := range ic.pad {
+		ic.pad[i] ^= 0x36
+	}
+	ic.in.Reset()
+	ic.in.Write(ic.pad[:])
+	ic.in.Write(msg)
+	var inner [32]byte
+	ic.in.Sum(inner[:0])
+	for i := range ic.pad {
+		ic.pad[i] ^= 0x36 ^ 0x5c
+	}
+	ic.out.Reset()
+	ic.out.Write(ic.pad[:])
+	ic.out.Write(inner[:])
+	ic.out.Sum(dst[:0])
+}
+
+// expand is HKDF-Expand-Label for lengths up to 32 (one HMAC block);
+// the result is dst's first length bytes.
+func (ic *initialCheck) expand(secret []byte, label string, length int, dst *[32]byte) {
+	b := ic.info[:0]
+	b = append(b, 0, byte(length), byte(6+len(label)))
+	b = append(b, "tls13 "...)
+	b = append(b, label...)
+	b = append(b, 0, 1) // empty context; T(1)'s counter
+	ic.hmac(secret, b, dst)
+}
+
+// opens says whether pkt, a client Initial with header h, decrypts under
+// the keys its destination ID gives (RFC 9001 §5.2); pkt is not changed.
+func (ic *initialCheck) opens(pkt []byte, h Header) bool {
+	if len(pkt) > len(ic.scratch) || h.PNOffset < 1 || len(pkt) < h.PNOffset+4+sampleLen {
+		return false
+	}
+	ic.extract.Reset()
+	ic.extract.Write(h.DCID)
+	ic.extract.Sum(ic.initial[:0])
+	ic.expand(ic.initial[:], "client in", 32, &ic.secret)
+	ic.expand(ic.secret[:], "quic hp", 16, &ic.tmp)
+	hp, err := aes.NewCipher(ic.tmp[:16])
+	if err != nil {
+		return false
+	}
+	var mask [16]byte
+	hp.Encrypt(mask[:], pkt[h.PNOffset+4:h.PNOffset+4+sampleLen])
+	if (pkt[0]^mask[0]&0x0f)&0x0c != 0 {
+		return false // reserved bits set: not a packet we could accept
+	}
+	ic.expand(ic.secret[:], "quic key", 16, &ic.tmp)
+	block, err := aes.NewCipher(ic.tmp[:16])
+	if err != nil {
+		return false
+	}
+	k := &Keys{suite: tls.TLS_AES_128_GCM_SHA256, hash: sha256.New, hpAES: hp}
+	if k.aead, err = cipher.NewGCM(block); err != nil {
+		return false
+	}
+	ic.expand(ic.secret[:], "quic iv", 12, &ic.tmp)
+	copy(k.iv[:], ic.tmp[:12])
+	buf := ic.scratch[:len(pkt)]
+	copy(buf, pkt)
+	o, err := k.UnprotectHeader(buf, h.PNOffset, -1)
+	if err != nil {
+		return false
+	}
+	_, err = k.Open(buf, o, 0)
+	return err == nil
 }

@@ -341,23 +341,28 @@ func TestListenerForgetsItsOwnIDs(t *testing.T) {
 	}
 }
 
-// BenchmarkListenerForget is the cost of ending one connection among n:
-// flat in n (it was a scan of every connection's IDs under the lock the
-// read loop needs).
+// BenchmarkListenerForget is the cost of ending one connection (two IDs)
+// among n others: flat in n (it was a scan of every connection's IDs under
+// the lock the read loop needs).
 func BenchmarkListenerForget(b *testing.B) {
 	for _, n := range []int{1000, 100000} {
 		b.Run(itoa(n), func(b *testing.B) {
 			l := &Listener{conns: map[string]*Conn{}, sources: map[sourceKey]*sourceCount{}}
-			for range n {
+			route := func() *Conn {
 				c := &Conn{done: make(chan struct{})}
 				l.routeLocked(c, string(randomID(8)))
 				l.routeLocked(c, string(randomID(8)))
+				return c
+			}
+			for range n {
+				route()
+			}
+			gone := make([]*Conn, b.N)
+			for i := range gone {
+				gone[i] = route()
 			}
 			b.ResetTimer()
-			for range b.N {
-				c := &Conn{done: make(chan struct{})}
-				l.routeLocked(c, string(randomID(8)))
-				l.routeLocked(c, string(randomID(8)))
+			for _, c := range gone {
 				l.forget(c)
 			}
 		})
@@ -376,4 +381,101 @@ func itoa(n int) string {
 		return d[n : n+1]
 	}
 	return itoa(n/10) + d[n%10:n%10+1]
+}
+
+// FuzzListenerDispatch hands a listener datagrams from the fuzzer: as they
+// are, or as the plaintext of an Initial protected under the keys of its
+// destination ID (so that they pass decryption and reach admission, Retry
+// tokens and the new connection), with or without a token. Nothing may
+// panic, and the listener's books must hold: every route's connection
+// lists it, the half-open count matches the connections still in their
+// handshake and stays under its cap.
+func FuzzListenerDispatch(f *testing.F) {
+	buf := make([]byte, 1500)
+	f.Add(fakeInitial(buf), false, []byte(nil), uint8(0))
+	f.Add(clientHelloPayload(f), true, []byte(nil), uint8(1))
+	f.Add(clientHelloPayload(f), true, []byte("a forged token of some length, 40 bytes+"), uint8(2))
+	f.Add(PingFrame{}.Append(nil), true, []byte(nil), uint8(3))
+	f.Add(append([]byte{0x40}, make([]byte, 40)...), false, []byte(nil), uint8(4))
+	f.Add(append([]byte{0xc0, 0, 0, 0, 2, 8, 1, 2, 3, 4, 5, 6, 7, 8, 0}, make([]byte, 1200)...), false, []byte(nil), uint8(5))
+	f.Add(AppendRetry(nil, []byte{1}, []byte{2}, []byte{3}, []byte("t")), false, []byte(nil), uint8(6))
+	l, _ := testListener(f, &Config{MaxHalfOpen: 4, MaxHalfOpenPerSource: 2, RetryAboveHalfOpen: 3, RetryAboveRate: -1})
+	f.Fuzz(func(t *testing.T, b []byte, protect bool, token []byte, src uint8) {
+		if len(b) > 1400 || len(token) > 200 {
+			return
+		}
+		from := udp(src%4, 1000+int(src))
+		if protect {
+			dcid := append([]byte{src}, make([]byte, 7)...)
+			b = sealInitial(t, dcid, []byte{9, 9, 9, 9, 9, 9, 9, 9}, token, b, 0)
+		}
+		l.dispatch(datagram{b: b, from: from})
+		l.mu.Lock()
+		half := 0
+		for k, c := range l.conns {
+			found := false
+			for _, own := range c.lkeys {
+				found = found || own == k
+			}
+			if !found {
+				l.mu.Unlock()
+				t.Fatalf("route %x not listed by its connection", k)
+			}
+		}
+		seen := map[*Conn]bool{}
+		for _, c := range l.conns {
+			if !seen[c] && c.lhalfOpen {
+				half++
+			}
+			seen[c] = true
+		}
+		h := l.halfOpen
+		l.mu.Unlock()
+		if h != half || h > 4 {
+			t.Fatalf("half-open count %d, connections in their handshake %d (cap 4)", h, half)
+		}
+		if len(seen) >= 4 {
+			endAll(l) // room for the next inputs
+		}
+	})
+}
+
+// The listener's cheap check derives the same keys as InitialKeys: the
+// RFC 9001 Appendix A.2 client Initial opens, a changed one does not, and
+// Initials under random IDs open exactly when they were sealed for them.
+func TestInitialCheck(t *testing.T) {
+	ic := newInitialCheck()
+	a2 := readHex(t, "rfc9001_a2_packet.hex")
+	h, n, err := ParseHeader(a2, connIDLen)
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := append([]byte(nil), a2...)
+	if !ic.opens(a2[:n], h) {
+		t.Fatal("the RFC's client Initial does not open")
+	}
+	if !bytes.Equal(a2, before) {
+		t.Fatal("the check changed the packet")
+	}
+	for _, i := range []int{0, h.PNOffset, h.PNOffset + 30, n - 1} {
+		bad := append([]byte(nil), a2...)
+		bad[i] ^= 0x01
+		if hb, nb, err := ParseHeader(bad, connIDLen); err == nil && ic.opens(bad[:nb], hb) {
+			t.Errorf("opens with byte %d changed", i)
+		}
+	}
+	payload := PingFrame{}.Append(nil)
+	for i := range 200 {
+		dcid := randomID(8 + i%13)
+		pkt := sealInitial(t, dcid, randomID(8), nil, payload, uint64(i))
+		h, n, err := ParseHeader(pkt, connIDLen)
+		if err != nil || !ic.opens(pkt[:n], h) {
+			t.Fatalf("Initial %d to %x: %v", i, dcid, err)
+		}
+		copy(pkt[6:], randomID(8)) // another DCID: other keys
+		h, n, _ = ParseHeader(pkt, connIDLen)
+		if ic.opens(pkt[:n], h) {
+			t.Fatalf("Initial %d opens under another DCID's keys", i)
+		}
+	}
 }
