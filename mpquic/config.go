@@ -62,6 +62,29 @@ type Config struct {
 	// destination connection ID, the trace's group); nil: none. The
 	// connection closes it when it ends.
 	Qlog func(isClient bool, odcid []byte) io.WriteCloser
+
+	// A Listener's defences against handshake floods (RFC 9000 §8.1,
+	// §21.1.1.1); clients ignore them. Only an Initial that decrypts under
+	// the keys its destination ID gives (RFC 9001 §5.2) creates state.
+
+	// MaxHalfOpen caps the connections whose handshake is not complete;
+	// an Initial beyond it is dropped (the client retransmits); default
+	// 1024.
+	MaxHalfOpen int
+	// MaxHalfOpenPerSource caps them per source (an IPv4 address, an IPv6
+	// /64), counted apart for the addresses a Retry validated; default 64.
+	// Beyond it an Initial without a token gets a Retry, one with a token
+	// is dropped.
+	MaxHalfOpenPerSource int
+	// RequireRetry has every new connection prove its address with a
+	// Retry first (RFC 9000 §8.1.2), at the cost of a round trip.
+	RequireRetry bool
+	// RetryAboveHalfOpen and RetryAboveRate require a Retry of new
+	// connections while more than this many are half-open (default 256)
+	// or more than this many handshakes began in the last second
+	// (default 1000); negative: never.
+	RetryAboveHalfOpen int
+	RetryAboveRate     int
 }
 
 const (
@@ -104,6 +127,21 @@ func (c *Config) withDefaults() (Config, error) {
 	}
 	if o.HandshakeTimeout == 0 {
 		o.HandshakeTimeout = 10 * time.Second
+	}
+	if o.MaxHalfOpen == 0 {
+		o.MaxHalfOpen = 1024
+	}
+	if o.MaxHalfOpenPerSource == 0 {
+		o.MaxHalfOpenPerSource = 64
+	}
+	if o.RetryAboveHalfOpen == 0 {
+		o.RetryAboveHalfOpen = 256
+	}
+	if o.RetryAboveRate == 0 {
+		o.RetryAboveRate = 1000
+	}
+	if o.MaxHalfOpen < 0 || o.MaxHalfOpenPerSource < 0 {
+		return o, errors.New("mpquic: negative half-open limit")
 	}
 	if o.StatelessResetKey == nil {
 		o.StatelessResetKey = NewStatelessResetKey()

@@ -99,6 +99,15 @@ type Conn struct {
 	scid         []byte // ours from the handshake
 	origDCID     []byte // the client's first DCID
 	peerSCIDSeen bool   // client: the server's SCID has replaced origDCID
+	initDCID     []byte // the DCID the Initial keys derive from; nil: origDCID
+	retrySCID    []byte // client: the Retry's SCID; server: the ID our Retry gave
+	retryToken   []byte // client: the Retry's token, in every Initial after it
+
+	// The listener's bookkeeping, guarded by its mu (endpoint.go).
+	lkeys     []string // the IDs that route to us
+	lsrc      sourceKey
+	lhalfOpen bool // counted half-open
+	lvalid    bool // admitted with a Retry token
 
 	spaces     [numSpaces]*pnSpace // spaceApp is path 0's and holds the 1-RTT keys
 	spaceList  []*pnSpace          // every live space (multipath.go)
@@ -202,7 +211,7 @@ func newConn(isClient bool, pconn net.PacketConn, remote net.Addr, conf Config, 
 		streams: map[uint64]*Stream{}, acceptReady: make(chan struct{}, 1), openReady: make(chan struct{}, 1),
 		localMaxBidi: conf.MaxIncomingStreams, localMaxData: conf.ConnectionReceiveWindow,
 		done: make(chan struct{}), handshakeCh: make(chan struct{}), ending: make(chan struct{}), closeSent: make(chan struct{}),
-		sendScratch: make([]byte, 0, maxDatagramSize+64), batch: make([]byte, 0, maxGSOSegments*(maxDatagramSize+64)),
+		sendScratch: make([]byte, 0, maxDatagramSize+64),
 		idleTimeout: conf.MaxIdleTimeout,
 	}
 	p0 := c.newPath(0, pconn, remote)
@@ -258,10 +267,20 @@ func (c *Conn) localParams() TransportParameters {
 	}
 	if !c.isClient {
 		p.OriginalDCID = c.origDCID
+		p.RetrySCID = c.retrySCID
 		t := c.conf.StatelessResetKey.token(c.scid) // a client sends none (RFC 9000 §18.2)
 		p.StatelessResetToken = &t
 	}
 	return p
+}
+
+// initialDCID is the destination ID the Initial keys derive from: the
+// client's first, or the one a Retry gave it.
+func (c *Conn) initialDCID() []byte {
+	if c.initDCID != nil {
+		return c.initDCID
+	}
+	return c.origDCID
 }
 
 // start begins the TLS handshake; the client's first flight is queued.
@@ -273,7 +292,7 @@ func (c *Conn) start() error {
 	}
 	p := c.localParams()
 	c.tls.SetTransportParameters(p.Append(nil))
-	client, server := InitialKeys(c.origDCID)
+	client, server := InitialKeys(c.initialDCID())
 	in := c.spaces[spaceInitial]
 	if c.isClient {
 		in.seal, in.open = client, server
@@ -387,7 +406,7 @@ func (c *Conn) terminate(err error) {
 	close(c.done)
 	c.tls.Close()
 	if c.onDone != nil {
-		go c.onDone()
+		c.onDone() // O(our IDs) under the listener's lock (listener.go)
 	}
 	if c.ownsConn {
 		c.pconn.Close()
@@ -485,12 +504,12 @@ func (c *Conn) handleDatagramPackets(d datagram, now time.Time) bool {
 			return true
 		}
 		if h.Type == PacketRetry {
-			if c.isClient && !c.peerSCIDSeen && VerifyRetry(pkt, c.origDCID) {
-				c.closeTransport(transportErr(ProtocolViolation, 0, "Retry is not supported"))
+			if first {
+				c.onRetry(h, pkt)
 			}
 			return true
 		}
-		if !c.ours(h.DCID) && !(h.Type == PacketInitial && !c.isClient && string(h.DCID) == string(c.origDCID)) {
+		if !c.ours(h.DCID) && !(h.Type == PacketInitial && !c.isClient && string(h.DCID) == string(c.initialDCID())) {
 			if first || h.Type != Packet1RTT {
 				continue
 			}
@@ -629,7 +648,7 @@ func (c *Conn) handlePacket(h Header, pkt []byte, now time.Time, replay bool) *p
 		p.dcid = append([]byte{}, h.SCID...) // non-nil: quic-go clients use empty IDs
 		c.peerSCIDSeen = true
 	}
-	if !c.isClient && si == spaceHandshake && !c.addrValidated {
+	if !c.isClient && si == spaceHandshake && !c.spaces[spaceInitial].discarded {
 		c.addrValidated = true // §8.1: a Handshake packet proves the address
 		c.discardSpace(spaceInitial)
 	}
@@ -883,6 +902,10 @@ func (c *Conn) setPeerParams(b []byte) error {
 		}
 		if p.InitialSCID == nil || string(p.InitialSCID) != string(c.p0().dcid) {
 			return transportErr(TransportParameterError, 0, "initial_source_connection_id does not match")
+		}
+		// §7.3: retry_source_connection_id exactly when a Retry was followed.
+		if c.retrySCID != nil && string(p.RetrySCID) != string(c.retrySCID) || c.retrySCID == nil && p.RetrySCID != nil {
+			return transportErr(TransportParameterError, 0, "retry_source_connection_id does not match")
 		}
 	} else if p.InitialSCID == nil || string(p.InitialSCID) != string(c.p0().dcid) {
 		return transportErr(TransportParameterError, 0, "initial_source_connection_id does not match")

@@ -30,8 +30,12 @@
 // with backup paths and reinjection off a potentially failed path,
 // PATH_ABANDON, PATH_STATUS_*, MAX_PATH_ID and PATHS_BLOCKED.
 //
-// 0-RTT and Retry are out of scope for mptester: a Retry is parsed and its
-// integrity tag verified (VerifyRetry), a Version Negotiation packet parsed,
-// so that a client can fail cleanly on either. The package
+// Retry both ways (retry.go): a client follows one Retry (RFC 9000
+// §17.2.5); a Listener sends Retries with stateless, expiring tokens bound
+// to the client's address when Config.RequireRetry asks, or by itself
+// above a half-open count or handshake rate (listener.go), and it creates
+// connection state only for Initials that decrypt. 0-RTT is out of scope;
+// a Version Negotiation packet is parsed so that a client fails cleanly.
+// The package
 // imports nothing from the rest of mptester; patterns/transport wraps it.
 package mpquic

@@ -128,15 +128,27 @@ func (k *Keys) NextKeys() (*Keys, error) {
 // InitialKeys derives both directions' Initial keys from the client's first
 // Destination Connection ID (RFC 9001 §5.2).
 func InitialKeys(dcid []byte) (client, server *Keys) {
-	initial, err := hkdf.Extract(sha256.New, dcid, initialSaltV1)
-	if err != nil {
-		panic("mpquic: HKDF-Extract: " + err.Error())
-	}
+	initial := initialSecret(dcid)
 	c := HKDFExpandLabel(sha256.New, initial, "client in", 32)
 	s := HKDFExpandLabel(sha256.New, initial, "server in", 32)
 	client, _ = NewKeys(tls.TLS_AES_128_GCM_SHA256, c)
 	server, _ = NewKeys(tls.TLS_AES_128_GCM_SHA256, s)
 	return client, server
+}
+
+// clientInitialKeys is InitialKeys' client half only (what a listener
+// needs to check a client's first Initial).
+func clientInitialKeys(dcid []byte) *Keys {
+	k, _ := NewKeys(tls.TLS_AES_128_GCM_SHA256, HKDFExpandLabel(sha256.New, initialSecret(dcid), "client in", 32))
+	return k
+}
+
+func initialSecret(dcid []byte) []byte {
+	initial, err := hkdf.Extract(sha256.New, dcid, initialSaltV1)
+	if err != nil {
+		panic("mpquic: HKDF-Extract: " + err.Error())
+	}
+	return initial
 }
 
 // nonce forms the AEAD nonce: the IV XOR the path-and-packet-number, i.e.

@@ -52,6 +52,22 @@ func (r *rxQueue) push(d datagram) bool {
 	return true
 }
 
+// pushLimit is push with a lower limit than the queue's, when limit > 0.
+func (r *rxQueue) pushLimit(d datagram, limit int) bool {
+	if limit <= 0 || limit >= r.limit {
+		return r.push(d)
+	}
+	r.mu.Lock()
+	if len(r.q)-r.head >= limit {
+		r.mu.Unlock()
+		return false
+	}
+	r.q = append(r.q, d)
+	r.mu.Unlock()
+	notify(r.ready)
+	return true
+}
+
 // pop takes the oldest waiting datagram.
 func (r *rxQueue) pop() (datagram, bool) {
 	r.mu.Lock()

@@ -1,6 +1,7 @@
 package mpquic
 
 import (
+	"sync"
 	"time"
 )
 
@@ -25,7 +26,7 @@ func (c *Conn) hdrLen(p *path, si, pnLen, payloadLen int) int {
 	}
 	n := 1 + 4 + 1 + len(p.dcid) + 1 + len(c.scid) + VarintLen(uint64(pnLen+payloadLen+tagLen)) + pnLen
 	if si == spaceInitial {
-		n++ // empty token length
+		n += VarintLen(uint64(len(c.retryToken))) + len(c.retryToken)
 	}
 	return n
 }
@@ -59,6 +60,15 @@ func (c *Conn) sendOnPath(now time.Time, p *path) bool {
 	// Datagrams of one size go out as one GSO write where the socket
 	// offers it (Linux UDP_SEGMENT): one system call per batch, not per
 	// packet. A shorter datagram ends a batch; a longer one starts anew.
+	// The batch buffer is pooled: a connection holds none between sends
+	// (a half-open one would hold 48 KiB for its handshake's few bytes).
+	bp := batchPool.Get().(*[]byte)
+	c.batch = (*bp)[:0]
+	defer func() {
+		*bp = c.batch[:0]
+		c.batch = nil
+		batchPool.Put(bp)
+	}()
 	c.maybeProbeMTU(now, p)
 	batch := c.batch[:0]
 	seg, nseg := 0, 0
@@ -97,6 +107,11 @@ func (c *Conn) sendOnPath(now time.Time, p *path) bool {
 
 // maxGSOSegments bounds a batch (the kernel allows 64 segments, 64 KiB).
 const maxGSOSegments = 32
+
+var batchPool = sync.Pool{New: func() any {
+	b := make([]byte, 0, maxGSOSegments*(maxDatagramSize+64))
+	return &b
+}}
 
 // flush writes nseg datagrams of seg bytes (the last may be shorter) on p.
 func (c *Conn) flush(p *path, b []byte, seg, nseg int) {
@@ -237,6 +252,16 @@ func (c *Conn) buildDatagram(now time.Time, p *path, dst []byte) []byte {
 	return buf
 }
 
+// longHeader is a long header of space si on path p: a client's Initials
+// after a Retry carry its token (RFC 9000 §17.2.5.2).
+func (c *Conn) longHeader(si int, p *path) LongHeader {
+	h := LongHeader{Type: spacePacketTypes[si], DCID: p.dcid, SCID: c.scid}
+	if si == spaceInitial {
+		h.Token = c.retryToken
+	}
+	return h
+}
+
 // sealPlan appends pl as a protected packet on path p to buf and records
 // it as sent (counters, qlog, ACK state, and the in-flight packet when it
 // is ack-eliciting, which it returns).
@@ -249,7 +274,7 @@ func (c *Conn) sealPlan(now time.Time, p *path, pl *plan, buf []byte) ([]byte, *
 		pid = p.id
 		buf, err = AppendShortHeader(buf, ShortHeader{DCID: p.dcid, KeyPhase: c.keyPhase}, pl.pn, pl.pnLen)
 	} else {
-		buf, err = AppendLongHeader(buf, LongHeader{Type: spacePacketTypes[pl.si], DCID: p.dcid, SCID: c.scid}, pl.pn, pl.pnLen, len(pl.payload))
+		buf, err = AppendLongHeader(buf, c.longHeader(pl.si, p), pl.pn, pl.pnLen, len(pl.payload))
 	}
 	if err != nil {
 		panic("mpquic: " + err.Error()) // lengths are ours
@@ -599,7 +624,7 @@ func (c *Conn) sendClose() {
 			pid = p.id
 			buf, _ = AppendShortHeader(buf, ShortHeader{DCID: p.dcid, KeyPhase: c.keyPhase}, sp.nextPN, pnLen)
 		} else {
-			buf, _ = AppendLongHeader(buf, LongHeader{Type: spacePacketTypes[si], DCID: p.dcid, SCID: c.scid}, sp.nextPN, pnLen, len(payload))
+			buf, _ = AppendLongHeader(buf, c.longHeader(si, p), sp.nextPN, pnLen, len(payload))
 		}
 		hl := len(buf) - start
 		buf = append(buf, payload...)

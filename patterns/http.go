@@ -51,11 +51,25 @@ func (e *exchange) delay() (time.Duration, bool) {
 
 // get sends one GET and reads the whole body, returning the time to the
 // first body byte and to the last one.
-func get(ctx context.Context, rt http.RoundTripper, url string) (ttfb, total time.Duration, n int64, proto string, err error) {
-	return getTraced(ctx, rt, url, nil)
+// A GET that receives nothing for stall (headers or body) ends with a
+// *StallError.
+func get(ctx context.Context, rt http.RoundTripper, url string, stall time.Duration) (ttfb, total time.Duration, n int64, proto string, err error) {
+	return getTraced(ctx, rt, url, nil, stall)
 }
 
-func getTraced(ctx context.Context, rt http.RoundTripper, url string, ex *exchange) (ttfb, total time.Duration, n int64, proto string, err error) {
+func getTraced(ctx context.Context, rt http.RoundTripper, url string, ex *exchange, stall time.Duration) (ttfb, total time.Duration, n int64, proto string, err error) {
+	w, ctx, stop := WatchStall(ctx, stall, func(at int64) error {
+		return &StallError{What: "GET " + url, At: at, Timeout: stall}
+	})
+	defer stop()
+	defer func() {
+		if err != nil {
+			var se *StallError
+			if errors.As(context.Cause(ctx), &se) {
+				err = se
+			}
+		}
+	}()
 	if ex != nil {
 		ctx = httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{
 			WroteRequest:         func(httptrace.WroteRequestInfo) { ex.wrote = time.Now() },
@@ -80,6 +94,7 @@ func getTraced(ctx context.Context, rt http.RoundTripper, url string, ex *exchan
 	buf := make([]byte, 256<<10)
 	for {
 		k, rerr := resp.Body.Read(buf)
+		w.Progress(k)
 		if k > 0 && n == 0 {
 			ttfb = time.Since(start)
 		}
@@ -157,7 +172,7 @@ func (pingPattern) Run(ctx context.Context, c *Client) (any, error) {
 		}
 		res.Sent++
 		var ex exchange
-		_, total, n, proto, err := getTraced(ctx, rt, "https://"+serverHost(c)+"/ping/"+randomSuffix(), &ex)
+		_, total, n, proto, err := getTraced(ctx, rt, "https://"+serverHost(c)+"/ping/"+randomSuffix(), &ex, c.stallTimeout())
 		if err != nil {
 			return res, fmt.Errorf("ping %d: %w", i+1, err)
 		}
@@ -268,7 +283,7 @@ func (bulkPattern) Run(ctx context.Context, c *Client) (any, error) {
 		return res, err
 	}
 	res.Setup = conn.Info().Setup
-	ttfb, total, n, proto, err := get(ctx, conn.RoundTripper(), fmt.Sprintf("https://%s/bulk/%d/%s", serverHost(c), p.Size, randomSuffix()))
+	ttfb, total, n, proto, err := get(ctx, conn.RoundTripper(), fmt.Sprintf("https://%s/bulk/%d/%s", serverHost(c), p.Size, randomSuffix()), c.stallTimeout())
 	res.Proto, res.Bytes, res.TTFB, res.Completion = proto, n, ttfb, total
 	if total > 0 {
 		res.GoodputBps = float64(n) * 8 / total.Seconds()

@@ -178,10 +178,20 @@ type Client struct {
 	// cleanly (mobile mode: the primary path was lost and the grace time
 	// passed); nil never closes.
 	Stop <-chan struct{}
+	// StallTimeout ends an HTTP transfer that receives nothing for this
+	// long (0: DefaultStallTimeout).
+	StallTimeout time.Duration
 
 	mu    sync.Mutex
 	conns []transport.Conn
 	onNew func(transport.Conn)
+}
+
+func (c *Client) stallTimeout() time.Duration {
+	if c.StallTimeout > 0 {
+		return c.StallTimeout
+	}
+	return DefaultStallTimeout
 }
 
 // Dial opens a connection for family and tracks it: it is sampled while

@@ -37,6 +37,9 @@ type RunOptions struct {
 	Timeout  time.Duration // per test; 0 = derived from the pattern
 	// ConnectTimeout bounds each connect and handshake (0: only Timeout).
 	ConnectTimeout time.Duration
+	// StallTimeout ends an HTTP transfer that receives nothing for this
+	// long (0: DefaultStallTimeout).
+	StallTimeout time.Duration
 	// Stable watches the paths and invalidates the run when they change.
 	Stable    bool
 	Discover  func(ctx context.Context) ([]probe.Path, error)
@@ -237,7 +240,7 @@ func runOne(ctx context.Context, o RunOptions, sv server, t test) Record {
 	port := sv.portFor(o, t.transport)
 	cfg := TestConfig{Pattern: t.pattern, Transport: t.transport, Path: t.path.Name, Paths: configPaths(t.paths), Family: int(t.family),
 		Server: netip.AddrPortFrom(ip, port), Params: o.Params, Timeout: o.Timeout, ServerResolution: sv.resolution(t.path, t.family),
-		ConnectTimeout: o.ConnectTimeout}
+		ConnectTimeout: o.ConnectTimeout, StallTimeout: o.StallTimeout}
 	if cfg.Timeout == 0 {
 		cfg.Timeout = DefaultTimeout(t.pattern, o.Params)
 	}

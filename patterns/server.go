@@ -37,6 +37,8 @@ type ServerConfig struct {
 	Logger     *slog.Logger
 	// QlogDir, when set, receives a qlog trace per QUIC connection.
 	QlogDir string
+	// MPQUICRetry: the mpquic listener sends every client a Retry first.
+	MPQUICRetry bool
 }
 
 // Bound is one listener of a running server.
@@ -136,7 +138,8 @@ func (s *Server) Start(ctx context.Context) error {
 			continue
 		}
 		o := transport.ListenOptions{Certificate: s.cfg.Certificate, StreamALPNs: s.streamALPNs(), HTTP: s.mux.HTTP,
-			Serves: serves, ReadTimeout: lim.ReadTimeout, IdleTimeout: lim.IdleTimeout, Logger: s.log, QlogDir: s.cfg.QlogDir}
+			Serves: serves, ReadTimeout: lim.ReadTimeout, IdleTimeout: lim.IdleTimeout, Logger: s.log, QlogDir: s.cfg.QlogDir,
+			MPQUICRetry: s.cfg.MPQUICRetry}
 		var opts []transport.ListenOptions
 		for _, sock := range s.cfg.Sockets[d.Name] {
 			o.Socket = sock

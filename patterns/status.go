@@ -84,6 +84,8 @@ func Classify(ctx context.Context, err error) Status {
 		return StatusProtocolError
 	case errors.Is(err, ErrProtocol), errors.Is(err, wire.ErrMalformed):
 		return StatusProtocolError
+	case errors.Is(err, ErrStalled):
+		return StatusTimeout
 	}
 	if st, ok := transport.StatusOf(err); ok {
 		return st

@@ -36,6 +36,9 @@ type TestConfig struct {
 	ServerResolution *ServerResolution `json:"server_resolution,omitempty"`
 	// Stop ends the pattern early (Client.Stop).
 	Stop <-chan struct{} `json:"-"`
+	// StallTimeout ends an HTTP transfer that receives nothing for this
+	// long (Client.StallTimeout).
+	StallTimeout time.Duration `json:"-"`
 }
 
 // PathRole is one path of a test and its role.
@@ -231,7 +234,8 @@ func RunTest(ctx context.Context, tr transport.Transport, cfg TestConfig, counte
 	}
 	start := time.Now()
 	smp := &sampler{start: start}
-	client := &Client{Transport: tr, Addr: cfg.Server, Params: cfg.Params, Logger: log, onNew: smp.add, ConnectTimeout: cfg.ConnectTimeout, Stop: cfg.Stop}
+	client := &Client{Transport: tr, Addr: cfg.Server, Params: cfg.Params, Logger: log, onNew: smp.add, ConnectTimeout: cfg.ConnectTimeout, Stop: cfg.Stop,
+		StallTimeout: cfg.StallTimeout}
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
 	wg.Add(1)

@@ -35,6 +35,10 @@ type ListenOptions struct {
 	// QlogDir, when set, receives a qlog trace per QUIC connection
 	// (quic, mpquic; qlog.go).
 	QlogDir string
+	// MPQUICRetry has the mpquic listener validate every client's address
+	// with a Retry (RFC 9000 §8.1.2); without it it does so by itself
+	// only under a flood of handshakes.
+	MPQUICRetry bool
 }
 
 // Listener is a transport's server side.

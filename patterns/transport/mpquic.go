@@ -383,6 +383,7 @@ func listenMPQUIC(ctx context.Context, o ListenOptions) (Listener, error) {
 	cfg := &tls.Config{Certificates: []tls.Certificate{o.Certificate}, MinVersion: tls.VersionTLS13, NextProtos: append([]string{alpnH1Q}, o.StreamALPNs...)}
 	mcfg := mpquicConfig(o.IdleTimeout)
 	mcfg.Qlog = mpquicQlog(o.QlogDir)
+	mcfg.RequireRetry = o.MPQUICRetry
 	ln, err := mpquic.Listen(pc, cfg, mcfg)
 	if err != nil {
 		pc.Close()

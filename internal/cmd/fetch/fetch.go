@@ -42,6 +42,11 @@ type Options struct {
 	Tolerance time.Duration
 	MemoryCap int64
 	Insecure  bool
+	// StallTimeout ends a fetch that receives nothing on any path for
+	// this long (0: patterns.DefaultStallTimeout); Timeout ends it after
+	// this long in all (0: never).
+	StallTimeout time.Duration
+	Timeout      time.Duration
 
 	// Discover lists the paths (replaced in tests).
 	Discover func(ctx context.Context) ([]probe.Path, error)
@@ -55,7 +60,7 @@ type Result struct {
 
 // NewCmdFetch builds the command; runF replaces fetchRun in tests.
 func NewCmdFetch(f *cmdutil.Factory, runF func(*Options) error) *cobra.Command {
-	opts := &Options{IO: f.IO}
+	opts := &Options{IO: f.IO, StallTimeout: patterns.DefaultStallTimeout}
 	opts.Discover = func(ctx context.Context) ([]probe.Path, error) { return f.DiscoverPaths(ctx, opts.DNS) }
 	cmd := &cobra.Command{
 		Use:   "fetch URL",
@@ -71,7 +76,10 @@ A server that ignores ranges is fetched over the first path.
 
 The host is resolved on each path by that path's own DNS servers (as
 run --server does) and each path's connection is bound to it. The output
-is written in order; on failure a partly written file is removed.`,
+is written in order; on failure a partly written file is removed. A fetch
+that receives nothing on any path for --stall-timeout ends with an error
+naming the URL and the byte reached, as does one still running after
+--timeout.`,
 		Example: `  mptester fetch http://cdn.example.net/video.mp4 --paths wlan0,wwan0 -o video.mp4
   mptester fetch https://198.18.200.1/bulk/10000000/x --insecure -o /dev/null --json`,
 		Args: cobra.ExactArgs(1),
@@ -91,6 +99,8 @@ is written in order; on failure a partly written file is removed.`,
 	fl.Int64Var(&opts.MemoryCap, "memory-cap", mphttp.DefaultMemoryCap, "most `BYTES` held in memory (the second path's ranges)")
 	fl.BoolVar(&opts.JSON, "json", false, "print the result (per-path bytes, timings, consistency) as JSON on stdout")
 	fl.BoolVar(&opts.Insecure, "insecure", false, "do not verify the server certificate")
+	fl.DurationVar(&opts.StallTimeout, "stall-timeout", opts.StallTimeout, "end the fetch when no path receives anything for this long")
+	fl.DurationVar(&opts.Timeout, "timeout", 0, "end the fetch after this long in all (0: no limit)")
 	cmdutil.OutputFlag(cmd, &opts.Output, "write the object to `FILE` (- for stdout)")
 	return cmd
 }
@@ -108,6 +118,12 @@ func check(opts *Options) (*url.URL, probe.Family, error) {
 	}
 	if opts.Tolerance < 0 {
 		return nil, 0, cmdutil.FlagErrorf("--tolerance %v: must not be negative", opts.Tolerance)
+	}
+	if opts.StallTimeout < 0 {
+		return nil, 0, cmdutil.FlagErrorf("--stall-timeout %v: must not be negative", opts.StallTimeout)
+	}
+	if opts.Timeout < 0 {
+		return nil, 0, cmdutil.FlagErrorf("--timeout %v: must not be negative", opts.Timeout)
 	}
 	if opts.MemoryCap <= 0 {
 		return nil, 0, cmdutil.FlagErrorf("--memory-cap %d: must be positive", opts.MemoryCap)
@@ -139,6 +155,10 @@ func fetchRun(ctx context.Context, opts *Options) error {
 	if err != nil {
 		return err
 	}
+	stall := opts.StallTimeout
+	if stall == 0 {
+		stall = patterns.DefaultStallTimeout
+	}
 	all, err := opts.Discover(ctx)
 	if err != nil {
 		return err
@@ -158,12 +178,31 @@ func fetchRun(ctx context.Context, opts *Options) error {
 		port = map[string]string{"http": "80", "https": "443"}[u.Scheme]
 	}
 	var (
-		mp  []mphttp.Path
-		res = Result{Resolution: []patterns.ServerResolution{}}
+		mp   []mphttp.Path
+		recv []*atomic.Int64 // bytes each path received
+		res  = Result{Resolution: []patterns.ServerResolution{}}
+		cw   *countWriter
 	)
+	stalled := func(int64) error {
+		var per []string
+		for i, p := range mp {
+			per = append(per, fmt.Sprintf("%s %d B", p.Name, recv[i].Load()))
+		}
+		return &patterns.StallError{What: fmt.Sprintf("fetch %s (received: %s)", u, strings.Join(per, ", ")), At: cw.n.Load(), Timeout: stall}
+	}
+	tctx := ctx
+	if opts.Timeout > 0 {
+		var cancel context.CancelFunc
+		tctx, cancel = context.WithTimeoutCause(ctx, opts.Timeout, errTimeout)
+		defer cancel()
+	}
+	var watch *patterns.StallWatch // set before the first dial
 	for _, p := range paths {
-		addrs, sr, err := patterns.ResolveOnPath(ctx, p, u.Hostname(), fam, opts.Logger)
+		addrs, sr, err := patterns.ResolveOnPath(tctx, p, u.Hostname(), fam, opts.Logger)
 		if err != nil {
+			if errors.Is(context.Cause(tctx), errTimeout) && ctx.Err() == nil {
+				return fmt.Errorf("fetch %s: %w (%v) resolving %s", u, errTimeout, opts.Timeout, u.Hostname())
+			}
 			if ctx.Err() != nil {
 				return ctx.Err()
 			}
@@ -173,7 +212,10 @@ func fetchRun(ctx context.Context, opts *Options) error {
 			continue
 		}
 		res.Resolution = append(res.Resolution, sr)
-		mp = append(mp, mphttp.Path{Name: p.Name, Transport: pathTransport(p, addrs, port, fam, u.Hostname(), opts.Insecure)})
+		n := new(atomic.Int64)
+		recv = append(recv, n)
+		mp = append(mp, mphttp.Path{Name: p.Name, Transport: pathTransport(p, addrs, port, fam, u.Hostname(), opts.Insecure,
+			func(k int) { n.Add(int64(k)); watch.Progress(k) })})
 	}
 	if len(mp) == 0 {
 		return fmt.Errorf("fetch: %s resolves on none of the paths (%s)", u.Hostname(), pathNames(paths))
@@ -182,11 +224,24 @@ func fetchRun(ctx context.Context, opts *Options) error {
 	if err != nil {
 		return err
 	}
-	cw := &countWriter{w: out}
+	cw = &countWriter{w: out}
+	watch, fctx, stopWatch := patterns.WatchStall(tctx, stall, stalled)
+	defer stopWatch()
 	stopProgress := progress(opts, cw)
-	r, err := mphttp.Fetch(ctx, u.String(), cw, mphttp.Options{Paths: mp, Tolerance: opts.Tolerance, MemoryCap: opts.MemoryCap,
+	r, err := mphttp.Fetch(fctx, u.String(), cw, mphttp.Options{Paths: mp, Tolerance: opts.Tolerance, MemoryCap: opts.MemoryCap,
 		Header: http.Header{"User-Agent": {"mptester-fetch"}}})
 	stopProgress()
+	if err != nil {
+		// Our own limits, said as such (the transfer saw only a canceled
+		// context).
+		var se *patterns.StallError
+		switch cause := context.Cause(fctx); {
+		case errors.As(cause, &se):
+			err = se
+		case errors.Is(cause, errTimeout) && ctx.Err() == nil:
+			err = fmt.Errorf("fetch %s: %w (%v) at byte %d", u, errTimeout, opts.Timeout, cw.n.Load())
+		}
+	}
 	cerr := closeOut()
 	if err == nil && cerr != nil {
 		err = fmt.Errorf("--output: %w", cerr)
@@ -208,6 +263,9 @@ func fetchRun(ctx context.Context, opts *Options) error {
 	return err
 }
 
+// errTimeout: the fetch ran for its --timeout.
+var errTimeout = errors.New("--timeout reached")
+
 func summary(opts *Options, r *mphttp.Result) {
 	var parts []string
 	for _, p := range r.Paths {
@@ -221,8 +279,9 @@ func summary(opts *Options, r *mphttp.Result) {
 }
 
 // pathTransport is an HTTP client whose connections leave by p and go to
-// the addresses p resolved, whatever the dialled name.
-func pathTransport(p probe.Path, addrs []netip.Addr, port string, fam probe.Family, host string, insecure bool) http.RoundTripper {
+// the addresses p resolved, whatever the dialled name; received is told
+// the bytes each read brings.
+func pathTransport(p probe.Path, addrs []netip.Addr, port string, fam probe.Family, host string, insecure bool, received func(int)) http.RoundTripper {
 	tr := &http.Transport{
 		Proxy:             nil,
 		ForceAttemptHTTP2: true,
@@ -235,7 +294,7 @@ func pathTransport(p probe.Path, addrs []netip.Addr, port string, fam probe.Fami
 				}
 				c, err := probe.DialContext(ctx, p, "tcp", net.JoinHostPort(a.String(), port))
 				if err == nil {
-					return c, nil
+					return countConn{c, received}, nil
 				}
 				errs = append(errs, err)
 			}
@@ -280,6 +339,18 @@ func pathNames(ps []probe.Path) string {
 		n[i] = p.Name
 	}
 	return strings.Join(n, ", ")
+}
+
+// countConn tells received what each read brought.
+type countConn struct {
+	net.Conn
+	received func(int)
+}
+
+func (c countConn) Read(b []byte) (int, error) {
+	n, err := c.Conn.Read(b)
+	c.received(n)
+	return n, err
 }
 
 // countWriter counts the bytes written so far, for the progress line.

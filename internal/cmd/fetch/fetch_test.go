@@ -76,7 +76,7 @@ func want(t *testing.T, size int64) []byte {
 func newOpts(t *testing.T, url string, paths []probe.Path) (*Options, *bytes.Buffer, *bytes.Buffer) {
 	io, out, errOut := cmdutil.Test()
 	return &Options{IO: io, URL: url, Family: "any", Tolerance: mphttp.DefaultTolerance, MemoryCap: mphttp.DefaultMemoryCap,
-		Output: "-", Paths: []string{paths[0].Name}, Discover: func(context.Context) ([]probe.Path, error) { return paths, nil }}, out, errOut
+		StallTimeout: patterns.DefaultStallTimeout, Output: "-", Paths: []string{paths[0].Name}, Discover: func(context.Context) ([]probe.Path, error) { return paths, nil }}, out, errOut
 }
 
 // The object written by fetch over a bound path is byte-identical to the
@@ -163,6 +163,8 @@ func TestFetchBadInput(t *testing.T) {
 		{"port", func(o *Options) { o.URL = "http://x:0/y" }},
 		{"tolerance", func(o *Options) { o.Tolerance = -time.Second }},
 		{"memory cap", func(o *Options) { o.MemoryCap = 0 }},
+		{"stall timeout", func(o *Options) { o.StallTimeout = -time.Second }},
+		{"timeout", func(o *Options) { o.Timeout = -time.Second }},
 		{"family", func(o *Options) { o.Family = "5" }},
 		{"json to stdout", func(o *Options) { o.Output, o.JSON = "-", true }},
 		{"output dir", func(o *Options) { o.Output = filepath.Join(dir, "missing", "obj") }},
@@ -182,5 +184,96 @@ func TestFetchBadInput(t *testing.T) {
 				t.Fatal("output created")
 			}
 		})
+	}
+}
+
+// stallServer answers GET /stall with a Content-Length of 4 MiB and 1,000
+// bytes, then sends nothing until the client goes; GET /trickle/{n} with a
+// chunked body of n bytes, one every 100 ms.
+func stallServer(t *testing.T) *httptest.Server {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /stall", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Length", "4194304")
+		_, _ = w.Write(make([]byte, 1000))
+		w.(http.Flusher).Flush()
+		<-r.Context().Done()
+	})
+	mux.HandleFunc("GET /trickle/{n}", func(w http.ResponseWriter, r *http.Request) {
+		n, _ := strconv.Atoi(r.PathValue("n"))
+		for range n {
+			if _, err := w.Write([]byte{'x'}); err != nil {
+				return
+			}
+			w.(http.Flusher).Flush()
+			select {
+			case <-time.After(100 * time.Millisecond):
+			case <-r.Context().Done():
+				return
+			}
+		}
+	})
+	s := httptest.NewServer(mux)
+	t.Cleanup(s.Close)
+	return s
+}
+
+// A body that stops after 1,000 of its 4 MiB ends the fetch once nothing
+// arrived for --stall-timeout, with an error naming the URL, the path and
+// the byte reached, exit 1, and no output left.
+func TestFetchStalledBody(t *testing.T) {
+	lo := loopback(t)
+	srv := stallServer(t)
+	file := filepath.Join(t.TempDir(), "obj")
+	opts, _, _ := newOpts(t, srv.URL+"/stall", lo)
+	opts.Output, opts.StallTimeout = file, 500*time.Millisecond
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	err := fetchRun(ctx, opts)
+	var se *patterns.StallError
+	if !errors.As(err, &se) || !errors.Is(err, patterns.ErrStalled) {
+		t.Fatalf("err %v, want a stall", err)
+	}
+	if ctx.Err() != nil {
+		t.Fatal("ended by the test's own timeout, not the stall timeout")
+	}
+	msg := err.Error()
+	for _, want := range []string{srv.URL + "/stall", lo[0].Name, "stalled at byte 1000", "500ms"} {
+		if !strings.Contains(msg, want) {
+			t.Errorf("error %q does not say %q", msg, want)
+		}
+	}
+	if cmdutil.ExitCode(err) != 1 {
+		t.Errorf("exit %d, want 1", cmdutil.ExitCode(err))
+	}
+	if _, serr := os.Stat(file); !errors.Is(serr, os.ErrNotExist) {
+		t.Fatalf("partial output left behind: %v", serr)
+	}
+}
+
+// A chunked body of a byte every 100 ms is progress: under a 500 ms stall
+// timeout it completes; --timeout ends it when it runs longer, naming the
+// byte reached, with no output left.
+func TestFetchTrickle(t *testing.T) {
+	lo := loopback(t)
+	srv := stallServer(t)
+	opts, out, _ := newOpts(t, srv.URL+"/trickle/12", lo)
+	opts.StallTimeout = 500 * time.Millisecond
+	if err := fetchRun(context.Background(), opts); err != nil || out.String() != strings.Repeat("x", 12) {
+		t.Fatalf("trickle of 12 bytes: %v, got %q", err, out)
+	}
+	file := filepath.Join(t.TempDir(), "obj")
+	opts, _, _ = newOpts(t, srv.URL+"/trickle/1000", lo)
+	opts.Output, opts.StallTimeout, opts.Timeout = file, 500*time.Millisecond, 800*time.Millisecond
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	err := fetchRun(ctx, opts)
+	if !errors.Is(err, errTimeout) || errors.Is(err, patterns.ErrStalled) || ctx.Err() != nil {
+		t.Fatalf("err %v, want --timeout", err)
+	}
+	if !strings.Contains(err.Error(), "at byte ") || !strings.Contains(err.Error(), srv.URL+"/trickle/1000") {
+		t.Errorf("error %q does not name the URL and the byte reached", err)
+	}
+	if _, serr := os.Stat(file); !errors.Is(serr, os.ErrNotExist) {
+		t.Fatalf("partial output left behind: %v", serr)
 	}
 }

@@ -59,8 +59,10 @@ type Options struct {
 	Timeout  time.Duration
 	// ConnectTimeout bounds each connect and handshake, apart from Timeout.
 	ConnectTimeout time.Duration
-	Stable         bool
-	Smoke          bool
+	// StallTimeout ends an HTTP transfer that receives nothing this long.
+	StallTimeout time.Duration
+	Stable       bool
+	Smoke        bool
 	// Mode is "stable" (the pattern matrix) or "mobile" (000 §II-A: the
 	// interactive pattern over every handover transport at once until the
 	// primary path is lost).
@@ -236,6 +238,7 @@ MPTCP's max-delay ratio to each other transport (000 Fig. 8).`,
 	fl.DurationVar(&opts.Pace, "pace", time.Second, "pause between tests")
 	fl.DurationVar(&opts.Timeout, "timeout", 0, "per-test timeout (default: from the pattern's duration)")
 	fl.DurationVar(&opts.ConnectTimeout, "connect-timeout", 5*time.Second, "limit on each connect and TLS/QUIC handshake, apart from --timeout")
+	fl.DurationVar(&opts.StallTimeout, "stall-timeout", patterns.DefaultStallTimeout, "end an HTTP transfer (ping, bulk) that receives nothing for this long")
 	fl.BoolVar(&opts.Stable, "stable", true, "stop the run when a path appears, disappears or changes address")
 	fl.BoolVar(&opts.Smoke, "smoke", false, "run every pattern briefly; exit 7 listing failures")
 	fl.BoolVar(&opts.Mobile.Capture, "capture", true, "mobile mode: capture the test flows on the paths (AF_PACKET, needs CAP_NET_RAW) for the handover times and bytes per interface; false: from the 100 ms samples")
@@ -323,6 +326,7 @@ func check(opts *Options) error {
 	ch.Check("--pace", config.NonNegative(opts.Pace))
 	ch.Check("--timeout", config.NonNegative(opts.Timeout))
 	ch.Check("--connect-timeout", config.Positive(opts.ConnectTimeout))
+	ch.Check("--stall-timeout", config.Positive(opts.StallTimeout))
 	ch.Check("--output", cmdutil.CheckOutput(opts.Output, opts.ConfigFile))
 	switch opts.Mode {
 	case "stable":
@@ -495,7 +499,7 @@ func runRun(opts *Options) error {
 	var doc report.Document
 	ro := patterns.RunOptions{Servers: opts.Servers, Ports: opts.Ports,
 		Patterns: opts.Patterns, Transports: opts.Transports, Paths: paths, Backup: opts.Backup, Families: fams, Params: opts.Params,
-		Seed: opts.Seed, Pace: opts.Pace, Timeout: opts.Timeout, ConnectTimeout: opts.ConnectTimeout, Stable: opts.Stable, Discover: opts.Discover, PollEvery: opts.PollEvery,
+		Seed: opts.Seed, Pace: opts.Pace, Timeout: opts.Timeout, ConnectTimeout: opts.ConnectTimeout, StallTimeout: opts.StallTimeout, Stable: opts.Stable, Discover: opts.Discover, PollEvery: opts.PollEvery,
 		HTTP1: opts.HTTP1, QlogDir: opts.QlogDir, Logger: opts.Logger, MPTCPService: mptcpService(opts),
 		TLS: func(host string) (*tls.Config, error) {
 			name := opts.ServerName

@@ -40,6 +40,8 @@ type Options struct {
 	QlogDir    string
 	// State keeps the self-signed certificate across restarts.
 	State string
+	// MPQUICRetry: mpquic clients prove their address with a Retry first.
+	MPQUICRetry bool
 	// Ready, when set, is called with the server once it listens (tests).
 	Ready func(*patterns.Server)
 }
@@ -123,6 +125,7 @@ accepting, let running tests finish (up to 10 s) and exit.`,
 	fl.DurationVar(&opts.Limits.HandshakeTimeout, "handshake-timeout", opts.Limits.HandshakeTimeout, "limit on a TLS handshake (which holds no session slot)")
 	fl.DurationVar(&opts.Limits.ReadTimeout, "read-timeout", opts.Limits.ReadTimeout, "wait for a request or the next frame")
 	fl.DurationVar(&opts.Limits.IdleTimeout, "idle-timeout", opts.Limits.IdleTimeout, "close idle connections after")
+	fl.BoolVar(&opts.MPQUICRetry, "mpquic-retry", false, "have every mpquic client prove its address with a Retry first (RFC 9000 §8.1.2; without it only under a flood of handshakes)")
 	fl.StringVar(&opts.QlogDir, "qlog", "", "write a qlog trace of every QUIC connection (quic, mpquic) to `DIR`/ODCID_server.sqlog")
 	return cmd
 }
@@ -244,7 +247,7 @@ func serveRun(opts *Options) error {
 		}
 	}
 	cfg := patterns.ServerConfig{Certificate: cert, Transports: opts.Transports, Limits: opts.Limits, Logger: opts.Logger,
-		Listen: map[string][]string{}, QlogDir: opts.QlogDir}
+		Listen: map[string][]string{}, QlogDir: opts.QlogDir, MPQUICRetry: opts.MPQUICRetry}
 	for name, ports := range opts.Ports {
 		for _, p := range ports {
 			if p > 0 {
