@@ -93,7 +93,7 @@ func TestAgentSchedule(t *testing.T) {
 	a := &Agent{URL: f.url, Token: f.tok, Probe: "pi1", Dir: t.TempDir(),
 		Now:    func() time.Time { return now },
 		Jitter: func(d time.Duration) time.Duration { return d / 2 },
-		Caps: caps.Defaults(),
+		Caps:   caps.Defaults(),
 		Exec: func(ctx context.Context, task api.Task, args []string) error {
 			if running.Add(1) != 1 {
 				t.Error("two measurements at once")

@@ -157,7 +157,9 @@ func ScheduleSchema() []byte {
 
 type noLoader struct{}
 
-func (noLoader) Load(url string) (any, error) { return nil, fmt.Errorf("schema %s is not embedded", url) }
+func (noLoader) Load(url string) (any, error) {
+	return nil, fmt.Errorf("schema %s is not embedded", url)
+}
 
 var schedSchema = sync.OnceValues(func() (*jsonschema.Schema, error) {
 	c := jsonschema.NewCompiler()

@@ -1,0 +1,191 @@
+package agent
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/json"
+	"io"
+	"io/fs"
+	"net/http"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/mptester/mptester/agent/caps"
+	"github.com/mptester/mptester/collect/api"
+	"github.com/mptester/mptester/upload"
+)
+
+func (f *fleet) put(t *testing.T, probe, body string) (int, string) {
+	req, _ := http.NewRequest(http.MethodPut, f.url+"/v1/probes/"+probe+"/config", strings.NewReader(body))
+	req.Header.Set("Authorization", "Bearer "+f.admin)
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+type listedProbe struct {
+	Name     string        `json:"name"`
+	Caps     *caps.Caps    `json:"caps"`
+	Refusals []api.Refusal `json:"refusals"`
+}
+
+func (f *fleet) probes(t *testing.T) map[string]listedProbe {
+	req, _ := http.NewRequest(http.MethodGet, f.url+"/v1/probes", nil)
+	req.Header.Set("Authorization", "Bearer "+f.admin)
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	var out struct{ Probes []listedProbe }
+	require.NoError(t, json.NewDecoder(resp.Body).Decode(&out))
+	m := map[string]listedProbe{}
+	for _, p := range out.Probes {
+		m[p.Name] = p
+	}
+	return m
+}
+
+// snapshot hashes every file under root except the skipped directories.
+func snapshot(t *testing.T, root string, skip ...string) map[string][32]byte {
+	out := map[string][32]byte{}
+	require.NoError(t, filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		for _, s := range skip {
+			if p == s {
+				return filepath.SkipDir
+			}
+		}
+		if d.Type().IsRegular() {
+			b, err := os.ReadFile(p)
+			if err != nil {
+				return err
+			}
+			out[p] = sha256.Sum256(b)
+		} else if !d.IsDir() {
+			out[p] = sha256.Sum256([]byte("non-regular " + d.Type().String()))
+		}
+		return nil
+	}))
+	return out
+}
+
+// TestHostileSchedules: each schedule a hostile collector (or whoever
+// holds its admin token) might send is refused by the collector with 400
+// naming the field, and again by the agent when it is injected straight
+// into the agent's cached copy: the agent never runs it, no file outside
+// its state directory and spool changes, and the refusal reaches the
+// collector's probe list with the next upload.
+func TestHostileSchedules(t *testing.T) {
+	root := t.TempDir() // the tree this test controls: the probe's filesystem
+	for _, d := range []string{"etc", "home", "state", "spool", "tmp"} {
+		require.NoError(t, os.MkdirAll(filepath.Join(root, d), 0o700))
+	}
+	require.NoError(t, os.WriteFile(filepath.Join(root, "etc", "mptester.yaml"), []byte("probe_id: pi1\n"), 0o600))
+	require.NoError(t, os.WriteFile(filepath.Join(root, "home", "secrets.csv"), []byte("1,secret.example\n"), 0o600))
+	stateDir, spoolDir := filepath.Join(root, "state"), filepath.Join(root, "spool")
+	sp, err := upload.OpenSpool(spoolDir, upload.Quota{})
+	require.NoError(t, err)
+
+	f := newFleet(t)
+	owner := caps.Defaults()
+	owner.MaxRate, owner.MaxDuration, owner.Paths = 100, api.Duration(time.Minute), []string{"wlan0", "eth0"}
+	now := time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC)
+	var ran []string
+	a := &Agent{URL: f.url, Token: f.tok, Probe: "pi1", Dir: stateDir, Caps: owner, Spool: sp,
+		Now: func() time.Time { return now }, Jitter: func(time.Duration) time.Duration { return 0 },
+		Resolve: func(context.Context, string) ([]netip.Addr, error) { return []netip.Addr{netip.MustParseAddr("9.9.9.9")}, nil }, // never contacted: Exec records
+		Exec: func(_ context.Context, task api.Task, args []string) error {
+			ran = append(ran, task.Name+" "+strings.Join(args, " "))
+			return nil
+		},
+		Upload: func(context.Context, api.UploadPolicy) error { return nil }}
+	ctx := context.Background()
+
+	// A benign schedule first: the agent caches it and reports its caps.
+	code, body := f.put(t, "pi1", `{"tasks":[{"name":"ok","type":"run","every":"1h","run":{"servers":["test.example"],"paths":["wlan0"]}}]}`)
+	require.Equal(t, http.StatusOK, code, body)
+	got, err := a.RunOnce(ctx)
+	require.NoError(t, err)
+	require.Equal(t, []string{"ok"}, got)
+	require.NotNil(t, f.probes(t)["pi1"].Caps, "the caps are reported")
+	var c cached
+	b, err := os.ReadFile(filepath.Join(stateDir, "schedule.json"))
+	require.NoError(t, err)
+	require.NoError(t, json.Unmarshal(b, &c))
+
+	pwned := filepath.Join(root, "tmp", "pwned.json")
+	secret := filepath.Join(root, "home", "secrets.csv")
+	cfg := filepath.Join(root, "etc", "mptester.yaml")
+	for _, tc := range []struct{ name, task, field string }{
+		{"output", `{"name":"x","command":"run","every":"1h","args":["--server","test.example","-o","` + pwned + `"]}`, "tasks[0].args[2]"},
+		{"output-typed", `{"name":"x","type":"run","every":"1h","run":{"servers":["test.example"],"output":"` + pwned + `"}}`, "tasks[0].run"},
+		{"memprofile", `{"name":"x","command":"survey","every":"1h","args":["--memprofile","` + pwned + `"]}`, "--memprofile"},
+		{"pcap", `{"name":"x","command":"run","every":"1h","args":["--server","test.example","--pcap","` + root + `"]}`, "--pcap"},
+		{"qlog", `{"name":"x","type":"run","every":"1h","run":{"servers":["test.example"],"qlog":"` + root + `"}}`, "tasks[0].run"},
+		{"config", `{"name":"x","command":"run","every":"1h","args":["--config","` + cfg + `","--server","test.example"]}`, "--config"},
+		{"resume", `{"name":"x","command":"survey","every":"1h","args":["--resume","` + secret + `"]}`, "--resume"},
+		{"list-file", `{"name":"x","command":"survey","every":"1h","args":["--list","` + secret + `"]}`, "--list"},
+		{"list-as-domain", `{"name":"x","type":"survey","every":"1h","survey":{"domains":["` + secret + `"]}}`, "tasks[0].survey.domains[0]"},
+		{"private-server", `{"name":"x","type":"run","every":"1h","run":{"servers":["192.168.1.1:443"]}}`, "192.168.1.1"},
+		{"private-domain", `{"name":"x","type":"survey","every":"1h","survey":{"domains":["example.com","10.0.0.138"]}}`, "10.0.0.138"},
+		{"loopback", `{"name":"x","type":"run","every":"1h","run":{"servers":["[::1]:443"]}}`, "::1"},
+		{"localhost", `{"name":"x","type":"run","every":"1h","run":{"servers":["localhost"]}}`, "localhost"},
+		{"allow-cross-private", `{"name":"x","command":"survey","every":"1h","args":["--allow-cross-private"]}`, "--allow-cross-private"},
+		{"public-prefix", `{"name":"x","command":"survey","every":"1h","args":["--public-prefix","0.0.0.0/0"]}`, "--public-prefix"},
+		{"rate", `{"name":"x","type":"survey","every":"1h","survey":{"rate":5000}}`, "survey.rate"},
+		{"duration", `{"name":"x","type":"run","every":"1h","run":{"servers":["test.example"],"duration":"10m"}}`, "run.duration"},
+		{"unknown", `{"name":"x","type":"run","every":"1h","run":{"servers":["test.example"],"bogus":1}}`, "tasks[0].run"},
+		{"forbidden-path", `{"name":"x","type":"run","every":"1h","run":{"servers":["test.example"],"paths":["wwan0"]}}`, "wwan0"},
+		{"forbidden-type", `{"name":"x","type":"shell","every":"1h"}`, "tasks[0].type"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			sched := `{"tasks":[` + tc.task + `]}`
+			code, body := f.put(t, "pi1", sched)
+			assert.Equal(t, http.StatusBadRequest, code, body)
+			assert.Contains(t, body, tc.field, "the 400 names the field")
+
+			// Injected into the agent's cached copy (the server answers 304).
+			inj, _ := json.Marshal(cached{ETag: c.ETag, Schedule: json.RawMessage(`{"revision":1,` + sched[1:])})
+			require.NoError(t, os.WriteFile(filepath.Join(stateDir, "schedule.json"), inj, 0o600))
+			before := snapshot(t, root, stateDir, spoolDir)
+			ran = nil
+			now = now.Add(2 * time.Hour)
+			got, err := a.RunOnce(ctx)
+			require.NoError(t, err)
+			assert.Empty(t, got)
+			assert.Empty(t, ran, "nothing was run")
+			assert.Equal(t, before, snapshot(t, root, stateDir, spoolDir), "no file outside the state directory and spool changed")
+			_, err = os.Stat(pwned)
+			assert.True(t, os.IsNotExist(err))
+
+			p := f.probes(t)["pi1"]
+			require.Len(t, p.Refusals, 1, "the refusal reached the collector with the upload")
+			assert.Equal(t, "x", p.Refusals[0].Task)
+			assert.Equal(t, int64(1), p.Refusals[0].Revision)
+			assert.Contains(t, p.Refusals[0].Reason, tc.field)
+		})
+	}
+}
+
+// TestScheduleForUnknownProbe: a schedule for a probe that is not
+// enrolled (a typo) is refused with 404 naming it, not stored to never apply.
+func TestScheduleForUnknownProbe(t *testing.T) {
+	f := newFleet(t)
+	code, body := f.put(t, "typo", `{"tasks":[]}`)
+	assert.Equal(t, http.StatusNotFound, code)
+	assert.Contains(t, body, `typo`)
+	code, body = f.put(t, "pi1", `{"tasks":[]}`)
+	assert.Equal(t, http.StatusOK, code, body)
+	code, _ = f.put(t, "*", `{"tasks":[]}`)
+	assert.Equal(t, http.StatusOK, code)
+}
