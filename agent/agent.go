@@ -194,6 +194,13 @@ func (a *Agent) RunOnce(ctx context.Context) ([]string, error) {
 	defer unlock()
 	sched, bad, err := a.Fetch(ctx)
 	if err != nil {
+		// Still say what this probe accepts: the collector checks the
+		// first schedule against these caps.
+		if a.Upload != nil {
+			if rerr := a.report(ctx, nil); rerr != nil {
+				a.log().Debug("status report", "err", rerr)
+			}
+		}
 		return nil, fmt.Errorf("no schedule yet: %w", err)
 	}
 	st := state{Next: map[string]time.Time{}}

@@ -103,7 +103,9 @@ func TestHostileSchedules(t *testing.T) {
 	var ran []string
 	a := &Agent{URL: f.url, Token: f.tok, Probe: "pi1", Dir: stateDir, Caps: owner, Spool: sp,
 		Now: func() time.Time { return now }, Jitter: func(time.Duration) time.Duration { return 0 },
-		Resolve: func(context.Context, string) ([]netip.Addr, error) { return []netip.Addr{netip.MustParseAddr("9.9.9.9")}, nil }, // never contacted: Exec records
+		Resolve: func(context.Context, string) ([]netip.Addr, error) {
+			return []netip.Addr{netip.MustParseAddr("9.9.9.9")}, nil
+		}, // never contacted: Exec records
 		Exec: func(_ context.Context, task api.Task, args []string) error {
 			ran = append(ran, task.Name+" "+strings.Join(args, " "))
 			return nil
