@@ -1,15 +1,12 @@
 package collect
 
 import (
-	"encoding/json"
 	"errors"
 	"io"
 	"net/http"
 	"strconv"
 	"time"
 
-	"github.com/mptester/mptester/agent/caps"
-	"github.com/mptester/mptester/collect/api"
 	"github.com/mptester/mptester/collect/store"
 )
 
@@ -85,32 +82,10 @@ func (s *Server) handleGet(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) handleProbes(w http.ResponseWriter, r *http.Request) {
-	ps, err := s.cfg.Store.ListProbes(r.Context())
-	var statuses map[string][]byte
-	if err == nil {
-		statuses, err = s.cfg.Store.ProbeStatuses(r.Context())
-	}
+	out, err := ListProbes(r.Context(), s.cfg.Store)
 	if err != nil {
 		writeJSON(w, http.StatusServiceUnavailable, apiError{Error: "store unavailable", Reason: err.Error()})
 		return
-	}
-	// Each probe with its owner's caps and the tasks it refused, as it
-	// last reported them.
-	type listed struct {
-		store.Probe
-		Caps     *caps.Caps    `json:"caps,omitempty"`
-		Refusals []api.Refusal `json:"refusals"`
-	}
-	out := make([]listed, len(ps))
-	for i, p := range ps {
-		out[i] = listed{Probe: p, Refusals: []api.Refusal{}}
-		var st ProbeStatus
-		if b, ok := statuses[p.Name]; ok && json.Unmarshal(b, &st) == nil {
-			out[i].Caps = &st.Caps
-			if st.Refusals != nil {
-				out[i].Refusals = st.Refusals
-			}
-		}
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"probes": out})
 }

@@ -24,6 +24,39 @@ type ProbeStatus struct {
 	Refusals []api.Refusal `json:"refusals"`
 }
 
+// ListedProbe is an enrolled probe with its owner's caps and the tasks
+// it refused or skipped, as it last reported them.
+type ListedProbe struct {
+	store.Probe
+	Caps     *caps.Caps    `json:"caps,omitempty"`
+	Refusals []api.Refusal `json:"refusals"`
+}
+
+// ListProbes lists the probes with their last status reports (GET
+// /v1/probes, collect probe list).
+func ListProbes(ctx context.Context, st store.Store) ([]ListedProbe, error) {
+	ps, err := st.ListProbes(ctx)
+	if err != nil {
+		return nil, err
+	}
+	statuses, err := st.ProbeStatuses(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]ListedProbe, len(ps))
+	for i, p := range ps {
+		out[i] = ListedProbe{Probe: p, Refusals: []api.Refusal{}}
+		var rep ProbeStatus
+		if b, ok := statuses[p.Name]; ok && json.Unmarshal(b, &rep) == nil {
+			out[i].Caps = &rep.Caps
+			if rep.Refusals != nil {
+				out[i].Refusals = rep.Refusals
+			}
+		}
+	}
+	return out, nil
+}
+
 // ErrUnknownProbe: a schedule names a probe that is not enrolled.
 var ErrUnknownProbe = store.ErrNotFound
 

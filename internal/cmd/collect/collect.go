@@ -186,12 +186,12 @@ func newCmdProbe(f *cmdutil.Factory, opts *Options, runF func(*Options) error) *
 	}
 	list := &cobra.Command{
 		Use:   "list",
-		Short: "List enrolled probes (JSON)",
+		Short: "List enrolled probes (JSON) with their owners' caps and the tasks they refused",
 		Args:  cobra.NoArgs,
 		RunE: func(c *cobra.Command, args []string) error {
 			opts.Logger, opts.Ctx = f.Logger, c.Context()
 			return withStore(opts, func(st store.Store) error {
-				ps, err := st.ListProbes(opts.Ctx)
+				ps, err := collect.ListProbes(opts.Ctx, st)
 				if err != nil {
 					return err
 				}
