@@ -118,3 +118,34 @@ func TestBadFlags(t *testing.T) {
 		assert.ErrorIs(t, err, cmdutil.ErrUsage, "%v", args)
 	}
 }
+
+// TestScheduleSet: a schedule for a probe that is not enrolled (a typo)
+// and a schedule that fails its checks are refused (usage error naming the
+// probe or the field) and not stored; a good one is stored for an
+// enrolled probe and for '*'.
+func TestScheduleSet(t *testing.T) {
+	data := t.TempDir()
+	_, err := execute(t, "--data", data, "probe", "add", "pi1")
+	require.NoError(t, err)
+	file := func(body string) string {
+		f := filepath.Join(t.TempDir(), "s.json")
+		require.NoError(t, os.WriteFile(f, []byte(body), 0o600))
+		return f
+	}
+	good := file(`{"tasks":[{"name":"s","type":"survey","every":"6h","survey":{"top":1000,"rate":50}}]}`)
+	_, err = execute(t, "--data", data, "schedule", "set", "nosuchprobe", good)
+	require.ErrorIs(t, err, cmdutil.ErrUsage)
+	assert.Contains(t, err.Error(), `probe "nosuchprobe" is not enrolled`)
+	_, err = execute(t, "--data", data, "schedule", "set", "pi1", file(`{"tasks":[{"name":"s","type":"survey","every":"6h","survey":{"rate":50,"output":"/tmp/x"}}]}`))
+	require.ErrorIs(t, err, cmdutil.ErrUsage)
+	assert.Contains(t, err.Error(), "tasks[0].survey (task s): additional properties 'output' not allowed")
+	_, err = execute(t, "--data", data, "schedule", "set", "pi1", file(`{"tasks":[{"name":"s","type":"survey","every":"6h","survey":{"rate":5000}}]}`))
+	require.ErrorIs(t, err, cmdutil.ErrUsage)
+	assert.Contains(t, err.Error(), "survey.rate (task s): 5000 probes/s is over the cap of 200 (the probe owner's cap) (probe pi1)")
+	out, err := execute(t, "--data", data, "schedule", "set", "pi1", good)
+	require.NoError(t, err)
+	assert.Equal(t, "schedule of pi1: revision 1\n", out, "the refused attempts stored nothing")
+	out, err = execute(t, "--data", data, "schedule", "set", "*", good)
+	require.NoError(t, err)
+	assert.Equal(t, "schedule of *: revision 1\n", out)
+}
