@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"math"
+	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -168,4 +169,156 @@ func surveyID(files map[string][]byte) string {
 		}
 	}
 	return ""
+}
+
+// TestLabAgentNoPrivateTargets: a lab probe whose owner set no agent:
+// section (private targets never). A schedule asking it to survey its own
+// LAN side (the gateways, its own addresses, other hosts there) is refused
+// by the collector, and by the agent when injected into its cached copy;
+// a survey of world names, some of which resolve to private addresses,
+// runs but probes none of those. The emulator blocks and counts every
+// packet to the LAN sides and the private world: it counts none.
+func TestLabAgentNoPrivateTargets(t *testing.T) {
+	l := labtest.Start(t, lab.Options{Domains: 40, WorldSeed: 7})
+	info := l.Config()
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	labCfg, err := config.Load(info.Files.Config)
+	require.NoError(t, err)
+	watched := []netip.Prefix{netip.MustParsePrefix("198.18.1.0/24"), netip.MustParsePrefix("198.18.2.0/24"),
+		netip.MustParsePrefix("fd00:1::/64"), netip.MustParsePrefix("fd00:2::/64")}
+	watched = append(watched, lab.PrivatePrefixes...)
+	for _, name := range []string{"wlan0", "wwan0"} {
+		for _, p := range watched {
+			l.Lab.Link(name).Block(p)
+		}
+	}
+	sent := func() (n uint64) {
+		for _, name := range []string{"wlan0", "wwan0"} {
+			n += l.Lab.Link(name).Stats().Up.DropBlock
+		}
+		return n
+	}
+
+	c := newCollector(t, filepath.Join(t.TempDir(), "data"), "")
+	c.addr = lab.Server4.String() + ":8080"
+	c.url = "https://" + c.addr
+	c.command = func(args ...string) *exec.Cmd {
+		cmd, err := l.Command(ctx, "server", append([]string{bin}, args...)...)
+		require.NoError(t, err)
+		return cmd
+	}
+	p := newProbe(t, c, labCfg.ProbeID, "")
+	base, err := os.ReadFile(info.Files.Config)
+	require.NoError(t, err)
+	own, err := os.ReadFile(p.config)
+	require.NoError(t, err)
+	merged := regexp.MustCompile(`(?m)^probe_id:.*\n`).ReplaceAllString(string(base), "") + string(own)
+	require.NoError(t, os.WriteFile(p.config, []byte(merged), 0o600))
+	agentOnce := func() string {
+		cmd, err := l.Command(ctx, "client", bin, "--config", p.config, "agent", "--once")
+		require.NoError(t, err)
+		out, _ := cmd.CombinedOutput()
+		return string(out)
+	}
+	set := func(sched string) (string, error) {
+		file := filepath.Join(t.TempDir(), "schedule.json")
+		require.NoError(t, os.WriteFile(file, []byte(sched), 0o600))
+		out, err := exec.Command(bin, c.args("schedule", "set", labCfg.ProbeID, file)...).CombinedOutput()
+		return string(out), err
+	}
+
+	// The world's names: some resolve to private addresses on one path.
+	var truth world.Truth
+	l.Truth(t, &truth)
+	var names []string
+	private := 0
+	for _, d := range truth.Domains {
+		names = append(names, d.Name)
+		for _, r := range d.Paths {
+			for _, a := range r.Addrs {
+				for _, pfx := range lab.PrivatePrefixes {
+					if pfx.Contains(a) {
+						private++
+					}
+				}
+			}
+		}
+	}
+	require.NotZero(t, private, "the world has names with private addresses")
+	worldSched, _ := json.Marshal(map[string]any{"tasks": []map[string]any{{"name": "world", "type": "survey", "every": "1h",
+		"survey": map[string]any{"domains": names, "paths": []string{"wlan0", "wwan0"}, "count": 2, "timeout": "800ms",
+			"spacing": "10ms", "rate": 200, "dns_timeout": "700ms", "dns_retries": 1}}}})
+
+	c.start()
+	assert.Contains(t, agentOnce(), "no schedule yet") // reports its caps
+	c.kill()
+	out, err := set(string(worldSched))
+	require.NoError(t, err, out)
+	c.start()
+	out = agentOnce()
+	require.Contains(t, out, "ran 1 tasks", out)
+	assert.Zero(t, sent(), "no packet to a private or LAN-side address")
+	got := stored(t, c)
+	require.Len(t, got, 1)
+	var skipped, responsive int
+	for _, raw := range got {
+		for _, line := range strings.Split(string(raw), "\n") {
+			var sum struct {
+				Type    string `json:"type"`
+				Skipped []struct {
+					Reason string `json:"reason"`
+					Count  int    `json:"count"`
+				} `json:"skipped"`
+				Cells []struct {
+					Responsive int `json:"responsive"`
+				} `json:"cells"`
+			}
+			if json.Unmarshal([]byte(line), &sum) != nil || sum.Type != "summary" {
+				continue
+			}
+			for _, s := range sum.Skipped {
+				if s.Reason == "private" {
+					skipped += s.Count
+				}
+			}
+			for _, c := range sum.Cells {
+				responsive += c.Responsive
+			}
+		}
+	}
+	assert.NotZero(t, skipped, "the private addresses were skipped, and said so")
+	assert.NotZero(t, responsive, "the public world was surveyed")
+	t.Logf("world survey: %d private addresses in the truth, %d skipped as private, %d responsive targets", private, skipped, responsive)
+
+	// The probe's own LAN side, by address: refused at the collector...
+	lanSched := `{"tasks":[{"name":"lan","type":"survey","every":"1h","survey":{"domains":["198.18.1.1","198.18.2.1","198.18.1.2","198.18.1.77"],"paths":["wlan0","wwan0"]}}]}`
+	c.kill()
+	out, err = set(lanSched)
+	require.Error(t, err)
+	assert.Contains(t, out, "198.18.1.1")
+	// ... and by the agent when injected into its cached copy.
+	cache := filepath.Join(p.spool+"-agent", "schedule.json")
+	b, err := os.ReadFile(cache)
+	require.NoError(t, err)
+	var cached struct {
+		ETag     string          `json:"etag"`
+		Schedule json.RawMessage `json:"schedule"`
+	}
+	require.NoError(t, json.Unmarshal(b, &cached))
+	cached.Schedule = json.RawMessage(`{"revision":1,` + lanSched[1:])
+	b, _ = json.Marshal(cached)
+	require.NoError(t, os.WriteFile(cache, b, 0o600))
+	state := filepath.Join(p.spool+"-agent", "state.json")
+	require.NoError(t, os.Remove(state)) // due at once
+	c.start()
+	out = agentOnce()
+	assert.Contains(t, out, "ran 0 tasks", out)
+	assert.Contains(t, out, "task refused")
+	assert.Zero(t, sent(), "no packet to a private or LAN-side address")
+	c.kill()
+	out2, err := exec.Command(bin, c.args("probe", "list")...).CombinedOutput()
+	require.NoError(t, err, "%s", out2)
+	assert.Contains(t, string(out2), `"task": "lan"`, "the refusal is in the collector's probe list")
+	assert.Contains(t, string(out2), "198.18.1.1")
 }
