@@ -23,6 +23,7 @@ import (
 )
 
 type fleet struct {
+	st              store.Store
 	url, admin, tok string
 	notModified     atomic.Int32
 	down            atomic.Bool
@@ -36,7 +37,7 @@ func newFleet(t *testing.T) *fleet {
 	st, err := store.Open(ctx, filepath.Join(dir, "c.db"))
 	require.NoError(t, err)
 	t.Cleanup(func() { st.Close() })
-	f := &fleet{admin: collect.NewToken(), tok: collect.NewToken()}
+	f := &fleet{st: st, admin: collect.NewToken(), tok: collect.NewToken()}
 	require.NoError(t, st.AddProbe(ctx, "pi1", collect.HashToken(f.tok), time.Now()))
 	require.NoError(t, st.AddAdmin(ctx, "ops", collect.HashToken(f.admin), time.Now()))
 	srv, err := collect.New(collect.Config{Store: st, Data: filepath.Join(dir, "data"), Limits: collect.DefaultLimits()})

@@ -191,3 +191,38 @@ func TestScheduleForUnknownProbe(t *testing.T) {
 	code, _ = f.put(t, "*", `{"tasks":[]}`)
 	assert.Equal(t, http.StatusOK, code)
 }
+
+// TestStoredLegacySchedule: a schedule stored before tasks were typed is
+// served migrated when every flag is a parameter; one with a flag that is
+// not is answered 409 naming it, and the agent keeps its last good copy.
+func TestStoredLegacySchedule(t *testing.T) {
+	f := newFleet(t)
+	ctx := context.Background()
+	_, err := f.st.PutSchedule(ctx, "pi1", []byte(`{"tasks":[{"name":"s","command":"survey","every":"6h","args":["--top","100"]}]}`))
+	require.NoError(t, err)
+	var ran []string
+	a := &Agent{URL: f.url, Token: f.tok, Probe: "pi1", Dir: t.TempDir(), Caps: caps.Defaults(),
+		Jitter: func(time.Duration) time.Duration { return 0 },
+		Exec: func(_ context.Context, task api.Task, args []string) error {
+			ran = append(ran, strings.Join(args, " "))
+			return nil
+		}}
+	got, err := a.RunOnce(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, []string{"s"}, got)
+	assert.Equal(t, []string{"survey --top 100 --rate 100 --no-private --no-upload"}, ran)
+
+	_, err = f.st.PutSchedule(ctx, "pi1", []byte(`{"tasks":[{"name":"s","command":"survey","every":"6h","args":["--top","100","--out","/etc/cron.d/x"]}]}`))
+	require.NoError(t, err)
+	req, _ := http.NewRequest(http.MethodGet, f.url+"/v1/probes/pi1/config", nil)
+	req.Header.Set("Authorization", "Bearer "+f.tok)
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	assert.Equal(t, http.StatusConflict, resp.StatusCode)
+	assert.Contains(t, string(body), "revision 2")
+	assert.Contains(t, string(body), "--out is not a parameter")
+	_, _, err = a.Fetch(ctx)
+	assert.NoError(t, err, "the last good copy")
+}
