@@ -173,6 +173,8 @@ type state struct {
 	LastUpload time.Time              `json:"last_upload,omitzero"`
 	Refused    map[string]api.Refusal `json:"refused,omitempty"`
 	Reported   bool                   `json:"reported,omitempty"`
+	// Serial is the highest serial of a signed schedule that ran.
+	Serial int64 `json:"serial,omitempty"`
 }
 
 // RunOnce runs every task that is due now, one after the other, then
@@ -226,6 +228,19 @@ func (a *Agent) RunOnce(ctx context.Context) ([]string, error) {
 			name = fe.Field
 		}
 		refuse(name, fe.Error(), false)
+	}
+	if why := a.Caps.CheckSigned(sched, a.Probe, st.Serial); why != "" {
+		// Nothing of an unverified schedule applies, its upload policy
+		// included.
+		for _, t := range sched.Tasks {
+			refuse(t.Name, why, false)
+		}
+		if len(sched.Tasks) == 0 {
+			refuse("schedule", why, false)
+		}
+		sched.Tasks, sched.Upload = nil, api.UploadPolicy{}
+	} else if len(a.Caps.ScheduleKey) > 0 {
+		st.Serial = max(st.Serial, sched.Serial)
 	}
 	next := map[string]time.Time{}
 	bud := a.loadBudget()
@@ -281,7 +296,7 @@ func (a *Agent) RunOnce(ctx context.Context) ([]string, error) {
 			}
 		}
 		next[t.Name] = a.now().Add(time.Duration(t.Every) + a.jitter(time.Duration(t.Spread)))
-		b, _ := json.Marshal(state{Next: next, LastUpload: st.LastUpload, Refused: st.Refused, Reported: st.Reported})
+		b, _ := json.Marshal(state{Next: next, LastUpload: st.LastUpload, Refused: st.Refused, Reported: st.Reported, Serial: st.Serial})
 		if err := fsutil.WriteFileAtomic(statePath, b, 0o600); err != nil {
 			return ran, err
 		}

@@ -2,8 +2,11 @@ package agent
 
 import (
 	"context"
+	"crypto/ed25519"
+	"crypto/rand"
 	"crypto/sha256"
 	"encoding/json"
+	"fmt"
 	"io"
 	"io/fs"
 	"net/http"
@@ -225,4 +228,74 @@ func TestStoredLegacySchedule(t *testing.T) {
 	assert.Contains(t, string(body), "--out is not a parameter")
 	_, _, err = a.Fetch(ctx)
 	assert.NoError(t, err, "the last good copy")
+}
+
+func sign(t *testing.T, priv ed25519.PrivateKey, serial int64, probe, tasks string) string {
+	payload := fmt.Sprintf(`{"serial":%d,"probe":%q,"tasks":%s}`, serial, probe, tasks)
+	b, err := json.Marshal(map[string]any{"signed": api.Signature{Payload: []byte(payload), Sig: ed25519.Sign(priv, []byte(payload))}})
+	require.NoError(t, err)
+	return string(b)
+}
+
+// TestSignedSchedules: a probe that pins the fleet operator's key runs
+// only schedules that key signed, for it or every probe, with a serial no
+// lower than one it ran; anything else (unsigned, another key, a payload
+// changed after signing, a replayed older serial, another probe's) is
+// refused whole and reported, even though the collector stored it.
+func TestSignedSchedules(t *testing.T) {
+	f := newFleet(t)
+	pub, priv, err := ed25519.GenerateKey(rand.Reader)
+	require.NoError(t, err)
+	_, other, err := ed25519.GenerateKey(rand.Reader)
+	require.NoError(t, err)
+	owner := caps.Defaults()
+	owner.ScheduleKey = pub
+	now := time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC)
+	var ran []string
+	a := &Agent{URL: f.url, Token: f.tok, Probe: "pi1", Dir: t.TempDir(), Caps: owner,
+		Now: func() time.Time { return now }, Jitter: func(time.Duration) time.Duration { return 0 },
+		Exec: func(_ context.Context, task api.Task, _ []string) error {
+			ran = append(ran, task.Name)
+			return nil
+		},
+		Upload: func(context.Context, api.UploadPolicy) error { return nil }}
+	ctx := context.Background()
+	task := func(name string) string {
+		return `[{"name":"` + name + `","type":"survey","every":"1m","survey":{"top":10}}]`
+	}
+	step := func(sched string) ([]string, []api.Refusal) {
+		code, body := f.put(t, "pi1", sched)
+		require.Equal(t, http.StatusOK, code, body)
+		ran = nil
+		now = now.Add(2 * time.Minute)
+		_, err := a.RunOnce(ctx)
+		require.NoError(t, err)
+		return ran, f.probes(t)["pi1"].Refusals
+	}
+
+	got, refusals := step(sign(t, priv, 5, "*", task("v5")))
+	assert.Equal(t, []string{"v5"}, got)
+	assert.Empty(t, refusals)
+	got, _ = step(sign(t, priv, 6, "pi1", task("v6")))
+	assert.Equal(t, []string{"v6"}, got)
+
+	tampered := strings.Replace(sign(t, priv, 7, "*", task("v7")), `"sig":"`, `"sig":"AAAA`, 1)
+	for name, sched := range map[string]string{
+		"unsigned":  `{"tasks":` + task("u") + `}`,
+		"other key": sign(t, other, 8, "*", task("o")),
+		"tampered":  tampered,
+		"replayed":  sign(t, priv, 5, "*", task("v5")),
+	} {
+		got, refusals = step(sched)
+		assert.Empty(t, got, name)
+		require.Len(t, refusals, 1, name)
+		assert.Regexp(t, "not signed|does not verify|stale signed schedule: serial 5, this probe already ran serial 6", refusals[0].Reason, name)
+	}
+	// Signed for another probe: the collector refuses to store it for pi1.
+	code, body := f.put(t, "pi1", sign(t, priv, 9, "pi2", task("x")))
+	assert.Equal(t, http.StatusBadRequest, code)
+	assert.Contains(t, body, `signed for probe \"pi2\"`)
+	got, refusals = step(sign(t, priv, 9, "*", task("v9")))
+	assert.Equal(t, []string{"v9"}, got)
+	assert.Empty(t, refusals)
 }

@@ -69,6 +69,9 @@ func CheckSchedule(ctx context.Context, st store.Store, probe string, body []byt
 	if err != nil {
 		return err
 	}
+	if sc.Signed != nil && sc.Probe != store.AnyProbe && sc.Probe != probe {
+		return &api.FieldError{Field: "signed.payload: probe", Reason: fmt.Sprintf("signed for probe %q, set for %q", sc.Probe, probe)}
+	}
 	ps, err := st.ListProbes(ctx)
 	if err != nil {
 		return err

@@ -7,6 +7,7 @@
 package caps
 
 import (
+	"crypto/ed25519"
 	"fmt"
 	"maps"
 	"net"
@@ -38,6 +39,30 @@ type Caps struct {
 	// Budget is the bytes each path may carry per calendar month (UTC),
 	// counted from the bytes the results record.
 	Budget map[string]int64 `json:"budget,omitempty"`
+	// ScheduleKey, when set, is the fleet operator's Ed25519 public key:
+	// only schedules it signed run, for this probe or every probe, and
+	// never one with a lower serial than one that ran.
+	ScheduleKey ed25519.PublicKey `json:"schedule_key,omitempty"`
+}
+
+// CheckSigned returns why s may not run on probe under c's pinned key
+// ("" when it may, or when no key is pinned); highest is the highest
+// serial that ran here.
+func (c Caps) CheckSigned(s api.Schedule, probe string, highest int64) string {
+	if len(c.ScheduleKey) == 0 {
+		return ""
+	}
+	switch {
+	case s.Signed == nil:
+		return "the schedule is not signed, and this probe's owner pinned the fleet operator's key"
+	case !ed25519.Verify(c.ScheduleKey, s.Signed.Payload, s.Signed.Sig):
+		return "the schedule's signature does not verify with the pinned key"
+	case s.Probe != "*" && s.Probe != probe:
+		return fmt.Sprintf("the schedule was signed for probe %q", s.Probe)
+	case s.Serial < highest:
+		return fmt.Sprintf("stale signed schedule: serial %d, this probe already ran serial %d", s.Serial, highest)
+	}
+	return ""
 }
 
 // Defaults apply to a probe whose owner set no agent: section.

@@ -26,6 +26,18 @@ type Schedule struct {
 	Revision int64        `json:"revision"`
 	Tasks    []Task       `json:"tasks"`
 	Upload   UploadPolicy `json:"upload,omitzero"`
+	// Serial and Probe are set by the fleet operator in a signed
+	// schedule's payload (Signed holds it as signed).
+	Serial int64      `json:"serial,omitempty"`
+	Probe  string     `json:"probe,omitempty"`
+	Signed *Signature `json:"signed,omitempty"`
+}
+
+// Signature is a schedule signed with the fleet operator's Ed25519 key
+// (kept offline): Payload is the schedule's JSON exactly as signed.
+type Signature struct {
+	Payload []byte `json:"payload"`
+	Sig     []byte `json:"sig"`
 }
 
 // UploadPolicy is when and how the agent uploads the spool: at most once
@@ -226,6 +238,29 @@ func ParseSchedule(b []byte) (Schedule, error) {
 // task and field (the agent runs the good ones and reports the others). An
 // error about the schedule as a whole is err.
 func ParseScheduleTasks(b []byte) (s Schedule, bad []*FieldError, err error) {
+	var outer struct {
+		Revision int64      `json:"revision"`
+		Signed   *Signature `json:"signed"`
+	}
+	if json.Unmarshal(b, &outer) == nil && outer.Signed != nil {
+		if fe := validate(b, "", ""); fe != nil {
+			return Schedule{}, nil, fe
+		}
+		s, bad, err := parseUnsigned(outer.Signed.Payload)
+		if err != nil {
+			var fe *FieldError
+			if errors.As(err, &fe) {
+				fe.Field = "signed.payload: " + fe.Field
+			}
+			return Schedule{}, nil, err
+		}
+		s.Revision, s.Signed = outer.Revision, outer.Signed
+		return s, bad, nil
+	}
+	return parseUnsigned(b)
+}
+
+func parseUnsigned(b []byte) (s Schedule, bad []*FieldError, err error) {
 	var raw struct {
 		Revision json.RawMessage   `json:"revision"`
 		Tasks    []json.RawMessage `json:"tasks"`
@@ -244,6 +279,9 @@ func ParseScheduleTasks(b []byte) (s Schedule, bad []*FieldError, err error) {
 	}
 	if err := strictDecode(env, &s); err != nil {
 		return Schedule{}, nil, &FieldError{Field: "schedule", Reason: err.Error()}
+	}
+	if s.Signed != nil {
+		return Schedule{}, nil, &FieldError{Field: "signed", Reason: "a signed payload cannot hold another"}
 	}
 	if fe := checkUpload(s.Upload); fe != nil {
 		return Schedule{}, nil, fe

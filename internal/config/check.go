@@ -261,6 +261,10 @@ func (c *Config) validate(ch *Checker) {
 		}
 	}
 	check("agent.paths", Interfaces(ag.Paths))
+	if ag.ScheduleKey != "" { // empty: no key pinned
+		_, err := ScheduleKey(ag.ScheduleKey)
+		ch.Check(w("agent.schedule_key"), err)
+	}
 	for _, name := range slices.Sorted(maps.Keys(ag.Budget)) {
 		ch.Check(w("agent.budget."+name), InterfaceName(name))
 		_, err := ByteSize(ag.Budget[name])

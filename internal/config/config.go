@@ -4,6 +4,7 @@
 package config
 
 import (
+	"encoding/base64"
 	"bytes"
 	"errors"
 	"fmt"
@@ -274,4 +275,16 @@ type Agent struct {
 	Paths []string `yaml:"paths"`
 	// Budget is the data each path may carry per month: {wwan0: 2GB}.
 	Budget map[string]string `yaml:"budget"`
+	// ScheduleKey pins the fleet operator's Ed25519 public key (base64,
+	// as `collect schedule keygen` prints it): only schedules it signed run.
+	ScheduleKey string `yaml:"schedule_key"`
+}
+
+// ScheduleKey decodes a pinned schedule key (base64 of 32 bytes).
+func ScheduleKey(s string) ([]byte, error) {
+	b, err := base64.StdEncoding.DecodeString(strings.TrimSpace(s))
+	if err != nil || len(b) != 32 {
+		return nil, fmt.Errorf("want the base64 Ed25519 public key `collect schedule keygen` prints")
+	}
+	return b, nil
 }

@@ -175,6 +175,13 @@ func Caps(c *config.Config) (caps.Caps, error) {
 		}
 		cp.Public = append(cp.Public, p.Masked())
 	}
+	if ag.ScheduleKey != "" {
+		k, err := config.ScheduleKey(ag.ScheduleKey)
+		if err != nil {
+			return caps.Caps{}, cmdutil.FlagErrorf("%s: %v", c.Where("agent.schedule_key"), err)
+		}
+		cp.ScheduleKey = k
+	}
 	for name, size := range ag.Budget {
 		n, err := config.ByteSize(size)
 		if err != nil {

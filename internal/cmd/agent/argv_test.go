@@ -103,4 +103,15 @@ func TestShippedCaps(t *testing.T) {
 	def, err := Caps(nil)
 	require.NoError(t, err)
 	assert.Equal(t, caps.Defaults(), def)
+
+	_, err = config.Parse([]byte("agent:\n  schedule_key: c2hvcnQ=\n  budget: {wwan0: lots}\n  measurements: [shell]\n"))
+	require.Error(t, err)
+	for _, want := range []string{"agent.schedule_key: want the base64 Ed25519 public key", "agent.budget.wwan0", `"shell": want survey or run`} {
+		assert.Contains(t, err.Error(), want)
+	}
+	cfg, err = config.Parse([]byte("agent:\n  schedule_key: " + strings.Repeat("A", 43) + "=\n"))
+	require.NoError(t, err)
+	c, err = Caps(cfg)
+	require.NoError(t, err)
+	assert.Len(t, c.ScheduleKey, 32)
 }

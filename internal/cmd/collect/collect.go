@@ -130,6 +130,7 @@ stored; PROBE must be enrolled.`,
 			})
 		},
 	})
+	schedule.AddCommand(newCmdScheduleKeygen(opts), newCmdScheduleSign(opts))
 	cmd.AddCommand(schedule)
 	cmd.AddCommand(newCmdProbe(f, opts, runF), newCmdAdmin(f, opts, runF), &cobra.Command{
 		Use:   "reindex",
