@@ -4,8 +4,8 @@
 package config
 
 import (
-	"encoding/base64"
 	"bytes"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"io"
