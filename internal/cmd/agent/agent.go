@@ -51,6 +51,14 @@ due, one at a time, each at its interval plus a uniform random spread and
 inside its time windows, then upload the spool. A changed schedule is
 logged with its revision.
 
+Tasks are typed measurement definitions (GET /v1/schedule.schema.json);
+the agent checks each one again, the cached copy included, against the
+schema and the caps of the config's agent: section (max_rate,
+max_duration, measurements, allow_private_targets, paths, budget,
+schedule_key), builds the command line itself and sends results only to
+the spool. A refused or budget-skipped task is logged and reported to the
+collector with the next upload.
+
 --once runs what is due and exits (cron, or the systemd timer shipped in
 the packages); without it the agent keeps running.`,
 		Example: `  mptester agent --once --config /etc/mptester/mptester.yaml`,
