@@ -5,6 +5,7 @@
 package agent
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -12,29 +13,43 @@ import (
 	"io"
 	"log/slog"
 	"math/rand/v2"
+	"net"
 	"net/http"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"strings"
 	"time"
 
+	"github.com/mptester/mptester/agent/caps"
 	"github.com/mptester/mptester/collect/api"
 	"github.com/mptester/mptester/internal/fsutil"
 	"github.com/mptester/mptester/upload"
 )
 
-// Agent is one probe's scheduler. Exec runs one measurement to its end;
-// Upload drains the spool under the schedule's upload policy (its Path).
+// Agent is one probe's scheduler. Exec runs one measurement to its end
+// with the arguments Argv built from the checked task; Upload drains the
+// spool under the schedule's upload policy (its Path).
 type Agent struct {
-	URL    string
-	Token  string
-	Probe  string
-	HTTP   *http.Client
-	Dir    string // schedule.json, state.json, agent.lock
-	Exec   func(ctx context.Context, t api.Task) error
-	Upload func(ctx context.Context, p api.UploadPolicy) error
-	Logger *slog.Logger
-	Now    func() time.Time
+	URL   string
+	Token string
+	Probe string
+	HTTP  *http.Client
+	Dir   string // schedule.json, state.json, budget.json, agent.lock
+	// Caps are the owner's limits every task is checked against, however
+	// it reached the agent (from the server or the cached copy).
+	Caps caps.Caps
+	// Spool is where results land: the data budget counts the bytes they
+	// record (nil: no counting).
+	Spool *upload.Spool
+	// Resolve looks up a run's server names for the private-target check
+	// (default: the system resolver); Local lists this host's subnets.
+	Resolve func(ctx context.Context, host string) ([]netip.Addr, error)
+	Local   func() []netip.Prefix
+	Exec    func(ctx context.Context, t api.Task, args []string) error
+	Upload  func(ctx context.Context, p api.UploadPolicy) error
+	Logger  *slog.Logger
+	Now     func() time.Time
 	// Jitter returns a uniform duration in [0, d) (tests fix it).
 	Jitter func(d time.Duration) time.Duration
 }
@@ -42,9 +57,11 @@ type Agent struct {
 // ErrBusy: another agent is measuring on this probe.
 var ErrBusy = errors.New("another agent is running")
 
+// cached is the last good schedule as the server sent it; it is checked
+// again (schema and caps) every time it is used.
 type cached struct {
-	ETag     string       `json:"etag"`
-	Schedule api.Schedule `json:"schedule"`
+	ETag     string          `json:"etag"`
+	Schedule json.RawMessage `json:"schedule"`
 }
 
 func (a *Agent) log() *slog.Logger {
@@ -73,32 +90,40 @@ func (a *Agent) jitter(d time.Duration) time.Duration {
 
 // Fetch returns the current schedule: the server's (If-None-Match with
 // the cached ETag), or the last good copy when the server is unreachable
-// or answers an error. A new revision is logged.
-func (a *Agent) Fetch(ctx context.Context) (api.Schedule, error) {
+// or answers an error. A new revision is logged. Tasks that fail the
+// schedule's checks come back as refusals.
+func (a *Agent) Fetch(ctx context.Context) (api.Schedule, []*api.FieldError, error) {
 	var c cached
 	path := filepath.Join(a.Dir, "schedule.json")
 	if b, err := os.ReadFile(path); err == nil {
 		_ = json.Unmarshal(b, &c)
 	}
-	have := c.ETag != ""
+	have := c.ETag != "" && len(c.Schedule) > 0
 	fresh, err := a.get(ctx, c.ETag)
 	switch {
 	case err != nil && have:
-		a.log().Warn("schedule server unreachable; using the last good copy", "revision", c.Schedule.Revision, "err", err)
-		return c.Schedule, nil
+		a.log().Warn("schedule server unreachable; using the last good copy", "etag", c.ETag, "err", err)
 	case err != nil:
-		return api.Schedule{}, err
-	case fresh == nil:
-		return c.Schedule, nil // 304
+		return api.Schedule{}, nil, err
+	case fresh == nil: // 304
+	default:
+		if fresh.ETag != c.ETag {
+			a.log().Info("schedule changed", "etag", fresh.ETag, "previous", c.ETag)
+		}
+		b, _ := json.Marshal(fresh)
+		if err := fsutil.WriteFileAtomic(path, b, 0o600); err != nil {
+			return api.Schedule{}, nil, err
+		}
+		c = *fresh
 	}
-	if fresh.ETag != c.ETag {
-		a.log().Info("schedule changed", "revision", fresh.Schedule.Revision, "etag", fresh.ETag, "previous", c.ETag, "tasks", len(fresh.Schedule.Tasks))
+	s, bad, err := api.ParseScheduleTasks(c.Schedule)
+	if err != nil {
+		return api.Schedule{}, nil, fmt.Errorf("cached schedule: %w", err)
 	}
-	b, _ := json.Marshal(fresh)
-	if err := fsutil.WriteFileAtomic(path, b, 0o600); err != nil {
-		return api.Schedule{}, err
+	if fresh != nil {
+		a.log().Info("schedule", "revision", s.Revision, "tasks", len(s.Tasks)+len(bad))
 	}
-	return fresh.Schedule, nil
+	return s, bad, nil
 }
 
 // get returns nil for 304.
@@ -111,16 +136,12 @@ func (a *Agent) get(ctx context.Context, etag string) (*cached, error) {
 	if etag != "" {
 		req.Header.Set("If-None-Match", etag)
 	}
-	hc := a.HTTP
-	if hc == nil {
-		hc = http.DefaultClient
-	}
-	resp, err := hc.Do(req)
+	resp, err := a.client().Do(req)
 	if err != nil {
 		return nil, err
 	}
 	defer resp.Body.Close()
-	b, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	b, err := io.ReadAll(io.LimitReader(resp.Body, 4<<20))
 	if err != nil {
 		return nil, err
 	}
@@ -131,22 +152,36 @@ func (a *Agent) get(ctx context.Context, etag string) (*cached, error) {
 	default:
 		return nil, fmt.Errorf("schedule: server answered %d: %s", resp.StatusCode, strings.TrimSpace(string(b)))
 	}
-	s, err := api.ParseSchedule(b)
-	if err != nil {
-		return nil, err
+	if !json.Valid(b) {
+		return nil, errors.New("schedule: the server's answer is not JSON")
 	}
-	return &cached{ETag: resp.Header.Get("ETag"), Schedule: s}, nil
+	return &cached{ETag: resp.Header.Get("ETag"), Schedule: b}, nil
 }
 
-// state is when each task is next due, and when the spool was last
-// uploaded (the upload policy's Every counts from it).
+func (a *Agent) client() *http.Client {
+	if a.HTTP == nil {
+		return http.DefaultClient
+	}
+	return a.HTTP
+}
+
+// state is when each task is next due, when the spool was last uploaded
+// (the upload policy's Every counts from it), and the tasks not run for
+// the current schedule (reported to the server with the next upload).
 type state struct {
-	Next       map[string]time.Time `json:"next"`
-	LastUpload time.Time            `json:"last_upload,omitzero"`
+	Next       map[string]time.Time   `json:"next"`
+	LastUpload time.Time              `json:"last_upload,omitzero"`
+	Refused    map[string]api.Refusal `json:"refused,omitempty"`
+	Reported   bool                   `json:"reported,omitempty"`
+	// Serial is the highest serial of a signed schedule that ran.
+	Serial int64 `json:"serial,omitempty"`
 }
 
 // RunOnce runs every task that is due now, one after the other, then
 // uploads; the cron form (`agent --once`). It returns the tasks it ran.
+// A task that fails the schedule's checks or the owner's caps is refused;
+// one the data budget cannot carry is skipped until it can: both are
+// logged and reported with the next upload.
 func (a *Agent) RunOnce(ctx context.Context) ([]string, error) {
 	if err := os.MkdirAll(a.Dir, 0o700); err != nil {
 		return nil, err
@@ -159,8 +194,15 @@ func (a *Agent) RunOnce(ctx context.Context) ([]string, error) {
 		return nil, err
 	}
 	defer unlock()
-	sched, err := a.Fetch(ctx)
+	sched, bad, err := a.Fetch(ctx)
 	if err != nil {
+		// Still say what this probe accepts: the collector checks the
+		// first schedule against these caps.
+		if a.Upload != nil {
+			if rerr := a.report(ctx, nil); rerr != nil {
+				a.log().Debug("status report", "err", rerr)
+			}
+		}
 		return nil, fmt.Errorf("no schedule yet: %w", err)
 	}
 	st := state{Next: map[string]time.Time{}}
@@ -168,32 +210,111 @@ func (a *Agent) RunOnce(ctx context.Context) ([]string, error) {
 	if b, err := os.ReadFile(statePath); err == nil {
 		_ = json.Unmarshal(b, &st)
 	}
-	next := map[string]time.Time{}
 	now := a.now()
+	refused := map[string]api.Refusal{}
+	refuse := func(task, reason string, budget bool) {
+		r := api.Refusal{Task: task, Revision: sched.Revision, Reason: reason, At: now, Budget: budget}
+		if old, ok := st.Refused[task]; !ok || old.Reason != r.Reason || old.Revision != r.Revision {
+			st.Reported = false
+			a.log().Warn("task refused", "task", task, "revision", sched.Revision, "reason", reason, "budget", budget)
+		} else {
+			r.At = old.At
+		}
+		refused[task] = r
+	}
+	for _, fe := range bad {
+		name := fe.Task
+		if name == "" {
+			name = fe.Field
+		}
+		refuse(name, fe.Error(), false)
+	}
+	if why := a.Caps.CheckSigned(sched, a.Probe, st.Serial); why != "" {
+		// Nothing of an unverified schedule applies, its upload policy
+		// included.
+		for _, t := range sched.Tasks {
+			refuse(t.Name, why, false)
+		}
+		if len(sched.Tasks) == 0 {
+			refuse("schedule", why, false)
+		}
+		sched.Tasks, sched.Upload = nil, api.UploadPolicy{}
+	} else if len(a.Caps.ScheduleKey) > 0 {
+		st.Serial = max(st.Serial, sched.Serial)
+	}
+	next := map[string]time.Time{}
+	bud := a.loadBudget()
 	var ran []string
 	var errs []error
 	for _, t := range sched.Tasks {
+		if err := a.Caps.Check(t); err != nil {
+			refuse(t.Name, err.Error(), false)
+			continue
+		}
 		due, ok := st.Next[t.Name]
 		if !ok {
 			due = now.Add(a.jitter(time.Duration(t.Spread))) // a new task: first run within its spread
 		}
 		next[t.Name] = due
+		if old, ok := st.Refused[t.Name]; ok && old.Budget && old.Revision == sched.Revision {
+			refused[t.Name] = old // still waiting for its budget
+		}
 		if now.Before(due) || !t.InWindows(now) || ctx.Err() != nil {
 			continue
 		}
-		a.log().Info("running", "task", t.Name, "command", t.Command, "revision", sched.Revision)
-		if err := a.Exec(ctx, t); err != nil {
+		if err := a.checkTargets(ctx, t); err != nil {
+			refuse(t.Name, err.Error(), false)
+			continue
+		}
+		left, why := a.checkBudget(t, bud, now)
+		if why != "" {
+			refuse(t.Name, why, true)
+			next[t.Name] = a.now().Add(time.Duration(t.Every) + a.jitter(time.Duration(t.Spread)))
+			continue
+		}
+		delete(refused, t.Name)
+		args, err := Argv(t, a.Caps, a.Dir, left)
+		if err != nil {
+			return ran, err
+		}
+		a.log().Info("running", "task", t.Name, "type", t.Type, "revision", sched.Revision)
+		before := spooled(a.Spool)
+		if err := a.Exec(ctx, t, args); err != nil {
 			errs = append(errs, fmt.Errorf("task %s: %w", t.Name, err))
 		}
 		ran = append(ran, t.Name)
+		if len(a.Caps.Budget) > 0 {
+			m := month(a.now())
+			if bud.Months[m] == nil {
+				bud.Months[m] = map[string]int64{}
+			}
+			for p, n := range recordedBytes(a.Spool, before) {
+				bud.Months[m][p] += n
+			}
+			if err := a.saveBudget(bud, a.now()); err != nil {
+				return ran, err
+			}
+		}
 		next[t.Name] = a.now().Add(time.Duration(t.Every) + a.jitter(time.Duration(t.Spread)))
-		b, _ := json.Marshal(state{Next: next, LastUpload: st.LastUpload})
+		b, _ := json.Marshal(state{Next: next, LastUpload: st.LastUpload, Refused: st.Refused, Reported: st.Reported, Serial: st.Serial})
 		if err := fsutil.WriteFileAtomic(statePath, b, 0o600); err != nil {
 			return ran, err
 		}
 	}
-	st.Next = next
+	for name := range st.Refused {
+		if _, ok := refused[name]; !ok {
+			st.Reported = false // a refusal went away: say so too
+		}
+	}
+	st.Next, st.Refused = next, refused
 	if a.Upload != nil && ctx.Err() == nil && sched.Upload.Due(a.now(), st.LastUpload) {
+		if !st.Reported {
+			if err := a.report(ctx, st.Refused); err != nil {
+				a.log().Warn("status report", "err", err)
+			} else {
+				st.Reported = true
+			}
+		}
 		// Only a drained spool restarts Every: a failed upload (an outage)
 		// is tried again at the next pass.
 		if err := a.Upload(ctx, sched.Upload); err != nil {
@@ -207,6 +328,67 @@ func (a *Agent) RunOnce(ctx context.Context) ([]string, error) {
 		return ran, err
 	}
 	return ran, errors.Join(errs...)
+}
+
+// checkTargets resolves a run's server names and refuses private or local
+// addresses (the schema and caps already refused such literals).
+func (a *Agent) checkTargets(ctx context.Context, t api.Task) error {
+	if t.Run == nil || a.Caps.AllowPrivate {
+		return nil
+	}
+	var local []netip.Prefix
+	if a.Local != nil {
+		local = a.Local()
+	}
+	resolve := a.Resolve
+	if resolve == nil {
+		resolve = func(ctx context.Context, host string) ([]netip.Addr, error) {
+			return net.DefaultResolver.LookupNetIP(ctx, "ip", host)
+		}
+	}
+	for _, s := range t.Run.Servers {
+		host := caps.HostOf(s)
+		addrs, err := resolve(ctx, host)
+		if err != nil {
+			continue // the run itself reports an unresolvable server
+		}
+		if err := a.Caps.CheckAddrs(t, host, addrs, local...); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Status is what the agent reports about itself: its owner's caps and the
+// tasks of the current schedule it did not run.
+type Status struct {
+	Caps     caps.Caps     `json:"caps"`
+	Refusals []api.Refusal `json:"refusals"`
+}
+
+// report sends the status to the server (PUT /v1/probes/{probe}/status).
+func (a *Agent) report(ctx context.Context, refused map[string]api.Refusal) error {
+	st := Status{Caps: a.Caps, Refusals: []api.Refusal{}}
+	for _, name := range sortedKeys(refused) {
+		st.Refusals = append(st.Refusals, refused[name])
+	}
+	b, _ := json.Marshal(st)
+	req, err := http.NewRequestWithContext(ctx, http.MethodPut, strings.TrimRight(a.URL, "/")+"/v1/probes/"+a.Probe+"/status", bytes.NewReader(b))
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Authorization", "Bearer "+a.Token)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := a.client().Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode/100 != 2 {
+		msg, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
+		return fmt.Errorf("status: server answered %d: %s", resp.StatusCode, strings.TrimSpace(string(msg)))
+	}
+	return nil
 }
 
 // NextDue is when the earliest task is due (zero if none), from the state.

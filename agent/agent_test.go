@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/mptester/mptester/agent/caps"
 	"github.com/mptester/mptester/collect"
 	"github.com/mptester/mptester/collect/api"
 	"github.com/mptester/mptester/collect/store"
@@ -22,6 +23,7 @@ import (
 )
 
 type fleet struct {
+	st              store.Store
 	url, admin, tok string
 	notModified     atomic.Int32
 	down            atomic.Bool
@@ -35,7 +37,7 @@ func newFleet(t *testing.T) *fleet {
 	st, err := store.Open(ctx, filepath.Join(dir, "c.db"))
 	require.NoError(t, err)
 	t.Cleanup(func() { st.Close() })
-	f := &fleet{admin: collect.NewToken(), tok: collect.NewToken()}
+	f := &fleet{st: st, admin: collect.NewToken(), tok: collect.NewToken()}
 	require.NoError(t, st.AddProbe(ctx, "pi1", collect.HashToken(f.tok), time.Now()))
 	require.NoError(t, st.AddAdmin(ctx, "ops", collect.HashToken(f.admin), time.Now()))
 	srv, err := collect.New(collect.Config{Store: st, Data: filepath.Join(dir, "data"), Limits: collect.DefaultLimits()})
@@ -92,12 +94,13 @@ func TestAgentSchedule(t *testing.T) {
 	a := &Agent{URL: f.url, Token: f.tok, Probe: "pi1", Dir: t.TempDir(),
 		Now:    func() time.Time { return now },
 		Jitter: func(d time.Duration) time.Duration { return d / 2 },
-		Exec: func(ctx context.Context, task api.Task) error {
+		Caps:   caps.Defaults(),
+		Exec: func(ctx context.Context, task api.Task, args []string) error {
 			if running.Add(1) != 1 {
 				t.Error("two measurements at once")
 			}
 			defer running.Add(-1)
-			ran = append(ran, task.Name+" "+strings.Join(task.Args, " "))
+			ran = append(ran, task.Name+" "+strings.Join(args, " "))
 			return nil
 		},
 		Upload: func(context.Context, api.UploadPolicy) error { uploads++; return nil },
@@ -141,7 +144,9 @@ func TestAgentSchedule(t *testing.T) {
 	now = time.Date(2026, 11, 24, 2, 0, 0, 0, time.UTC)
 	got, _ = a.RunOnce(ctx)
 	assert.Equal(t, []string{"night"}, got)
-	assert.Equal(t, []string{"patterns --server test.example", "survey --top 100", "patterns --server test.example", "patterns --server test.example", "night "}, ran)
+	assert.Equal(t, []string{"patterns run --server test.example --no-upload", "survey survey --top 100 --rate 100 --no-private --no-upload",
+		"patterns run --server test.example --no-upload", "patterns run --server test.example --no-upload", "night survey --rate 100 --no-private --no-upload"}, ran,
+		"the legacy args migrated to typed parameters; the agent built the argv")
 }
 
 func TestAgentLockAndBadSchedules(t *testing.T) {
@@ -167,14 +172,15 @@ func TestAgentLockAndBadSchedules(t *testing.T) {
 // windows, and hands its path to the uploader.
 func TestAgentUploadPolicy(t *testing.T) {
 	f := newFleet(t)
-	f.setSchedule(t, "*", `{"tasks":[{"name":"p","command":"run","every":"1h"}],
+	f.setSchedule(t, "*", `{"tasks":[{"name":"p","type":"survey","every":"1h"}],
 	 "upload":{"every":"3h","windows":["00:00-20:00"],"path":"wlan0"}}`)
 	now := time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC)
 	var uploads []string
 	fail := false
 	a := &Agent{URL: f.url, Token: f.tok, Probe: "pi1", Dir: t.TempDir(),
 		Now:  func() time.Time { return now },
-		Exec: func(context.Context, api.Task) error { return nil },
+		Caps: caps.Defaults(),
+		Exec: func(context.Context, api.Task, []string) error { return nil },
 		Upload: func(_ context.Context, p api.UploadPolicy) error {
 			uploads = append(uploads, now.Format("15:04")+" "+p.Path)
 			if fail {
@@ -194,9 +200,9 @@ func TestAgentUploadPolicy(t *testing.T) {
 	assert.Equal(t, []string{"12:00 wlan0", "15:00 wlan0", "16:00 wlan0", "19:00 wlan0"}, uploads,
 		"every 3h from the last success, none at 20:00 (outside the window)")
 
-	for bad, want := range map[string]string{`{"upload":{"every":"-1h"}}`: "schedule: upload: negative every",
-		`{"upload":{"windows":["25:00-01:00"]}}`: "schedule: upload:", `{"upload":{"path":"../etc"}}`: "not an interface name",
-		`{"upload":{"evry":"1h"}}`: `unknown field "evry"`} {
+	for bad, want := range map[string]string{`{"upload":{"every":"-1h"}}`: "schedule: upload.every:",
+		`{"upload":{"windows":["25:00-01:00"]}}`: "schedule: upload.windows[0]:", `{"upload":{"path":"../etc"}}`: "schedule: upload.path: '../etc' does not match pattern",
+		`{"upload":{"evry":"1h"}}`: `additional properties 'evry' not allowed`} {
 		_, err := api.ParseSchedule([]byte(bad))
 		assert.ErrorContains(t, err, want, bad)
 	}

@@ -82,10 +82,10 @@ func (s *Server) handleGet(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) handleProbes(w http.ResponseWriter, r *http.Request) {
-	ps, err := s.cfg.Store.ListProbes(r.Context())
+	out, err := ListProbes(r.Context(), s.cfg.Store)
 	if err != nil {
 		writeJSON(w, http.StatusServiceUnavailable, apiError{Error: "store unavailable", Reason: err.Error()})
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"probes": ps})
+	writeJSON(w, http.StatusOK, map[string]any{"probes": out})
 }

@@ -90,6 +90,8 @@ func New(cfg Config) (*Server, error) {
 	s.mux.HandleFunc("GET /v1/probes", s.admin(s.handleProbes))
 	s.mux.HandleFunc("GET /v1/probes/{probe}/config", s.handleGetSchedule)
 	s.mux.HandleFunc("PUT /v1/probes/{probe}/config", s.admin(s.handlePutSchedule))
+	s.mux.HandleFunc("PUT /v1/probes/{probe}/status", s.handlePutStatus)
+	s.mux.HandleFunc("GET /v1/schedule.schema.json", handleSchema)
 	s.mux.HandleFunc("GET /v1/report", s.handleReport)
 	s.mux.HandleFunc("GET /healthz", s.handleHealth)
 	s.mux.Handle("GET /metrics", s.admin(promhttp.HandlerFor(s.m.reg, promhttp.HandlerOpts{}).ServeHTTP))

@@ -3,6 +3,7 @@ package survey
 import (
 	"net/netip"
 
+	"github.com/mptester/mptester/internal/bogon"
 	"github.com/mptester/mptester/probe"
 )
 
@@ -12,26 +13,8 @@ const (
 	SkipNeverProbe   = "broadcast-multicast"
 	SkipNoSource     = "no-source-address"
 	SkipMaxBytes     = "max-bytes"
+	SkipPrivate      = "private"
 )
-
-// bogons are private, reserved and special-purpose ranges (RFC 6890 and
-// the IANA special-purpose registries): an address there means something
-// different from every network, so it is only probed where it was learnt.
-var bogons = mustPrefixes(
-	"0.0.0.0/8", "10.0.0.0/8", "100.64.0.0/10", "127.0.0.0/8", "169.254.0.0/16",
-	"172.16.0.0/12", "192.0.0.0/24", "192.0.2.0/24", "192.88.99.0/24", "192.168.0.0/16",
-	"198.18.0.0/15", "198.51.100.0/24", "203.0.113.0/24", "240.0.0.0/4",
-	"::/128", "::1/128", "::ffff:0:0/96", "64:ff9b:1::/48", "100::/64", "2001::/23",
-	"2001:db8::/32", "2002::/16", "3fff::/20", "5f00::/16", "fc00::/7", "fe80::/10",
-)
-
-func mustPrefixes(ss ...string) []netip.Prefix {
-	out := make([]netip.Prefix, len(ss))
-	for i, s := range ss {
-		out[i] = netip.MustParsePrefix(s)
-	}
-	return out
-}
 
 // Policy decides which addresses may be probed from which path.
 type Policy struct {
@@ -39,6 +22,11 @@ type Policy struct {
 	// uses reserved ranges as its "Internet").
 	Public            []netip.Prefix
 	AllowCrossPrivate bool
+	// NoPrivate skips every private address and every address on a subnet
+	// of Local (the host's own networks), from every path: a fleet task
+	// runs so unless the probe's owner allows private targets.
+	NoPrivate bool
+	Local     []netip.Prefix
 }
 
 // NeverProbe reports addresses no survey may send to: multicast,
@@ -52,17 +40,7 @@ func NeverProbe(a netip.Addr) bool {
 // IsPrivate reports whether a is private/reserved/bogon and not marked public.
 func (pol Policy) IsPrivate(a netip.Addr) bool {
 	a = a.Unmap()
-	for _, p := range pol.Public {
-		if p.Contains(a) {
-			return false
-		}
-	}
-	for _, p := range bogons {
-		if p.Contains(a) {
-			return true
-		}
-	}
-	return false
+	return bogon.Contains(a, pol.Public)
 }
 
 // Check returns "" when address a, resolved on path resolve, may be probed
@@ -71,6 +49,9 @@ func (pol Policy) Check(probePath, resolve probe.Path, a netip.Addr) string {
 	a = a.Unmap()
 	if NeverProbe(a) || isDirectedBroadcast(probePath, a) {
 		return SkipNeverProbe
+	}
+	if pol.NoPrivate && (pol.IsPrivate(a) || pol.isLocal(a)) {
+		return SkipPrivate
 	}
 	if probePath.Name != resolve.Name && !pol.AllowCrossPrivate && pol.IsPrivate(a) {
 		return SkipCrossPrivate
@@ -98,6 +79,15 @@ func isDirectedBroadcast(p probe.Path, a netip.Addr) bool {
 		host := uint32(1)<<(32-pa.PrefixLen) - 1
 		v := uint32(b[0])<<24 | uint32(b[1])<<16 | uint32(b[2])<<8 | uint32(b[3]) | host
 		if a == netip.AddrFrom4([4]byte{byte(v >> 24), byte(v >> 16), byte(v >> 8), byte(v)}) {
+			return true
+		}
+	}
+	return false
+}
+
+func (pol Policy) isLocal(a netip.Addr) bool {
+	for _, p := range pol.Local {
+		if p.Contains(a) {
 			return true
 		}
 	}

@@ -216,6 +216,17 @@ func TestPolicy(t *testing.T) {
 	pol.AllowCrossPrivate = true
 	assert.Equal(t, "", pol.Check(w, l, a("10.1.2.3")))
 	assert.Equal(t, SkipNeverProbe, pol.Check(w, l, a("224.0.0.1")))
+
+	// NoPrivate (a fleet task): no private address from any path, nor one
+	// on the host's own subnets even where the owner declared it public.
+	pol = Policy{Public: []netip.Prefix{netip.MustParsePrefix("198.19.0.0/17"), netip.MustParsePrefix("192.0.2.0/24")},
+		NoPrivate: true, Local: []netip.Prefix{netip.MustParsePrefix("192.0.2.0/24")}}
+	for addr, want := range map[string]string{"198.19.128.5": SkipPrivate, "10.1.2.3": SkipPrivate, "fd00:fe::1": SkipPrivate,
+		"192.0.2.7": SkipPrivate, "198.19.0.5": "", "8.8.8.8": "", "224.0.0.1": SkipNeverProbe} {
+		assert.Equal(t, want, pol.Check(l, l, a(addr)), "%s from its own path", addr)
+	}
+	pol.AllowCrossPrivate = true // NoPrivate wins
+	assert.Equal(t, SkipPrivate, pol.Check(l, l, a("10.1.2.3")))
 }
 
 func TestLimiter(t *testing.T) {

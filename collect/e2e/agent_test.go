@@ -27,7 +27,8 @@ func TestAgentOnceEndToEnd(t *testing.T) {
 		t.Skip("real processes")
 	}
 	c := newCollector(t, filepath.Join(t.TempDir(), "data"), "")
-	p := newProbe(t, c, "pi-agent", "")
+	// The owner lets this probe measure a server on loopback.
+	p := newProbe(t, c, "pi-agent", "agent:\n  allow_private_targets: true\n")
 
 	port := startServe(t)
 
@@ -35,6 +36,15 @@ func TestAgentOnceEndToEnd(t *testing.T) {
 	file := filepath.Join(t.TempDir(), "schedule.json")
 	require.NoError(t, os.WriteFile(file, []byte(sched), 0o600))
 	b, err := exec.Command(bin, c.args("schedule", "set", "pi-agent", file)...).CombinedOutput()
+	require.Error(t, err, "private target before the probe reported its caps")
+	assert.Contains(t, string(b), "127.0.0.1")
+	c.start()
+	// With no schedule yet the agent reports its caps; then the schedule
+	// is within them.
+	b, _ = exec.Command(bin, "agent", "--once", "--config", p.config).CombinedOutput()
+	assert.Contains(t, string(b), "no schedule yet")
+	c.kill()
+	b, err = exec.Command(bin, c.args("schedule", "set", "pi-agent", file)...).CombinedOutput()
 	require.NoError(t, err, "%s", b)
 	c.start()
 

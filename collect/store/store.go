@@ -138,8 +138,13 @@ type Store interface {
 	// rows were never written (a page; empty at the end).
 	ListUnderived(ctx context.Context, after int64) ([]Run, error)
 	// PutSchedule stores the next revision of a probe's (or AnyProbe's)
-	// fleet schedule; GetSchedule falls back to AnyProbe's.
+	// fleet schedule (ErrNotFound for a probe not enrolled); GetSchedule
+	// falls back to AnyProbe's.
 	PutSchedule(ctx context.Context, probe string, body []byte) (int64, error)
 	GetSchedule(ctx context.Context, probe string) (Schedule, error)
+	// PutProbeStatus keeps what a probe last reported about itself (its
+	// owner's caps, the tasks it refused); ProbeStatuses returns them all.
+	PutProbeStatus(ctx context.Context, probe string, body []byte, now time.Time) error
+	ProbeStatuses(ctx context.Context) (map[string][]byte, error)
 	Close() error
 }

@@ -247,6 +247,29 @@ func (c *Config) validate(ch *Checker) {
 			ch.Check(w(key), err)
 		}
 	}
+	ag := c.Agent
+	check("agent.max_rate", Rate(ag.MaxRate))
+	check("agent.max_duration", Positive(ag.MaxDuration.D()))
+	for _, m := range ag.Measurements {
+		if m != "survey" && m != "run" {
+			ch.Check(w("agent.measurements"), fmt.Errorf("%q: want survey or run", m))
+		}
+	}
+	for _, p := range ag.PublicPrefixes {
+		if _, err := netip.ParsePrefix(strings.TrimSpace(p)); err != nil {
+			ch.Check(w("agent.public_prefixes"), fmt.Errorf("invalid prefix %q", p))
+		}
+	}
+	check("agent.paths", Interfaces(ag.Paths))
+	if ag.ScheduleKey != "" { // empty: no key pinned
+		_, err := ScheduleKey(ag.ScheduleKey)
+		ch.Check(w("agent.schedule_key"), err)
+	}
+	for _, name := range slices.Sorted(maps.Keys(ag.Budget)) {
+		ch.Check(w("agent.budget."+name), InterfaceName(name))
+		_, err := ByteSize(ag.Budget[name])
+		ch.Check(w("agent.budget."+name), err)
+	}
 	check("survey.top", Positive(s.Top))
 	if c.Has("survey.list") && strings.TrimSpace(s.List) == "" {
 		ch.Check(w("survey.list"), fmt.Errorf("must not be empty"))

@@ -5,6 +5,7 @@ package config
 
 import (
 	"bytes"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"io"
@@ -31,6 +32,8 @@ type Config struct {
 	// Upload, when present, spools every result and uploads it to a
 	// collect server (package upload).
 	Upload *Upload `yaml:"upload"`
+	// Agent caps what fleet schedules may ask of this probe.
+	Agent Agent `yaml:"agent"`
 
 	file  string         // where it came from ("" when parsed from bytes)
 	lines map[string]int // dotted key -> line of its value
@@ -267,4 +270,36 @@ func (c *Config) File() string {
 		return ""
 	}
 	return c.file
+}
+
+// Agent is the probe owner's caps over fleet tasks (package agent/caps):
+// no schedule can raise them. Unset keys keep the defaults.
+type Agent struct {
+	// MaxRate bounds a survey's probes per second (default 200).
+	MaxRate float64 `yaml:"max_rate"`
+	// MaxDuration bounds a test's duration and timeouts (default 2m).
+	MaxDuration Duration `yaml:"max_duration"`
+	// Measurements are the types this probe runs (default survey, run).
+	Measurements []string `yaml:"measurements"`
+	// AllowPrivateTargets lets tasks name private, reserved and local
+	// addresses (default never).
+	AllowPrivateTargets bool `yaml:"allow_private_targets"`
+	// PublicPrefixes are not private despite the bogon table (labs).
+	PublicPrefixes []string `yaml:"public_prefixes"`
+	// Paths may carry active traffic (default any).
+	Paths []string `yaml:"paths"`
+	// Budget is the data each path may carry per month: {wwan0: 2GB}.
+	Budget map[string]string `yaml:"budget"`
+	// ScheduleKey pins the fleet operator's Ed25519 public key (base64,
+	// as `collect schedule keygen` prints it): only schedules it signed run.
+	ScheduleKey string `yaml:"schedule_key"`
+}
+
+// ScheduleKey decodes a pinned schedule key (base64 of 32 bytes).
+func ScheduleKey(s string) ([]byte, error) {
+	b, err := base64.StdEncoding.DecodeString(strings.TrimSpace(s))
+	if err != nil || len(b) != 32 {
+		return nil, fmt.Errorf("want the base64 Ed25519 public key `collect schedule keygen` prints")
+	}
+	return b, nil
 }

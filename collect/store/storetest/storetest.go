@@ -265,6 +265,9 @@ func Run(t *testing.T, newDSN func(t *testing.T) string) {
 		require.NoError(t, err)
 		assert.Equal(t, store.Schedule{Probe: store.AnyProbe, Revision: 1, Body: []byte(`{"tasks":[]}`)}, sc)
 		_, err = s.PutSchedule(ctx, "pi1", []byte(`{"a":1}`))
+		assert.ErrorIs(t, err, store.ErrNotFound, "a probe that is not enrolled (a typo) gets no schedule")
+		require.NoError(t, s.AddProbe(ctx, "pi1", "h-pi1", time.Unix(1, 0)))
+		_, err = s.PutSchedule(ctx, "pi1", []byte(`{"a":1}`))
 		require.NoError(t, err)
 		rev, err = s.PutSchedule(ctx, "pi1", []byte(`{"a":2}`))
 		require.NoError(t, err)
@@ -272,6 +275,12 @@ func Run(t *testing.T, newDSN func(t *testing.T) string) {
 		sc, err = s.GetSchedule(ctx, "pi1")
 		require.NoError(t, err)
 		assert.Equal(t, store.Schedule{Probe: "pi1", Revision: 2, Body: []byte(`{"a":2}`)}, sc)
+
+		require.NoError(t, s.PutProbeStatus(ctx, "pi1", []byte(`{"refusals":[1]}`), time.Unix(2, 0)))
+		require.NoError(t, s.PutProbeStatus(ctx, "pi1", []byte(`{"refusals":[]}`), time.Unix(3, 0)))
+		st, err := s.ProbeStatuses(ctx)
+		require.NoError(t, err)
+		assert.Equal(t, map[string][]byte{"pi1": []byte(`{"refusals":[]}`)}, st, "the last report replaces the one before")
 	})
 
 	t.Run("Reopen", func(t *testing.T) {

@@ -7,17 +7,22 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
+	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/mptester/mptester/agent"
+	"github.com/mptester/mptester/agent/caps"
 	"github.com/mptester/mptester/collect/api"
 	"github.com/mptester/mptester/internal/cmdutil"
+	"github.com/mptester/mptester/internal/config"
 	"github.com/mptester/mptester/upload"
 )
 
@@ -45,6 +50,14 @@ is used while the server is unreachable), run every measurement that is
 due, one at a time, each at its interval plus a uniform random spread and
 inside its time windows, then upload the spool. A changed schedule is
 logged with its revision.
+
+Tasks are typed measurement definitions (GET /v1/schedule.schema.json);
+the agent checks each one again, the cached copy included, against the
+schema and the caps of the config's agent: section (max_rate,
+max_duration, measurements, allow_private_targets, paths, budget,
+schedule_key), builds the command line itself and sends results only to
+the spool. A refused or budget-skipped task is logged and reported to the
+collector with the next upload.
 
 --once runs what is due and exits (cron, or the systemd timer shipped in
 the packages); without it the agent keeps running.`,
@@ -87,14 +100,19 @@ func agentRun(opts *Options) error {
 	if ctx == nil {
 		ctx = context.Background()
 	}
+	cp, err := Caps(opts.F.Config)
+	if err != nil {
+		return err
+	}
 	a := &agent.Agent{URL: set.URL, Token: set.Token, Probe: opts.F.ProbeID(), Dir: opts.State, Logger: opts.Logger,
 		HTTP: &http.Client{Transport: upload.Transport(set.Pin, nil), Timeout: time.Minute},
-		Exec: func(ctx context.Context, t api.Task) error {
-			args := []string{t.Command}
+		Caps: cp, Spool: sp, Local: localPrefixes,
+		Exec: func(ctx context.Context, t api.Task, args []string) error {
+			// The owner's config (its dns:, upload:, survey: defaults) is
+			// the only file named that the task did not come with.
 			if opts.F.ConfigPath != "" {
 				args = append([]string{"--config", opts.F.ConfigPath}, args...)
 			}
-			args = append(append(args, t.Args...), "--no-upload")
 			cmd := exec.CommandContext(ctx, self, args...)
 			cmd.Stdout = io.Discard // the result is in the spool
 			cmd.Stderr = opts.IO.ErrOut
@@ -138,4 +156,72 @@ func agentRun(opts *Options) error {
 		case <-time.After(wait):
 		}
 	}
+}
+
+// Caps are the owner's caps from the config's agent: section over the
+// defaults.
+func Caps(c *config.Config) (caps.Caps, error) {
+	cp := caps.Defaults()
+	if c == nil {
+		return cp, nil
+	}
+	ag := c.Agent
+	if ag.MaxRate > 0 {
+		cp.MaxRate = ag.MaxRate
+	}
+	if ag.MaxDuration > 0 {
+		cp.MaxDuration = api.Duration(ag.MaxDuration.D())
+	}
+	if len(ag.Measurements) > 0 {
+		cp.Types = ag.Measurements
+	}
+	cp.AllowPrivate, cp.Paths = ag.AllowPrivateTargets, ag.Paths
+	for _, s := range ag.PublicPrefixes {
+		p, err := netip.ParsePrefix(strings.TrimSpace(s))
+		if err != nil {
+			return caps.Caps{}, cmdutil.FlagErrorf("%s: invalid prefix %q", c.Where("agent.public_prefixes"), s)
+		}
+		cp.Public = append(cp.Public, p.Masked())
+	}
+	if ag.ScheduleKey != "" {
+		k, err := config.ScheduleKey(ag.ScheduleKey)
+		if err != nil {
+			return caps.Caps{}, cmdutil.FlagErrorf("%s: %v", c.Where("agent.schedule_key"), err)
+		}
+		cp.ScheduleKey = k
+	}
+	for name, size := range ag.Budget {
+		n, err := config.ByteSize(size)
+		if err != nil {
+			return caps.Caps{}, cmdutil.FlagErrorf("%s: %v", c.Where("agent.budget."+name), err)
+		}
+		if cp.Budget == nil {
+			cp.Budget = map[string]int64{}
+		}
+		cp.Budget[name] = n
+	}
+	return cp, nil
+}
+
+// localPrefixes are the subnets of this host's addresses (a run's server
+// there is on the owner's own network).
+func localPrefixes() []netip.Prefix {
+	addrs, err := net.InterfaceAddrs()
+	if err != nil {
+		return nil
+	}
+	var out []netip.Prefix
+	for _, a := range addrs {
+		if n, ok := a.(*net.IPNet); ok {
+			ip, _ := netip.AddrFromSlice(n.IP)
+			ones, bits := n.Mask.Size()
+			if ip.Is4In6() && bits == 128 {
+				ones -= 96
+			}
+			if p, err := ip.Unmap().Prefix(ones); err == nil {
+				out = append(out, p)
+			}
+		}
+	}
+	return out
 }

@@ -102,19 +102,34 @@ uploads in flight finish within --drain, then it exits 0.`,
 	schedule := &cobra.Command{Use: "schedule", Short: "The fleet schedule probes run with `mptester agent`"}
 	schedule.AddCommand(&cobra.Command{
 		Use:   "set PROBE|'*' FILE",
-		Short: "Store FILE (JSON: tasks with command, args, every, spread, windows) as the next revision of a probe's schedule ('*': every probe without its own)",
-		Args:  cobra.ExactArgs(2),
+		Short: "Store FILE (JSON: typed measurement tasks, see GET /v1/schedule.schema.json) as the next revision of a probe's schedule ('*': every probe without its own)",
+		Long: `Store FILE as the next revision of a probe's schedule ('*': every
+probe without its own). A task is a measurement definition, not a command
+line: {"name", "type": "survey"|"run", "every", "spread", "windows",
+"survey": {...} | "run": {...}} with the typed parameters of the published
+schema (GET /v1/schedule.schema.json). Nothing in a task names a file on
+the probe or overrides a safety check. The schedule is checked against the
+schema and the caps each probe reported (else the defaults) before it is
+stored; PROBE must be enrolled.`,
+		Args: cobra.ExactArgs(2),
 		RunE: func(c *cobra.Command, args []string) error {
 			opts.Logger, opts.Ctx = f.Logger, c.Context()
 			b, err := os.ReadFile(args[1])
 			if err != nil {
 				return cmdutil.FlagErrorf("%v", err)
 			}
-			if _, err := api.ParseSchedule(b); err != nil {
-				return cmdutil.FlagErrorf("%s: %v", args[1], err)
-			}
 			return withStore(opts, func(st store.Store) error {
+				err := collect.CheckSchedule(opts.Ctx, st, args[0], b)
+				if errors.Is(err, api.ErrInvalid) || errors.Is(err, collect.ErrUnknownProbe) {
+					return cmdutil.FlagErrorf("%s: %v", args[1], err)
+				}
+				if err != nil {
+					return err
+				}
 				rev, err := st.PutSchedule(opts.Ctx, args[0], b)
+				if errors.Is(err, store.ErrNotFound) {
+					return cmdutil.FlagErrorf("%v", err)
+				}
 				if err == nil {
 					fmt.Fprintf(opts.IO.Out, "schedule of %s: revision %d\n", args[0], rev)
 				}
@@ -122,6 +137,7 @@ uploads in flight finish within --drain, then it exits 0.`,
 			})
 		},
 	})
+	schedule.AddCommand(newCmdScheduleKeygen(opts), newCmdScheduleSign(opts))
 	cmd.AddCommand(schedule)
 	cmd.AddCommand(newCmdProbe(f, opts, runF), newCmdAdmin(f, opts, runF), &cobra.Command{
 		Use:   "reindex",
@@ -178,12 +194,12 @@ func newCmdProbe(f *cmdutil.Factory, opts *Options, runF func(*Options) error) *
 	}
 	list := &cobra.Command{
 		Use:   "list",
-		Short: "List enrolled probes (JSON)",
+		Short: "List enrolled probes (JSON) with their owners' caps and the tasks they refused",
 		Args:  cobra.NoArgs,
 		RunE: func(c *cobra.Command, args []string) error {
 			opts.Logger, opts.Ctx = f.Logger, c.Context()
 			return withStore(opts, func(st store.Store) error {
-				ps, err := st.ListProbes(opts.Ctx)
+				ps, err := collect.ListProbes(opts.Ctx, st)
 				if err != nil {
 					return err
 				}

@@ -3,6 +3,7 @@ package collect
 import (
 	"bytes"
 	"context"
+	"crypto/ed25519"
 	"crypto/sha256"
 	"crypto/tls"
 	"crypto/x509"
@@ -22,7 +23,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/mptester/mptester/collect"
+	"github.com/mptester/mptester/collect/api"
 	"github.com/mptester/mptester/internal/cmdutil"
+	"github.com/mptester/mptester/internal/config"
 	"github.com/mptester/mptester/patterns/transport"
 )
 
@@ -143,4 +146,74 @@ func TestRestartKeepsFingerprint(t *testing.T) {
 		return fm[1]
 	}
 	assert.Equal(t, start(), start())
+}
+
+// TestScheduleSet: a schedule for a probe that is not enrolled (a typo)
+// and a schedule that fails its checks are refused (usage error naming the
+// probe or the field) and not stored; a good one is stored for an
+// enrolled probe and for '*'.
+func TestScheduleSet(t *testing.T) {
+	data := t.TempDir()
+	_, err := execute(t, "--data", data, "probe", "add", "pi1")
+	require.NoError(t, err)
+	file := func(body string) string {
+		f := filepath.Join(t.TempDir(), "s.json")
+		require.NoError(t, os.WriteFile(f, []byte(body), 0o600))
+		return f
+	}
+	good := file(`{"tasks":[{"name":"s","type":"survey","every":"6h","survey":{"top":1000,"rate":50}}]}`)
+	_, err = execute(t, "--data", data, "schedule", "set", "nosuchprobe", good)
+	require.ErrorIs(t, err, cmdutil.ErrUsage)
+	assert.Contains(t, err.Error(), `probe "nosuchprobe" is not enrolled`)
+	_, err = execute(t, "--data", data, "schedule", "set", "pi1", file(`{"tasks":[{"name":"s","type":"survey","every":"6h","survey":{"rate":50,"output":"/tmp/x"}}]}`))
+	require.ErrorIs(t, err, cmdutil.ErrUsage)
+	assert.Contains(t, err.Error(), "tasks[0].survey (task s): additional properties 'output' not allowed")
+	_, err = execute(t, "--data", data, "schedule", "set", "pi1", file(`{"tasks":[{"name":"s","type":"survey","every":"6h","survey":{"rate":5000}}]}`))
+	require.ErrorIs(t, err, cmdutil.ErrUsage)
+	assert.Contains(t, err.Error(), "survey.rate (task s): 5000 probes/s is over the cap of 200 (the probe owner's cap) (probe pi1)")
+	out, err := execute(t, "--data", data, "schedule", "set", "pi1", good)
+	require.NoError(t, err)
+	assert.Equal(t, "schedule of pi1: revision 1\n", out, "the refused attempts stored nothing")
+	out, err = execute(t, "--data", data, "schedule", "set", "*", good)
+	require.NoError(t, err)
+	assert.Equal(t, "schedule of *: revision 1\n", out)
+}
+
+// TestScheduleSign: keygen writes a 0600 key (never over another) and
+// prints the public key; sign makes a schedule that verifies with it,
+// carries the serial and probe, and is stored by schedule set.
+func TestScheduleSign(t *testing.T) {
+	data := t.TempDir()
+	_, err := execute(t, "--data", data, "probe", "add", "pi1")
+	require.NoError(t, err)
+	key := filepath.Join(t.TempDir(), "fleet.key")
+	out, err := execute(t, "schedule", "keygen", key)
+	require.NoError(t, err)
+	m := regexp.MustCompile(`schedule_key: (\S+)\n`).FindStringSubmatch(out)
+	require.NotNil(t, m, out)
+	fi, err := os.Stat(key)
+	require.NoError(t, err)
+	assert.Equal(t, os.FileMode(0o600), fi.Mode().Perm())
+	_, err = execute(t, "schedule", "keygen", key)
+	assert.ErrorIs(t, err, cmdutil.ErrUsage, "never overwritten")
+
+	file := filepath.Join(t.TempDir(), "s.json")
+	require.NoError(t, os.WriteFile(file, []byte(`{"tasks":[{"name":"s","type":"survey","every":"6h","survey":{"top":10}}]}`), 0o600))
+	out, err = execute(t, "schedule", "sign", "--key", key, "--serial", "3", "--probe", "pi1", file)
+	require.NoError(t, err)
+	s, err := api.ParseSchedule([]byte(out))
+	require.NoError(t, err)
+	pub, err := config.ScheduleKey(m[1])
+	require.NoError(t, err)
+	assert.True(t, ed25519.Verify(pub, s.Signed.Payload, s.Signed.Sig))
+	assert.Equal(t, int64(3), s.Serial)
+	assert.Equal(t, "pi1", s.Probe)
+	require.Len(t, s.Tasks, 1)
+	signed := filepath.Join(t.TempDir(), "signed.json")
+	require.NoError(t, os.WriteFile(signed, []byte(out), 0o600))
+	out, err = execute(t, "--data", data, "schedule", "set", "pi1", signed)
+	require.NoError(t, err)
+	assert.Equal(t, "schedule of pi1: revision 1\n", out)
+	_, err = execute(t, "schedule", "sign", "--key", key, "--serial", "0", file)
+	assert.ErrorIs(t, err, cmdutil.ErrUsage)
 }

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/netip"
 	"os"
 	"runtime"
@@ -55,6 +56,7 @@ type Options struct {
 	Spacing           time.Duration
 	Rate              float64
 	AllowCrossPrivate bool
+	NoPrivate         bool
 	PublicPrefixes    []string
 	MaxBytes          []string
 	DNSTimeout        time.Duration
@@ -133,6 +135,8 @@ OLD's resolution and probe records, then only what is missing is measured.`,
 	fl.DurationVar(&opts.Spacing, "spacing", 100*time.Millisecond, "minimum time between two probes of one target")
 	fl.Float64Var(&opts.Rate, "rate", 100, "probes per second over all paths")
 	fl.BoolVar(&opts.AllowCrossPrivate, "allow-cross-private", false, "probe private/reserved addresses from paths other than the one that resolved them")
+	fl.BoolVar(&opts.NoPrivate, "no-private", false, "probe no private/reserved address and none on this host's own subnets, from any path (the fleet agent's default)")
+	_ = fl.MarkHidden("no-private")
 	fl.StringArrayVar(&opts.PublicPrefixes, "public-prefix", nil, "treat `PREFIX` as public despite the bogon table (repeatable)")
 	fl.StringArrayVar(&opts.MaxBytes, "max-bytes", nil, "send at most `PATH=SIZE` (e.g. wwan0=50MB) on a metered path (repeatable)")
 	fl.DurationVar(&opts.DNSTimeout, "dns-timeout", 2*time.Second, "per-attempt DNS timeout")
@@ -402,7 +406,12 @@ func buildConfig(opts *Options) (survey.Config, error) {
 	if opts.List != "" && opts.ListID != "" {
 		ch.Check("--list-id", fmt.Errorf("use --list or --list-id, not both"))
 	}
-	pol := survey.Policy{AllowCrossPrivate: opts.AllowCrossPrivate}
+	pol := survey.Policy{AllowCrossPrivate: opts.AllowCrossPrivate && !opts.NoPrivate, NoPrivate: opts.NoPrivate}
+	if opts.NoPrivate {
+		local, err := localPrefixes()
+		ch.Check("--no-private", err)
+		pol.Local = local
+	}
 	for _, s := range opts.PublicPrefixes {
 		p, err := netip.ParsePrefix(strings.TrimSpace(s))
 		if err != nil {
@@ -490,4 +499,26 @@ func checkRaw(method string, fam probe.Family) error {
 		return cmdutil.MissingCapability("CAP_NET_RAW", "--method "+method+" (raw sockets)", err)
 	}
 	return nil
+}
+
+// localPrefixes are the subnets of every address of this host.
+func localPrefixes() ([]netip.Prefix, error) {
+	addrs, err := net.InterfaceAddrs()
+	if err != nil {
+		return nil, fmt.Errorf("list the host's addresses: %w", err)
+	}
+	var out []netip.Prefix
+	for _, a := range addrs {
+		if n, ok := a.(*net.IPNet); ok {
+			ip, _ := netip.AddrFromSlice(n.IP)
+			ones, bits := n.Mask.Size()
+			if ip.Is4In6() && bits == 128 {
+				ones -= 96
+			}
+			if p, err := ip.Unmap().Prefix(ones); err == nil {
+				out = append(out, p)
+			}
+		}
+	}
+	return out, nil
 }
