@@ -143,7 +143,7 @@ OLD's resolution and probe records, then only what is missing is measured.`,
 	fl.StringArrayVar(&opts.MaxBytes, "max-bytes", nil, "send at most `PATH=SIZE` (e.g. wwan0=50MB) on a metered path (repeatable)")
 	fl.DurationVar(&opts.DNSTimeout, "dns-timeout", 2*time.Second, "per-attempt DNS timeout")
 	fl.IntVar(&opts.DNSRetries, "dns-retries", 2, "DNS retries after a timeout (rotating servers)")
-	fl.IntVar(&opts.ResolverCap, "resolver-concurrency", 200, "DNS queries in flight per resolver")
+	fl.IntVar(&opts.ResolverCap, "resolver-concurrency", survey.DefaultResolverCap, "at most `N` DNS queries in flight per resolver (the window grows to it while the resolver keeps up)")
 	cmdutil.OutputFlag(cmd, &opts.Out, "write JSON Lines to `file` (- for stdout)")
 	fl.StringVar(&opts.Resume, "resume", "", "continue the interrupted run in `file` (write to a different --output)")
 	fl.BoolVar(&opts.NoUpload, "no-upload", false, "keep the result in the spool; `mptester upload` sends it later")
