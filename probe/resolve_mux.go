@@ -52,6 +52,7 @@ type udpMux struct {
 	sweepAt        time.Time // when sweep fires; zero when idle
 	lastCut        time.Time
 	lastAnswer     time.Time
+	timeouts       int // attempts that timed out
 	cuts           [cutReasons]int
 	sfFast, sfSlow float64 // SERVFAILs per answer: recent and long-run averages
 }
@@ -151,6 +152,10 @@ func (r *Resolver) launch(pq *pendingQuery) {
 		return
 	}
 	i := (pq.first + pq.q.Attempts) % len(r.servers)
+	if pq.q.Attempts == 0 {
+		i = r.answeringLocked(i)
+		pq.first = i
+	}
 	pq.q.Attempts++
 	pq.q.Server, pq.server = r.servers[i], i
 	mx := &r.muxes[i]
@@ -612,9 +617,33 @@ func (r *Resolver) timeoutLocked(i int) {
 	}
 	mx := &r.muxes[i]
 	r.windowLocked(mx)
+	mx.timeouts++
 	if now := time.Now(); now.Sub(mx.lastAnswer) > r.opts.Timeout {
 		r.cutLocked(mx, now, CutSilent)
 	}
+}
+
+// silentLocked: server i has let attempts time out and answered nothing
+// for a whole timeout (e.g. an unreachable resolver of the path).
+func (r *Resolver) silentLocked(i int) bool {
+	mx := &r.muxes[i]
+	return mx.timeouts > 0 && time.Since(mx.lastAnswer) > r.opts.Timeout
+}
+
+// answeringLocked is the server for a first attempt: i, or after it the
+// first that is not silent. A silent server's slots would go to attempts
+// that only wait for their timeout; it still gets retries, and answering
+// one makes it a server for first attempts again.
+func (r *Resolver) answeringLocked(i int) int {
+	if !r.opts.Adaptive {
+		return i
+	}
+	for k := range len(r.servers) {
+		if j := (i + k) % len(r.servers); !r.silentLocked(j) {
+			return j
+		}
+	}
+	return i
 }
 
 func (r *Resolver) cutLocked(mx *udpMux, now time.Time, why int) {

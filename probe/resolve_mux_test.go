@@ -253,3 +253,30 @@ func TestFixedWindowHoldsSlots(t *testing.T) {
 	assert.Equal(t, DNSNoError, l.Status)
 	assert.GreaterOrEqual(t, l.Time, 500*time.Millisecond, "waited for the dead name's slot")
 }
+
+// A server that answers nothing gets no more first attempts once it has
+// been silent for a timeout: the path's other server takes them (without
+// that, half of all queries would wait for a timeout at the dead one).
+func TestAdaptiveSkipsSilentServer(t *testing.T) {
+	live := serveZone(t, newZone())
+	r, err := NewResolver(loopbackPath(t, deadServer(t), live), ResolverOptions{Timeout: 300 * time.Millisecond, Retries: 1, Cap: 50, Adaptive: true})
+	require.NoError(t, err)
+	var wg sync.WaitGroup
+	for range 10 { // some first attempts go to the dead server and time out
+		wg.Go(func() { assert.Equal(t, DNSNoError, r.Lookup(context.Background(), "one.test", Family4).Status) })
+	}
+	wg.Wait()
+	time.Sleep(350 * time.Millisecond) // silent for a whole timeout
+	retried := atomic.Int32{}
+	for range 100 {
+		wg.Go(func() {
+			l := r.Lookup(context.Background(), "one.test", Family4)
+			assert.Equal(t, DNSNoError, l.Status)
+			if l.Queries[0].Attempts > 1 {
+				retried.Add(1)
+			}
+		})
+	}
+	wg.Wait()
+	assert.Zero(t, retried.Load(), "first attempts went to the silent server")
+}
