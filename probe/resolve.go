@@ -38,7 +38,12 @@ type ResolverOptions struct {
 	Timeout time.Duration // per attempt; default 2 s
 	Retries int           // extra attempts after a timeout, rotating servers
 	Cap     int           // queries in flight per server; default 1
-	Bytes   *atomic.Int64 // if set, counts the bytes sent on the path (IP packets)
+	// Adaptive sizes each server's in-flight window from its answers (up
+	// to Cap) and gives back the slot of an attempt unanswered for a few
+	// round trips (resolve_mux.go); else Cap attempts hold a slot each
+	// until answered or timed out.
+	Adaptive bool
+	Bytes    *atomic.Int64 // if set, counts the bytes sent on the path (IP packets)
 }
 
 // Resolver queries a path's own DNS servers through sockets bound to that
@@ -51,6 +56,7 @@ type Resolver struct {
 
 	mu    sync.Mutex // the lookups' state (resolve_mux.go)
 	muxes []udpMux   // per-server shared UDP socket
+	room  chan struct{}
 }
 
 // NewResolver returns a resolver for p, or an error wrapping ErrNoDNS when
@@ -63,7 +69,7 @@ func NewResolver(p Path, o ResolverOptions) (*Resolver, error) {
 	if o.Bytes == nil {
 		o.Bytes = new(atomic.Int64)
 	}
-	r := &Resolver{path: p, opts: o}
+	r := &Resolver{path: p, opts: o, room: make(chan struct{}, 1)}
 	for _, s := range p.DNS {
 		if !s.Addr.IsValid() {
 			continue

@@ -32,8 +32,34 @@ import (
 type udpMux struct {
 	conn     net.Conn // nil while closed
 	waiters  map[uint16]*pendingQuery
-	inflight int             // attempts holding one of the server's Cap slots
+	inflight int             // attempts holding one of the server's slots
 	queue    []*pendingQuery // attempts waiting for a slot, oldest first
+
+	// The adaptive window (ResolverOptions.Adaptive): how many attempts
+	// may hold a slot, grown while answers come back as fast as the
+	// fastest seen, without more SERVFAILs or timeouts than usual, cut on
+	// the opposite. An attempt unanswered for lossDelay is presumed lost:
+	// it gives its slot back (it loads the server no more; a name that is
+	// never answered must not hold a slot for its whole timeout), keeps
+	// its timer and still takes a late answer.
+	win            float64
+	peak           float64
+	minRTT, srtt   time.Duration
+	minAt          time.Time     // when minRTT was seen
+	lost           int           // attempts presumed lost, not holding a slot
+	sent           []sentAttempt // attempts in the order sent
+	sweep          *time.Timer
+	sweepAt        time.Time // when sweep fires; zero when idle
+	lastCut        time.Time
+	lastAnswer     time.Time
+	timeouts       int // attempts that timed out
+	cuts           [cutReasons]int
+	sfFast, sfSlow float64 // SERVFAILs per answer: recent and long-run averages
+}
+
+type sentAttempt struct {
+	pq  *pendingQuery
+	gen int
 }
 
 const muxIdle = 2 * time.Second
@@ -82,6 +108,9 @@ type pendingQuery struct {
 	id     uint16 // of the current attempt
 	gen    int    // attempt number, so that a stale timer does nothing
 	timer  *time.Timer
+	sentAt time.Time // of the current attempt
+	lost   bool      // the current attempt is presumed lost: it holds no slot
+	missed int       // server of the last attempt that timed out; -1: none
 }
 
 // Start looks name up for family fam (A, AAAA or both; the queries go out
@@ -95,7 +124,7 @@ func (r *Resolver) Start(ctx context.Context, name string, fam Family, done func
 		m.SetQuestion(dns.Fqdn(name), qt)
 		m.SetEdns0(ednsSize, false)
 		l.queries = append(l.queries, &pendingQuery{l: l, m: m, q: Query{QType: dns.TypeToString[qt]},
-			first: int(r.next.Add(1)), start: l.start})
+			first: int(r.next.Add(1)), start: l.start, missed: -1})
 	}
 	l.left = len(l.queries)
 	l.stop = context.AfterFunc(ctx, l.cancel)
@@ -123,10 +152,16 @@ func (r *Resolver) launch(pq *pendingQuery) {
 		return
 	}
 	i := (pq.first + pq.q.Attempts) % len(r.servers)
+	if pq.q.Attempts == 0 {
+		i = r.answeringLocked(i)
+		pq.first = i
+	}
 	pq.q.Attempts++
 	pq.q.Server, pq.server = r.servers[i], i
 	mx := &r.muxes[i]
-	if mx.inflight >= max(r.opts.Cap, 1) {
+	// A retry replaces its own timed-out attempt: it goes at once (its
+	// timer exact), the window only holding new queries back.
+	if mx.inflight >= r.windowLocked(mx) && !(r.opts.Adaptive && pq.q.Attempts > 1) {
 		pq.state = qQueued
 		mx.queue = append(mx.queue, pq)
 		r.mu.Unlock()
@@ -135,7 +170,7 @@ func (r *Resolver) launch(pq *pendingQuery) {
 	mx.inflight++
 	var failed []failedQuery
 	if err := r.sendLocked(pq); err != nil {
-		failed = append(r.releaseLocked(i), failedQuery{pq, err})
+		failed = append(r.releaseLocked(i, true), failedQuery{pq, err})
 	}
 	r.mu.Unlock()
 	r.finishFailed(failed)
@@ -194,17 +229,41 @@ func (r *Resolver) sendLocked(pq *pendingQuery) error {
 	pq.id, pq.state = id, qSent
 	pq.gen++
 	gen := pq.gen
+	pq.sentAt, pq.lost = time.Now(), false
 	pq.timer = time.AfterFunc(r.opts.Timeout, func() { r.timedOut(pq, gen) })
+	if r.opts.Adaptive {
+		mx.sent = append(mx.sent, sentAttempt{pq, gen})
+		r.armSweepLocked(i, pq.sentAt)
+	}
 	return nil
 }
 
-// releaseLocked frees a slot at server i and gives it to the oldest queued
-// attempt; it returns the attempts that could not be sent.
-func (r *Resolver) releaseLocked(i int) []failedQuery {
+// releaseLocked ends an attempt at server i (held: it held a slot, it
+// was not presumed lost) and gives free slots to the oldest queued
+// attempts; it returns the attempts that could not be sent.
+func (r *Resolver) releaseLocked(i int, held bool) []failedQuery {
 	mx := &r.muxes[i]
-	mx.inflight--
+	if held {
+		mx.inflight--
+	}
+	return r.fillLocked(i)
+}
+
+// heldLocked ends pq's attempt's claim on a slot: whether it held one.
+func (r *Resolver) heldLocked(pq *pendingQuery) bool {
+	if pq.lost {
+		pq.lost = false
+		r.muxes[pq.server].lost--
+		return false
+	}
+	return true
+}
+
+// fillLocked sends queued attempts at server i while it has free slots.
+func (r *Resolver) fillLocked(i int) []failedQuery {
+	mx := &r.muxes[i]
 	var failed []failedQuery
-	for mx.inflight < max(r.opts.Cap, 1) && len(mx.queue) > 0 {
+	for mx.inflight < r.windowLocked(mx) && len(mx.queue) > 0 {
 		pq := mx.queue[0]
 		mx.queue[0] = nil
 		mx.queue = mx.queue[1:]
@@ -221,6 +280,12 @@ func (r *Resolver) releaseLocked(i int) []failedQuery {
 	}
 	if len(mx.queue) == 0 {
 		mx.queue = nil // let the backing array go after a burst
+		if mx.inflight < r.windowLocked(mx) {
+			select { // room for more lookups
+			case r.room <- struct{}{}:
+			default:
+			}
+		}
 	}
 	return failed
 }
@@ -238,7 +303,10 @@ func (r *Resolver) timedOut(pq *pendingQuery, gen int) {
 		delete(mx.waiters, pq.id)
 	}
 	pq.state = qIdle
-	failed := r.releaseLocked(pq.server)
+	held := r.heldLocked(pq)
+	r.timeoutLocked(pq.server)
+	pq.missed = pq.server
+	failed := r.releaseLocked(pq.server, held)
 	retry := pq.q.Attempts <= r.opts.Retries
 	r.mu.Unlock()
 	r.finishFailed(failed)
@@ -268,7 +336,7 @@ func (r *Resolver) answered(pq *pendingQuery, id uint16, b []byte) {
 		}
 		pq.timer.Stop()
 		pq.state = qIdle
-		failed := r.releaseLocked(pq.server)
+		failed := r.releaseLocked(pq.server, r.heldLocked(pq))
 		r.mu.Unlock()
 		r.finishFailed(failed)
 		r.finish(pq, nil, fmt.Errorf("%w (and its ID is taken again)", errMuxMismatch))
@@ -280,14 +348,24 @@ func (r *Resolver) answered(pq *pendingQuery, id uint16, b []byte) {
 		return
 	}
 	pq.timer.Stop()
+	late := pq.lost
+	held := r.heldLocked(pq)
+	r.adaptLocked(pq.server, time.Since(pq.sentAt), late, resp.Rcode == dns.RcodeServerFailure)
+	if pq.missed >= 0 {
+		// The name answers: the attempt that timed out was lost.
+		r.cutLocked(&r.muxes[pq.missed], time.Now(), CutLoss)
+	}
 	if resp.Truncated {
+		if !held {
+			r.muxes[pq.server].inflight++ // over TCP it holds a slot again
+		}
 		pq.state = qTCP // keeps its slot
 		r.mu.Unlock()
 		go r.overTCP(pq)
 		return
 	}
 	pq.state = qIdle
-	failed := r.releaseLocked(pq.server)
+	failed := r.releaseLocked(pq.server, held)
 	r.mu.Unlock()
 	r.finishFailed(failed)
 	r.finish(pq, resp, nil)
@@ -299,7 +377,7 @@ func (r *Resolver) overTCP(pq *pendingQuery) {
 	resp, err := r.exchangeOn(pq.l.ctx, "tcp", pq.q.Server, pq.m, &pq.bytes)
 	r.mu.Lock()
 	pq.state = qIdle
-	failed := r.releaseLocked(pq.server)
+	failed := r.releaseLocked(pq.server, true)
 	r.mu.Unlock()
 	r.finishFailed(failed)
 	r.finish(pq, resp, err)
@@ -319,7 +397,7 @@ func (l *lookupRun) cancel() {
 			if mx.waiters[pq.id] == pq {
 				delete(mx.waiters, pq.id)
 			}
-			failed = append(failed, r.releaseLocked(pq.server)...)
+			failed = append(failed, r.releaseLocked(pq.server, r.heldLocked(pq))...)
 		case qQueued:
 			mx.queue = slices.DeleteFunc(mx.queue, func(x *pendingQuery) bool { return x == pq })
 		case qIdle:
@@ -436,4 +514,242 @@ func (r *Resolver) read(mx *udpMux, conn net.Conn) {
 			r.answered(pq, id, buf[:n]) // unpacked before the next read
 		}
 	}
+}
+
+// Why a window was cut (ServerLoad.Cuts).
+const (
+	CutQueue    = iota // the smoothed RTT rose well above the fastest
+	CutLate            // an answer came after its attempt was presumed lost
+	CutLoss            // a name answered a retry: its earlier attempt was lost
+	CutServFail        // SERVFAILs rose above their usual share
+	CutSilent          // no answer for a whole timeout
+	cutReasons
+)
+
+// The adaptive window's constants. The window starts small and grows by
+// one slot per answer (doubling each round trip) while answers come back
+// within minRTT*growRTT+growSlack, up to the cap; a cut keeps cutFactor
+// of it, at most once per two smoothed round trips. Growth stays
+// multiplicative after a cut: linear growth would need hundreds of round
+// trips to get back from one spurious cut, and the cap bounds the load.
+const (
+	initWindow = 32
+	minWindow  = initWindow
+	growRTT    = 1.5
+	growSlack  = 10 * time.Millisecond
+	cutFactor  = 0.7
+	// Queueing: the smoothed RTT above minRTT*queueRTT+queueSlack.
+	queueRTT   = 3
+	queueSlack = 50 * time.Millisecond
+	// Rising SERVFAILs (an overloaded resolver's answer): their recent
+	// share (over ~32 answers) above twice the long-run one (~1,024) plus
+	// riseSlack; names that always fail are a steady share, not a rise.
+	riseSlack = 0.1
+	// lossFloor is added to twice minRTT for the delay after which an
+	// unanswered attempt is presumed lost.
+	lossFloor = 100 * time.Millisecond
+	// minRTTFor: minRTT is the fastest answer of about the last 2 s, so
+	// that a host that got busier (its own CPU adds to every round trip)
+	// is not read as a queue at the server for the rest of the run.
+	minRTTFor = 2 * time.Second
+)
+
+// windowLocked is how many attempts may hold a slot at mx's server.
+func (r *Resolver) windowLocked(mx *udpMux) int {
+	if !r.opts.Adaptive {
+		return max(r.opts.Cap, 1)
+	}
+	if mx.win == 0 {
+		mx.win = float64(min(initWindow, max(r.opts.Cap, 1)))
+		mx.peak = mx.win
+	}
+	return int(mx.win)
+}
+
+// adaptLocked feeds an answer from server i into its window: after rtt,
+// late (after its attempt was presumed lost: queueing far beyond the
+// usual round trip), servfail (its rcode).
+func (r *Resolver) adaptLocked(i int, rtt time.Duration, late, servfail bool) {
+	if !r.opts.Adaptive {
+		return
+	}
+	mx := &r.muxes[i]
+	r.windowLocked(mx)
+	now := time.Now()
+	mx.lastAnswer = now
+	sf := 0.0
+	if servfail {
+		sf = 1
+	}
+	mx.sfFast += (sf - mx.sfFast) / 32
+	mx.sfSlow += (sf - mx.sfSlow) / 1024
+	if late {
+		r.cutLocked(mx, now, CutLate)
+		return
+	}
+	if mx.minRTT == 0 || rtt <= mx.minRTT || now.Sub(mx.minAt) > minRTTFor {
+		mx.minRTT, mx.minAt = rtt, now
+	}
+	if mx.srtt == 0 {
+		mx.srtt = rtt
+	} else {
+		mx.srtt += (rtt - mx.srtt) / 8
+	}
+	switch {
+	case mx.sfFast > 2*mx.sfSlow+riseSlack:
+		r.cutLocked(mx, now, CutServFail)
+	case mx.srtt > time.Duration(queueRTT*float64(mx.minRTT))+queueSlack:
+		r.cutLocked(mx, now, CutQueue)
+	case rtt <= time.Duration(growRTT*float64(mx.minRTT))+growSlack:
+		mx.win = min(mx.win+1, float64(max(r.opts.Cap, 1)))
+		mx.peak = max(mx.peak, mx.win)
+	}
+}
+
+// timeoutLocked: an attempt at server i timed out. Whether it was lost
+// shows when a retry of the name is answered (answered cuts the window
+// of the server that missed it); a name that never answers says nothing
+// about the server. A server that has answered nothing for a whole
+// timeout is cut at once.
+func (r *Resolver) timeoutLocked(i int) {
+	if !r.opts.Adaptive {
+		return
+	}
+	mx := &r.muxes[i]
+	r.windowLocked(mx)
+	mx.timeouts++
+	if now := time.Now(); now.Sub(mx.lastAnswer) > r.opts.Timeout {
+		r.cutLocked(mx, now, CutSilent)
+	}
+}
+
+// silentLocked: server i has let attempts time out and answered nothing
+// for a whole timeout (e.g. an unreachable resolver of the path).
+func (r *Resolver) silentLocked(i int) bool {
+	mx := &r.muxes[i]
+	return mx.timeouts > 0 && time.Since(mx.lastAnswer) > r.opts.Timeout
+}
+
+// answeringLocked is the server for a first attempt: i, or after it the
+// first that is not silent. A silent server's slots would go to attempts
+// that only wait for their timeout; it still gets retries, and answering
+// one makes it a server for first attempts again.
+func (r *Resolver) answeringLocked(i int) int {
+	if !r.opts.Adaptive {
+		return i
+	}
+	for k := range len(r.servers) {
+		if j := (i + k) % len(r.servers); !r.silentLocked(j) {
+			return j
+		}
+	}
+	return i
+}
+
+func (r *Resolver) cutLocked(mx *udpMux, now time.Time, why int) {
+	if !r.opts.Adaptive || now.Sub(mx.lastCut) < 2*max(mx.srtt, 10*time.Millisecond) {
+		return
+	}
+	mx.lastCut = now
+	mx.win = max(mx.win*cutFactor, minWindow)
+	mx.cuts[why]++
+}
+
+// lossDelayLocked: an attempt unanswered this long is presumed lost.
+func (r *Resolver) lossDelayLocked(mx *udpMux) time.Duration {
+	d := r.opts.Timeout / 2
+	if mx.srtt > 0 {
+		d = min(d, max(3*mx.srtt, 2*mx.minRTT+lossFloor))
+	}
+	return d
+}
+
+// armSweepLocked makes sure server i's sweep runs when the oldest attempt
+// sent at t would be presumed lost.
+func (r *Resolver) armSweepLocked(i int, t time.Time) {
+	mx := &r.muxes[i]
+	at := t.Add(r.lossDelayLocked(mx))
+	if !mx.sweepAt.IsZero() && !mx.sweepAt.After(at) {
+		return
+	}
+	mx.sweepAt = at
+	d := max(time.Until(at), time.Millisecond)
+	if mx.sweep == nil {
+		mx.sweep = time.AfterFunc(d, func() { r.sweep(i) })
+		return
+	}
+	mx.sweep.Reset(d)
+}
+
+// sweep presumes the attempts at server i lost that have been unanswered
+// for lossDelay: their slots go to queued attempts.
+func (r *Resolver) sweep(i int) {
+	r.mu.Lock()
+	mx := &r.muxes[i]
+	mx.sweepAt = time.Time{}
+	now := time.Now()
+	d := r.lossDelayLocked(mx)
+	freed := false
+	for len(mx.sent) > 0 {
+		s := mx.sent[0]
+		if s.pq.state == qSent && s.pq.gen == s.gen && !s.pq.lost && s.pq.server == i {
+			if now.Sub(s.pq.sentAt) < d {
+				r.armSweepLocked(i, s.pq.sentAt)
+				break
+			}
+			s.pq.lost = true
+			mx.lost++
+			mx.inflight--
+			freed = true
+		}
+		mx.sent[0] = sentAttempt{}
+		mx.sent = mx.sent[1:]
+	}
+	if len(mx.sent) == 0 {
+		mx.sent = nil
+	}
+	var failed []failedQuery
+	if freed {
+		failed = r.fillLocked(i)
+	}
+	r.mu.Unlock()
+	r.finishFailed(failed)
+}
+
+// Backlog is the number of queries waiting for a slot at their server.
+func (r *Resolver) Backlog() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	n := 0
+	for i := range r.muxes {
+		n += len(r.muxes[i].queue)
+	}
+	return n
+}
+
+// Room signals (without blocking the resolver: one pending signal at
+// most) when a server has a free slot and nothing queued.
+func (r *Resolver) Room() <-chan struct{} { return r.room }
+
+// ServerLoad is what the resolver asked of one server.
+type ServerLoad struct {
+	Server     netip.AddrPort
+	Window     int             // slots now (the cap when not adaptive)
+	PeakWindow int             // the largest window reached
+	MinRTT     time.Duration   // the fastest answer
+	SRTT       time.Duration   // smoothed RTT of the answers
+	Cuts       [cutReasons]int // window cuts by reason (Cut*)
+}
+
+// Load reports each server's window.
+func (r *Resolver) Load() []ServerLoad {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := make([]ServerLoad, len(r.muxes))
+	for i := range r.muxes {
+		mx := &r.muxes[i]
+		w := r.windowLocked(mx)
+		out[i] = ServerLoad{Server: r.servers[i], Window: w, PeakWindow: max(int(mx.peak), w), MinRTT: mx.minRTT, SRTT: mx.srtt, Cuts: mx.cuts}
+	}
+	return out
 }

@@ -175,3 +175,108 @@ func TestLookupsEndExactlyOnce(t *testing.T) {
 		assert.Zero(t, r.muxes[i].inflight, "server %d", i)
 	}
 }
+
+// With the adaptive window, an attempt unanswered for a few round trips
+// gives its slot back: names that will time out do not hold back the
+// names after them, and their own timers stay exact. The cap here is 4
+// slots and 4 dead names take them first; without the slots given back,
+// the live names could start only when the dead ones time out (3 s).
+func TestAdaptiveWindowDeadNamesFreeSlots(t *testing.T) {
+	srv := serveZone(t, newZone())
+	const timeout = 3 * time.Second
+	r, err := NewResolver(loopbackPath(t, srv), ResolverOptions{Timeout: timeout, Cap: 4, Adaptive: true})
+	require.NoError(t, err)
+	var wg sync.WaitGroup
+	dead := make([]Lookup, 4)
+	for i := range dead {
+		wg.Go(func() { dead[i] = r.Lookup(context.Background(), "hang.test", Family4) })
+	}
+	time.Sleep(50 * time.Millisecond) // the dead names hold the 4 slots
+	live := make([]Lookup, 20)
+	for i := range live {
+		wg.Go(func() { live[i] = r.Lookup(context.Background(), "one.test", Family4) })
+	}
+	wg.Wait()
+	for _, l := range live {
+		assert.Equal(t, DNSNoError, l.Status)
+		// Given back after half the timeout while no answer has set the
+		// round trip (~1.45 s here); waiting for a timeout: 2.95 s.
+		assert.Less(t, l.Time, timeout-500*time.Millisecond, "a live name waited for a dead one's timeout")
+	}
+	for _, l := range dead {
+		assert.Equal(t, DNSTimeout, l.Status)
+		assert.Equal(t, 1, l.Queries[0].Attempts)
+		assert.GreaterOrEqual(t, l.Time, timeout, "TIMEOUT only after the timeout")
+	}
+}
+
+// An answer that comes after its attempt was presumed lost still ends the
+// query (NOERROR, one attempt), and it counts as queueing: the window is
+// cut.
+func TestAdaptiveWindowLateAnswerCounts(t *testing.T) {
+	z := newZone()
+	slow := dns.HandlerFunc(func(w dns.ResponseWriter, m *dns.Msg) {
+		if m.Question[0].Name == "multi.test." {
+			time.Sleep(600 * time.Millisecond)
+		}
+		z.ServeDNS(w, m)
+	})
+	srv := serveZone(t, slow)
+	r, err := NewResolver(loopbackPath(t, srv), ResolverOptions{Timeout: 2 * time.Second, Cap: 100, Adaptive: true})
+	require.NoError(t, err)
+	for range 50 { // fast answers: the window grows, the loss delay is ~100 ms
+		require.Equal(t, DNSNoError, r.Lookup(context.Background(), "one.test", Family4).Status)
+	}
+	load := r.Load()[0]
+	assert.Greater(t, load.PeakWindow, initWindow, "the window grew with the answers")
+	assert.LessOrEqual(t, load.PeakWindow, 100, "up to the cap")
+	l := r.Lookup(context.Background(), "multi.test", Family4)
+	assert.Equal(t, DNSNoError, l.Status)
+	assert.Equal(t, 1, l.Queries[0].Attempts)
+	assert.GreaterOrEqual(t, l.Time, 600*time.Millisecond)
+	assert.Equal(t, 1, r.Load()[0].Cuts[CutLate])
+}
+
+// Without Adaptive the cap is a fixed window (as before), and no slot is
+// given back before a query ends.
+func TestFixedWindowHoldsSlots(t *testing.T) {
+	srv := serveZone(t, newZone())
+	r, err := NewResolver(loopbackPath(t, srv), ResolverOptions{Timeout: 600 * time.Millisecond, Cap: 1})
+	require.NoError(t, err)
+	var wg sync.WaitGroup
+	var d, l Lookup
+	wg.Go(func() { d = r.Lookup(context.Background(), "hang.test", Family4) })
+	time.Sleep(50 * time.Millisecond)
+	wg.Go(func() { l = r.Lookup(context.Background(), "one.test", Family4) })
+	wg.Wait()
+	assert.Equal(t, DNSTimeout, d.Status)
+	assert.Equal(t, DNSNoError, l.Status)
+	assert.GreaterOrEqual(t, l.Time, 500*time.Millisecond, "waited for the dead name's slot")
+}
+
+// A server that answers nothing gets no more first attempts once it has
+// been silent for a timeout: the path's other server takes them (without
+// that, half of all queries would wait for a timeout at the dead one).
+func TestAdaptiveSkipsSilentServer(t *testing.T) {
+	live := serveZone(t, newZone())
+	r, err := NewResolver(loopbackPath(t, deadServer(t), live), ResolverOptions{Timeout: 300 * time.Millisecond, Retries: 1, Cap: 50, Adaptive: true})
+	require.NoError(t, err)
+	var wg sync.WaitGroup
+	for range 10 { // some first attempts go to the dead server and time out
+		wg.Go(func() { assert.Equal(t, DNSNoError, r.Lookup(context.Background(), "one.test", Family4).Status) })
+	}
+	wg.Wait()
+	time.Sleep(350 * time.Millisecond) // silent for a whole timeout
+	retried := atomic.Int32{}
+	for range 100 {
+		wg.Go(func() {
+			l := r.Lookup(context.Background(), "one.test", Family4)
+			assert.Equal(t, DNSNoError, l.Status)
+			if l.Queries[0].Attempts > 1 {
+				retried.Add(1)
+			}
+		})
+	}
+	wg.Wait()
+	assert.Zero(t, retried.Load(), "first attempts went to the silent server")
+}

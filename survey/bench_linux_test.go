@@ -181,13 +181,14 @@ func (nopProber) Probe(context.Context, Target) Result {
 }
 func (nopProber) Close() error { return nil }
 
-// BenchmarkResolve10K resolves 10,000 names (A and AAAA) on loopback, 100
-// of which the server never answers, with the survey's defaults (256
-// domains in flight, 200 queries in flight per server), a 2 s timeout and
-// 2 retries. It prints the floor these settings imply (every dead name
-// takes (retries+1) x timeout; ceil(dead/min(workers, cap)) rounds of
-// them) and
-// reports the run's ratio to it; the statuses must be exact.
+// BenchmarkResolve10K resolves 10,000 names (A only) on loopback, 100
+// of which the server never answers, with the survey's defaults (the
+// adaptive window up to 500 queries in flight per server, at most 4,096
+// lookups in flight), a 2 s timeout and 2 retries. It prints the floor
+// these settings imply (every dead name takes (retries+1) x timeout; a
+// dead name's query gives its slot back when presumed lost, so they run
+// ceil(dead/workers) rounds) and reports the run's ratio to it; the
+// statuses must be exact.
 // $SURVEY_RESOLVER_CAP overrides the per-server cap, $SURVEY_RESOLVE_NAMES
 // the number of names (1% of them dead).
 func BenchmarkResolve10K(b *testing.B) {
@@ -218,9 +219,9 @@ func BenchmarkResolve10K(b *testing.B) {
 		cfg.ResolverCap = c
 	}
 	cfg.defaults()
-	// Dead names run side by side, as many as there are workers and (one
-	// query each, A only) in-flight slots of the one server.
-	par := min(cfg.ResolveWorkers, cfg.ResolverCap)
+	// Dead names run side by side, as many as there are workers: their
+	// queries give back their slots once presumed lost.
+	par := cfg.ResolveWorkers
 	rounds := (dead + par - 1) / par
 	floor := time.Duration(rounds*(cfg.DNSRetries+1)) * cfg.DNSTimeout
 	b.Logf("floor: %d dead names x (%d retries + 1) x %v timeout, %d at a time (workers %d, cap %d) = %v",

@@ -7,8 +7,11 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"math"
+	"regexp"
 	"slices"
+	"strconv"
 	"testing"
 	"time"
 
@@ -215,4 +218,74 @@ func rttProblems(t *testing.T, truth *world.Truth, got Summary, out []byte, meth
 		}
 	}
 	return problems
+}
+
+// TestLabResolutionExactUnderAdaptiveWindow resolves a world of 2,000
+// domains (1% never answered on both paths: 20 planted timeouts a path)
+// over the lab's paths, wlan0 at 20 ms RTT and wwan0 at 0-240 ms (60 ms
+// one way, +-60 ms jitter, FIFO: bursts of late answers, the windows cut
+// and grow again), with the adaptive window
+// capped low (64 a server, so queries wait for slots) and checks against
+// truth.json: every domain's status on every path exact; every query that
+// ended TIMEOUT had exactly retries+1 attempts and took at least (retries+1)
+// x timeout (never declared early) and less than one timeout more (a retry
+// goes out when its attempt times out: it never waits for a slot); and the
+// windows did adapt (grew past their start).
+func TestLabResolutionExactUnderAdaptiveWindow(t *testing.T) {
+	l := labtest.Start(t, lab.Options{Domains: 2000, WorldSeed: 5})
+	if !l.InClient(t) {
+		return
+	}
+	var truth world.Truth
+	l.Truth(t, &truth)
+	l.Set(t, "wwan0", "delay=60ms", "jitter=60ms")
+	cfg := labConfig(t, l, &truth, "icmp")
+	cfg.Count, cfg.Rate, cfg.Spacing = 1, 2000, time.Millisecond
+	// A truncated answer's TCP exchange (two round trips) fits the timeout.
+	cfg.DNSTimeout, cfg.DNSRetries, cfg.ResolverCap = time.Second, 2, 64
+	var logs bytes.Buffer
+	cfg.Logger = slog.New(slog.NewTextHandler(&logs, nil))
+	_, out := runLab(t, cfg)
+
+	want := map[[2]string]string{}
+	dead := 0
+	for _, d := range truth.Domains {
+		for p, r := range d.Paths {
+			want[[2]string{d.Name, p}] = r.Status
+			if r.Status == StatusTimeout {
+				dead++
+			}
+		}
+	}
+	require.Equal(t, 2*20, dead, "planted timeouts")
+	attempts := cfg.DNSRetries + 1
+	floor := float64(attempts) * float64(cfg.DNSTimeout.Milliseconds())
+	seen, timeouts := 0, 0
+	for line := range bytes.Lines(out) {
+		var rec ResolutionRecord
+		require.NoError(t, json.Unmarshal(line, &rec))
+		if rec.Type != "resolution" {
+			continue
+		}
+		seen++
+		assert.Equal(t, want[[2]string{rec.Domain, rec.Path}], rec.Status, "%s on %s", rec.Domain, rec.Path)
+		for _, q := range rec.Queries {
+			if q.Status != StatusTimeout {
+				continue
+			}
+			timeouts++
+			assert.Equal(t, attempts, q.Attempts, "%s %s on %s: attempts", rec.Domain, q.QType, rec.Path)
+			assert.GreaterOrEqual(t, q.TimeMs, floor, "%s %s on %s: TIMEOUT declared early", rec.Domain, q.QType, rec.Path)
+			assert.Less(t, q.TimeMs, floor+float64(cfg.DNSTimeout.Milliseconds()), "%s %s on %s: a retry waited", rec.Domain, q.QType, rec.Path)
+		}
+	}
+	assert.Equal(t, len(want), seen, "a record per domain and path")
+	assert.Equal(t, 2*dead, timeouts, "A and AAAA of every planted timeout, nothing else")
+	peaks := regexp.MustCompile(`msg="resolver load" path=(\S+) server=(\S+) peak_window=(\d+)`).FindAllStringSubmatch(logs.String(), -1)
+	require.Len(t, peaks, 4, "two servers a path: %s", logs.String())
+	for _, m := range peaks {
+		w, _ := strconv.Atoi(m[3])
+		assert.Greater(t, w, 32, "the window of %s on %s grew", m[2], m[1])
+		assert.LessOrEqual(t, w, cfg.ResolverCap, "the window of %s on %s stayed under the cap", m[2], m[1])
+	}
 }

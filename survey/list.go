@@ -25,6 +25,7 @@ type Domain struct {
 type ListInfo struct {
 	Source      string `json:"source"` // file path or "tranco"
 	ID          string `json:"id,omitempty"`
+	Date        string `json:"date,omitempty"` // the Tranco list's own date
 	RetrievedAt string `json:"retrieved_at,omitempty"`
 	SHA256      string `json:"sha256"`
 	Lines       int    `json:"lines"`

@@ -43,10 +43,11 @@ type Resolver struct {
 	servers []netip.AddrPort // for logs
 }
 
-// NewResolver returns a resolver for p querying p's own DNS servers with
-// at most cap queries in flight per server, or an error when p has no DNS.
+// NewResolver returns a resolver for p querying p's own DNS servers, each
+// with an adaptive window of at most cap queries in flight, or an error
+// when p has no DNS.
 func NewResolver(p probe.Path, timeout time.Duration, retries, cap int, bytes *atomic.Int64) (*Resolver, error) {
-	r, err := probe.NewResolver(p, probe.ResolverOptions{Timeout: timeout, Retries: retries, Cap: cap, Bytes: bytes})
+	r, err := probe.NewResolver(p, probe.ResolverOptions{Timeout: timeout, Retries: retries, Cap: cap, Bytes: bytes, Adaptive: true})
 	if err != nil {
 		return nil, err
 	}

@@ -5,13 +5,8 @@ import (
 	"context"
 	"encoding/json"
 	"log/slog"
-	"net/http"
-	"net/http/httptest"
 	"net/netip"
-	"os"
-	"path/filepath"
 	"slices"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -266,45 +261,6 @@ func TestLimiterRealTime(t *testing.T) {
 	l2 := NewLimiter(0.5, 1)
 	l2.Reserve()
 	assert.Error(t, l2.Wait(ctx))
-}
-
-func TestTrancoFetch(t *testing.T) {
-	var hits sync.Map
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		n, _ := hits.LoadOrStore(r.URL.Path, new(int))
-		*(n.(*int))++
-		switch r.URL.Path {
-		case "/top-1m-id":
-			w.Write([]byte("K4Z5W\n"))
-		case "/download/K4Z5W/1000000":
-			w.Write([]byte("1,a.com\n2,b.com\n"))
-		default:
-			http.NotFound(w, r)
-		}
-	}))
-	defer srv.Close()
-	require.True(t, strings.HasPrefix(srv.URL, "http://127.0.0.1:"), "loopback only")
-	dir := t.TempDir()
-	f := TrancoFetcher{BaseURL: srv.URL, CacheDir: dir}
-	p, id, _, err := f.Fetch(context.Background(), "latest")
-	require.NoError(t, err)
-	assert.Equal(t, "K4Z5W", id)
-	assert.Equal(t, filepath.Join(dir, "tranco-K4Z5W.csv"), p)
-	ds, _, err := LoadList(p, 0)
-	require.NoError(t, err)
-	assert.Len(t, ds, 2)
-	// Cached: a second fetch of the id does not download again.
-	_, _, _, err = f.Fetch(context.Background(), "K4Z5W")
-	require.NoError(t, err)
-	n, _ := hits.Load("/download/K4Z5W/1000000")
-	assert.Equal(t, 1, *(n.(*int)))
-	// Unknown id: clear error, nothing cached.
-	_, _, _, err = f.Fetch(context.Background(), "NOPE1")
-	assert.ErrorContains(t, err, "404")
-	_, statErr := os.Stat(filepath.Join(dir, "tranco-NOPE1.csv"))
-	assert.True(t, os.IsNotExist(statErr))
-	_, _, _, err = f.Fetch(context.Background(), "../../etc")
-	assert.ErrorContains(t, err, "invalid Tranco list id")
 }
 
 func TestWatcherMarksChangedPath(t *testing.T) {

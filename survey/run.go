@@ -48,8 +48,8 @@ type Config struct {
 
 	DNSTimeout     time.Duration
 	DNSRetries     int
-	ResolverCap    int // queries in flight per DNS server
-	ResolveWorkers int // domains in flight per path
+	ResolverCap    int // the most queries in flight per DNS server (its adaptive window's cap)
+	ResolveWorkers int // the most lookups in flight per path
 	MaxInFlight    int // targets being probed at once; 0 = from rate
 	// MaxHeld caps the probe records finished while resolution still runs
 	// (they are held until it ends) when they cannot be spilled to a
@@ -88,10 +88,10 @@ func (c *Config) defaults() {
 		c.DNSTimeout = 2 * time.Second
 	}
 	if c.ResolverCap <= 0 {
-		c.ResolverCap = 200
+		c.ResolverCap = DefaultResolverCap
 	}
 	if c.ResolveWorkers <= 0 {
-		c.ResolveWorkers = 256
+		c.ResolveWorkers = 4096
 	}
 	if c.Burst <= 0 {
 		c.Burst = 1
@@ -220,6 +220,7 @@ func Run(ctx context.Context, cfg Config, out *report.Stream) (Summary, error) {
 	r.resolveAll(ctx, resolvers, resolveStage)
 	r.queue.close()
 	r.log.Info("resolution done", "paths", len(resolvers), "domains", list.Len(), "elapsed", time.Since(t0).Round(time.Millisecond))
+	r.logResolverLoad(resolvers)
 	r.resolutionDone()
 	r.warnDeadResolvers(resolvers)
 	probing.Wait()

@@ -2,10 +2,13 @@ package survey
 
 import (
 	"context"
+	"fmt"
 	"net/netip"
 	"slices"
 	"sync"
 	"time"
+
+	"github.com/mptester/mptester/probe"
 )
 
 // statusCodes numbers resolution statuses for the one byte a run keeps per
@@ -115,23 +118,41 @@ type resolved struct {
 	rec    ResolutionRecord
 }
 
-// resolvePath keeps ResolveWorkers lookups in flight on one path from one
-// goroutine: the lookups are state in the resolver (no goroutine each;
-// 1,048 of them held 11.5 MB of stacks at 1M domains), their records come
-// back here to be written and handed to probing.
+// resolvePath starts the path's lookups in list order from one goroutine
+// as fast as its resolver takes them: a new lookup starts while no query
+// waits for a slot at its server (the resolver sizes each server's window
+// from its answers and frees the slot of a query that looks lost, so a
+// name that will time out does not hold back the ones after it), at most
+// ResolveWorkers at once. The lookups are state in the resolver (no
+// goroutine each; 1,048 of them held 11.5 MB of stacks at 1M domains),
+// their records come back here to be written and handed to probing.
 func (r *runner) resolvePath(ctx context.Context, name string, res *Resolver, stage *stageProgress) {
 	pi := slices.Index(r.names, name)
 	workers := r.cfg.ResolveWorkers
-	// Each lookup in flight (or waiting to be done again) sends exactly one
-	// value, so done never blocks a resolver's goroutine.
-	done := make(chan resolved, workers)
+	// Ended lookups wait in a slice, not a channel sized for the most
+	// that can be in flight: a resolver's goroutine never blocks on it.
+	var (
+		mu    sync.Mutex
+		ended []resolved
+	)
+	wake := make(chan struct{}, 1)
+	post := func(d resolved) {
+		mu.Lock()
+		ended = append(ended, d)
+		mu.Unlock()
+		select {
+		case wake <- struct{}{}:
+		default:
+		}
+	}
 	start := func(i, try int) {
 		t0 := time.Now()
-		res.Start(ctx, r.list.At(i), r.cfg.Family, func(rec ResolutionRecord) { done <- resolved{i, try, t0, rec} })
+		res.Start(ctx, r.list.At(i), r.cfg.Family, func(rec ResolutionRecord) { post(resolved{i, try, t0, rec}) })
 	}
+	var batch []resolved
 	inflight, next, n := 0, 0, r.list.Len()
 	for {
-		for inflight < workers && next < n && ctx.Err() == nil {
+		for inflight < workers && next < n && ctx.Err() == nil && res.r.Backlog() == 0 {
 			i := next
 			next++
 			r.mu.Lock()
@@ -145,23 +166,49 @@ func (r *runner) resolvePath(ctx context.Context, name string, res *Resolver, st
 		if inflight == 0 {
 			return
 		}
-		d := <-done
-		inflight--
-		if ctx.Err() != nil {
-			continue // unfinished: resolved again on resume
-		}
-		if r.redo(ctx, d, func() { start(d.i, d.try+1) }, func() { done <- d }) {
-			inflight++
+		select {
+		case <-wake:
+		case <-res.r.Room():
 			continue
 		}
-		d.rec.Valid = r.watch.valid(name)
-		r.mu.Lock()
-		r.status[name][d.i] = r.codes.code(d.rec.Status)
-		r.mu.Unlock()
-		r.write(d.rec)
-		stage.add(1)
-		if d.rec.Status == StatusNoError {
-			r.addResolved(pi, d.i, d.rec.Answers)
+		mu.Lock()
+		batch, ended = ended, batch[:0]
+		mu.Unlock()
+		for k, d := range batch {
+			batch[k] = resolved{}
+			inflight--
+			if ctx.Err() != nil {
+				continue // unfinished: resolved again on resume
+			}
+			if r.redo(ctx, d, func() { start(d.i, d.try+1) }, func() { post(d) }) {
+				inflight++
+				continue
+			}
+			d.rec.Valid = r.watch.valid(name)
+			r.mu.Lock()
+			r.status[name][d.i] = r.codes.code(d.rec.Status)
+			r.mu.Unlock()
+			r.write(d.rec)
+			stage.add(1)
+			if d.rec.Status == StatusNoError {
+				r.addResolved(pi, d.i, d.rec.Answers)
+			}
+		}
+	}
+}
+
+// DefaultResolverCap is the most queries in flight at one DNS server: the
+// window each server's answers size stays below it.
+const DefaultResolverCap = 500
+
+// logResolverLoad says what the resolution asked of each DNS server.
+func (r *runner) logResolverLoad(resolvers map[string]*Resolver) {
+	for _, name := range r.resolvePaths(resolvers) {
+		for _, l := range resolvers[name].r.Load() {
+			r.log.Info("resolver load", "path", name, "server", l.Server, "peak_window", l.PeakWindow,
+				"window", l.Window, "cap", r.cfg.ResolverCap, "min_rtt", l.MinRTT.Round(time.Microsecond),
+				"srtt", l.SRTT.Round(time.Microsecond), "cuts", fmt.Sprintf("queue %d, late %d, loss %d, servfail %d, silent %d",
+					l.Cuts[probe.CutQueue], l.Cuts[probe.CutLate], l.Cuts[probe.CutLoss], l.Cuts[probe.CutServFail], l.Cuts[probe.CutSilent]))
 		}
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"maps"
 	"math"
 	"net/netip"
+	"net/url"
 	"os"
 	"path/filepath"
 	"slices"
@@ -218,6 +219,16 @@ func Servers(ss []string) error {
 	return Unique(ss)
 }
 
+// BaseURL checks the base URL of an HTTP service: http or https, a host,
+// no query.
+func BaseURL(s string) error {
+	u, err := url.Parse(s)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.RawQuery != "" || u.Fragment != "" {
+		return fmt.Errorf("%q: want http(s)://HOST[:PORT][/PATH]", s)
+	}
+	return nil
+}
+
 // validate checks every key the file sets, each bad value its own message.
 func (c *Config) validate(ch *Checker) {
 	w := c.Where
@@ -275,6 +286,7 @@ func (c *Config) validate(ch *Checker) {
 		ch.Check(w("survey.list"), fmt.Errorf("must not be empty"))
 	}
 	check("survey.paths", Interfaces(s.Paths))
+	check("survey.tranco_url", BaseURL(s.TrancoURL))
 	check("survey.family", Family(s.Family))
 	check("survey.method", Method(s.Method))
 	check("survey.port", IntIn(s.Port, 1, 65535))

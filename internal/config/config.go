@@ -74,6 +74,8 @@ type Survey struct {
 	Timeout  Duration `yaml:"timeout"`
 	Rate     float64  `yaml:"rate"`
 	CacheDir string   `yaml:"cache_dir"`
+	// TrancoURL is the base URL of the Tranco list service (a mirror).
+	TrancoURL string `yaml:"tranco_url"`
 	// PublicPrefixes are treated as public although the bogon table lists
 	// them (the lab's synthetic Internet lives in 198.18.0.0/15, fd00::/8).
 	PublicPrefixes []string `yaml:"public_prefixes"`

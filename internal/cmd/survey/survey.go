@@ -84,6 +84,12 @@ then probe every resolved address from every path: for two paths W and L the
 cells WW, WL, LW and LL of study 004 §III. Output is JSON Lines: a header,
 "resolution" and "probe" records, a "summary" record and a trailer.
 
+The list: --list FILE, or a Tranco list by id (--list-id ID), or by
+default today's Tranco list, downloaded once a day into the cache
+directory and reused; the header records its id, date and sha256, and
+--list-id ID reruns the same list. Offline, with no list cached for
+today, the survey stops before writing anything: use --list FILE.
+
 Methods: tcp-syn (raw SYN like hping3 -S; default with root or CAP_NET_RAW), tcp-connect
 (unprivileged; each attempt is capped at 900 ms, below the first SYN
 retransmission, so a retransmitted SYN never inflates an RTT) and icmp.
@@ -106,8 +112,9 @@ marks a reserved range as public, e.g. in the lab).
 Interrupted runs (SIGINT/SIGTERM) write what they measured, a summary with
 status "partial" and exit 130. --resume OLD --output NEW continues: NEW gets
 OLD's resolution and probe records, then only what is missing is measured.`,
-		Example: `  mptester survey --top 10000 --list top-1m.csv.zip --paths wlan0,wwan0 -o survey.jsonl
-  mptester survey --list-id latest --top 1000 --method tcp-connect --rate 50
+		Example: `  mptester survey --top 10000 -o survey.jsonl
+  mptester survey --top 10000 --list top-1m.csv.zip --paths wlan0,wwan0 -o survey.jsonl
+  mptester survey --list-id K4Z5W --top 1000 --method tcp-connect --rate 50
   mptester survey --list top-1m.csv --resume survey.jsonl -o survey2.jsonl`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -121,10 +128,9 @@ OLD's resolution and probe records, then only what is missing is measured.`,
 	fl := cmd.Flags()
 	fl.IntVar(&opts.Top, "top", 10000, "survey the top `N` domains of the list")
 	fl.StringVar(&opts.List, "list", "", "Tranco list `file`: CSV rank,domain, or a .zip holding it")
-	fl.StringVar(&opts.ListID, "list-id", "", "download Tranco list `ID` (or \"latest\") into the cache directory")
-	fl.StringVar(&opts.CacheDir, "cache-dir", "", "where downloaded lists are kept (default: user cache dir)")
-	fl.StringVar(&opts.TrancoURL, "tranco-url", survey.DefaultTrancoURL, "base `URL` of the Tranco list service")
-	_ = fl.MarkHidden("tranco-url")
+	fl.StringVar(&opts.ListID, "list-id", "", "download Tranco list `ID` into the cache directory (default: \"latest\", today's list, unless --list)")
+	fl.StringVar(&opts.CacheDir, "cache-dir", "", "where downloaded lists are kept (default: $CACHE_DIRECTORY/tranco under systemd, else the user cache dir)")
+	fl.StringVar(&opts.TrancoURL, "tranco-url", survey.DefaultTrancoURL, "base `URL` of the Tranco list service (a mirror)")
 	fl.StringSliceVar(&opts.Paths, "paths", nil, "`IFACES` to use (default: every up, non-loopback path with a default route)")
 	fl.StringArrayVar(&opts.DNS, "dns", nil, "use `IFACE=ADDR[,ADDR]` as the resolvers of IFACE (repeatable)")
 	fl.StringVar(&opts.Family, "family", "both", "address family to resolve and probe: 4, 6 or both")
@@ -141,7 +147,7 @@ OLD's resolution and probe records, then only what is missing is measured.`,
 	fl.StringArrayVar(&opts.MaxBytes, "max-bytes", nil, "send at most `PATH=SIZE` (e.g. wwan0=50MB) on a metered path (repeatable)")
 	fl.DurationVar(&opts.DNSTimeout, "dns-timeout", 2*time.Second, "per-attempt DNS timeout")
 	fl.IntVar(&opts.DNSRetries, "dns-retries", 2, "DNS retries after a timeout (rotating servers)")
-	fl.IntVar(&opts.ResolverCap, "resolver-concurrency", 200, "DNS queries in flight per resolver")
+	fl.IntVar(&opts.ResolverCap, "resolver-concurrency", survey.DefaultResolverCap, "at most `N` DNS queries in flight per resolver (the window grows to it while the resolver keeps up)")
 	cmdutil.OutputFlag(cmd, &opts.Out, "write JSON Lines to `file` (- for stdout)")
 	fl.StringVar(&opts.Resume, "resume", "", "continue the interrupted run in `file` (write to a different --output)")
 	fl.BoolVar(&opts.NoUpload, "no-upload", false, "keep the result in the spool; `mptester upload` sends it later")
@@ -187,6 +193,7 @@ func applyConfig(opts *Options) {
 	set("timeout", "timeout", func() { opts.Timeout = c.Timeout.D() })
 	set("spacing", "spacing", func() { opts.Spacing = c.Spacing.D() })
 	set("cache_dir", "cache-dir", func() { opts.CacheDir = c.CacheDir })
+	set("tranco_url", "tranco-url", func() { opts.TrancoURL = c.TrancoURL })
 	set("public_prefixes", "public-prefix", func() { opts.PublicPrefixes = c.PublicPrefixes })
 	set("allow_cross_private", "allow-cross-private", func() { opts.AllowCrossPrivate = c.AllowCrossPrivate })
 	set("max_bytes", "max-bytes", func() {
@@ -403,6 +410,7 @@ func buildConfig(opts *Options) (survey.Config, error) {
 	ch.Check("--dns-retries", config.IntIn(opts.DNSRetries, 0, 10))
 	ch.Check("--resolver-concurrency", config.IntIn(opts.ResolverCap, 1, 10000))
 	ch.Check("--paths", config.Interfaces(opts.Paths))
+	ch.Check("--tranco-url", config.BaseURL(opts.TrancoURL))
 	if opts.List != "" && opts.ListID != "" {
 		ch.Check("--list-id", fmt.Errorf("use --list or --list-id, not both"))
 	}
@@ -448,8 +456,7 @@ func buildConfig(opts *Options) (survey.Config, error) {
 }
 
 func loadDomains(ctx context.Context, opts *Options) (*survey.DomainList, survey.ListInfo, error) {
-	switch {
-	case opts.List != "":
+	if opts.List != "" {
 		ds, info, err := survey.OpenList(opts.List, opts.Top)
 		if err != nil {
 			from := opts.listFrom
@@ -459,20 +466,42 @@ func loadDomains(ctx context.Context, opts *Options) (*survey.DomainList, survey
 			return nil, info, cmdutil.FlagErrorf("%s: %v", from, err)
 		}
 		return ds, info, nil
-	case opts.ListID != "":
-		dir := opts.CacheDir
-		if dir == "" {
-			dir = survey.DefaultCacheDir()
-		}
-		path, id, at, err := survey.TrancoFetcher{BaseURL: opts.TrancoURL, CacheDir: dir}.Fetch(ctx, opts.ListID)
-		if err != nil {
-			return nil, survey.ListInfo{}, err
-		}
-		ds, info, err := survey.OpenList(path, opts.Top)
-		info.Source, info.ID, info.RetrievedAt = "tranco", id, report.Timestamp(at)
-		return ds, info, err
 	}
-	return nil, survey.ListInfo{}, cmdutil.FlagErrorf("name the domains with --list FILE or --list-id ID|latest")
+	// --list-id, or neither: today's Tranco list.
+	id := opts.ListID
+	if id == "" {
+		id = "latest"
+	}
+	dir := opts.CacheDir
+	if dir == "" {
+		dir = survey.DefaultCacheDir()
+	}
+	tl, err := survey.TrancoFetcher{BaseURL: opts.TrancoURL, CacheDir: dir}.Fetch(ctx, id)
+	if err != nil {
+		if errors.Is(err, survey.ErrTrancoUnavailable) {
+			return nil, survey.ListInfo{}, cmdutil.FlagErrorf("%v (offline? survey a list file with --list FILE)", err)
+		}
+		if opts.ListID != "" {
+			err = fmt.Errorf("--list-id: %w", err)
+		}
+		return nil, survey.ListInfo{}, cmdutil.Usage(err)
+	}
+	ds, info, err := survey.OpenList(tl.Path, opts.Top)
+	if err != nil {
+		return nil, info, cmdutil.FlagErrorf("Tranco list %s (%s): %v", tl.ID, tl.Path, err)
+	}
+	info.Source, info.ID, info.Date, info.RetrievedAt = "tranco", tl.ID, tl.Date, report.Timestamp(tl.Retrieved)
+	how := "downloaded to"
+	if tl.Cached {
+		how = "cached in"
+	}
+	date := tl.Date
+	if date == "" {
+		date = "date unknown"
+	}
+	fmt.Fprintf(opts.IO.ErrOut, "Tranco list %s (%s, sha256 %s) %s %s; --list-id %s reruns it\n",
+		tl.ID, date, info.SHA256, how, tl.Path, tl.ID)
+	return ds, info, nil
 }
 
 func names(ps []probe.Path) []string {

@@ -3,15 +3,19 @@ package survey
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -124,7 +128,7 @@ func TestSurveyCommandBadInput(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"--paths", "lo"}, "--list FILE or --list-id"},
+		{[]string{"--paths", "lo", "--tranco-url", "ftp://x"}, "--tranco-url"},
 		{[]string{"--list", "/nonexistent/list.csv", "--paths", "lo"}, "no such file"},
 		{[]string{"--list", "x", "--method", "carrier-pigeon"}, "--method"},
 		{[]string{"--list", "x", "--max-bytes", "wwan0"}, "PATH=SIZE"},
@@ -280,4 +284,104 @@ func TestSurveyCommandWriteErrorIsAnError(t *testing.T) {
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "write output: no space left")
 	assert.Equal(t, cmdutil.ExitError, cmdutil.ExitCode(err))
+}
+
+// The README's first survey example, as typed: no list named, so today's
+// Tranco list (here from a local stub service named by the config, as a
+// mirror would be), downloaded once and cached; its id, date and sha256 go
+// into the header. Offline, the cached list is used; offline without one,
+// exit 2 naming the URL and --list FILE, and no output file.
+func TestSurveyTopAsTyped(t *testing.T) {
+	var body strings.Builder
+	body.WriteString("1,a.test\n2,b.test\n")
+	for i := 3; i <= 12000; i++ {
+		fmt.Fprintf(&body, "%d,n%d.test\n", i, i)
+	}
+	var downloads atomic.Int32
+	tranco := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/top-1m-id":
+			fmt.Fprintln(w, "X5Q2N")
+		case "/api/lists/id/X5Q2N":
+			fmt.Fprint(w, `{"list_id": "X5Q2N", "created_on": "2026-11-26T00:00:00"}`)
+		case "/download/X5Q2N/1000000":
+			downloads.Add(1)
+			fmt.Fprint(w, body.String())
+		default:
+			http.NotFound(w, r)
+		}
+	}))
+	defer tranco.Close()
+	require.True(t, strings.HasPrefix(tranco.URL, "http://127.0.0.1:"), "loopback only")
+	ln, err := net.Listen("tcp4", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer ln.Close()
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			c.Close()
+		}
+	}()
+	dir := t.TempDir()
+	cfgFor := func(base, cache string) *config.Config {
+		cfg, err := config.Parse([]byte(fmt.Sprintf("dns: {lo: [%q]}\nsurvey:\n  tranco_url: %s\n  cache_dir: %s\n"+
+			"  paths: [lo]\n  family: \"4\"\n  method: tcp-connect\n  port: %d\n  count: 1\n  rate: 1000\n  spacing: 1ms\n",
+			startDNS(t), base, cache, ln.Addr().(*net.TCPAddr).Port)))
+		require.NoError(t, err)
+		return cfg
+	}
+	run := func(cfg *config.Config, args ...string) (string, error) {
+		ios, _, errOut := cmdutil.Test()
+		f := &cmdutil.Factory{IO: ios, Config: cfg, Logger: slog.New(slog.NewTextHandler(errOut, nil))}
+		cmd := NewCmdSurvey(f, nil)
+		cmd.SilenceUsage = true
+		cmd.SetArgs(args)
+		err := cmd.ExecuteContext(context.Background())
+		return errOut.String(), err
+	}
+	header := func(path string) map[string]any {
+		b, err := os.ReadFile(path)
+		require.NoError(t, err)
+		require.NoError(t, report.ValidateStream(bytes.NewReader(b)))
+		var h struct{ Config struct{ List map[string]any } }
+		require.NoError(t, json.Unmarshal(b[:bytes.IndexByte(b, '\n')], &h))
+		return h.Config.List
+	}
+	cache := filepath.Join(dir, "cache")
+	out := filepath.Join(dir, "survey.jsonl")
+	stderr, err := run(cfgFor(tranco.URL, cache), "--top", "10000", "-o", out)
+	require.NoError(t, err, stderr)
+	sum := fmt.Sprintf("%x", sha256.Sum256([]byte(body.String())))
+	list := header(out)
+	assert.Equal(t, "tranco", list["source"])
+	assert.Equal(t, "X5Q2N", list["id"])
+	assert.Equal(t, "2026-11-26", list["date"])
+	assert.Equal(t, sum, list["sha256"])
+	assert.EqualValues(t, 10000, list["domains"])
+	assert.Contains(t, stderr, "Tranco list X5Q2N (2026-11-26, sha256 "+sum+") downloaded to "+filepath.Join(cache, "tranco-X5Q2N.csv"))
+
+	// Offline the same day: the cached list, nothing downloaded.
+	tranco.Close()
+	out2 := filepath.Join(dir, "again.jsonl")
+	stderr, err = run(cfgFor(tranco.URL, cache), "--top", "10000", "-o", out2)
+	require.NoError(t, err, stderr)
+	assert.Contains(t, stderr, "cached in")
+	assert.Equal(t, list, header(out2))
+	assert.EqualValues(t, 1, downloads.Load())
+
+	// Offline with nothing cached: one line, exit 2, no output.
+	out3 := filepath.Join(dir, "offline.jsonl")
+	_, err = run(cfgFor(tranco.URL, filepath.Join(dir, "empty")), "--top", "10000", "-o", out3)
+	require.Error(t, err)
+	assert.Equal(t, cmdutil.ExitUsage, cmdutil.ExitCode(err))
+	assert.Contains(t, err.Error(), tranco.URL+"/top-1m-id")
+	assert.Contains(t, err.Error(), "--list FILE")
+	assert.NotContains(t, err.Error(), "\n")
+	assert.NoFileExists(t, out3)
+	// --tranco-url overrides the config.
+	_, err = run(cfgFor(tranco.URL, filepath.Join(dir, "empty")), "--tranco-url", "http://127.0.0.1:9/mirror", "-o", out3)
+	assert.ErrorContains(t, err, "http://127.0.0.1:9/mirror/top-1m-id")
 }
