@@ -94,6 +94,7 @@ func New(cfg Config) (*Server, error) {
 	s.mux.HandleFunc("GET /v1/schedule.schema.json", handleSchema)
 	s.mux.HandleFunc("GET /v1/report", s.handleReport)
 	s.mux.HandleFunc("GET /healthz", s.handleHealth)
+	s.fleetRoutes()
 	s.mux.Handle("GET /metrics", s.admin(promhttp.HandlerFor(s.m.reg, promhttp.HandlerOpts{}).ServeHTTP))
 	return s, nil
 }

@@ -24,6 +24,8 @@ type Table struct {
 	Columns []string   `json:"columns"`
 	Rows    [][]string `json:"rows"`
 	Long    bool       `json:"long,omitempty"`
+	// Href, when set, links each row's first cell (HTML only).
+	Href []string `json:"-"`
 	// more are rows made on demand after Rows (exact ECDFs read back from
 	// spilled samples), nMore of them: use Len and All.
 	more  iter.Seq[[]string]

@@ -4,8 +4,12 @@ import (
 	"bytes"
 	"context"
 	"image/png"
+	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -156,4 +160,128 @@ func checkPage(ctx context.Context, t *testing.T, b *browsertest.Browser, art, n
 		require.NoError(t, os.WriteFile(out, shot, 0o644))
 		t.Logf("screenshot %s", out)
 	}
+}
+
+// TestFleetPageInHeadlessChromium: the collector's GET / in a real
+// browser. Without the cookie it is a sign-in form; an admin token typed
+// into it opens the fleet page (probes with last seen, backlog and status,
+// the fleet views), kept in an HttpOnly, Secure, SameSite=Strict cookie,
+// never in a URL; each probe links to the report of its runs, which the
+// cookie opens. A probe's token is refused with a page saying why, and
+// the page fits a phone.
+func TestFleetPageInHeadlessChromium(t *testing.T) {
+	chromium := browsertest.Path(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	dir := t.TempDir()
+	storeDir := t.TempDir()
+	srv := newFleetServer(t, filepath.Join(storeDir, "collect.db"), storeDir, []string{"p1", "p2", "p3"})
+	plantFleet(t, srv)
+
+	// The cookie as the server sets it, and what it refuses.
+	login := func(token string) *http.Response {
+		c := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+		resp, err := c.PostForm(srv.url+"/login", url.Values{"token": {token}})
+		require.NoError(t, err)
+		resp.Body.Close()
+		return resp
+	}
+	resp := login(srv.admin)
+	require.Equal(t, http.StatusSeeOther, resp.StatusCode)
+	require.Len(t, resp.Cookies(), 1)
+	ck := resp.Cookies()[0]
+	assert.True(t, ck.HttpOnly && ck.Secure && ck.SameSite == http.SameSiteStrictMode, "cookie %+v", ck)
+	assert.Equal(t, "/", resp.Header.Get("Location"), "no token in the redirect")
+	assert.Equal(t, http.StatusForbidden, login(srv.tokens["p1"]).StatusCode, "a probe's token")
+	assert.Equal(t, http.StatusUnauthorized, login("nope").StatusCode)
+	// The cookie authenticates reads only: a write with it is refused.
+	req, err := http.NewRequest(http.MethodPut, srv.url+"/v1/probes/p1/config", strings.NewReader(`{}`))
+	require.NoError(t, err)
+	req.AddCookie(ck)
+	wr, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	wr.Body.Close()
+	assert.Equal(t, http.StatusUnauthorized, wr.StatusCode, "a write needs the Authorization header")
+
+	b, err := browsertest.Start(ctx, chromium, filepath.Join(dir, "profile"))
+	require.NoError(t, err)
+	defer b.Close()
+	art := browsertest.ArtifactDir(t)
+	waitFor := func(p *browsertest.Page, cond string) {
+		t.Helper()
+		var ok bool
+		for range 60 {
+			if err := p.Eval(ctx, `new Promise(r => setTimeout(() => r(!!(`+cond+`)), 200))`, &ok); err == nil && ok {
+				return
+			}
+		}
+		t.Fatalf("page never showed %s", cond)
+	}
+	signIn := func(p *browsertest.Page, token string) {
+		t.Helper()
+		var v any
+		require.NoError(t, p.Eval(ctx, `(() => { document.querySelector('#token').value = `+strconv.Quote(token)+`;
+  document.querySelector('form').submit(); return 1; })()`, &v))
+	}
+
+	// A probe's token: refused, with the reason, and no fleet shown.
+	p, err := b.Open(ctx, srv.url+"/", 1280, 900, false)
+	require.NoError(t, err)
+	waitFor(p, `document.querySelector('form[action="/login"]')`)
+	signIn(p, srv.tokens["p2"])
+	waitFor(p, `document.querySelector('#error')`)
+	var refused string
+	require.NoError(t, p.Eval(ctx, `document.querySelector('#error').textContent`, &refused))
+	assert.Contains(t, refused, `probe "p2"`)
+
+	// The admin token: the fleet page.
+	p, err = b.Open(ctx, srv.url+"/", 1280, 900, false)
+	require.NoError(t, err)
+	signIn(p, srv.admin)
+	waitFor(p, `document.querySelector('#t-fleet-probes')`)
+	var page struct {
+		URL    string     `json:"url"`
+		Cookie string     `json:"cookie"`
+		Rows   [][]string `json:"rows"`
+		Links  []string   `json:"links"`
+		Figs   []string   `json:"figs"`
+	}
+	require.NoError(t, p.Eval(ctx, `({url: location.href, cookie: document.cookie,
+  rows: [...document.querySelectorAll('#t-fleet-probes tbody tr')].map(tr => [...tr.cells].map(c => c.textContent)),
+  links: [...document.querySelectorAll('#t-fleet-probes tbody a')].map(a => a.getAttribute('href')),
+  figs: [...document.querySelectorAll('figure.plot')].map(f => f.dataset.figure)})`, &page))
+	assert.Equal(t, srv.url+"/", page.URL, "no token in the URL")
+	assert.Empty(t, page.Cookie, "the cookie is HttpOnly")
+	require.Len(t, page.Rows, 3)
+	for i, name := range []string{"p1", "p2", "p3"} {
+		assert.Equal(t, name, page.Rows[i][0])
+		assert.Equal(t, "7", page.Rows[i][3], "%s: runs uploaded", name)
+		assert.NotEqual(t, "never", page.Rows[i][1], "%s: last seen", name)
+		assert.Equal(t, "/v1/report?probe="+name, page.Links[i])
+	}
+	assert.NotEmpty(t, page.Figs, "the fleet views")
+	shot, err := p.Screenshot(ctx)
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(filepath.Join(art, "fleet-page-desktop.png"), shot, 0o644))
+
+	// A probe's link opens its report with the cookie alone.
+	var v any
+	require.NoError(t, p.Eval(ctx, `(() => { document.querySelector('#t-fleet-probes tbody a').click(); return 1; })()`, &v))
+	waitFor(p, `document.querySelector('#t-findings') && location.search === '?probe=p1'`)
+
+	// On a phone: no sideways scroll outside the tables' own boxes.
+	p, err = b.Open(ctx, srv.url+"/", 390, 844, true)
+	require.NoError(t, err)
+	waitFor(p, `document.querySelector('#t-fleet-probes')`)
+	var layout struct {
+		ScrollW float64 `json:"scrollW"`
+		InnerW  float64 `json:"innerW"`
+	}
+	require.NoError(t, p.Eval(ctx, `({scrollW: document.documentElement.scrollWidth, innerW: window.innerWidth})`, &layout))
+	assert.LessOrEqual(t, layout.ScrollW, layout.InnerW, "the fleet page scrolls sideways on a phone")
+	assert.Empty(t, p.Console)
+	assert.Empty(t, p.Requests)
+	shot, err = p.Screenshot(ctx)
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(filepath.Join(art, "fleet-page-phone.png"), shot, 0o644))
 }
