@@ -46,7 +46,7 @@ func golden(t *testing.T, name, got string) {
 }
 
 func TestGolden(t *testing.T) {
-	for _, tc := range []struct{ name, format string }{{"report.txt", "text"}, {"report.md", "md"}} {
+	for _, tc := range []struct{ name, format string }{{"report.txt", "text"}, {"report.md", "md"}, {"report.json", "json"}} {
 		out, _, err := execute(t, append([]string{"--format", tc.format}, inputs...)...)
 		require.NoError(t, err)
 		golden(t, tc.name, out)
