@@ -81,12 +81,12 @@ func (a *Agent) checkBudget(t api.Task, b budget, now time.Time) (map[string]int
 	used := b.Months[month(now)]
 	need := estimate(t)
 	for _, p := range a.budgetPaths(t) {
-		cap := a.Caps.Budget[p]
-		l := cap - used[p]
+		limit := a.Caps.Budget[p]
+		l := limit - used[p]
 		if l <= 0 || need > l {
 			next := time.Date(now.UTC().Year(), now.UTC().Month()+1, 1, 0, 0, 0, 0, time.UTC)
 			return nil, fmt.Sprintf("data budget of %s: %s of %s used in %s; this task needs about %s; it runs again when the budget allows (from %s)",
-				p, mb(used[p]), mb(cap), month(now), mb(need), next.Format("2006-01-02"))
+				p, mb(used[p]), mb(limit), month(now), mb(need), next.Format("2006-01-02"))
 		}
 		left[p] = l
 	}
