@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -55,27 +56,18 @@ func (a *Agent) budgetPaths(t api.Task) []string {
 	}
 	var out []string
 	for name := range a.Caps.Budget {
-		if len(paths) == 0 || contains(paths, name) {
+		if len(paths) == 0 || slices.Contains(paths, name) {
 			out = append(out, name)
 		}
 	}
 	return out
 }
 
-func contains(l []string, s string) bool {
-	for _, x := range l {
-		if x == s {
-			return true
-		}
-	}
-	return false
-}
-
 // estimate is the bytes t is known to move on each path it uses: a run's
 // bulk downloads (size x transports x servers); 0 when it cannot tell.
 func estimate(t api.Task) int64 {
 	p := t.Run
-	if p == nil || p.Size == 0 || (len(p.Patterns) > 0 && !contains(p.Patterns, "bulk")) {
+	if p == nil || p.Size == 0 || (len(p.Patterns) > 0 && !slices.Contains(p.Patterns, "bulk")) {
 		return 0
 	}
 	tr := max(len(p.Transports), 1)
@@ -89,12 +81,12 @@ func (a *Agent) checkBudget(t api.Task, b budget, now time.Time) (map[string]int
 	used := b.Months[month(now)]
 	need := estimate(t)
 	for _, p := range a.budgetPaths(t) {
-		cap := a.Caps.Budget[p]
-		l := cap - used[p]
+		limit := a.Caps.Budget[p]
+		l := limit - used[p]
 		if l <= 0 || need > l {
 			next := time.Date(now.UTC().Year(), now.UTC().Month()+1, 1, 0, 0, 0, 0, time.UTC)
 			return nil, fmt.Sprintf("data budget of %s: %s of %s used in %s; this task needs about %s; it runs again when the budget allows (from %s)",
-				p, mb(used[p]), mb(cap), month(now), mb(need), next.Format("2006-01-02"))
+				p, mb(used[p]), mb(limit), month(now), mb(need), next.Format("2006-01-02"))
 		}
 		left[p] = l
 	}

@@ -4,11 +4,15 @@ package e2e
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -92,4 +96,98 @@ func TestAgentOnceEndToEnd(t *testing.T) {
 	d, err := st.GetDerived(context.Background(), doc.RunID)
 	require.NoError(t, err)
 	assert.Equal(t, want, d)
+}
+
+// TestAgentHostileCache: the real `mptester agent --once`, its cached
+// schedule replaced by hostile ones (as a compromised collector or a local
+// attacker with the state directory would): nothing runs, no file in the
+// probe's tree outside its spool and state directory changes (no
+// /tmp/pwned.json either), and each refusal reaches the collector's probe
+// list with the next upload.
+func TestAgentHostileCache(t *testing.T) {
+	if testing.Short() {
+		t.Skip("real processes")
+	}
+	c := newCollector(t, filepath.Join(t.TempDir(), "data"), "")
+	p := newProbe(t, c, "pi-hostile", "")
+	require.NoError(t, os.WriteFile(filepath.Join(p.dir, "secrets.csv"), []byte("1,secret.example\n"), 0o600))
+	c.start()
+	b, _ := exec.Command(bin, "agent", "--once", "--config", p.config).CombinedOutput()
+	require.Contains(t, string(b), "no schedule yet")
+	c.kill()
+	good := filepath.Join(t.TempDir(), "good.json")
+	require.NoError(t, os.WriteFile(good, []byte(`{"tasks":[{"name":"later","type":"survey","every":"24h","windows":["00:00-00:01"],"survey":{"top":1}}]}`), 0o600))
+	b, err := exec.Command(bin, c.args("schedule", "set", "pi-hostile", good)...).CombinedOutput()
+	require.NoError(t, err, "%s", b)
+	c.start()
+	b, err = exec.Command(bin, "agent", "--once", "--config", p.config).CombinedOutput()
+	require.NoError(t, err, "%s", b)
+
+	state := p.spool + "-agent"
+	cache := filepath.Join(state, "schedule.json")
+	var cached struct {
+		ETag     string          `json:"etag"`
+		Schedule json.RawMessage `json:"schedule"`
+	}
+	raw, err := os.ReadFile(cache)
+	require.NoError(t, err)
+	require.NoError(t, json.Unmarshal(raw, &cached))
+	pwned := filepath.Join(os.TempDir(), fmt.Sprintf("pwned-%d.json", os.Getpid()))
+	for name, task := range map[string]string{
+		"output":     `{"name":"x","command":"run","every":"1m","args":["--server","127.0.0.1:1","--patterns","ping","--transports","tcp","--paths","lo","-o","` + pwned + `"]}`,
+		"memprofile": `{"name":"x","command":"survey","every":"1m","args":["--list","` + filepath.Join(p.dir, "secrets.csv") + `","--memprofile","` + pwned + `"]}`,
+		"config":     `{"name":"x","command":"run","every":"1m","args":["--config","` + p.config + `","--server","127.0.0.1:1"]}`,
+		"private":    `{"name":"x","type":"run","every":"1m","run":{"servers":["127.0.0.1:1"],"patterns":["ping"],"transports":["tcp"],"paths":["lo"]}}`,
+		"rate":       `{"name":"x","type":"survey","every":"1m","survey":{"domains":["a.example"],"rate":100000}}`,
+	} {
+		t.Run(name, func(t *testing.T) {
+			cached.Schedule = json.RawMessage(`{"revision":1,"tasks":[` + task + `]}`)
+			b, _ := json.Marshal(cached)
+			require.NoError(t, os.WriteFile(cache, b, 0o600))
+			before := treeHashes(t, p.dir, state, p.spool)
+			out, err := exec.Command(bin, "agent", "--once", "--config", p.config).CombinedOutput()
+			require.NoError(t, err, "%s", out)
+			assert.Contains(t, string(out), "ran 0 tasks")
+			assert.Contains(t, string(out), "task refused")
+			assert.Equal(t, before, treeHashes(t, p.dir, state, p.spool), "only the spool and state directory changed")
+			_, err = os.Stat(pwned)
+			assert.True(t, os.IsNotExist(err), "no %s", pwned)
+			list, err := exec.Command(bin, c.args("probe", "list")...).CombinedOutput()
+			require.NoError(t, err, "%s", list)
+			var ps []struct {
+				Name     string `json:"name"`
+				Refusals []struct {
+					Task, Reason string
+				} `json:"refusals"`
+			}
+			require.NoError(t, json.Unmarshal(list, &ps), "%s", list)
+			require.Len(t, ps, 1)
+			require.Len(t, ps[0].Refusals, 1, "the refusal is in the probe list")
+			assert.Equal(t, "x", ps[0].Refusals[0].Task)
+		})
+	}
+	c.kill()
+}
+
+// treeHashes hashes every file under root except the skipped directories.
+func treeHashes(t *testing.T, root string, skip ...string) map[string]string {
+	out := map[string]string{}
+	require.NoError(t, filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if slices.Contains(skip, p) {
+			return filepath.SkipDir
+		}
+		if !d.IsDir() {
+			b, err := os.ReadFile(p)
+			if err != nil {
+				return err
+			}
+			sum := sha256.Sum256(b)
+			out[p] = hex.EncodeToString(sum[:])
+		}
+		return nil
+	}))
+	return out
 }
