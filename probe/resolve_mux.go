@@ -127,7 +127,11 @@ func (r *Resolver) Start(ctx context.Context, name string, fam Family, done func
 			first: int(r.next.Add(1)), start: l.start, missed: -1})
 	}
 	l.left = len(l.queries)
+	// Under r.mu: with ctx already done, cancel runs at once in another
+	// goroutine, and it (and the finish that calls stop) takes r.mu first.
+	r.mu.Lock()
 	l.stop = context.AfterFunc(ctx, l.cancel)
+	r.mu.Unlock()
 	for _, pq := range l.queries {
 		r.launch(pq)
 	}
@@ -443,10 +447,10 @@ func (r *Resolver) finish(pq *pendingQuery, resp *dns.Msg, err error) {
 	}
 	r.mu.Lock()
 	l.left--
-	last := l.left == 0
+	last, stop := l.left == 0, l.stop
 	r.mu.Unlock()
 	if last {
-		l.stop()
+		stop()
 		l.done(l.result())
 	}
 }
