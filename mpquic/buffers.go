@@ -164,7 +164,13 @@ type chunk struct {
 
 // recvBlock is the size of the blocks received data is copied into: one
 // allocation per 64 KiB, not per frame, and no growing buffer to move.
-const recvBlock = 64 << 10
+// The first block is minRecvBlock and each next one twice the last, up to
+// recvBlock: a CRYPTO stream or a short stream holds about what it
+// received (a half-open connection held 64 KiB for its ClientHello).
+const (
+	recvBlock    = 64 << 10
+	minRecvBlock = 2 << 10
+)
 
 // recvBuf reassembles a received byte stream (STREAM or CRYPTO frames in
 // any order, overlapping or repeated) into the contiguous bytes the reader
@@ -185,7 +191,8 @@ func (r *recvBuf) readable() int { return r.nready }
 
 func (r *recvBuf) copyIn(p []byte) []byte {
 	if cap(r.block)-len(r.block) < len(p) {
-		r.block = make([]byte, 0, max(recvBlock, len(p)))
+		size := min(max(2*cap(r.block), minRecvBlock), recvBlock)
+		r.block = make([]byte, 0, max(size, len(p)))
 	}
 	start := len(r.block)
 	r.block = append(r.block, p...)

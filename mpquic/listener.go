@@ -398,8 +398,9 @@ func (l *Listener) countHandshake(now time.Time) {
 // Initial's DCID.
 func (l *Listener) sendRetry(h Header, to net.Addr, now time.Time) {
 	scid := randomID(connIDLen)
-	token := l.tokens.seal(now, to, h.DCID, scid)
-	l.pconn.WriteTo(AppendRetry(nil, h.SCID, scid, h.DCID, token), to)
+	t := l.tokens
+	token := t.seal(now, to, h.DCID, scid)
+	l.pconn.WriteTo(appendRetry(t.buf[:0], t.integrity, t.pseudo[:], 0xf0, h.SCID, scid, h.DCID, token), to)
 	l.retries.Add(1)
 }
 

@@ -90,3 +90,35 @@ func BenchmarkListenerHalfOpen(b *testing.B) {
 		b.Fatalf("stats %+v", s)
 	}
 }
+
+// BenchmarkListenerRetry is what a decryptable Initial costs when the
+// listener answers it with a Retry instead of a connection (RequireRetry,
+// or beyond the automatic thresholds under a flood): the check, a token
+// sealed, a Retry built and written (to memory here: the system call is
+// not counted).
+func BenchmarkListenerRetry(b *testing.B) {
+	l, rc := testListener(b, &Config{RequireRetry: true})
+	hello := clientHelloPayload(b)
+	pkts := make([][]byte, 1024)
+	for i := range pkts {
+		pkts[i] = sealInitial(b, randomID(8), randomID(8), nil, hello, 0)
+	}
+	from := udp(2, 1000)
+	b.ReportAllocs()
+	b.ResetTimer()
+	cpu0 := cpuTime()
+	for i := range b.N {
+		l.dispatch(datagram{b: pkts[i%len(pkts)], from: from})
+		if i%1024 == 1023 {
+			rc.mu.Lock()
+			rc.out = rc.out[:0]
+			rc.mu.Unlock()
+		}
+	}
+	cpu := cpuTime() - cpu0
+	b.StopTimer()
+	b.ReportMetric(float64(cpu.Nanoseconds())/float64(b.N), "cpu-ns/op")
+	if s := l.Stats(); s.RetriesSent != uint64(b.N) || s.HalfOpen != 0 {
+		b.Fatalf("stats %+v", s)
+	}
+}

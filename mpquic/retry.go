@@ -34,12 +34,13 @@ func retryAEAD() cipher.AEAD {
 // odcid the destination ID of the client's first Initial (the integrity
 // tag covers it, RFC 9001 §5.8).
 func AppendRetry(b []byte, dcid, scid, odcid, token []byte) []byte {
-	return appendRetry(b, 0xf0, dcid, scid, odcid, token)
+	return appendRetry(b, retryAEAD(), nil, 0xf0, dcid, scid, odcid, token)
 }
 
-// appendRetry takes the first byte too (its low 4 bits are unused; the
-// RFC 9001 test vector sets them).
-func appendRetry(b []byte, first byte, dcid, scid, odcid, token []byte) []byte {
+// appendRetry takes the integrity AEAD, a scratch buffer for the pseudo
+// packet (a listener keeps both) and the first byte (its low 4 bits are
+// unused; the RFC 9001 test vector sets them).
+func appendRetry(b []byte, aead cipher.AEAD, scratch []byte, first byte, dcid, scid, odcid, token []byte) []byte {
 	start := len(b)
 	b = append(b, first)
 	b = binary.BigEndian.AppendUint32(b, Version1)
@@ -48,22 +49,24 @@ func appendRetry(b []byte, first byte, dcid, scid, odcid, token []byte) []byte {
 	b = append(b, byte(len(scid)))
 	b = append(b, scid...)
 	b = append(b, token...)
-	pseudo := make([]byte, 0, 1+len(odcid)+len(b)-start)
-	pseudo = append(append(append(pseudo, byte(len(odcid))), odcid...), b[start:]...)
-	return retryAEAD().Seal(b, retryNonceV1[:], nil, pseudo)
+	pseudo := append(append(append(scratch[:0], byte(len(odcid))), odcid...), b[start:]...)
+	return aead.Seal(b, retryNonceV1[:], nil, pseudo)
 }
 
 // retryTokens seals and opens the listener's Retry tokens. Used by the
 // listener's read loop only.
 type retryTokens struct {
-	aead  cipher.AEAD
-	nonce [12]byte // 4 random bytes, then a counter: never repeats under one key
-	ctr   uint64
+	aead      cipher.AEAD
+	integrity cipher.AEAD // version 1's Retry integrity AEAD
+	buf       [256]byte   // the Retry being built
+	pseudo    [256]byte   // its pseudo packet
+	nonce     [12]byte    // 4 random bytes, then a counter: never repeats under one key
+	ctr       uint64
 }
 
 func newRetryTokens() *retryTokens {
 	var key [16]byte
-	t := &retryTokens{}
+	t := &retryTokens{integrity: retryAEAD()}
 	if _, err := rand.Read(key[:]); err != nil {
 		panic(err) // crypto/rand does not fail on supported platforms
 	}

@@ -404,11 +404,26 @@ func (l *mpquicListener) Accept(ctx context.Context) (ServerConn, error) {
 	return &mpquicServerConn{l: l, c: c}, nil
 }
 
-func (l *mpquicListener) Shutdown(context.Context) error { return l.ln.Close() }
+func (l *mpquicListener) Shutdown(context.Context) error {
+	l.logStats()
+	return l.ln.Close()
+}
 
 func (l *mpquicListener) Close() error {
+	l.logStats()
 	l.ln.Close()
 	return l.udp.Close()
+}
+
+// logStats says what the listener did with Initials that found no
+// connection (what a flood of them cost it).
+func (l *mpquicListener) logStats() {
+	if l.o.Logger == nil {
+		return
+	}
+	s := l.ln.Stats()
+	l.o.Logger.Info("mpquic listener", "addr", l.ln.Addr().String(), "half_open", s.HalfOpen, "undecryptable_initials", s.Undecryptable,
+		"retries_sent", s.RetriesSent, "bad_tokens", s.BadTokens, "refused_at_cap", s.Refused)
 }
 
 type mpquicServerConn struct {
