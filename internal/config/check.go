@@ -178,8 +178,14 @@ func Transports(names []string) error {
 	return Unique(names)
 }
 
-// Pin checks a SHA-256 certificate fingerprint.
-func Pin(s string) error { return checkNamed("pin", s) }
+// Pin checks a SHA-256 certificate fingerprint; "" is no pin (a CA-signed
+// server).
+func Pin(s string) error {
+	if s == "" {
+		return nil
+	}
+	return checkNamed("pin", s)
+}
 
 // Prefixes checks CIDR prefixes.
 func Prefixes(ps []string) error {

@@ -20,7 +20,7 @@ func TestShippedConfig(t *testing.T) {
 	cfg, err := config.Parse(b)
 	require.NoError(t, err)
 	assert.Nil(t, cfg.Upload, "installed without an upload section: the agent stays idle until configured")
-	example := regexp.MustCompile(`(?m)^# (upload:|  [a-z_]+:.*)$`).ReplaceAllString(string(b), "$1")
+	example := regexp.MustCompile(`(?m)^# (upload:|agent:|  [a-z_]+:.*)$`).ReplaceAllString(string(b), "$1")
 	cfg, err = config.Parse([]byte(example))
 	require.NoError(t, err, example)
 	require.NotNil(t, cfg.Upload)
