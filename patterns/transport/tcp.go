@@ -84,6 +84,7 @@ func (t *tcpTransport) Dial(ctx context.Context, addr netip.AddrPort, family str
 			return nil, wrap(opConnect, fmt.Errorf("mptcp: %w", err), nil)
 		}
 		raw, nwc, facts = c, c, st
+		start = c.Started() // as over Linux: from the connect, not the interface lookup
 	case t.mptcp:
 		mc, err := probe.DialMPTCP(ctx, t.o.Primary(), network, addr.String())
 		if err != nil {

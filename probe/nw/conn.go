@@ -72,6 +72,9 @@ type Conn struct {
 	gone bool
 	// down is closed once the connection is released.
 	down chan struct{}
+	// started is when the connection was started, after the parameters
+	// were built (finding the interface takes a path monitor's round).
+	started time.Time
 }
 
 // use runs f with obj if it is not released yet.
@@ -118,6 +121,7 @@ func Dial(ctx context.Context, api API, host, port string, cfg Config) (*Conn, e
 	}
 	c := &Conn{api: api, obj: obj, changed: make(chan struct{}), down: make(chan struct{})}
 	api.SetStateHandler(obj, c.onState)
+	c.started = time.Now()
 	api.Start(obj)
 	if err := c.waitReady(ctx); err != nil {
 		c.shutdown()
@@ -471,6 +475,10 @@ func (c *Conn) SetWriteDeadline(t time.Time) error {
 // Bytes the application wrote that the framework took, and read: stream
 // bytes, not what the wire carried.
 func (c *Conn) Bytes() (sent, received uint64) { return c.sent.Load(), c.received.Load() }
+
+// Started is when the framework was asked to connect: a setup time from
+// it leaves out building the parameters.
+func (c *Conn) Started() time.Time { return c.started }
 
 // State is the connection's last state.
 func (c *Conn) State() State {

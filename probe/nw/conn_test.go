@@ -328,6 +328,7 @@ func TestParametersAndPath(t *testing.T) {
 	host, port := server(t, func(c *net.TCPConn) { _, _ = io.Copy(io.Discard, c) })
 	c := dial(t, f, host, port, nw.Config{Service: nw.ServiceAggregate, Interface: "en0",
 		Prohibit: []nw.InterfaceType{nw.InterfaceWired}})
+	assert.WithinDuration(t, time.Now(), c.Started(), 10*time.Second)
 	ps := f.Params()
 	require.Len(t, ps, 1)
 	assert.Equal(t, nwfake.Params{Service: nw.ServiceAggregate, Interface: "en0",
