@@ -2,6 +2,7 @@ package survey
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"errors"
@@ -261,4 +262,43 @@ func TestDefaultCacheDirUnderSystemd(t *testing.T) {
 	assert.Equal(t, "/var/cache/mptester/tranco", DefaultCacheDir())
 	t.Setenv("CACHE_DIRECTORY", "")
 	assert.NotEqual(t, "/var/cache/mptester/tranco", DefaultCacheDir())
+}
+
+// FuzzTrancoCSV: the download check never panics, says the same however
+// the body is split into writes, and what it accepts is read by
+// ParseList line for line.
+func FuzzTrancoCSV(f *testing.F) {
+	f.Add([]byte("1,a.test\r\n2,b.test\r\n"), 3)
+	f.Add([]byte("1,a.test\n2,b.te"), 1)
+	f.Add([]byte("\ufeff1,a.test\n"), 2)
+	f.Add([]byte("<html>\n"), 0)
+	f.Add([]byte("1,a.test\n3,c.test\n"), 5)
+	f.Add([]byte(""), 0)
+	f.Fuzz(func(t *testing.T, body []byte, split int) {
+		check := func(chunks ...[]byte) (int, error) {
+			c := &trancoCSV{w: discard{}}
+			for _, b := range chunks {
+				if _, err := c.Write(b); err != nil {
+					return c.lines, err
+				}
+			}
+			return c.lines, c.Close()
+		}
+		n1, err1 := check(body)
+		at := 0
+		if len(body) > 0 {
+			at = ((split % len(body)) + len(body)) % len(body)
+		}
+		n2, err2 := check(body[:at], body[at:])
+		if (err1 == nil) != (err2 == nil) || (err1 == nil && n1 != n2) {
+			t.Fatalf("split at %d: %d, %v against %d, %v", at, n2, err2, n1, err1)
+		}
+		if err1 != nil {
+			return
+		}
+		_, info, err := ParseList(bytes.NewReader(body), 0)
+		if err != nil || info.Lines != n1 {
+			t.Fatalf("accepted %d lines, ParseList read %d (%v)", n1, info.Lines, err)
+		}
+	})
 }
