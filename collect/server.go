@@ -18,6 +18,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/mptester/mptester/collect/store"
+	"github.com/mptester/mptester/internal/certs"
 )
 
 // Limits bound what one upload and the whole server may take.
@@ -105,7 +106,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener, cert *tls.Certifica
 	hs := &http.Server{Handler: s.mux, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute,
 		ErrorLog: slog.NewLogLogger(s.log.Handler(), slog.LevelDebug)}
 	if cert != nil {
-		hs.TLSConfig = &tls.Config{Certificates: []tls.Certificate{*cert}, MinVersion: tls.VersionTLS12}
+		hs.TLSConfig = &tls.Config{Certificates: []tls.Certificate{*cert}, MinVersion: certs.MinVersion}
 		ln = tls.NewListener(ln, hs.TLSConfig)
 	}
 	dctx, stopDerive := context.WithCancel(ctx)

@@ -19,9 +19,9 @@ import (
 	"github.com/mptester/mptester/collect"
 	"github.com/mptester/mptester/collect/api"
 	"github.com/mptester/mptester/collect/store"
+	"github.com/mptester/mptester/internal/certs"
 	"github.com/mptester/mptester/internal/cmdutil"
 	"github.com/mptester/mptester/internal/config"
-	"github.com/mptester/mptester/patterns"
 )
 
 // Options for `mptester collect` and its subcommands.
@@ -64,8 +64,11 @@ func NewCmdCollect(f *cmdutil.Factory, runF func(*Options) error) *cobra.Command
 
 The index is a SQLite file in --data (WAL, no cgo) unless --db names a
 PostgreSQL server (postgres://…); raw uploads always live in --data.
-Without --cert/--key a self-signed certificate is generated and its SHA-256
-fingerprint printed; probes pin it (upload: pin:).`,
+Without --cert/--key the collector uses a self-signed certificate created
+once and kept in --data (tls-identity.pem, mode 0600), so restarts do not
+change it; its SHA-256 fingerprint is printed at every start and by
+"probe add", and probes pin it (upload: pin:). Delete the file only to
+change the identity: every probe must then be re-pinned.`,
 		Example: `  mptester collect --data /var/lib/mptester-collect
   mptester collect probe add pi-kitchen --url https://collect.example.net:8080
   mptester collect --db postgres://collect@db/collect --cert cert.pem --key key.pem`,
@@ -225,6 +228,10 @@ func probeAddRun(opts *Options) error {
 	if err := checkName(opts.Name); err != nil {
 		return err
 	}
+	_, fp, err := keepIdentity(opts)
+	if err != nil {
+		return err
+	}
 	return withStore(opts, func(st store.Store) error {
 		tok := collect.NewToken()
 		if err := st.AddProbe(opts.Ctx, opts.Name, collect.HashToken(tok), time.Now()); err != nil {
@@ -234,10 +241,35 @@ func probeAddRun(opts *Options) error {
 			return err
 		}
 		fmt.Fprintf(opts.IO.Out, "token: %s\n", tok)
-		fmt.Fprintf(opts.IO.Out, "# on the probe: the token in a 0600 file, and in its config:\n")
-		fmt.Fprintf(opts.IO.Out, "probe_id: %s\nupload: {url: %q, token_file: /etc/mptester/upload.token}\n", opts.Name, opts.URL)
+		fmt.Fprintf(opts.IO.Out, "certificate SHA-256 fingerprint: %s\n", fp)
+		fmt.Fprintf(opts.IO.Out, "# on the probe: the token in a 0600 file, and in its config (pin: the collector's kept\n# self-signed identity; with --cert/--key, that certificate's fingerprint, or no pin):\n")
+		fmt.Fprintf(opts.IO.Out, "probe_id: %s\nupload: {url: %q, token_file: /etc/mptester/upload.token, pin: %q}\n", opts.Name, opts.URL, fp)
 		return nil
 	})
+}
+
+// keepIdentity returns the collector's self-signed identity, kept in
+// --data so that a restart does not change what probes pin; the first
+// start (or `probe add`) creates it.
+func keepIdentity(opts *Options) (tls.Certificate, string, error) {
+	ctx := opts.Ctx
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	if err := os.MkdirAll(opts.Data, 0o750); err != nil {
+		return tls.Certificate{}, "", fmt.Errorf("data directory: %w", err)
+	}
+	st := certs.IdentityIn(opts.Data)
+	c, fp, created, err := certs.Keep(ctx, st, opts.Names)
+	if err != nil {
+		return c, fp, err
+	}
+	if created {
+		fmt.Fprintf(opts.IO.Out, "created the collector's TLS identity in %s (keep it: probes pin its fingerprint)\n", st)
+	} else if missing := certs.Missing(c.Leaf, opts.Names); len(missing) > 0 && opts.Logger != nil {
+		opts.Logger.Warn("the kept certificate does not name these; probes that pin it do not care, others need --cert/--key", "names", missing, "identity", st.String())
+	}
+	return c, fp, nil
 }
 
 func (o *Options) dsn() string {
@@ -288,10 +320,10 @@ func collectRun(opts *Options) error {
 			err error
 		)
 		if opts.CertFile != "" {
-			if c, fp, err = patterns.LoadCertificate(opts.CertFile, opts.KeyFile); err != nil {
+			if c, fp, err = certs.Load(opts.CertFile, opts.KeyFile); err != nil {
 				return fmt.Errorf("%w: %w", cmdutil.ErrUsage, err)
 			}
-		} else if c, fp, err = patterns.SelfSigned(opts.Names); err != nil {
+		} else if c, fp, err = keepIdentity(opts); err != nil {
 			return err
 		}
 		cert = &c

@@ -22,8 +22,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/mptester/mptester/collect"
+	"github.com/mptester/mptester/internal/certs"
 	"github.com/mptester/mptester/internal/cmdutil"
-	"github.com/mptester/mptester/patterns/transport"
 )
 
 func execute(t *testing.T, args ...string) (string, error) {
@@ -72,7 +72,7 @@ func TestEnrolServeUpload(t *testing.T) {
 	}
 	fm := regexp.MustCompile(`fingerprint: ([0-9A-Fa-f:]+)\n`).FindStringSubmatch(sout.String())
 	require.NotNil(t, fm, sout.String())
-	pin, err := transport.ParseFingerprint(fm[1])
+	pin, err := certs.ParseFingerprint(fm[1])
 	require.NoError(t, err)
 	client := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{
 		InsecureSkipVerify: true, // verified by the pin below

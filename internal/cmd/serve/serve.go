@@ -16,6 +16,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/mptester/mptester/internal/certs"
 	"github.com/mptester/mptester/internal/cmdutil"
 	"github.com/mptester/mptester/internal/config"
 	"github.com/mptester/mptester/patterns"
@@ -168,11 +169,11 @@ func serveRun(opts *Options) error {
 		err  error
 	)
 	if opts.CertFile != "" {
-		cert, fp, err = patterns.LoadCertificate(opts.CertFile, opts.KeyFile)
+		cert, fp, err = certs.Load(opts.CertFile, opts.KeyFile)
 		if err != nil {
 			return fmt.Errorf("%w: %w", cmdutil.ErrUsage, err)
 		}
-	} else if cert, fp, err = patterns.SelfSigned(opts.Names); err != nil {
+	} else if cert, fp, err = certs.SelfSigned(opts.Names); err != nil {
 		return err
 	}
 	if opts.QlogDir != "" {
