@@ -37,7 +37,9 @@ func docVariants(t testing.TB) [][]byte {
 	mut(func(m map[string]any) { m["records"] = append(m["records"].([]any), map[string]any{"type": "header"}) })
 	mut(func(m map[string]any) { m["records"] = append(m["records"].([]any), map[string]any{"type": ""}) })
 	mut(func(m map[string]any) { m["records"] = append(m["records"].([]any), 7) })
-	mut(func(m map[string]any) { m["records"] = append([]any{map[string]any{"no": "type"}}, m["records"].([]any)...) })
+	mut(func(m map[string]any) {
+		m["records"] = append([]any{map[string]any{"no": "type"}}, m["records"].([]any)...)
+	})
 	out = append(out, []byte(`[]`), []byte(`{`), []byte(`{}`), append(bytes.Clone(b), []byte(` {}`)...), b[:len(b)/2])
 	return out
 }
