@@ -12,6 +12,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -30,14 +31,30 @@ type Limits struct {
 	MaxDocument int64
 	// MaxInFlight uploads at once; more are answered 429 with Retry-After.
 	MaxInFlight int
+	// MaxPerProbe uploads at once from one probe (429 beyond), so one
+	// probe cannot take the slots of the fleet.
+	MaxPerProbe int
 	// RetryAfter is what a 429 asks the probe to wait.
 	RetryAfter time.Duration
+	// MinRate, in bytes a second, is the slowest body taken: one that
+	// delivers less than MinRate×RateWindow within RateWindow (counted
+	// from when the last such quota was met) is cut with 408.
+	MinRate    int64
+	RateWindow time.Duration
+	// MaxUploadTime bounds one body's transfer, however steady (408).
+	MaxUploadTime time.Duration
 }
 
-// DefaultLimits fit a 40 MB survey and a few hundred probes at once.
+// DefaultLimits fit a 40 MB survey and a few hundred probes at once, and
+// cut a body slower than 4 KiB/s over 5 s.
 func DefaultLimits() Limits {
-	return Limits{MaxBytes: 256 << 20, MaxDocument: 16 << 20, MaxInFlight: 512, RetryAfter: 5 * time.Second}
+	return Limits{MaxBytes: 256 << 20, MaxDocument: 16 << 20, MaxInFlight: 512, MaxPerProbe: 4, RetryAfter: 5 * time.Second,
+		MinRate: 4 << 10, RateWindow: 5 * time.Second, MaxUploadTime: time.Hour}
 }
+
+// headerTimeout bounds the request line and headers (and the TLS
+// handshake, which net/http bounds by it too).
+const headerTimeout = 10 * time.Second
 
 // Config of a Server.
 type Config struct {
@@ -63,6 +80,9 @@ type Server struct {
 	missed atomic.Bool
 	// reports bounds GET /v1/report's concurrent builds.
 	reports chan struct{}
+	// probes counts each probe's uploads in flight.
+	probesMu sync.Mutex
+	probes   map[string]int
 }
 
 // New checks cfg and prepares the data directory.
@@ -70,7 +90,8 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Store == nil {
 		return nil, errors.New("collect: no store")
 	}
-	if cfg.Limits.MaxBytes <= 0 || cfg.Limits.MaxInFlight <= 0 || cfg.Limits.MaxDocument <= 0 {
+	l := cfg.Limits
+	if l.MaxBytes <= 0 || l.MaxInFlight <= 0 || l.MaxDocument <= 0 || l.MaxPerProbe <= 0 || l.MinRate <= 0 || l.RateWindow <= 0 || l.MaxUploadTime <= 0 {
 		return nil, errors.New("collect: limits must be positive")
 	}
 	if cfg.Logger == nil {
@@ -84,7 +105,7 @@ func New(cfg Config) (*Server, error) {
 		return nil, err
 	}
 	s := &Server{cfg: cfg, raw: raw, sem: make(chan struct{}, cfg.Limits.MaxInFlight), m: newMetrics(), log: cfg.Logger,
-		mux: http.NewServeMux(), derive: make(chan store.Run, 4096), reports: make(chan struct{}, maxReports)}
+		mux: http.NewServeMux(), derive: make(chan store.Run, 4096), reports: make(chan struct{}, maxReports), probes: map[string]int{}}
 	s.mux.HandleFunc("PUT /v1/runs/{run_id}", s.handlePut)
 	s.mux.HandleFunc("GET /v1/runs", s.admin(s.handleList))
 	s.mux.HandleFunc("GET /v1/runs/{run_id}", s.admin(s.handleGet))
@@ -103,7 +124,7 @@ func (s *Server) Handler() http.Handler { return s.mux }
 // Serve answers on ln (TLS when cert is non-nil) until ctx is done, then
 // lets running uploads finish for up to grace.
 func (s *Server) Serve(ctx context.Context, ln net.Listener, cert *tls.Certificate, grace time.Duration) error {
-	hs := &http.Server{Handler: s.mux, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute,
+	hs := &http.Server{Handler: s.mux, ReadHeaderTimeout: headerTimeout, IdleTimeout: 2 * time.Minute,
 		ErrorLog: slog.NewLogLogger(s.log.Handler(), slog.LevelDebug)}
 	if cert != nil {
 		hs.TLSConfig = &tls.Config{Certificates: []tls.Certificate{*cert}, MinVersion: certs.MinVersion}

@@ -93,7 +93,11 @@ change the identity: every probe must then be re-pinned.`,
 	fl.Int64Var(&opts.Limits.MaxBytes, "max-bytes", opts.Limits.MaxBytes, "largest upload in `bytes` (compressed and uncompressed)")
 	fl.Int64Var(&opts.Limits.MaxDocument, "max-document", opts.Limits.MaxDocument, "largest run sent as one JSON document, in `bytes`")
 	fl.IntVar(&opts.Limits.MaxInFlight, "max-inflight", opts.Limits.MaxInFlight, "uploads at once (more are answered 429)")
+	fl.IntVar(&opts.Limits.MaxPerProbe, "max-inflight-probe", opts.Limits.MaxPerProbe, "uploads at once from one probe (more are answered 429)")
 	fl.DurationVar(&opts.Limits.RetryAfter, "retry-after", opts.Limits.RetryAfter, "what a 429 asks probes to wait")
+	fl.Int64Var(&opts.Limits.MinRate, "min-rate", opts.Limits.MinRate, "slowest upload body taken, in `bytes/s` over --rate-window (slower: 408)")
+	fl.DurationVar(&opts.Limits.RateWindow, "rate-window", opts.Limits.RateWindow, "the window --min-rate is measured over")
+	fl.DurationVar(&opts.Limits.MaxUploadTime, "upload-timeout", opts.Limits.MaxUploadTime, "longest one upload body may take (408)")
 
 	schedule := &cobra.Command{Use: "schedule", Short: "The fleet schedule probes run with `mptester agent`"}
 	schedule.AddCommand(&cobra.Command{
@@ -309,6 +313,10 @@ func collectRun(opts *Options) error {
 	ch.Check("--max-document", config.Positive(l.MaxDocument))
 	ch.Check("--max-inflight", config.Positive(l.MaxInFlight))
 	ch.Check("--retry-after", config.Positive(l.RetryAfter))
+	ch.Check("--max-inflight-probe", config.Positive(l.MaxPerProbe))
+	ch.Check("--min-rate", config.Positive(l.MinRate))
+	ch.Check("--rate-window", config.Positive(l.RateWindow))
+	ch.Check("--upload-timeout", config.Positive(l.MaxUploadTime))
 	if err := ch.Err(); err != nil {
 		return cmdutil.Usage(err)
 	}
