@@ -10,6 +10,8 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -202,4 +204,35 @@ func TestLargeDocumentStreamed(t *testing.T) {
 	assert.Equal(t, http.StatusBadRequest, a.code)
 	assert.Contains(t, string(a.body), `"/records/40000`)
 	_ = bytes.MinRead
+}
+
+// TestBearerCaseInsensitive: the scheme name is case-insensitive (RFC
+// 9110, section 11.1).
+func TestBearerCaseInsensitive(t *testing.T) {
+	e := newEnv(t, nil)
+	for _, scheme := range []string{"bearer", "BEARER", "Bearer "} {
+		id := uuid.NewString()
+		req, err := http.NewRequest(http.MethodPut, e.url+"/v1/runs/"+id, bytes.NewReader(stream(t, id, "pi1")))
+		require.NoError(t, err)
+		req.Header.Set("Authorization", scheme+" "+e.probeTok)
+		a := do(t, req)
+		assert.Equal(t, http.StatusCreated, a.code, "%q: %s", scheme, a.body)
+	}
+	req, _ := http.NewRequest(http.MethodGet, e.url+"/v1/runs", nil)
+	req.Header.Set("Authorization", "Basic "+e.adminTok)
+	assert.Equal(t, http.StatusUnauthorized, do(t, req).code, "another scheme")
+}
+
+// TestErrorBodiesNameNoPaths: a storage failure is answered 5xx without
+// the server's file names (they go to the log).
+func TestErrorBodiesNameNoPaths(t *testing.T) {
+	e := newEnv(t, nil)
+	id := uuid.NewString()
+	// A file where the run's raw directory belongs: the upload cannot be
+	// written.
+	require.NoError(t, os.WriteFile(filepath.Join(e.data, "raw", id[:2]), nil, 0o600))
+	a := e.put(t, id, bigDocument(t, id, 300<<10, -1), e.probeTok, "")
+	assert.Equal(t, http.StatusInternalServerError, a.code, "%s", a.body)
+	assert.NotContains(t, string(a.body), e.data)
+	assert.NotContains(t, string(a.body), "/raw/")
 }

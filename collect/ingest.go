@@ -15,7 +15,6 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/klauspost/compress/zstd"
@@ -76,12 +75,13 @@ func (s *Server) handlePut(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, rj.code, rj.body)
 	case err != nil:
 		s.m.uploads.WithLabelValues("error").Inc()
-		code := http.StatusInternalServerError
-		if errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT) {
-			code = http.StatusInsufficientStorage
+		// The reason names no file or server detail: those go to the log.
+		code, reason := http.StatusInternalServerError, "the collector could not store the upload (see its log); retry later"
+		if store.IsFull(err) {
+			code, reason = http.StatusInsufficientStorage, "the collector's storage is full; retry later"
 		}
 		s.log.Error("upload not stored", "run_id", r.PathValue("run_id"), "err", err)
-		writeJSON(w, code, apiError{Error: "not stored", Reason: err.Error()})
+		writeJSON(w, code, apiError{Error: "not stored", Reason: reason})
 	default:
 		code := http.StatusCreated
 		switch {

@@ -92,9 +92,9 @@ func (s *Server) handleReport(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		// A stored upload the report cannot read is the server's fault.
 		s.log.Error("report", "err", err)
-		reason := "the store could not be read"
+		reason := "the store could not be read (see the collector's log)"
 		if errors.Is(err, analysis.ErrInput) {
-			reason = err.Error()
+			reason = "a stored upload could not be read (see the collector's log)"
 		}
 		writeJSON(w, http.StatusInternalServerError, apiError{Error: "Internal Server Error", Reason: reason})
 		return

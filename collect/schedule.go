@@ -29,7 +29,7 @@ func (s *Server) handleGetSchedule(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if err != nil {
-		writeJSON(w, http.StatusServiceUnavailable, apiError{Error: "store unavailable", Reason: err.Error()})
+		s.unavailable(w, err)
 		return
 	}
 	// The source is part of the tag: a probe's own revision 1 is not the
@@ -42,7 +42,8 @@ func (s *Server) handleGetSchedule(w http.ResponseWriter, r *http.Request) {
 	}
 	parsed, err := api.ParseSchedule(sc.Body)
 	if err != nil {
-		writeJSON(w, http.StatusInternalServerError, apiError{Error: "stored schedule unreadable", Reason: err.Error()})
+		s.log.Error("stored schedule unreadable", "err", err)
+		writeJSON(w, http.StatusInternalServerError, apiError{Error: "stored schedule unreadable", Reason: "see the collector's log"})
 		return
 	}
 	parsed.Revision = sc.Revision
@@ -63,7 +64,7 @@ func (s *Server) handlePutSchedule(w http.ResponseWriter, r *http.Request) {
 	}
 	rev, err := s.cfg.Store.PutSchedule(r.Context(), r.PathValue("probe"), b)
 	if err != nil {
-		writeJSON(w, http.StatusServiceUnavailable, apiError{Error: "store unavailable", Reason: err.Error()})
+		s.unavailable(w, err)
 		return
 	}
 	s.log.Info("schedule changed", "probe", r.PathValue("probe"), "revision", rev)

@@ -191,9 +191,20 @@ func (s *Server) authenticate(r *http.Request) (store.Token, int) {
 	return tok, 0
 }
 
+// unavailable answers a store error 503 (507 when it is full) without
+// its text, which may name files or hosts: that goes to the log.
+func (s *Server) unavailable(w http.ResponseWriter, err error) {
+	s.log.Warn("store unavailable", "err", err)
+	if store.IsFull(err) {
+		writeJSON(w, http.StatusInsufficientStorage, apiError{Error: "store full"})
+		return
+	}
+	writeJSON(w, http.StatusServiceUnavailable, apiError{Error: "store unavailable", Reason: "see the collector's log"})
+}
+
 func (s *Server) handleHealth(w http.ResponseWriter, r *http.Request) {
 	if _, err := s.cfg.Store.GetRun(r.Context(), "-"); err != nil && !errors.Is(err, store.ErrNotFound) {
-		writeJSON(w, http.StatusServiceUnavailable, apiError{Error: "store unavailable", Reason: err.Error()})
+		s.unavailable(w, err)
 		return
 	}
 	writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})

@@ -125,7 +125,7 @@ change the identity: every probe must then be re-pinned.`,
 	cmd.AddCommand(schedule)
 	cmd.AddCommand(newCmdProbe(f, opts, runF), newCmdAdmin(f, opts, runF), &cobra.Command{
 		Use:   "reindex",
-		Short: "Rebuild the derived tables (survey cells and probe records, pattern tests and per-path bytes) from the raw uploads",
+		Short: "Rebuild the derived tables (survey cells and probe records, pattern tests and per-path bytes) from the raw uploads, and remove raw files no run names",
 		Args:  cobra.NoArgs,
 		RunE: func(c *cobra.Command, args []string) error {
 			opts.Logger, opts.Ctx = f.Logger, c.Context()
@@ -136,6 +136,11 @@ change the identity: every probe must then be re-pinned.`,
 				}
 				n, err := srv.ReindexAll(opts.Ctx)
 				fmt.Fprintf(opts.IO.Out, "reindexed %d runs\n", n)
+				if err != nil {
+					return err
+				}
+				n, err = srv.RemoveOrphans(opts.Ctx)
+				fmt.Fprintf(opts.IO.Out, "removed %d raw files no run names (uploads cut off by a crash before their receipt)\n", n)
 				return err
 			})
 		},
