@@ -9,10 +9,10 @@ import (
 	"time"
 
 	"github.com/mptester/mptester/collect/store"
+	"github.com/mptester/mptester/collect/storeinput"
 	"github.com/mptester/mptester/internal/buildinfo"
 	"github.com/mptester/mptester/report/analysis"
 	"github.com/mptester/mptester/report/render"
-	"github.com/mptester/mptester/report/storeinput"
 )
 
 // maxReports bounds reports built at once: each streams every chosen run
