@@ -236,3 +236,23 @@ func TestErrorBodiesNameNoPaths(t *testing.T) {
 	assert.NotContains(t, string(a.body), e.data)
 	assert.NotContains(t, string(a.body), "/raw/")
 }
+
+// TestRefusedBodyNotRead: an upload refused before its body is read (429
+// past the probe's slots, 401 without a valid token) is answered and its
+// connection closed at once, not after the server has read what is left
+// of the body at the client's pace.
+func TestRefusedBodyNotRead(t *testing.T) {
+	e := newEnv(t, func(l *collect.Limits) { l.MaxPerProbe = 1 })
+	body := stream(t, uuid.NewString(), "pi1")
+	held := e.rawPut(t, uuid.NewString(), e.probeTok, 100000)
+	held.Write(body[:10])
+	require.Eventually(t, func() bool {
+		return strings.Contains(string(e.get(t, "/metrics", e.adminTok).body), "mptester_collect_uploads_in_flight 1")
+	}, 5*time.Second, 10*time.Millisecond)
+	for tok, want := range map[string]int{e.probeTok: http.StatusTooManyRequests, collect.NewToken(): http.StatusUnauthorized} {
+		c := e.rawPut(t, uuid.NewString(), tok, 100000)
+		c.Write(body[:10])
+		code, answer := answerOf(t, c, 5*time.Second) // the body would take forever
+		assert.Equal(t, want, code, answer)
+	}
+}

@@ -69,9 +69,7 @@ func (s *Server) handlePut(w http.ResponseWriter, r *http.Request) {
 		if rj.code == http.StatusTooManyRequests {
 			w.Header().Set("Retry-After", strconv.Itoa(int(s.cfg.Limits.RetryAfter.Seconds()+0.999)))
 		}
-		if rj.code == http.StatusRequestEntityTooLarge || rj.code == http.StatusTooManyRequests || rj.code == http.StatusRequestTimeout {
-			w.Header().Set("Connection", "close") // do not read the rest of a body we refuse
-		}
+		dropBody(w)
 		writeJSON(w, rj.code, rj.body)
 	case err != nil:
 		s.m.uploads.WithLabelValues("error").Inc()
@@ -81,6 +79,7 @@ func (s *Server) handlePut(w http.ResponseWriter, r *http.Request) {
 			code, reason = http.StatusInsufficientStorage, "the collector's storage is full; retry later"
 		}
 		s.log.Error("upload not stored", "run_id", r.PathValue("run_id"), "err", err)
+		dropBody(w)
 		writeJSON(w, code, apiError{Error: "not stored", Reason: reason})
 	default:
 		code := http.StatusCreated
@@ -101,6 +100,14 @@ func (s *Server) handlePut(w http.ResponseWriter, r *http.Request) {
 		}
 		writeJSON(w, code, rec)
 	}
+}
+
+// dropBody makes the server close the connection after an answer that
+// did not read the whole body, at once: net/http would otherwise read up
+// to 256 kB of what is left, at whatever pace the client sends it.
+func dropBody(w http.ResponseWriter) {
+	w.Header().Set("Connection", "close")
+	_ = http.NewResponseController(w).SetReadDeadline(time.Now())
 }
 
 // ingest streams one upload through decompression, the size limit, the
