@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/klauspost/compress/zstd"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -199,6 +200,8 @@ func TestSlowClientsDoNotLockOut(t *testing.T) {
 // doc, a JSON document; else a JSON Lines stream.
 type bigBody struct {
 	records []byte // joined by "," (doc) or lines
+	zrec    []byte // records as one zstd frame, when zstd
+	zstd    bool
 	n       int
 	doc     bool
 	pre     string // with ID and PROBE placeholders
@@ -232,9 +235,24 @@ func newBigBody(t testing.TB, size int, doc bool) *bigBody {
 	return b
 }
 
+// compressZstd is how the uploader compresses (upload/client.go).
+func compressZstd(t testing.TB, b []byte) []byte {
+	var buf bytes.Buffer
+	w, err := zstd.NewWriter(&buf, zstd.WithEncoderConcurrency(1))
+	require.NoError(t, err)
+	_, err = w.Write(b)
+	require.NoError(t, err)
+	require.NoError(t, w.Close())
+	return buf.Bytes()
+}
+
 func (b *bigBody) reader(id, probe string) (io.Reader, int64) {
 	pre := strings.NewReplacer("ID", id, "PROBE", probe).Replace(b.pre)
 	post := strings.Replace(b.post, "ID", id, 1)
+	if b.zstd { // concatenated frames decode to the concatenated content
+		zp, zq := zstdEnc.EncodeAll([]byte(pre), nil), zstdEnc.EncodeAll([]byte(post), nil)
+		return io.MultiReader(bytes.NewReader(zp), bytes.NewReader(b.zrec), bytes.NewReader(zq)), int64(len(zp) + len(b.zrec) + len(zq))
+	}
 	return io.MultiReader(strings.NewReader(pre), bytes.NewReader(b.records), strings.NewReader(post)), int64(len(pre) + len(b.records) + len(post))
 }
 
@@ -247,9 +265,14 @@ func BenchmarkConcurrentPeakRSS(b *testing.B) {
 		name string
 		size int
 		doc  bool
-	}{{"32x15MB-documents", 15 << 20, true}, {"32x40MB-streams", 40 << 20, false}} {
+		zstd bool
+	}{{"32x15MB-documents", 15 << 20, true, false}, {"32x40MB-streams", 40 << 20, false, false},
+		{"32x15MB-documents-zstd", 15 << 20, true, true}, {"32x40MB-streams-zstd", 40 << 20, false, true}} {
 		b.Run(c.name, func(b *testing.B) {
 			body := newBigBody(b, c.size, c.doc)
+			if c.zstd {
+				body.zstd, body.zrec = true, compressZstd(b, body.records)
+			}
 			for i := 0; i < b.N; i++ {
 				b.StopTimer()
 				data := filepath.Join(b.TempDir(), "data")
@@ -272,6 +295,9 @@ func BenchmarkConcurrentPeakRSS(b *testing.B) {
 						}
 						req.ContentLength = n
 						req.Header.Set("Authorization", "Bearer "+toks[p])
+						if body.zstd {
+							req.Header.Set("Content-Encoding", "zstd")
+						}
 						resp, err := hc.Do(req)
 						if err != nil {
 							b.Log(err)
@@ -310,3 +336,5 @@ func BenchmarkConcurrentPeakRSS(b *testing.B) {
 		})
 	}
 }
+
+var zstdEnc, _ = zstd.NewWriter(nil, zstd.WithEncoderConcurrency(1))
