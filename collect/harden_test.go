@@ -256,3 +256,32 @@ func TestRefusedBodyNotRead(t *testing.T) {
 		assert.Equal(t, want, code, answer)
 	}
 }
+
+// TestZstdDecodersBounded: with MaxZstd decoders busy, another zstd upload
+// waits for one (it is not decoded alongside) and then is stored.
+func TestZstdDecodersBounded(t *testing.T) {
+	e := newEnv(t, func(l *collect.Limits) { l.MaxZstd = 1 })
+	id := uuid.NewString()
+	z := zs(stream(t, id, "pi1"))
+	held, err := net.Dial("tcp", strings.TrimPrefix(e.url, "http://"))
+	require.NoError(t, err)
+	defer held.Close()
+	fmt.Fprintf(held, "PUT /v1/runs/%s HTTP/1.1\r\nHost: collect\r\nAuthorization: Bearer %s\r\nContent-Encoding: zstd\r\nContent-Length: %d\r\n\r\n", id, e.probeTok, len(z))
+	held.Write(z[:10])
+	require.Eventually(t, func() bool {
+		return strings.Contains(string(e.get(t, "/metrics", e.adminTok).body), "mptester_collect_uploads_in_flight 1")
+	}, 5*time.Second, 10*time.Millisecond)
+	id2 := uuid.NewString()
+	second := make(chan answer, 1)
+	go func() { second <- e.put(t, id2, zs(stream(t, id2, "pi1")), e.probeTok, "zstd") }()
+	select {
+	case a := <-second:
+		t.Fatalf("decoded beside the busy decoder: %d %s", a.code, a.body)
+	case <-time.After(500 * time.Millisecond):
+	}
+	held.Write(z[10:])
+	code, _ := readAnswer(t, held)
+	assert.Equal(t, http.StatusCreated, code)
+	a := <-second
+	assert.Equal(t, http.StatusCreated, a.code, "%s", a.body)
+}

@@ -146,6 +146,21 @@ func (s *Server) ingest(w http.ResponseWriter, r *http.Request) (Receipt, error)
 	if r.ContentLength > lim.MaxBytes {
 		return Receipt{}, reject(http.StatusRequestEntityTooLarge, "too_large", apiError{Reason: fmt.Sprintf("over the %d-byte limit", lim.MaxBytes)})
 	}
+	if strings.EqualFold(strings.TrimSpace(r.Header.Get("Content-Encoding")), "zstd") {
+		// A zstd decoder holds its window (up to zstdMaxWindow) and
+		// buffers, ~18 MB: their number is bounded, the rest wait.
+		t := time.NewTimer(zstdWait)
+		select {
+		case s.zstd <- struct{}{}:
+			t.Stop()
+			defer func() { <-s.zstd }()
+		case <-t.C:
+			return Receipt{}, reject(http.StatusTooManyRequests, "overloaded", apiError{Reason: "too many zstd uploads being decoded; retry later"})
+		case <-r.Context().Done():
+			t.Stop()
+			return Receipt{}, r.Context().Err()
+		}
+	}
 	paced := &paceReader{r: r.Body, rc: http.NewResponseController(w), quota: lim.MinRate * int64(lim.RateWindow/time.Millisecond) / 1000,
 		window: lim.RateWindow, end: time.Now().Add(lim.MaxUploadTime)}
 	body, err := decoder(r.Header.Get("Content-Encoding"), &limitReader{r: paced, n: lim.MaxBytes}, lim.MaxBytes)
@@ -459,6 +474,9 @@ func (s storageWriter) Write(p []byte) (int, error) {
 type countWriter struct{ n int64 }
 
 func (c *countWriter) Write(p []byte) (int, error) { c.n += int64(len(p)); return len(p), nil }
+
+// zstdWait bounds the wait for a zstd decoder (429 after it).
+const zstdWait = 30 * time.Second
 
 // zstdMaxWindow is the largest zstd window decoded: what `zstd -19` and
 // the uploader use, and the memory one zstd upload may take.

@@ -43,13 +43,16 @@ type Limits struct {
 	RateWindow time.Duration
 	// MaxUploadTime bounds one body's transfer, however steady (408).
 	MaxUploadTime time.Duration
+	// MaxZstd bounds the zstd bodies decoded at once (each decoder holds
+	// up to an 8 MiB window); more wait for one, up to 30 s, then 429.
+	MaxZstd int
 }
 
 // DefaultLimits fit a 40 MB survey and a few hundred probes at once, and
 // cut a body slower than 4 KiB/s over 5 s.
 func DefaultLimits() Limits {
 	return Limits{MaxBytes: 256 << 20, MaxDocument: 16 << 20, MaxInFlight: 512, MaxPerProbe: 4, RetryAfter: 5 * time.Second,
-		MinRate: 4 << 10, RateWindow: 5 * time.Second, MaxUploadTime: time.Hour}
+		MinRate: 4 << 10, RateWindow: 5 * time.Second, MaxUploadTime: time.Hour, MaxZstd: 8}
 }
 
 // headerTimeout bounds the request line and headers (and the TLS
@@ -83,6 +86,8 @@ type Server struct {
 	// probes counts each probe's uploads in flight.
 	probesMu sync.Mutex
 	probes   map[string]int
+	// zstd bounds zstd decoders at once (Limits.MaxZstd).
+	zstd chan struct{}
 }
 
 // New checks cfg and prepares the data directory.
@@ -91,7 +96,7 @@ func New(cfg Config) (*Server, error) {
 		return nil, errors.New("collect: no store")
 	}
 	l := cfg.Limits
-	if l.MaxBytes <= 0 || l.MaxInFlight <= 0 || l.MaxDocument <= 0 || l.MaxPerProbe <= 0 || l.MinRate <= 0 || l.RateWindow <= 0 || l.MaxUploadTime <= 0 {
+	if l.MaxBytes <= 0 || l.MaxInFlight <= 0 || l.MaxDocument <= 0 || l.MaxPerProbe <= 0 || l.MinRate <= 0 || l.RateWindow <= 0 || l.MaxUploadTime <= 0 || l.MaxZstd <= 0 {
 		return nil, errors.New("collect: limits must be positive")
 	}
 	if cfg.Logger == nil {
@@ -105,7 +110,7 @@ func New(cfg Config) (*Server, error) {
 		return nil, err
 	}
 	s := &Server{cfg: cfg, raw: raw, sem: make(chan struct{}, cfg.Limits.MaxInFlight), m: newMetrics(), log: cfg.Logger,
-		mux: http.NewServeMux(), derive: make(chan store.Run, 4096), reports: make(chan struct{}, maxReports), probes: map[string]int{}}
+		mux: http.NewServeMux(), derive: make(chan store.Run, 4096), reports: make(chan struct{}, maxReports), probes: map[string]int{}, zstd: make(chan struct{}, l.MaxZstd)}
 	s.mux.HandleFunc("PUT /v1/runs/{run_id}", s.handlePut)
 	s.mux.HandleFunc("GET /v1/runs", s.admin(s.handleList))
 	s.mux.HandleFunc("GET /v1/runs/{run_id}", s.admin(s.handleGet))

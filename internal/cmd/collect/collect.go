@@ -98,6 +98,7 @@ change the identity: every probe must then be re-pinned.`,
 	fl.Int64Var(&opts.Limits.MinRate, "min-rate", opts.Limits.MinRate, "slowest upload body taken, in `bytes/s` over --rate-window (slower: 408)")
 	fl.DurationVar(&opts.Limits.RateWindow, "rate-window", opts.Limits.RateWindow, "the window --min-rate is measured over")
 	fl.DurationVar(&opts.Limits.MaxUploadTime, "upload-timeout", opts.Limits.MaxUploadTime, "longest one upload body may take (408)")
+	fl.IntVar(&opts.Limits.MaxZstd, "max-zstd", opts.Limits.MaxZstd, "zstd bodies decoded at once (each may hold an 8 MiB window); more wait")
 
 	schedule := &cobra.Command{Use: "schedule", Short: "The fleet schedule probes run with `mptester agent`"}
 	schedule.AddCommand(&cobra.Command{
@@ -322,6 +323,7 @@ func collectRun(opts *Options) error {
 	ch.Check("--min-rate", config.Positive(l.MinRate))
 	ch.Check("--rate-window", config.Positive(l.RateWindow))
 	ch.Check("--upload-timeout", config.Positive(l.MaxUploadTime))
+	ch.Check("--max-zstd", config.Positive(l.MaxZstd))
 	if err := ch.Err(); err != nil {
 		return cmdutil.Usage(err)
 	}

@@ -113,7 +113,7 @@ func TestEnrolServeUpload(t *testing.T) {
 }
 
 func TestBadFlags(t *testing.T) {
-	for _, args := range [][]string{{"--cert", "x.pem"}, {"--plain-http", "--cert", "a", "--key", "b"}, {"--max-inflight", "0"}, {"--max-inflight-probe", "0"}, {"--min-rate", "0"}, {"--rate-window", "0s"}, {"--upload-timeout", "-1s"}, {"--listen", "nonsense"}} {
+	for _, args := range [][]string{{"--cert", "x.pem"}, {"--plain-http", "--cert", "a", "--key", "b"}, {"--max-inflight", "0"}, {"--max-inflight-probe", "0"}, {"--min-rate", "0"}, {"--rate-window", "0s"}, {"--upload-timeout", "-1s"}, {"--max-zstd", "0"}, {"--listen", "nonsense"}} {
 		_, err := execute(t, append([]string{"--data", t.TempDir()}, args...)...)
 		assert.ErrorIs(t, err, cmdutil.ErrUsage, "%v", args)
 	}
