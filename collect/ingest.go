@@ -102,13 +102,17 @@ func (s *Server) handlePut(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// dropBody makes the server close the connection after an answer that
-// did not read the whole body, at once: net/http would otherwise read up
-// to 256 kB of what is left, at whatever pace the client sends it.
+// dropBody closes the connection after an answer that may not have read
+// the whole body. net/http reads up to 256 kB of what is left first (so
+// the client, still sending, gets the answer rather than a reset), but at
+// the client's pace: refusedGrace bounds it.
 func dropBody(w http.ResponseWriter) {
 	w.Header().Set("Connection", "close")
-	_ = http.NewResponseController(w).SetReadDeadline(time.Now())
+	_ = http.NewResponseController(w).SetReadDeadline(time.Now().Add(refusedGrace))
 }
+
+// refusedGrace is how long the rest of a refused body may take.
+const refusedGrace = 2 * time.Second
 
 // ingest streams one upload through decompression, the size limit, the
 // hash and the spool while validating it, then makes it durable and
