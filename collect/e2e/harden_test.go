@@ -286,30 +286,41 @@ func BenchmarkConcurrentPeakRSS(b *testing.B) {
 				b.StartTimer()
 				start := time.Now()
 				var wg sync.WaitGroup
+				var retries atomic.Int64
 				codes := make([]int, 32)
 				for p := range 32 {
 					wg.Go(func() {
 						id := uuid.NewString()
-						r, n := body.reader(id, "p"+strconv.Itoa(p))
-						req, err := http.NewRequest(http.MethodPut, col.url+"/v1/runs/"+id, r)
-						if err != nil {
+						for {
+							r, n := body.reader(id, "p"+strconv.Itoa(p))
+							req, err := http.NewRequest(http.MethodPut, col.url+"/v1/runs/"+id, r)
+							if err != nil {
+								return
+							}
+							req.ContentLength = n
+							req.Header.Set("Authorization", "Bearer "+toks[p])
+							if body.zstd {
+								req.Header.Set("Content-Encoding", "zstd")
+							}
+							resp, err := hc.Do(req)
+							if err != nil {
+								b.Log(err)
+								return
+							}
+							msg, _ := io.ReadAll(resp.Body)
+							resp.Body.Close()
+							codes[p] = resp.StatusCode
+							if resp.StatusCode == http.StatusTooManyRequests {
+								// As the uploader does: wait as asked, retry.
+								retries.Add(1)
+								wait, _ := strconv.Atoi(resp.Header.Get("Retry-After"))
+								time.Sleep(time.Duration(wait) * time.Second)
+								continue
+							}
+							if resp.StatusCode != http.StatusCreated {
+								b.Logf("%d: %s", resp.StatusCode, msg)
+							}
 							return
-						}
-						req.ContentLength = n
-						req.Header.Set("Authorization", "Bearer "+toks[p])
-						if body.zstd {
-							req.Header.Set("Content-Encoding", "zstd")
-						}
-						resp, err := hc.Do(req)
-						if err != nil {
-							b.Log(err)
-							return
-						}
-						msg, _ := io.ReadAll(resp.Body)
-						resp.Body.Close()
-						codes[p] = resp.StatusCode
-						if resp.StatusCode != http.StatusCreated {
-							b.Logf("%d: %s", resp.StatusCode, msg)
 						}
 					})
 				}
@@ -332,6 +343,7 @@ func BenchmarkConcurrentPeakRSS(b *testing.B) {
 				b.ReportMetric(atReceipt, "peak_RSS_at_receipts_MB")
 				b.ReportMetric(peakRSSMB(col), "server_peak_RSS_MB")
 				b.ReportMetric(receipted.Seconds(), "s_to_32_receipts")
+				b.ReportMetric(float64(retries.Load()), "retries_after_429")
 				col.kill()
 				b.StartTimer()
 			}
