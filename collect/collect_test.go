@@ -64,8 +64,13 @@ type env struct {
 
 func newEnv(t testing.TB, mod func(*collect.Limits)) *env {
 	t.Helper()
+	return newEnvIn(t, t.TempDir(), mod)
+}
+
+// newEnvIn is newEnv with its store and data in dir.
+func newEnvIn(t testing.TB, dir string, mod func(*collect.Limits)) *env {
+	t.Helper()
 	ctx := context.Background()
-	dir := t.TempDir()
 	st, err := store.Open(ctx, filepath.Join(dir, "collect.db"))
 	require.NoError(t, err)
 	e := &env{st: st, data: filepath.Join(dir, "data"), probeTok: collect.NewToken(), adminTok: collect.NewToken()}

@@ -49,7 +49,7 @@ func FuzzDecode(f *testing.F) {
 		case 4:
 			enc = "zstd"
 		}
-		dec, err := decoder(enc, &limitReader{r: bytes.NewReader(body), n: 1 << 20})
+		dec, err := decoder(enc, &limitReader{r: bytes.NewReader(body), n: 1 << 20}, 1<<20)
 		require.NoError(t, err)
 		defer dec.Close()
 		tmp, err := os.CreateTemp(dir, "f")

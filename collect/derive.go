@@ -87,18 +87,7 @@ func Derive(r io.Reader, contentType string) (store.Derived, error) {
 // DeriveTo streams a stored run's derived rows into sink.
 func DeriveTo(sink store.DerivedSink, r io.Reader, contentType string) error {
 	if contentType == "application/json" {
-		var doc struct {
-			Records []json.RawMessage `json:"records"`
-		}
-		if err := json.NewDecoder(r).Decode(&doc); err != nil {
-			return fmt.Errorf("derive: %w", err)
-		}
-		for i, rec := range doc.Records {
-			if err := addDerived(sink, rec); err != nil {
-				return fmt.Errorf("derive: record %d: %w", i, err)
-			}
-		}
-		return nil
+		return deriveDocument(sink, r)
 	}
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 0, 64<<10), report.MaxLineSize)
@@ -198,4 +187,42 @@ func (s *Server) catchUp(ctx context.Context) {
 	if n > 0 {
 		s.log.Info("derived tables caught up", "runs", n)
 	}
+}
+
+// deriveDocument streams a stored document's records one at a time (the
+// document was validated at upload), so deriving holds no whole document.
+func deriveDocument(sink store.DerivedSink, r io.Reader) error {
+	dec := json.NewDecoder(bufio.NewReaderSize(r, 64<<10))
+	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
+		return fmt.Errorf("derive: not a JSON object (%v)", err)
+	}
+	for dec.More() {
+		k, err := dec.Token()
+		if err != nil {
+			return fmt.Errorf("derive: %w", err)
+		}
+		if k != "records" {
+			var skip json.RawMessage
+			if err := dec.Decode(&skip); err != nil {
+				return fmt.Errorf("derive: %w", err)
+			}
+			continue
+		}
+		if t, err := dec.Token(); err != nil || t != json.Delim('[') {
+			return fmt.Errorf("derive: records is not an array (%v)", err)
+		}
+		for i := 0; dec.More(); i++ {
+			var rec json.RawMessage
+			if err := dec.Decode(&rec); err != nil {
+				return fmt.Errorf("derive: record %d: %w", i, err)
+			}
+			if err := addDerived(sink, rec); err != nil {
+				return fmt.Errorf("derive: record %d: %w", i, err)
+			}
+		}
+		if _, err := dec.Token(); err != nil {
+			return fmt.Errorf("derive: %w", err)
+		}
+	}
+	return nil
 }

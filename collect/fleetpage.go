@@ -12,10 +12,10 @@ import (
 	"time"
 
 	"github.com/mptester/mptester/collect/store"
+	"github.com/mptester/mptester/collect/storeinput"
 	"github.com/mptester/mptester/internal/buildinfo"
 	"github.com/mptester/mptester/report/analysis"
 	"github.com/mptester/mptester/report/render"
-	"github.com/mptester/mptester/report/storeinput"
 )
 
 // The fleet page: GET / shows the fleet to an admin in a browser. The

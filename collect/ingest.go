@@ -2,6 +2,7 @@ package collect
 
 import (
 	"bufio"
+	"bytes"
 	"compress/gzip"
 	"crypto/sha256"
 	"encoding/hex"
@@ -10,10 +11,10 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
 	"regexp"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/klauspost/compress/zstd"
@@ -38,6 +39,7 @@ var runIDPattern = regexp.MustCompile(`^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9
 var (
 	errTooLarge = errors.New("upload too large")
 	errEncoding = errors.New("unsupported Content-Encoding")
+	errTooSlow  = errors.New("upload body too slow")
 )
 
 // rejection is an upload answered 4xx; reason labels the metric.
@@ -58,7 +60,7 @@ func reject(code int, reason string, body apiError) *rejection {
 
 func (s *Server) handlePut(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
-	rec, err := s.ingest(r)
+	rec, err := s.ingest(w, r)
 	var rj *rejection
 	switch {
 	case errors.As(err, &rj):
@@ -67,18 +69,18 @@ func (s *Server) handlePut(w http.ResponseWriter, r *http.Request) {
 		if rj.code == http.StatusTooManyRequests {
 			w.Header().Set("Retry-After", strconv.Itoa(int(s.cfg.Limits.RetryAfter.Seconds()+0.999)))
 		}
-		if rj.code == http.StatusRequestEntityTooLarge || rj.code == http.StatusTooManyRequests {
-			w.Header().Set("Connection", "close") // do not read the rest of a body we refuse
-		}
+		dropBody(w)
 		writeJSON(w, rj.code, rj.body)
 	case err != nil:
 		s.m.uploads.WithLabelValues("error").Inc()
-		code := http.StatusInternalServerError
-		if errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT) {
-			code = http.StatusInsufficientStorage
+		// The reason names no file or server detail: those go to the log.
+		code, reason := http.StatusInternalServerError, "the collector could not store the upload (see its log); retry later"
+		if store.IsFull(err) {
+			code, reason = http.StatusInsufficientStorage, "the collector's storage is full; retry later"
 		}
 		s.log.Error("upload not stored", "run_id", r.PathValue("run_id"), "err", err)
-		writeJSON(w, code, apiError{Error: "not stored", Reason: err.Error()})
+		dropBody(w)
+		writeJSON(w, code, apiError{Error: "not stored", Reason: reason})
 	default:
 		code := http.StatusCreated
 		switch {
@@ -100,10 +102,22 @@ func (s *Server) handlePut(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
+// dropBody closes the connection after an answer that may not have read
+// the whole body. net/http reads up to 256 kB of what is left first (so
+// the client, still sending, gets the answer rather than a reset), but at
+// the client's pace: refusedGrace bounds it.
+func dropBody(w http.ResponseWriter) {
+	w.Header().Set("Connection", "close")
+	_ = http.NewResponseController(w).SetReadDeadline(time.Now().Add(refusedGrace))
+}
+
+// refusedGrace is how long the rest of a refused body may take.
+const refusedGrace = 2 * time.Second
+
 // ingest streams one upload through decompression, the size limit, the
 // hash and the spool while validating it, then makes it durable and
 // indexes it. Only a nil error may be answered 2xx.
-func (s *Server) ingest(r *http.Request) (Receipt, error) {
+func (s *Server) ingest(w http.ResponseWriter, r *http.Request) (Receipt, error) {
 	id := r.PathValue("run_id")
 	tok, code := s.authenticate(r)
 	if code != 0 {
@@ -119,6 +133,13 @@ func (s *Server) ingest(r *http.Request) (Receipt, error) {
 	if !runIDPattern.MatchString(id) {
 		return Receipt{}, reject(http.StatusBadRequest, "invalid", apiError{Reason: "run_id in the URL is not a lowercase UUID"})
 	}
+	lim := s.cfg.Limits
+	// The probe's own bound first, so a probe past it takes no slot of
+	// the fleet's.
+	if !s.enterProbe(tok.Name) {
+		return Receipt{}, reject(http.StatusTooManyRequests, "probe_overloaded", apiError{Reason: fmt.Sprintf("this probe has %d uploads in flight already; retry later", lim.MaxPerProbe)})
+	}
+	defer s.leaveProbe(tok.Name)
 	select {
 	case s.sem <- struct{}{}:
 		s.m.inFlight.Inc()
@@ -126,11 +147,27 @@ func (s *Server) ingest(r *http.Request) (Receipt, error) {
 	default:
 		return Receipt{}, reject(http.StatusTooManyRequests, "overloaded", apiError{Reason: "too many uploads at once; retry later"})
 	}
-	lim := s.cfg.Limits
 	if r.ContentLength > lim.MaxBytes {
 		return Receipt{}, reject(http.StatusRequestEntityTooLarge, "too_large", apiError{Reason: fmt.Sprintf("over the %d-byte limit", lim.MaxBytes)})
 	}
-	body, err := decoder(r.Header.Get("Content-Encoding"), &limitReader{r: r.Body, n: lim.MaxBytes})
+	if strings.EqualFold(strings.TrimSpace(r.Header.Get("Content-Encoding")), "zstd") {
+		// A zstd decoder holds its window (up to zstdMaxWindow) and
+		// buffers, ~18 MB: their number is bounded, the rest wait.
+		t := time.NewTimer(zstdWait)
+		select {
+		case s.zstd <- struct{}{}:
+			t.Stop()
+			defer func() { <-s.zstd }()
+		case <-t.C:
+			return Receipt{}, reject(http.StatusTooManyRequests, "overloaded", apiError{Reason: "too many zstd uploads being decoded; retry later"})
+		case <-r.Context().Done():
+			t.Stop()
+			return Receipt{}, r.Context().Err()
+		}
+	}
+	paced := &paceReader{r: r.Body, rc: http.NewResponseController(w), quota: lim.MinRate * int64(lim.RateWindow/time.Millisecond) / 1000,
+		window: lim.RateWindow, end: time.Now().Add(lim.MaxUploadTime)}
+	body, err := decoder(r.Header.Get("Content-Encoding"), &limitReader{r: paced, n: lim.MaxBytes}, lim.MaxBytes)
 	if err != nil {
 		return Receipt{}, reject(http.StatusUnsupportedMediaType, "encoding", apiError{Reason: err.Error()})
 	}
@@ -237,22 +274,24 @@ func classify(err error, lim Limits) error {
 	var inv *report.InvalidError
 	var mbe *http.MaxBytesError
 	var se *storageError
+	var de *decodeError
 	switch {
 	case errors.As(err, &se):
 		return err
+	case errors.Is(err, errTooSlow):
+		return reject(http.StatusRequestTimeout, "too_slow", apiError{Reason: fmt.Sprintf("the body arrived slower than %d bytes/s over %s, or took longer than %s", lim.MinRate, lim.RateWindow, lim.MaxUploadTime)})
 	case errors.Is(err, errTooLarge), errors.As(err, &mbe), errors.Is(err, bufio.ErrTooLong):
 		return reject(http.StatusRequestEntityTooLarge, "too_large", apiError{Reason: fmt.Sprintf("over the size limit (%d bytes; a JSON document %d; a line %d)", lim.MaxBytes, lim.MaxDocument, report.MaxLineSize)})
 	case errors.As(err, &inv):
 		return reject(http.StatusBadRequest, "invalid", apiError{Reason: inv.Reason, Line: inv.Line, Pointer: inv.Pointer})
-	case errors.Is(err, gzip.ErrHeader), errors.Is(err, gzip.ErrChecksum), errors.Is(err, zstd.ErrMagicMismatch),
-		errors.Is(err, io.ErrUnexpectedEOF), isZstdError(err):
-		return reject(http.StatusBadRequest, "encoding", apiError{Reason: "body does not decompress: " + err.Error()})
+	case errors.Is(err, io.ErrUnexpectedEOF) && !errors.As(err, &de):
+		return reject(http.StatusBadRequest, "truncated", apiError{Reason: "the body ended before its declared length"})
+	case errors.As(err, &de) && de.limit:
+		return reject(http.StatusRequestEntityTooLarge, "too_large", apiError{Reason: fmt.Sprintf("the collector decodes zstd with windows up to %d bytes and at most %d bytes in all: %v (compress without --long, at a level up to 19)", zstdMaxWindow, lim.MaxBytes, de.err)})
+	case errors.As(err, &de):
+		return reject(http.StatusBadRequest, "encoding", apiError{Reason: "body does not decompress: " + de.err.Error()})
 	}
 	return err
-}
-
-func isZstdError(err error) bool {
-	return err != nil && strings.HasPrefix(err.Error(), "zstd")
 }
 
 // parsed is what parse learned from a body.
@@ -278,34 +317,66 @@ func newerMajor(v string) bool {
 	return ok && m > report.SchemaMajor
 }
 
-// parse reads all of in (which tees into the tmp file f). A JSON Lines
-// run is validated line by line as it streams; a JSON document is read
-// back from f once whole (bounded by MaxDocument) and validated.
+// parse reads all of in (which tees into the spool). A JSON Lines run is
+// validated line by line as it streams; a JSON document is read back from
+// the spool once whole and validated there, a record at a time.
 func (s *Server) parse(in io.Reader) (parsed, error) {
-	sc := bufio.NewScanner(in)
-	sc.Buffer(make([]byte, 0, 64<<10), report.MaxLineSize)
-	if !sc.Scan() {
-		if err := sc.Err(); err != nil && !errors.Is(err, bufio.ErrTooLong) {
-			return parsed{}, err
-		}
-		if sc.Err() == nil {
-			return parsed{}, &report.InvalidError{Reason: "empty body"}
-		}
-	}
-	if err := sc.Err(); err != nil && !errors.Is(err, bufio.ErrTooLong) {
+	br := bufio.NewReaderSize(in, sniffSize)
+	peek, err := br.Peek(sniffSize)
+	if err != nil && !errors.Is(err, io.EOF) && !errors.Is(err, bufio.ErrBufferFull) {
 		return parsed{}, err
 	}
-	first := sc.Bytes()
-	var id ident
-	if sc.Err() == nil && json.Unmarshal(first, &id) == nil && id.Type == report.TypeHeader {
-		return s.parseStream(sc, in, id)
+	if len(peek) < sniffSize && len(bytes.TrimSpace(peek)) == 0 {
+		return parsed{}, &report.InvalidError{Reason: "empty body"}
 	}
-	// A document: drain what the scanner left into the file; ingest reads
-	// it back once flushed.
-	if _, err := io.Copy(io.Discard, in); err != nil {
+	if startsWithHeader(peek) {
+		sc := bufio.NewScanner(br)
+		sc.Buffer(make([]byte, 0, 64<<10), report.MaxLineSize)
+		if !sc.Scan() {
+			if err := sc.Err(); err != nil {
+				return parsed{}, err
+			}
+		}
+		var id ident
+		if err := json.Unmarshal(sc.Bytes(), &id); err != nil {
+			return parsed{}, &report.InvalidError{Line: 1, Reason: "not JSON: " + err.Error()}
+		}
+		return s.parseStream(sc, br, id)
+	}
+	// A document: drain into the spool; ingest validates it from there.
+	if _, err := io.Copy(io.Discard, br); err != nil {
 		return parsed{}, err
 	}
 	return parsed{document: true}, nil
+}
+
+// sniffSize is how much of a body parse looks at to tell a stream from a
+// document, without holding a long first line.
+const sniffSize = 64 << 10
+
+// startsWithHeader says whether the first JSON value in b is an object
+// whose top-level "type" is "header" (a stream's first line; mptester
+// writes "type" first). A document has no such key.
+func startsWithHeader(b []byte) bool {
+	dec := json.NewDecoder(bytes.NewReader(b))
+	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
+		return false
+	}
+	for dec.More() {
+		k, err := dec.Token()
+		if err != nil {
+			return false
+		}
+		if k == "type" {
+			v, err := dec.Token()
+			return err == nil && v == report.TypeHeader
+		}
+		var skip json.RawMessage
+		if err := dec.Decode(&skip); err != nil {
+			return false
+		}
+	}
+	return false
 }
 
 func (s *Server) parseStream(sc *bufio.Scanner, in io.Reader, id ident) (parsed, error) {
@@ -347,23 +418,19 @@ func (s *Server) parseStream(sc *bufio.Scanner, in io.Reader, id ident) (parsed,
 	return p, nil
 }
 
-// parseDocument validates a JSON document from the (flushed) spool.
+// parseDocument validates a JSON document from the (flushed) spool, one
+// record at a time: memory does not grow with the document.
 func (s *Server) parseDocument(f io.ReaderAt, size int64) (parsed, error) {
 	if size > s.cfg.Limits.MaxDocument {
 		return parsed{}, errTooLarge
 	}
-	b := make([]byte, size)
-	if _, err := f.ReadAt(b, 0); err != nil {
-		return parsed{}, err
-	}
 	p := parsed{contentType: "application/json"}
-	var id ident
-	if err := json.Unmarshal(b, &id); err == nil && newerMajor(id.SchemaVersion) {
-		p.sum = report.RunSummary{SchemaVersion: id.SchemaVersion, RunID: id.RunID, ProbeID: id.ProbeID, Command: id.Command}
+	sum, err := report.CheckDocumentStream(bufio.NewReaderSize(io.NewSectionReader(f, 0, size), 64<<10))
+	switch {
+	case errors.Is(err, report.ErrNewerMajor):
+		p.sum = report.RunSummary{SchemaVersion: sum.SchemaVersion, RunID: sum.RunID, ProbeID: sum.ProbeID, Command: sum.Command}
 		return p, nil
-	}
-	sum, err := report.CheckDocument(b)
-	if err != nil {
+	case err != nil:
 		return parsed{}, err
 	}
 	p.sum, p.parsed = sum, true
@@ -412,24 +479,78 @@ type countWriter struct{ n int64 }
 
 func (c *countWriter) Write(p []byte) (int, error) { c.n += int64(len(p)); return len(p), nil }
 
-// decoder undoes Content-Encoding: identity, gzip or zstd.
-func decoder(enc string, r io.Reader) (io.ReadCloser, error) {
+// zstdWait bounds the wait for a zstd decoder (429 after it).
+const zstdWait = 30 * time.Second
+
+// zstdMaxWindow is the largest zstd window decoded: what `zstd -19` and
+// the uploader use, and the memory one zstd upload may take.
+const zstdMaxWindow = 8 << 20
+
+// decoder undoes Content-Encoding: identity, gzip or zstd, decoding at
+// most maxBytes. An error of the decoding itself (not of reading r) is a
+// *decodeError.
+func decoder(enc string, r io.Reader, maxBytes int64) (io.ReadCloser, error) {
+	src := &sourceReader{r: r}
 	switch strings.ToLower(strings.TrimSpace(enc)) {
 	case "", "identity":
 		return io.NopCloser(r), nil
 	case "gzip", "x-gzip":
-		return &lazyGzip{r: r}, nil
+		return &decodeReader{src: src, rc: &lazyGzip{r: src}}, nil
 	case "zstd":
-		// Bounded window: a hostile frame cannot make the server allocate
-		// more than 8 MB to decode it.
-		d, err := zstd.NewReader(r, zstd.WithDecoderConcurrency(1), zstd.WithDecoderMaxWindow(8<<20), zstd.WithDecoderLowmem(true))
+		// Bounded window and output: a hostile frame cannot make the
+		// server allocate more than zstdMaxWindow to decode it.
+		d, err := zstd.NewReader(src, zstd.WithDecoderConcurrency(1), zstd.WithDecoderMaxWindow(zstdMaxWindow),
+			zstd.WithDecoderMaxMemory(uint64(max(maxBytes, 1))), zstd.WithDecoderLowmem(true))
 		if err != nil {
 			return nil, err
 		}
-		return d.IOReadCloser(), nil
+		return &decodeReader{src: src, rc: d.IOReadCloser()}, nil
 	}
 	return nil, fmt.Errorf("%w %q (want gzip, zstd or none)", errEncoding, enc)
 }
+
+// decodeError is a body that does not decode; limit: not within the
+// collector's limits (413), else corrupt (400).
+type decodeError struct {
+	err   error
+	limit bool
+}
+
+func (e *decodeError) Error() string { return "decode body: " + e.err.Error() }
+func (e *decodeError) Unwrap() error { return e.err }
+
+// sourceReader remembers the error reading the compressed body, so the
+// decoder's own errors can be told from it.
+type sourceReader struct {
+	r   io.Reader
+	err error
+}
+
+func (s *sourceReader) Read(p []byte) (int, error) {
+	n, err := s.r.Read(p)
+	if err != nil && err != io.EOF {
+		s.err = err
+	}
+	return n, err
+}
+
+type decodeReader struct {
+	src *sourceReader
+	rc  io.ReadCloser
+}
+
+func (d *decodeReader) Read(p []byte) (int, error) {
+	n, err := d.rc.Read(p)
+	if err == nil || err == io.EOF {
+		return n, err
+	}
+	if d.src.err != nil {
+		return n, d.src.err // reading the body failed: its error, not the decoder's
+	}
+	return n, &decodeError{err: err, limit: errors.Is(err, zstd.ErrWindowSizeExceeded) || errors.Is(err, zstd.ErrDecoderSizeExceeded)}
+}
+
+func (d *decodeReader) Close() error { return d.rc.Close() }
 
 // lazyGzip reads the gzip header on first Read, so a bad header is a
 // decode error of the body (400), not of the request setup.
@@ -454,4 +575,56 @@ func (g *lazyGzip) Close() error {
 		return g.z.Close()
 	}
 	return nil
+}
+
+// paceReader cuts a body that delivers less than quota bytes within
+// window, counted from when the previous quota was met, or that is not
+// done by end. It sets the connection's read deadline, so a silent client
+// is cut as surely as a trickling one.
+type paceReader struct {
+	r      io.Reader
+	rc     *http.ResponseController
+	quota  int64
+	window time.Duration
+	end    time.Time
+	need   int64
+	armed  bool
+}
+
+func (p *paceReader) Read(b []byte) (int, error) {
+	if !p.armed || p.need <= 0 {
+		until := time.Now().Add(p.window)
+		if until.After(p.end) {
+			until = p.end
+		}
+		if err := p.rc.SetReadDeadline(until); err != nil && !errors.Is(err, http.ErrNotSupported) {
+			return 0, err
+		}
+		p.need, p.armed = p.quota, true
+	}
+	n, err := p.r.Read(b)
+	p.need -= int64(n)
+	if err != nil && errors.Is(err, os.ErrDeadlineExceeded) {
+		err = errTooSlow
+	}
+	return n, err
+}
+
+// enterProbe takes one of probe's upload slots, if it has one left.
+func (s *Server) enterProbe(probe string) bool {
+	s.probesMu.Lock()
+	defer s.probesMu.Unlock()
+	if s.probes[probe] >= s.cfg.Limits.MaxPerProbe {
+		return false
+	}
+	s.probes[probe]++
+	return true
+}
+
+func (s *Server) leaveProbe(probe string) {
+	s.probesMu.Lock()
+	defer s.probesMu.Unlock()
+	if s.probes[probe]--; s.probes[probe] <= 0 {
+		delete(s.probes, probe)
+	}
 }

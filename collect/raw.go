@@ -85,14 +85,7 @@ func (d *rawDir) commit(f *os.File, runID, sha string) (string, error) {
 
 // openRaw opens a stored run's raw upload, from its file or the database.
 func (s *Server) openRaw(ctx context.Context, run store.Run) (io.ReadCloser, error) {
-	if run.RawPath == store.RawInline {
-		b, err := s.cfg.Store.GetRaw(ctx, run.RunID)
-		if err != nil {
-			return nil, err
-		}
-		return io.NopCloser(bytes.NewReader(b)), nil
-	}
-	return os.Open(filepath.Join(s.raw.root, run.RawPath))
+	return store.OpenRaw(ctx, s.cfg.Store, s.raw.root, run)
 }
 
 func (d *rawDir) remove(rel string) { _ = os.Remove(filepath.Join(d.root, rel)) }

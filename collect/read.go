@@ -47,7 +47,7 @@ func (s *Server) handleList(w http.ResponseWriter, r *http.Request) {
 	}
 	runs, err := s.cfg.Store.ListRuns(r.Context(), f)
 	if err != nil {
-		writeJSON(w, http.StatusServiceUnavailable, apiError{Error: "store unavailable", Reason: err.Error()})
+		s.unavailable(w, err)
 		return
 	}
 	page := RunPage{Runs: runs}
@@ -65,12 +65,13 @@ func (s *Server) handleGet(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if err != nil {
-		writeJSON(w, http.StatusServiceUnavailable, apiError{Error: "store unavailable", Reason: err.Error()})
+		s.unavailable(w, err)
 		return
 	}
 	f, err := s.openRaw(r.Context(), run)
 	if err != nil {
-		writeJSON(w, http.StatusInternalServerError, apiError{Error: "raw upload unreadable", Reason: err.Error()})
+		s.log.Error("raw upload unreadable", "run_id", run.RunID, "err", err)
+		writeJSON(w, http.StatusInternalServerError, apiError{Error: "raw upload unreadable", Reason: "see the collector's log"})
 		return
 	}
 	defer f.Close()
@@ -84,7 +85,7 @@ func (s *Server) handleGet(w http.ResponseWriter, r *http.Request) {
 func (s *Server) handleProbes(w http.ResponseWriter, r *http.Request) {
 	out, err := ListProbes(r.Context(), s.cfg.Store)
 	if err != nil {
-		writeJSON(w, http.StatusServiceUnavailable, apiError{Error: "store unavailable", Reason: err.Error()})
+		s.unavailable(w, err)
 		return
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"probes": out})

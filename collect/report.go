@@ -9,10 +9,10 @@ import (
 	"time"
 
 	"github.com/mptester/mptester/collect/store"
+	"github.com/mptester/mptester/collect/storeinput"
 	"github.com/mptester/mptester/internal/buildinfo"
 	"github.com/mptester/mptester/report/analysis"
 	"github.com/mptester/mptester/report/render"
-	"github.com/mptester/mptester/report/storeinput"
 )
 
 // maxReports bounds reports built at once: each streams every chosen run
@@ -95,9 +95,9 @@ func (s *Server) handleReport(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		// A stored upload the report cannot read is the server's fault.
 		s.log.Error("report", "err", err)
-		reason := "the store could not be read"
+		reason := "the store could not be read (see the collector's log)"
 		if errors.Is(err, analysis.ErrInput) {
-			reason = err.Error()
+			reason = "a stored upload could not be read (see the collector's log)"
 		}
 		writeJSON(w, http.StatusInternalServerError, apiError{Error: "Internal Server Error", Reason: reason})
 		return

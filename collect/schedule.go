@@ -132,7 +132,7 @@ func (s *Server) handleGetSchedule(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if err != nil {
-		writeJSON(w, http.StatusServiceUnavailable, apiError{Error: "store unavailable", Reason: err.Error()})
+		s.unavailable(w, err)
 		return
 	}
 	// The source is part of the tag: a probe's own revision 1 is not the
@@ -177,7 +177,7 @@ func (s *Server) handlePutSchedule(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusNotFound, apiError{Error: "unknown probe", Reason: err.Error()})
 		return
 	case err != nil:
-		writeJSON(w, http.StatusServiceUnavailable, apiError{Error: "store unavailable", Reason: err.Error()})
+		s.unavailable(w, err)
 		return
 	}
 	s.log.Info("schedule changed", "probe", probe, "revision", rev)
@@ -211,7 +211,7 @@ func (s *Server) handlePutStatus(w http.ResponseWriter, r *http.Request) {
 	}
 	clean, _ := json.Marshal(st)
 	if err := s.cfg.Store.PutProbeStatus(r.Context(), probe, clean, time.Now()); err != nil {
-		writeJSON(w, http.StatusServiceUnavailable, apiError{Error: "store unavailable", Reason: err.Error()})
+		s.unavailable(w, err)
 		return
 	}
 	for _, rf := range st.Refusals {

@@ -12,12 +12,14 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/mptester/mptester/collect/store"
+	"github.com/mptester/mptester/internal/certs"
 )
 
 // Limits bound what one upload and the whole server may take.
@@ -29,14 +31,33 @@ type Limits struct {
 	MaxDocument int64
 	// MaxInFlight uploads at once; more are answered 429 with Retry-After.
 	MaxInFlight int
+	// MaxPerProbe uploads at once from one probe (429 beyond), so one
+	// probe cannot take the slots of the fleet.
+	MaxPerProbe int
 	// RetryAfter is what a 429 asks the probe to wait.
 	RetryAfter time.Duration
+	// MinRate, in bytes a second, is the slowest body taken: one that
+	// delivers less than MinRate×RateWindow within RateWindow (counted
+	// from when the last such quota was met) is cut with 408.
+	MinRate    int64
+	RateWindow time.Duration
+	// MaxUploadTime bounds one body's transfer, however steady (408).
+	MaxUploadTime time.Duration
+	// MaxZstd bounds the zstd bodies decoded at once (each decoder holds
+	// up to an 8 MiB window); more wait for one, up to 30 s, then 429.
+	MaxZstd int
 }
 
-// DefaultLimits fit a 40 MB survey and a few hundred probes at once.
+// DefaultLimits fit a 40 MB survey and a few hundred probes at once, and
+// cut a body slower than 4 KiB/s over 5 s.
 func DefaultLimits() Limits {
-	return Limits{MaxBytes: 256 << 20, MaxDocument: 16 << 20, MaxInFlight: 512, RetryAfter: 5 * time.Second}
+	return Limits{MaxBytes: 256 << 20, MaxDocument: 16 << 20, MaxInFlight: 512, MaxPerProbe: 4, RetryAfter: 5 * time.Second,
+		MinRate: 4 << 10, RateWindow: 5 * time.Second, MaxUploadTime: time.Hour, MaxZstd: 8}
 }
+
+// headerTimeout bounds the request line and headers (and the TLS
+// handshake, which net/http bounds by it too).
+const headerTimeout = 10 * time.Second
 
 // Config of a Server.
 type Config struct {
@@ -62,6 +83,11 @@ type Server struct {
 	missed atomic.Bool
 	// reports bounds GET /v1/report's concurrent builds.
 	reports chan struct{}
+	// probes counts each probe's uploads in flight.
+	probesMu sync.Mutex
+	probes   map[string]int
+	// zstd bounds zstd decoders at once (Limits.MaxZstd).
+	zstd chan struct{}
 }
 
 // New checks cfg and prepares the data directory.
@@ -69,7 +95,8 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Store == nil {
 		return nil, errors.New("collect: no store")
 	}
-	if cfg.Limits.MaxBytes <= 0 || cfg.Limits.MaxInFlight <= 0 || cfg.Limits.MaxDocument <= 0 {
+	l := cfg.Limits
+	if l.MaxBytes <= 0 || l.MaxInFlight <= 0 || l.MaxDocument <= 0 || l.MaxPerProbe <= 0 || l.MinRate <= 0 || l.RateWindow <= 0 || l.MaxUploadTime <= 0 || l.MaxZstd <= 0 {
 		return nil, errors.New("collect: limits must be positive")
 	}
 	if cfg.Logger == nil {
@@ -83,7 +110,7 @@ func New(cfg Config) (*Server, error) {
 		return nil, err
 	}
 	s := &Server{cfg: cfg, raw: raw, sem: make(chan struct{}, cfg.Limits.MaxInFlight), m: newMetrics(), log: cfg.Logger,
-		mux: http.NewServeMux(), derive: make(chan store.Run, 4096), reports: make(chan struct{}, maxReports)}
+		mux: http.NewServeMux(), derive: make(chan store.Run, 4096), reports: make(chan struct{}, maxReports), probes: map[string]int{}, zstd: make(chan struct{}, l.MaxZstd)}
 	s.mux.HandleFunc("PUT /v1/runs/{run_id}", s.handlePut)
 	s.mux.HandleFunc("GET /v1/runs", s.admin(s.handleList))
 	s.mux.HandleFunc("GET /v1/runs/{run_id}", s.admin(s.handleGet))
@@ -105,10 +132,10 @@ func (s *Server) Handler() http.Handler { return s.mux }
 // Serve answers on ln (TLS when cert is non-nil) until ctx is done, then
 // lets running uploads finish for up to grace.
 func (s *Server) Serve(ctx context.Context, ln net.Listener, cert *tls.Certificate, grace time.Duration) error {
-	hs := &http.Server{Handler: s.mux, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute,
+	hs := &http.Server{Handler: s.mux, ReadHeaderTimeout: headerTimeout, IdleTimeout: 2 * time.Minute,
 		ErrorLog: slog.NewLogLogger(s.log.Handler(), slog.LevelDebug)}
 	if cert != nil {
-		hs.TLSConfig = &tls.Config{Certificates: []tls.Certificate{*cert}, MinVersion: tls.VersionTLS12}
+		hs.TLSConfig = &tls.Config{Certificates: []tls.Certificate{*cert}, MinVersion: certs.MinVersion}
 		ln = tls.NewListener(ln, hs.TLSConfig)
 	}
 	dctx, stopDerive := context.WithCancel(ctx)
@@ -172,9 +199,20 @@ func (s *Server) authenticate(r *http.Request) (store.Token, int) {
 	return tok, 0
 }
 
+// unavailable answers a store error 503 (507 when it is full) without
+// its text, which may name files or hosts: that goes to the log.
+func (s *Server) unavailable(w http.ResponseWriter, err error) {
+	s.log.Warn("store unavailable", "err", err)
+	if store.IsFull(err) {
+		writeJSON(w, http.StatusInsufficientStorage, apiError{Error: "store full"})
+		return
+	}
+	writeJSON(w, http.StatusServiceUnavailable, apiError{Error: "store unavailable", Reason: "see the collector's log"})
+}
+
 func (s *Server) handleHealth(w http.ResponseWriter, r *http.Request) {
 	if _, err := s.cfg.Store.GetRun(r.Context(), "-"); err != nil && !errors.Is(err, store.ErrNotFound) {
-		writeJSON(w, http.StatusServiceUnavailable, apiError{Error: "store unavailable", Reason: err.Error()})
+		s.unavailable(w, err)
 		return
 	}
 	writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})

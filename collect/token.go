@@ -21,10 +21,12 @@ func HashToken(tok string) string {
 	return hex.EncodeToString(sum[:])
 }
 
+// bearer returns the token of "Authorization: Bearer TOKEN"; the scheme
+// name is case-insensitive (RFC 9110, section 11.1).
 func bearer(r *http.Request) string {
-	h := r.Header.Get("Authorization")
-	if tok, ok := strings.CutPrefix(h, "Bearer "); ok {
-		return strings.TrimSpace(tok)
+	scheme, tok, ok := strings.Cut(strings.TrimSpace(r.Header.Get("Authorization")), " ")
+	if !ok || !strings.EqualFold(scheme, "Bearer") {
+		return ""
 	}
-	return ""
+	return strings.TrimSpace(tok)
 }

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mptester/mptester/internal/certs"
 	"github.com/mptester/mptester/patterns/transport"
 	"github.com/mptester/mptester/probe"
 )
@@ -98,7 +99,7 @@ func benchSetup(b *testing.B) (probe.Path, *testServer) {
 }
 
 func startBenchServer(lim Limits) (*testServer, error) {
-	cert, pin, err := SelfSigned(nil)
+	cert, pin, err := certs.SelfSigned(nil)
 	if err != nil {
 		return nil, err
 	}
@@ -123,7 +124,7 @@ func portOf(a string) string {
 
 func benchTransport(b *testing.B, name string, p probe.Path, pin string) transport.Transport {
 	b.Helper()
-	tlsCfg, err := transport.ClientTLS("localhost", pin, false)
+	tlsCfg, err := certs.ClientTLS("localhost", pin, false)
 	if err != nil {
 		b.Fatal(err)
 	}

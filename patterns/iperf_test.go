@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mptester/mptester/internal/certs"
 	"github.com/mptester/mptester/patterns/transport"
 	"github.com/mptester/mptester/patterns/wire"
 	"github.com/mptester/mptester/probe"
@@ -134,7 +135,7 @@ func TestIperfDownloadStatsPlanted(t *testing.T) {
 // (a server that predates the stats frame) or a stats frame of its own.
 func fakeIperfServer(t *testing.T, end func(w io.Writer)) uint16 {
 	t.Helper()
-	cert, _, err := SelfSigned(nil)
+	cert, _, err := certs.SelfSigned(nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -175,7 +176,7 @@ func TestIperfDownloadServerStatsForms(t *testing.T) {
 	lo := loopback(t)
 	run := func(end func(w io.Writer)) Record {
 		port := fakeIperfServer(t, end)
-		tlsCfg, _ := transport.ClientTLS("", "", true)
+		tlsCfg, _ := certs.ClientTLS("", "", true)
 		tr, err := transport.New(tcpName, transport.Single(lo, probe.Family4, tlsCfg))
 		if err != nil {
 			t.Fatal(err)

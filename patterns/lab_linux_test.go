@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mptester/mptester/internal/certs"
 	"github.com/mptester/mptester/internal/linkstats"
 	"github.com/mptester/mptester/lab"
 	"github.com/mptester/mptester/lab/labtest"
@@ -38,7 +39,7 @@ func startLabServer(t *testing.T, l *labtest.Lab) {
 	if labtest.IsChild() {
 		return
 	}
-	cert, _, err := SelfSigned([]string{lab.Server4.String(), lab.Server6.String()})
+	cert, _, err := certs.SelfSigned([]string{lab.Server4.String(), lab.Server6.String()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -77,7 +78,7 @@ func labTransport(t *testing.T, name string, p probe.Path, f probe.Family) trans
 	t.Helper()
 	// The certificate is self-signed for the lab; pinning is tested on
 	// loopback (TestLimitsAndPin).
-	tlsCfg, _ := transport.ClientTLS("", "", true)
+	tlsCfg, _ := certs.ClientTLS("", "", true)
 	tr, err := transport.New(name, transport.Single(p, f, tlsCfg))
 	if err != nil {
 		t.Fatal(err)
@@ -105,7 +106,7 @@ func labRunPaths(t *testing.T, l *labtest.Lab, pattern, trName, path string, f p
 	if d, _ := transport.Get(trName); d.Multipath && others {
 		// A multipath transport is given both paths, path primary.
 		o := transport.Single(p, f, nil)
-		o.TLS, _ = transport.ClientTLS("", "", true)
+		o.TLS, _ = certs.ClientTLS("", "", true)
 		for _, other := range lab.PathNames {
 			if other != path {
 				o.Paths = append(o.Paths, transport.PathRole{Path: l.Path(t, other), Role: transport.RoleAvailable})
@@ -437,7 +438,7 @@ func TestLabWlanDownInvalidatesRun(t *testing.T) {
 		Paths: []probe.Path{wlan, wwan}, Families: []probe.Family{probe.Family4}, Params: Params{Duration: 4 * time.Second},
 		Seed: 1, Stable: true, PollEvery: 100 * time.Millisecond,
 		Discover: func(ctx context.Context) ([]probe.Path, error) { return probe.Discover(ctx, probe.DiscoverOptions{}) },
-		TLS:      func(string) (*tls.Config, error) { return transport.ClientTLS("", "", true) },
+		TLS:      func(string) (*tls.Config, error) { return certs.ClientTLS("", "", true) },
 		Emit: func(r any) error {
 			if _, ok := r.(Record); ok {
 				tests.Add(1)
@@ -666,7 +667,7 @@ func TestLabMatrixMultipathRow(t *testing.T) {
 		Patterns: []string{"bulk"}, Transports: []string{tcpName, mptcpName},
 		Paths: []probe.Path{l.Path(t, "wlan0"), l.Path(t, "wwan0")}, Backup: []string{"wlan0"},
 		Families: []probe.Family{probe.Family4}, Params: Params{Size: 1 << 20}, Seed: 1,
-		TLS: func(string) (*tls.Config, error) { return transport.ClientTLS("", "", true) },
+		TLS: func(string) (*tls.Config, error) { return certs.ClientTLS("", "", true) },
 		Emit: func(r any) error {
 			if rec, ok := r.(Record); ok {
 				recs = append(recs, rec)

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mptester/mptester/internal/certs"
 	"github.com/mptester/mptester/lab"
 	"github.com/mptester/mptester/lab/labtest"
 	"github.com/mptester/mptester/patterns/transport"
@@ -19,7 +20,7 @@ import (
 // the record.
 func mpquicIperf(t *testing.T, l *labtest.Lab, both bool, d time.Duration) (up, down float64, rec Record) {
 	t.Helper()
-	tlsCfg, _ := transport.ClientTLS("", "", true)
+	tlsCfg, _ := certs.ClientTLS("", "", true)
 	o := transport.Single(l.Path(t, "wlan0"), probe.Family4, tlsCfg)
 	if both {
 		o.Paths = append(o.Paths, transport.PathRole{Path: l.Path(t, "wwan0"), Role: transport.RoleAvailable})
@@ -83,7 +84,7 @@ func TestLabMPQUICBackupAbrupt(t *testing.T) {
 		return
 	}
 	defer l.Set(t, "wlan0", "up")
-	tlsCfg, _ := transport.ClientTLS("", "", true)
+	tlsCfg, _ := certs.ClientTLS("", "", true)
 	o := transport.Single(l.Path(t, "wlan0"), probe.Family4, tlsCfg)
 	o.Paths = append(o.Paths, transport.PathRole{Path: l.Path(t, "wwan0"), Role: transport.RoleBackup})
 	tr, err := transport.New("mpquic", o)

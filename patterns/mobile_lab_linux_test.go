@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mptester/mptester/internal/certs"
 	"github.com/mptester/mptester/lab"
 	"github.com/mptester/mptester/lab/labtest"
 	"github.com/mptester/mptester/patterns/mobile"
@@ -31,7 +32,7 @@ func mobileLabRun(t *testing.T, l *labtest.Lab, scenario string, transports []st
 		Transports: transports, Paths: []probe.Path{wlan, wwan}, Backup: []string{"wwan0"}, Families: []probe.Family{probe.Family4},
 		PollEvery: 200 * time.Millisecond,
 		Discover:  func(ctx context.Context) ([]probe.Path, error) { return probe.Discover(ctx, probe.DiscoverOptions{}) },
-		TLS:       func(string) (*tls.Config, error) { return transport.ClientTLS("", "", true) }}
+		TLS:       func(string) (*tls.Config, error) { return certs.ClientTLS("", "", true) }}
 	var recs []Record
 	o.Emit = func(r any) error {
 		if rec, ok := r.(Record); ok {

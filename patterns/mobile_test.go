@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mptester/mptester/internal/certs"
 	"github.com/mptester/mptester/patterns/mobile"
 	"github.com/mptester/mptester/patterns/transport"
 	"github.com/mptester/mptester/probe"
@@ -45,7 +46,7 @@ func TestMobileSideBySide(t *testing.T) {
 			}
 			return []probe.Path{lo}, nil
 		},
-		TLS:  func(string) (*tls.Config, error) { return transport.ClientTLS("localhost", srv.pin, false) },
+		TLS:  func(string) (*tls.Config, error) { return certs.ClientTLS("localhost", srv.pin, false) },
 		Emit: func(r any) error { emitted = append(emitted, r); return nil }}
 	rec, err := RunMobile(context.Background(), o, MobileOptions{Duration: 20 * time.Second, Grace: time.Second})
 	if err != nil {

@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mptester/mptester/internal/certs"
 	"github.com/mptester/mptester/patterns/transport"
 	"github.com/mptester/mptester/patterns/wire"
 	"github.com/mptester/mptester/probe"
@@ -53,7 +54,7 @@ func newTestServer(srv *Server, pin string) *testServer {
 
 func startServer(t *testing.T, lim Limits) *testServer {
 	t.Helper()
-	cert, pin, err := SelfSigned(nil)
+	cert, pin, err := certs.SelfSigned(nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -124,7 +125,7 @@ func carries(trName, pattern string) bool {
 
 func newTestTransport(t *testing.T, name string, p probe.Path, f probe.Family, pin string) transport.Transport {
 	t.Helper()
-	tlsCfg, err := transport.ClientTLS("localhost", pin, false)
+	tlsCfg, err := certs.ClientTLS("localhost", pin, false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -539,7 +540,7 @@ func TestGracefulShutdown(t *testing.T) {
 func TestHTTP1(t *testing.T) {
 	lo := loopback(t)
 	srv := startServer(t, Limits{})
-	tlsCfg, _ := transport.ClientTLS("localhost", srv.pin, false)
+	tlsCfg, _ := certs.ClientTLS("localhost", srv.pin, false)
 	for _, trName := range []string{tcpName, mptcpName} {
 		o := transport.Single(lo, probe.Family4, tlsCfg)
 		o.HTTP1 = true

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mptester/mptester/internal/certs"
 	"github.com/mptester/mptester/lab"
 	"github.com/mptester/mptester/lab/labtest"
 	"github.com/mptester/mptester/patterns/transport"
@@ -60,7 +61,7 @@ func hoSetup(t *testing.T) *labtest.Lab {
 func hoInteractive(t testing.TB, l *labtest.Lab, f probe.Family, paths []string, hc transport.HandoverConfig, d time.Duration, steps []hoStep) hoRun {
 	t.Helper()
 	o := transport.Options{Family: f, Handover: hc}
-	o.TLS, _ = transport.ClientTLS("", "", true)
+	o.TLS, _ = certs.ClientTLS("", "", true)
 	for i, name := range paths {
 		role := transport.RolePrimary
 		if i > 0 {

@@ -17,8 +17,8 @@ import (
 
 	"github.com/miekg/dns"
 
+	"github.com/mptester/mptester/internal/certs"
 	"github.com/mptester/mptester/internal/dnstest"
-	"github.com/mptester/mptester/patterns/transport"
 	"github.com/mptester/mptester/probe"
 )
 
@@ -27,7 +27,7 @@ func runOpts(t *testing.T, lo probe.Path, srv *testServer, servers ...string) Ru
 		Servers: servers, Ports: map[string]uint16{tcpName: srv.tcpPort, quicName: srv.quicPort},
 		Patterns: []string{"ping", "bulk"}, Transports: []string{tcpName, quicName},
 		Paths: []probe.Path{lo}, Families: []probe.Family{probe.Family4}, Params: smallParams, Seed: 7,
-		TLS: func(name string) (*tls.Config, error) { return transport.ClientTLS("localhost", srv.pin, false) },
+		TLS: func(name string) (*tls.Config, error) { return certs.ClientTLS("localhost", srv.pin, false) },
 	}
 }
 

@@ -12,6 +12,7 @@ import (
 
 	"github.com/quic-go/quic-go"
 
+	"github.com/mptester/mptester/internal/certs"
 	"github.com/mptester/mptester/patterns/transport"
 	"github.com/mptester/mptester/patterns/wire"
 )
@@ -46,7 +47,7 @@ func TestQUICRepliesFromReachedAddress(t *testing.T) {
 	}
 	// Control: a server socket without IP_PKTINFO (hidden behind a
 	// wrapper) lets the kernel pick 127.0.0.1, and the check catches it.
-	cert, _, _ := SelfSigned(nil)
+	cert, _, _ := certs.SelfSigned(nil)
 	pc, err := net.ListenUDP("udp4", &net.UDPAddr{})
 	if err != nil {
 		t.Fatal(err)

@@ -6,6 +6,8 @@ import (
 	"net"
 	"testing"
 	"time"
+
+	"github.com/mptester/mptester/internal/certs"
 )
 
 // BenchmarkLoopbackTLSCost measures what TLS itself costs on loopback, in
@@ -14,7 +16,7 @@ import (
 // connections negotiate). The ratio tls/plain is the ceiling of mptester's
 // iperf (which runs inside TLS) against iperf3's plain TCP on this machine.
 func BenchmarkLoopbackTLSCost(b *testing.B) {
-	cert, _, err := SelfSigned(nil)
+	cert, _, err := certs.SelfSigned(nil)
 	if err != nil {
 		b.Fatal(err)
 	}

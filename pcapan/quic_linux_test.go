@@ -21,7 +21,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/mptester/mptester/patterns"
+	"github.com/mptester/mptester/internal/certs"
 )
 
 // tcpdumpArgs is the command line of a capture that loses nothing:
@@ -89,7 +89,7 @@ func startTcpdump(t *testing.T, cmd *exec.Cmd, file string, dup int) func() int 
 // TestLoopbackQUIC: three real quic-go connections on loopback, captured:
 // three QUIC connections, one path each, every captured datagram assigned.
 func TestLoopbackQUIC(t *testing.T) {
-	cert, _, err := patterns.SelfSigned([]string{"127.0.0.1"})
+	cert, _, err := certs.SelfSigned([]string{"127.0.0.1"})
 	require.NoError(t, err)
 	ln, err := quic.ListenAddr("127.0.0.1:0", &tls.Config{Certificates: []tls.Certificate{cert}, NextProtos: []string{"t"}}, nil)
 	require.NoError(t, err)

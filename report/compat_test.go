@@ -51,3 +51,23 @@ func TestReportIsALeaf(t *testing.T) {
 		}
 	}
 }
+
+// TestReportTreeImportsNoCollect: collect -> report runs one way only; no
+// package under report depends on collect (the store as a report input
+// lives in collect/storeinput).
+func TestReportTreeImportsNoCollect(t *testing.T) {
+	goBin, err := exec.LookPath("go")
+	if err != nil {
+		t.Skip("go tool not found")
+	}
+	mod, err := exec.Command(goBin, "list", "-m").Output()
+	require.NoError(t, err)
+	collect := strings.TrimSpace(string(mod)) + "/collect"
+	out, err := exec.Command(goBin, "list", "-deps", "-test", "-f", "{{.ImportPath}}", "./...").Output()
+	require.NoError(t, err)
+	for _, p := range strings.Fields(string(out)) {
+		if p == collect || strings.HasPrefix(p, collect+"/") {
+			t.Errorf("a package under report depends on %s", p)
+		}
+	}
+}

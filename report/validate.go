@@ -25,7 +25,7 @@ const (
 // MaxLineSize bounds one JSON Lines line when validating a stream.
 const MaxLineSize = 16 << 20
 
-type schemas struct{ doc, line *jsonschema.Schema }
+type schemas struct{ doc, line, record *jsonschema.Schema }
 
 // noLoader refuses every URL: schemas come only from the embedded files.
 type noLoader struct{}
@@ -58,6 +58,9 @@ var compiled = sync.OnceValues(func() (schemas, error) {
 		return schemas{}, err
 	}
 	if s.line, err = c.Compile(LineSchemaID); err != nil {
+		return schemas{}, err
+	}
+	if s.record, err = c.Compile(EnvelopeSchemaID + "#/$defs/record"); err != nil {
 		return schemas{}, err
 	}
 	return s, nil

@@ -5,7 +5,6 @@ import (
 	"context"
 	"crypto/sha256"
 	"crypto/tls"
-	"crypto/x509"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -22,6 +21,7 @@ import (
 	"github.com/klauspost/compress/zstd"
 
 	"github.com/mptester/mptester/collect/api"
+	"github.com/mptester/mptester/internal/certs"
 )
 
 // Compression of upload bodies.
@@ -65,16 +65,9 @@ func Transport(pin *[32]byte, dial func(ctx context.Context, network, addr strin
 		t.DialContext = dial
 	}
 	if pin != nil {
-		want := *pin
-		t.TLSClientConfig = &tls.Config{
-			InsecureSkipVerify: true, // replaced by the pin check below
-			VerifyPeerCertificate: func(raw [][]byte, _ [][]*x509.Certificate) error {
-				if len(raw) == 0 || sha256.Sum256(raw[0]) != want {
-					return errors.New("collector certificate does not match the pinned fingerprint")
-				}
-				return nil
-			},
-		}
+		t.TLSClientConfig = certs.Pinned("", *pin)
+	} else {
+		t.TLSClientConfig = &tls.Config{MinVersion: certs.MinVersion}
 	}
 	t.ResponseHeaderTimeout = 2 * time.Minute
 	return t
@@ -88,6 +81,7 @@ const (
 	Rejected                 // a final 4xx: moved to rejected/
 	Retryable                // network error, 5xx, 408, 429, or a receipt that does not match
 	Refused                  // 401: the token is wrong or revoked; stop for now
+	Mismatch                 // the collector's certificate is not the pinned one; stop
 )
 
 // Result of a drain.
@@ -135,7 +129,7 @@ func (c *Client) Drain(ctx context.Context, s *Spool) (Result, error) {
 				res.Rejected++
 				break
 			}
-			if o == Refused {
+			if o == Refused || o == Mismatch {
 				stop = err
 				break
 			}
@@ -234,6 +228,11 @@ func (c *Client) send(ctx context.Context, s *Spool, it Item, backlog int) (Outc
 		hc = http.DefaultClient
 	}
 	resp, err := hc.Do(req)
+	if errors.Is(err, certs.ErrPinMismatch) {
+		// A collector with a new identity, or not ours: retrying cannot
+		// help, re-pinning (upload: pin:) can.
+		return Mismatch, api.Receipt{}, 0, err
+	}
 	if err != nil {
 		return Retryable, api.Receipt{}, 0, err
 	}

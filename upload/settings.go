@@ -14,8 +14,8 @@ import (
 
 	"github.com/dustin/go-humanize"
 
+	"github.com/mptester/mptester/internal/certs"
 	"github.com/mptester/mptester/internal/config"
-	"github.com/mptester/mptester/patterns/transport"
 )
 
 // Settings is the upload config section, checked once.
@@ -74,7 +74,7 @@ func SettingsFrom(c *config.Upload) (Settings, error) {
 		return Settings{}, fmt.Errorf("upload.token_file %s: want the 64 hex digits `mptester collect probe add` printed", c.TokenFile)
 	}
 	if c.Pin != "" {
-		pin, err := transport.ParseFingerprint(c.Pin)
+		pin, err := certs.ParseFingerprint(c.Pin)
 		if err != nil {
 			return Settings{}, fmt.Errorf("upload.pin: %w", err)
 		}

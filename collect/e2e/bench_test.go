@@ -23,8 +23,8 @@ import (
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
+	"github.com/mptester/mptester/internal/certs"
 	"github.com/mptester/mptester/internal/pgtest"
-	"github.com/mptester/mptester/patterns/transport"
 	"github.com/mptester/mptester/upload"
 )
 
@@ -48,7 +48,7 @@ func benchIngest(b *testing.B, dsn string, survey bool) {
 	c := newCollector(b, filepath.Join(b.TempDir(), "data"), dsn)
 	tok := c.enrol("bench")
 	c.start()
-	pin, err := transport.ParseFingerprint(c.pin)
+	pin, err := certs.ParseFingerprint(c.pin)
 	require.NoError(b, err)
 	tr := upload.Transport(&pin, nil)
 	tr.MaxIdleConnsPerHost = benchClients
@@ -195,7 +195,7 @@ func BenchmarkProbeUploadCompression(b *testing.B) {
 	body := surveyStream(40 << 20)
 	tokB, err := os.ReadFile(filepath.Join(p.dir, "token"))
 	require.NoError(b, err)
-	pin, err := transport.ParseFingerprint(c.pin)
+	pin, err := certs.ParseFingerprint(c.pin)
 	require.NoError(b, err)
 	for _, comp := range []string{upload.CompressZstd, upload.CompressGzip, upload.CompressNone} {
 		b.Run(comp, func(b *testing.B) {

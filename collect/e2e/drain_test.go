@@ -21,7 +21,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/mptester/mptester/patterns/transport"
+	"github.com/mptester/mptester/internal/certs"
 )
 
 // TestDrainOnSIGTERM: uploads in flight when the collector gets SIGTERM
@@ -32,7 +32,7 @@ func TestDrainOnSIGTERM(t *testing.T) {
 	c := newCollector(t, data, "", "--drain", "20s")
 	tok := c.enrol("p1")
 	c.start()
-	pin, err := transport.ParseFingerprint(c.pin)
+	pin, err := certs.ParseFingerprint(c.pin)
 	require.NoError(t, err)
 	client := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{
 		InsecureSkipVerify: true, // verified by the pin below

@@ -28,7 +28,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/mptester/mptester/collect/store"
-	"github.com/mptester/mptester/patterns"
+	"github.com/mptester/mptester/internal/certs"
 	"github.com/mptester/mptester/upload"
 )
 
@@ -73,7 +73,7 @@ func newCollector(t testing.TB, data, db string, extra ...string) *collector {
 	addr := l.Addr().String()
 	l.Close()
 	// One certificate for every restart, so the probes' pin stays valid.
-	cert, fp, err := patterns.SelfSigned(nil)
+	cert, fp, err := certs.SelfSigned(nil)
 	require.NoError(t, err)
 	key, err := x509.MarshalPKCS8PrivateKey(cert.PrivateKey)
 	require.NoError(t, err)

@@ -277,15 +277,23 @@ func (s *sqlStore) ListRuns(ctx context.Context, f RunFilter) ([]Run, error) {
 
 func (s *sqlStore) AddProbe(ctx context.Context, name, hash string, now time.Time) error {
 	return s.inTx(ctx, func(tx *sql.Tx) error {
-		var n int
-		if err := tx.QueryRowContext(ctx, s.q(`SELECT COUNT(*) FROM probes WHERE name = ?`), name).Scan(&n); err != nil {
+		var live, revoked int
+		if err := tx.QueryRowContext(ctx, s.q(`SELECT COUNT(*) FILTER (WHERE revoked_at IS NULL), COUNT(*) FILTER (WHERE revoked_at IS NOT NULL) FROM probes WHERE name = ?`), name).Scan(&live, &revoked); err != nil {
 			return err
 		}
-		if n > 0 {
+		switch {
+		case live > 0:
 			return fmt.Errorf("probe %s: %w", name, ErrExists)
-		}
-		if _, err := tx.ExecContext(ctx, s.q(`INSERT INTO probes (name, created_at) VALUES (?, ?)`), name, nanos(now)); err != nil {
-			return err
+		case revoked > 0:
+			// Enrolled again after a revoke (a new token): its runs stay
+			// its, the revoked tokens stay revoked.
+			if _, err := tx.ExecContext(ctx, s.q(`UPDATE probes SET revoked_at = NULL WHERE name = ?`), name); err != nil {
+				return err
+			}
+		default:
+			if _, err := tx.ExecContext(ctx, s.q(`INSERT INTO probes (name, created_at) VALUES (?, ?)`), name, nanos(now)); err != nil {
+				return err
+			}
 		}
 		_, err := tx.ExecContext(ctx, s.q(`INSERT INTO tokens (hash, name, role, created_at) VALUES (?, ?, ?, ?)`), hash, name, RoleProbe, nanos(now))
 		return err

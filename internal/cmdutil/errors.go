@@ -9,6 +9,7 @@ import (
 	"os"
 	"strings"
 
+	"github.com/mptester/mptester/internal/certs"
 	"github.com/mptester/mptester/probe"
 )
 
@@ -22,6 +23,7 @@ var (
 	ErrCancelled   = errors.New("cancelled")           // SIGINT/SIGTERM
 	ErrSilent      = errors.New("silent error")        // already reported; just exit 1
 	ErrNotUploaded = errors.New("not uploaded")        // measured and spooled, but the upload did not finish
+	ErrRejected    = errors.New("results rejected")    // the collector refused results for good: moved to rejected/
 )
 
 // Exit codes, documented in README.md ("Exit codes"). This is the one place
@@ -36,6 +38,8 @@ const (
 	ExitUnsupported = 6
 	ExitCheckFailed = 7
 	ExitNotUploaded = 8
+	ExitPinMismatch = 9
+	ExitRejected    = 10
 	ExitCancelled   = 130
 )
 
@@ -93,8 +97,12 @@ func ExitCode(err error) int {
 		return ExitUnsupported
 	case errors.Is(err, ErrCheckFailed):
 		return ExitCheckFailed
+	case errors.Is(err, certs.ErrPinMismatch):
+		return ExitPinMismatch
 	case errors.Is(err, ErrNotUploaded):
 		return ExitNotUploaded
+	case errors.Is(err, ErrRejected):
+		return ExitRejected
 	}
 	return ExitError
 }

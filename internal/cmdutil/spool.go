@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"path/filepath"
 
 	"github.com/mptester/mptester/internal/config"
 	"github.com/mptester/mptester/probe"
@@ -111,7 +112,7 @@ func (s *Spooled) Finish(ctx context.Context, measErr error) error {
 }
 
 // Upload drains spool within set.Timeout; ErrNotUploaded when results are
-// left pending.
+// left pending, ErrRejected when the collector refused some for good.
 func (f *Factory) Upload(ctx context.Context, set upload.Settings, sp *upload.Spool) error {
 	ctx, cancel := context.WithTimeout(ctx, set.Timeout)
 	defer cancel()
@@ -125,6 +126,9 @@ func (f *Factory) Upload(ctx context.Context, set upload.Settings, sp *upload.Sp
 	f.Logger.Info("upload", "uploaded", res.Uploaded, "duplicates", res.Duplicates, "rejected", res.Rejected, "pending", res.Pending, "spool", sp.Dir())
 	if err != nil {
 		return fmt.Errorf("%w: %w", ErrNotUploaded, err)
+	}
+	if res.Rejected > 0 {
+		return fmt.Errorf("%w: the collector refused %d (kept in %s; `mptester upload --status` shows its answers)", ErrRejected, res.Rejected, filepath.Join(sp.Dir(), "rejected"))
 	}
 	return nil
 }

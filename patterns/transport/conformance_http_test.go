@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mptester/mptester/internal/certs"
 	"github.com/mptester/mptester/patterns"
 	"github.com/mptester/mptester/patterns/transport"
 	"github.com/mptester/mptester/probe"
@@ -54,7 +55,7 @@ type httpClient struct {
 
 func (c httpClient) dial(t *testing.T, ctx context.Context, addr netip.AddrPort, pin string) (transport.Conn, error) {
 	t.Helper()
-	cfg, err := transport.ClientTLS("localhost", pin, pin == "")
+	cfg, err := certs.ClientTLS("localhost", pin, pin == "")
 	if err != nil {
 		t.Fatal(err)
 	}

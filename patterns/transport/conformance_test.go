@@ -14,8 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mptester/mptester/internal/certs"
 	"github.com/mptester/mptester/internal/linkstats"
-	"github.com/mptester/mptester/patterns"
 	"github.com/mptester/mptester/patterns/transport"
 	"github.com/mptester/mptester/probe"
 )
@@ -148,7 +148,7 @@ func startEcho(t *testing.T, d *transport.Descriptor, o transport.ListenOptions)
 // selfSigned is a server certificate and its pin.
 func selfSigned(t testing.TB) (tls.Certificate, string) {
 	t.Helper()
-	cert, pin, err := patterns.SelfSigned(nil)
+	cert, pin, err := certs.SelfSigned(nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -178,7 +178,7 @@ type client struct {
 
 func (c client) transport(t *testing.T, pin string) transport.Transport {
 	t.Helper()
-	cfg, err := transport.ClientTLS("localhost", pin, pin == "")
+	cfg, err := certs.ClientTLS("localhost", pin, pin == "")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -11,6 +11,7 @@ import (
 	"os"
 	"syscall"
 
+	"github.com/mptester/mptester/internal/certs"
 	"github.com/mptester/mptester/probe"
 )
 
@@ -79,7 +80,7 @@ func wrap(op string, err error, own func(error) Status) error {
 	st := Status("")
 	handshake := op == opHandshake || op == opQUICHandshake
 	switch {
-	case errors.Is(err, ErrPinMismatch):
+	case errors.Is(err, certs.ErrPinMismatch):
 		// Whatever alert or transport error carries it.
 		st = StatusPinMismatch
 	case own != nil:
@@ -115,7 +116,7 @@ func common(err error, setup bool) Status {
 		netErr  net.Error
 	)
 	switch {
-	case errors.Is(err, ErrPinMismatch):
+	case errors.Is(err, certs.ErrPinMismatch):
 		return StatusPinMismatch
 	case errors.Is(err, probe.ErrUnsupported), errors.Is(err, syscall.EPROTONOSUPPORT), errors.Is(err, syscall.ENOPROTOOPT):
 		return StatusUnsupported

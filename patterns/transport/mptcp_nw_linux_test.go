@@ -16,6 +16,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/mptester/mptester/internal/certs"
 	"github.com/mptester/mptester/patterns"
 	"github.com/mptester/mptester/patterns/transport"
 	"github.com/mptester/mptester/probe"
@@ -86,7 +87,7 @@ func get(t *testing.T, conn transport.Conn, addr netip.AddrPort) *http.Response 
 
 func dialHTTP(t *testing.T, name string, lo probe.Path, addr netip.AddrPort, pin string) transport.Conn {
 	t.Helper()
-	cfg, err := transport.ClientTLS("localhost", pin, false)
+	cfg, err := certs.ClientTLS("localhost", pin, false)
 	require.NoError(t, err)
 	tr, err := transport.New(name, transport.Options{Paths: []transport.PathRole{{Path: lo, Role: transport.RolePrimary}},
 		Family: probe.Family4, TLS: cfg})

@@ -9,16 +9,11 @@ package transport
 
 import (
 	"context"
-	"crypto/sha256"
 	"crypto/tls"
-	"crypto/x509"
-	"encoding/hex"
 	"errors"
-	"fmt"
 	"io"
 	"net/http"
 	"net/netip"
-	"strings"
 	"time"
 
 	"github.com/mptester/mptester/probe"
@@ -165,57 +160,4 @@ func offered(family string, http []string) []string {
 		return http
 	}
 	return []string{family}
-}
-
-// ClientTLS builds the client TLS configuration: a pinned SHA-256 leaf
-// certificate fingerprint, no verification (insecure), or the system roots.
-func ClientTLS(serverName, pin string, insecure bool) (*tls.Config, error) {
-	cfg := &tls.Config{ServerName: serverName, MinVersion: tls.VersionTLS12}
-	switch {
-	case pin != "":
-		want, err := ParseFingerprint(pin)
-		if err != nil {
-			return nil, err
-		}
-		// The pin replaces chain verification: the server's certificate is
-		// usually self-signed and the pin is the trust anchor.
-		cfg.InsecureSkipVerify = true
-		cfg.VerifyConnection = func(cs tls.ConnectionState) error {
-			if len(cs.PeerCertificates) == 0 {
-				return errors.New("server sent no certificate")
-			}
-			if got := sha256.Sum256(cs.PeerCertificates[0].Raw); got != want {
-				return fmt.Errorf("%w: server certificate %s does not match pin", ErrPinMismatch, hex.EncodeToString(got[:]))
-			}
-			return nil
-		}
-	case insecure:
-		cfg.InsecureSkipVerify = true
-	}
-	return cfg, nil
-}
-
-// ErrPinMismatch: the server's certificate is not the pinned one.
-var ErrPinMismatch = errors.New("certificate pin mismatch")
-
-// Fingerprint is the SHA-256 of a certificate, as hex with colons.
-func Fingerprint(cert *x509.Certificate) string {
-	sum := sha256.Sum256(cert.Raw)
-	parts := make([]string, len(sum))
-	for i, b := range sum {
-		parts[i] = fmt.Sprintf("%02X", b)
-	}
-	return strings.Join(parts, ":")
-}
-
-// ParseFingerprint accepts 64 hex digits, with or without colons, any case.
-func ParseFingerprint(s string) ([32]byte, error) {
-	var out [32]byte
-	h := strings.ReplaceAll(strings.TrimPrefix(strings.ToLower(strings.TrimSpace(s)), "sha256:"), ":", "")
-	b, err := hex.DecodeString(h)
-	if err != nil || len(b) != 32 {
-		return out, fmt.Errorf("invalid SHA-256 pin %q (want 64 hex digits)", s)
-	}
-	copy(out[:], b)
-	return out, nil
 }

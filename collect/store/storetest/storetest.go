@@ -200,6 +200,20 @@ func Run(t *testing.T, newDSN func(t *testing.T) string) {
 		require.NoError(t, err)
 		assert.Equal(t, int64(5), ps[0].Backlog)
 		assert.Equal(t, int64(3), ps[0].Dropped, "drops add up")
+
+		// A revoked name is enrolled again with a new token (rotation).
+		require.NoError(t, s.AddProbe(ctx, "pi1", "hash3", t0.Add(2*time.Hour)))
+		tok, err = s.LookupToken(ctx, "hash3")
+		require.NoError(t, err)
+		assert.Equal(t, "pi1", tok.Name)
+		_, err = s.LookupToken(ctx, "hash1")
+		assert.ErrorIs(t, err, store.ErrNotFound, "the old token stays revoked")
+		assert.ErrorIs(t, s.AddProbe(ctx, "pi1", "hash4", t0), store.ErrExists, "live again: enrolled once")
+		ps, err = s.ListProbes(ctx)
+		require.NoError(t, err)
+		require.Len(t, ps, 1)
+		assert.Nil(t, ps[0].RevokedAt)
+		assert.Equal(t, int64(5), ps[0].Backlog, "the probe's history is kept")
 	})
 
 	t.Run("ConcurrentExactlyOnce", func(t *testing.T) {

@@ -19,9 +19,9 @@ import (
 	"github.com/mptester/mptester/collect"
 	"github.com/mptester/mptester/collect/api"
 	"github.com/mptester/mptester/collect/store"
+	"github.com/mptester/mptester/internal/certs"
 	"github.com/mptester/mptester/internal/cmdutil"
 	"github.com/mptester/mptester/internal/config"
-	"github.com/mptester/mptester/patterns"
 )
 
 // Options for `mptester collect` and its subcommands.
@@ -66,9 +66,11 @@ func NewCmdCollect(f *cmdutil.Factory, runF func(*Options) error) *cobra.Command
 
 The index is a SQLite file in --data (WAL, no cgo) unless --db names a
 PostgreSQL server (postgres://…); raw uploads always live in --data.
-Without --cert/--key a self-signed certificate is made on the first start
-and kept in --data (selfsigned.pem), so restarts keep the SHA-256
-fingerprint printed; probes pin it (upload: pin:).
+Without --cert/--key the collector uses a self-signed certificate created
+once and kept in --data (tls-identity.pem, mode 0600), so restarts do not
+change it; its SHA-256 fingerprint is printed at every start and by
+"probe add", and probes pin it (upload: pin:). Delete the file only to
+change the identity: every probe must then be re-pinned.
 
 SIGTERM/SIGINT drain: the listener closes (new uploads are refused), the
 uploads in flight finish within --drain, then it exits 0.`,
@@ -97,7 +99,12 @@ uploads in flight finish within --drain, then it exits 0.`,
 	fl.Int64Var(&opts.Limits.MaxDocument, "max-document", opts.Limits.MaxDocument, "largest run sent as one JSON document, in `bytes`")
 	fl.IntVar(&opts.Limits.MaxInFlight, "max-inflight", opts.Limits.MaxInFlight, "uploads at once (more are answered 429)")
 	fl.DurationVar(&opts.Drain, "drain", 10*time.Second, "on SIGTERM: how long uploads in flight may take to finish (below systemd's TimeoutStopSec)")
+	fl.IntVar(&opts.Limits.MaxPerProbe, "max-inflight-probe", opts.Limits.MaxPerProbe, "uploads at once from one probe (more are answered 429)")
 	fl.DurationVar(&opts.Limits.RetryAfter, "retry-after", opts.Limits.RetryAfter, "what a 429 asks probes to wait")
+	fl.Int64Var(&opts.Limits.MinRate, "min-rate", opts.Limits.MinRate, "slowest upload body taken, in `bytes/s` over --rate-window (slower: 408)")
+	fl.DurationVar(&opts.Limits.RateWindow, "rate-window", opts.Limits.RateWindow, "the window --min-rate is measured over")
+	fl.DurationVar(&opts.Limits.MaxUploadTime, "upload-timeout", opts.Limits.MaxUploadTime, "longest one upload body may take (408)")
+	fl.IntVar(&opts.Limits.MaxZstd, "max-zstd", opts.Limits.MaxZstd, "zstd bodies decoded at once (each may hold an 8 MiB window); more wait")
 
 	schedule := &cobra.Command{Use: "schedule", Short: "The fleet schedule probes run with `mptester agent`"}
 	schedule.AddCommand(&cobra.Command{
@@ -141,7 +148,7 @@ stored; PROBE must be enrolled.`,
 	cmd.AddCommand(schedule)
 	cmd.AddCommand(newCmdProbe(f, opts, runF), newCmdAdmin(f, opts, runF), &cobra.Command{
 		Use:   "reindex",
-		Short: "Rebuild the derived tables (survey cells and probe records, pattern tests and per-path bytes) from the raw uploads",
+		Short: "Rebuild the derived tables (survey cells and probe records, pattern tests and per-path bytes) from the raw uploads, and remove raw files no run names",
 		Args:  cobra.NoArgs,
 		RunE: func(c *cobra.Command, args []string) error {
 			opts.Logger, opts.Ctx = f.Logger, c.Context()
@@ -152,6 +159,11 @@ stored; PROBE must be enrolled.`,
 				}
 				n, err := srv.ReindexAll(opts.Ctx)
 				fmt.Fprintf(opts.IO.Out, "reindexed %d runs\n", n)
+				if err != nil {
+					return err
+				}
+				n, err = srv.RemoveOrphans(opts.Ctx)
+				fmt.Fprintf(opts.IO.Out, "removed %d raw files no run names (uploads cut off by a crash before their receipt)\n", n)
 				return err
 			})
 		},
@@ -248,6 +260,10 @@ func probeAddRun(opts *Options) error {
 	if err := checkName(opts.Name); err != nil {
 		return err
 	}
+	_, fp, err := keepIdentity(opts)
+	if err != nil {
+		return err
+	}
 	return withStore(opts, func(st store.Store) error {
 		tok := collect.NewToken()
 		if err := st.AddProbe(opts.Ctx, opts.Name, collect.HashToken(tok), time.Now()); err != nil {
@@ -257,10 +273,35 @@ func probeAddRun(opts *Options) error {
 			return err
 		}
 		fmt.Fprintf(opts.IO.Out, "token: %s\n", tok)
-		fmt.Fprintf(opts.IO.Out, "# on the probe: the token in a 0600 file, and in its config:\n")
-		fmt.Fprintf(opts.IO.Out, "probe_id: %s\nupload: {url: %q, token_file: /etc/mptester/upload.token}\n", opts.Name, opts.URL)
+		fmt.Fprintf(opts.IO.Out, "certificate SHA-256 fingerprint: %s\n", fp)
+		fmt.Fprintf(opts.IO.Out, "# on the probe: the token in a 0600 file, and in its config (pin: the collector's kept\n# self-signed identity; with --cert/--key, that certificate's fingerprint, or no pin):\n")
+		fmt.Fprintf(opts.IO.Out, "probe_id: %s\nupload: {url: %q, token_file: /etc/mptester/upload.token, pin: %q}\n", opts.Name, opts.URL, fp)
 		return nil
 	})
+}
+
+// keepIdentity returns the collector's self-signed identity, kept in
+// --data so that a restart does not change what probes pin; the first
+// start (or `probe add`) creates it.
+func keepIdentity(opts *Options) (tls.Certificate, string, error) {
+	ctx := opts.Ctx
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	if err := os.MkdirAll(opts.Data, 0o750); err != nil {
+		return tls.Certificate{}, "", fmt.Errorf("data directory: %w", err)
+	}
+	st := certs.IdentityIn(opts.Data)
+	c, fp, created, err := certs.Keep(ctx, st, opts.Names)
+	if err != nil {
+		return c, fp, err
+	}
+	if created {
+		fmt.Fprintf(opts.IO.Out, "created the collector's TLS identity in %s (keep it: probes pin its fingerprint)\n", st)
+	} else if missing := certs.Missing(c.Leaf, opts.Names); len(missing) > 0 && opts.Logger != nil {
+		opts.Logger.Warn("the kept certificate does not name these; probes that pin it do not care, others need --cert/--key", "names", missing, "identity", st.String())
+	}
+	return c, fp, nil
 }
 
 func (o *Options) dsn() string {
@@ -301,6 +342,11 @@ func collectRun(opts *Options) error {
 	ch.Check("--max-inflight", config.Positive(l.MaxInFlight))
 	ch.Check("--retry-after", config.Positive(l.RetryAfter))
 	ch.Check("--drain", config.Positive(opts.Drain))
+	ch.Check("--max-inflight-probe", config.Positive(l.MaxPerProbe))
+	ch.Check("--min-rate", config.Positive(l.MinRate))
+	ch.Check("--rate-window", config.Positive(l.RateWindow))
+	ch.Check("--upload-timeout", config.Positive(l.MaxUploadTime))
+	ch.Check("--max-zstd", config.Positive(l.MaxZstd))
 	if err := ch.Err(); err != nil {
 		return cmdutil.Usage(err)
 	}
@@ -312,16 +358,11 @@ func collectRun(opts *Options) error {
 			err error
 		)
 		if opts.CertFile != "" {
-			if c, fp, err = patterns.LoadCertificate(opts.CertFile, opts.KeyFile); err != nil {
+			if c, fp, err = certs.Load(opts.CertFile, opts.KeyFile); err != nil {
 				return fmt.Errorf("%w: %w", cmdutil.ErrUsage, err)
 			}
-		} else {
-			if err := os.MkdirAll(opts.Data, 0o750); err != nil {
-				return fmt.Errorf("data directory: %w", err)
-			}
-			if c, fp, _, err = patterns.KeepSelfSigned(filepath.Join(opts.Data, "selfsigned.pem"), opts.Names); err != nil {
-				return err
-			}
+		} else if c, fp, err = keepIdentity(opts); err != nil {
+			return err
 		}
 		cert = &c
 		fmt.Fprintf(opts.IO.Out, "certificate SHA-256 fingerprint: %s\n", fp)

@@ -24,9 +24,9 @@ import (
 
 	"github.com/mptester/mptester/collect"
 	"github.com/mptester/mptester/collect/api"
+	"github.com/mptester/mptester/internal/certs"
 	"github.com/mptester/mptester/internal/cmdutil"
 	"github.com/mptester/mptester/internal/config"
-	"github.com/mptester/mptester/patterns/transport"
 )
 
 func execute(t *testing.T, args ...string) (string, error) {
@@ -75,7 +75,7 @@ func TestEnrolServeUpload(t *testing.T) {
 	}
 	fm := regexp.MustCompile(`fingerprint: ([0-9A-Fa-f:]+)\n`).FindStringSubmatch(sout.String())
 	require.NotNil(t, fm, sout.String())
-	pin, err := transport.ParseFingerprint(fm[1])
+	pin, err := certs.ParseFingerprint(fm[1])
 	require.NoError(t, err)
 	client := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{
 		InsecureSkipVerify: true, // verified by the pin below
@@ -116,7 +116,7 @@ func TestEnrolServeUpload(t *testing.T) {
 }
 
 func TestBadFlags(t *testing.T) {
-	for _, args := range [][]string{{"--cert", "x.pem"}, {"--plain-http", "--cert", "a", "--key", "b"}, {"--max-inflight", "0"}, {"--listen", "nonsense"}, {"--drain", "0s"}} {
+	for _, args := range [][]string{{"--cert", "x.pem"}, {"--plain-http", "--cert", "a", "--key", "b"}, {"--max-inflight", "0"}, {"--max-inflight-probe", "0"}, {"--min-rate", "0"}, {"--rate-window", "0s"}, {"--upload-timeout", "-1s"}, {"--max-zstd", "0"}, {"--listen", "nonsense"}, {"--drain", "0s"}} {
 		_, err := execute(t, append([]string{"--data", t.TempDir()}, args...)...)
 		assert.ErrorIs(t, err, cmdutil.ErrUsage, "%v", args)
 	}

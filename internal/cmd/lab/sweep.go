@@ -18,6 +18,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/mptester/mptester/internal/certs"
 	"github.com/mptester/mptester/internal/cmdutil"
 	"github.com/mptester/mptester/lab"
 	"github.com/mptester/mptester/lab/emu"
@@ -579,7 +580,7 @@ func sweepWorkerRun(ctx context.Context, opts *SweepWorkerOptions) error {
 	if err != nil {
 		return err
 	}
-	tlsCfg, err := transport.ClientTLS(lab.Server4.String(), opts.Pin, opts.Pin == "")
+	tlsCfg, err := certs.ClientTLS(lab.Server4.String(), opts.Pin, opts.Pin == "")
 	if err != nil {
 		return cmdutil.FlagErrorf("--pin: %v", err)
 	}

@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/mptester/mptester/internal/certs"
 	"github.com/mptester/mptester/lab"
 	"github.com/mptester/mptester/patterns"
 	"github.com/mptester/mptester/patterns/transport"
@@ -23,7 +24,7 @@ import (
 // lab.json and returns a stop function.
 func startTestServer(ctx context.Context, l *lab.Lab, log *slog.Logger) (func(), error) {
 	addrs := []string{lab.Server4.String(), lab.Server6.String()}
-	cert, fp, err := patterns.SelfSigned(addrs)
+	cert, fp, err := certs.SelfSigned(addrs)
 	if err != nil {
 		return nil, err
 	}

@@ -17,6 +17,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/mptester/mptester/internal/certs"
 	"github.com/mptester/mptester/internal/cmd"
 	"github.com/mptester/mptester/internal/cmdutil"
 	"github.com/mptester/mptester/lab"
@@ -273,7 +274,7 @@ func TestLabPatternReportEqualsEmulation(t *testing.T) {
 // startTestServer runs the patterns' test server in the lab's Internet
 // namespace on port, TCP (MPTCP accepted) and QUIC.
 func startTestServer(t *testing.T, l *labtest.Lab, port int) {
-	cert, _, err := patterns.SelfSigned([]string{lab.Server4.String(), lab.Server6.String()})
+	cert, _, err := certs.SelfSigned([]string{lab.Server4.String(), lab.Server6.String()})
 	require.NoError(t, err)
 	ln, err := l.Lab.ListenTCP(fmt.Sprintf(":%d", port), true)
 	require.NoError(t, err)

@@ -16,11 +16,11 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/mptester/mptester/collect/store"
+	"github.com/mptester/mptester/collect/storeinput"
 	"github.com/mptester/mptester/internal/buildinfo"
 	"github.com/mptester/mptester/internal/cmdutil"
 	"github.com/mptester/mptester/report/analysis"
 	"github.com/mptester/mptester/report/render"
-	"github.com/mptester/mptester/report/storeinput"
 )
 
 // Options for `mptester report`.

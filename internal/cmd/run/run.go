@@ -21,6 +21,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/mptester/mptester/capture"
+	"github.com/mptester/mptester/internal/certs"
 	"github.com/mptester/mptester/internal/cmdutil"
 	"github.com/mptester/mptester/internal/config"
 	"github.com/mptester/mptester/patterns"
@@ -261,7 +262,7 @@ MPTCP's max-delay ratio to each other transport (000 Fig. 8).`,
 func init() {
 	config.RegisterCheck("pattern", func(s string) error { _, err := patterns.Get(s); return err })
 	config.RegisterCheck("transport", func(s string) error { _, err := transport.Get(s); return err })
-	config.RegisterCheck("pin", func(s string) error { _, err := transport.ParseFingerprint(s); return err })
+	config.RegisterCheck("pin", func(s string) error { _, err := certs.ParseFingerprint(s); return err })
 }
 
 // applyConfig fills what the command line left unset from the config's run
@@ -506,7 +507,7 @@ func runRun(opts *Options) error {
 			if name == "" {
 				name = host
 			}
-			return transport.ClientTLS(name, opts.Pin, opts.Insecure)
+			return certs.ClientTLS(name, opts.Pin, opts.Insecure)
 		},
 		Check: checkRecord(ctx, paths, local, routeDev),
 		Emit: func(rec any) error {

@@ -17,6 +17,7 @@ import (
 
 	"github.com/miekg/dns"
 
+	"github.com/mptester/mptester/internal/certs"
 	"github.com/mptester/mptester/internal/cmdutil"
 	"github.com/mptester/mptester/patterns"
 	"github.com/mptester/mptester/patterns/transport"
@@ -41,7 +42,7 @@ func startServerQlog(t *testing.T, noMPTCP bool, qlogDir string) (tcpPort, quicP
 	if runtime.GOOS != "linux" {
 		t.Skip("loopback path binding is tested on Linux")
 	}
-	cert, pin, err := patterns.SelfSigned(nil)
+	cert, pin, err := certs.SelfSigned(nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -17,6 +17,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/mptester/mptester/internal/certs"
 	"github.com/mptester/mptester/internal/cmdutil"
 	"github.com/mptester/mptester/internal/config"
 	"github.com/mptester/mptester/patterns"
@@ -222,7 +223,7 @@ func serveRun(opts *Options) error {
 		err  error
 	)
 	if opts.CertFile != "" {
-		cert, fp, err = patterns.LoadCertificate(opts.CertFile, opts.KeyFile)
+		cert, fp, err = certs.Load(opts.CertFile, opts.KeyFile)
 		if err != nil {
 			return fmt.Errorf("%w: %w", cmdutil.ErrUsage, err)
 		}
@@ -230,15 +231,15 @@ func serveRun(opts *Options) error {
 		if err := os.MkdirAll(opts.State, 0o700); err != nil {
 			return fmt.Errorf("--state: %w", err)
 		}
-		file := filepath.Join(opts.State, "serve-cert.pem")
+		file := certs.IdentityFile(filepath.Join(opts.State, "serve-cert.pem"))
 		var created bool
-		if cert, fp, created, err = patterns.KeepSelfSigned(file, opts.Names); err != nil {
+		if cert, fp, created, err = certs.Keep(context.Background(), file, opts.Names); err != nil {
 			return err
 		}
 		if created {
-			opts.Logger.Info("self-signed certificate made and kept", "file", file)
+			opts.Logger.Info("self-signed certificate made and kept", "file", file.String())
 		}
-	} else if cert, fp, err = patterns.SelfSigned(opts.Names); err != nil {
+	} else if cert, fp, err = certs.SelfSigned(opts.Names); err != nil {
 		return err
 	}
 	if opts.QlogDir != "" {

@@ -37,7 +37,9 @@ whose sha256 equals the file's; one the server refuses (a 4xx other than
 401, 408, 429) moves to rejected/ with the answer; everything else is
 retried with exponential backoff and jitter, honouring Retry-After, and
 left for the next run. A lock keeps two runs (cron) from sending the same
-file. Exit 8 when results are still pending.
+file. Exit 8 when results are still pending, 9 when the collector's
+certificate is not the pinned one (not retried; the message names both
+fingerprints), 10 when the collector refused results (moved to rejected/).
 
 --status lists pending and rejected results without sending anything.`,
 		Example: `  mptester upload                 # from cron, or after an outage

@@ -1,4 +1,5 @@
-// Package storeinput feeds a collect store's runs to the report: the
+// Package storeinput feeds a collect store's runs to the report (it lives
+// under collect, so collect -> report is the only direction): the
 // index's read API (store.ListRuns, a page at a time) chooses the runs by
 // probe, command and start time, and each run's raw upload, as the server
 // kept it (on disk, or in the index for a small one), goes through the same normaliser as a file would. Only
@@ -6,14 +7,12 @@
 package storeinput
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"iter"
-	"os"
-	"path/filepath"
 	"strings"
 	"time"
 
@@ -111,21 +110,11 @@ func (s Source) input(ctx context.Context, r store.Run) analysis.Input {
 		return in
 	}
 	in.Open = func() (io.ReadCloser, error) {
-		if r.RawPath == "" {
-			return nil, errors.New("the store has no raw file for this run")
+		rc, err := store.OpenRaw(ctx, s.Store, s.Data, r)
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil, fmt.Errorf("%w (is --data the collect server's data directory?)", err)
 		}
-		if r.RawPath == store.RawInline { // a small upload, kept in the index
-			b, err := s.Store.GetRaw(ctx, r.RunID)
-			if err != nil {
-				return nil, fmt.Errorf("raw upload in the store: %w", err)
-			}
-			return io.NopCloser(bytes.NewReader(b)), nil
-		}
-		f, err := os.Open(filepath.Join(s.Data, r.RawPath))
-		if err != nil {
-			return nil, fmt.Errorf("raw upload: %w (is --data the collect server's data directory?)", err)
-		}
-		return f, nil
+		return rc, err
 	}
 	return in
 }
