@@ -97,11 +97,13 @@ func TestLabSurveyReportEqualsTruth(t *testing.T) {
 		require.NoError(t, err, "survey in the lab: %s", b)
 
 		s := truth.Summary
+		// The lab's wlan0 is Wi-Fi and wwan0 cellular: study 004's letters.
+		letter := map[string]string{"wlan0": "W", "wwan0": "L"}
 		un := reportCSV(t, "unresponsive", out)
 		require.Len(t, un, len(s.Cells))
 		for i, c := range s.Cells {
 			assert.Equal(t, []string{c.ProbePath + "/" + c.ResolvePath, fmt.Sprint(c.Targets), fmt.Sprint(c.Responsive),
-				fmt.Sprint(c.Unresponsive), fmt.Sprintf("%.2f", c.UnresponsivePct), "0", "0"}, un[i], "Table I row %d", i)
+				fmt.Sprint(c.Unresponsive), fmt.Sprintf("%.2f", c.UnresponsivePct), "0", "0", letter[c.ProbePath] + letter[c.ResolvePath]}, un[i], "Table I row %d", i)
 		}
 		t.Logf("Table I from the report: %v", un)
 		res := reportCSV(t, "resolution", out)
