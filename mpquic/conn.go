@@ -927,6 +927,9 @@ func (c *Conn) confirm() {
 	cs := c.cidSet(0)
 	cs.peer = append([]peerCID{first}, cs.peer...)
 	c.issueCIDs()
+	// An AddPath may wait with the new path's connection IDs already here
+	// (a peer may send them before HANDSHAKE_DONE).
+	notify(c.pathCIDReady)
 }
 
 func (c *Conn) discardSpace(si int) {

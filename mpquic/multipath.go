@@ -409,6 +409,11 @@ func (c *Conn) closeAbandoned(now time.Time) {
 	}
 }
 
+// addPathPoll is how long AddPath waits for a signal before it looks
+// again; every change it waits for also signals (pathCIDReady), so this is
+// only a safety net. Tests set it long to catch a missing signal.
+var addPathPoll = 50 * time.Millisecond
+
 // --- the client's API ---
 
 // Path is one path of a multipath connection.
@@ -496,7 +501,7 @@ func (c *Conn) AddPathStatus(ctx context.Context, packetConn net.PacketConn, rem
 			return nil, ctx.Err()
 		case <-c.ending:
 			return nil, ErrClosed
-		case <-time.After(50 * time.Millisecond):
+		case <-time.After(addPathPoll):
 		}
 		c.mu.Lock()
 	}
