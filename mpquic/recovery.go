@@ -122,6 +122,12 @@ type newReno struct {
 	inFlight      int
 	recoveryStart time.Time
 	cubic         cubic
+	// addrChanged: the peer's address changed then (path.go); a packet
+	// sent before it and lost went to the old address, which is no sign
+	// of congestion on the new one.
+	addrChanged time.Time
+	// congestionEvents counts window reductions on loss.
+	congestionEvents uint64
 
 	tokens   float64 // pacer budget in bytes
 	lastFill time.Time
@@ -197,9 +203,10 @@ func (cc *newReno) onAcked(p *sentPacket) {
 // trip (packets sent before the recovery period started).
 func (cc *newReno) onLost(p *sentPacket, now time.Time) {
 	cc.inFlight -= p.size
-	if !p.time.After(cc.recoveryStart) {
+	if !p.time.After(cc.recoveryStart) || !p.time.After(cc.addrChanged) {
 		return
 	}
+	cc.congestionEvents++
 	cc.recoveryStart = now
 	cc.ssthresh = cc.cubic.onCongestion(cc.cwnd, cc.mss)
 	cc.cwnd = cc.ssthresh
