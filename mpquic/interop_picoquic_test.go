@@ -436,5 +436,8 @@ func checkZeroCIDRefused(t *testing.T, r *pqRun) {
 	if len(r.pq.closesRecv) == 0 || r.pq.closesRecv[0].ErrorCode != uint64(ProtocolViolation) {
 		t.Fatalf("picoquic received CONNECTION_CLOSE %+v, want code 0x%x", r.pq.closesRecv, uint64(ProtocolViolation))
 	}
+	if want := "initial_max_path_id received in a packet with a zero-length connection ID"; r.pq.closesRecv[0].Reason != want {
+		t.Errorf("picoquic received the reason %q, want %q", r.pq.closesRecv[0].Reason, want)
+	}
 	t.Logf("picoquic received CONNECTION_CLOSE %+v", r.pq.closesRecv[0])
 }
