@@ -26,7 +26,7 @@ type pqRun struct {
 	pq      *pqQlog     // picoquic's qlog
 	pqOut   string      // picoquic's output
 	body    []byte
-	elapsed time.Duration // request to the body's last byte
+	elapsed time.Duration // the connection's start to the body's last byte
 	err     error         // Dial's or the transfer's, when opts.wantErr
 }
 
@@ -70,6 +70,7 @@ func mpquicToPicoquic(t *testing.T, ctx context.Context, o pqOpts) *pqRun {
 	srv.waitBound(t, ctx, port)
 	r := &pqRun{}
 	pc := udpOn(t, "127.0.0.1")
+	start := time.Now() // as picoquic counts: from the connection's start
 	c, err := Dial(ctx, pc, &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1), Port: port}, hqClientTLS(), o.conf)
 	if err != nil {
 		if o.wantErr {
@@ -89,7 +90,6 @@ func mpquicToPicoquic(t *testing.T, ctx context.Context, o pqOpts) *pqRun {
 			t.Fatalf("AddPath from %s: %v", o.second, err)
 		}
 	}
-	start := time.Now()
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
@@ -168,12 +168,54 @@ func picoquicToMPQUIC(t *testing.T, ctx context.Context, o pqOpts) *pqRun {
 	return r
 }
 
+// pqReference runs the same download between two picoquicdemos (server
+// and client options as given) and returns picoquic's own goodput figure:
+// the peer measured in the same run, for scripts/bench-interop.
+func pqReference(t *testing.T, size int, serverArgs, clientArgs []string) float64 {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	bin, certs := picoquicDemo(t)
+	www := t.TempDir()
+	if err := os.WriteFile(filepath.Join(www, "f"), testData(size, 7), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	port := freeUDPPort(t)
+	srv := startPicoquic(t, ctx, bin, append([]string{"-p", strconv.Itoa(port), "-c", filepath.Join(certs, "cert.pem"), "-k", filepath.Join(certs, "key.pem"), "-w", www, "-1"}, serverArgs...)...)
+	srv.waitBound(t, ctx, port)
+	cli := startPicoquic(t, ctx, bin, append(append([]string{"-a", hqALPN, "-n", pqSNI}, clientArgs...), "127.0.0.1", strconv.Itoa(port), "/f")...)
+	if err := cli.wait(t, ctx); err != nil {
+		t.Fatalf("picoquicdemo client (reference): %v", err)
+	}
+	srv.wait(t, ctx)
+	m := receivedRE.FindStringSubmatch(cli.output())
+	if m == nil || atoi(m[1]) != size {
+		t.Fatalf("picoquic reference: no complete download in its output")
+	}
+	sec, _ := strconv.ParseFloat(m[2], 64)
+	return float64(size) * 8 / sec / 1e6
+}
+
+// goodput logs the case's goodput beside picoquic<->picoquic's with the
+// same options, when MPTESTER_INTEROP_REFERENCE is set (bench-interop).
+func goodput(t *testing.T, r *pqRun, serverArgs, clientArgs []string) {
+	t.Helper()
+	if !benchMode() || r.elapsed <= 0 {
+		return
+	}
+	ref := pqReference(t, len(r.body), serverArgs, clientArgs)
+	t.Logf("goodput %s: mpquic %.1f Mbit/s, picoquic<->picoquic %.1f Mbit/s", t.Name(), mbps(len(r.body), r.elapsed), ref)
+}
+
 // checkPathBytes holds each mpquic path's byte counts to picoquic's for
 // the same path ID: what one side received, the other sent, less at most
 // what the sender declared lost (loopback drops datagrams when a socket
 // buffer is full), and a few datagrams in flight at the close.
 func checkPathBytes(t *testing.T, r *pqRun) {
 	t.Helper()
+	if r.pq.off {
+		return
+	}
 	for _, p := range r.paths {
 		id := int(p.ID)
 		checkDelivered(t, fmt.Sprintf("path %d: picoquic -> mpquic", id), r.pq.sent[id], r.pq.lost[id], p.BytesReceived)
@@ -197,6 +239,9 @@ func checkDelivered(t *testing.T, what string, sent, lost, received uint64) {
 // picoquic numbers a migrated path anew.
 func checkTotalBytes(t *testing.T, r *pqRun) {
 	t.Helper()
+	if r.pq.off {
+		return
+	}
 	s := r.conn.Stats()
 	checkDelivered(t, "picoquic -> mpquic", r.pq.total(r.pq.sent), r.pq.total(r.pq.lost), s.BytesReceived)
 	checkDelivered(t, "mpquic -> picoquic", s.BytesSent, s.PacketsLost*maxDatagramSize, r.pq.total(r.pq.recv))
@@ -237,16 +282,19 @@ func TestInteropPicoquic(t *testing.T) {
 			t.Error("multipath negotiated with a server that did not offer it")
 		}
 		checkPathBytes(t, r)
+		goodput(t, r, nil, nil)
 	})
 	t.Run("single/picoquic-client", func(t *testing.T) {
 		r := picoquicToMPQUIC(t, ctxFor(t), pqOpts{size: size})
 		checkPathBytes(t, r)
+		goodput(t, r, nil, nil)
 	})
 
 	t.Run("multipath/mpquic-client", func(t *testing.T) {
 		r := mpquicToPicoquic(t, ctxFor(t), pqOpts{size: size, pqArgs: []string{"-M"}, second: "127.0.0.2"})
 		checkPathBytes(t, r)
 		checkBothPaths(t, r)
+		goodput(t, r, []string{"-M"}, []string{"-M", "-A", "127.0.0.2/1"})
 	})
 	t.Run("multipath/picoquic-client", func(t *testing.T) {
 		r := picoquicToMPQUIC(t, ctxFor(t), pqOpts{size: size, pqArgs: []string{"-M", "-A", "127.0.0.2/1"}})
@@ -255,6 +303,7 @@ func TestInteropPicoquic(t *testing.T) {
 		}
 		checkPathBytes(t, r)
 		checkBothPaths(t, r)
+		goodput(t, r, []string{"-M"}, []string{"-M", "-A", "127.0.0.2/1"})
 	})
 
 	// A backup path carries nothing while the primary is healthy: picoquic
@@ -266,9 +315,10 @@ func TestInteropPicoquic(t *testing.T) {
 		if len(r.paths) != 2 || r.paths[1].Status != PathBackup {
 			t.Fatalf("paths %v: want path 1 as backup", r.paths)
 		}
-		if sh := r.share(1); sh >= 0.10 {
+		if sh := r.share(1); sh >= 0.10 && !r.pq.off {
 			t.Errorf("picoquic sent %.0f%% of the download on the backup path (want under 10%%)", 100*sh)
 		}
+		goodput(t, r, []string{"-M"}, []string{"-M", "-A", "127.0.0.2/1"})
 	})
 
 	t.Run("abandon/mpquic-client", func(t *testing.T) {
@@ -289,9 +339,10 @@ func TestInteropPicoquic(t *testing.T) {
 		if len(r.paths) > 1 && !r.paths[1].Abandoned {
 			t.Errorf("paths after the abandon: %v", r.paths)
 		}
-		if r.pq.sent[1] == 0 || r.pq.sent[0] == 0 {
+		if (r.pq.sent[1] == 0 || r.pq.sent[0] == 0) && !r.pq.off {
 			t.Errorf("picoquic sent %v: want both paths used", r.pq.sent)
 		}
+		goodput(t, r, []string{"-M"}, []string{"-M", "-A", "127.0.0.2/1"})
 	})
 
 	// Key updates: mpquic's after every 30 packets it sends as receiver
@@ -301,16 +352,19 @@ func TestInteropPicoquic(t *testing.T) {
 		r := mpquicToPicoquic(t, ctxFor(t), pqOpts{size: size, conf: &Config{KeyUpdateInterval: 30}})
 		checkPathBytes(t, r)
 		checkKeyUpdates(t, r, true)
+		goodput(t, r, nil, []string{"-u", "100"})
 	})
 	t.Run("keyupdate/mpquic-server-initiates", func(t *testing.T) {
 		r := picoquicToMPQUIC(t, ctxFor(t), pqOpts{size: size, conf: &Config{KeyUpdateInterval: 200}})
 		checkPathBytes(t, r)
 		checkKeyUpdates(t, r, true)
+		goodput(t, r, nil, []string{"-u", "100"})
 	})
 	t.Run("keyupdate/picoquic-client-initiates", func(t *testing.T) {
 		r := picoquicToMPQUIC(t, ctxFor(t), pqOpts{size: size, pqArgs: []string{"-u", "100"}})
 		checkPathBytes(t, r)
 		checkKeyUpdates(t, r, false)
+		goodput(t, r, nil, []string{"-u", "100"})
 	})
 
 	// NAT rebinding: picoquic's client moves to a new port mid-transfer
@@ -319,6 +373,7 @@ func TestInteropPicoquic(t *testing.T) {
 		r := picoquicToMPQUIC(t, ctxFor(t), pqOpts{size: size, pqArgs: []string{"-f", "1"}})
 		checkTotalBytes(t, r)
 		checkRebound(t, r)
+		goodput(t, r, nil, []string{"-f", "1"})
 	})
 	// Migration: picoquic's client moves to a new connection ID and port
 	// on purpose (-f 2 renews the ID, -f 3 migrates).
@@ -326,6 +381,7 @@ func TestInteropPicoquic(t *testing.T) {
 		r := picoquicToMPQUIC(t, ctxFor(t), pqOpts{size: size, pqArgs: []string{"-f", "3"}})
 		checkTotalBytes(t, r)
 		checkRebound(t, r)
+		goodput(t, r, nil, []string{"-f", "3"})
 	})
 
 	// Zero-length connection IDs: plain QUIC works with them; with
@@ -334,6 +390,7 @@ func TestInteropPicoquic(t *testing.T) {
 	t.Run("zero-cid/picoquic-client", func(t *testing.T) {
 		r := picoquicToMPQUIC(t, ctxFor(t), pqOpts{size: size, pqArgs: []string{"-I", "0"}})
 		checkPathBytes(t, r)
+		goodput(t, r, nil, []string{"-I", "0"})
 	})
 	t.Run("zero-cid-multipath/picoquic-client", func(t *testing.T) {
 		r := picoquicToMPQUIC(t, ctxFor(t), pqOpts{size: size, pqArgs: []string{"-I", "0", "-M"}, wantErr: true, pqFailOK: true})
@@ -366,6 +423,9 @@ func TestInteropPicoquic(t *testing.T) {
 
 func checkBothPaths(t *testing.T, r *pqRun) {
 	t.Helper()
+	if r.pq.off {
+		return
+	}
 	if len(r.paths) != 2 {
 		t.Fatalf("paths %v: want 2", r.paths)
 	}
@@ -398,6 +458,9 @@ func waitReceived(t *testing.T, c *Conn, n uint64) {
 // in key phase 1 both ways.
 func checkKeyUpdates(t *testing.T, r *pqRun, byUs bool) {
 	t.Helper()
+	if r.pq.off {
+		return
+	}
 	s := r.conn.Stats()
 	if byUs && s.KeyUpdatesInitiated == 0 {
 		t.Error("mpquic started no key update")
@@ -432,6 +495,9 @@ func checkZeroCIDRefused(t *testing.T, r *pqRun) {
 	t.Helper()
 	if r.conn != nil {
 		t.Fatalf("mpquic accepted a connection: multipath with a zero-length connection ID")
+	}
+	if r.pq.off {
+		return
 	}
 	if len(r.pq.closesRecv) == 0 || r.pq.closesRecv[0].ErrorCode != uint64(ProtocolViolation) {
 		t.Fatalf("picoquic received CONNECTION_CLOSE %+v, want code 0x%x", r.pq.closesRecv, uint64(ProtocolViolation))

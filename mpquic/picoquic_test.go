@@ -123,6 +123,11 @@ func (p *pqProc) output() string {
 	return p.stdout.String()
 }
 
+// benchMode: scripts/bench-interop measures goodput beside
+// picoquic<->picoquic; picoquic then writes no qlog (it slows it down
+// several times), and the checks that read it are skipped.
+func benchMode() bool { return os.Getenv("MPTESTER_INTEROP_REFERENCE") != "" }
+
 // startPicoquic runs picoquicdemo with args in a temporary directory.
 func startPicoquic(t *testing.T, ctx context.Context, bin string, args ...string) *pqProc {
 	t.Helper()
@@ -130,7 +135,11 @@ func startPicoquic(t *testing.T, ctx context.Context, bin string, args ...string
 	p := &pqProc{qlog: filepath.Join(dir, "qlog"), out: filepath.Join(dir, "out"), done: make(chan struct{})}
 	os.MkdirAll(p.qlog, 0o755)
 	os.MkdirAll(p.out, 0o755)
-	p.cmd = exec.CommandContext(ctx, bin, append([]string{"-q", p.qlog, "-o", p.out}, args...)...)
+	opts := []string{"-o", p.out}
+	if !benchMode() {
+		opts = append(opts, "-q", p.qlog)
+	}
+	p.cmd = exec.CommandContext(ctx, bin, append(opts, args...)...)
 	p.cmd.Dir = dir
 	r, w := io.Pipe()
 	p.cmd.Stdout, p.cmd.Stderr = w, w
@@ -226,6 +235,7 @@ type pqQlog struct {
 	sentPhase1, recvPhase1 int
 	closesSent, closesRecv []pqClose
 	messages               []string
+	off                    bool // no qlog written (benchMode)
 }
 
 type pqClose struct {
@@ -246,6 +256,9 @@ func (q *pqQlog) total(m map[int]uint64) uint64 {
 // layout: each event is [time, path, category, name, data]).
 func readPicoquicQlog(t *testing.T, dir string) *pqQlog {
 	t.Helper()
+	if benchMode() {
+		return &pqQlog{off: true, sent: map[int]uint64{}, recv: map[int]uint64{}, lost: map[int]uint64{}}
+	}
 	files, _ := filepath.Glob(filepath.Join(dir, "*.qlog"))
 	if len(files) != 1 {
 		t.Fatalf("picoquic qlog: %d files in %s", len(files), dir)
