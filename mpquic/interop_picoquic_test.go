@@ -184,13 +184,14 @@ func pqReference(t *testing.T, size int, serverArgs, clientArgs []string) float6
 	srv := startPicoquic(t, ctx, bin, append([]string{"-p", strconv.Itoa(port), "-c", filepath.Join(certs, "cert.pem"), "-k", filepath.Join(certs, "key.pem"), "-w", www, "-1"}, serverArgs...)...)
 	srv.waitBound(t, ctx, port)
 	cli := startPicoquic(t, ctx, bin, append(append([]string{"-a", hqALPN, "-n", pqSNI}, clientArgs...), "127.0.0.1", strconv.Itoa(port), "/f")...)
-	if err := cli.wait(t, ctx); err != nil {
-		t.Fatalf("picoquicdemo client (reference): %v", err)
-	}
+	cerr := cli.wait(t, ctx)
 	srv.wait(t, ctx)
 	m := receivedRE.FindStringSubmatch(cli.output())
-	if m == nil || atoi(m[1]) != size {
-		t.Fatalf("picoquic reference: no complete download in its output")
+	if cerr != nil || m == nil || atoi(m[1]) != size {
+		// picoquic against itself fails now and then (multipath:
+		// PROTOCOL_VIOLATION); that is the reference's, not this case's.
+		t.Logf("reference failed: picoquic<->picoquic %v:\n%s", cerr, tail(cli.output(), 12))
+		return 0
 	}
 	sec, _ := strconv.ParseFloat(m[2], 64)
 	return float64(size) * 8 / sec / 1e6
@@ -204,6 +205,9 @@ func goodput(t *testing.T, r *pqRun, serverArgs, clientArgs []string) {
 		return
 	}
 	ref := pqReference(t, len(r.body), serverArgs, clientArgs)
+	if ref == 0 {
+		return
+	}
 	t.Logf("goodput %s: mpquic %.1f Mbit/s, picoquic<->picoquic %.1f Mbit/s", t.Name(), mbps(len(r.body), r.elapsed), ref)
 }
 
