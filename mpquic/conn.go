@@ -119,6 +119,7 @@ type Conn struct {
 	pathsBlocked   bool // PATHS_BLOCKED owed (AddPath hit the limit)
 	pathCIDs       pathCIDsState
 	qlog           *qlogWriter // nil unless Config.Qlog
+	liaScratch     []liaPath   // congestion.go
 
 	// 1-RTT key update (RFC 9001 §6, keyupdate.go).
 	keyPhase    bool

@@ -44,7 +44,7 @@ type path struct {
 	dcidSeq  uint64
 	space    *pnSpace // the 1-RTT packet number space
 	rtt      rttStats
-	cc       *newReno
+	cc       *controller
 	ptoCount int
 
 	validated     bool
@@ -97,7 +97,7 @@ func (p *path) write(b []byte) error {
 }
 
 func (c *Conn) newPath(id uint32, pconn net.PacketConn, remote net.Addr) *path {
-	p := &path{id: id, pconn: pconn, remote: remote, cc: newNewReno(c.mss), gso: gsoCapable(pconn), df: setDontFragment(pconn),
+	p := &path{id: id, pconn: pconn, remote: remote, cc: c.newController(), gso: gsoCapable(pconn), df: setDontFragment(pconn),
 		validatedCh: make(chan struct{}), doneCh: make(chan struct{})}
 	p.space = newSpace()
 	p.space.kind, p.space.path = spaceApp, p

@@ -35,7 +35,7 @@ func (c *Conn) onPeerAddress(p *path, now time.Time) {
 	if !sameHost(c.from, p.remote) {
 		// The packets still in flight stay counted until acknowledged
 		// or lost.
-		fresh := newNewReno(c.mss)
+		fresh := c.newController()
 		fresh.inFlight = p.cc.inFlight
 		p.cc = fresh
 		p.rtt = rttStats{}
