@@ -225,8 +225,8 @@ func checkPathBytes(t *testing.T, r *pqRun) {
 		checkDelivered(t, fmt.Sprintf("path %d: picoquic -> mpquic", id), r.pq.sent[id], r.pq.lost[id], p.BytesReceived)
 		checkDelivered(t, fmt.Sprintf("path %d: mpquic -> picoquic", id), p.BytesSent, p.PacketsLost*uint64(p.MaxDatagramSize), r.pq.recv[id])
 	}
-	t.Logf("mpquic paths: %v; picoquic sent %v received %v; %d bytes in %v (%.0f Mbit/s)",
-		r.paths, r.pq.sent, r.pq.recv, len(r.body), r.elapsed.Round(time.Millisecond), mbps(len(r.body), r.elapsed))
+	t.Logf("mpquic paths: %v; picoquic sent %v received %v declared lost %v; %d bytes in %v (%.0f Mbit/s)",
+		r.paths, r.pq.sent, r.pq.recv, r.pq.lost, len(r.body), r.elapsed.Round(time.Millisecond), mbps(len(r.body), r.elapsed))
 }
 
 // checkDelivered: received is at most sent, and at least sent less what
@@ -343,6 +343,10 @@ func TestInteropPicoquic(t *testing.T) {
 		if len(r.paths) > 1 && !r.paths[1].Abandoned {
 			t.Errorf("paths after the abandon: %v", r.paths)
 		}
+		// Over the connection: picoquic's qlog may count what it sent on
+		// the abandoned path, and its losses, under another path (once in
+		// 33 runs path 0 came 240 KB short with no loss declared there).
+		checkTotalBytes(t, r)
 		if (r.pq.sent[1] == 0 || r.pq.sent[0] == 0) && !r.pq.off {
 			t.Errorf("picoquic sent %v: want both paths used", r.pq.sent)
 		}
