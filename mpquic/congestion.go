@@ -27,6 +27,12 @@ func CongestionControls() []CongestionControl {
 	return []CongestionControl{CongestionCUBIC, CongestionNewReno, CongestionLIA}
 }
 
+// ParseCongestionControl checks a controller's name.
+func ParseCongestionControl(s string) (CongestionControl, error) {
+	cc := CongestionControl(s)
+	return cc, cc.valid()
+}
+
 func (cc CongestionControl) valid() error {
 	for _, c := range CongestionControls() {
 		if cc == c {

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/mptester/mptester/mpquic"
 	"github.com/mptester/mptester/patterns/transport"
 	"github.com/mptester/mptester/probe"
 )
@@ -46,6 +47,8 @@ type RunOptions struct {
 	Logger *slog.Logger
 	// QlogDir, when set, receives a qlog trace per QUIC connection.
 	QlogDir string
+	// MPQUICCongestion is mpquic's congestion control (empty: CUBIC).
+	MPQUICCongestion mpquic.CongestionControl
 	// Emit receives every record as it is produced.
 	Emit func(rec any) error
 	// Check, when set, may relabel a test's record before it is emitted
@@ -264,7 +267,7 @@ func newTransport(o RunOptions, sv server, name string, paths []transport.PathRo
 	if err != nil {
 		return nil, err
 	}
-	return transport.New(name, transport.Options{Paths: paths, Family: f, TLS: tlsCfg, HTTP1: o.HTTP1, QlogDir: o.QlogDir})
+	return transport.New(name, transport.Options{Paths: paths, Family: f, TLS: tlsCfg, HTTP1: o.HTTP1, QlogDir: o.QlogDir, MPQUICCongestion: o.MPQUICCongestion})
 }
 
 // primaryOf is the first path that is not a backup (the first path when

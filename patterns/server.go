@@ -14,6 +14,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/mptester/mptester/mpquic"
 	"github.com/mptester/mptester/patterns/transport"
 	"github.com/mptester/mptester/patterns/wire"
 )
@@ -37,6 +38,8 @@ type ServerConfig struct {
 	Logger     *slog.Logger
 	// QlogDir, when set, receives a qlog trace per QUIC connection.
 	QlogDir string
+	// MPQUICCongestion is mpquic's congestion control (empty: CUBIC).
+	MPQUICCongestion mpquic.CongestionControl
 }
 
 // Bound is one listener of a running server.
@@ -136,7 +139,8 @@ func (s *Server) Start(ctx context.Context) error {
 			continue
 		}
 		o := transport.ListenOptions{Certificate: s.cfg.Certificate, StreamALPNs: s.streamALPNs(), HTTP: s.mux.HTTP,
-			Serves: serves, ReadTimeout: lim.ReadTimeout, IdleTimeout: lim.IdleTimeout, Logger: s.log, QlogDir: s.cfg.QlogDir}
+			Serves: serves, ReadTimeout: lim.ReadTimeout, IdleTimeout: lim.IdleTimeout, Logger: s.log, QlogDir: s.cfg.QlogDir,
+			MPQUICCongestion: s.cfg.MPQUICCongestion}
 		var opts []transport.ListenOptions
 		for _, sock := range s.cfg.Sockets[d.Name] {
 			o.Socket = sock

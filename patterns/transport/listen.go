@@ -7,6 +7,8 @@ import (
 	"net"
 	"net/http"
 	"time"
+
+	"github.com/mptester/mptester/mpquic"
 )
 
 // ListenOptions of a transport's server side.
@@ -35,6 +37,8 @@ type ListenOptions struct {
 	// QlogDir, when set, receives a qlog trace per QUIC connection
 	// (quic, mpquic; qlog.go).
 	QlogDir string
+	// MPQUICCongestion is mpquic's congestion control (empty: CUBIC).
+	MPQUICCongestion mpquic.CongestionControl
 }
 
 // Listener is a transport's server side.

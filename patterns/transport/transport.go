@@ -21,6 +21,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/mptester/mptester/mpquic"
 	"github.com/mptester/mptester/probe"
 )
 
@@ -121,6 +122,9 @@ type Options struct {
 	// QlogDir, when set, receives a qlog trace per QUIC connection
 	// (quic, quic-handover, mpquic; qlog.go).
 	QlogDir string
+	// MPQUICCongestion is mpquic's congestion control (mpquic.Config's
+	// Congestion; empty: CUBIC).
+	MPQUICCongestion mpquic.CongestionControl
 }
 
 // Primary is the path a connection starts on.

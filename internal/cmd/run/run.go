@@ -22,6 +22,7 @@ import (
 	"github.com/mptester/mptester/capture"
 	"github.com/mptester/mptester/internal/cmdutil"
 	"github.com/mptester/mptester/internal/config"
+	"github.com/mptester/mptester/mpquic"
 	"github.com/mptester/mptester/patterns"
 	"github.com/mptester/mptester/patterns/mobile"
 	"github.com/mptester/mptester/patterns/transport"
@@ -52,6 +53,8 @@ type Options struct {
 	AltPorts map[string]uint16
 	HTTP1    bool
 	QlogDir  string
+	// MPQUICCC is mpquic's congestion control (--mpquic-cc).
+	MPQUICCC string
 	Seed     int64
 	Pace     time.Duration
 	Timeout  time.Duration
@@ -206,6 +209,7 @@ MPTCP's max-delay ratio to each other transport (000 Fig. 8).`,
 	}
 	fl.BoolVar(&opts.HTTP1, "http1", false, "HTTP/1.1 instead of HTTP/2 over TCP")
 	fl.StringVar(&opts.QlogDir, "qlog", "", "write a qlog trace of every QUIC connection (quic, quic-handover, mpquic) to `DIR`/ODCID_client.sqlog")
+	fl.StringVar(&opts.MPQUICCC, "mpquic-cc", string(mpquic.CongestionCUBIC), "mpquic's congestion control of the paths it sends on: cubic, newreno, or lia (coupled, RFC 6356)")
 	fl.Int64Var(&opts.Seed, "seed", 0, "order of the tests (default: random, recorded in the output)")
 	fl.DurationVar(&opts.Pace, "pace", time.Second, "pause between tests")
 	fl.DurationVar(&opts.Timeout, "timeout", 0, "per-test timeout (default: from the pattern's duration)")
@@ -330,6 +334,9 @@ func check(opts *Options) error {
 		ch.Check("--pcap", fmt.Errorf("captures in --mode mobile only"))
 	}
 	ch.Check("--qlog", config.OutputDir(opts.QlogDir))
+	if _, err := mpquic.ParseCongestionControl(opts.MPQUICCC); err != nil && opts.MPQUICCC != "" {
+		ch.Check("--mpquic-cc", err)
+	}
 	return cmdutil.Usage(ch.Err())
 }
 
@@ -462,7 +469,7 @@ func runRun(opts *Options) error {
 	ro := patterns.RunOptions{Servers: opts.Servers, Ports: opts.Ports,
 		Patterns: opts.Patterns, Transports: opts.Transports, Paths: paths, Backup: opts.Backup, Families: fams, Params: opts.Params,
 		Seed: opts.Seed, Pace: opts.Pace, Timeout: opts.Timeout, ConnectTimeout: opts.ConnectTimeout, Stable: opts.Stable, Discover: opts.Discover, PollEvery: opts.PollEvery,
-		HTTP1: opts.HTTP1, QlogDir: opts.QlogDir, Logger: opts.Logger,
+		HTTP1: opts.HTTP1, QlogDir: opts.QlogDir, MPQUICCongestion: mpquic.CongestionControl(opts.MPQUICCC), Logger: opts.Logger,
 		TLS: func(host string) (*tls.Config, error) {
 			name := opts.ServerName
 			if name == "" {

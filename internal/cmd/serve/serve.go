@@ -18,6 +18,7 @@ import (
 
 	"github.com/mptester/mptester/internal/cmdutil"
 	"github.com/mptester/mptester/internal/config"
+	"github.com/mptester/mptester/mpquic"
 	"github.com/mptester/mptester/patterns"
 	"github.com/mptester/mptester/patterns/transport"
 )
@@ -37,6 +38,8 @@ type Options struct {
 	Names      []string
 	Limits     patterns.Limits
 	QlogDir    string
+	// MPQUICCC is mpquic's congestion control (--mpquic-cc).
+	MPQUICCC string
 	// Ready, when set, is called with the server once it listens (tests).
 	Ready func(*patterns.Server)
 }
@@ -109,6 +112,7 @@ accepting, let running tests finish (up to 10 s) and exit.`,
 	fl.DurationVar(&opts.Limits.ReadTimeout, "read-timeout", opts.Limits.ReadTimeout, "wait for a request or the next frame")
 	fl.DurationVar(&opts.Limits.IdleTimeout, "idle-timeout", opts.Limits.IdleTimeout, "close idle connections after")
 	fl.StringVar(&opts.QlogDir, "qlog", "", "write a qlog trace of every QUIC connection (quic, mpquic) to `DIR`/ODCID_server.sqlog")
+	fl.StringVar(&opts.MPQUICCC, "mpquic-cc", string(mpquic.CongestionCUBIC), "mpquic's congestion control of the paths it sends on: cubic, newreno, or lia (coupled, RFC 6356)")
 	return cmd
 }
 
@@ -152,6 +156,9 @@ func check(opts *Options) error {
 	ch.Check("--read-timeout", config.Positive(l.ReadTimeout))
 	ch.Check("--idle-timeout", config.Positive(l.IdleTimeout))
 	ch.Check("--qlog", config.OutputDir(opts.QlogDir))
+	if _, err := mpquic.ParseCongestionControl(opts.MPQUICCC); err != nil && opts.MPQUICCC != "" {
+		ch.Check("--mpquic-cc", err)
+	}
 	return cmdutil.Usage(ch.Err())
 }
 
@@ -181,7 +188,7 @@ func serveRun(opts *Options) error {
 		}
 	}
 	cfg := patterns.ServerConfig{Certificate: cert, Transports: opts.Transports, Limits: opts.Limits, Logger: opts.Logger,
-		Listen: map[string][]string{}, QlogDir: opts.QlogDir}
+		Listen: map[string][]string{}, QlogDir: opts.QlogDir, MPQUICCongestion: mpquic.CongestionControl(opts.MPQUICCC)}
 	for name, ports := range opts.Ports {
 		for _, p := range ports {
 			if p > 0 {
