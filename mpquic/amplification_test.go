@@ -82,18 +82,25 @@ func TestAmplificationLimitUnvalidatedAddress(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	sc := &spoofConn{PacketConn: udpLoopback(t), victim: udpLoopback(t)}
+	// What reaches the victim from the server's address: its port may have
+	// been another test's client before, whose server still sends there.
+	var server atomic.Pointer[string]
 	var toVictim atomic.Int64
 	go func() {
 		b := make([]byte, 2048)
 		for {
-			n, _, err := sc.victim.ReadFrom(b)
+			n, from, err := sc.victim.ReadFrom(b)
 			if err != nil {
 				return
 			}
-			toVictim.Add(int64(n))
+			if srv := server.Load(); srv != nil && from.String() == *srv {
+				toVictim.Add(int64(n))
+			}
 		}
 	}()
 	c, s := downloading(t, ctx, sc, 1<<20)
+	srvAddr := c.RemoteAddr().String()
+	server.Store(&srvAddr)
 	sc.spoof.Store(true)
 	// Keep the client's packets coming (from the victim's address): it
 	// reads what still arrives and asks for more on new streams.

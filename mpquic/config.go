@@ -57,6 +57,10 @@ type Config struct {
 	// AES-128-GCM's confidentiality limit (§6.6); negative: never on our
 	// own (the peer's updates are always followed).
 	KeyUpdateInterval int64
+	// Congestion is every path's congestion avoidance: CongestionCUBIC
+	// (default, each path on its own), CongestionNewReno, or CongestionLIA
+	// (the paths' increase coupled, RFC 6356).
+	Congestion CongestionControl
 	// Qlog, when set, is asked at the start of each connection for the
 	// writer of its qlog trace (JSON-SEQ, qlog.go; odcid is the original
 	// destination connection ID, the trace's group); nil: none. The
@@ -100,6 +104,12 @@ func (c *Config) withDefaults() (Config, error) {
 	}
 	if o.MinFailureTimeout < 0 {
 		return o, fmt.Errorf("mpquic: MinFailureTimeout %v is negative", o.MinFailureTimeout)
+	}
+	if o.Congestion == "" {
+		o.Congestion = CongestionCUBIC
+	}
+	if err := o.Congestion.valid(); err != nil {
+		return o, err
 	}
 	if o.MaxIdleTimeout == 0 {
 		o.MaxIdleTimeout = 30 * time.Second

@@ -128,6 +128,7 @@ type Conn struct {
 	pathsBlocked   bool // PATHS_BLOCKED owed (AddPath hit the limit)
 	pathCIDs       pathCIDsState
 	qlog           *qlogWriter // nil unless Config.Qlog
+	liaScratch     []liaPath   // congestion.go
 
 	// 1-RTT key update (RFC 9001 §6, keyupdate.go).
 	keyPhase    bool
@@ -911,10 +912,14 @@ func (c *Conn) setPeerParams(b []byte) error {
 		return transportErr(TransportParameterError, 0, "initial_source_connection_id does not match")
 	}
 	// Multipath only when both sides offer it (draft-ietf-quic-multipath-21
-	// §"initial_max_path_id"), and never with zero-length connection IDs.
+	// §"Handshake Negotiation and Transport Parameter"). An endpoint
+	// offering it must use non-zero-length connection IDs both ways, and
+	// the parameter arriving in a packet with a zero-length one is a
+	// PROTOCOL_VIOLATION. Ours are never empty; the peer's source ID in
+	// the packets that carry its parameters is its initial_source_connection_id.
 	if p.InitialMaxPathID != nil && !c.conf.DisableMultipath {
-		if len(p.InitialSCID) == 0 {
-			return transportErr(ProtocolViolation, 0, "initial_max_path_id with a zero-length connection ID")
+		if len(p.InitialSCID) == 0 || len(c.scid) == 0 {
+			return transportErr(ProtocolViolation, 0, "initial_max_path_id received in a packet with a zero-length connection ID")
 		}
 		c.multipath = true
 		c.peerMaxPathID = *p.InitialMaxPathID
@@ -950,6 +955,9 @@ func (c *Conn) confirm() {
 	cs := c.cidSet(0)
 	cs.peer = append([]peerCID{first}, cs.peer...)
 	c.issueCIDs()
+	// An AddPath may wait with the new path's connection IDs already here
+	// (a peer may send them before HANDSHAKE_DONE).
+	notify(c.pathCIDReady)
 }
 
 func (c *Conn) discardSpace(si int) {

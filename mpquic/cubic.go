@@ -5,14 +5,15 @@ import (
 	"time"
 )
 
-// CUBIC (RFC 9438) replaces NewReno's congestion avoidance and its halving
+// CUBIC (RFC 9438), the default avoidance (congestion.go), replaces New
+// Reno's congestion avoidance and its halving
 // (RFC 9002 §7 allows any controller of its family): after a loss the
 // window drops to 0.7 of itself and grows back along a cubic curve toward
 // the window where the loss happened, and never slower than Reno would
 // (the Reno-friendly estimate, §4.3, here at quic-go's pace: it runs Reno
 // with β = 0.7, see renoAlpha). With NewReno mpquic reached 0.67-0.89 of its goodput over a 20 Mbit/s lab path with
 // 0.5% loss (docs/benchmarks.md). Slow start, HyStart++, recovery periods
-// and pacing stay newReno's.
+// and pacing are the controller's (recovery.go).
 const (
 	cubicC    = 0.4 // RFC 9438 §5.1, in segments per second cubed
 	cubicBeta = 0.7

@@ -13,7 +13,7 @@ import (
 // as §4.3 wants; 1000 packets at 100 ms is CUBIC's own region.)
 func TestCubicRecoversAlongItsCurve(t *testing.T) {
 	const mss = 1200
-	cc := newNewReno(mss)
+	cc := newController(mss, &cubic{})
 	cc.ssthresh = 0 // congestion avoidance
 	cc.cwnd = 1000 * mss
 	start := time.Unix(1000, 0)
@@ -22,14 +22,14 @@ func TestCubicRecoversAlongItsCurve(t *testing.T) {
 		t.Fatalf("window after a loss %d, want %d", cc.cwnd, 700*mss)
 	}
 	k := math.Cbrt(300 / cubicC) // seconds
-	cc.cubic.rtt = 100 * time.Millisecond
+	cc.avoid.setRTT(100 * time.Millisecond)
 	now := start.Add(2 * time.Millisecond)
 	var reached time.Duration
 	for i := 0; i < 20000 && reached == 0; i++ {
 		now = now.Add(time.Millisecond)
 		// one window's worth of ACKs per 100 ms RTT
 		for n := 0; n < cc.cwnd/mss/100; n++ {
-			cc.cwnd = cc.cubic.grow(cc.cwnd, mss, mss, now)
+			cc.cwnd = cc.avoid.grow(cc.cwnd, mss, mss, now)
 		}
 		if cc.cwnd >= 1000*mss {
 			reached = now.Sub(start)
@@ -46,18 +46,18 @@ func TestCubicRecoversAlongItsCurve(t *testing.T) {
 // Reno does, not RFC 9438's 0.53 (0.86x quic-go's goodput there).
 func TestCubicRenoFriendlyGrowsOneSegmentPerRTT(t *testing.T) {
 	const mss = 1200
-	cc := newNewReno(mss)
+	cc := newController(mss, &cubic{})
 	cc.ssthresh = 0
 	cc.cwnd = 20 * mss
 	start := time.Unix(1000, 0)
 	cc.onLost(&sentPacket{size: mss, time: start.Add(time.Millisecond)}, start.Add(time.Millisecond))
-	cc.cubic.rtt = 20 * time.Millisecond
+	cc.avoid.setRTT(20 * time.Millisecond)
 	after := cc.cwnd
 	now := start.Add(2 * time.Millisecond)
 	for range 10 { // ten RTTs, a window of ACKs each
 		now = now.Add(20 * time.Millisecond)
 		for range cc.cwnd / mss {
-			cc.cwnd = cc.cubic.grow(cc.cwnd, mss, mss, now)
+			cc.cwnd = cc.avoid.grow(cc.cwnd, mss, mss, now)
 		}
 	}
 	if got := float64(cc.cwnd-after) / mss; got < 9 || got > 11 {

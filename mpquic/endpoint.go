@@ -77,29 +77,29 @@ func (c *Conn) err() error {
 	return c.closeErr
 }
 
-// readLoop feeds a client connection the datagrams of one path's socket.
+// readLoop feeds a client connection the datagrams of one path's socket,
+// in batches where the socket allows (rxbatch_linux.go).
 func (c *Conn) readLoop(p *path) {
+	br := newBatchReader(p.pconn)
 	for {
 		bp := bufPool.Get().(*[]byte)
-		n, from, err := p.pconn.ReadFrom(*bp)
+		var n int
+		var from net.Addr
+		var err error
+		if br != nil {
+			var b []byte
+			if b, from, err = br.nextDatagram(); err == nil {
+				n = copy(*bp, b) // a datagram is at most readBufSize
+			}
+		} else {
+			n, from, err = p.pconn.ReadFrom(*bp)
+		}
 		if err != nil {
 			bufPool.Put(bp)
-			if c.isDone() || p.stopRead.Load() {
+			if c.readFailed(p, err) {
 				return
 			}
-			var ne net.Error
-			if errors.As(err, &ne) && ne.Timeout() {
-				continue
-			}
-			c.mu.Lock()
-			if p.id == 0 {
-				c.terminate(err)
-			} else if !p.abandoned && c.livePaths() > 1 {
-				c.abandonPath(p, uint64(ApplicationAbandonPath), time.Now()) // the socket is gone
-				c.signal()
-			}
-			c.mu.Unlock()
-			return
+			continue
 		}
 		if p.stopRead.Load() {
 			bufPool.Put(bp)
@@ -117,6 +117,26 @@ func (c *Conn) readLoop(p *path) {
 			return
 		}
 	}
+}
+
+// readFailed handles a path socket's read error: true if the reader ends.
+func (c *Conn) readFailed(p *path, err error) bool {
+	if c.isDone() || p.stopRead.Load() {
+		return true
+	}
+	var ne net.Error
+	if errors.As(err, &ne) && ne.Timeout() {
+		return false
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if p.id == 0 {
+		c.terminate(err)
+	} else if !p.abandoned && c.livePaths() > 1 {
+		c.abandonPath(p, uint64(ApplicationAbandonPath), time.Now()) // the socket is gone
+		c.signal()
+	}
+	return true
 }
 
 // CloseWithError closes the connection with an application error code

@@ -44,7 +44,7 @@ type path struct {
 	dcidSeq  uint64
 	space    *pnSpace // the 1-RTT packet number space
 	rtt      rttStats
-	cc       *newReno
+	cc       *controller
 	ptoCount int
 
 	validated     bool
@@ -97,7 +97,7 @@ func (p *path) write(b []byte) error {
 }
 
 func (c *Conn) newPath(id uint32, pconn net.PacketConn, remote net.Addr) *path {
-	p := &path{id: id, pconn: pconn, remote: remote, cc: newNewReno(c.mss), gso: gsoCapable(pconn), df: setDontFragment(pconn),
+	p := &path{id: id, pconn: pconn, remote: remote, cc: c.newController(), gso: gsoCapable(pconn), df: setDontFragment(pconn),
 		validatedCh: make(chan struct{}), doneCh: make(chan struct{})}
 	p.space = newSpace()
 	p.space.kind, p.space.path = spaceApp, p
@@ -409,6 +409,11 @@ func (c *Conn) closeAbandoned(now time.Time) {
 	}
 }
 
+// addPathPoll is how long AddPath waits for a signal before it looks
+// again; every change it waits for also signals (pathCIDReady), so this is
+// only a safety net. Tests set it long to catch a missing signal.
+var addPathPoll = 50 * time.Millisecond
+
 // --- the client's API ---
 
 // Path is one path of a multipath connection.
@@ -496,7 +501,7 @@ func (c *Conn) AddPathStatus(ctx context.Context, packetConn net.PacketConn, rem
 			return nil, ctx.Err()
 		case <-c.ending:
 			return nil, ErrClosed
-		case <-time.After(50 * time.Millisecond):
+		case <-time.After(addPathPoll):
 		}
 		c.mu.Lock()
 	}

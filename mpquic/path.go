@@ -10,7 +10,8 @@ import (
 // the client moved), the server sends from then on to that address and
 // validates it with PATH_CHALLENGE; a new path also gets a fresh
 // congestion controller and RTT estimate unless only the port changed
-// (§9.4).
+// (§9.4). Packets sent before the change and then lost are retransmitted
+// without a congestion event: they went to the address the peer left.
 
 func sameAddr(a, b net.Addr) bool {
 	ua, ok1 := a.(*net.UDPAddr)
@@ -32,9 +33,17 @@ func (c *Conn) onPeerAddress(p *path, now time.Time) {
 		return
 	}
 	if !sameHost(c.from, p.remote) {
-		p.cc = newNewReno(c.mss)
+		// The packets still in flight stay counted until acknowledged
+		// or lost.
+		fresh := c.newController()
+		fresh.inFlight = p.cc.inFlight
+		p.cc = fresh
 		p.rtt = rttStats{}
 	}
+	// What is in flight went to the old address: its loss is the move's,
+	// not congestion (a port-only change keeps the window, §9.4, and a
+	// NAT rebinding must not halve it either).
+	p.cc.addrChanged = now
 	p.remote, p.local = c.from, c.local
 	var d [8]byte
 	copy(d[:], randomID(8))

@@ -2,6 +2,7 @@ package mpquic
 
 import (
 	"context"
+	"encoding/binary"
 	"io"
 	"net"
 	"sync"
@@ -141,5 +142,74 @@ func TestServerFollowsRebinding(t *testing.T) {
 	}
 	if validated != 1 {
 		t.Fatalf("%d paths validated, want the new one", validated)
+	}
+}
+
+// A NAT rebinding mid-download loses what was in flight to the old port;
+// the server retransmits it but keeps its window (RFC 9000 §9.4 lets a
+// port-only change keep the congestion state, and those losses say
+// nothing of the new path). The server's socket is a 40 Mbit/s bottleneck
+// whose queue holds the whole transfer, so no loss is congestion: the
+// window must never be reduced. (Before, it was halved at the rebinding
+// and left in congestion avoidance; against picoquic's delayed ACKs a
+// 10 MB transfer then took 8 times as long.)
+func TestRebindingLossesAreNoCongestion(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	stls, ctls := testTLS(t)
+	shaped := newShapedConn(t, 40e6, 4096)
+	l, err := Listen(shaped, stls, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	accepted := make(chan *Conn, 1)
+	go serveEach(ctx, func(ctx context.Context) (*Conn, error) {
+		c, err := l.Accept(ctx)
+		if err == nil {
+			accepted <- c
+		}
+		return c, err
+	}, (*Conn).AcceptStream, func(s *Stream) {
+		var n [8]byte
+		if _, err := io.ReadFull(s, n[:]); err == nil {
+			s.Write(make([]byte, binary.BigEndian.Uint64(n[:])))
+		}
+		s.Close()
+	})
+	rc := newRebindConn(t)
+	c, err := Dial(ctx, rc, l.Addr(), ctls, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.CloseWithError(0, "")
+	srv := <-accepted
+	const total = 3 << 20
+	s, err := download(ctx, c, total)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := io.ReadFull(s, make([]byte, 512<<10)); err != nil {
+		t.Fatal(err)
+	}
+	rc.Rebind(t)
+	// The server learns the new address from the client's next packet.
+	if _, err := download(ctx, c, 1); err != nil {
+		t.Fatal(err)
+	}
+	s.SetReadDeadline(time.Now().Add(20 * time.Second))
+	if _, err := io.ReadFull(s, make([]byte, total-512<<10)); err != nil {
+		t.Fatal(err)
+	}
+	srv.mu.Lock()
+	p := srv.p0()
+	events, lost, cwnd := p.cc.congestionEvents, p.packetsLost, p.cc.cwnd
+	srv.mu.Unlock()
+	t.Logf("server: %d packets lost, %d congestion events, cwnd %d, queue drops %d", lost, events, cwnd, shaped.drops.Load())
+	if lost == 0 {
+		t.Fatal("nothing was lost at the rebinding: the test did not rebind mid-flight")
+	}
+	if shaped.drops.Load() == 0 && events > 0 {
+		t.Fatalf("%d congestion events with no datagram dropped by the bottleneck: the rebinding's losses were taken as congestion", events)
 	}
 }

@@ -50,6 +50,9 @@ type qlogEvent struct {
 			PacketType string  `json:"packet_type"`
 			PathID     *uint32 `json:"path_id"`
 		} `json:"header"`
+		Frames []struct {
+			FrameType string `json:"frame_type"`
+		} `json:"frames"`
 		PathID  *uint32 `json:"path_id"`
 		State   string  `json:"state"`
 		Trigger string  `json:"trigger"`
@@ -125,12 +128,19 @@ func TestQlogTrace(t *testing.T) {
 			t.Fatalf("header %v", hdr)
 		}
 		sent := map[uint32]uint64{}
+		sentFrames := map[string]int{}
 		names := map[string]int{}
 		paths := map[string]int{}
 		for _, e := range evs {
 			names[e.Name]++
 			if e.Name == "transport:packet_sent" {
 				sent[*e.Data.Header.PathID]++
+				if len(e.Data.Frames) == 0 {
+					t.Fatalf("client %v: packet_sent without its frames: %+v", side.isClient, e)
+				}
+				for _, f := range e.Data.Frames {
+					sentFrames[f.FrameType]++
+				}
 			}
 			if e.Name == "multipath:path_updated" {
 				paths[e.Data.State]++
@@ -145,6 +155,57 @@ func TestQlogTrace(t *testing.T) {
 			paths["new"] != 1 || paths["validated"] != 1 || evs[len(evs)-1].Name != "transport:connection_closed" {
 			t.Errorf("client %v: events %v, path states %v, last %q", side.isClient, names, paths, evs[len(evs)-1].Name)
 		}
+		// What each side sent: the transfer, its ACKs, the path's
+		// validation.
+		for _, ft := range []string{"stream", "ack", "path_ack", "path_challenge", "path_response", "crypto"} {
+			if sentFrames[ft] == 0 && (ft != "path_challenge" || side.isClient) && (ft != "path_response" || !side.isClient) {
+				t.Errorf("client %v: no %s frame in the packet_sent events (%v)", side.isClient, ft, sentFrames)
+			}
+		}
 		t.Logf("client %v: %d events %v", side.isClient, len(evs), names)
+	}
+}
+
+// A backup path's PATH_STATUS_BACKUP goes on the path itself until the
+// path is validated: a peer may ignore a status naming a path ID it has
+// not had a packet on yet. The client's qlog shows where each was sent.
+func TestBackupStatusOnItsPath(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	sink := &qlogSink{traces: map[bool]*bytes.Buffer{}, closed: map[bool]bool{}}
+	mp := newMPPair(t, ctx, udpLoopback(t), nil, &Config{Qlog: sink.open})
+	exchange(t, ctx, mp.open, []byte("hello"))
+	if _, err := mp.c.AddPathStatus(ctx, udpLoopback(t), mp.l.Addr(), PathBackup); err != nil {
+		t.Fatal(err)
+	}
+	exchange(t, ctx, mp.open, testData(256<<10, 3))
+	if st := pathStat(t, mp.server(t), 1).Status; st != PathBackup {
+		t.Fatalf("server sees path 1 as %v", st)
+	}
+	mp.c.CloseWithError(0, "")
+	<-mp.c.Done()
+	sink.mu.Lock()
+	_, evs := parseQlog(t, sink.traces[true].Bytes())
+	sink.mu.Unlock()
+	validated, onPath := false, 0
+	for _, e := range evs {
+		if e.Name == "multipath:path_updated" && *e.Data.PathID == 1 && e.Data.State == "validated" {
+			validated = true
+		}
+		if e.Name != "transport:packet_sent" {
+			continue
+		}
+		for _, f := range e.Data.Frames {
+			if f.FrameType != "path_status_backup" {
+				continue
+			}
+			if pid := *e.Data.Header.PathID; pid != 1 && !validated {
+				t.Fatalf("PATH_STATUS_BACKUP for path 1 sent on path %d before path 1 was validated", pid)
+			}
+			onPath++
+		}
+	}
+	if onPath == 0 {
+		t.Fatal("no PATH_STATUS_BACKUP in the client's packet_sent events")
 	}
 }

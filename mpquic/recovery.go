@@ -113,15 +113,25 @@ func (r *rttStats) lossDelay() time.Duration {
 	return max(d, granularity)
 }
 
-// newReno is RFC 9002 §7's congestion controller, in bytes, with a pacer
+// controller is a path's congestion control (RFC 9002 §7), in bytes:
+// the window, slow start with HyStart++, recovery periods, and a pacer
 // (§7.7) that spreads a window over the smoothed RTT at 5/4 of cwnd/srtt.
-type newReno struct {
+// How the window shrinks on a congestion event and grows in congestion
+// avoidance is its avoidance's: CUBIC (the default), New Reno or LIA
+// (Config.Congestion).
+type controller struct {
 	mss           int
 	cwnd          int
 	ssthresh      int
 	inFlight      int
 	recoveryStart time.Time
-	cubic         cubic
+	avoid         avoidance
+	// addrChanged: the peer's address changed then (path.go); a packet
+	// sent before it and lost went to the old address, which is no sign
+	// of congestion on the new one.
+	addrChanged time.Time
+	// congestionEvents counts window reductions on loss.
+	congestionEvents uint64
 
 	tokens   float64 // pacer budget in bytes
 	lastFill time.Time
@@ -146,8 +156,8 @@ const (
 
 // onRTTSample feeds HyStart++ one sample taken when packet largest was
 // acknowledged; nextPN is the next packet number to be sent.
-func (cc *newReno) onRTTSample(rtt time.Duration, largest, nextPN uint64) {
-	cc.cubic.rtt = rtt
+func (cc *controller) onRTTSample(rtt time.Duration, largest, nextPN uint64) {
+	cc.avoid.setRTT(rtt)
 	if cc.cwnd >= cc.ssthresh {
 		return
 	}
@@ -170,14 +180,14 @@ func (cc *newReno) onRTTSample(rtt time.Duration, largest, nextPN uint64) {
 	}
 }
 
-func newNewReno(mss int) *newReno {
-	return &newReno{mss: mss, cwnd: initialWindowPkts * mss, ssthresh: math.MaxInt}
+func newController(mss int, avoid avoidance) *controller {
+	return &controller{mss: mss, cwnd: initialWindowPkts * mss, ssthresh: math.MaxInt, avoid: avoid}
 }
 
-func (cc *newReno) canSend(size int) bool { return cc.inFlight+size <= cc.cwnd }
-func (cc *newReno) onSent(size int)       { cc.inFlight += size }
+func (cc *controller) canSend(size int) bool { return cc.inFlight+size <= cc.cwnd }
+func (cc *controller) onSent(size int)       { cc.inFlight += size }
 
-func (cc *newReno) onAcked(p *sentPacket) {
+func (cc *controller) onAcked(p *sentPacket) {
 	cc.inFlight -= p.size
 	if !p.time.After(cc.recoveryStart) {
 		return
@@ -190,34 +200,35 @@ func (cc *newReno) onAcked(p *sentPacket) {
 		cc.cwnd += p.size
 		return
 	}
-	cc.cwnd = cc.cubic.grow(cc.cwnd, cc.mss, p.size, time.Now())
+	cc.cwnd = cc.avoid.grow(cc.cwnd, cc.mss, p.size, time.Now())
 }
 
 // onLost removes lost bytes from flight; one congestion event per round
 // trip (packets sent before the recovery period started).
-func (cc *newReno) onLost(p *sentPacket, now time.Time) {
+func (cc *controller) onLost(p *sentPacket, now time.Time) {
 	cc.inFlight -= p.size
-	if !p.time.After(cc.recoveryStart) {
+	if !p.time.After(cc.recoveryStart) || !p.time.After(cc.addrChanged) {
 		return
 	}
+	cc.congestionEvents++
 	cc.recoveryStart = now
-	cc.ssthresh = cc.cubic.onCongestion(cc.cwnd, cc.mss)
+	cc.ssthresh = cc.avoid.onCongestion(cc.cwnd, cc.mss)
 	cc.cwnd = cc.ssthresh
 }
 
-func (cc *newReno) onPersistentCongestion() {
+func (cc *controller) onPersistentCongestion() {
 	cc.cwnd = minimumWindowPkts * cc.mss
 	cc.recoveryStart = time.Time{}
-	cc.cubic.epoch = time.Time{}
+	cc.avoid.reset()
 }
 
 // discard drops packets of a discarded space from flight without a
 // congestion signal (RFC 9002 §6.4).
-func (cc *newReno) discard(p *sentPacket) { cc.inFlight -= p.size }
+func (cc *controller) discard(p *sentPacket) { cc.inFlight -= p.size }
 
 // pace reports when a packet of size may go: zero if now. Before the first
 // RTT sample it does not pace.
-func (cc *newReno) pace(now time.Time, size int, srtt time.Duration, hasSample bool) time.Time {
+func (cc *controller) pace(now time.Time, size int, srtt time.Duration, hasSample bool) time.Time {
 	if !hasSample || srtt <= 0 {
 		return time.Time{}
 	}
@@ -242,4 +253,4 @@ func (cc *newReno) pace(now time.Time, size int, srtt time.Duration, hasSample b
 	return now.Add(max(wait, 100*time.Microsecond))
 }
 
-func (cc *newReno) onPaced(size int) { cc.tokens -= float64(size) }
+func (cc *controller) onPaced(size int) { cc.tokens -= float64(size) }

@@ -280,6 +280,12 @@ func (c *Conn) sealPlan(now time.Time, p *path, pl *plan, buf []byte) ([]byte, *
 		panic("mpquic: " + err.Error()) // lengths are ours
 	}
 	hl := len(buf) - start
+	var frames []Frame
+	if c.qlog != nil {
+		// The frames as the peer will parse them, before sealing
+		// overwrites the payload; only when tracing.
+		frames, _ = ParseFrames(pl.payload, spacePacketTypes[pl.si], c.multipath)
+	}
 	buf = append(buf, pl.payload...)
 	pkt, err := c.spaces[pl.si].seal.ProtectInPlace(buf[start:], hl, pl.pn, pid)
 	if err != nil {
@@ -293,7 +299,7 @@ func (c *Conn) sealPlan(now time.Time, p *path, pl *plan, buf []byte) ([]byte, *
 		c.sentInPhase(pid, pl.pn)
 	}
 	if c.qlog != nil {
-		c.qlog.packet(now, "transport:packet_sent", pl.si, pid, pl.pn, len(pkt), nil)
+		c.qlog.packet(now, "transport:packet_sent", pl.si, pid, pl.pn, len(pkt), frames)
 	}
 	if pl.hasAck {
 		sp.ackAt = time.Time{}
@@ -382,6 +388,14 @@ func (c *Conn) fillPathFrames(pl *plan, b []byte, avail int) []byte {
 		p.challengeSent = true
 		pl.pathProbe = true
 	}
+	// A path's status goes first on the path itself: a peer may ignore a
+	// status for a path ID it has not seen a packet on yet (picoquic
+	// does), and the draft lets it ride with the path's first packets.
+	if p.sendStatus && !p.abandoned && avail-len(b) >= 16 {
+		b = PathStatusFrame{PathID: uint64(p.id), Seq: p.statusSeq, Backup: p.localBackup}.Append(b)
+		pl.frames = append(pl.frames, sentFrame{kind: sfPathStatus, pid: p.id, id: p.statusSeq})
+		p.sendStatus = false
+	}
 	for len(p.responses) > 0 && avail-len(b) >= 16 {
 		b = PathResponseFrame{Data: p.responses[0]}.Append(b)
 		pl.frames = append(pl.frames, sentFrame{kind: sfAck})
@@ -468,11 +482,18 @@ func (c *Conn) fillControl(pl *plan, b []byte, avail int) []byte {
 		if p.sendAbandon && add(PathAbandonFrame{PathID: uint64(p.id), ErrorCode: p.abandonCode}, sentFrame{kind: sfPathAbandon, pid: p.id}) {
 			p.sendAbandon = false
 		}
-		if p.sendStatus && !p.abandoned && add(PathStatusFrame{PathID: uint64(p.id), Seq: p.statusSeq, Backup: p.localBackup}, sentFrame{kind: sfPathStatus, pid: p.id, id: p.statusSeq}) {
+		if p.sendStatus && !p.abandoned && c.peerKnowsPath(p) && add(PathStatusFrame{PathID: uint64(p.id), Seq: p.statusSeq, Backup: p.localBackup}, sentFrame{kind: sfPathStatus, pid: p.id, id: p.statusSeq}) {
 			p.sendStatus = false
 		}
 	}
 	return b
+}
+
+// peerKnowsPath: the peer has had a packet on p (its PATH_RESPONSE came
+// back), or opened p itself, so a frame naming p's ID on another path is
+// not one it may drop as naming an unknown path.
+func (c *Conn) peerKnowsPath(p *path) bool {
+	return p.id == 0 || !c.isClient || p.validated
 }
 
 // fillStreams adds stream signals and data, round robin over active streams.

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/mptester/mptester/mpquic"
 	"github.com/mptester/mptester/patterns/transport"
 	"github.com/mptester/mptester/probe"
 	"github.com/mptester/mptester/probe/nw"
@@ -52,6 +53,8 @@ type RunOptions struct {
 	QlogDir string
 	// MPTCPService is the multipath service of mptcp on macOS (0: default).
 	MPTCPService nw.Service
+	// MPQUICCongestion is mpquic's congestion control (empty: CUBIC).
+	MPQUICCongestion mpquic.CongestionControl
 	// Emit receives every record as it is produced.
 	Emit func(rec any) error
 	// Check, when set, may relabel a test's record before it is emitted
@@ -270,7 +273,7 @@ func newTransport(o RunOptions, sv server, name string, paths []transport.PathRo
 	if err != nil {
 		return nil, err
 	}
-	return transport.New(name, transport.Options{Paths: paths, Family: f, TLS: tlsCfg, HTTP1: o.HTTP1, QlogDir: o.QlogDir, MPTCPService: o.MPTCPService})
+	return transport.New(name, transport.Options{Paths: paths, Family: f, TLS: tlsCfg, HTTP1: o.HTTP1, QlogDir: o.QlogDir, MPTCPService: o.MPTCPService, MPQUICCongestion: o.MPQUICCongestion})
 }
 
 // primaryOf is the first path that is not a backup (the first path when

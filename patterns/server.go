@@ -14,6 +14,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/mptester/mptester/mpquic"
 	"github.com/mptester/mptester/patterns/transport"
 	"github.com/mptester/mptester/patterns/wire"
 )
@@ -39,6 +40,8 @@ type ServerConfig struct {
 	QlogDir string
 	// MPQUICRetry: the mpquic listener sends every client a Retry first.
 	MPQUICRetry bool
+	// MPQUICCongestion is mpquic's congestion control (empty: CUBIC).
+	MPQUICCongestion mpquic.CongestionControl
 }
 
 // Bound is one listener of a running server.
@@ -139,7 +142,7 @@ func (s *Server) Start(ctx context.Context) error {
 		}
 		o := transport.ListenOptions{Certificate: s.cfg.Certificate, StreamALPNs: s.streamALPNs(), HTTP: s.mux.HTTP,
 			Serves: serves, ReadTimeout: lim.ReadTimeout, IdleTimeout: lim.IdleTimeout, Logger: s.log, QlogDir: s.cfg.QlogDir,
-			MPQUICRetry: s.cfg.MPQUICRetry}
+			MPQUICRetry: s.cfg.MPQUICRetry, MPQUICCongestion: s.cfg.MPQUICCongestion}
 		var opts []transport.ListenOptions
 		for _, sock := range s.cfg.Sockets[d.Name] {
 			o.Socket = sock

@@ -135,6 +135,7 @@ func TestBadInputs(t *testing.T) {
 		{with(run, "--mode", "mobile", "--patterns", "bulk", "--smoke"), []string{"--patterns", "--smoke"}},
 		{with(run, "--mode", "mobile", "--grace", "0s", "--rto-threshold", "-1s"), []string{"--grace", "--rto-threshold"}},
 		{with(run, "-o", filepath.Join(dir, "missing", "x.json")), []string{"--output"}},
+		{with(run, "--mpquic-cc", "bbr"), []string{"--mpquic-cc", "bbr"}},
 		{with(run, "extra"), []string{"unknown command"}},
 		{[]string{"run", "--insecure", "-o", out}, []string{"--server", "required"}},
 
@@ -146,6 +147,7 @@ func TestBadInputs(t *testing.T) {
 		{[]string{"serve", "--quic-port", "4433", "--quic-port", "4433"}, []string{"--quic-port", "twice"}},
 		{[]string{"serve", "--tcp-port", "70000"}, []string{"--tcp-port"}},
 		{[]string{"serve", "--cert", out}, []string{"--key"}},
+		{with(serve, "--mpquic-cc", "Cubic"), []string{"--mpquic-cc", "Cubic"}},
 		{with(serve, "extra"), []string{"unknown command"}},
 
 		{[]string{"lab", "nosuch"}, []string{"unknown command"}},

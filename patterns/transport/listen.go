@@ -7,6 +7,8 @@ import (
 	"net"
 	"net/http"
 	"time"
+
+	"github.com/mptester/mptester/mpquic"
 )
 
 // ListenOptions of a transport's server side.
@@ -39,6 +41,8 @@ type ListenOptions struct {
 	// with a Retry (RFC 9000 §8.1.2); without it it does so by itself
 	// only under a flood of handshakes.
 	MPQUICRetry bool
+	// MPQUICCongestion is mpquic's congestion control (empty: CUBIC).
+	MPQUICCongestion mpquic.CongestionControl
 }
 
 // Listener is a transport's server side.

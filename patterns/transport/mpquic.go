@@ -49,9 +49,10 @@ type mpquicTransport struct{ o Options }
 
 func (t *mpquicTransport) Name() string { return nameMPQUIC }
 
-func mpquicConfig(idle time.Duration) *mpquic.Config {
+func mpquicConfig(idle time.Duration, qlogDir string, cc mpquic.CongestionControl) *mpquic.Config {
 	// Streams queue at most UnsentLimit, like TCP senders (LimitUnsent).
 	return &mpquic.Config{MaxIdleTimeout: idle, KeepAlivePeriod: idle / 3, SendBuffer: UnsentLimit,
+		Qlog: mpquicQlog(qlogDir), Congestion: cc,
 		StreamReceiveWindow: 16 << 20, ConnectionReceiveWindow: 32 << 20,
 		// The same floor as quic-handover's failure rule: one starved PTO
 		// on a ~20 ms path is not a failed path.
@@ -120,8 +121,7 @@ func (t *mpquicTransport) Dial(ctx context.Context, addr netip.AddrPort, family 
 	cfg := t.o.TLS.Clone()
 	cfg.NextProtos = offered(family, []string{alpnH1Q})
 	remote := net.UDPAddrFromAddrPort(addr)
-	mcfg := mpquicConfig(t.o.IdleTimeout)
-	mcfg.Qlog = mpquicQlog(t.o.QlogDir)
+	mcfg := mpquicConfig(t.o.IdleTimeout, t.o.QlogDir, t.o.MPQUICCongestion)
 	c, err := mpquic.Dial(ctx, udp, remote, cfg, mcfg)
 	if err != nil {
 		udp.Close()
@@ -381,8 +381,7 @@ func listenMPQUIC(ctx context.Context, o ListenOptions) (Listener, error) {
 		probe.RaiseReceiveBuffer(sc, mpquicSocketBuffer)
 	}
 	cfg := &tls.Config{Certificates: []tls.Certificate{o.Certificate}, MinVersion: tls.VersionTLS13, NextProtos: append([]string{alpnH1Q}, o.StreamALPNs...)}
-	mcfg := mpquicConfig(o.IdleTimeout)
-	mcfg.Qlog = mpquicQlog(o.QlogDir)
+	mcfg := mpquicConfig(o.IdleTimeout, o.QlogDir, o.MPQUICCongestion)
 	mcfg.RequireRetry = o.MPQUICRetry
 	ln, err := mpquic.Listen(pc, cfg, mcfg)
 	if err != nil {

@@ -3,6 +3,7 @@ package transport
 import (
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/mptester/mptester/mpquic"
 )
@@ -22,6 +23,16 @@ func TestMPQUICStatus(t *testing.T) {
 	} {
 		if got := mpquicStatus(c.err); got != c.want {
 			t.Errorf("%v: %q, want %q", c.err, got, c.want)
+		}
+	}
+}
+
+// --mpquic-cc reaches mpquic's configuration on both sides (the dial's and
+// the listener's use mpquicConfig).
+func TestMPQUICCongestionOption(t *testing.T) {
+	for _, cc := range append(mpquic.CongestionControls(), "") {
+		if got := mpquicConfig(time.Second, "", cc).Congestion; got != cc {
+			t.Errorf("congestion %q configured as %q", cc, got)
 		}
 	}
 }

@@ -16,6 +16,7 @@ import (
 	"net/netip"
 	"time"
 
+	"github.com/mptester/mptester/mpquic"
 	"github.com/mptester/mptester/probe"
 	"github.com/mptester/mptester/probe/nw"
 )
@@ -120,6 +121,9 @@ type Options struct {
 	// MPTCPService is the multipath service of MPTCP on macOS (0: the
 	// default, interactive); Linux's kernel MPTCP has no such setting.
 	MPTCPService nw.Service
+	// MPQUICCongestion is mpquic's congestion control (mpquic.Config's
+	// Congestion; empty: CUBIC).
+	MPQUICCongestion mpquic.CongestionControl
 }
 
 // Primary is the path a connection starts on.

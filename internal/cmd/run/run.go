@@ -24,6 +24,7 @@ import (
 	"github.com/mptester/mptester/internal/certs"
 	"github.com/mptester/mptester/internal/cmdutil"
 	"github.com/mptester/mptester/internal/config"
+	"github.com/mptester/mptester/mpquic"
 	"github.com/mptester/mptester/patterns"
 	"github.com/mptester/mptester/patterns/mobile"
 	"github.com/mptester/mptester/patterns/transport"
@@ -55,6 +56,8 @@ type Options struct {
 	AltPorts map[string]uint16
 	HTTP1    bool
 	QlogDir  string
+	// MPQUICCC is mpquic's congestion control (--mpquic-cc).
+	MPQUICCC string
 	Seed     int64
 	Pace     time.Duration
 	Timeout  time.Duration
@@ -235,6 +238,7 @@ MPTCP's max-delay ratio to each other transport (000 Fig. 8).`,
 	fl.BoolVar(&opts.HTTP1, "http1", false, "HTTP/1.1 instead of HTTP/2 over TCP")
 	fl.StringVar(&opts.MPTCPService, "mptcp-service", nw.DefaultService.String(), "macOS: Network.framework's multipath `SERVICE` for mptcp: "+strings.Join(nw.ServiceNames, ", ")+" (aggregate needs a developer setting on the Mac); rejected on Linux, whose kernel path manager decides")
 	fl.StringVar(&opts.QlogDir, "qlog", "", "write a qlog trace of every QUIC connection (quic, quic-handover, mpquic) to `DIR`/ODCID_client.sqlog")
+	fl.StringVar(&opts.MPQUICCC, "mpquic-cc", string(mpquic.CongestionCUBIC), "mpquic's congestion control of the paths it sends on: cubic, newreno, or lia (coupled, RFC 6356)")
 	fl.Int64Var(&opts.Seed, "seed", 0, "order of the tests (default: random, recorded in the output)")
 	fl.DurationVar(&opts.Pace, "pace", time.Second, "pause between tests")
 	fl.DurationVar(&opts.Timeout, "timeout", 0, "per-test timeout (default: from the pattern's duration)")
@@ -365,6 +369,9 @@ func check(opts *Options) error {
 	ch.Check("--mptcp-service", err)
 	if err == nil && opts.MPTCPServiceSet && !mptcpServiceApplies {
 		ch.Check("--mptcp-service", fmt.Errorf("applies on macOS only (Linux's kernel MPTCP has no service modes: its path manager and scheduler decide, see `ip mptcp`)"))
+	}
+	if _, err := mpquic.ParseCongestionControl(opts.MPQUICCC); err != nil && opts.MPQUICCC != "" {
+		ch.Check("--mpquic-cc", err)
 	}
 	return cmdutil.Usage(ch.Err())
 }
@@ -501,7 +508,7 @@ func runRun(opts *Options) error {
 	ro := patterns.RunOptions{Servers: opts.Servers, Ports: opts.Ports,
 		Patterns: opts.Patterns, Transports: opts.Transports, Paths: paths, Backup: opts.Backup, Families: fams, Params: opts.Params,
 		Seed: opts.Seed, Pace: opts.Pace, Timeout: opts.Timeout, ConnectTimeout: opts.ConnectTimeout, StallTimeout: opts.StallTimeout, Stable: opts.Stable, Discover: opts.Discover, PollEvery: opts.PollEvery,
-		HTTP1: opts.HTTP1, QlogDir: opts.QlogDir, Logger: opts.Logger, MPTCPService: mptcpService(opts),
+		HTTP1: opts.HTTP1, QlogDir: opts.QlogDir, Logger: opts.Logger, MPTCPService: mptcpService(opts), MPQUICCongestion: mpquic.CongestionControl(opts.MPQUICCC),
 		TLS: func(host string) (*tls.Config, error) {
 			name := opts.ServerName
 			if name == "" {

@@ -20,6 +20,7 @@ import (
 	"github.com/mptester/mptester/internal/certs"
 	"github.com/mptester/mptester/internal/cmdutil"
 	"github.com/mptester/mptester/internal/config"
+	"github.com/mptester/mptester/mpquic"
 	"github.com/mptester/mptester/patterns"
 	"github.com/mptester/mptester/patterns/transport"
 )
@@ -43,6 +44,8 @@ type Options struct {
 	State string
 	// MPQUICRetry: mpquic clients prove their address with a Retry first.
 	MPQUICRetry bool
+	// MPQUICCC is mpquic's congestion control (--mpquic-cc).
+	MPQUICCC string
 	// Ready, when set, is called with the server once it listens (tests).
 	Ready func(*patterns.Server)
 }
@@ -128,6 +131,7 @@ accepting, let running tests finish (up to 10 s) and exit.`,
 	fl.DurationVar(&opts.Limits.IdleTimeout, "idle-timeout", opts.Limits.IdleTimeout, "close idle connections after")
 	fl.BoolVar(&opts.MPQUICRetry, "mpquic-retry", false, "have every mpquic client prove its address with a Retry first (RFC 9000 §8.1.2; without it only under a flood of handshakes)")
 	fl.StringVar(&opts.QlogDir, "qlog", "", "write a qlog trace of every QUIC connection (quic, mpquic) to `DIR`/ODCID_server.sqlog")
+	fl.StringVar(&opts.MPQUICCC, "mpquic-cc", string(mpquic.CongestionCUBIC), "mpquic's congestion control of the paths it sends on: cubic, newreno, or lia (coupled, RFC 6356)")
 	return cmd
 }
 
@@ -207,6 +211,9 @@ func check(opts *Options) error {
 		ch.Check("--state", fmt.Errorf("--state keeps a self-signed certificate: not with --cert"))
 	}
 	ch.Check("--state", config.OutputDir(opts.State))
+	if _, err := mpquic.ParseCongestionControl(opts.MPQUICCC); err != nil && opts.MPQUICCC != "" {
+		ch.Check("--mpquic-cc", err)
+	}
 	return cmdutil.Usage(ch.Err())
 }
 
@@ -248,7 +255,7 @@ func serveRun(opts *Options) error {
 		}
 	}
 	cfg := patterns.ServerConfig{Certificate: cert, Transports: opts.Transports, Limits: opts.Limits, Logger: opts.Logger,
-		Listen: map[string][]string{}, QlogDir: opts.QlogDir, MPQUICRetry: opts.MPQUICRetry}
+		Listen: map[string][]string{}, QlogDir: opts.QlogDir, MPQUICRetry: opts.MPQUICRetry, MPQUICCongestion: mpquic.CongestionControl(opts.MPQUICCC)}
 	for name, ports := range opts.Ports {
 		for _, p := range ports {
 			if p > 0 {

@@ -1,0 +1,13 @@
+//go:build !linux
+
+package mpquic
+
+import "net"
+
+// batchReader: batched reads are Linux's (rxbatch_linux.go); elsewhere a
+// client reads one datagram a call.
+type batchReader struct{}
+
+func newBatchReader(net.PacketConn) *batchReader { return nil }
+
+func (*batchReader) nextDatagram() ([]byte, net.Addr, error) { return nil, nil, net.ErrClosed }
