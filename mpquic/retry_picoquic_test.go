@@ -10,49 +10,14 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 )
 
-// retryPicoquic finds picoquicdemo for the Retry interop checks:
-// $MPTESTER_PICOQUIC (the binary or its build directory, with certs/
-// beside it), else the build in the user cache directory that .ci/run
-// makes. Under CI=true a missing picoquic fails; elsewhere it skips.
-func retryPicoquic(t *testing.T) (bin, certDir string) {
-	t.Helper()
-	if runtime.GOOS != "linux" {
-		t.Skip("picoquic interop runs on Linux")
-	}
-	bin = os.Getenv("MPTESTER_PICOQUIC")
-	if bin == "" {
-		if cache, err := os.UserCacheDir(); err == nil {
-			bin = filepath.Join(cache, "mptester", "picoquic")
-		}
-	}
-	if fi, err := os.Stat(bin); err == nil && fi.IsDir() {
-		bin = filepath.Join(bin, "picoquicdemo")
-	}
-	if _, err := os.Stat(bin); err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("picoquicdemo not found (%v); .ci/run builds it with ../shared/third_party/build-picoquic", err)
-		}
-		t.Skipf("picoquicdemo not found (%v): build it with ../shared/third_party/build-picoquic DIR and set MPTESTER_PICOQUIC=DIR", err)
-	}
-	return bin, filepath.Join(filepath.Dir(bin), "certs")
-}
-
-func freeUDPPort(t *testing.T) int {
-	t.Helper()
-	c, err := net.ListenPacket("udp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	return c.LocalAddr().(*net.UDPAddr).Port
-}
+// retryPicoquic is the interop suite's picoquicdemo (picoquicDemo).
+func retryPicoquic(t *testing.T) (bin, certDir string) { return picoquicDemo(t) }
 
 // picoquicdemo's server sends a Retry (-r); mpquic's client follows it
 // (tag, new DCID, token, retry_source_connection_id) and downloads a file
