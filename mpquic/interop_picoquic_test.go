@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"testing"
 	"time"
@@ -108,7 +109,7 @@ func mpquicToPicoquic(t *testing.T, ctx context.Context, o pqOpts) *pqRun {
 	if err := srv.wait(t, ctx); err != nil && !o.pqFailOK {
 		t.Fatalf("picoquicdemo server: %v", err)
 	}
-	r.pq, r.pqOut = readPicoquicQlog(t, srv.qlog), srv.output()
+	r.pq, r.pqOut = readPicoquicQlog(t, srv.qlog, slices.Contains(o.pqArgs, "-r")), srv.output()
 	if !o.wantErr && !bytes.Equal(r.body, body) {
 		t.Fatalf("body: %d bytes, want %d, first difference at %d", len(r.body), len(body), commonPrefix(r.body, body))
 	}
@@ -136,7 +137,7 @@ func picoquicToMPQUIC(t *testing.T, ctx context.Context, o pqOpts) *pqRun {
 		o.during(t, r, nil)
 	}
 	cerr := cli.wait(t, ctx)
-	r.pq, r.pqOut = readPicoquicQlog(t, cli.qlog), cli.output()
+	r.pq, r.pqOut = readPicoquicQlog(t, cli.qlog, o.conf != nil && o.conf.RequireRetry), cli.output()
 	select {
 	case r.conn = <-conns:
 	default:
@@ -262,9 +263,9 @@ func (r *pqRun) share(id int) float64 {
 	return float64(r.pq.sent[id]) / float64(tot)
 }
 
-// retryServerConfig, when set, makes an mpquic Listener require address
-// validation with Retry; nil while mpquic cannot send Retry.
-var retryServerConfig func(*Config)
+// retryServerConfig makes an mpquic Listener require address validation
+// with Retry.
+var retryServerConfig = func(c *Config) { c.RequireRetry = true }
 
 func TestInteropPicoquic(t *testing.T) {
 	picoquicDemo(t)
@@ -412,16 +413,13 @@ func TestInteropPicoquic(t *testing.T) {
 		if r.err != nil {
 			var te *TransportError
 			if errors.As(r.err, &te) && te.Code == ProtocolViolation && bytes.Contains([]byte(te.Error()), []byte("Retry is not supported")) {
-				t.Skipf("needs Retry: the mpquic client says %v", r.err)
+				t.Fatalf("the mpquic client does not follow a Retry: %v", r.err)
 			}
 			t.Fatalf("after a Retry: %v", r.err)
 		}
 		checkPathBytes(t, r)
 	})
 	t.Run("retry/mpquic-server", func(t *testing.T) {
-		if retryServerConfig == nil {
-			t.Skip("needs Retry: the mpquic server cannot send Retry (retryServerConfig unset)")
-		}
 		conf := &Config{}
 		retryServerConfig(conf)
 		r := picoquicToMPQUIC(t, ctxFor(t), pqOpts{size: size, conf: conf})
