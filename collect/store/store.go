@@ -141,5 +141,7 @@ type Store interface {
 	// fleet schedule; GetSchedule falls back to AnyProbe's.
 	PutSchedule(ctx context.Context, probe string, body []byte) (int64, error)
 	GetSchedule(ctx context.Context, probe string) (Schedule, error)
+	// Export streams the runs f selects and their derived rows.
+	Export(ctx context.Context, f ExportFilter, sink ExportSink) error
 	Close() error
 }

@@ -116,7 +116,7 @@ fingerprint printed; probes pin it (upload: pin:).`,
 		},
 	})
 	cmd.AddCommand(schedule)
-	cmd.AddCommand(newCmdProbe(f, opts, runF), newCmdAdmin(f, opts, runF), &cobra.Command{
+	cmd.AddCommand(newCmdProbe(f, opts, runF), newCmdAdmin(f, opts, runF), newCmdExport(f, opts), &cobra.Command{
 		Use:   "reindex",
 		Short: "Rebuild the derived tables (survey cells and probe records, pattern tests and per-path bytes) from the raw uploads",
 		Args:  cobra.NoArgs,
