@@ -136,7 +136,7 @@ func (s *Server) ingest(r *http.Request) (Receipt, error) {
 	}
 	defer body.Close()
 
-	sp := s.raw.spool(id)
+	sp := s.spool(r.Context(), id)
 	committed := false
 	defer func() {
 		if !committed {
@@ -196,7 +196,7 @@ func (s *Server) ingest(r *http.Request) (Receipt, error) {
 	}
 	if o != store.Stored {
 		if o == store.Conflict && rel != store.RawInline {
-			s.raw.remove(rel) // never acknowledged: the id holds other content
+			_ = s.raw.Remove(r.Context(), rel) // never acknowledged: the id holds other content
 		}
 		return s.answerExisting(got, sha, now)
 	}

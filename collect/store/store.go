@@ -141,6 +141,9 @@ type Store interface {
 	// fleet schedule; GetSchedule falls back to AnyProbe's.
 	PutSchedule(ctx context.Context, probe string, body []byte) (int64, error)
 	GetSchedule(ctx context.Context, probe string) (Schedule, error)
+	// Identity returns the shared TLS certificate and key (PEM), storing
+	// create's pair when there is none yet.
+	Identity(ctx context.Context, create func() (certPEM, keyPEM []byte, err error)) ([]byte, []byte, error)
 	// Export streams the runs f selects and their derived rows.
 	Export(ctx context.Context, f ExportFilter, sink ExportSink) error
 	Close() error

@@ -64,6 +64,9 @@ type Source struct {
 	Data  string
 	// PageSize bounds the index rows held at once (store.MaxPage if 0).
 	PageSize int
+	// Open, when set, opens a raw upload by its key (the collector's raw
+	// store: a directory or a bucket) instead of a file under Data.
+	Open func(ctx context.Context, key string) (io.ReadCloser, error)
 }
 
 // Kind names the store's backend for provenance, never its credentials.
@@ -120,6 +123,9 @@ func (s Source) input(ctx context.Context, r store.Run) analysis.Input {
 				return nil, fmt.Errorf("raw upload in the store: %w", err)
 			}
 			return io.NopCloser(bytes.NewReader(b)), nil
+		}
+		if s.Open != nil {
+			return s.Open(ctx, r.RawPath)
 		}
 		f, err := os.Open(filepath.Join(s.Data, r.RawPath))
 		if err != nil {

@@ -18,6 +18,7 @@ import (
 
 	"github.com/mptester/mptester/collect"
 	"github.com/mptester/mptester/collect/api"
+	"github.com/mptester/mptester/collect/rawstore"
 	"github.com/mptester/mptester/collect/store"
 	"github.com/mptester/mptester/internal/cmdutil"
 	"github.com/mptester/mptester/internal/config"
@@ -32,6 +33,9 @@ type Options struct {
 
 	DB        string
 	Data      string
+	Raw       string
+	S3        rawstore.S3Config
+	InlineMax int64
 	Listen    string
 	CertFile  string
 	KeyFile   string
@@ -81,6 +85,12 @@ fingerprint printed; probes pin it (upload: pin:).`,
 	pf := cmd.PersistentFlags()
 	pf.StringVar(&opts.Data, "data", "mptester-collect", "`directory` for raw uploads (and the SQLite index)")
 	pf.StringVar(&opts.DB, "db", "", "index `DSN`: postgres://… or a SQLite file (default DATA/collect.db)")
+	pf.StringVar(&opts.Raw, "raw", "", "raw uploads in `s3://BUCKET/PREFIX` (any S3-compatible store) instead of DATA/raw")
+	pf.StringVar(&opts.S3.Endpoint, "s3-endpoint", "", "S3 endpoint `URL` (default $AWS_ENDPOINT_URL_S3, $AWS_ENDPOINT_URL, the profile's endpoint_url, AWS)")
+	pf.StringVar(&opts.S3.Region, "s3-region", "", "S3 `region` (default $AWS_REGION, $AWS_DEFAULT_REGION, the profile's)")
+	pf.StringVar(&opts.S3.Profile, "s3-profile", "", "AWS shared config/credentials `profile` (default $AWS_PROFILE, default)")
+	pf.BoolVar(&opts.S3.PathStyle, "s3-path-style", false, "path-style S3 requests (http://HOST/BUCKET/KEY), for MinIO, SeaweedFS, Ceph")
+	pf.Int64Var(&opts.InlineMax, "raw-inline-max", collect.DefaultInlineMax, "uploads up to this many `bytes` are kept in the index database (0: none)")
 	fl := cmd.Flags()
 	fl.StringVar(&opts.Listen, "listen", ":8080", "`ADDR` to listen on")
 	fl.StringVar(&opts.CertFile, "cert", "", "PEM certificate `file` (default: self-signed)")
@@ -116,17 +126,13 @@ fingerprint printed; probes pin it (upload: pin:).`,
 		},
 	})
 	cmd.AddCommand(schedule)
-	cmd.AddCommand(newCmdProbe(f, opts, runF), newCmdAdmin(f, opts, runF), newCmdExport(f, opts), &cobra.Command{
+	cmd.AddCommand(newCmdProbe(f, opts, runF), newCmdAdmin(f, opts, runF), newCmdExport(f, opts), newCmdGC(f, opts), &cobra.Command{
 		Use:   "reindex",
 		Short: "Rebuild the derived tables (survey cells and probe records, pattern tests and per-path bytes) from the raw uploads",
 		Args:  cobra.NoArgs,
 		RunE: func(c *cobra.Command, args []string) error {
 			opts.Logger, opts.Ctx = f.Logger, c.Context()
-			return withStore(opts, func(st store.Store) error {
-				srv, err := collect.New(collect.Config{Store: st, Data: opts.Data, Limits: collect.DefaultLimits(), Logger: opts.Logger})
-				if err != nil {
-					return err
-				}
+			return withServer(opts, func(srv *collect.Server) error {
 				n, err := srv.ReindexAll(opts.Ctx)
 				fmt.Fprintf(opts.IO.Out, "reindexed %d runs\n", n)
 				return err
@@ -280,6 +286,9 @@ func collectRun(opts *Options) error {
 	if err := ch.Err(); err != nil {
 		return cmdutil.Usage(err)
 	}
+	if _, err := opts.rawConfig(); err != nil {
+		return err
+	}
 	var cert *tls.Certificate
 	if !opts.PlainHTTP {
 		var (
@@ -290,6 +299,11 @@ func collectRun(opts *Options) error {
 		if opts.CertFile != "" {
 			if c, fp, err = patterns.LoadCertificate(opts.CertFile, opts.KeyFile); err != nil {
 				return fmt.Errorf("%w: %w", cmdutil.ErrUsage, err)
+			}
+		} else if store.IsPostgres(opts.dsn()) {
+			// Replicas on one database present one identity, kept there.
+			if c, fp, err = sharedIdentity(opts); err != nil {
+				return err
 			}
 		} else if c, fp, err = patterns.SelfSigned(opts.Names); err != nil {
 			return err
@@ -303,12 +317,16 @@ func collectRun(opts *Options) error {
 	}
 	defer ln.Close()
 	return withStore(opts, func(st store.Store) error {
-		srv, err := collect.New(collect.Config{Store: st, Data: opts.Data, Limits: opts.Limits, Logger: opts.Logger})
+		raw, err := opts.rawBackend()
+		if err != nil {
+			return err
+		}
+		srv, err := collect.New(collect.Config{Store: st, Data: opts.Data, Raw: raw, InlineMax: opts.inlineMax(), Limits: opts.Limits, Logger: opts.Logger})
 		if err != nil {
 			return err
 		}
 		scheme := map[bool]string{true: "http", false: "https"}[cert == nil]
-		fmt.Fprintf(opts.IO.Out, "listening on %s://%s (index %s)\n", scheme, ln.Addr(), redact(opts.dsn()))
+		fmt.Fprintf(opts.IO.Out, "listening on %s://%s (index %s, raw uploads in %s)\n", scheme, ln.Addr(), redact(opts.dsn()), raw)
 		if opts.Ready != nil {
 			opts.Ready(ln.Addr())
 		}
