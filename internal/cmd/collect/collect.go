@@ -64,10 +64,15 @@ func NewCmdCollect(f *cmdutil.Factory, runF func(*Options) error) *cobra.Command
   GET /v1/runs            ?probe=&type=&since=&until=&after=&limit= (admin)
   GET /v1/runs/{run_id}   the raw upload, byte-identical (admin)
   GET /v1/probes          last seen, runs, last status, spool backlog (admin)
-  GET /healthz, /metrics  (metrics: admin)
+  GET /healthz, /metrics  (metrics: admin; healthz 503 unless index and raw store answer)
 
 The index is a SQLite file in --data (WAL, no cgo) unless --db names a
-PostgreSQL server (postgres://…); raw uploads always live in --data.
+PostgreSQL server (postgres://…); raw uploads live in --data, or in an
+S3-compatible bucket with --raw s3://BUCKET/PREFIX. Replicas: several
+collectors on one PostgreSQL and one bucket serve one fleet (they share
+tokens, schedules and the self-signed identity); /healthz says whether
+this one reaches both stores; collect gc removes raw objects no index row
+names.
 Without --cert/--key a self-signed certificate is generated and its SHA-256
 fingerprint printed; probes pin it (upload: pin:).`,
 		Example: `  mptester collect --data /var/lib/mptester-collect
