@@ -69,6 +69,19 @@ func newEnv(t testing.TB, mod func(*collect.Limits)) *env {
 
 // newEnvIn is newEnv with its store and data in dir.
 func newEnvIn(t testing.TB, dir string, mod func(*collect.Limits)) *env {
+	return newEnvWithIn(t, dir, func(c *collect.Config) {
+		if mod != nil {
+			mod(&c.Limits)
+		}
+	})
+}
+
+// newEnvWith is newEnv with any of the server's Config changed.
+func newEnvWith(t testing.TB, mod func(*collect.Config)) *env {
+	return newEnvWithIn(t, t.TempDir(), mod)
+}
+
+func newEnvWithIn(t testing.TB, dir string, mod func(*collect.Config)) *env {
 	t.Helper()
 	ctx := context.Background()
 	st, err := store.Open(ctx, filepath.Join(dir, "collect.db"))
@@ -76,11 +89,9 @@ func newEnvIn(t testing.TB, dir string, mod func(*collect.Limits)) *env {
 	e := &env{st: st, data: filepath.Join(dir, "data"), probeTok: collect.NewToken(), adminTok: collect.NewToken()}
 	require.NoError(t, st.AddProbe(ctx, "pi1", collect.HashToken(e.probeTok), time.Now()))
 	require.NoError(t, st.AddAdmin(ctx, "ops", collect.HashToken(e.adminTok), time.Now()))
-	lim := collect.DefaultLimits()
-	if mod != nil {
-		mod(&lim)
-	}
-	e.srv, err = collect.New(collect.Config{Store: st, Data: e.data, Limits: lim})
+	cfg := collect.Config{Store: st, Data: e.data, Limits: collect.DefaultLimits()}
+	mod(&cfg)
+	e.srv, err = collect.New(cfg)
 	require.NoError(t, err)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)

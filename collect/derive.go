@@ -41,6 +41,37 @@ type derivedLine struct {
 	Status    string            `json:"status"`
 	Invalid   bool              `json:"invalid"`
 	PathBytes []store.PathBytes `json:"path_bytes"`
+	// patterns "mobile_summary"
+	Primary    string `json:"primary"`
+	Backup     string `json:"backup"`
+	Ended      string `json:"ended"`
+	Transports []struct {
+		Transport string `json:"transport"`
+		Index     int64  `json:"index"`
+		Status    string `json:"status"`
+		Handover  struct {
+			Status           string `json:"status"`
+			Cause            string `json:"cause"`
+			FirstBackupData  int64  `json:"first_backup_data_ns"`
+			DurationSent     int64  `json:"duration_sent_ns"`
+			DurationReceived int64  `json:"duration_received_ns"`
+		} `json:"handover"`
+		Upload   mobileDelays `json:"upload_delays"`
+		Download mobileDelays `json:"download_delays"`
+	} `json:"transports"`
+	Ratios []struct {
+		Other    string  `json:"other"`
+		Upload   float64 `json:"upload"`
+		Download float64 `json:"download"`
+	} `json:"mptcp_max_delay_ratios"`
+}
+
+type mobileDelays struct {
+	Count int64 `json:"count"`
+	Lost  int64 `json:"lost"`
+	P50   int64 `json:"p50_ns"`
+	P99   int64 `json:"p99_ns"`
+	Max   int64 `json:"max_ns"`
 }
 
 func addDerived(sink store.DerivedSink, raw []byte) error {
@@ -55,6 +86,21 @@ func addDerived(sink store.DerivedSink, raw []byte) error {
 		for _, c := range l.Cells {
 			if err := sink.Cell(store.SurveyCell{ProbePath: c.ProbePath, ResolvePath: c.ResolvePath, Targets: c.Targets,
 				Responsive: c.Responsive, Unresponsive: c.Unresponsive, UnresponsivePct: c.UnresponsivePct, RTTP50ms: c.RTT.P50, RTTMeanms: c.RTT.Mean}); err != nil {
+				return err
+			}
+		}
+	case "mobile_summary": // patterns.MobileRecordType
+		for _, t := range l.Transports {
+			m := store.MobileSummary{Index: t.Index, Transport: t.Transport, Primary: l.Primary, Backup: l.Backup, Ended: l.Ended,
+				Status: t.Status, HandoverStatus: t.Handover.Status, Cause: t.Handover.Cause,
+				FirstBackupData: t.Handover.FirstBackupData, DurationSent: t.Handover.DurationSent, DurationReceived: t.Handover.DurationReceived,
+				Upload: store.Delays(t.Upload), Download: store.Delays(t.Download)}
+			for _, r := range l.Ratios {
+				if r.Other == t.Transport {
+					m.MPTCPRatioUpload, m.MPTCPRatioDownload = r.Upload, r.Download
+				}
+			}
+			if err := sink.Mobile(m); err != nil {
 				return err
 			}
 		}
@@ -75,6 +121,10 @@ type collected struct{ d *store.Derived }
 func (c collected) Cell(x store.SurveyCell) error   { c.d.Cells = append(c.d.Cells, x); return nil }
 func (c collected) Probe(x store.SurveyProbe) error { c.d.Probes = append(c.d.Probes, x); return nil }
 func (c collected) Test(x store.PatternTest) error  { c.d.Tests = append(c.d.Tests, x); return nil }
+func (c collected) Mobile(x store.MobileSummary) error {
+	c.d.Mobile = append(c.d.Mobile, x)
+	return nil
+}
 
 // Derive reads a stored run (JSON Lines or one document) into its derived
 // rows. Records of types the tables do not hold are skipped.

@@ -30,7 +30,13 @@ func TestDerivedTables(t *testing.T) {
 	rid := uuid.NewString()
 	doc := strings.Replace(string(fixture(t, "document.json", rid, "pi1", 0)), `"records": [`, `"records": [
     {"type":"pattern_test","index":0,"config":{"pattern":"bulk","transport":"mptcp","path":"wlan0","family":4},"status":"success","path_bytes":[{"path":"wlan0","bytes_sent":1200,"bytes_received":5000000},{"path":"wwan0","bytes_sent":80,"bytes_received":4000}]},
-    {"type":"pattern_test","index":1,"config":{"pattern":"ping","transport":"quic","path":"wwan0","family":6},"status":"timeout","invalid":true,"path_bytes":[]},`, 1)
+    {"type":"pattern_test","index":1,"config":{"pattern":"ping","transport":"quic","path":"wwan0","family":6},"status":"timeout","invalid":true,"path_bytes":[]},
+    {"type":"mobile_summary","primary":"wlan0","backup":"wwan0","ended":"primary-lost","transports":[
+      {"transport":"mptcp","index":2,"status":"success","handover":{"status":"handover","cause":"under-rto","first_backup_data_ns":1500000000,"duration_sent_ns":-296000000,"duration_received_ns":-295000000},
+       "upload_delays":{"count":40,"lost":1,"p50_ns":20000000,"p99_ns":900000000,"max_ns":1271000000},"download_delays":{"count":41,"lost":0,"p50_ns":21000000,"p99_ns":800000000,"max_ns":1072000000}},
+      {"transport":"mpquic","index":3,"status":"success","handover":{"status":"handover","cause":"rto","first_backup_data_ns":1200000000,"duration_sent_ns":-100000000,"duration_received_ns":-90000000},
+       "upload_delays":{"count":40,"lost":0,"p50_ns":19000000,"p99_ns":70000000,"max_ns":81000000},"download_delays":{"count":40,"lost":0,"p50_ns":18000000,"p99_ns":60000000,"max_ns":61000000}}],
+     "mptcp_max_delay_ratios":[{"other":"mpquic","upload":15.69,"download":17.57}]},`, 1)
 	a := e.put(t, rid, []byte(doc), e.probeTok, "")
 	require.Equal(t, http.StatusCreated, a.code, "%s", a.body)
 
@@ -45,7 +51,17 @@ func TestDerivedTables(t *testing.T) {
 	wantRun := store.Derived{Tests: []store.PatternTest{
 		{Index: 0, Pattern: "bulk", Transport: "mptcp", Path: "wlan0", Status: "success",
 			PathBytes: []store.PathBytes{{Path: "wlan0", Sent: 1200, Received: 5000000}, {Path: "wwan0", Sent: 80, Received: 4000}}},
-		{Index: 1, Pattern: "ping", Transport: "quic", Path: "wwan0", Status: "timeout", Invalid: true, PathBytes: []store.PathBytes{}}}}
+		{Index: 1, Pattern: "ping", Transport: "quic", Path: "wwan0", Status: "timeout", Invalid: true, PathBytes: []store.PathBytes{}}},
+		Mobile: []store.MobileSummary{
+			{Index: 2, Transport: "mptcp", Primary: "wlan0", Backup: "wwan0", Ended: "primary-lost", Status: "success", HandoverStatus: "handover",
+				Cause: "under-rto", FirstBackupData: 1500000000, DurationSent: -296000000, DurationReceived: -295000000,
+				Upload:   store.Delays{Count: 40, Lost: 1, P50: 20000000, P99: 900000000, Max: 1271000000},
+				Download: store.Delays{Count: 41, P50: 21000000, P99: 800000000, Max: 1072000000}},
+			{Index: 3, Transport: "mpquic", Primary: "wlan0", Backup: "wwan0", Ended: "primary-lost", Status: "success", HandoverStatus: "handover",
+				Cause: "rto", FirstBackupData: 1200000000, DurationSent: -100000000, DurationReceived: -90000000,
+				Upload:           store.Delays{Count: 40, P50: 19000000, P99: 70000000, Max: 81000000},
+				Download:         store.Delays{Count: 40, P50: 18000000, P99: 60000000, Max: 61000000},
+				MPTCPRatioUpload: 15.69, MPTCPRatioDownload: 17.57}}}
 	check := func(id string, want store.Derived) {
 		require.Eventually(t, func() bool {
 			got, err := e.st.GetDerived(ctx, id)

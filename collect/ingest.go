@@ -173,7 +173,7 @@ func (s *Server) ingest(w http.ResponseWriter, r *http.Request) (Receipt, error)
 	}
 	defer body.Close()
 
-	sp := s.raw.spool(id)
+	sp := s.spool(r.Context(), id)
 	committed := false
 	defer func() {
 		if !committed {
@@ -233,7 +233,7 @@ func (s *Server) ingest(w http.ResponseWriter, r *http.Request) (Receipt, error)
 	}
 	if o != store.Stored {
 		if o == store.Conflict && rel != store.RawInline {
-			s.raw.remove(rel) // never acknowledged: the id holds other content
+			_ = s.raw.Remove(r.Context(), rel) // never acknowledged: the id holds other content
 		}
 		return s.answerExisting(got, sha, now)
 	}

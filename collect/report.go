@@ -89,7 +89,7 @@ func (s *Server) handleReport(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusTooManyRequests, apiError{Error: "Too Many Requests", Reason: strconv.Itoa(maxReports) + " reports are being built"})
 		return
 	}
-	seq, done := storeinput.Source{Store: s.cfg.Store, Data: s.cfg.Data}.Inputs(r.Context(), f)
+	seq, done := storeinput.Source{Store: s.cfg.Store, Data: s.cfg.Data, Open: s.raw.Open}.Inputs(r.Context(), f)
 	rep, err := analysis.AnalyzeSeq(seq, done, analysis.Options{Tool: "mptester " + buildinfo.Version,
 		Source: "collect server", Filters: f.Strings(), Fleet: true})
 	if err != nil {

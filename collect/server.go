@@ -18,6 +18,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/mptester/mptester/collect/rawstore"
 	"github.com/mptester/mptester/collect/store"
 	"github.com/mptester/mptester/internal/certs"
 )
@@ -61,22 +62,28 @@ const headerTimeout = 10 * time.Second
 
 // Config of a Server.
 type Config struct {
-	Store  store.Store
-	Data   string // directory for raw uploads
-	Limits Limits
-	Logger *slog.Logger
+	Store store.Store
+	Data  string // directory for raw uploads (and the S3 spool)
+	// Raw is where raw uploads live; nil: the directory Data.
+	Raw rawstore.Backend
+	// InlineMax: uploads up to this size are kept in the database with
+	// their index row; 0 means DefaultInlineMax, negative never.
+	InlineMax int
+	Limits    Limits
+	Logger    *slog.Logger
 	// Now is the server clock (tests fix it).
 	Now func() time.Time
 }
 
 // Server is the collect HTTP API.
 type Server struct {
-	cfg Config
-	raw *rawDir
-	sem chan struct{}
-	m   *metrics
-	log *slog.Logger
-	mux *http.ServeMux
+	cfg       Config
+	raw       rawstore.Backend
+	inlineMax int
+	sem       chan struct{}
+	m         *metrics
+	log       *slog.Logger
+	mux       *http.ServeMux
 	// derive queues stored runs for the derived tables (Serve runs it).
 	derive chan store.Run
 	// missed: a run did not fit in derive; the deriver catches up.
@@ -105,11 +112,21 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	raw, err := newRawDir(cfg.Data)
-	if err != nil {
-		return nil, err
+	if cfg.Raw == nil {
+		d, err := rawstore.NewDir(cfg.Data)
+		if err != nil {
+			return nil, err
+		}
+		cfg.Raw = d
 	}
-	s := &Server{cfg: cfg, raw: raw, sem: make(chan struct{}, cfg.Limits.MaxInFlight), m: newMetrics(), log: cfg.Logger,
+	inl := cfg.InlineMax
+	switch {
+	case inl == 0:
+		inl = DefaultInlineMax
+	case inl < 0:
+		inl = 0
+	}
+	s := &Server{cfg: cfg, raw: cfg.Raw, inlineMax: inl, sem: make(chan struct{}, cfg.Limits.MaxInFlight), m: newMetrics(), log: cfg.Logger,
 		mux: http.NewServeMux(), derive: make(chan store.Run, 4096), reports: make(chan struct{}, maxReports), probes: map[string]int{}, zstd: make(chan struct{}, l.MaxZstd)}
 	s.mux.HandleFunc("PUT /v1/runs/{run_id}", s.handlePut)
 	s.mux.HandleFunc("GET /v1/runs", s.admin(s.handleList))
@@ -210,10 +227,21 @@ func (s *Server) unavailable(w http.ResponseWriter, err error) {
 	writeJSON(w, http.StatusServiceUnavailable, apiError{Error: "store unavailable", Reason: "see the collector's log"})
 }
 
+// handleHealth answers 200 only when this replica reaches both the index
+// and the raw store, so a load balancer can drop it otherwise. The reason
+// says which one failed, not why (no paths or addresses to the world).
 func (s *Server) handleHealth(w http.ResponseWriter, r *http.Request) {
-	if _, err := s.cfg.Store.GetRun(r.Context(), "-"); err != nil && !errors.Is(err, store.ErrNotFound) {
-		s.unavailable(w, err)
-		return
+	ctx, cancel := context.WithTimeout(r.Context(), 5*time.Second)
+	defer cancel()
+	st := map[string]string{"status": "ok", "index": "ok", "raw": "ok"}
+	code := http.StatusOK
+	if _, err := s.cfg.Store.GetRun(ctx, "-"); err != nil && !errors.Is(err, store.ErrNotFound) {
+		s.log.Warn("health: index unavailable", "err", err)
+		st["index"], st["status"], code = "unavailable", "unavailable", http.StatusServiceUnavailable
 	}
-	writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+	if err := s.raw.Check(ctx); err != nil {
+		s.log.Warn("health: raw store unavailable", "raw", s.raw.String(), "err", err)
+		st["raw"], st["status"], code = "unavailable", "unavailable", http.StatusServiceUnavailable
+	}
+	writeJSON(w, code, st)
 }

@@ -9,9 +9,10 @@ import (
 
 // Derived is what one run contributes to the typed tables.
 type Derived struct {
-	Cells  []SurveyCell  `json:"cells,omitempty"`
-	Probes []SurveyProbe `json:"probes,omitempty"`
-	Tests  []PatternTest `json:"tests,omitempty"`
+	Cells  []SurveyCell    `json:"cells,omitempty"`
+	Probes []SurveyProbe   `json:"probes,omitempty"`
+	Tests  []PatternTest   `json:"tests,omitempty"`
+	Mobile []MobileSummary `json:"mobile,omitempty"`
 }
 
 // SurveyCell is one WW/WL/LW/LL cell of a survey summary (study 004 §III).
@@ -56,7 +57,36 @@ type PathBytes struct {
 	Received int64  `json:"bytes_received"`
 }
 
-var derivedTables = []string{"survey_cells", "survey_probes", "pattern_path_bytes", "pattern_tests"}
+// MobileSummary is one handover transport's part of a mobile-mode run's
+// summary record; times are nanoseconds since the transport started.
+type MobileSummary struct {
+	Index              int64   `json:"index"`
+	Transport          string  `json:"transport"`
+	Primary            string  `json:"primary"`
+	Backup             string  `json:"backup"`
+	Ended              string  `json:"ended"`
+	Status             string  `json:"status"`
+	HandoverStatus     string  `json:"handover_status"`
+	Cause              string  `json:"cause"`
+	FirstBackupData    int64   `json:"first_backup_data_ns"`
+	DurationSent       int64   `json:"duration_sent_ns"`
+	DurationReceived   int64   `json:"duration_received_ns"`
+	Upload             Delays  `json:"upload"`
+	Download           Delays  `json:"download"`
+	MPTCPRatioUpload   float64 `json:"mptcp_ratio_upload"`
+	MPTCPRatioDownload float64 `json:"mptcp_ratio_download"`
+}
+
+// Delays summarise one direction's chunk delays, in nanoseconds.
+type Delays struct {
+	Count int64 `json:"count"`
+	Lost  int64 `json:"lost"`
+	P50   int64 `json:"p50_ns"`
+	P99   int64 `json:"p99_ns"`
+	Max   int64 `json:"max_ns"`
+}
+
+var derivedTables = []string{"survey_cells", "survey_probes", "pattern_path_bytes", "pattern_tests", "mobile_summaries"}
 
 // DerivedSink takes a run's derived rows one at a time, so a survey's
 // hundreds of thousands of probe records never sit in memory together.
@@ -64,6 +94,7 @@ type DerivedSink interface {
 	Cell(SurveyCell) error
 	Probe(SurveyProbe) error
 	Test(PatternTest) error
+	Mobile(MobileSummary) error
 }
 
 // Fill returns d's rows as a fill function for PutDerivedStream.
@@ -80,6 +111,11 @@ func (d Derived) Fill(sink DerivedSink) error {
 	}
 	for _, t := range d.Tests {
 		if err := sink.Test(t); err != nil {
+			return err
+		}
+	}
+	for _, m := range d.Mobile {
+		if err := sink.Mobile(m); err != nil {
 			return err
 		}
 	}
@@ -111,7 +147,7 @@ func (s *sqlStore) PutDerivedStream(ctx context.Context, runID string, fill func
 		for _, p := range []struct {
 			st    **sql.Stmt
 			query string
-		}{{&k.cell, qInsertCell}, {&k.probe, qInsertProbe}, {&k.test, qInsertTest}, {&k.pathBytes, qInsertPathBytes}} {
+		}{{&k.cell, qInsertCell}, {&k.probe, qInsertProbe}, {&k.test, qInsertTest}, {&k.pathBytes, qInsertPathBytes}, {&k.mobile, qInsertMobile}} {
 			st, err := q.stmt(ctx, s.q(p.query))
 			if err != nil {
 				return err
@@ -124,10 +160,10 @@ func (s *sqlStore) PutDerivedStream(ctx context.Context, runID string, fill func
 
 // derivedTx inserts derived rows inside PutDerivedStream's transaction.
 type derivedTx struct {
-	ctx                          context.Context
-	runID                        string
-	cell, probe, test, pathBytes *sql.Stmt
-	probes                       int64
+	ctx                                  context.Context
+	runID                                string
+	cell, probe, test, pathBytes, mobile *sql.Stmt
+	probes                               int64
 }
 
 func (k *derivedTx) Cell(c SurveyCell) error {
@@ -159,7 +195,24 @@ func (k *derivedTx) Test(t PatternTest) error {
 	return nil
 }
 
+func (k *derivedTx) Mobile(m MobileSummary) error {
+	if _, err := k.mobile.ExecContext(k.ctx, k.runID, m.Index, m.Transport, m.Primary, m.Backup, m.Ended, m.Status,
+		m.HandoverStatus, m.Cause, m.FirstBackupData, m.DurationSent, m.DurationReceived,
+		m.Upload.Count, m.Upload.Lost, m.Upload.P50, m.Upload.P99, m.Upload.Max,
+		m.Download.Count, m.Download.Lost, m.Download.P50, m.Download.P99, m.Download.Max,
+		m.MPTCPRatioUpload, m.MPTCPRatioDownload); err != nil {
+		return fmt.Errorf("insert mobile summary: %w", err)
+	}
+	return nil
+}
+
 const (
+	qInsertMobile = `INSERT INTO mobile_summaries (run_id, idx, transport, primary_path, backup_path, ended, status,
+		handover_status, cause, first_backup_data_ns, duration_sent_ns, duration_received_ns,
+		upload_count, upload_lost, upload_p50_ns, upload_p99_ns, upload_max_ns,
+		download_count, download_lost, download_p50_ns, download_p99_ns, download_max_ns,
+		mptcp_ratio_upload, mptcp_ratio_download) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+		ON CONFLICT DO NOTHING`
 	qInsertCell = `INSERT INTO survey_cells (run_id, probe_path, resolve_path, targets, responsive, unresponsive,
 		unresponsive_pct, rtt_p50_ms, rtt_mean_ms) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`
 	qInsertProbe = `INSERT INTO survey_probes (run_id, seq, probe_path, resolve_path, address, method, sent, received,
@@ -232,6 +285,25 @@ func (s *sqlStore) GetDerived(ctx context.Context, runID string) (Derived, error
 			return d, err
 		}
 		d.Tests = append(d.Tests, t)
+	}
+	rows.Close()
+	rows, err = s.db.QueryContext(ctx, s.q(`SELECT idx, transport, primary_path, backup_path, ended, status, handover_status,
+		cause, first_backup_data_ns, duration_sent_ns, duration_received_ns, upload_count, upload_lost, upload_p50_ns,
+		upload_p99_ns, upload_max_ns, download_count, download_lost, download_p50_ns, download_p99_ns, download_max_ns,
+		mptcp_ratio_upload, mptcp_ratio_download FROM mobile_summaries WHERE run_id = ? ORDER BY idx, transport`), runID)
+	if err != nil {
+		return d, err
+	}
+	for rows.Next() {
+		var m MobileSummary
+		if err := rows.Scan(&m.Index, &m.Transport, &m.Primary, &m.Backup, &m.Ended, &m.Status, &m.HandoverStatus,
+			&m.Cause, &m.FirstBackupData, &m.DurationSent, &m.DurationReceived, &m.Upload.Count, &m.Upload.Lost,
+			&m.Upload.P50, &m.Upload.P99, &m.Upload.Max, &m.Download.Count, &m.Download.Lost, &m.Download.P50,
+			&m.Download.P99, &m.Download.Max, &m.MPTCPRatioUpload, &m.MPTCPRatioDownload); err != nil {
+			rows.Close()
+			return d, err
+		}
+		d.Mobile = append(d.Mobile, m)
 	}
 	rows.Close()
 	for i := range d.Tests {

@@ -44,10 +44,15 @@ func newSQLStore(d dialect, db, wdb *sql.DB) *sqlStore {
 // postgres://… or postgresql://… for PostgreSQL; otherwise a SQLite file
 // path, optionally prefixed sqlite:// or file:.
 func Open(ctx context.Context, dsn string) (Store, error) {
-	if strings.HasPrefix(dsn, "postgres://") || strings.HasPrefix(dsn, "postgresql://") {
+	if IsPostgres(dsn) {
 		return openPostgres(ctx, dsn)
 	}
 	return openSQLite(ctx, dsn)
+}
+
+// IsPostgres says whether dsn names a PostgreSQL server.
+func IsPostgres(dsn string) bool {
+	return strings.HasPrefix(dsn, "postgres://") || strings.HasPrefix(dsn, "postgresql://")
 }
 
 // q rewrites ? placeholders as PostgreSQL's $n.
@@ -112,7 +117,7 @@ const (
 // cannot be prepared on it while a transaction holds it).
 func (s *sqlStore) warm(ctx context.Context) error {
 	for _, q := range []string{qInsertRun, qInsertRaw, qInsertPath, qSeenRun, qSeen, qGetRun, qGetPaths,
-		qInsertCell, qInsertProbe, qInsertTest, qInsertPathBytes} {
+		qInsertCell, qInsertProbe, qInsertTest, qInsertPathBytes, qInsertMobile} {
 		if _, err := s.wq.stmt(ctx, s.q(q)); err != nil {
 			return err
 		}

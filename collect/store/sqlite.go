@@ -124,6 +124,11 @@ func (b *batcher) run() {
 func (b *batcher) commit(batch []*putJob) {
 	res := make([]putResult, len(batch))
 	err := b.s.inTx(context.Background(), func(tx *sql.Tx) error {
+		if b.s.d == postgresDialect {
+			r, err := b.s.putBatchTx(context.Background(), tx, batch)
+			copy(res, r)
+			return err
+		}
 		for i, j := range batch {
 			r, o, err := b.s.putTx(context.Background(), tx, j.r, j.rep)
 			if err != nil {

@@ -146,5 +146,10 @@ type Store interface {
 	// owner's caps, the tasks it refused); ProbeStatuses returns them all.
 	PutProbeStatus(ctx context.Context, probe string, body []byte, now time.Time) error
 	ProbeStatuses(ctx context.Context) (map[string][]byte, error)
+	// Identity returns the shared TLS certificate and key (PEM), storing
+	// create's pair when there is none yet.
+	Identity(ctx context.Context, create func() (certPEM, keyPEM []byte, err error)) ([]byte, []byte, error)
+	// Export streams the runs f selects and their derived rows.
+	Export(ctx context.Context, f ExportFilter, sink ExportSink) error
 	Close() error
 }

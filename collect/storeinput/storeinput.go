@@ -63,6 +63,9 @@ type Source struct {
 	Data  string
 	// PageSize bounds the index rows held at once (store.MaxPage if 0).
 	PageSize int
+	// Open, when set, opens a raw upload by its key (the collector's raw
+	// store: a directory or a bucket) instead of a file under Data.
+	Open func(ctx context.Context, key string) (io.ReadCloser, error)
 }
 
 // Kind names the store's backend for provenance, never its credentials.
@@ -110,6 +113,9 @@ func (s Source) input(ctx context.Context, r store.Run) analysis.Input {
 		return in
 	}
 	in.Open = func() (io.ReadCloser, error) {
+		if s.Open != nil && r.RawPath != store.RawInline && r.RawPath != "" { // the raw store (S3)
+			return s.Open(ctx, r.RawPath)
+		}
 		rc, err := store.OpenRaw(ctx, s.Store, s.Data, r)
 		if errors.Is(err, fs.ErrNotExist) {
 			return nil, fmt.Errorf("%w (is --data the collect server's data directory?)", err)

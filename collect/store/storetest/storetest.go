@@ -313,4 +313,32 @@ func Run(t *testing.T, newDSN func(t *testing.T) string) {
 		_, err = s.GetRun(ctx, "after")
 		require.False(t, errors.Is(err, store.ErrNotFound))
 	})
+
+	t.Run("Identity", func(t *testing.T) {
+		// Replicas starting together on one database agree on one pair,
+		// kept across reopening.
+		dsn := newDSN(t)
+		s := open(t, dsn)
+		var wg sync.WaitGroup
+		got := make([]string, 6)
+		for i := range got {
+			wg.Go(func() {
+				c, k, err := s.Identity(ctx, func() ([]byte, []byte, error) {
+					return []byte(fmt.Sprintf("cert %d", i)), []byte(fmt.Sprintf("key %d", i)), nil
+				})
+				assert.NoError(t, err)
+				got[i] = string(c) + "/" + string(k)
+			})
+		}
+		wg.Wait()
+		for _, g := range got {
+			assert.Equal(t, got[0], g)
+		}
+		require.NoError(t, s.Close())
+		s = open(t, dsn)
+		defer s.Close()
+		c, k, err := s.Identity(ctx, func() ([]byte, []byte, error) { return nil, nil, errors.New("must not be called") })
+		require.NoError(t, err)
+		assert.Equal(t, got[0], string(c)+"/"+string(k))
+	})
 }

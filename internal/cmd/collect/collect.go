@@ -18,6 +18,7 @@ import (
 
 	"github.com/mptester/mptester/collect"
 	"github.com/mptester/mptester/collect/api"
+	"github.com/mptester/mptester/collect/rawstore"
 	"github.com/mptester/mptester/collect/store"
 	"github.com/mptester/mptester/internal/certs"
 	"github.com/mptester/mptester/internal/cmdutil"
@@ -32,6 +33,9 @@ type Options struct {
 
 	DB        string
 	Data      string
+	Raw       string
+	S3        rawstore.S3Config
+	InlineMax int64
 	Listen    string
 	CertFile  string
 	KeyFile   string
@@ -62,15 +66,21 @@ func NewCmdCollect(f *cmdutil.Factory, runF func(*Options) error) *cobra.Command
   GET /v1/runs            ?probe=&type=&since=&until=&after=&limit= (admin)
   GET /v1/runs/{run_id}   the raw upload, byte-identical (admin)
   GET /v1/probes          last seen, runs, last status, spool backlog (admin)
-  GET /healthz, /metrics  (metrics: admin)
+  GET /healthz, /metrics  (metrics: admin; healthz 503 unless index and raw store answer)
 
 The index is a SQLite file in --data (WAL, no cgo) unless --db names a
-PostgreSQL server (postgres://…); raw uploads always live in --data.
+PostgreSQL server (postgres://…); raw uploads live in --data, or in an
+S3-compatible bucket with --raw s3://BUCKET/PREFIX. Replicas: several
+collectors on one PostgreSQL and one bucket serve one fleet (they share
+tokens, schedules and the self-signed identity); /healthz says whether
+this one reaches both stores; collect gc removes raw objects no index row
+names.
 Without --cert/--key the collector uses a self-signed certificate created
-once and kept in --data (tls-identity.pem, mode 0600), so restarts do not
-change it; its SHA-256 fingerprint is printed at every start and by
-"probe add", and probes pin it (upload: pin:). Delete the file only to
-change the identity: every probe must then be re-pinned.
+once and kept (in the PostgreSQL database, shared by replicas, or else in
+--data as tls-identity.pem, mode 0600), so restarts do not change it; its
+SHA-256 fingerprint is printed at every start and by "probe add", and
+probes pin it (upload: pin:). Delete it only to change the identity:
+every probe must then be re-pinned.
 
 SIGTERM/SIGINT drain: the listener closes (new uploads are refused), the
 uploads in flight finish within --drain, then it exits 0.`,
@@ -89,6 +99,12 @@ uploads in flight finish within --drain, then it exits 0.`,
 	pf := cmd.PersistentFlags()
 	pf.StringVar(&opts.Data, "data", "mptester-collect", "`directory` for raw uploads (and the SQLite index)")
 	pf.StringVar(&opts.DB, "db", "", "index `DSN`: postgres://… or a SQLite file (default DATA/collect.db)")
+	pf.StringVar(&opts.Raw, "raw", "", "raw uploads in `s3://BUCKET/PREFIX` (any S3-compatible store) instead of DATA/raw")
+	pf.StringVar(&opts.S3.Endpoint, "s3-endpoint", "", "S3 endpoint `URL` (default $AWS_ENDPOINT_URL_S3, $AWS_ENDPOINT_URL, the profile's endpoint_url, AWS)")
+	pf.StringVar(&opts.S3.Region, "s3-region", "", "S3 `region` (default $AWS_REGION, $AWS_DEFAULT_REGION, the profile's)")
+	pf.StringVar(&opts.S3.Profile, "s3-profile", "", "AWS shared config/credentials `profile` (default $AWS_PROFILE, default)")
+	pf.BoolVar(&opts.S3.PathStyle, "s3-path-style", false, "path-style S3 requests (http://HOST/BUCKET/KEY), for MinIO, SeaweedFS, Ceph")
+	pf.Int64Var(&opts.InlineMax, "raw-inline-max", collect.DefaultInlineMax, "uploads up to this many `bytes` are kept in the index database (0: none)")
 	fl := cmd.Flags()
 	fl.StringVar(&opts.Listen, "listen", ":8080", "`ADDR` to listen on")
 	fl.StringVar(&opts.CertFile, "cert", "", "PEM certificate `file` (default: self-signed)")
@@ -146,17 +162,13 @@ stored; PROBE must be enrolled.`,
 	})
 	schedule.AddCommand(newCmdScheduleKeygen(opts), newCmdScheduleSign(opts))
 	cmd.AddCommand(schedule)
-	cmd.AddCommand(newCmdProbe(f, opts, runF), newCmdAdmin(f, opts, runF), &cobra.Command{
+	cmd.AddCommand(newCmdProbe(f, opts, runF), newCmdAdmin(f, opts, runF), newCmdExport(f, opts), newCmdGC(f, opts), &cobra.Command{
 		Use:   "reindex",
 		Short: "Rebuild the derived tables (survey cells and probe records, pattern tests and per-path bytes) from the raw uploads, and remove raw files no run names",
 		Args:  cobra.NoArgs,
 		RunE: func(c *cobra.Command, args []string) error {
 			opts.Logger, opts.Ctx = f.Logger, c.Context()
-			return withStore(opts, func(st store.Store) error {
-				srv, err := collect.New(collect.Config{Store: st, Data: opts.Data, Limits: collect.DefaultLimits(), Logger: opts.Logger})
-				if err != nil {
-					return err
-				}
+			return withServer(opts, func(srv *collect.Server) error {
 				n, err := srv.ReindexAll(opts.Ctx)
 				fmt.Fprintf(opts.IO.Out, "reindexed %d runs\n", n)
 				if err != nil {
@@ -350,6 +362,9 @@ func collectRun(opts *Options) error {
 	if err := ch.Err(); err != nil {
 		return cmdutil.Usage(err)
 	}
+	if _, err := opts.rawConfig(); err != nil {
+		return err
+	}
 	var cert *tls.Certificate
 	if !opts.PlainHTTP {
 		var (
@@ -360,6 +375,11 @@ func collectRun(opts *Options) error {
 		if opts.CertFile != "" {
 			if c, fp, err = certs.Load(opts.CertFile, opts.KeyFile); err != nil {
 				return fmt.Errorf("%w: %w", cmdutil.ErrUsage, err)
+			}
+		} else if store.IsPostgres(opts.dsn()) {
+			// Replicas on one database present one identity, kept there.
+			if c, fp, err = sharedIdentity(opts); err != nil {
+				return err
 			}
 		} else if c, fp, err = keepIdentity(opts); err != nil {
 			return err
@@ -375,12 +395,16 @@ func collectRun(opts *Options) error {
 	}
 	defer ln.Close()
 	return withStore(opts, func(st store.Store) error {
-		srv, err := collect.New(collect.Config{Store: st, Data: opts.Data, Limits: opts.Limits, Logger: opts.Logger})
+		raw, err := opts.rawBackend()
+		if err != nil {
+			return err
+		}
+		srv, err := collect.New(collect.Config{Store: st, Data: opts.Data, Raw: raw, InlineMax: opts.inlineMax(), Limits: opts.Limits, Logger: opts.Logger})
 		if err != nil {
 			return err
 		}
 		scheme := map[bool]string{true: "http", false: "https"}[cert == nil]
-		fmt.Fprintf(opts.IO.Out, "listening on %s://%s (index %s)\n", scheme, ln.Addr(), redact(opts.dsn()))
+		fmt.Fprintf(opts.IO.Out, "listening on %s://%s (index %s, raw uploads in %s)\n", scheme, ln.Addr(), redact(opts.dsn()), raw)
 		if opts.Ready != nil {
 			opts.Ready(ln.Addr())
 		}

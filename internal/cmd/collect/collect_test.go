@@ -217,3 +217,19 @@ func TestScheduleSign(t *testing.T) {
 	_, err = execute(t, "schedule", "sign", "--key", key, "--serial", "0", file)
 	assert.ErrorIs(t, err, cmdutil.ErrUsage)
 }
+
+// TestExportCLI: collect export writes the enrolled probes and the (empty)
+// tables it has rows for, and names each file with its row count.
+func TestExportCLI(t *testing.T) {
+	data, out := t.TempDir(), filepath.Join(t.TempDir(), "pq")
+	_, err := execute(t, "--data", data, "probe", "add", "pi1")
+	require.NoError(t, err)
+	_, err = execute(t, "--data", data, "probe", "add", "pi2")
+	require.NoError(t, err)
+	got, err := execute(t, "--data", data, "export", "--format", "parquet", "--probe", "pi2", "-o", out)
+	require.NoError(t, err)
+	assert.Equal(t, filepath.Join(out, "probes", "probes.parquet")+"\t1 rows\n", got)
+	fi, err := os.Stat(filepath.Join(out, "probes", "probes.parquet"))
+	require.NoError(t, err)
+	assert.Positive(t, fi.Size())
+}

@@ -160,17 +160,17 @@ func writeFleetRun(ctx context.Context, st store.Store, dir, probe, command stri
 		}
 		for _, tr := range []string{"tcp", "quic", "mptcp"} {
 			for _, fam := range []int{4, 6} {
-				line = fmt.Appendf(line, `{"type":"pattern_test","config":{"pattern":"ping","transport":%q,"path":"wlan0","family":%d},"status":"success","result":{"delays_ns":[%s]}}`, tr, fam, delays(10, 20))
+				line = fmt.Appendf(line, `{"type":"pattern_test","index":%d,"config":{"pattern":"ping","transport":%q,"path":"wlan0","family":%d},"status":"success","result":{"delays_ns":[%s]}}`, n, tr, fam, delays(10, 20))
 				if err := emit(); err != nil {
 					return 0, 0, err
 				}
 			}
-			line = fmt.Appendf(line, `{"type":"pattern_test","config":{"pattern":"bulk","transport":%q,"path":"wlan0","family":4},"status":"success","result":{"completion_ns":%d,"goodput_bps":%g}}`, tr, int64((500+500*rnd())*1e6), 1e7+1e7*rnd())
+			line = fmt.Appendf(line, `{"type":"pattern_test","index":%d,"config":{"pattern":"bulk","transport":%q,"path":"wlan0","family":4},"status":"success","path_bytes":[{"path":"wlan0","bytes_sent":%d,"bytes_received":%d}],"result":{"completion_ns":%d,"goodput_bps":%g}}`, n, tr, int64(1e5*rnd()), int64(1e7*rnd()), int64((500+500*rnd())*1e6), 1e7+1e7*rnd())
 			if err := emit(); err != nil {
 				return 0, 0, err
 			}
 		}
-		line = fmt.Appendf(line, `{"type":"pattern_test","config":{"pattern":"interactive","transport":"mptcp","path":"wlan0","family":4},"status":"success","result":{"upload":{"delays_ns":[%s],"max_ns":90000000},"download":{"delays_ns":[%s],"max_ns":90000000}}}`, delays(600, 15), delays(600, 15))
+		line = fmt.Appendf(line, `{"type":"pattern_test","index":%d,"config":{"pattern":"interactive","transport":"mptcp","path":"wlan0","family":4},"status":"success","result":{"upload":{"delays_ns":[%s],"max_ns":90000000},"download":{"delays_ns":[%s],"max_ns":90000000}}}`, n, delays(600, 15), delays(600, 15))
 		if err := emit(); err != nil {
 			return 0, 0, err
 		}
@@ -253,6 +253,38 @@ func BenchmarkFleetMonth(b *testing.B) {
 			}
 		})
 	}
+	// The same month as Parquet (collect export): the derived tables are
+	// filled first (collect reindex, timed apart), as a running collector
+	// fills them on upload.
+	b.Run("parquet", func(b *testing.B) {
+		start := time.Now()
+		ri := exec.Command(bin, "collect", "--data", dir, "--db", dsn, "reindex")
+		ri.Stderr = os.Stderr
+		require.NoError(b, ri.Run())
+		b.Logf("derived tables filled (collect reindex) in %.1f s", time.Since(start).Seconds())
+		for range b.N {
+			out := filepath.Join(dir, "parquet")
+			os.RemoveAll(out)
+			cmd := exec.Command(bin, "collect", "--data", dir, "--db", dsn, "export", "--format", "parquet", "-o", out)
+			cmd.Stderr = os.Stderr
+			start := time.Now()
+			require.NoError(b, cmd.Run())
+			wall := time.Since(start)
+			ru := cmd.ProcessState.SysUsage().(*syscall.Rusage)
+			var size int64
+			files, _ := filepath.Glob(filepath.Join(out, "*", "*.parquet"))
+			for _, f := range files {
+				fi, err := os.Stat(f)
+				require.NoError(b, err)
+				size += fi.Size()
+			}
+			b.ReportMetric(float64(ru.Maxrss)/1024, "peak-RSS-MB")
+			b.ReportMetric(wall.Seconds(), "wall-s")
+			b.ReportMetric(float64(size)/(1<<20), "parquet-MB")
+			b.Logf("parquet export: %.1f s wall, %.1f s CPU, peak RSS %.1f MB, %d files, %.1f MB", wall.Seconds(),
+				time.Duration(ru.Utime.Nano()+ru.Stime.Nano()).Seconds(), float64(ru.Maxrss)/1024, len(files), float64(size)/(1<<20))
+		}
+	})
 	if jq, err := exec.LookPath("jq"); err == nil {
 		files, _ := filepath.Glob(filepath.Join(dir, "raw", "*", "*"))
 		start := time.Now()

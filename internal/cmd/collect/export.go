@@ -1,0 +1,91 @@
+package collect
+
+import (
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/mptester/mptester/collect/export"
+	"github.com/mptester/mptester/collect/store"
+	"github.com/mptester/mptester/collect/storeinput"
+	"github.com/mptester/mptester/internal/cmdutil"
+)
+
+// ExportOptions of `mptester collect export`.
+type ExportOptions struct {
+	Format, Since, Until, Probe, Out string
+}
+
+func newCmdExport(f *cmdutil.Factory, opts *Options) *cobra.Command {
+	eo := &ExportOptions{}
+	cmd := &cobra.Command{
+		Use:   "export --format parquet -o DIR",
+		Short: "Write the index and the derived tables as Parquet, one file per table and day (DuckDB, pandas, Spark)",
+		Long: `Write the runs and the derived tables (survey cells and probe records,
+pattern tests and per-path bytes, mobile summaries) of the runs selected,
+and the enrolled probes, as Parquet files under DIR:
+
+  DIR/<table>/<YYYY-MM-DD>.parquet   (the UTC day the runs started)
+  DIR/probes/probes.parquet
+
+Timestamps are UTC nanoseconds, durations and RTTs integer nanoseconds
+(columns *_ns), enums strings. A file is renamed into place only when
+complete; an existing file of the same table and day is replaced.`,
+		Example: `  mptester collect export --format parquet --since 2026-11-01 --until 2026-12-01 -o fleet-nov
+  duckdb -c "SELECT probe_id, sum(bytes_received) FROM 'fleet-nov/pattern_path_bytes/*.parquet' GROUP BY 1"`,
+		Args: cobra.NoArgs,
+		RunE: func(c *cobra.Command, args []string) error {
+			opts.Logger, opts.Ctx = f.Logger, c.Context()
+			return exportRun(opts, eo)
+		},
+	}
+	fl := cmd.Flags()
+	fl.StringVar(&eo.Format, "format", "parquet", "output `format` (parquet)")
+	fl.StringVar(&eo.Since, "since", "", "runs started at or after this `time` (RFC 3339 or YYYY-MM-DD, UTC)")
+	fl.StringVar(&eo.Until, "until", "", "runs started before this `time` (RFC 3339 or YYYY-MM-DD, UTC)")
+	fl.StringVar(&eo.Probe, "probe", "", "only this probe's runs")
+	fl.StringVarP(&eo.Out, "output", "o", "", "output `DIR` (created if need be)")
+	return cmd
+}
+
+func exportRun(opts *Options, eo *ExportOptions) error {
+	if eo.Format != "parquet" {
+		return cmdutil.FlagErrorf("--format %q: want parquet", eo.Format)
+	}
+	if eo.Out == "" {
+		return cmdutil.FlagErrorf("-o DIR is required")
+	}
+	if fi, err := os.Stat(eo.Out); err == nil && !fi.IsDir() {
+		return cmdutil.FlagErrorf("-o %s: not a directory", eo.Out)
+	}
+	var f store.ExportFilter
+	f.Probe = eo.Probe
+	for _, t := range []struct {
+		name, v string
+		dst     *time.Time
+	}{{"--since", eo.Since, &f.Since}, {"--until", eo.Until, &f.Until}} {
+		if t.v == "" {
+			continue
+		}
+		v, err := storeinput.ParseTime(t.v)
+		if err != nil {
+			return cmdutil.FlagErrorf("%s %v", t.name, err)
+		}
+		*t.dst = v
+	}
+	if !f.Since.IsZero() && !f.Until.IsZero() && !f.Until.After(f.Since) {
+		return cmdutil.FlagErrorf("--until must be after --since")
+	}
+	return withStore(opts, func(st store.Store) error {
+		files, err := export.Parquet(opts.Ctx, st, f, eo.Out)
+		if err != nil {
+			return err
+		}
+		for _, fl := range files {
+			fmt.Fprintf(opts.IO.Out, "%s\t%d rows\n", fl.Path, fl.Rows)
+		}
+		return nil
+	})
+}

@@ -1,0 +1,7 @@
+//go:build unix
+
+package s3test
+
+import "syscall"
+
+func sysProcAttr() *syscall.SysProcAttr { return &syscall.SysProcAttr{Setpgid: true} }
