@@ -110,14 +110,15 @@ func (t *quicTransport) Dial(ctx context.Context, addr netip.AddrPort, family st
 	cfg := t.o.TLS.Clone()
 	cfg.NextProtos = offered(family, []string{alpnH3})
 	qcfg := QUICConfig(t.o.IdleTimeout)
-	qcfg.Tracer = quicTracer(t.o.QlogDir, nil)
+	drops := new(queueDrops)
+	qcfg.Tracer = quicTracer(t.o.QlogDir, drops)
 	qc, err := dialQUICGo(ctx, tr, addr, cfg, qcfg)
 	if err != nil {
 		tr.Close()
 		udp.Close()
 		return nil, wrap(opQUICHandshake, err, quicSetupStatus)
 	}
-	return &quicConn{c: qc, tr: tr, udp: udp, info: Info{Transport: nameQUIC, Local: qc.LocalAddr().String(),
+	return &quicConn{c: qc, tr: tr, udp: udp, drops: drops, info: Info{Transport: nameQUIC, Local: qc.LocalAddr().String(),
 		Remote: qc.RemoteAddr().String(), ALPN: qc.ConnectionState().TLS.NegotiatedProtocol, Setup: time.Since(start)}}, nil
 }
 
@@ -133,11 +134,12 @@ func dialQUICGo(ctx context.Context, tr *quic.Transport, addr netip.AddrPort, tl
 }
 
 type quicConn struct {
-	c    *quic.Conn
-	tr   *quic.Transport
-	udp  *net.UDPConn
-	info Info
-	rt   *http3.ClientConn
+	c     *quic.Conn
+	tr    *quic.Transport
+	udp   *net.UDPConn
+	drops *queueDrops
+	info  Info
+	rt    *http3.ClientConn
 }
 
 func (c *quicConn) OpenStream(ctx context.Context) (Stream, error) {
@@ -159,7 +161,7 @@ func (c *quicConn) RoundTripper() http.RoundTripper {
 
 func (c *quicConn) Info() Info { return c.info }
 
-func (c *quicConn) Sample() State { return sampleQUIC(c.c) }
+func (c *quicConn) Sample() State { return sampleQUIC(c.c, c.drops) }
 
 func (c *quicConn) Close() error {
 	err := c.c.CloseWithError(0, "")
@@ -180,13 +182,18 @@ func (s quicStream) Close() error {
 	return s.Stream.Close()
 }
 
-// sampleQUIC reads quic-go's ConnectionStats of either side of a connection.
-func sampleQUIC(c *quic.Conn) State {
+// sampleQUIC reads quic-go's ConnectionStats of either side of a
+// connection, and its queue drops when counted (nil: not counted).
+func sampleQUIC(c *quic.Conn, drops *queueDrops) State {
 	s := c.ConnectionStats()
-	return State{Key: keyQUIC, Data: &QUICStats{MinRTT: s.MinRTT, LatestRTT: s.LatestRTT, SmoothedRTT: s.SmoothedRTT,
+	st := &QUICStats{MinRTT: s.MinRTT, LatestRTT: s.LatestRTT, SmoothedRTT: s.SmoothedRTT,
 		MeanDeviation: s.MeanDeviation, CongestionWindow: s.CongestionWindow, BytesSent: s.BytesSent,
 		PacketsSent: s.PacketsSent, BytesReceived: s.BytesReceived, PacketsReceived: s.PacketsReceived,
-		BytesLost: s.BytesLost, PacketsLost: s.PacketsLost}}
+		BytesLost: s.BytesLost, PacketsLost: s.PacketsLost}
+	if drops != nil {
+		st.PacketsDroppedQueueFull, st.BytesDroppedQueueFull = drops.packets.Load(), drops.bytes.Load()
+	}
+	return State{Key: keyQUIC, Data: st}
 }
 
 // quicListener is one UDP socket serving HTTP/3 and the stream ALPNs.
@@ -279,7 +286,7 @@ func (c *quicServerConn) AcceptStream(ctx context.Context) (Stream, error) {
 	return classified{Stream: quicStream{s}, own: quicStatus}, nil
 }
 
-func (c *quicServerConn) Sample() State { return sampleQUIC(c.c) }
+func (c *quicServerConn) Sample() State { return sampleQUIC(c.c, nil) }
 
 func (c *quicServerConn) Abort(code uint64, reason string) {
 	_ = c.c.CloseWithError(quic.ApplicationErrorCode(code), reason)

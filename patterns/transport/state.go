@@ -279,6 +279,11 @@ type QUICStats struct {
 	PacketsReceived  uint64        `json:"packets_received"`
 	BytesLost        uint64        `json:"bytes_lost"`
 	PacketsLost      uint64        `json:"packets_lost"`
+	// Datagrams quic-go read from the socket and dropped because the
+	// connection's packet queue was full: on the wire, not in
+	// BytesReceived (client connections; zero where not counted).
+	PacketsDroppedQueueFull uint64 `json:"packets_dropped_queue_full,omitempty"`
+	BytesDroppedQueueFull   uint64 `json:"bytes_dropped_queue_full,omitempty"`
 }
 
 // Retransmissions: TCP total_retrans segments.
