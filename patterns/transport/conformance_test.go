@@ -585,12 +585,14 @@ func listenLocal(t *testing.T, network string, addr netip.AddrPort) (any, netip.
 	return nil, netip.AddrPort{}
 }
 
-// queueDroppedBytes: the bytes a QUIC transport read and dropped because
-// its connection's packet queue was full (0 for other transports).
+// queueDroppedBytes: the bytes a QUIC transport read from its socket and
+// quic-go dropped uncounted because the connection's packet queue was
+// full (0 for other transports).
 func queueDroppedBytes(d transport.SampleData) uint64 {
 	switch s := d.(type) {
 	case *transport.QUICStats:
-		return s.BytesDroppedQueueFull
+		// Read from the socket, not counted by quic-go.
+		return s.SocketBytesReceived - min(s.SocketBytesReceived, s.BytesReceived)
 	case *transport.QUICHandoverState:
 		return s.Conn.BytesDroppedQueueFull
 	}

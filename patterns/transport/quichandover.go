@@ -630,7 +630,7 @@ func (c *handoverConn) Info() Info { return c.info }
 // Sample: the active path's RTT and loss state is quic-go's (from its
 // qlog events); a path not in use shows its state as it was left.
 func (c *handoverConn) Sample() State {
-	s := sampleQUIC(c.qc, &c.drops).Data.(*QUICStats)
+	s := sampleQUIC(c.qc, &c.drops, nil).Data.(*QUICStats)
 	m := c.mon.snapshot(time.Now())
 	c.mu.Lock()
 	defer c.mu.Unlock()
