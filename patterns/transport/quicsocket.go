@@ -28,6 +28,9 @@ func newCountedUDP(c *net.UDPConn) *countedUDP {
 // ReadBatch is quic-go's read on Linux, macOS and FreeBSD.
 func (c *countedUDP) ReadBatch(ms []ipv4.Message, flags int) (int, error) {
 	n, err := c.batch.ReadBatch(ms, flags)
+	if n <= 0 {
+		return n, err
+	}
 	var b uint64
 	for _, m := range ms[:n] {
 		b += uint64(m.N)
