@@ -405,6 +405,9 @@ func conform(t *testing.T, d *transport.Descriptor, e env, wire func() (up, down
 			// Datagrams quic-go read and then dropped (connection queue
 			// full): on the wire, not received, counted exactly.
 			queueDropped := queueDroppedBytes(s.Data)
+			if q, ok := s.Data.(*transport.QUICStats); ok && q.SocketBytesReceived < q.BytesReceived {
+				t.Errorf("quic-go counted %d bytes received, its socket only %d read", q.BytesReceived, q.SocketBytesReceived)
+			}
 			t.Logf("%s: counters sent %d received %d, wire up %d down %d (stated overhead %.0f%%), %d datagrams dropped by this host's receive buffers, %d bytes by the transport's full queue", d.Name, sent, recv, up, down, 100*d.HeaderOverhead, drops1-drops0, queueDropped)
 			for _, x := range []struct {
 				dir           string
