@@ -8,8 +8,10 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"sync/atomic"
 
 	"github.com/quic-go/quic-go"
+	"github.com/quic-go/quic-go/qlog"
 	"github.com/quic-go/quic-go/qlogwriter"
 )
 
@@ -113,3 +115,22 @@ func (r teeRecorder) Close() error {
 	}
 	return first
 }
+
+// queueDrops counts the datagrams quic-go received from the socket and
+// then dropped before processing because the connection's queue of
+// unprocessed (or undecryptable) packets was full: they crossed the wire
+// and left the socket but are not in ConnectionStats.BytesReceived. quic-go
+// reports them only as qlog PacketDropped events with the DoS-prevention
+// trigger, so this trace is installed on every connection that samples it.
+type queueDrops struct{ packets, bytes atomic.Uint64 }
+
+func (d *queueDrops) AddProducer() qlogwriter.Recorder { return d }
+
+func (d *queueDrops) RecordEvent(e qlogwriter.Event) {
+	if p, ok := e.(qlog.PacketDropped); ok && p.Trigger == qlog.PacketDropDOSPrevention {
+		d.packets.Add(1)
+		d.bytes.Add(uint64(p.Raw.Length))
+	}
+}
+
+func (d *queueDrops) Close() error { return nil }

@@ -106,7 +106,8 @@ func (t *quicTransport) Dial(ctx context.Context, addr netip.AddrPort, family st
 	if err != nil {
 		return nil, wrap(opConnect, fmt.Errorf("quic socket: %w", err), nil)
 	}
-	tr := &quic.Transport{Conn: udp}
+	sock := newCountedUDP(udp)
+	tr := &quic.Transport{Conn: sock}
 	cfg := t.o.TLS.Clone()
 	cfg.NextProtos = offered(family, []string{alpnH3})
 	qcfg := QUICConfig(t.o.IdleTimeout)
@@ -117,7 +118,7 @@ func (t *quicTransport) Dial(ctx context.Context, addr netip.AddrPort, family st
 		udp.Close()
 		return nil, wrap(opQUICHandshake, err, quicSetupStatus)
 	}
-	return &quicConn{c: qc, tr: tr, udp: udp, info: Info{Transport: nameQUIC, Local: qc.LocalAddr().String(),
+	return &quicConn{c: qc, tr: tr, udp: sock, info: Info{Transport: nameQUIC, Local: qc.LocalAddr().String(),
 		Remote: qc.RemoteAddr().String(), ALPN: qc.ConnectionState().TLS.NegotiatedProtocol, Setup: time.Since(start)}}, nil
 }
 
@@ -135,7 +136,7 @@ func dialQUICGo(ctx context.Context, tr *quic.Transport, addr netip.AddrPort, tl
 type quicConn struct {
 	c    *quic.Conn
 	tr   *quic.Transport
-	udp  *net.UDPConn
+	udp  *countedUDP
 	info Info
 	rt   *http3.ClientConn
 }
@@ -159,7 +160,7 @@ func (c *quicConn) RoundTripper() http.RoundTripper {
 
 func (c *quicConn) Info() Info { return c.info }
 
-func (c *quicConn) Sample() State { return sampleQUIC(c.c) }
+func (c *quicConn) Sample() State { return sampleQUIC(c.c, nil, c.udp) }
 
 func (c *quicConn) Close() error {
 	err := c.c.CloseWithError(0, "")
@@ -180,13 +181,22 @@ func (s quicStream) Close() error {
 	return s.Stream.Close()
 }
 
-// sampleQUIC reads quic-go's ConnectionStats of either side of a connection.
-func sampleQUIC(c *quic.Conn) State {
+// sampleQUIC reads quic-go's ConnectionStats of either side of a
+// connection, and what quic-go read or dropped uncounted when its socket
+// or its queue drops are counted (nil: not counted).
+func sampleQUIC(c *quic.Conn, drops *queueDrops, sock *countedUDP) State {
 	s := c.ConnectionStats()
-	return State{Key: keyQUIC, Data: &QUICStats{MinRTT: s.MinRTT, LatestRTT: s.LatestRTT, SmoothedRTT: s.SmoothedRTT,
+	st := &QUICStats{MinRTT: s.MinRTT, LatestRTT: s.LatestRTT, SmoothedRTT: s.SmoothedRTT,
 		MeanDeviation: s.MeanDeviation, CongestionWindow: s.CongestionWindow, BytesSent: s.BytesSent,
 		PacketsSent: s.PacketsSent, BytesReceived: s.BytesReceived, PacketsReceived: s.PacketsReceived,
-		BytesLost: s.BytesLost, PacketsLost: s.PacketsLost}}
+		BytesLost: s.BytesLost, PacketsLost: s.PacketsLost}
+	if drops != nil {
+		st.PacketsDroppedQueueFull, st.BytesDroppedQueueFull = drops.packets.Load(), drops.bytes.Load()
+	}
+	if sock != nil {
+		st.SocketDatagramsReceived, st.SocketBytesReceived = sock.datagrams.Load(), sock.bytes.Load()
+	}
+	return State{Key: keyQUIC, Data: st}
 }
 
 // quicListener is one UDP socket serving HTTP/3 and the stream ALPNs.
@@ -279,7 +289,7 @@ func (c *quicServerConn) AcceptStream(ctx context.Context) (Stream, error) {
 	return classified{Stream: quicStream{s}, own: quicStatus}, nil
 }
 
-func (c *quicServerConn) Sample() State { return sampleQUIC(c.c) }
+func (c *quicServerConn) Sample() State { return sampleQUIC(c.c, nil, nil) }
 
 func (c *quicServerConn) Abort(code uint64, reason string) {
 	_ = c.c.CloseWithError(quic.ApplicationErrorCode(code), reason)

@@ -276,7 +276,7 @@ func (t *handoverTransport) Dial(ctx context.Context, addr netip.AddrPort, famil
 	cfg := t.o.TLS.Clone()
 	cfg.NextProtos = offered(family, []string{alpnH3})
 	qcfg := QUICConfig(t.o.IdleTimeout)
-	qcfg.Tracer = quicTracer(t.o.QlogDir, c.mon)
+	qcfg.Tracer = quicTracer(t.o.QlogDir, teeTrace{c.mon, &c.drops})
 	qc, err := dialQUICGo(ctx, tr, addr, cfg, qcfg)
 	if err != nil {
 		c.closeTransports()
@@ -370,6 +370,7 @@ type handoverConn struct {
 	cfg    HandoverConfig
 	remote netip.AddrPort
 	mon    *pathMonitor
+	drops  queueDrops
 	start  time.Time
 	info   Info
 	trs    []*quic.Transport
@@ -629,7 +630,7 @@ func (c *handoverConn) Info() Info { return c.info }
 // Sample: the active path's RTT and loss state is quic-go's (from its
 // qlog events); a path not in use shows its state as it was left.
 func (c *handoverConn) Sample() State {
-	s := sampleQUIC(c.qc).Data.(*QUICStats)
+	s := sampleQUIC(c.qc, &c.drops, nil).Data.(*QUICStats)
 	m := c.mon.snapshot(time.Now())
 	c.mu.Lock()
 	defer c.mu.Unlock()

@@ -279,6 +279,15 @@ type QUICStats struct {
 	PacketsReceived  uint64        `json:"packets_received"`
 	BytesLost        uint64        `json:"bytes_lost"`
 	PacketsLost      uint64        `json:"packets_lost"`
+	// What reached the transport but not quic-go's counters: datagrams
+	// quic-go drops when a connection's packet queue is full are on the
+	// wire and not in BytesReceived. The quic client counts its socket's
+	// reads, quic-handover the drops (from the qlog events it already
+	// follows); zero where not counted.
+	SocketDatagramsReceived uint64 `json:"socket_datagrams_received,omitempty"`
+	SocketBytesReceived     uint64 `json:"socket_bytes_received,omitempty"`
+	PacketsDroppedQueueFull uint64 `json:"packets_dropped_queue_full,omitempty"`
+	BytesDroppedQueueFull   uint64 `json:"bytes_dropped_queue_full,omitempty"`
 }
 
 // Retransmissions: TCP total_retrans segments.
