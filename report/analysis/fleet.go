@@ -38,6 +38,23 @@ type fleetSec struct {
 	tests, ok int
 	rtts      []float64
 	runs      []fleetRun
+	// A survey's cells (probe path / resolve path) per run, study 004's
+	// view of reachability and RTT.
+	cells    map[string]*fleetCellAgg
+	cellRuns []fleetCellRun
+}
+
+type fleetCellAgg struct {
+	tests, ok int
+	rtts      []float64
+}
+
+type fleetCellRun struct {
+	probe, id, cell string
+	start           time.Time
+	tests, ok       int
+	rtt             float64
+	hasRTT          bool
 }
 
 func (*fleetSec) fleetOnly() {}
@@ -58,7 +75,7 @@ type fleetTest struct {
 
 func (f *fleetSec) Add(rec Record) error {
 	if rec.Run != f.cur {
-		f.cur, f.tests, f.ok, f.rtts = rec.Run, 0, 0, f.rtts[:0]
+		f.cur, f.tests, f.ok, f.rtts, f.cells = rec.Run, 0, 0, f.rtts[:0], nil
 	}
 	switch rec.Type {
 	case "pattern_test":
@@ -88,6 +105,21 @@ func (f *fleetSec) Add(rec Record) error {
 			f.ok++
 			f.rtts = append(f.rtts, r.median())
 		}
+		if f.cells == nil {
+			f.cells = map[string]*fleetCellAgg{}
+		}
+		for _, rp := range r.resolvePaths() {
+			c := f.cells[CellName(r.ProbePath, rp)]
+			if c == nil {
+				c = &fleetCellAgg{}
+				f.cells[CellName(r.ProbePath, rp)] = c
+			}
+			c.tests++
+			if r.Responsive {
+				c.ok++
+				c.rtts = append(c.rtts, r.median())
+			}
+		}
 	}
 	return nil
 }
@@ -108,7 +140,17 @@ func (f *fleetSec) EndRun(r *Run) {
 			fr.rtt, fr.hasRTT = Quantile(f.rtts, 0.5), true
 		}
 	}
-	f.cur, f.rtts = nil, f.rtts[:0]
+	if r == f.cur {
+		for cell, c := range f.cells {
+			cr := fleetCellRun{probe: fr.probe, id: fr.id, cell: cell, start: fr.start, tests: c.tests, ok: c.ok}
+			if len(c.rtts) > 0 {
+				sort.Float64s(c.rtts)
+				cr.rtt, cr.hasRTT = Quantile(c.rtts, 0.5), true
+			}
+			f.cellRuns = append(f.cellRuns, cr)
+		}
+	}
+	f.cur, f.rtts, f.cells = nil, f.rtts[:0], nil
 	f.runs = append(f.runs, fr)
 }
 
@@ -172,7 +214,76 @@ func (f *fleetSec) Tables() []Table {
 		series.Rows = append(series.Rows, []string{r.probe, r.start.Format(time.RFC3339), r.id, r.command, r.status,
 			fmt.Sprint(r.tests), reach, rtt})
 	}
-	return []Table{days, series}
+	cells := Table{Name: "fleet-cells", Title: "Reachability and RTT per survey cell and run", Long: true,
+		Note:    "cell = probe path / resolve path (004 §III); reachable_pct: targets that answered (valid, not host-overloaded); rtt_median_ms: median per-target RTT",
+		Columns: []string{"probe", "started_at", "run_id", "cell", "targets", "reachable_pct", "rtt_median_ms"}}
+	for _, r := range f.sortedCells() {
+		rtt := ""
+		if r.hasRTT {
+			rtt = ms(r.rtt)
+		}
+		cells.Rows = append(cells.Rows, []string{r.probe, r.start.Format(time.RFC3339), r.id, r.cell, fmt.Sprint(r.tests),
+			fmt.Sprintf("%.2f", 100*float64(r.ok)/float64(max(1, r.tests))), rtt})
+	}
+	return []Table{days, series, cells}
+}
+
+func (f *fleetSec) sortedCells() []fleetCellRun {
+	rs := slices.Clone(f.cellRuns)
+	slices.SortStableFunc(rs, func(a, b fleetCellRun) int {
+		return cmp.Or(cmp.Compare(a.probe, b.probe), cmp.Compare(a.cell, b.cell), a.start.Compare(b.start), cmp.Compare(a.id, b.id))
+	})
+	return rs
+}
+
+// cellFigures: per probe and cell, reachability and median RTT over time,
+// one panel a probe (its cells, four with two paths).
+func (f *fleetSec) cellFigures() []Figure {
+	reach := Figure{Name: "fleet-cell-reachability", Title: "Reachability per survey cell", Kind: KindLines, TimeX: true,
+		XLabel: "time (UTC)", YLabel: "reachable (%)", After: "fleet-cells"}
+	rtt := Figure{Name: "fleet-cell-rtt", Title: "Median RTT per survey cell", Kind: KindLines, TimeX: true,
+		XLabel: "time (UTC)", YLabel: "RTT (ms)", After: "fleet-cells"}
+	var probes []string
+	for _, r := range f.cellRuns {
+		if !slices.Contains(probes, r.probe) {
+			probes = append(probes, r.probe)
+		}
+	}
+	if len(probes) > maxFleetSeries {
+		return nil // the table holds them; a plot of hundreds of panels helps no one
+	}
+	var cur *[2]Series
+	key := ""
+	for _, r := range f.sortedCells() {
+		if k := r.probe + " " + r.cell; k != key {
+			if cur != nil {
+				reach.Series, rtt.Series = append(reach.Series, cur[0]), append(rtt.Series, cur[1])
+			}
+			key = k
+			cur = &[2]Series{{Name: k, Group: r.probe}, {Name: k, Group: r.probe}}
+		}
+		t := float64(r.start.UnixNano()) / 1e9
+		cur[0].X, cur[0].Y = append(cur[0].X, t), append(cur[0].Y, 100*float64(r.ok)/float64(max(1, r.tests)))
+		if r.hasRTT {
+			cur[1].X, cur[1].Y = append(cur[1].X, t), append(cur[1].Y, r.rtt)
+		}
+	}
+	if cur != nil {
+		reach.Series, rtt.Series = append(reach.Series, cur[0]), append(rtt.Series, cur[1])
+	}
+	var out []Figure
+	for _, fig := range []Figure{reach, rtt} {
+		fig.Series = slices.DeleteFunc(fig.Series, func(s Series) bool { return len(s.X) == 0 })
+		for i, s := range fig.Series {
+			if x, y := LTTB(s.X, s.Y, fleetPoints); len(x) < len(s.X) {
+				fig.Series[i].X, fig.Series[i].Y, fig.Downsampled = x, y, true
+			}
+		}
+		if len(fig.Series) > 0 {
+			out = append(out, fig)
+		}
+	}
+	return out
 }
 
 func counts(m map[string]int) string {
@@ -262,5 +373,5 @@ func (f *fleetSec) Figures() []Figure {
 			p.fig.Series = append(p.fig.Series, Series{Name: n, X: dx, Y: dy})
 		}
 	}
-	return []Figure{perDay, reach, rtt}
+	return append([]Figure{perDay, reach, rtt}, f.cellFigures()...)
 }

@@ -220,6 +220,17 @@ func testDBReport(t *testing.T, dsn, data string, dbArgs ...string) {
 	day1, day2 := time.Date(2026, 11, 2, 0, 0, 0, 0, time.UTC), time.Date(2026, 11, 3, 0, 0, 0, 0, time.UTC)
 	assert.Equal(t, wantSeries(runs, func(p planted) bool { return !p.start.Before(day1) && p.start.Before(day2) }),
 		csvRows(t, append(db, "--since", "2026-11-02", "--until", "2026-11-03T00:00:00Z", "--section", "fleet-series")...))
+	// Per survey cell and run (each planted survey probes one cell,
+	// wlan0/wlan0, with the run's targets, answers and median RTT).
+	var cells []string
+	for _, p := range runs {
+		if p.command == "survey" {
+			cells = append(cells, fmt.Sprintf("%s,%s,%s,wlan0/wlan0,%d,%.2f,%.3f", p.probe, p.start.Format(time.RFC3339), p.id,
+				p.tests, 100*float64(p.ok)/float64(p.tests), p.rtt))
+		}
+	}
+	sort.Strings(cells)
+	assert.Equal(t, cells, csvRows(t, append(db, "--section", "fleet-cells")...))
 	// Runs per day: p1 on 11-02 has 2 pattern runs and its survey.
 	assert.Contains(t, csvRows(t, append(db, "--section", "fleet-runs")...), "p1,2026-11-02,3,run=2 survey=1,ok=3")
 	prov := csvRows(t, append(db, "--probe", "p2", "--section", "provenance")...)
@@ -229,7 +240,7 @@ func testDBReport(t *testing.T, dsn, data string, dbArgs ...string) {
 	// The fleet figures are drawn (per probe: three probes, three series).
 	svg := t.TempDir()
 	r := readJSON(t, append(db, "--svg", svg)...)
-	for _, name := range []string{"fleet-runs", "fleet-reachability", "fleet-rtt"} {
+	for _, name := range []string{"fleet-runs", "fleet-reachability", "fleet-rtt", "fleet-cell-reachability", "fleet-cell-rtt"} {
 		i := slices.IndexFunc(r.Figures, func(f analysis.Figure) bool { return f.Name == name })
 		require.GreaterOrEqual(t, i, 0, name)
 		assert.Len(t, r.Figures[i].Series, 3, name)
