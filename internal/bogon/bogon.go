@@ -4,7 +4,11 @@
 // probes one only where it was learnt; a fleet task may never name one.
 package bogon
 
-import "net/netip"
+import (
+	"fmt"
+	"net"
+	"net/netip"
+)
 
 var prefixes = mustPrefixes(
 	"0.0.0.0/8", "10.0.0.0/8", "100.64.0.0/10", "127.0.0.0/8", "169.254.0.0/16",
@@ -37,4 +41,27 @@ func Contains(a netip.Addr, public []netip.Prefix) bool {
 		}
 	}
 	return false
+}
+
+// LocalPrefixes are the subnets of every address of this host: an address
+// there is on its owner's own network.
+func LocalPrefixes() ([]netip.Prefix, error) {
+	addrs, err := net.InterfaceAddrs()
+	if err != nil {
+		return nil, fmt.Errorf("list the host's addresses: %w", err)
+	}
+	var out []netip.Prefix
+	for _, a := range addrs {
+		if n, ok := a.(*net.IPNet); ok {
+			ip, _ := netip.AddrFromSlice(n.IP)
+			ones, bits := n.Mask.Size()
+			if ip.Is4In6() && bits == 128 {
+				ones -= 96
+			}
+			if p, err := ip.Unmap().Prefix(ones); err == nil {
+				out = append(out, p)
+			}
+		}
+	}
+	return out, nil
 }

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
 	"net/netip"
 	"os"
@@ -21,6 +20,7 @@ import (
 	"github.com/mptester/mptester/agent"
 	"github.com/mptester/mptester/agent/caps"
 	"github.com/mptester/mptester/collect/api"
+	"github.com/mptester/mptester/internal/bogon"
 	"github.com/mptester/mptester/internal/cmdutil"
 	"github.com/mptester/mptester/internal/config"
 	"github.com/mptester/mptester/upload"
@@ -204,24 +204,8 @@ func Caps(c *config.Config) (caps.Caps, error) {
 }
 
 // localPrefixes are the subnets of this host's addresses (a run's server
-// there is on the owner's own network).
+// there is on the owner's own network); none when they cannot be listed.
 func localPrefixes() []netip.Prefix {
-	addrs, err := net.InterfaceAddrs()
-	if err != nil {
-		return nil
-	}
-	var out []netip.Prefix
-	for _, a := range addrs {
-		if n, ok := a.(*net.IPNet); ok {
-			ip, _ := netip.AddrFromSlice(n.IP)
-			ones, bits := n.Mask.Size()
-			if ip.Is4In6() && bits == 128 {
-				ones -= 96
-			}
-			if p, err := ip.Unmap().Prefix(ones); err == nil {
-				out = append(out, p)
-			}
-		}
-	}
+	out, _ := bogon.LocalPrefixes()
 	return out
 }

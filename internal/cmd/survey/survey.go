@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"net/netip"
 	"os"
 	"runtime"
@@ -20,6 +19,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/mptester/mptester/internal/bogon"
 	"github.com/mptester/mptester/internal/cmdutil"
 	"github.com/mptester/mptester/internal/config"
 	"github.com/mptester/mptester/internal/memtrim"
@@ -416,7 +416,7 @@ func buildConfig(opts *Options) (survey.Config, error) {
 	}
 	pol := survey.Policy{AllowCrossPrivate: opts.AllowCrossPrivate && !opts.NoPrivate, NoPrivate: opts.NoPrivate}
 	if opts.NoPrivate {
-		local, err := localPrefixes()
+		local, err := bogon.LocalPrefixes()
 		ch.Check("--no-private", err)
 		pol.Local = local
 	}
@@ -528,26 +528,4 @@ func checkRaw(method string, fam probe.Family) error {
 		return cmdutil.MissingCapability("CAP_NET_RAW", "--method "+method+" (raw sockets)", err)
 	}
 	return nil
-}
-
-// localPrefixes are the subnets of every address of this host.
-func localPrefixes() ([]netip.Prefix, error) {
-	addrs, err := net.InterfaceAddrs()
-	if err != nil {
-		return nil, fmt.Errorf("list the host's addresses: %w", err)
-	}
-	var out []netip.Prefix
-	for _, a := range addrs {
-		if n, ok := a.(*net.IPNet); ok {
-			ip, _ := netip.AddrFromSlice(n.IP)
-			ones, bits := n.Mask.Size()
-			if ip.Is4In6() && bits == 128 {
-				ones -= 96
-			}
-			if p, err := ip.Unmap().Prefix(ones); err == nil {
-				out = append(out, p)
-			}
-		}
-	}
-	return out, nil
 }
