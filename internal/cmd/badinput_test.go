@@ -168,7 +168,10 @@ func TestBadInputs(t *testing.T) {
 		{[]string{"lab", "status", "extra"}, []string{"unknown command"}},
 		{[]string{"lab", "down", "extra"}, []string{"unknown command"}},
 	} {
-		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
+		// Names without the temporary directories: a re-run (gotestsum
+		// -run NAME) must find the same subtest again.
+		name := strings.NewReplacer(labDir, "LABDIR", dir, "DIR").Replace(strings.Join(tc.args, " "))
+		t.Run(name, func(t *testing.T) {
 			write("out.jsonl", precious)
 			io, _, errOut := cmdutil.Test()
 			code := Run(context.Background(), io, tc.args)

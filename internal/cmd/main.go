@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"sync"
 	"syscall"
 
 	"github.com/spf13/cobra"
@@ -23,12 +24,16 @@ func Main() int {
 	return Run(context.Background(), cmdutil.System(), os.Args[1:])
 }
 
+// producerOnce sets the producer every result names once: tests run
+// several commands at once in one process.
+var producerOnce sync.Once
+
 // Run executes the command line args. SIGINT/SIGTERM cancel the context so
 // long runs flush partial results and exit with ExitCancelled.
 func Run(ctx context.Context, io *cmdutil.IOStreams, args []string) int {
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	report.Producer.Version, report.Producer.Commit = buildinfo.Version, buildinfo.Commit
+	producerOnce.Do(func() { report.Producer.Version, report.Producer.Commit = buildinfo.Version, buildinfo.Commit })
 	f := &cmdutil.Factory{IO: io, Logger: slog.New(slog.NewTextHandler(io.ErrOut, nil))}
 	cmd := root.NewCmdRoot(f)
 	// cobra reports unknown commands, bad arguments and flags (groups,
