@@ -2,6 +2,7 @@ package collect
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -196,7 +197,7 @@ func (s *Server) fleetTables(ctx context.Context, now time.Time) ([]analysis.Tab
 			enrolled = "revoked " + p.RevokedAt.UTC().Format(time.DateOnly)
 		}
 		pt.Rows = append(pt.Rows, []string{p.Name, seen, ago, fmt.Sprint(p.Runs), fmt.Sprint(p.Backlog), fmt.Sprint(p.Dropped),
-			cmpOr(p.LastStatus, "-"), fmt.Sprint(len(p.Refusals)), enrolled})
+			cmp.Or(p.LastStatus, "-"), fmt.Sprint(len(p.Refusals)), enrolled})
 		pt.Href = append(pt.Href, reportLink(p.Name))
 	}
 	runs, err := s.cfg.Store.ListRuns(ctx, store.RunFilter{})
@@ -214,7 +215,7 @@ func (s *Server) fleetTables(ctx context.Context, now time.Time) ([]analysis.Tab
 		if len(ft.Rows) == failuresShown {
 			break
 		}
-		ft.Rows = append(ft.Rows, []string{r.ProbeID, r.RunID, r.Command, r.StartedAt.UTC().Format(time.RFC3339), cmpOr(r.Status, "unknown")})
+		ft.Rows = append(ft.Rows, []string{r.ProbeID, r.RunID, r.Command, r.StartedAt.UTC().Format(time.RFC3339), cmp.Or(r.Status, "unknown")})
 		ft.Href = append(ft.Href, reportLink(r.ProbeID))
 	}
 	out := []analysis.Table{pt}
@@ -222,11 +223,4 @@ func (s *Server) fleetTables(ctx context.Context, now time.Time) ([]analysis.Tab
 		out = append(out, ft)
 	}
 	return out, nil
-}
-
-func cmpOr(s, def string) string {
-	if s == "" {
-		return def
-	}
-	return s
 }

@@ -16,15 +16,12 @@ import (
 	"time"
 )
 
-// retryPicoquic is the interop suite's picoquicdemo (picoquicDemo).
-func retryPicoquic(t *testing.T) (bin, certDir string) { return picoquicDemo(t) }
-
 // picoquicdemo's server sends a Retry (-r); mpquic's client follows it
 // (tag, new DCID, token, retry_source_connection_id) and downloads a file
 // over hq-interop, byte for byte. Without Retry support the dial failed
 // with "Retry is not supported".
 func TestRetryPicoquicServer(t *testing.T) {
-	bin, certs := retryPicoquic(t)
+	bin, certs := picoquicDemo(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	www := t.TempDir()
@@ -85,7 +82,7 @@ func TestRetryPicoquicServer(t *testing.T) {
 // on a wrong original_destination_connection_id or
 // retry_source_connection_id) and downloads a file over hq-interop.
 func TestRetryPicoquicClient(t *testing.T) {
-	bin, certs := retryPicoquic(t)
+	bin, certs := picoquicDemo(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	cert, err := tls.LoadX509KeyPair(filepath.Join(certs, "cert.pem"), filepath.Join(certs, "key.pem"))
