@@ -27,6 +27,7 @@ import (
 	"github.com/mptester/mptester/lab"
 	"github.com/mptester/mptester/lab/emu"
 	"github.com/mptester/mptester/lab/world"
+	"github.com/mptester/mptester/patterns"
 	"github.com/mptester/mptester/probe"
 	"github.com/mptester/mptester/survey"
 )
@@ -352,12 +353,9 @@ func printHandover(out io.Writer, d *runDoc, planted string) {
 		tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
 		fmt.Fprintln(tw, "TRANSPORT\tSTATUS\tHANDOVER\tCAUSE (measured / planted)\tMAX DELAY up / down")
 		for _, t := range m.Transports {
-			cause := t.Handover.Cause
-			if cause == "" {
-				cause = "-"
-			}
+			cause := cmp.Or(string(t.Handover.Cause), "-")
 			fmt.Fprintf(tw, "%s\t%s\t%s\t%s / %s\t%s / %s\n", t.Transport, t.Status, t.Handover.Status, cause, planted,
-				time.Duration(t.Upload.Max).Round(time.Millisecond), time.Duration(t.Download.Max).Round(time.Millisecond))
+				t.Upload.Max.Round(time.Millisecond), t.Download.Max.Round(time.Millisecond))
 		}
 		tw.Flush()
 	}
@@ -368,25 +366,7 @@ type runDoc struct {
 	Status  string      `json:"status"`
 	Records []runRecord `json:"records"`
 	// Mobile holds the mobile_summary records (decoded from Records' raw).
-	Mobile []mobileSummary `json:"-"`
-}
-
-type mobileSummary struct {
-	Type       string `json:"type"`
-	Transports []struct {
-		Transport string `json:"transport"`
-		Status    string `json:"status"`
-		Handover  struct {
-			Status string `json:"status"`
-			Cause  string `json:"cause"`
-		} `json:"handover"`
-		Upload struct {
-			Max int64 `json:"max_ns"`
-		} `json:"upload_delays"`
-		Download struct {
-			Max int64 `json:"max_ns"`
-		} `json:"download_delays"`
-	} `json:"transports"`
+	Mobile []patterns.MobileRecord `json:"-"`
 }
 
 func (d *runDoc) UnmarshalJSON(b []byte) error {
@@ -412,8 +392,8 @@ func (d *runDoc) UnmarshalJSON(b []byte) error {
 				return err
 			}
 			d.Records = append(d.Records, rec)
-		case "mobile_summary":
-			var m mobileSummary
+		case patterns.MobileRecordType:
+			var m patterns.MobileRecord
 			if err := json.Unmarshal(r, &m); err != nil {
 				return err
 			}
