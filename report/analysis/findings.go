@@ -38,18 +38,20 @@ func cellFindings(by map[string]Table) [][]string {
 	if !ok {
 		return nil
 	}
+	rtt := by["rtt"]
 	median := map[string][2]string{} // cell -> p50, n
-	for r := range by["rtt"].All() {
-		median[r[0]] = [2]string{r[5], r[1]}
+	for r := range rtt.All() {
+		median[rtt.cell(r, "cell")] = [2]string{rtt.cell(r, "p50"), rtt.cell(r, "n")}
 	}
 	var rows [][]string
 	for r := range un.All() {
-		subject := "cell " + r[0]
-		if r[7] != "" {
-			subject = "cell " + r[7] + " (" + r[0] + ")"
+		cell, letters := un.cell(r, "cell"), un.cell(r, "study_cell")
+		subject := "cell " + cell
+		if letters != "" {
+			subject = "cell " + letters + " (" + cell + ")"
 		}
-		f := fmt.Sprintf("%s of %s targets unresponsive (%s%%)", r[3], r[1], r[4])
-		if m, ok := median[r[0]]; ok && m[1] != "0" {
+		f := fmt.Sprintf("%s of %s targets unresponsive (%s%%)", un.cell(r, "unresponsive"), un.cell(r, "targets"), un.cell(r, "unresponsive_pct"))
+		if m, ok := median[cell]; ok && m[1] != "0" {
 			f += fmt.Sprintf("; median RTT %s ms over %s responsive targets", m[0], m[1])
 		}
 		rows = append(rows, []string{subject, f, "unresponsive, rtt"})
@@ -69,20 +71,21 @@ func goodputFindings(pm Table) [][]string {
 	bests := map[group]map[string]best{}
 	var groups []group
 	for r := range pm.All() {
-		if len(r) < 12 || !strings.HasSuffix(r[6], "goodput_mbps") {
+		metric, tr := pm.cell(r, "metric"), pm.cell(r, "transport")
+		if !strings.HasSuffix(metric, "goodput_mbps") {
 			continue
 		}
-		v, err := strconv.ParseFloat(r[11], 64)
+		v, err := strconv.ParseFloat(pm.cell(r, "median"), 64)
 		if err != nil {
 			continue
 		}
-		g := group{r[0], r[1], r[6]}
+		g := group{pm.cell(r, "mode"), pm.cell(r, "pattern"), metric}
 		if bests[g] == nil {
 			bests[g] = map[string]best{}
 			groups = append(groups, g)
 		}
-		if b, ok := bests[g][r[2]]; !ok || v > b.mbps {
-			bests[g][r[2]] = best{v, r[3] + " " + r[4], r[5]}
+		if b, ok := bests[g][tr]; !ok || v > b.mbps {
+			bests[g][tr] = best{v, pm.cell(r, "family") + " " + pm.cell(r, "path"), pm.cell(r, "tests")}
 		}
 	}
 	slices.SortFunc(groups, func(a, b group) int {
@@ -120,24 +123,26 @@ func mobileFindings(cdf, causes Table) [][]string {
 	type key struct{ transport, dir string }
 	med := map[key]string{}
 	var trs []string
-	for r := range cdf.All() { // transport, direction, max_delay_s, cdf
-		k := key{r[0], r[1]}
+	for r := range cdf.All() {
+		tr := cdf.cell(r, "transport")
+		k := key{tr, cdf.cell(r, "direction")}
 		if _, done := med[k]; done {
 			continue
 		}
-		if p, err := strconv.ParseFloat(r[3], 64); err == nil && p >= 0.5 {
-			med[k] = r[2]
-			if !slices.Contains(trs, r[0]) {
-				trs = append(trs, r[0])
+		if p, err := strconv.ParseFloat(cdf.cell(r, "cdf"), 64); err == nil && p >= 0.5 {
+			med[k] = cdf.cell(r, "max_delay_s")
+			if !slices.Contains(trs, tr) {
+				trs = append(trs, tr)
 			}
 		}
 	}
 	why := map[string][]string{}
-	for r := range causes.All() { // transport, cause, tests, pct
-		if r[2] != "0" {
-			why[r[0]] = append(why[r[0]], fmt.Sprintf("%s %s (%s%%)", r[1], r[2], r[3]))
-			if !slices.Contains(trs, r[0]) {
-				trs = append(trs, r[0])
+	for r := range causes.All() {
+		tr, n := causes.cell(r, "transport"), causes.cell(r, "tests")
+		if n != "0" {
+			why[tr] = append(why[tr], fmt.Sprintf("%s %s (%s%%)", causes.cell(r, "cause"), n, causes.cell(r, "pct")))
+			if !slices.Contains(trs, tr) {
+				trs = append(trs, tr)
 			}
 		}
 	}
@@ -163,4 +168,14 @@ func plural(n, what string) string {
 		return n + " " + what
 	}
 	return n + " " + what + "s"
+}
+
+// cell is row's value in the column named name ("" when the table has no
+// such column): the findings read the sections' tables by column name, so
+// a column added to a table cannot shift what they read.
+func (t Table) cell(row []string, name string) string {
+	if i := slices.Index(t.Columns, name); i >= 0 && i < len(row) {
+		return row[i]
+	}
+	return ""
 }
