@@ -200,18 +200,29 @@ func (s *Server) fleetTables(ctx context.Context, now time.Time) ([]analysis.Tab
 			cmp.Or(p.LastStatus, "-"), fmt.Sprint(len(p.Refusals)), enrolled})
 		pt.Href = append(pt.Href, reportLink(p.Name))
 	}
-	runs, err := s.cfg.Store.ListRuns(ctx, store.RunFilter{})
-	if err != nil {
-		return nil, err
+	// Page through the index keeping only the failures, so a fleet's
+	// months of runs are never held at once.
+	var runs []store.Run
+	for after := int64(0); ; {
+		page, err := s.cfg.Store.ListRuns(ctx, store.RunFilter{After: after, Limit: 1000})
+		if err != nil {
+			return nil, err
+		}
+		for _, r := range page {
+			if r.Status != "ok" {
+				runs = append(runs, r)
+			}
+		}
+		if len(page) < 1000 {
+			break
+		}
+		after = page[len(page)-1].Seq
 	}
 	sort.SliceStable(runs, func(i, j int) bool { return runs[i].StartedAt.After(runs[j].StartedAt) })
 	ft := analysis.Table{Name: "fleet-failures", Title: "Recent failures",
 		Note:    fmt.Sprintf("the last %d runs that did not end ok, newest first; each links to its probe's report", failuresShown),
 		Columns: []string{"probe", "run_id", "command", "started", "status"}}
 	for _, r := range runs {
-		if r.Status == "ok" {
-			continue
-		}
 		if len(ft.Rows) == failuresShown {
 			break
 		}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"image/png"
+	"math/rand/v2"
 	"net/http"
 	"net/url"
 	"os"
@@ -177,6 +178,10 @@ func TestFleetPageInHeadlessChromium(t *testing.T) {
 	storeDir := t.TempDir()
 	srv := newFleetServer(t, filepath.Join(storeDir, "collect.db"), storeDir, []string{"p1", "p2", "p3"})
 	plantFleet(t, srv)
+	// One run that did not end ok: the only row of the recent failures.
+	failed := genRun(headerLine(t), rand.New(rand.NewPCG(3, 3)), "p2", "run", time.Date(2026, 11, 4, 0, 0, 0, 0, time.UTC), 2, 1, 2)
+	failed.body = bytes.Replace(failed.body, []byte(`"status":"ok"`), []byte(`"status":"partial"`), 1)
+	srv.upload(t, failed)
 
 	// The cookie as the server sets it, and what it refuses.
 	login := func(token string) *http.Response {
@@ -240,6 +245,7 @@ func TestFleetPageInHeadlessChromium(t *testing.T) {
 	signIn(p, srv.admin)
 	waitFor(p, `document.querySelector('#t-fleet-probes')`)
 	var page struct {
+		Failed [][]string `json:"failed"`
 		URL    string     `json:"url"`
 		Cookie string     `json:"cookie"`
 		Rows   [][]string `json:"rows"`
@@ -247,6 +253,7 @@ func TestFleetPageInHeadlessChromium(t *testing.T) {
 		Figs   []string   `json:"figs"`
 	}
 	require.NoError(t, p.Eval(ctx, `({url: location.href, cookie: document.cookie,
+  failed: [...document.querySelectorAll('#t-fleet-failures tbody tr')].map(tr => [...tr.cells].map(c => c.textContent)),
   rows: [...document.querySelectorAll('#t-fleet-probes tbody tr')].map(tr => [...tr.cells].map(c => c.textContent)),
   links: [...document.querySelectorAll('#t-fleet-probes tbody a')].map(a => a.getAttribute('href')),
   figs: [...document.querySelectorAll('figure.plot')].map(f => f.dataset.figure)})`, &page))
@@ -255,11 +262,13 @@ func TestFleetPageInHeadlessChromium(t *testing.T) {
 	require.Len(t, page.Rows, 3)
 	for i, name := range []string{"p1", "p2", "p3"} {
 		assert.Equal(t, name, page.Rows[i][0])
-		assert.Equal(t, "7", page.Rows[i][3], "%s: runs uploaded", name)
+		assert.Equal(t, map[string]string{"p1": "7", "p2": "8", "p3": "7"}[name], page.Rows[i][3], "%s: runs uploaded", name)
 		assert.NotEqual(t, "never", page.Rows[i][1], "%s: last seen", name)
 		assert.Equal(t, "/v1/report?probe="+name, page.Links[i])
 	}
 	assert.NotEmpty(t, page.Figs, "the fleet views")
+	require.Len(t, page.Failed, 1, "the one run that did not end ok")
+	assert.Equal(t, []string{"p2", failed.id, "run", "2026-11-04T00:00:00Z", "partial"}, page.Failed[0])
 	shot, err := p.Screenshot(ctx)
 	require.NoError(t, err)
 	require.NoError(t, os.WriteFile(filepath.Join(art, "fleet-page-desktop.png"), shot, 0o644))
