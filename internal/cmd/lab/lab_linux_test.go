@@ -187,7 +187,7 @@ func TestLabDemo(t *testing.T) {
 			}
 			bulk++
 			if f[1] == "both" {
-				if f[6] == "0" || f[9] == "0" { // received wlan0 / wwan0: "N unit / N unit"
+				if f[5] == "0" || f[8] == "0" { // goodput "N Mbit/s", then received wlan0 / wwan0: "N unit / N unit"
 					t.Errorf("demo: a multipath transport used one path: %q", line)
 				}
 				if r, err := strconv.ParseFloat(strings.TrimSuffix(f[len(f)-1], "x"), 64); err == nil && r > 1 {
