@@ -10,6 +10,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/mptester/mptester/mpquic/internal/wire"
 )
 
 // Packet number spaces (RFC 9000 §12.3).
@@ -810,7 +812,7 @@ func tlsError(err error) *TransportError {
 		code = TransportErrorCode(0x100 + uint64(alert))
 	}
 	te := transportErr(code, FrameCrypto, "TLS: %v", err)
-	te.cause = err
+	wire.SetCause(te, err)
 	return te
 }
 

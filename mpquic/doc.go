@@ -7,14 +7,14 @@
 // PATH_ACK 0x3e-0x3f, PATH_ABANDON 0x3e75 ... PATH_CIDS_BLOCKED 0x3e7c, and
 // the path error codes 0x3e, 0x3e75-0x3e77.
 //
-// The wire layer:
+// The wire layer (internal/wire; mpquic exports its names as its own):
 //   - variable-length integers and packet numbers (RFC 9000 §16, §17.1, A.2, A.3)
 //   - long and short headers, coalesced packets, Version Negotiation (§17)
 //   - every RFC 9000 frame and the draft's multipath frames, with the
 //     per-packet-type rule of RFC 9000 §12.4 Table 3 (errors are *TransportError
 //     carrying the code a CONNECTION_CLOSE must send)
 //   - transport parameters (§18) with initial_max_path_id
-//   - packet and header protection (RFC 9001 §5): Initial secrets,
+//   - in mpquic itself, packet and header protection (RFC 9001 §5): Initial secrets,
 //     AES-128-GCM and ChaCha20-Poly1305, and the multipath nonce that puts the
 //     path ID into the AEAD nonce (draft §"Nonce Calculation")
 //

@@ -82,7 +82,7 @@ func (discardConn) LocalAddr() net.Addr                       { return &net.UDPA
 func FuzzServerInitial(f *testing.F) {
 	f.Add(append(PingFrame{}.Append(nil), make([]byte, 20)...))
 	f.Add(CryptoFrame{Offset: 0, Data: []byte{1, 0, 0, 5, 3, 3, 0, 0, 0}}.Append(nil))
-	f.Add(AckFrame{Ranges: []AckRange{{0, 0}}}.Append(nil))
+	f.Add(AckFrame{Ranges: []AckRange{{Smallest: 0, Largest: 0}}}.Append(nil))
 	f.Add(StreamFrame{StreamID: 0, Data: []byte("x")}.Append(nil))
 	f.Add(HandshakeDoneFrame{}.Append(nil))
 	stls, _ := testTLS(f)
@@ -138,7 +138,7 @@ func FuzzMultipathFrames(f *testing.F) {
 		{PathNewConnectionIDFrame{PathID: 1, Seq: 0, ConnID: cid}, PathStatusFrame{PathID: 1, Seq: 1, Backup: true}},
 		{PathAbandonFrame{PathID: 0, ErrorCode: 1}, PathAbandonFrame{PathID: 1}},
 		{MaxPathIDFrame{MaxPathID: 9}, PathsBlockedFrame{MaxPathID: 3}, PathCIDsBlockedFrame{PathID: 2, NextSeq: 1}},
-		{PathRetireConnectionIDFrame{PathID: 2, Seq: 0}, PathAckFrame{PathID: 1, Ack: AckFrame{Ranges: []AckRange{{0, 0}}}}},
+		{PathRetireConnectionIDFrame{PathID: 2, Seq: 0}, PathAckFrame{PathID: 1, Ack: AckFrame{Ranges: []AckRange{{Smallest: 0, Largest: 0}}}}},
 		{PathNewConnectionIDFrame{PathID: 7, Seq: 0, ConnID: cid}},
 	}
 	for _, s := range seeds {

@@ -489,8 +489,8 @@ func TestMultipathViolations(t *testing.T) {
 		code  TransportErrorCode
 	}{
 		{"path ID above the limit", nil, PathNewConnectionIDFrame{PathID: 9, Seq: 0, ConnID: []byte{1, 2, 3, 4, 5, 6, 7, 8}}, ProtocolViolation},
-		{"PATH_ACK above the limit", nil, PathAckFrame{PathID: 4, Ack: AckFrame{Ranges: []AckRange{{0, 0}}}}, ProtocolViolation},
-		{"PATH_ACK of a packet never sent", nil, PathAckFrame{PathID: 0, Ack: AckFrame{Ranges: []AckRange{{1 << 20, 1 << 20}}}}, ProtocolViolation},
+		{"PATH_ACK above the limit", nil, PathAckFrame{PathID: 4, Ack: AckFrame{Ranges: []AckRange{{Smallest: 0, Largest: 0}}}}, ProtocolViolation},
+		{"PATH_ACK of a packet never sent", nil, PathAckFrame{PathID: 0, Ack: AckFrame{Ranges: []AckRange{{Smallest: 1 << 20, Largest: 1 << 20}}}}, ProtocolViolation},
 		{"without negotiation", &Config{DisableMultipath: true}, PathAbandonFrame{PathID: 0}, FrameEncodingError},
 		{"PATH_CIDS_BLOCKED above the limit", nil, PathCIDsBlockedFrame{PathID: 9}, ProtocolViolation},
 		{"PATH_CIDS_BLOCKED for an ID never issued", nil, PathCIDsBlockedFrame{PathID: 1, NextSeq: 99}, ProtocolViolation},

@@ -116,7 +116,7 @@ func TestServerInitialRFC9001(t *testing.T) {
 	if err != nil || len(frames) != 2 {
 		t.Fatalf("frames %v %v", frames, err)
 	}
-	if a, ok := frames[0].(AckFrame); !ok || len(a.Ranges) != 1 || a.Ranges[0] != (AckRange{0, 0}) {
+	if a, ok := frames[0].(AckFrame); !ok || len(a.Ranges) != 1 || a.Ranges[0] != (AckRange{Smallest: 0, Largest: 0}) {
 		t.Fatalf("ACK frame %+v", frames[0])
 	}
 }

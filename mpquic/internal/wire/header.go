@@ -1,4 +1,4 @@
-package mpquic
+package wire
 
 import (
 	"encoding/binary"
@@ -265,3 +265,11 @@ func AppendShortHeader(b []byte, h ShortHeader, pn uint64, pnLen int) ([]byte, e
 	b = append(b, h.DCID...)
 	return appendPacketNumber(b, pn, pnLen), nil
 }
+
+// tagLen is the AEAD tag every QUIC v1 packet carries (16 bytes for
+// AES-128-GCM and ChaCha20-Poly1305, RFC 9001 §5.3), counted in the Length
+// field.
+const tagLen = 16
+
+// Invalid is an ErrInvalidPacket naming what is wrong with the packet.
+func Invalid(format string, args ...any) error { return invalid(format, args...) }

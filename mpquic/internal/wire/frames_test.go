@@ -1,4 +1,4 @@
-package mpquic
+package wire
 
 import (
 	"errors"

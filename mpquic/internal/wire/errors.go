@@ -1,4 +1,4 @@
-package mpquic
+package wire
 
 import "fmt"
 
@@ -85,3 +85,13 @@ func (e *TransportError) Is(target error) bool {
 func transportErr(code TransportErrorCode, ft FrameType, format string, args ...any) *TransportError {
 	return &TransportError{Code: code, FrameType: ft, Reason: fmt.Sprintf(format, args...)}
 }
+
+// NewError is a *TransportError with the code and frame type a
+// CONNECTION_CLOSE must carry.
+func NewError(code TransportErrorCode, ft FrameType, format string, args ...any) *TransportError {
+	return transportErr(code, ft, format, args...)
+}
+
+// SetCause records the local failure behind e (a crypto/tls error), which
+// e.Unwrap returns.
+func SetCause(e *TransportError, cause error) { e.cause = cause }
