@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/mptester/mptester/mpquic/internal/congestion"
 	"github.com/mptester/mptester/mpquic/internal/wire"
 )
 
@@ -129,8 +130,8 @@ type Conn struct {
 	earlyStatus    map[uint32]PathStatusFrame
 	pathsBlocked   bool // PATHS_BLOCKED owed (AddPath hit the limit)
 	pathCIDs       pathCIDsState
-	qlog           *qlogWriter // nil unless Config.Qlog
-	liaScratch     []liaPath   // congestion.go
+	qlog           *qlogWriter          // nil unless Config.Qlog
+	liaScratch     []congestion.LIAPath // congestion.go
 
 	// 1-RTT key update (RFC 9001 §6, keyupdate.go).
 	keyPhase    bool
@@ -969,7 +970,7 @@ func (c *Conn) discardSpace(si int) {
 	}
 	for _, p := range sp.sent {
 		if p.inFlight {
-			sp.path.cc.discard(p)
+			sp.path.cc.Discard(p.size)
 		}
 	}
 	*sp = pnSpace{discarded: true, largestAcked: -1, largestRecv: -1, kind: sp.kind, path: sp.path}
@@ -1027,7 +1028,7 @@ func (c *Conn) onAck(sp *pnSpace, f AckFrame, now time.Time) error {
 			c.qlog.metrics(now, path)
 		}
 		if sp.kind == spaceApp {
-			path.cc.onRTTSample(path.rtt.latest, largest, sp.nextPN)
+			path.cc.OnRTTSample(path.rtt.latest, largest, sp.nextPN)
 		}
 	}
 	for _, p := range newly {
@@ -1041,7 +1042,7 @@ func (c *Conn) onAck(sp *pnSpace, f AckFrame, now time.Time) error {
 
 func (c *Conn) onPacketAcked(sp *pnSpace, p *sentPacket) {
 	if p.inFlight {
-		sp.path.cc.onAcked(p)
+		sp.path.cc.OnAcked(p.size, p.time)
 	}
 	if p.mtuProbe {
 		c.mtuProbeAcked(sp.path, p)
@@ -1099,7 +1100,7 @@ func (c *Conn) onPacketLost(sp *pnSpace, p *sentPacket, now time.Time) {
 		c.qlog.lost(now, sp.kind, sp.path.id, p.pn)
 	}
 	if p.mtuProbe { // too large, or dropped: no congestion signal (RFC 9000 §14.4)
-		sp.path.cc.discard(p)
+		sp.path.cc.Discard(p.size)
 		if m := &sp.path.mtu; m.probe != 0 && m.pn == p.pn {
 			m.lost(p.size, now)
 		}
@@ -1108,7 +1109,7 @@ func (c *Conn) onPacketLost(sp *pnSpace, p *sentPacket, now time.Time) {
 	c.packetsLost++
 	sp.path.packetsLost++
 	if p.inFlight {
-		sp.path.cc.onLost(p, now)
+		sp.path.cc.OnLost(p.size, p.time, now)
 	}
 	c.requeue(sp, p)
 }

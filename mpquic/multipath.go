@@ -9,6 +9,8 @@ import (
 	"slices"
 	"sync/atomic"
 	"time"
+
+	"github.com/mptester/mptester/mpquic/internal/congestion"
 )
 
 // Multipath (draft-ietf-quic-multipath-21). A connection has one path per
@@ -44,7 +46,7 @@ type path struct {
 	dcidSeq  uint64
 	space    *pnSpace // the 1-RTT packet number space
 	rtt      rttStats
-	cc       *controller
+	cc       *congestion.Sender
 	ptoCount int
 
 	validated     bool
@@ -161,10 +163,10 @@ func (c *Conn) schedule(now time.Time) *path {
 				continue
 			}
 			open = true
-			if !p.cc.canSend(c.pathMSS(p)) {
+			if !p.cc.CanSend(c.pathMSS(p)) {
 				continue
 			}
-			if t := p.cc.pace(now, c.pathMSS(p), p.rtt.smoothed, p.rtt.hasSample); !t.IsZero() {
+			if t := p.cc.Pace(now, c.pathMSS(p), p.rtt.smoothed, p.rtt.hasSample); !t.IsZero() {
 				if c.nextPaceAt.IsZero() || t.Before(c.nextPaceAt) {
 					c.nextPaceAt = t
 				}
@@ -357,7 +359,7 @@ func (c *Conn) abandonPath(p *path, code uint64, now time.Time) {
 	for _, sp := range p.space.sent {
 		c.requeue(p.space, sp)
 		if sp.inFlight {
-			p.cc.discard(sp)
+			p.cc.Discard(sp.size)
 		}
 	}
 	p.space.sent = nil
@@ -611,7 +613,7 @@ func (c *Conn) pathStats(p *path) PathStats {
 	return PathStats{ID: p.id, Status: st, Validated: p.validated, Abandoned: p.abandoned, PotentiallyFailed: p.potentiallyFailed,
 		LocalAddr: p.pconn.LocalAddr(), RemoteAddr: p.remote,
 		SmoothedRTT: p.rtt.smoothed, RTTVar: p.rtt.rttvar, MinRTT: p.rtt.min, LatestRTT: p.rtt.latest,
-		CongestionWindow: p.cc.cwnd, BytesInFlight: p.cc.inFlight,
+		CongestionWindow: p.cc.Cwnd, BytesInFlight: p.cc.InFlight,
 		PacketsSent: p.packetsSent, PacketsLost: p.packetsLost, PTOCount: p.ptos,
 		PTO: (p.rtt.pto() + c.peerParams.MaxAckDelay) << p.ptoCount, PTOBackoff: p.ptoCount,
 		BytesSent: p.socketSent, BytesReceived: p.socketRecv.Load(),

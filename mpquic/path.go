@@ -36,14 +36,14 @@ func (c *Conn) onPeerAddress(p *path, now time.Time) {
 		// The packets still in flight stay counted until acknowledged
 		// or lost.
 		fresh := c.newController()
-		fresh.inFlight = p.cc.inFlight
+		fresh.InFlight = p.cc.InFlight
 		p.cc = fresh
 		p.rtt = rttStats{}
 	}
 	// What is in flight went to the old address: its loss is the move's,
 	// not congestion (a port-only change keeps the window, §9.4, and a
 	// NAT rebinding must not halve it either).
-	p.cc.addrChanged = now
+	p.cc.AddrChanged = now
 	p.remote, p.local = c.from, c.local
 	var d [8]byte
 	copy(d[:], randomID(8))

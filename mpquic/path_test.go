@@ -203,7 +203,7 @@ func TestRebindingLossesAreNoCongestion(t *testing.T) {
 	}
 	srv.mu.Lock()
 	p := srv.p0()
-	events, lost, cwnd := p.cc.congestionEvents, p.packetsLost, p.cc.cwnd
+	events, lost, cwnd := p.cc.CongestionEvents, p.packetsLost, p.cc.Cwnd
 	srv.mu.Unlock()
 	t.Logf("server: %d packets lost, %d congestion events, cwnd %d, queue drops %d", lost, events, cwnd, shaped.drops.Load())
 	if lost == 0 {

@@ -98,7 +98,7 @@ func (c *Conn) maybeProbeMTU(now time.Time, p *path) {
 		return
 	}
 	size := m.nextProbe()
-	if !p.cc.canSend(size) || c.spaces[spaceApp].seal == nil {
+	if !p.cc.CanSend(size) || c.spaces[spaceApp].seal == nil {
 		return
 	}
 	sp := p.space
@@ -135,7 +135,7 @@ func (c *Conn) mtuBlackHole(p *path, now time.Time) {
 	m.probe, m.fails, m.shrunk = 0, 0, true
 	m.nextAt = now.Add(pmtuResearch)
 	m.blackHoles++
-	p.cc.mss = m.size
+	p.cc.MSS = m.size
 }
 
 // mtuProbeAcked raises p's datagram size to the probe's.
@@ -144,5 +144,5 @@ func (c *Conn) mtuProbeAcked(p *path, sp *sentPacket) {
 		return
 	}
 	p.mtu.acked(sp.size)
-	p.cc.mss = c.pathMSS(p)
+	p.cc.MSS = c.pathMSS(p)
 }

@@ -208,9 +208,9 @@ func (q *qlogWriter) metrics(now time.Time, p *path) {
 	b = append(b, `,"rtt_variance":`...)
 	b = appendMs(b, p.rtt.rttvar)
 	b = append(b, ',')
-	b = appendKeyInt(b, "congestion_window", uint64(p.cc.cwnd))
+	b = appendKeyInt(b, "congestion_window", uint64(p.cc.Cwnd))
 	b = append(b, ',')
-	b = appendKeyInt(b, "bytes_in_flight", uint64(max(p.cc.inFlight, 0)))
+	b = appendKeyInt(b, "bytes_in_flight", uint64(max(p.cc.InFlight, 0)))
 	q.end(b)
 }
 

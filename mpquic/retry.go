@@ -163,7 +163,7 @@ func (c *Conn) onRetry(h Header, pkt []byte) {
 	in.seal, in.open = client, server
 	for _, sp := range in.sent {
 		if sp.inFlight {
-			p.cc.discard(sp)
+			p.cc.Discard(sp.size)
 		}
 		c.requeue(in, sp)
 	}

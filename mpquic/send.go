@@ -166,9 +166,9 @@ func (c *Conn) buildDatagram(now time.Time, p *path, dst []byte) []byte {
 	}
 	var dataOK bool
 	if !c.multipath {
-		dataOK = p.cc.canSend(mss) || probing
+		dataOK = p.cc.CanSend(mss) || probing
 		if dataOK && !probing {
-			if t := p.cc.pace(now, mss, p.rtt.smoothed, p.rtt.hasSample); !t.IsZero() {
+			if t := p.cc.Pace(now, mss, p.rtt.smoothed, p.rtt.hasSample); !t.IsZero() {
 				c.nextPaceAt = t
 				dataOK = false
 			}
@@ -311,8 +311,8 @@ func (c *Conn) sealPlan(now time.Time, p *path, pl *plan, buf []byte) ([]byte, *
 	sent := &sentPacket{pn: pl.pn, time: now, size: len(pkt), ackEliciting: true, inFlight: true, largestAcked: pl.largestAckSent, frames: pl.frames}
 	sp.sent = append(sp.sent, sent)
 	sp.lastEliciting = now
-	p.cc.onSent(sent.size)
-	p.cc.onPaced(sent.size)
+	p.cc.OnSent(sent.size)
+	p.cc.OnPaced(sent.size)
 	if sp.probe > 0 {
 		sp.probe--
 	}

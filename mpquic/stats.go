@@ -49,8 +49,8 @@ func (c *Conn) Stats() Stats {
 			rttSet = true
 			s.SmoothedRTT, s.RTTVar, s.MinRTT, s.LatestRTT = p.rtt.smoothed, p.rtt.rttvar, p.rtt.min, p.rtt.latest
 		}
-		s.CongestionWindow += p.cc.cwnd
-		s.BytesInFlight += p.cc.inFlight
+		s.CongestionWindow += p.cc.Cwnd
+		s.BytesInFlight += p.cc.InFlight
 	}
 	return s
 }

@@ -1,4 +1,4 @@
-package mpquic
+package congestion
 
 import (
 	"math"
@@ -13,25 +13,25 @@ import (
 // as §4.3 wants; 1000 packets at 100 ms is CUBIC's own region.)
 func TestCubicRecoversAlongItsCurve(t *testing.T) {
 	const mss = 1200
-	cc := newController(mss, &cubic{})
+	cc := NewSender(mss, &Cubic{})
 	cc.ssthresh = 0 // congestion avoidance
-	cc.cwnd = 1000 * mss
+	cc.Cwnd = 1000 * mss
 	start := time.Unix(1000, 0)
-	cc.onLost(&sentPacket{size: mss, time: start.Add(time.Millisecond)}, start.Add(time.Millisecond))
-	if cc.cwnd != 700*mss {
-		t.Fatalf("window after a loss %d, want %d", cc.cwnd, 700*mss)
+	cc.OnLost(mss, start.Add(time.Millisecond), start.Add(time.Millisecond))
+	if cc.Cwnd != 700*mss {
+		t.Fatalf("window after a loss %d, want %d", cc.Cwnd, 700*mss)
 	}
 	k := math.Cbrt(300 / cubicC) // seconds
-	cc.avoid.setRTT(100 * time.Millisecond)
+	cc.ctrl.SetRTT(100 * time.Millisecond)
 	now := start.Add(2 * time.Millisecond)
 	var reached time.Duration
 	for i := 0; i < 20000 && reached == 0; i++ {
 		now = now.Add(time.Millisecond)
 		// one window's worth of ACKs per 100 ms RTT
-		for n := 0; n < cc.cwnd/mss/100; n++ {
-			cc.cwnd = cc.avoid.grow(cc.cwnd, mss, mss, now)
+		for n := 0; n < cc.Cwnd/mss/100; n++ {
+			cc.Cwnd = cc.ctrl.Grow(cc.Cwnd, mss, mss, now)
 		}
-		if cc.cwnd >= 1000*mss {
+		if cc.Cwnd >= 1000*mss {
 			reached = now.Sub(start)
 		}
 	}
@@ -46,21 +46,21 @@ func TestCubicRecoversAlongItsCurve(t *testing.T) {
 // Reno does, not RFC 9438's 0.53 (0.86x quic-go's goodput there).
 func TestCubicRenoFriendlyGrowsOneSegmentPerRTT(t *testing.T) {
 	const mss = 1200
-	cc := newController(mss, &cubic{})
+	cc := NewSender(mss, &Cubic{})
 	cc.ssthresh = 0
-	cc.cwnd = 20 * mss
+	cc.Cwnd = 20 * mss
 	start := time.Unix(1000, 0)
-	cc.onLost(&sentPacket{size: mss, time: start.Add(time.Millisecond)}, start.Add(time.Millisecond))
-	cc.avoid.setRTT(20 * time.Millisecond)
-	after := cc.cwnd
+	cc.OnLost(mss, start.Add(time.Millisecond), start.Add(time.Millisecond))
+	cc.ctrl.SetRTT(20 * time.Millisecond)
+	after := cc.Cwnd
 	now := start.Add(2 * time.Millisecond)
 	for range 10 { // ten RTTs, a window of ACKs each
 		now = now.Add(20 * time.Millisecond)
-		for range cc.cwnd / mss {
-			cc.cwnd = cc.avoid.grow(cc.cwnd, mss, mss, now)
+		for range cc.Cwnd / mss {
+			cc.Cwnd = cc.ctrl.Grow(cc.Cwnd, mss, mss, now)
 		}
 	}
-	if got := float64(cc.cwnd-after) / mss; got < 9 || got > 11 {
+	if got := float64(cc.Cwnd-after) / mss; got < 9 || got > 11 {
 		t.Errorf("grew %.1f segments in 10 RTTs, want about 10", got)
 	}
 }

@@ -1,11 +1,11 @@
-package mpquic
+package congestion
 
 import (
 	"math"
 	"time"
 )
 
-// CUBIC (RFC 9438), the default avoidance (congestion.go), replaces New
+// CUBIC (RFC 9438), mpquic's default Controller, replaces New
 // Reno's congestion avoidance and its halving
 // (RFC 9002 §7 allows any controller of its family): after a loss the
 // window drops to 0.7 of itself and grows back along a cubic curve toward
@@ -13,7 +13,7 @@ import (
 // (the Reno-friendly estimate, §4.3, here at quic-go's pace: it runs Reno
 // with β = 0.7, see renoAlpha). With NewReno mpquic reached 0.67-0.89 of its goodput over a 20 Mbit/s lab path with
 // 0.5% loss (docs/benchmarks.md). Slow start, HyStart++, recovery periods
-// and pacing are the controller's (recovery.go).
+// and pacing are the Sender's (sender.go).
 const (
 	cubicC    = 0.4 // RFC 9438 §5.1, in segments per second cubed
 	cubicBeta = 0.7
@@ -26,7 +26,8 @@ const (
 	renoAlpha = 1.0
 )
 
-type cubic struct {
+// Cubic is RFC 9438's congestion avoidance (a Controller).
+type Cubic struct {
 	wMax, wLastMax float64   // windows (bytes) at the last two congestion events
 	k              float64   // seconds from the epoch to reach wMax again
 	epoch          time.Time // start of this congestion avoidance stage; zero before its first ACK
@@ -34,9 +35,9 @@ type cubic struct {
 	rtt            time.Duration
 }
 
-// onCongestion is §4.6-4.7: the new window, remembering where the loss
+// OnCongestion is §4.6-4.7: the new window, remembering where the loss
 // happened (with fast convergence when it happened below the last one).
-func (cu *cubic) onCongestion(cwnd, mss int) int {
+func (cu *Cubic) OnCongestion(cwnd, mss int) int {
 	w := float64(cwnd)
 	if w < cu.wLastMax {
 		cu.wLastMax = w
@@ -46,12 +47,12 @@ func (cu *cubic) onCongestion(cwnd, mss int) int {
 		cu.wMax = w
 	}
 	cu.epoch = time.Time{}
-	return max(int(w*cubicBeta), minimumWindowPkts*mss)
+	return max(int(w*cubicBeta), MinimumWindowPkts*mss)
 }
 
-// grow is §4.2-4.4 for acked bytes in congestion avoidance: the window's
+// Grow is §4.2-4.4 for acked bytes in congestion avoidance: the window's
 // new size.
-func (cu *cubic) grow(cwnd, mss, acked int, now time.Time) int {
+func (cu *Cubic) Grow(cwnd, mss, acked int, now time.Time) int {
 	w := float64(cwnd)
 	if cu.epoch.IsZero() {
 		cu.epoch = now
@@ -72,3 +73,6 @@ func (cu *cubic) grow(cwnd, mss, acked int, now time.Time) int {
 	target := min(max(wAt(t+cu.rtt.Seconds()), w), 1.5*w)
 	return cwnd + int((target-w)*float64(acked)/w)
 }
+
+func (cu *Cubic) SetRTT(rtt time.Duration) { cu.rtt = rtt }
+func (cu *Cubic) Reset()                   { cu.epoch = time.Time{} }
