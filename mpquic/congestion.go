@@ -63,10 +63,10 @@ func (c *Conn) liaPaths() []congestion.LIAPath {
 	out := c.liaScratch[:0]
 	for _, id := range c.pathIDs() {
 		p := c.paths[id]
-		if p.abandoned || p.closed || !p.rtt.hasSample {
+		if p.abandoned || p.closed || !p.rtt.HasSample {
 			continue
 		}
-		out = append(out, congestion.LIAPath{Cwnd: p.cc.Cwnd, RTT: p.rtt.smoothed})
+		out = append(out, congestion.LIAPath{Cwnd: p.cc.Cwnd, RTT: p.rtt.Smoothed})
 	}
 	c.liaScratch = out
 	return out

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/mptester/mptester/mpquic/internal/congestion"
+	"github.com/mptester/mptester/mpquic/internal/recovery"
 	"github.com/mptester/mptester/mpquic/internal/wire"
 )
 
@@ -43,11 +44,8 @@ type pnSpace struct {
 	seal, open *Keys
 	discarded  bool
 
-	nextPN        uint64
-	sent          []*sentPacket // ascending packet numbers
-	largestAcked  int64
-	lossTime      time.Time
-	lastEliciting time.Time // last ack-eliciting packet sent
+	nextPN           uint64
+	recovery.History // sent packets awaiting acknowledgment, loss detection
 
 	recvd            rangeSet
 	largestRecv      int64
@@ -65,15 +63,10 @@ type pnSpace struct {
 	probe int   // probe packets owed after a PTO
 }
 
-func newSpace() *pnSpace { return &pnSpace{largestAcked: -1, largestRecv: -1} }
-
-func (s *pnSpace) bytesInFlight() bool {
-	for _, p := range s.sent {
-		if p.ackEliciting {
-			return true
-		}
-	}
-	return false
+func newSpace() *pnSpace {
+	sp := &pnSpace{largestRecv: -1}
+	sp.History.Reset()
+	return sp
 }
 
 type datagram struct {
@@ -130,8 +123,9 @@ type Conn struct {
 	earlyStatus    map[uint32]PathStatusFrame
 	pathsBlocked   bool // PATHS_BLOCKED owed (AddPath hit the limit)
 	pathCIDs       pathCIDsState
-	qlog           *qlogWriter          // nil unless Config.Qlog
-	liaScratch     []congestion.LIAPath // congestion.go
+	qlog           *qlogWriter            // nil unless Config.Qlog
+	liaScratch     []congestion.LIAPath   // congestion.go
+	ackedScratch   []*recovery.SentPacket // onAck's newly acknowledged packets
 
 	// 1-RTT key update (RFC 9001 §6, keyupdate.go).
 	keyPhase    bool
@@ -452,10 +446,10 @@ func (c *Conn) closeTransport(err *TransportError) {
 }
 
 func (c *Conn) ptoDuration() time.Duration {
-	d := c.p0().rtt.pto()
+	d := c.p0().rtt.PTO()
 	for _, p := range c.paths {
-		if !p.closed && !p.abandoned && p.rtt.hasSample {
-			d = max(d, p.rtt.pto())
+		if !p.closed && !p.abandoned && p.rtt.HasSample {
+			d = max(d, p.rtt.PTO())
 		}
 	}
 	if c.handshakeComplete {
@@ -968,12 +962,13 @@ func (c *Conn) discardSpace(si int) {
 	if sp.discarded {
 		return
 	}
-	for _, p := range sp.sent {
-		if p.inFlight {
-			sp.path.cc.Discard(p.size)
+	for _, p := range sp.Sent {
+		if p.InFlight {
+			sp.path.cc.Discard(p.Size)
 		}
 	}
-	*sp = pnSpace{discarded: true, largestAcked: -1, largestRecv: -1, kind: sp.kind, path: sp.path}
+	*sp = pnSpace{discarded: true, largestRecv: -1, kind: sp.kind, path: sp.path}
+	sp.History.Reset()
 	sp.path.ptoCount = 0
 }
 
@@ -985,36 +980,19 @@ func (c *Conn) onAck(sp *pnSpace, f AckFrame, now time.Time) error {
 	if largest >= sp.nextPN {
 		return transportErr(ProtocolViolation, FrameAck, "ACK of packet %d never sent", largest)
 	}
-	if int64(largest) > sp.largestAcked {
-		sp.largestAcked = int64(largest)
-	}
 	if sp.kind == spaceApp {
 		c.ackedInPhase(path.id, largest)
 	}
-	var newly []*sentPacket
-	kept := sp.sent[:0]
-	ri := len(f.Ranges) - 1 // ascending walk over descending ranges
-	for _, p := range sp.sent {
-		for ri >= 0 && f.Ranges[ri].Largest < p.pn {
-			ri--
-		}
-		if ri >= 0 && p.pn >= f.Ranges[ri].Smallest {
-			newly = append(newly, p)
-			continue
-		}
-		kept = append(kept, p)
-	}
-	clear(sp.sent[len(kept):])
-	sp.sent = kept
+	newly := sp.OnAck(f.Ranges, c.ackedScratch[:0])
 	if len(newly) == 0 {
 		return nil
 	}
 	last := newly[len(newly)-1]
 	eliciting := false
 	for _, p := range newly {
-		eliciting = eliciting || p.ackEliciting
+		eliciting = eliciting || p.AckEliciting
 	}
-	if last.pn == largest && eliciting {
+	if last.PN == largest && eliciting {
 		var delay time.Duration
 		if sp.kind == spaceApp {
 			exp := c.peerParams.AckDelayExponent
@@ -1023,46 +1001,48 @@ func (c *Conn) onAck(sp *pnSpace, f AckFrame, now time.Time) error {
 			}
 			delay = time.Duration(f.AckDelay<<exp) * time.Microsecond
 		}
-		path.rtt.update(now.Sub(last.time), delay, c.confirmed, c.peerParams.MaxAckDelay)
+		path.rtt.Update(now.Sub(last.Time), delay, c.confirmed, c.peerParams.MaxAckDelay)
 		if c.qlog != nil {
 			c.qlog.metrics(now, path)
 		}
 		if sp.kind == spaceApp {
-			path.cc.OnRTTSample(path.rtt.latest, largest, sp.nextPN)
+			path.cc.OnRTTSample(path.rtt.Latest, largest, sp.nextPN)
 		}
 	}
 	for _, p := range newly {
 		c.onPacketAcked(sp, p)
 	}
+	clear(newly) // the scratch keeps no packets alive
+	c.ackedScratch = newly[:0]
 	c.detectLost(sp, now)
 	path.ptoCount = 0
 	path.potentiallyFailed = false
 	return nil
 }
 
-func (c *Conn) onPacketAcked(sp *pnSpace, p *sentPacket) {
-	if p.inFlight {
-		sp.path.cc.OnAcked(p.size, p.time)
+func (c *Conn) onPacketAcked(sp *pnSpace, p *recovery.SentPacket) {
+	if p.InFlight {
+		sp.path.cc.OnAcked(p.Size, p.Time)
 	}
-	if p.mtuProbe {
+	if p.MTUProbe {
 		c.mtuProbeAcked(sp.path, p)
 	}
-	for _, f := range p.frames {
-		switch f.kind {
+	for _, f := range p.Frames {
+		switch f.Kind {
 		case sfCrypto:
-			sp.crypto.onAck(f.off, f.n, false)
+			sp.crypto.onAck(f.Off, f.N, false)
 		case sfStream:
-			if s := c.streams[f.id]; s != nil {
-				s.send.onAck(f.off, f.n, f.fin)
+			if s := c.streams[f.ID]; s != nil {
+				s.send.onAck(f.Off, f.N, f.Fin)
 				c.maybeDone(s)
 			}
 		case sfResetStream:
-			if s := c.streams[f.id]; s != nil {
+			if s := c.streams[f.ID]; s != nil {
 				s.resetAcked = true
 				c.maybeDone(s)
 			}
 		case sfPathAbandon:
-			if p := c.paths[f.pid]; p != nil {
+			if p := c.paths[f.PathID]; p != nil {
 				p.abandonAcked = true
 			}
 		}
@@ -1070,60 +1050,38 @@ func (c *Conn) onPacketAcked(sp *pnSpace, p *sentPacket) {
 }
 
 func (c *Conn) detectLost(sp *pnSpace, now time.Time) {
-	sp.lossTime = time.Time{}
-	if sp.largestAcked < 0 {
-		return
-	}
-	delay := sp.path.rtt.lossDelay()
-	lostBefore := now.Add(-delay)
-	kept := sp.sent[:0]
-	for _, p := range sp.sent {
-		if int64(p.pn) > sp.largestAcked {
-			kept = append(kept, p)
-			continue
-		}
-		if !p.time.After(lostBefore) || int64(p.pn)+packetThreshold <= sp.largestAcked {
-			c.onPacketLost(sp, p, now)
-			continue
-		}
-		if t := p.time.Add(delay); sp.lossTime.IsZero() || t.Before(sp.lossTime) {
-			sp.lossTime = t
-		}
-		kept = append(kept, p)
-	}
-	clear(sp.sent[len(kept):])
-	sp.sent = kept
+	sp.DetectLost(now, sp.path.rtt.LossDelay(), func(p *recovery.SentPacket) { c.onPacketLost(sp, p, now) })
 }
 
-func (c *Conn) onPacketLost(sp *pnSpace, p *sentPacket, now time.Time) {
+func (c *Conn) onPacketLost(sp *pnSpace, p *recovery.SentPacket, now time.Time) {
 	if c.qlog != nil {
-		c.qlog.lost(now, sp.kind, sp.path.id, p.pn)
+		c.qlog.lost(now, sp.kind, sp.path.id, p.PN)
 	}
-	if p.mtuProbe { // too large, or dropped: no congestion signal (RFC 9000 §14.4)
-		sp.path.cc.Discard(p.size)
-		if m := &sp.path.mtu; m.probe != 0 && m.pn == p.pn {
-			m.lost(p.size, now)
+	if p.MTUProbe { // too large, or dropped: no congestion signal (RFC 9000 §14.4)
+		sp.path.cc.Discard(p.Size)
+		if m := &sp.path.mtu; m.probe != 0 && m.pn == p.PN {
+			m.lost(p.Size, now)
 		}
 		return
 	}
 	c.packetsLost++
 	sp.path.packetsLost++
-	if p.inFlight {
-		sp.path.cc.OnLost(p.size, p.time, now)
+	if p.InFlight {
+		sp.path.cc.OnLost(p.Size, p.Time, now)
 	}
 	c.requeue(sp, p)
 }
 
 // requeue puts what a lost (or probed, or reinjected) packet carried back
 // to be sent, on whichever path the scheduler picks.
-func (c *Conn) requeue(sp *pnSpace, p *sentPacket) {
-	for _, f := range p.frames {
-		switch f.kind {
+func (c *Conn) requeue(sp *pnSpace, p *recovery.SentPacket) {
+	for _, f := range p.Frames {
+		switch f.Kind {
 		case sfCrypto:
-			sp.crypto.onLost(f.off, f.n, false)
+			sp.crypto.onLost(f.Off, f.N, false)
 		case sfStream:
-			if s := c.streams[f.id]; s != nil && s.resetCode == nil {
-				s.send.onLost(f.off, f.n, f.fin)
+			if s := c.streams[f.ID]; s != nil && s.resetCode == nil {
+				s.send.onLost(f.Off, f.N, f.Fin)
 				c.activate(s)
 			}
 		case sfMaxData:
@@ -1133,38 +1091,38 @@ func (c *Conn) requeue(sp *pnSpace, p *sentPacket) {
 		case sfHandshakeDone:
 			c.sendHandshakeDone = true
 		case sfNewCID:
-			if cs := c.cidSet(f.pid); cs.issued[f.id].ConnID != nil {
-				cs.queue = append(cs.queue, f.id)
+			if cs := c.cidSet(f.PathID); cs.issued[f.ID].ConnID != nil {
+				cs.queue = append(cs.queue, f.ID)
 			}
 		case sfRetireCID:
-			cs := c.cidSet(f.pid)
-			cs.retireQueue = append(cs.retireQueue, f.id)
+			cs := c.cidSet(f.PathID)
+			cs.retireQueue = append(cs.retireQueue, f.ID)
 		case sfPathChallenge:
-			if q := c.paths[f.pid]; q != nil {
+			if q := c.paths[f.PathID]; q != nil {
 				q.challengeSent = false // send it again while unanswered
 			}
 		case sfPathAbandon:
-			if q := c.paths[f.pid]; q != nil && !q.abandonAcked {
+			if q := c.paths[f.PathID]; q != nil && !q.abandonAcked {
 				q.sendAbandon = true
 			}
 		case sfMaxPathID:
 			c.sendMaxPathID = true
 		case sfPathStatus:
-			if q := c.paths[f.pid]; q != nil && q.statusSeq == f.id {
+			if q := c.paths[f.PathID]; q != nil && q.statusSeq == f.ID {
 				q.sendStatus = true
 			}
 		case sfMaxStreamData:
-			if s := c.streams[f.id]; s != nil {
+			if s := c.streams[f.ID]; s != nil {
 				s.sendMaxStreamData = true
 				c.activate(s)
 			}
 		case sfResetStream:
-			if s := c.streams[f.id]; s != nil {
+			if s := c.streams[f.ID]; s != nil {
 				s.resetPending = true
 				c.activate(s)
 			}
 		case sfStopSending:
-			if s := c.streams[f.id]; s != nil {
+			if s := c.streams[f.ID]; s != nil {
 				s.stopPending = true
 				c.activate(s)
 			}
@@ -1178,8 +1136,8 @@ func (c *Conn) lossDetectionTimer() (time.Time, *pnSpace, bool) {
 	var earliest time.Time
 	var esp *pnSpace
 	for _, sp := range c.spaceList {
-		if !sp.lossTime.IsZero() && (earliest.IsZero() || sp.lossTime.Before(earliest)) {
-			earliest, esp = sp.lossTime, sp
+		if !sp.LossTime.IsZero() && (earliest.IsZero() || sp.LossTime.Before(earliest)) {
+			earliest, esp = sp.LossTime, sp
 		}
 	}
 	if esp != nil {
@@ -1197,18 +1155,17 @@ func (c *Conn) lossDetectionTimer() (time.Time, *pnSpace, bool) {
 		if sp.discarded || c.spaces[sp.kind].seal == nil {
 			continue
 		}
-		if !sp.bytesInFlight() && !(clientDeadlock && sp.kind < spaceApp && !sp.lastEliciting.IsZero()) {
+		if !sp.AckElicitingInFlight() && !(clientDeadlock && sp.kind < spaceApp && !sp.LastEliciting.IsZero()) {
 			continue
 		}
-		p := sp.path
-		d := p.rtt.pto() << p.ptoCount
+		var maxAckDelay time.Duration
 		if sp.kind == spaceApp {
 			if !c.confirmed {
 				continue // §6.2.1: no application-data PTO before confirmation
 			}
-			d += c.peerParams.MaxAckDelay << p.ptoCount
+			maxAckDelay = c.peerParams.MaxAckDelay
 		}
-		t := sp.lastEliciting.Add(d)
+		t := sp.PTOTime(&sp.path.rtt, sp.path.ptoCount, maxAckDelay)
 		if pto.IsZero() || t.Before(pto) {
 			pto, psp = t, sp
 		}
@@ -1237,8 +1194,8 @@ func (c *Conn) onLossTimer(now time.Time) {
 	}
 	// Probe: send the oldest unacknowledged data again (§6.2.4), or a PING.
 	n := 0
-	for _, p := range sp.sent {
-		if p.ackEliciting && n < 2 {
+	for _, p := range sp.Sent {
+		if p.AckEliciting && n < 2 {
 			c.requeue(sp, p)
 			n++
 		}
@@ -1247,8 +1204,8 @@ func (c *Conn) onLossTimer(now time.Time) {
 		sp = c.spaces[spaceHandshake]
 	}
 	sp.probe = 2
-	if n == 0 && sp.lastEliciting.IsZero() {
-		sp.lastEliciting = now
+	if n == 0 && sp.LastEliciting.IsZero() {
+		sp.LastEliciting = now
 	}
 }
 
@@ -1285,7 +1242,7 @@ func (c *Conn) onTimers(now time.Time) {
 func (c *Conn) lastActivity() time.Time {
 	t := c.lastRecv
 	for _, p := range c.paths {
-		if l := p.space.lastEliciting; l.After(t) {
+		if l := p.space.LastEliciting; l.After(t) {
 			t = l
 		}
 	}

@@ -20,7 +20,8 @@
 //
 // On it, QUIC v1 connections (Dial, Listen; conn.go, send.go, stream.go,
 // recovery.go): the handshake over crypto/tls.QUICConn, streams with flow
-// control, RFC 9002 loss recovery with CUBIC (RFC 9438), HyStart++ (RFC 9406) and
+// control, RFC 9002 loss recovery (RTT, sent-packet history, loss
+// detection and PTO in internal/recovery) with CUBIC (RFC 9438), HyStart++ (RFC 9406) and
 // pacing (internal/congestion, beside New Reno and LIA), key update (keyupdate.go), stateless reset (reset.go),
 // anti-amplification per path (amplification.go) and qlog traces
 // (qlog.go); and multipath (multipath.go, connid.go) when

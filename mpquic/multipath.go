@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/mptester/mptester/mpquic/internal/congestion"
+	"github.com/mptester/mptester/mpquic/internal/recovery"
 )
 
 // Multipath (draft-ietf-quic-multipath-21). A connection has one path per
@@ -45,7 +46,7 @@ type path struct {
 	dcid     []byte
 	dcidSeq  uint64
 	space    *pnSpace // the 1-RTT packet number space
-	rtt      rttStats
+	rtt      recovery.RTTStats
 	cc       *congestion.Sender
 	ptoCount int
 
@@ -166,13 +167,13 @@ func (c *Conn) schedule(now time.Time) *path {
 			if !p.cc.CanSend(c.pathMSS(p)) {
 				continue
 			}
-			if t := p.cc.Pace(now, c.pathMSS(p), p.rtt.smoothed, p.rtt.hasSample); !t.IsZero() {
+			if t := p.cc.Pace(now, c.pathMSS(p), p.rtt.Smoothed, p.rtt.HasSample); !t.IsZero() {
 				if c.nextPaceAt.IsZero() || t.Before(c.nextPaceAt) {
 					c.nextPaceAt = t
 				}
 				continue
 			}
-			if best == nil || p.rtt.smoothedOrInitial() < best.rtt.smoothedOrInitial() {
+			if best == nil || p.rtt.SmoothedOrInitial() < best.rtt.SmoothedOrInitial() {
 				best = p
 			}
 		}
@@ -216,13 +217,13 @@ func (c *Conn) onPathPTO(p *path, now time.Time) {
 // it to count as potentially failed: a PTO period, at least
 // Config.MinFailureTimeout.
 func (c *Conn) failureQuiet(p *path) time.Duration {
-	return max(p.rtt.pto()+c.peerParams.MaxAckDelay, c.conf.MinFailureTimeout)
+	return max(p.rtt.PTO()+c.peerParams.MaxAckDelay, c.conf.MinFailureTimeout)
 }
 
 func (c *Conn) markPotentiallyFailed(p *path) {
 	p.failArmed = false
 	p.potentiallyFailed = true
-	for _, sp := range p.space.sent {
+	for _, sp := range p.space.Sent {
 		c.requeue(p.space, sp)
 	}
 }
@@ -356,13 +357,13 @@ func (c *Conn) abandonPath(p *path, code uint64, now time.Time) {
 	}
 	p.abandoned, p.abandonCode, p.sendAbandon, p.abandonedAt = true, code, true, now
 	c.qlogPath(p.id, "abandoned")
-	for _, sp := range p.space.sent {
+	for _, sp := range p.space.Sent {
 		c.requeue(p.space, sp)
-		if sp.inFlight {
-			p.cc.Discard(sp.size)
+		if sp.InFlight {
+			p.cc.Discard(sp.Size)
 		}
 	}
-	p.space.sent = nil
+	p.space.Sent = nil
 	p.space.ackAt = time.Time{}
 	if p.challenge != nil {
 		p.challenge = nil
@@ -612,10 +613,10 @@ func (c *Conn) pathStats(p *path) PathStats {
 	}
 	return PathStats{ID: p.id, Status: st, Validated: p.validated, Abandoned: p.abandoned, PotentiallyFailed: p.potentiallyFailed,
 		LocalAddr: p.pconn.LocalAddr(), RemoteAddr: p.remote,
-		SmoothedRTT: p.rtt.smoothed, RTTVar: p.rtt.rttvar, MinRTT: p.rtt.min, LatestRTT: p.rtt.latest,
+		SmoothedRTT: p.rtt.Smoothed, RTTVar: p.rtt.RTTVar, MinRTT: p.rtt.Min, LatestRTT: p.rtt.Latest,
 		CongestionWindow: p.cc.Cwnd, BytesInFlight: p.cc.InFlight,
 		PacketsSent: p.packetsSent, PacketsLost: p.packetsLost, PTOCount: p.ptos,
-		PTO: (p.rtt.pto() + c.peerParams.MaxAckDelay) << p.ptoCount, PTOBackoff: p.ptoCount,
+		PTO: (p.rtt.PTO() + c.peerParams.MaxAckDelay) << p.ptoCount, PTOBackoff: p.ptoCount,
 		BytesSent: p.socketSent, BytesReceived: p.socketRecv.Load(),
 		MaxDatagramSize: c.pathMSS(p), MTUProbesSent: p.mtu.probesSent, MTUProbesLost: p.mtu.probesLost, MTUBlackHoles: p.mtu.blackHoles}
 }

@@ -621,12 +621,12 @@ func TestPotentiallyFailedFloor(t *testing.T) {
 		c.multipath = true
 		c.newPath(1, discardConn{}, &net.UDPAddr{})
 		p := c.p0()
-		p.rtt.update(20*time.Millisecond, 0, true, c.peerParams.MaxAckDelay)
+		p.rtt.Update(20*time.Millisecond, 0, true, c.peerParams.MaxAckDelay)
 		now := time.Now()
 		p.lastRecv = now.Add(-tc.quiet)
 		c.onPathPTO(p, now)
 		if p.potentiallyFailed != tc.wantFails {
-			t.Errorf("floor %v, %v quiet (PTO %v): potentially failed %v, want %v", tc.floor, tc.quiet, p.rtt.pto(), p.potentiallyFailed, tc.wantFails)
+			t.Errorf("floor %v, %v quiet (PTO %v): potentially failed %v, want %v", tc.floor, tc.quiet, p.rtt.PTO(), p.potentiallyFailed, tc.wantFails)
 		}
 		if tc.wantFails {
 			continue

@@ -3,6 +3,8 @@ package mpquic
 import (
 	"net"
 	"time"
+
+	"github.com/mptester/mptester/mpquic/internal/recovery"
 )
 
 // Path validation and migration of the peer (RFC 9000 §8.2, §9.3): when the
@@ -38,7 +40,7 @@ func (c *Conn) onPeerAddress(p *path, now time.Time) {
 		fresh := c.newController()
 		fresh.InFlight = p.cc.InFlight
 		p.cc = fresh
-		p.rtt = rttStats{}
+		p.rtt = recovery.RTTStats{}
 	}
 	// What is in flight went to the old address: its loss is the move's,
 	// not congestion (a port-only change keeps the window, §9.4, and a

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"syscall"
 	"time"
+
+	"github.com/mptester/mptester/mpquic/internal/recovery"
 )
 
 // Datagram packetization layer path MTU discovery (RFC 9000 §14.3, RFC
@@ -102,11 +104,11 @@ func (c *Conn) maybeProbeMTU(now time.Time, p *path) {
 		return
 	}
 	sp := p.space
-	pl := plan{sp: sp, si: spaceApp, pn: sp.nextPN, pnLen: PacketNumberLen(sp.nextPN, sp.largestAcked), eliciting: true, largestAckSent: -1}
+	pl := plan{sp: sp, si: spaceApp, pn: sp.nextPN, pnLen: PacketNumberLen(sp.nextPN, sp.LargestAcked), eliciting: true, largestAckSent: -1}
 	pl.payload = PingFrame{}.Append(nil)
 	pl.payload = append(pl.payload, make([]byte, size-tagLen-c.hdrLen(p, spaceApp, pl.pnLen, 0)-len(pl.payload))...) // PADDING
 	pkt, sent := c.sealPlan(now, p, &pl, c.batch[:0])
-	sent.mtuProbe = true
+	sent.MTUProbe = true
 	m.probe, m.pn = size, pl.pn
 	m.probesSent++
 	if err := p.write(pkt); err != nil {
@@ -139,10 +141,10 @@ func (c *Conn) mtuBlackHole(p *path, now time.Time) {
 }
 
 // mtuProbeAcked raises p's datagram size to the probe's.
-func (c *Conn) mtuProbeAcked(p *path, sp *sentPacket) {
-	if p.mtu.probe == 0 || sp.pn != p.mtu.pn {
+func (c *Conn) mtuProbeAcked(p *path, sp *recovery.SentPacket) {
+	if p.mtu.probe == 0 || sp.PN != p.mtu.pn {
 		return
 	}
-	p.mtu.acked(sp.size)
+	p.mtu.acked(sp.Size)
 	p.cc.MSS = c.pathMSS(p)
 }

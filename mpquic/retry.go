@@ -161,13 +161,13 @@ func (c *Conn) onRetry(h Header, pkt []byte) {
 	client, server := InitialKeys(c.retrySCID)
 	in := c.spaces[spaceInitial]
 	in.seal, in.open = client, server
-	for _, sp := range in.sent {
-		if sp.inFlight {
-			p.cc.Discard(sp.size)
+	for _, sp := range in.Sent {
+		if sp.InFlight {
+			p.cc.Discard(sp.Size)
 		}
 		c.requeue(in, sp)
 	}
-	in.sent = nil
-	in.lossTime = time.Time{}
+	in.Sent = nil
+	in.LossTime = time.Time{}
 	p.ptoCount = 0
 }

@@ -184,7 +184,7 @@ func TestClientRetryChecks(t *testing.T) {
 			c.mu.Lock()
 			defer c.mu.Unlock()
 			in := c.spaces[spaceInitial]
-			sentBefore := len(in.sent)
+			sentBefore := len(in.Sent)
 			c.handleDatagram(datagram{b: tc.retry(c), from: &net.UDPAddr{}}, time.Now())
 			if followed := c.retrySCID != nil; followed != tc.follow {
 				t.Fatalf("followed %v, want %v", followed, tc.follow)
@@ -193,13 +193,13 @@ func TestClientRetryChecks(t *testing.T) {
 				t.Fatalf("the Retry closed the connection: %v", c.closeErr)
 			}
 			if !tc.follow {
-				if len(in.sent) != sentBefore || !bytes.Equal(c.p0().dcid, c.origDCID) {
+				if len(in.Sent) != sentBefore || !bytes.Equal(c.p0().dcid, c.origDCID) {
 					t.Fatal("an ignored Retry changed the Initial state")
 				}
 				return
 			}
-			if !bytes.Equal(c.p0().dcid, scid) || string(c.retryToken) != "tok" || len(in.sent) != 0 {
-				t.Fatalf("after the Retry: dcid %x token %q in flight %d", c.p0().dcid, c.retryToken, len(in.sent))
+			if !bytes.Equal(c.p0().dcid, scid) || string(c.retryToken) != "tok" || len(in.Sent) != 0 {
+				t.Fatalf("after the Retry: dcid %x token %q in flight %d", c.p0().dcid, c.retryToken, len(in.Sent))
 			}
 			// The ClientHello goes again, to the new ID with the token,
 			// under the keys that ID gives, numbered on.

@@ -3,6 +3,8 @@ package mpquic
 import (
 	"sync"
 	"time"
+
+	"github.com/mptester/mptester/mpquic/internal/recovery"
 )
 
 // plan is one packet of a datagram being built: its payload is final
@@ -13,7 +15,7 @@ type plan struct {
 	pn             uint64
 	pnLen          int
 	payload        []byte
-	frames         []sentFrame
+	frames         []recovery.SentFrame
 	eliciting      bool
 	hasAck         bool
 	largestAckSent int64
@@ -168,7 +170,7 @@ func (c *Conn) buildDatagram(now time.Time, p *path, dst []byte) []byte {
 	if !c.multipath {
 		dataOK = p.cc.CanSend(mss) || probing
 		if dataOK && !probing {
-			if t := p.cc.Pace(now, mss, p.rtt.smoothed, p.rtt.hasSample); !t.IsZero() {
+			if t := p.cc.Pace(now, mss, p.rtt.Smoothed, p.rtt.HasSample); !t.IsZero() {
 				c.nextPaceAt = t
 				dataOK = false
 			}
@@ -187,7 +189,7 @@ func (c *Conn) buildDatagram(now time.Time, p *path, dst []byte) []byte {
 			continue
 		}
 		pn := sp.nextPN
-		pnLen := PacketNumberLen(pn, sp.largestAcked)
+		pnLen := PacketNumberLen(pn, sp.LargestAcked)
 		avail := remaining - c.hdrLen(p, si, pnLen, remaining) - tagLen
 		if avail < 32 {
 			break
@@ -265,7 +267,7 @@ func (c *Conn) longHeader(si int, p *path) LongHeader {
 // sealPlan appends pl as a protected packet on path p to buf and records
 // it as sent (counters, qlog, ACK state, and the in-flight packet when it
 // is ack-eliciting, which it returns).
-func (c *Conn) sealPlan(now time.Time, p *path, pl *plan, buf []byte) ([]byte, *sentPacket) {
+func (c *Conn) sealPlan(now time.Time, p *path, pl *plan, buf []byte) ([]byte, *recovery.SentPacket) {
 	sp := pl.sp
 	start := len(buf)
 	var err error
@@ -308,11 +310,10 @@ func (c *Conn) sealPlan(now time.Time, p *path, pl *plan, buf []byte) ([]byte, *
 	if !pl.eliciting {
 		return buf, nil
 	}
-	sent := &sentPacket{pn: pl.pn, time: now, size: len(pkt), ackEliciting: true, inFlight: true, largestAcked: pl.largestAckSent, frames: pl.frames}
-	sp.sent = append(sp.sent, sent)
-	sp.lastEliciting = now
-	p.cc.OnSent(sent.size)
-	p.cc.OnPaced(sent.size)
+	sent := &recovery.SentPacket{PN: pl.pn, Time: now, Size: len(pkt), AckEliciting: true, InFlight: true, LargestAcked: pl.largestAckSent, Frames: pl.frames}
+	sp.OnSent(sent)
+	p.cc.OnSent(sent.Size)
+	p.cc.OnPaced(sent.Size)
 	if sp.probe > 0 {
 		sp.probe--
 	}
@@ -384,7 +385,7 @@ func (c *Conn) fillPathFrames(pl *plan, b []byte, avail int) []byte {
 	p := pl.sp.path
 	if p.challenge != nil && !p.challengeSent && avail-len(b) >= 16 {
 		b = PathChallengeFrame{Data: *p.challenge}.Append(b)
-		pl.frames = append(pl.frames, sentFrame{kind: sfPathChallenge, pid: p.id})
+		pl.frames = append(pl.frames, recovery.SentFrame{Kind: sfPathChallenge, PathID: p.id})
 		p.challengeSent = true
 		pl.pathProbe = true
 	}
@@ -393,12 +394,12 @@ func (c *Conn) fillPathFrames(pl *plan, b []byte, avail int) []byte {
 	// does), and the draft lets it ride with the path's first packets.
 	if p.sendStatus && !p.abandoned && avail-len(b) >= 16 {
 		b = PathStatusFrame{PathID: uint64(p.id), Seq: p.statusSeq, Backup: p.localBackup}.Append(b)
-		pl.frames = append(pl.frames, sentFrame{kind: sfPathStatus, pid: p.id, id: p.statusSeq})
+		pl.frames = append(pl.frames, recovery.SentFrame{Kind: sfPathStatus, PathID: p.id, ID: p.statusSeq})
 		p.sendStatus = false
 	}
 	for len(p.responses) > 0 && avail-len(b) >= 16 {
 		b = PathResponseFrame{Data: p.responses[0]}.Append(b)
-		pl.frames = append(pl.frames, sentFrame{kind: sfAck})
+		pl.frames = append(pl.frames, recovery.SentFrame{Kind: sfAck})
 		p.responses = p.responses[1:]
 		pl.pathProbe = true
 	}
@@ -419,13 +420,13 @@ func (c *Conn) fillCrypto(pl *plan, sp *pnSpace, b []byte, avail int) []byte {
 			break
 		}
 		b = CryptoFrame{Offset: off, Data: data}.Append(b)
-		pl.frames = append(pl.frames, sentFrame{kind: sfCrypto, off: off, n: uint64(len(data))})
+		pl.frames = append(pl.frames, recovery.SentFrame{Kind: sfCrypto, Off: off, N: uint64(len(data))})
 	}
 	return b
 }
 
 func (c *Conn) fillControl(pl *plan, b []byte, avail int) []byte {
-	add := func(f Frame, sf sentFrame) bool {
+	add := func(f Frame, sf recovery.SentFrame) bool {
 		if avail-len(b) < 48 { // NEW_CONNECTION_ID: up to 46 bytes
 			return false
 		}
@@ -433,13 +434,13 @@ func (c *Conn) fillControl(pl *plan, b []byte, avail int) []byte {
 		pl.frames = append(pl.frames, sf)
 		return true
 	}
-	if c.sendHandshakeDone && add(HandshakeDoneFrame{}, sentFrame{kind: sfHandshakeDone}) {
+	if c.sendHandshakeDone && add(HandshakeDoneFrame{}, recovery.SentFrame{Kind: sfHandshakeDone}) {
 		c.sendHandshakeDone = false
 	}
-	if c.sendMaxData && add(MaxDataFrame{Max: c.localMaxData}, sentFrame{kind: sfMaxData}) {
+	if c.sendMaxData && add(MaxDataFrame{Max: c.localMaxData}, recovery.SentFrame{Kind: sfMaxData}) {
 		c.sendMaxData = false
 	}
-	if c.sendMaxStreams && add(MaxStreamsFrame{Bidi: true, Max: c.localMaxBidi}, sentFrame{kind: sfMaxStreams}) {
+	if c.sendMaxStreams && add(MaxStreamsFrame{Bidi: true, Max: c.localMaxBidi}, recovery.SentFrame{Kind: sfMaxStreams}) {
 		c.sendMaxStreams = false
 	}
 	for id, cs := range c.cids {
@@ -449,7 +450,7 @@ func (c *Conn) fillControl(pl *plan, b []byte, avail int) []byte {
 			if id != 0 {
 				fr = PathNewConnectionIDFrame{PathID: uint64(id), Seq: f.Seq, RetirePriorTo: f.RetirePriorTo, ConnID: f.ConnID, ResetToken: f.ResetToken}
 			}
-			if ok && !add(fr, sentFrame{kind: sfNewCID, pid: id, id: f.Seq}) {
+			if ok && !add(fr, recovery.SentFrame{Kind: sfNewCID, PathID: id, ID: f.Seq}) {
 				break
 			}
 			cs.queue = cs.queue[1:]
@@ -459,30 +460,30 @@ func (c *Conn) fillControl(pl *plan, b []byte, avail int) []byte {
 			if id != 0 {
 				fr = PathRetireConnectionIDFrame{PathID: uint64(id), Seq: cs.retireQueue[0]}
 			}
-			if !add(fr, sentFrame{kind: sfRetireCID, pid: id, id: cs.retireQueue[0]}) {
+			if !add(fr, recovery.SentFrame{Kind: sfRetireCID, PathID: id, ID: cs.retireQueue[0]}) {
 				break
 			}
 			cs.retireQueue = cs.retireQueue[1:]
 		}
 	}
-	if c.sendMaxPathID && add(MaxPathIDFrame{MaxPathID: uint64(c.localMaxPathID)}, sentFrame{kind: sfMaxPathID}) {
+	if c.sendMaxPathID && add(MaxPathIDFrame{MaxPathID: uint64(c.localMaxPathID)}, recovery.SentFrame{Kind: sfMaxPathID}) {
 		c.sendMaxPathID = false
 	}
-	if c.pathsBlocked && add(PathsBlockedFrame{MaxPathID: uint64(c.peerMaxPathID)}, sentFrame{kind: sfAck}) {
+	if c.pathsBlocked && add(PathsBlockedFrame{MaxPathID: uint64(c.peerMaxPathID)}, recovery.SentFrame{Kind: sfAck}) {
 		c.pathsBlocked = false
 	}
-	for len(c.pathCIDs.owed) > 0 && add(c.pathCIDs.owed[0], sentFrame{kind: sfAck}) {
+	for len(c.pathCIDs.owed) > 0 && add(c.pathCIDs.owed[0], recovery.SentFrame{Kind: sfAck}) {
 		c.pathCIDs.owed = c.pathCIDs.owed[1:]
 		c.pathCIDs.sent++
 	}
-	for len(c.injectFrames) > 0 && add(c.injectFrames[0], sentFrame{kind: sfAck}) {
+	for len(c.injectFrames) > 0 && add(c.injectFrames[0], recovery.SentFrame{Kind: sfAck}) {
 		c.injectFrames = c.injectFrames[1:]
 	}
 	for _, p := range c.paths {
-		if p.sendAbandon && add(PathAbandonFrame{PathID: uint64(p.id), ErrorCode: p.abandonCode}, sentFrame{kind: sfPathAbandon, pid: p.id}) {
+		if p.sendAbandon && add(PathAbandonFrame{PathID: uint64(p.id), ErrorCode: p.abandonCode}, recovery.SentFrame{Kind: sfPathAbandon, PathID: p.id}) {
 			p.sendAbandon = false
 		}
-		if p.sendStatus && !p.abandoned && c.peerKnowsPath(p) && add(PathStatusFrame{PathID: uint64(p.id), Seq: p.statusSeq, Backup: p.localBackup}, sentFrame{kind: sfPathStatus, pid: p.id, id: p.statusSeq}) {
+		if p.sendStatus && !p.abandoned && c.peerKnowsPath(p) && add(PathStatusFrame{PathID: uint64(p.id), Seq: p.statusSeq, Backup: p.localBackup}, recovery.SentFrame{Kind: sfPathStatus, PathID: p.id, ID: p.statusSeq}) {
 			p.sendStatus = false
 		}
 	}
@@ -507,17 +508,17 @@ func (c *Conn) fillStreams(pl *plan, b []byte, avail int) []byte {
 		if s.sendMaxStreamData {
 			s.sendMaxStreamData = false
 			b = MaxStreamDataFrame{StreamID: s.id, Max: s.recvMax}.Append(b)
-			pl.frames = append(pl.frames, sentFrame{kind: sfMaxStreamData, id: s.id})
+			pl.frames = append(pl.frames, recovery.SentFrame{Kind: sfMaxStreamData, ID: s.id})
 		}
 		if s.stopPending {
 			s.stopPending = false
 			b = StopSendingFrame{StreamID: s.id, ErrorCode: s.stopCode}.Append(b)
-			pl.frames = append(pl.frames, sentFrame{kind: sfStopSending, id: s.id})
+			pl.frames = append(pl.frames, recovery.SentFrame{Kind: sfStopSending, ID: s.id})
 		}
 		if s.resetPending {
 			s.resetPending = false
 			b = ResetStreamFrame{StreamID: s.id, ErrorCode: *s.resetCode, FinalSize: s.send.next}.Append(b)
-			pl.frames = append(pl.frames, sentFrame{kind: sfResetStream, id: s.id})
+			pl.frames = append(pl.frames, recovery.SentFrame{Kind: sfResetStream, ID: s.id})
 		}
 		if s.resetCode == nil {
 			b = c.fillStreamData(pl, s, b, avail)
@@ -585,7 +586,7 @@ func (c *Conn) fillStreamData(pl *plan, s *Stream, b []byte, avail int) []byte {
 			}
 		}
 		b = StreamFrame{StreamID: s.id, Offset: off, Data: data, Fin: fin}.Append(b)
-		pl.frames = append(pl.frames, sentFrame{kind: sfStream, id: s.id, off: off, n: uint64(len(data)), fin: fin})
+		pl.frames = append(pl.frames, recovery.SentFrame{Kind: sfStream, ID: s.id, Off: off, N: uint64(len(data)), Fin: fin})
 	}
 }
 
@@ -632,7 +633,7 @@ func (c *Conn) sendClose() {
 		if si == spaceApp && !c.handshakeComplete && !c.isClient && g.Application {
 			continue
 		}
-		pnLen := PacketNumberLen(sp.nextPN, sp.largestAcked)
+		pnLen := PacketNumberLen(sp.nextPN, sp.LargestAcked)
 		if need := 4 - pnLen - len(payload); need > 0 {
 			payload = append(payload, make([]byte, need)...)
 		}

@@ -47,7 +47,7 @@ func (c *Conn) Stats() Stats {
 		}
 		if !rttSet {
 			rttSet = true
-			s.SmoothedRTT, s.RTTVar, s.MinRTT, s.LatestRTT = p.rtt.smoothed, p.rtt.rttvar, p.rtt.min, p.rtt.latest
+			s.SmoothedRTT, s.RTTVar, s.MinRTT, s.LatestRTT = p.rtt.Smoothed, p.rtt.RTTVar, p.rtt.Min, p.rtt.Latest
 		}
 		s.CongestionWindow += p.cc.Cwnd
 		s.BytesInFlight += p.cc.InFlight
