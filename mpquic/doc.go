@@ -18,18 +18,19 @@
 //     AES-128-GCM and ChaCha20-Poly1305, and the multipath nonce that puts the
 //     path ID into the AEAD nonce (draft §"Nonce Calculation")
 //
-// On it, QUIC v1 connections (Dial, Listen; conn.go, send.go, stream.go,
-// recovery.go): the handshake over crypto/tls.QUICConn, streams with flow
-// control, RFC 9002 loss recovery (RTT, sent-packet history, loss
-// detection and PTO in internal/recovery) with CUBIC (RFC 9438), HyStart++ (RFC 9406) and
-// pacing (internal/congestion, beside New Reno and LIA), key update (keyupdate.go), stateless reset (reset.go),
-// anti-amplification per path (amplification.go) and qlog traces
-// (qlog.go); and multipath (multipath.go, connid.go) when
-// both sides send initial_max_path_id: per-path connection IDs, packet
-// number spaces, ACKs (PATH_ACK), RTT, loss recovery and CUBIC
-// (uncoupled), Conn.AddPath with path validation, a lowest-RTT scheduler
-// with backup paths and reinjection off a potentially failed path,
-// PATH_ABANDON, PATH_STATUS_*, MAX_PATH_ID and PATHS_BLOCKED.
+// On it, QUIC v1 connections (Dial, Listen; conn.go, send.go, stream.go):
+// the handshake over crypto/tls.QUICConn, streams with flow control, RFC
+// 9002 loss recovery (RTT, sent-packet history, loss detection and PTO in
+// internal/recovery) with CUBIC (RFC 9438), HyStart++ (RFC 9406) and
+// pacing (internal/congestion, beside New Reno and LIA), key update
+// (keyupdate.go), stateless reset (reset.go), anti-amplification per path
+// (amplification.go) and qlog traces (qlog.go); and multipath
+// (multipath.go, connid.go) when both sides send initial_max_path_id:
+// per-path connection IDs, packet number spaces, ACKs (PATH_ACK), RTT,
+// loss recovery and CUBIC (uncoupled), Conn.AddPath with path validation,
+// a lowest-RTT scheduler with backup paths and reinjection off a
+// potentially failed path, PATH_ABANDON, PATH_STATUS_*, MAX_PATH_ID and
+// PATHS_BLOCKED.
 //
 // Retry both ways (retry.go): a client follows one Retry (RFC 9000
 // §17.2.5); a Listener sends Retries with stateless, expiring tokens bound
@@ -38,5 +39,6 @@
 // connection state only for Initials that decrypt. 0-RTT is out of scope;
 // a Version Negotiation packet is parsed so that a client fails cleanly.
 // The package
-// imports nothing from the rest of mptester; patterns/transport wraps it.
+// imports nothing from the rest of mptester but its own internal layers;
+// patterns/transport wraps it.
 package mpquic
