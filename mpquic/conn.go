@@ -124,7 +124,7 @@ type Conn struct {
 	pathsBlocked   bool // PATHS_BLOCKED owed (AddPath hit the limit)
 	pathCIDs       pathCIDsState
 	qlog           *qlogWriter            // nil unless Config.Qlog
-	liaScratch     []congestion.LIAPath   // congestion.go
+	liaScratch     []congestion.LIAPath   // liaPaths (congestion.go)
 	ackedScratch   []*recovery.SentPacket // onAck's newly acknowledged packets
 
 	// 1-RTT key update (RFC 9001 §6, keyupdate.go).

@@ -19,8 +19,9 @@ import (
 // connection IDs in both directions (path.go's cidSet, PATH_NEW_CONNECTION_ID),
 // its own 1-RTT packet number space with the path ID in the AEAD nonce, its
 // own ACK state (PATH_ACK), and its own RTT estimator, loss detection and
-// NewReno controller (uncoupled, draft §"Congestion Control"): the RFC 9002
-// code in conn.go and recovery.go runs per path. The 1-RTT keys are shared
+// congestion controller (internal/recovery and internal/congestion; coupled
+// only with LIA, draft §"Congestion Control"): the RFC 9002 code runs per
+// path. The 1-RTT keys are shared
 // and live in path 0's space. Without initial_max_path_id from both sides
 // the connection is plain QUIC v1 on path 0.
 
