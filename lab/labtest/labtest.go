@@ -251,6 +251,15 @@ func (l *Lab) Path(t testing.TB, name string) probe.Path {
 func (l *Lab) InClient(t *testing.T) bool {
 	t.Helper()
 	mu.Lock()
+	if steps[t.Name()] == 0 && !isMyChild(t) {
+		// A test run again (-count=N) starts its steps afresh, or its
+		// children would match no step and pass having run nothing.
+		t.Cleanup(func() {
+			mu.Lock()
+			delete(steps, t.Name())
+			mu.Unlock()
+		})
+	}
 	steps[t.Name()]++
 	step := steps[t.Name()]
 	mu.Unlock()
