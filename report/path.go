@@ -1,6 +1,11 @@
 package report
 
-import "net/netip"
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"net/netip"
+)
 
 // Path is what the envelope records of one network path: the fields of
 // probe.Path as results store them (the same JSON). report imports no
@@ -46,4 +51,29 @@ func Paths[P Pather](ps []P) []Path {
 		out = append(out, p.ReportPath())
 	}
 	return out
+}
+
+// pathRecords converts paths to their records: a Pather says its own, any
+// other value is read from its JSON, which must be exactly a Path's (a
+// field Path does not have is an error, never dropped).
+func pathRecords[P any](ps []P) ([]Path, error) {
+	out := make([]Path, 0, len(ps))
+	for i, p := range ps {
+		if pp, ok := any(p).(Pather); ok {
+			out = append(out, pp.ReportPath())
+			continue
+		}
+		b, err := json.Marshal(p)
+		if err != nil {
+			return nil, fmt.Errorf("path %d (%T): %w", i, p, err)
+		}
+		dec := json.NewDecoder(bytes.NewReader(b))
+		dec.DisallowUnknownFields()
+		var r Path
+		if err := dec.Decode(&r); err != nil {
+			return nil, fmt.Errorf("path %d (%T) is not a path record: %w", i, p, err)
+		}
+		out = append(out, r)
+	}
+	return out, nil
 }
