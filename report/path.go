@@ -10,7 +10,8 @@ import (
 // Path is what the envelope records of one network path: the fields of
 // probe.Path as results store them (the same JSON). report imports no
 // socket code, so readers of results (the collect server, the renderer)
-// need none; probe.Path.ReportPath converts where results are made.
+// need none; NewHeader reads a probe.Path from its JSON, which is this
+// type's (so probe imports no result model either).
 type Path struct {
 	Name         string      `json:"name"`
 	Index        int         `json:"index"`
