@@ -187,7 +187,7 @@ func check(rules []rule, mod string, pkgs []pkgInfo) []string {
 	for _, rel := range pendingConfig {
 		for _, p := range pkgs {
 			if relTo(mod, p.ImportPath) == rel && !slices.Contains(p.Imports, mod+"/internal/config") {
-				errs = append(errs, fmt.Sprintf("%s no longer imports internal/config: delete it from pendingConfig", rel))
+				errs = append(errs, fmt.Sprintf("%s no longer imports internal/config: delete it from pendingConfig and `internal/config` from its row in the map", rel))
 			}
 		}
 	}
