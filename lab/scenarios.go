@@ -42,11 +42,20 @@ var scenarios = []Scenario{
 	{Name: "wifi-blackhole", Cause: "under-rto", Abrupt: true,
 		Help:     "Wi-Fi loses everything both ways while data is pending (RTO with data to send); the link stays up",
 		Timeline: "t=4s wlan0 loss=100%"},
-	// Big quick steps make the RTT variance, hence the RTO, grow faster
-	// than srtt.
+	// The RTT rises steeply but smoothly, so the RTO (srtt + the kernel's
+	// variance term, RFC 6298 §2) grows faster than srtt and stays ahead
+	// of the RTT: 12 steps of 21 ms, one every 83 ms, the slope of the
+	// earlier 4 steps of 83 ms every 250 ms. Each of those big steps
+	// outran the RTO whenever a connection had no RTT sample since the
+	// previous one (they come every 100 ms at best), so whether a
+	// spurious RTO fired (cause under-rto) depended on where the sends
+	// fell between steps. The RTO passes 1.5 s on the ramp's samples
+	// (about 1.9 s in); the 450 ms hold is short enough that the 900 ms
+	// RTT samples it brings leave srtt below 600 ms (held 800 ms, srtt
+	// passed 600 ms in 9 of 20 lab runs, 0.5 s after the RTO threshold).
 	{Name: "wifi-rto-grow", Cause: "rto-threshold",
-		Help:     "Wi-Fi delay ramps from 40 to 290 ms each way in 4 steps of 250 ms (the RTO grows faster than srtt), jumps to 450 ms (far below the grown RTO: no timeout) and falls back to 100 ms 800 ms later, before srtt reaches 600 ms: the RTO passes 1.5 s meanwhile",
-		Timeline: ramp(ScenarioStart, 40, 290, 83, 250*time.Millisecond) + "t=5300ms wlan0 delay=450ms\nt=6100ms wlan0 delay=100ms\n"},
+		Help:     "Wi-Fi delay ramps from 40 to 290 ms each way in 12 steps of 21 ms every 83 ms (the RTO grows faster than srtt and stays ahead of the RTT), jumps to 450 ms (far below the grown RTO: no timeout) and falls back to 100 ms 500 ms later, before srtt reaches 600 ms: the RTO passes 1.5 s meanwhile",
+		Timeline: ramp(ScenarioStart, 40, 290, 21, 83*time.Millisecond) + "t=5300ms wlan0 delay=450ms\nt=5800ms wlan0 delay=100ms\n"},
 	{Name: "abrupt-linkdown", Cause: "other", Abrupt: true, KernelLink: true,
 		Help:     "Wi-Fi link goes down at once (the kernel sees it: carrier and routes gone, the Wi-Fi subflow fails)",
 		Timeline: "t=4s wlan0 down"},

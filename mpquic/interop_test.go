@@ -11,7 +11,7 @@ import (
 	"github.com/quic-go/quic-go"
 )
 
-// quic-go appears only in tests: the interop peer (TestMPQUICIsALeaf
+// quic-go appears only in tests: the interop peer (internal/archtest
 // checks the package itself does not import it).
 
 func quicgoEchoServer(t *testing.T, ctx context.Context, tlsConf *tls.Config) net.Addr {

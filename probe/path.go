@@ -8,8 +8,6 @@ import (
 	"net/netip"
 	"slices"
 	"strings"
-
-	"github.com/mptester/mptester/report"
 )
 
 // Kind is what an interface is physically, as far as the OS tells.
@@ -148,23 +146,4 @@ func FindPath(paths []Path, name string) (Path, error) {
 		}
 	}
 	return Path{}, fmt.Errorf("%w: %q", ErrNoSuchPath, name)
-}
-
-// ReportPath is the path as result envelopes record it.
-func (p Path) ReportPath() report.Path {
-	r := report.Path{Name: p.Name, Index: p.Index, Kind: string(p.Kind), Up: p.Up, Flags: p.Flags, MTU: p.MTU,
-		DefaultRoute: p.DefaultRoute}
-	if p.Addrs != nil {
-		r.Addrs = make([]report.PathAddr, 0, len(p.Addrs))
-		for _, a := range p.Addrs {
-			r.Addrs = append(r.Addrs, report.PathAddr{IP: a.IP, PrefixLen: a.PrefixLen, Scope: string(a.Scope)})
-		}
-	}
-	if p.DNS != nil {
-		r.DNS = make([]report.DNSServer, 0, len(p.DNS))
-		for _, d := range p.DNS {
-			r.DNS = append(r.DNS, report.DNSServer{Addr: d.Addr, Source: d.Source, Shared: d.Shared})
-		}
-	}
-	return r
 }

@@ -33,25 +33,6 @@ func TestOldFilesStillRead(t *testing.T) {
 	require.NoError(t, ValidateStream(bytes.NewReader(b)))
 }
 
-// TestReportIsALeaf: the result model imports no package of this module,
-// so readers of results (collect server, renderer) carry no socket code.
-func TestReportIsALeaf(t *testing.T) {
-	goBin, err := exec.LookPath("go")
-	if err != nil {
-		t.Skip("go tool not found")
-	}
-	out, err := exec.Command(goBin, "list", "-deps", "-f", "{{if not .Standard}}{{.ImportPath}}{{end}}", ".").Output()
-	require.NoError(t, err)
-	mod, err := exec.Command(goBin, "list", "-m").Output()
-	require.NoError(t, err)
-	self := strings.TrimSpace(string(mod)) + "/report"
-	for _, p := range strings.Fields(string(out)) {
-		if p != self && strings.HasPrefix(p, strings.TrimSpace(string(mod))+"/") {
-			t.Errorf("report depends on %s", p)
-		}
-	}
-}
-
 // TestReportTreeImportsNoCollect: collect -> report runs one way only; no
 // package under report depends on collect (the store as a report input
 // lives in collect/storeinput).

@@ -1,11 +1,17 @@
 package report
 
-import "net/netip"
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"net/netip"
+)
 
 // Path is what the envelope records of one network path: the fields of
 // probe.Path as results store them (the same JSON). report imports no
 // socket code, so readers of results (the collect server, the renderer)
-// need none; probe.Path.ReportPath converts where results are made.
+// need none; NewHeader reads a probe.Path from its JSON, which is this
+// type's (so probe imports no result model either).
 type Path struct {
 	Name         string      `json:"name"`
 	Index        int         `json:"index"`
@@ -46,4 +52,29 @@ func Paths[P Pather](ps []P) []Path {
 		out = append(out, p.ReportPath())
 	}
 	return out
+}
+
+// pathRecords converts paths to their records: a Pather says its own, any
+// other value is read from its JSON, which must be exactly a Path's (a
+// field Path does not have is an error, never dropped).
+func pathRecords[P any](ps []P) ([]Path, error) {
+	out := make([]Path, 0, len(ps))
+	for i, p := range ps {
+		if pp, ok := any(p).(Pather); ok {
+			out = append(out, pp.ReportPath())
+			continue
+		}
+		b, err := json.Marshal(p)
+		if err != nil {
+			return nil, fmt.Errorf("path %d (%T): %w", i, p, err)
+		}
+		dec := json.NewDecoder(bytes.NewReader(b))
+		dec.DisallowUnknownFields()
+		var r Path
+		if err := dec.Decode(&r); err != nil {
+			return nil, fmt.Errorf("path %d (%T) is not a path record: %w", i, p, err)
+		}
+		out = append(out, r)
+	}
+	return out, nil
 }

@@ -20,11 +20,16 @@ import (
 var Producer = Tool{Name: "mptester", Version: "dev", Commit: "none"}
 
 // NewHeader fills the envelope header for a run starting now; paths are
-// probe.Paths (or Paths) converted to their records.
-func NewHeader[P Pather](command, probeID string, paths []P, config any) (Header, error) {
+// Paths, Pathers, or probe.Paths (whose JSON is Path's: report imports
+// no socket code, and probe no result model).
+func NewHeader[P any](command, probeID string, paths []P, config any) (Header, error) {
 	cfg, err := json.Marshal(config)
 	if err != nil {
 		return Header{}, fmt.Errorf("encode run config: %w", err)
+	}
+	recs, err := pathRecords(paths)
+	if err != nil {
+		return Header{}, err
 	}
 	return Header{
 		SchemaVersion: SchemaVersion,
@@ -35,7 +40,7 @@ func NewHeader[P Pather](command, probeID string, paths []P, config any) (Header
 		Host:          CurrentHost(),
 		StartedAt:     time.Now().UTC(),
 		Clock:         CurrentClock(),
-		Paths:         Paths(paths),
+		Paths:         recs,
 		Config:        cfg,
 	}, nil
 }

@@ -126,6 +126,16 @@ func New(t testing.TB) *NS {
 		}
 	})
 	mu.Lock()
+	if len(created[t.Name()]) == 0 {
+		// A test run again (-count=N) starts afresh, or its children
+		// would match no step and pass having run nothing.
+		t.Cleanup(func() {
+			mu.Lock()
+			delete(created, t.Name())
+			delete(steps, t.Name())
+			mu.Unlock()
+		})
+	}
 	created[t.Name()] = append(created[t.Name()], ns.Name)
 	mu.Unlock()
 	ns.IP("link", "set", "lo", "up")

@@ -15,6 +15,7 @@ import (
 	"time"
 )
 
+// ci:rerun-allowed: the emulator's own delivery times against the wall clock; a host stall on the shared vCPUs delays a delivery past the tolerance
 func TestRunTimeline(t *testing.T) {
 	a := NewLink("wlan0", newMemDev(), newMemDev(), 1)
 	b := NewLink("wwan0", newMemDev(), newMemDev(), 1)
@@ -60,6 +61,7 @@ func TestRunTimeline(t *testing.T) {
 	t.Logf("applied at %v", seen)
 }
 
+// ci:rerun-allowed: the emulator's own delivery times against the wall clock; a host stall on the shared vCPUs delays a delivery past the tolerance
 func TestDelayAccuracy(t *testing.T) {
 	for _, D := range []time.Duration{5 * time.Millisecond, 25 * time.Millisecond} {
 		for _, dir := range []Direction{Up, Down} {
@@ -93,6 +95,7 @@ func TestDelayAccuracy(t *testing.T) {
 	}
 }
 
+// ci:rerun-allowed: the emulator's own delivery times against the wall clock; a host stall on the shared vCPUs delays a delivery past the tolerance
 func TestJitterBoundsAndFIFO(t *testing.T) {
 	tl := startTimedLink(t, 2)
 	const D, J = 10 * time.Millisecond, 4 * time.Millisecond
@@ -127,6 +130,7 @@ func TestJitterBoundsAndFIFO(t *testing.T) {
 	}
 }
 
+// ci:rerun-allowed: the emulator's own delivery times against the wall clock; a host stall on the shared vCPUs delays a delivery past the tolerance
 func TestRateThroughput(t *testing.T) {
 	tl := startTimedLink(t, 5)
 	const rate = 20_000_000 // 20 Mbit/s
@@ -157,6 +161,7 @@ func TestRateThroughput(t *testing.T) {
 	t.Logf("delivered %.2f Mbit/s, %d delivered, %d tail-dropped", bps/1e6, s.Delivered, s.DropQueue)
 }
 
+// ci:rerun-allowed: the emulator's own delivery times against the wall clock; a host stall on the shared vCPUs delays a delivery past the tolerance
 func TestTargetDelay(t *testing.T) {
 	tl := startTimedLink(t, 9)
 	const D = 3 * time.Millisecond
@@ -217,6 +222,7 @@ func TestTargetDelay(t *testing.T) {
 
 // A lone packet on a rate-limited path takes its serialization time on
 // top of the delay: 1500 B at 1.2 Mbit/s = 10 ms.
+// ci:rerun-allowed: the emulator's own delivery times against the wall clock; a host stall on the shared vCPUs delays a delivery past the tolerance
 func TestRateSerializationDelay(t *testing.T) {
 	tl := startTimedLink(t, 13)
 	tl.Set(Up, Params{Delay: 5 * time.Millisecond, RateBps: 1_200_000})

@@ -187,6 +187,54 @@ func (l *Lab) Scenario(t testing.TB, name string) {
 	}
 }
 
+// ScenarioWhen starts the named scenario from a goroutine as soon as the
+// lab's status satisfies ready (polled every 10 ms), so a scenario's phases
+// follow a measured event (traffic seen on a path) rather than the moment
+// the test happened to start it. The returned wait reports, on the test's
+// goroutine, when it started, and fails the test if it never did before
+// ctx ended or the lab refused.
+func (l *Lab) ScenarioWhen(ctx context.Context, name string, ready func(lab.Status) bool) (wait func(t testing.TB) time.Time) {
+	type result struct {
+		at  time.Time
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		tick := time.NewTicker(10 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			resp, err := lab.Control(ctx, l.info.Files.Control, lab.Request{Op: "status"})
+			if err != nil {
+				done <- result{err: fmt.Errorf("status: %w", err)}
+				return
+			}
+			if ready(*resp.Status) {
+				at := time.Now()
+				if _, err := lab.Control(ctx, l.info.Files.Control, lab.Request{Op: "scenario", Args: []string{name}}); err != nil {
+					done <- result{err: err}
+					return
+				}
+				done <- result{at: at}
+				return
+			}
+			select {
+			case <-ctx.Done():
+				done <- result{err: fmt.Errorf("never ready: %w", ctx.Err())}
+				return
+			case <-tick.C:
+			}
+		}
+	}()
+	return func(t testing.TB) time.Time {
+		t.Helper()
+		r := <-done
+		if r.err != nil {
+			t.Fatalf("labtest: scenario %s: %v", name, r.err)
+		}
+		return r.at
+	}
+}
+
 // Status returns the live parameters and counters of the paths.
 func (l *Lab) Status(t testing.TB) lab.Status {
 	t.Helper()
@@ -251,6 +299,15 @@ func (l *Lab) Path(t testing.TB, name string) probe.Path {
 func (l *Lab) InClient(t *testing.T) bool {
 	t.Helper()
 	mu.Lock()
+	if steps[t.Name()] == 0 && !isMyChild(t) {
+		// A test run again (-count=N) starts its steps afresh, or its
+		// children would match no step and pass having run nothing.
+		t.Cleanup(func() {
+			mu.Lock()
+			delete(steps, t.Name())
+			mu.Unlock()
+		})
+	}
 	steps[t.Name()]++
 	step := steps[t.Name()]
 	mu.Unlock()

@@ -6,8 +6,10 @@ import (
 	"fmt"
 	"net/netip"
 	"testing"
+	"time"
 
 	"github.com/mptester/mptester/lab"
+	"github.com/mptester/mptester/lab/emu"
 	"github.com/mptester/mptester/lab/labtest"
 	"github.com/mptester/mptester/patterns"
 	"github.com/mptester/mptester/patterns/transport"
@@ -62,15 +64,36 @@ func TestConformanceLab(t *testing.T) {
 		silent:     func(*testing.T, string) netip.AddrPort { return at(labSilent) },
 		closedPort: func(*testing.T, string) netip.AddrPort { return at(labClosed) },
 	}
-	var lastUp, lastDown uint64
-	wire := func() (up, down uint64) {
-		var u, d uint64
-		for _, p := range l.Status(t).Paths {
-			u += p.Stats.Up.BytesDelivered
-			d += p.Stats.Down.BytesDelivered
+	var last wireCount
+	wire := func() wireCount {
+		// Wait until the emulator holds no packet (every packet read is
+		// delivered or dropped), so in + dropped is exactly out.
+		var now wireCount
+		for deadline := time.Now().Add(5 * time.Second); ; {
+			now = wireCount{}
+			held := uint64(0)
+			for _, p := range l.Status(t).Paths {
+				u, d := p.Stats.Up, p.Stats.Down
+				now.Up += u.BytesDelivered
+				now.Down += d.BytesDelivered
+				now.UpDropped += u.BytesIn - u.BytesDelivered
+				now.UpDeviceDrops += u.DropDevice
+				for _, s := range []emu.DirStats{u, d} {
+					held += s.PacketsIn - s.Delivered - (s.DropLoss + s.DropQueue + s.DropBlock + s.DropDown + s.DropInvalid + s.WriteErrs)
+				}
+			}
+			if held == 0 {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("the emulator still holds %d packets after 5 s", held)
+			}
+			time.Sleep(50 * time.Millisecond)
 		}
-		up, down, lastUp, lastDown = u-lastUp, d-lastDown, u, d
-		return up, down
+		delta := wireCount{Up: now.Up - last.Up, Down: now.Down - last.Down,
+			UpDropped: now.UpDropped - last.UpDropped, UpDeviceDrops: now.UpDeviceDrops - last.UpDeviceDrops}
+		last = now
+		return delta
 	}
 	for _, d := range transport.All() {
 		t.Run(d.Name, func(t *testing.T) { conform(t, d, e, wire) })
