@@ -20,7 +20,6 @@ import (
 	"github.com/mptester/mptester/internal/cmd/run"
 	"github.com/mptester/mptester/internal/cmd/survey"
 	"github.com/mptester/mptester/internal/cmdutil"
-	"github.com/mptester/mptester/internal/config"
 )
 
 // TestArgvParses: the argv the agent builds from every typed parameter is
@@ -94,7 +93,7 @@ func TestShippedCaps(t *testing.T) {
 	_, block, ok := strings.Cut(string(b), "# agent:\n")
 	require.True(t, ok)
 	example := "agent:\n" + regexp.MustCompile(`(?m)^# (  [a-z_]+:.*)$`).ReplaceAllString(block, "$1")
-	cfg, err := config.Parse([]byte(example))
+	cfg, err := cmdutil.ParseConfig([]byte(example))
 	require.NoError(t, err, example)
 	c, err := Caps(cfg)
 	require.NoError(t, err)
@@ -104,12 +103,12 @@ func TestShippedCaps(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, caps.Defaults(), def)
 
-	_, err = config.Parse([]byte("agent:\n  schedule_key: c2hvcnQ=\n  budget: {wwan0: lots}\n  measurements: [shell]\n"))
+	_, err = cmdutil.ParseConfig([]byte("agent:\n  schedule_key: c2hvcnQ=\n  budget: {wwan0: lots}\n  measurements: [shell]\n"))
 	require.Error(t, err)
 	for _, want := range []string{"agent.schedule_key: want the base64 Ed25519 public key", "agent.budget.wwan0", `"shell": want survey or run`} {
 		assert.Contains(t, err.Error(), want)
 	}
-	cfg, err = config.Parse([]byte("agent:\n  schedule_key: " + strings.Repeat("A", 43) + "=\n"))
+	cfg, err = cmdutil.ParseConfig([]byte("agent:\n  schedule_key: " + strings.Repeat("A", 43) + "=\n"))
 	require.NoError(t, err)
 	c, err = Caps(cfg)
 	require.NoError(t, err)

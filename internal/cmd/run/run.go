@@ -263,12 +263,6 @@ MPTCP's max-delay ratio to each other transport (000 Fig. 8).`,
 	return cmd
 }
 
-func init() {
-	config.RegisterCheck("pattern", func(s string) error { _, err := patterns.Get(s); return err })
-	config.RegisterCheck("transport", func(s string) error { _, err := transport.Get(s); return err })
-	config.RegisterCheck("pin", func(s string) error { _, err := certs.ParseFingerprint(s); return err })
-}
-
 // applyConfig fills what the command line left unset from the config's run
 // section, whose values were checked when it was loaded.
 func applyConfig(opts *Options, cfg *config.Config, changed func(string) bool) {
@@ -300,7 +294,7 @@ func check(opts *Options) error {
 	}
 	ch.Check("--server", config.Servers(opts.Servers))
 	if opts.Pin != "" {
-		ch.Check("--pin", config.Pin(opts.Pin))
+		ch.Check("--pin", certs.CheckPin(opts.Pin))
 		if opts.Insecure {
 			ch.Check("--pin", fmt.Errorf("use --pin or --insecure, not both"))
 		}
@@ -308,8 +302,8 @@ func check(opts *Options) error {
 	if opts.Smoke && len(opts.Servers) > 1 {
 		ch.Check("--smoke", fmt.Errorf("checks one server (got %d)", len(opts.Servers)))
 	}
-	ch.Check("--patterns", config.Patterns(opts.Patterns))
-	ch.Check("--transports", config.Transports(opts.Transports))
+	ch.Check("--patterns", config.Names(opts.Patterns, patterns.CheckName))
+	ch.Check("--transports", config.Names(opts.Transports, transport.CheckName))
 	ch.Check("--paths", config.Interfaces(opts.Paths))
 	_, err := probe.ParseFamily(opts.Family)
 	ch.Check("--family", err)

@@ -97,14 +97,6 @@ accepting, let running tests finish (up to 10 s) and exit.`,
 			return serveRun(opts)
 		},
 	}
-	config.RegisterCheck("listener", func(s string) error {
-		for _, d := range transport.Listeners() {
-			if d.Name == s {
-				return nil
-			}
-		}
-		return fmt.Errorf("unknown listener %q (want one of %s)", s, strings.Join(listenerNames(), ", "))
-	})
 	fl := cmd.Flags()
 	fl.StringVar(&opts.Listen, "listen", "", "`ADDR` to listen on (default: every address)")
 	for _, d := range transport.Listeners() {
@@ -193,7 +185,7 @@ func check(opts *Options) error {
 	if serving == 0 {
 		ch.Check("--"+transport.Listeners()[0].Name+"-port", fmt.Errorf("every port is 0: nothing to serve"))
 	}
-	ch.Check("--transports", config.Transports(opts.Transports))
+	ch.Check("--transports", config.Names(opts.Transports, transport.CheckName))
 	l := opts.Limits
 	ch.Check("--max-sessions", config.Positive(l.MaxSessions))
 	ch.Check("--max-per-client", config.Positive(l.MaxPerClient))

@@ -14,7 +14,6 @@ import (
 	"time"
 
 	"github.com/mptester/mptester/internal/cmdutil"
-	"github.com/mptester/mptester/internal/config"
 	"github.com/mptester/mptester/patterns"
 )
 
@@ -139,7 +138,7 @@ func TestStateKeepsFingerprint(t *testing.T) {
 func TestConfigSection(t *testing.T) {
 	io, _, _ := cmdutil.Test()
 	NewCmdServe(&cmdutil.Factory{IO: io}, nil) // registers the listener check
-	cfg, err := config.Parse([]byte("serve:\n  listen: 198.18.0.1\n  ports: {tcp: [8443], quic: [8443, 6121]}\n  state: /var/lib/x\n  max_sessions: 500\n  names: [a.example]\n"))
+	cfg, err := cmdutil.ParseConfig([]byte("serve:\n  listen: 198.18.0.1\n  ports: {tcp: [8443], quic: [8443, 6121]}\n  state: /var/lib/x\n  max_sessions: 500\n  names: [a.example]\n"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -154,7 +153,7 @@ func TestConfigSection(t *testing.T) {
 		t.Errorf("options %+v", got)
 	}
 	// The packaged /etc/mptester/serve.yaml loads and is what serve runs with.
-	pkg, err := config.Load("../../../packaging/serve.yaml")
+	pkg, err := cmdutil.LoadConfig("../../../packaging/serve.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -167,7 +166,7 @@ func TestConfigSection(t *testing.T) {
 		t.Errorf("packaged serve.yaml: %+v", got)
 	}
 	for _, bad := range []string{"serve:\n  ports: {sctp: [1]}\n", "serve:\n  max_sessions: 0\n", "serve:\n  ports: {tcp: [70000]}\n", "serve:\n  nope: 1\n"} {
-		if _, err := config.Parse([]byte(bad)); err == nil {
+		if _, err := cmdutil.ParseConfig([]byte(bad)); err == nil {
 			t.Errorf("%q: no error", bad)
 		}
 	}

@@ -156,15 +156,6 @@ OLD's resolution and probe records, then only what is missing is measured.`,
 	return cmd
 }
 
-func init() {
-	config.RegisterCheck("method", func(s string) error {
-		if _, ok := survey.Methods[s]; !ok {
-			return fmt.Errorf("unknown method %q (want one of %s)", s, strings.Join(survey.MethodNames(), ", "))
-		}
-		return nil
-	})
-}
-
 // applyConfig fills options the command line left unset from the config,
 // whose values were checked when it was loaded. Flags override the file,
 // including where they exclude each other: --list-id replaces survey.list.
@@ -399,7 +390,7 @@ func buildConfig(opts *Options) (survey.Config, error) {
 			method = "tcp-syn"
 		}
 	}
-	ch.Check("--method", config.Method(method))
+	ch.Check("--method", cmdutil.CheckMethod(method))
 	ch.Check("--top", config.Positive(opts.Top))
 	ch.Check("--count", config.IntIn(opts.Count, 1, 1000))
 	ch.Check("--port", config.IntIn(opts.Port, 1, 65535))
