@@ -51,7 +51,7 @@ func TestArgvParses(t *testing.T) {
 	args, err := agent.Argv(s.Tasks[0], c, dir, map[string]int64{"wwan0": 1234})
 	require.NoError(t, err)
 	var so *survey.Options
-	parse(survey.NewCmdSurvey(f, func(o *survey.Options) error { so = o; return nil }), args[1:])
+	parse(survey.NewCmdSurvey(f, func(_ context.Context, o *survey.Options) error { so = o; return nil }), args[1:])
 	assert.Equal(t, filepath.Join(dir, "lists", "s.csv"), so.List)
 	assert.Equal(t, 2, so.Top)
 	assert.Equal(t, []string{"wlan0", "wwan0"}, so.Paths)
@@ -65,7 +65,7 @@ func TestArgvParses(t *testing.T) {
 
 	args, err = agent.Argv(s.Tasks[1], c, dir, nil)
 	require.NoError(t, err)
-	parse(survey.NewCmdSurvey(f, func(o *survey.Options) error { so = o; return nil }), args[1:])
+	parse(survey.NewCmdSurvey(f, func(_ context.Context, o *survey.Options) error { so = o; return nil }), args[1:])
 	assert.Equal(t, "latest", so.ListID)
 	assert.Equal(t, filepath.Join(dir, "cache"), so.CacheDir, "downloads land in the state directory")
 	assert.Equal(t, 100.0, so.Rate, "the command's default rate, within the cap")
@@ -73,7 +73,7 @@ func TestArgvParses(t *testing.T) {
 	args, err = agent.Argv(s.Tasks[2], c, dir, nil)
 	require.NoError(t, err)
 	var ro *run.Options
-	parse(run.NewCmdRun(f, func(o *run.Options) error { ro = o; return nil }), args[1:])
+	parse(run.NewCmdRun(f, func(_ context.Context, o *run.Options) error { ro = o; return nil }), args[1:])
 	assert.Equal(t, []string{"a.example:443", "198.51.100.7"}, ro.Servers)
 	assert.Equal(t, []string{"ping", "bulk"}, ro.Patterns)
 	assert.Equal(t, int64(500000), ro.Params.Size)

@@ -38,7 +38,6 @@ import (
 type Options struct {
 	IO     *cmdutil.IOStreams
 	Logger *slog.Logger
-	Ctx    context.Context
 
 	Servers    []string
 	Patterns   []string
@@ -140,7 +139,7 @@ func mptcpService(opts *Options) nw.Service {
 }
 
 // NewCmdRun builds the command; runF replaces runRun in tests.
-func NewCmdRun(f *cmdutil.Factory, runF func(*Options) error) *cobra.Command {
+func NewCmdRun(f *cmdutil.Factory, runF func(context.Context, *Options) error) *cobra.Command {
 	opts := &Options{IO: f.IO, Spool: f.Spool, Endpoints: mptcpEndpoints}
 	opts.Discover = func(ctx context.Context) ([]probe.Path, error) { return f.DiscoverPaths(ctx, opts.DNS) }
 	portFlags, altFlags := map[string]*int{}, map[string]*int{}
@@ -189,7 +188,7 @@ MPTCP's max-delay ratio to each other transport (000 Fig. 8).`,
   mptester run --mode mobile --server test.example.net --pin 3A:...:9F --paths wlan0,wwan0 --backup wwan0`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			opts.Logger, opts.Ctx = f.Logger, cmd.Context()
+			opts.Logger = f.Logger
 			var ch config.Checker
 			opts.Ports, opts.AltPorts = map[string]uint16{}, map[string]uint16{}
 			for _, fl := range []struct {
@@ -213,9 +212,9 @@ MPTCP's max-delay ratio to each other transport (000 Fig. 8).`,
 			}
 			opts.ProbeID = f.ProbeID()
 			if runF != nil {
-				return runF(opts)
+				return runF(cmd.Context(), opts)
 			}
-			return runRun(opts)
+			return runRun(cmd.Context(), opts)
 		},
 	}
 	fl := cmd.Flags()
@@ -381,11 +380,7 @@ func families(s string) ([]probe.Family, error) {
 	return []probe.Family{f}, nil
 }
 
-func runRun(opts *Options) error {
-	ctx := opts.Ctx
-	if ctx == nil {
-		ctx = context.Background()
-	}
+func runRun(ctx context.Context, opts *Options) error {
 	if err := check(opts); err != nil {
 		return err
 	}

@@ -71,7 +71,7 @@ type Options struct {
 }
 
 // NewCmdSurvey builds the command; runF replaces surveyRun in tests.
-func NewCmdSurvey(f *cmdutil.Factory, runF func(*Options) error) *cobra.Command {
+func NewCmdSurvey(f *cmdutil.Factory, runF func(context.Context, *Options) error) *cobra.Command {
 	opts := &Options{IO: f.IO,
 		Logger:   func() *slog.Logger { return f.Logger },
 		Config:   func() *config.Config { return f.Config },
@@ -120,7 +120,7 @@ OLD's resolution and probe records, then only what is missing is measured.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.changed = cmd.Flags().Changed
 			if runF != nil {
-				return runF(opts)
+				return runF(cmd.Context(), opts)
 			}
 			return surveyRun(cmd.Context(), opts)
 		},

@@ -226,7 +226,7 @@ func TestSurveyConfigSection(t *testing.T) {
 		ios, _, _ := cmdutil.Test()
 		f := &cmdutil.Factory{IO: ios, Config: cfg}
 		var got *Options
-		cmd := NewCmdSurvey(f, func(o *Options) error { got = o; applyConfig(o); return nil })
+		cmd := NewCmdSurvey(f, func(_ context.Context, o *Options) error { got = o; applyConfig(o); return nil })
 		cmd.SetArgs(args)
 		cmd.SetOut(ios.Out)
 		cmd.SetErr(ios.ErrOut)
