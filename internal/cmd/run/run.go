@@ -140,7 +140,7 @@ func mptcpService(opts *Options) nw.Service {
 
 // NewCmdRun builds the command; runF replaces runRun in tests.
 func NewCmdRun(f *cmdutil.Factory, runF func(context.Context, *Options) error) *cobra.Command {
-	opts := &Options{IO: f.IO, Spool: f.Spool, Endpoints: mptcpEndpoints}
+	opts := &Options{IO: f.IO, Spool: f.Spool, Endpoints: doctor.ReadEndpoints}
 	opts.Discover = func(ctx context.Context) ([]probe.Path, error) { return f.DiscoverPaths(ctx, opts.DNS) }
 	portFlags, altFlags := map[string]*int{}, map[string]*int{}
 	var trHelp strings.Builder
@@ -424,14 +424,14 @@ func runRun(ctx context.Context, opts *Options) error {
 	if opts.Endpoints != nil {
 		eps = opts.Endpoints(ctx)
 	}
-	backup, problems := hostRoles(opts.Transports, opts.Backup, paths, eps)
+	backup, problems := patterns.HostRoles(opts.Transports, opts.Backup, paths, eps)
 	if len(problems) > 0 {
-		return cmdutil.FlagErrorf("--backup: %s", joinLines(problems))
+		return cmdutil.FlagErrorf("--backup: %s", strings.Join(problems, "; "))
 	}
 	opts.Backup = backup
-	local := localAddrs()
-	if wrong := wrongPaths(ctx, opts.Servers, paths, opts.Transports, local, routeDev); len(wrong) > 0 {
-		return cmdutil.FlagErrorf("--server: %s", joinLines(wrong))
+	local := probe.LocalAddrs()
+	if wrong := patterns.WrongPaths(ctx, opts.Servers, paths, opts.Transports, local, probe.RouteDev); len(wrong) > 0 {
+		return cmdutil.FlagErrorf("--server: %s", strings.Join(wrong, "; "))
 	}
 	if mobileMode && opts.Mobile.Capture {
 		// A missing CAP_NET_RAW is found before the output is touched.
@@ -505,7 +505,7 @@ func runRun(ctx context.Context, opts *Options) error {
 			}
 			return certs.ClientTLS(name, opts.Pin, opts.Insecure)
 		},
-		Check: checkRecord(ctx, paths, local, routeDev),
+		Check: patterns.CheckRecord(ctx, paths, local, probe.RouteDev),
 		Emit: func(rec any) error {
 			b, err := json.Marshal(rec)
 			if err != nil {
@@ -533,7 +533,7 @@ func runRun(ctx context.Context, opts *Options) error {
 		alt.Patterns, alt.Transports = []string{"ping"}, []string{name}
 		alt.Ports = maps.Clone(opts.Ports)
 		alt.Ports[d.Listener()] = port
-		alt.Servers = []string{hostOnly(opts.Servers[0])}
+		alt.Servers = []string{patterns.ServerHost(opts.Servers[0])}
 		s2, err := patterns.Run(ctx, alt)
 		if err != nil {
 			smokeFails = append(smokeFails, fmt.Sprintf("%s port %d: %v", name, port, err))
@@ -630,18 +630,6 @@ func finishMobile(ctx context.Context, opts *Options, ro patterns.RunOptions, ds
 		return fmt.Errorf("write output: %w", err)
 	}
 	return spooled.Finish(ctx, exitErr)
-}
-
-func hostOnly(s string) string {
-	if i := strings.LastIndex(s, ":"); i > 0 && !strings.HasSuffix(s, "]") && strings.Count(s, ":") == 1 {
-		return s[:i]
-	}
-	if strings.HasPrefix(s, "[") {
-		if i := strings.Index(s, "]"); i > 0 {
-			return s[1:i]
-		}
-	}
-	return s
 }
 
 func names(ps []probe.Path) []string {
