@@ -15,12 +15,7 @@ import (
 // command layer) holding the
 // per-path resolvers and the public target prefixes.
 func TestConfigYAML(t *testing.T) {
-	i := lab.Info{Name: "x", PublicPrefixes: lab.PublicPrefixes}
-	for _, n := range lab.PathNames {
-		p, _ := lab.Plan(n)
-		i.Paths = append(i.Paths, p)
-	}
-	b, err := lab.ConfigYAML(i)
+	b, err := lab.ConfigYAML(labInfo())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -39,16 +34,21 @@ func TestConfigYAML(t *testing.T) {
 	}
 }
 
-// labConfig writes the config a lab writes, plus extra, and returns its
-// path and the line extra starts on.
-func labConfig(t *testing.T, extra string) (string, int) {
-	t.Helper()
+// labInfo is a lab named x with both paths as planned.
+func labInfo() lab.Info {
 	i := lab.Info{Name: "x", PublicPrefixes: lab.PublicPrefixes}
 	for _, n := range lab.PathNames {
 		p, _ := lab.Plan(n)
 		i.Paths = append(i.Paths, p)
 	}
-	b, err := lab.ConfigYAML(i)
+	return i
+}
+
+// labConfig writes the config a lab writes, plus extra, and returns its
+// path and the line extra starts on.
+func labConfig(t *testing.T, extra string) (string, int) {
+	t.Helper()
+	b, err := lab.ConfigYAML(labInfo())
 	if err != nil {
 		t.Fatal(err)
 	}
