@@ -22,9 +22,9 @@ import (
 
 // Checks are the checks of the names a config file holds, each owned by
 // the package that defines the names (patterns/transport.CheckName,
-// patterns.CheckName, certs.CheckPin, ...). The caller passes them all:
-// a missing one is a programming error, never a value
-// left unchecked (Parse panics).
+// patterns.CheckName, certs.CheckPin, ...). The caller passes them all: a
+// missing one is a programming error (Parse panics), never a value left
+// unchecked.
 type Checks struct {
 	Transport func(string) error // a transport name
 	Listener  func(string) error // a transport with a server side
