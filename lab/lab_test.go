@@ -9,7 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mptester/mptester/internal/config"
 	"github.com/mptester/mptester/lab/emu"
 )
 
@@ -45,33 +44,6 @@ func TestNames(t *testing.T) {
 	}
 	if tmpTUN("a", 0, 'c') == tmpTUN("b", 0, 'c') || tmpTUN("a", 0, 'c') == tmpTUN("a", 1, 'c') {
 		t.Error("tmpTUN names collide")
-	}
-}
-
-// The config a lab writes is a valid, strict mptester config holding the
-// per-path resolvers and the public target prefixes.
-func TestConfigYAML(t *testing.T) {
-	i := Info{Name: "x", PublicPrefixes: PublicPrefixes}
-	for _, n := range PathNames {
-		p, _ := Plan(n)
-		i.Paths = append(i.Paths, p)
-	}
-	b, err := ConfigYAML(i)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg, err := config.Parse(b)
-	if err != nil {
-		t.Fatalf("%v\n%s", err, b)
-	}
-	if got := cfg.DNS["wlan0"]; len(got) != 2 || got[0] != "198.18.100.1" || got[1] != "fd00:100::1" {
-		t.Errorf("dns.wlan0 = %v", got)
-	}
-	if got := cfg.DNS["wwan0"]; len(got) != 2 || got[0] != "198.18.100.2" {
-		t.Errorf("dns.wwan0 = %v", got)
-	}
-	if got := cfg.Survey.PublicPrefixes; len(got) != 2 || got[0] != "198.19.0.0/17" || got[1] != "fd00:ff::/64" {
-		t.Errorf("survey.public_prefixes = %v", got)
 	}
 }
 

@@ -74,6 +74,13 @@ func Get(name string) (Pattern, error) {
 	return p, nil
 }
 
+// CheckName checks that name is a pattern (a config file's or a flag's
+// value).
+func CheckName(name string) error {
+	_, err := Get(name)
+	return err
+}
+
 // Names lists the registered patterns in the order of 000 §II-A.
 func Names() []string {
 	regMu.RLock()

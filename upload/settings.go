@@ -15,8 +15,31 @@ import (
 	"github.com/dustin/go-humanize"
 
 	"github.com/mptester/mptester/internal/certs"
-	"github.com/mptester/mptester/internal/config"
 )
+
+// Config is the config file's upload section: the probe's link to its
+// collect server. SettingsFrom checks it.
+type Config struct {
+	URL string `yaml:"url"`
+	// TokenFile holds the probe's token (mode 0600).
+	TokenFile string `yaml:"token_file"`
+	// Pin is the collector certificate's SHA-256 fingerprint (self-signed).
+	Pin string `yaml:"pin"`
+	// Spool directory (default /var/spool/mptester for root).
+	Spool string `yaml:"spool"`
+	// Path binds uploads to one interface (spare the metered LTE path).
+	Path string `yaml:"path"`
+	// Compression: zstd (default), gzip or none.
+	Compression string `yaml:"compression"`
+	// MaxBytes and MaxAge bound the spool; the oldest results go first.
+	MaxBytes string        `yaml:"max_bytes"`
+	MaxAge   time.Duration `yaml:"max_age"`
+	// Timeout bounds the upload at the end of a measuring command.
+	Timeout time.Duration `yaml:"timeout"`
+	// Attempts per result and the longest pause between two (backoff).
+	Attempts int           `yaml:"attempts"`
+	RetryMax time.Duration `yaml:"retry_max"`
+}
 
 // Settings is the upload config section, checked once.
 type Settings struct {
@@ -47,7 +70,7 @@ func DefaultSpoolDir() string {
 
 // SettingsFrom checks c: the URL, the token file (0600, 256-bit token),
 // the pin, compression and quota. Every error names the key.
-func SettingsFrom(c *config.Upload) (Settings, error) {
+func SettingsFrom(c *Config) (Settings, error) {
 	if c == nil {
 		return Settings{}, errors.New("no upload section in the config")
 	}

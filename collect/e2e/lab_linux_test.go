@@ -20,7 +20,6 @@ import (
 
 	"github.com/mptester/mptester/collect"
 	"github.com/mptester/mptester/collect/store"
-	"github.com/mptester/mptester/internal/config"
 	"github.com/mptester/mptester/lab"
 	"github.com/mptester/mptester/lab/labtest"
 	"github.com/mptester/mptester/lab/world"
@@ -38,8 +37,6 @@ func TestLabAgentEndToEnd(t *testing.T) {
 	info := l.Config()
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
-	labCfg, err := config.Load(info.Files.Config)
-	require.NoError(t, err)
 
 	c := newCollector(t, filepath.Join(t.TempDir(), "data"), "")
 	c.addr = lab.Server4.String() + ":8080"
@@ -55,7 +52,7 @@ func TestLabAgentEndToEnd(t *testing.T) {
 	t.Cleanup(func() { srv.Process.Kill(); srv.Wait() })
 
 	// The lab's Internet lives in reserved ranges: its owner allows them.
-	p := newProbe(t, c, labCfg.ProbeID, "agent:\n  max_rate: 1000\n  allow_private_targets: true\n")
+	p := newProbe(t, c, info.ProbeID(), "agent:\n  max_rate: 1000\n  allow_private_targets: true\n")
 	base, err := os.ReadFile(info.Files.Config)
 	require.NoError(t, err)
 	own, err := os.ReadFile(p.config)
@@ -91,7 +88,7 @@ func TestLabAgentEndToEnd(t *testing.T) {
 	out, _ := first.CombinedOutput()
 	require.Contains(t, string(out), "no schedule yet")
 	c.kill()
-	out, err = exec.Command(bin, c.args("schedule", "set", labCfg.ProbeID, file)...).CombinedOutput()
+	out, err = exec.Command(bin, c.args("schedule", "set", info.ProbeID(), file)...).CombinedOutput()
 	require.NoError(t, err, "%s", out)
 	c.start()
 
@@ -183,8 +180,6 @@ func TestLabAgentNoPrivateTargets(t *testing.T) {
 	info := l.Config()
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
-	labCfg, err := config.Load(info.Files.Config)
-	require.NoError(t, err)
 	watched := []netip.Prefix{netip.MustParsePrefix("198.18.1.0/24"), netip.MustParsePrefix("198.18.2.0/24"),
 		netip.MustParsePrefix("fd00:1::/64"), netip.MustParsePrefix("fd00:2::/64")}
 	watched = append(watched, lab.PrivatePrefixes...)
@@ -208,7 +203,7 @@ func TestLabAgentNoPrivateTargets(t *testing.T) {
 		require.NoError(t, err)
 		return cmd
 	}
-	p := newProbe(t, c, labCfg.ProbeID, "")
+	p := newProbe(t, c, info.ProbeID(), "")
 	base, err := os.ReadFile(info.Files.Config)
 	require.NoError(t, err)
 	own, err := os.ReadFile(p.config)
@@ -224,7 +219,7 @@ func TestLabAgentNoPrivateTargets(t *testing.T) {
 	set := func(sched string) (string, error) {
 		file := filepath.Join(t.TempDir(), "schedule.json")
 		require.NoError(t, os.WriteFile(file, []byte(sched), 0o600))
-		out, err := exec.Command(bin, c.args("schedule", "set", labCfg.ProbeID, file)...).CombinedOutput()
+		out, err := exec.Command(bin, c.args("schedule", "set", info.ProbeID(), file)...).CombinedOutput()
 		return string(out), err
 	}
 

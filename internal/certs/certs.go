@@ -106,6 +106,16 @@ func ParseFingerprint(s string) ([32]byte, error) {
 	return out, nil
 }
 
+// CheckPin checks a SHA-256 certificate fingerprint as a config file or a
+// flag gives it; "" is no pin (a CA-signed server).
+func CheckPin(s string) error {
+	if s == "" {
+		return nil
+	}
+	_, err := ParseFingerprint(s)
+	return err
+}
+
 // ErrPinMismatch: the server's certificate is not the pinned one. A
 // *PinError is it.
 var ErrPinMismatch = errors.New("certificate pin mismatch")

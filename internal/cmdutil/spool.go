@@ -8,7 +8,6 @@ import (
 	"net"
 	"path/filepath"
 
-	"github.com/mptester/mptester/internal/config"
 	"github.com/mptester/mptester/probe"
 	"github.com/mptester/mptester/upload"
 )
@@ -44,7 +43,7 @@ func (f *Factory) Spool(noUpload bool) (*Spooled, error) {
 
 // UploadSettings is the config's upload section, checked (usage error).
 func (f *Factory) UploadSettings() (upload.Settings, error) {
-	var c *config.Upload
+	var c *upload.Config
 	if f.Config != nil {
 		c = f.Config.Upload
 	}

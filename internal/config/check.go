@@ -13,7 +13,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/dustin/go-humanize"
@@ -21,31 +20,33 @@ import (
 	"github.com/mptester/mptester/probe"
 )
 
-// checks validate names from the registries of other packages (pattern,
-// transport, method) and their formats (pin). Those packages register at
-// init instead of being imported here: their tests run the lab, which
-// reads config files, and an import would close a cycle.
-var (
-	checksMu sync.RWMutex
-	checks   = map[string]func(string) error{}
-)
-
-// RegisterCheck sets the check of a kind of value ("pattern", "transport",
-// "method", "pin"); a kind nobody registered is not checked.
-func RegisterCheck(kind string, check func(string) error) {
-	checksMu.Lock()
-	defer checksMu.Unlock()
-	checks[kind] = check
+// Checks are the checks of the names a config file holds, each owned by
+// the package that defines the names (patterns/transport.CheckName,
+// patterns.CheckName, certs.CheckPin, ...). The caller passes them all: a
+// missing one is a programming error (Parse panics), never a value left
+// unchecked.
+type Checks struct {
+	Transport func(string) error // a transport name
+	Listener  func(string) error // a transport with a server side
+	Pattern   func(string) error // a traffic pattern name
+	Method    func(string) error // a survey probe method name
+	Pin       func(string) error // a certificate fingerprint ("" is none)
 }
 
-func checkNamed(kind, s string) error {
-	checksMu.RLock()
-	f := checks[kind]
-	checksMu.RUnlock()
-	if f == nil {
-		return nil
+func (k Checks) missing() string {
+	switch {
+	case k.Transport == nil:
+		return "Transport"
+	case k.Listener == nil:
+		return "Listener"
+	case k.Pattern == nil:
+		return "Pattern"
+	case k.Method == nil:
+		return "Method"
+	case k.Pin == nil:
+		return "Pin"
 	}
-	return f(s)
+	return ""
 }
 
 // Checker collects one message per bad value, each naming where the value
@@ -123,9 +124,6 @@ func Family(s string) error {
 	return nil
 }
 
-// Method checks a survey probe method name.
-func Method(s string) error { return checkNamed("method", s) }
-
 // Unique names the first repeated item: running one test twice, or naming
 // a path twice, is a mistake to report, not to do.
 func Unique(items []string) error {
@@ -158,33 +156,15 @@ func InterfaceName(n string) error {
 	return nil
 }
 
-// Patterns checks names in the pattern registry, without duplicates.
-func Patterns(names []string) error {
+// Names checks each name with check (a package's CheckName), without
+// duplicates.
+func Names(names []string, check func(string) error) error {
 	for _, n := range names {
-		if err := checkNamed("pattern", n); err != nil {
+		if err := check(n); err != nil {
 			return err
 		}
 	}
 	return Unique(names)
-}
-
-// Transports checks transport names, without duplicates.
-func Transports(names []string) error {
-	for _, n := range names {
-		if err := checkNamed("transport", n); err != nil {
-			return err
-		}
-	}
-	return Unique(names)
-}
-
-// Pin checks a SHA-256 certificate fingerprint; "" is no pin (a CA-signed
-// server).
-func Pin(s string) error {
-	if s == "" {
-		return nil
-	}
-	return checkNamed("pin", s)
 }
 
 // Prefixes checks CIDR prefixes.
@@ -236,7 +216,7 @@ func BaseURL(s string) error {
 }
 
 // validate checks every key the file sets, each bad value its own message.
-func (c *Config) validate(ch *Checker) {
+func (c *Config) validate(ch *Checker, k Checks) {
 	w := c.Where
 	if c.Has("log_level") {
 		_, err := LogLevel(c.LogLevel)
@@ -294,7 +274,7 @@ func (c *Config) validate(ch *Checker) {
 	check("survey.paths", Interfaces(s.Paths))
 	check("survey.tranco_url", BaseURL(s.TrancoURL))
 	check("survey.family", Family(s.Family))
-	check("survey.method", Method(s.Method))
+	check("survey.method", k.Method(s.Method))
 	check("survey.port", IntIn(s.Port, 1, 65535))
 	check("survey.count", IntIn(s.Count, 1, 1000))
 	check("survey.timeout", Positive(s.Timeout.D()))
@@ -309,18 +289,18 @@ func (c *Config) validate(ch *Checker) {
 	}
 	r := c.Run
 	check("run.servers", Servers(r.Servers))
-	check("run.patterns", Patterns(r.Patterns))
-	check("run.transports", Transports(r.Transports))
+	check("run.patterns", Names(r.Patterns, k.Pattern))
+	check("run.transports", Names(r.Transports, k.Transport))
 	check("run.paths", Interfaces(r.Paths))
-	check("run.pin", Pin(r.Pin))
+	check("run.pin", k.Pin(r.Pin))
 	v := c.Serve
-	check("serve.transports", Transports(v.Transports))
+	check("serve.transports", Names(v.Transports, k.Transport))
 	check("serve.max_sessions", Positive(v.MaxSessions))
 	check("serve.max_per_client", Positive(v.MaxPerClient))
 	check("serve.max_duration", Positive(v.MaxDuration.D()))
 	for _, name := range slices.Sorted(maps.Keys(v.Ports)) {
 		key := "serve.ports." + name
-		ch.Check(w(key), checkNamed("listener", name))
+		ch.Check(w(key), k.Listener(name))
 		for _, p := range v.Ports[name] {
 			ch.Check(w(key), IntIn(p, 0, 65535))
 		}
@@ -334,7 +314,7 @@ func (c *Config) validate(ch *Checker) {
 		if !c.Has("upload.token_file") || strings.TrimSpace(u.TokenFile) == "" {
 			ch.Check(w("upload"), fmt.Errorf("token_file is required"))
 		}
-		check("upload.pin", Pin(u.Pin))
+		check("upload.pin", k.Pin(u.Pin))
 		switch u.Compression {
 		case "", "zstd", "gzip", "none":
 		default:

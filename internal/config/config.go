@@ -17,6 +17,8 @@ import (
 	"time"
 
 	"gopkg.in/yaml.v3"
+
+	"github.com/mptester/mptester/upload"
 )
 
 // Config is the whole file. Each command reads its own section.
@@ -31,35 +33,12 @@ type Config struct {
 	Serve  Serve               `yaml:"serve"`
 	// Upload, when present, spools every result and uploads it to a
 	// collect server (package upload).
-	Upload *Upload `yaml:"upload"`
+	Upload *upload.Config `yaml:"upload"`
 	// Agent caps what fleet schedules may ask of this probe.
 	Agent Agent `yaml:"agent"`
 
 	file  string         // where it came from ("" when parsed from bytes)
 	lines map[string]int // dotted key -> line of its value
-}
-
-// Upload is the probe's link to its collect server.
-type Upload struct {
-	URL string `yaml:"url"`
-	// TokenFile holds the probe's token (mode 0600).
-	TokenFile string `yaml:"token_file"`
-	// Pin is the collector certificate's SHA-256 fingerprint (self-signed).
-	Pin string `yaml:"pin"`
-	// Spool directory (default /var/spool/mptester for root).
-	Spool string `yaml:"spool"`
-	// Path binds uploads to one interface (spare the metered LTE path).
-	Path string `yaml:"path"`
-	// Compression: zstd (default), gzip or none.
-	Compression string `yaml:"compression"`
-	// MaxBytes and MaxAge bound the spool; the oldest results go first.
-	MaxBytes string        `yaml:"max_bytes"`
-	MaxAge   time.Duration `yaml:"max_age"`
-	// Timeout bounds the upload at the end of a measuring command.
-	Timeout time.Duration `yaml:"timeout"`
-	// Attempts per result and the longest pause between two (backoff).
-	Attempts int           `yaml:"attempts"`
-	RetryMax time.Duration `yaml:"retry_max"`
 }
 
 // Survey holds defaults for `mptester survey`.
@@ -127,20 +106,24 @@ func (d *Duration) UnmarshalYAML(n *yaml.Node) error {
 	return nil
 }
 
-// Load reads, strictly decodes and validates path.
-func Load(path string) (*Config, error) {
+// Load reads, strictly decodes and validates path, the names it holds
+// with checks.
+func Load(path string, checks Checks) (*Config, error) {
 	b, err := os.ReadFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("read config: %w", err)
 	}
-	return parse(b, path)
+	return parse(b, path, checks)
 }
 
 // Parse strictly decodes and validates YAML: unknown keys, wrong types and
-// bad values are each reported by line and key.
-func Parse(b []byte) (*Config, error) { return parse(b, "") }
+// bad values (names by checks) are each reported by line and key.
+func Parse(b []byte, checks Checks) (*Config, error) { return parse(b, "", checks) }
 
-func parse(b []byte, file string) (*Config, error) {
+func parse(b []byte, file string, checks Checks) (*Config, error) {
+	if m := checks.missing(); m != "" {
+		panic("config: Checks." + m + " not set")
+	}
 	cfg := &Config{file: file, lines: map[string]int{}}
 	var doc yaml.Node
 	if err := yaml.Unmarshal(b, &doc); err != nil {
@@ -161,7 +144,7 @@ func parse(b []byte, file string) (*Config, error) {
 		return nil, ch.Err()
 	}
 	var ch Checker
-	cfg.validate(&ch)
+	cfg.validate(&ch, checks)
 	if err := ch.Err(); err != nil {
 		return nil, err
 	}

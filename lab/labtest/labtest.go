@@ -54,7 +54,6 @@ import (
 
 	"github.com/mptester/mptester/internal/nstest"
 
-	"github.com/mptester/mptester/internal/config"
 	"github.com/mptester/mptester/lab"
 	"github.com/mptester/mptester/probe"
 )
@@ -264,14 +263,11 @@ func (l *Lab) Exec(ctx context.Context, side string, argv ...string) ([]byte, er
 }
 
 // Paths discovers the client's paths with the lab's per-path DNS servers
-// (as `mptester --config config.yaml` would). Call it in the child.
+// (the dns section of its config.yaml, as `mptester --config config.yaml`
+// would). Call it in the child.
 func (l *Lab) Paths(t testing.TB) []probe.Path {
 	t.Helper()
-	cfg, err := config.Load(l.info.Files.Config)
-	if err != nil {
-		t.Fatalf("labtest: %v", err)
-	}
-	dns, err := probe.ParseDNSConfig(cfg.DNS)
+	dns, err := probe.ParseDNSConfig(l.info.DNS())
 	if err != nil {
 		t.Fatalf("labtest: lab config dns: %v", err)
 	}

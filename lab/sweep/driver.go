@@ -11,7 +11,7 @@ import (
 	"time"
 )
 
-// Env is where a sweep runs: the lab (internal/cmd/lab) or a fake.
+// Env is where a sweep runs: the lab (internal/cmd/lab/sweep) or a fake.
 type Env interface {
 	// Configure sets every path as in paths (PathNames order) without
 	// tearing anything down.

@@ -121,6 +121,26 @@ func Get(name string) (*Descriptor, error) {
 	return d, nil
 }
 
+// CheckName checks that name is a transport (a config file's or a flag's
+// value).
+func CheckName(name string) error {
+	_, err := Get(name)
+	return err
+}
+
+// CheckListener checks that name is a transport with a server side (the
+// keys of serve's ports).
+func CheckListener(name string) error {
+	var names []string
+	for _, d := range Listeners() {
+		if d.Name == name {
+			return nil
+		}
+		names = append(names, d.Name)
+	}
+	return fmt.Errorf("unknown listener %q (want one of %s)", name, strings.Join(names, ", "))
+}
+
 // Names lists every registered transport in matrix order.
 func Names() []string {
 	regMu.RLock()

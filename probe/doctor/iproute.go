@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/netip"
+	"os/exec"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -98,6 +100,23 @@ func ParseEndpoints(b []byte) ([]MPTCPEndpoint, error) {
 		return nil, fmt.Errorf("decode `ip -j mptcp endpoint show`: %w", err)
 	}
 	return eps, nil
+}
+
+// ReadEndpoints reads the kernel path manager's endpoints; nil when they
+// cannot be read (not Linux, or no iproute2 MPTCP support).
+func ReadEndpoints(ctx context.Context) []MPTCPEndpoint {
+	if runtime.GOOS != "linux" {
+		return nil
+	}
+	b, err := exec.CommandContext(ctx, "ip", "-j", "mptcp", "endpoint", "show").Output()
+	if err != nil {
+		return nil
+	}
+	eps, err := ParseEndpoints(b)
+	if err != nil || eps == nil {
+		return nil
+	}
+	return eps
 }
 
 // parseLimits accepts JSON and the plain "add_addr_accepted 0 subflows 2"

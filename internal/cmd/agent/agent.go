@@ -30,7 +30,6 @@ import (
 type Options struct {
 	IO     *cmdutil.IOStreams
 	Logger *slog.Logger
-	Ctx    context.Context
 	F      *cmdutil.Factory
 
 	Once  bool
@@ -39,7 +38,7 @@ type Options struct {
 }
 
 // NewCmdAgent builds the command; runF replaces agentRun in tests.
-func NewCmdAgent(f *cmdutil.Factory, runF func(*Options) error) *cobra.Command {
+func NewCmdAgent(f *cmdutil.Factory, runF func(context.Context, *Options) error) *cobra.Command {
 	opts := &Options{IO: f.IO, F: f}
 	cmd := &cobra.Command{
 		Use:   "agent [--once]",
@@ -64,11 +63,11 @@ the packages); without it the agent keeps running.`,
 		Example: `  mptester agent --once --config /etc/mptester/mptester.yaml`,
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			opts.Logger, opts.Ctx = f.Logger, cmd.Context()
+			opts.Logger = f.Logger
 			if runF != nil {
-				return runF(opts)
+				return runF(cmd.Context(), opts)
 			}
-			return agentRun(opts)
+			return agentRun(cmd.Context(), opts)
 		},
 	}
 	cmd.Flags().BoolVar(&opts.Once, "once", false, "run what is due, upload, and exit")
@@ -77,7 +76,7 @@ the packages); without it the agent keeps running.`,
 	return cmd
 }
 
-func agentRun(opts *Options) error {
+func agentRun(ctx context.Context, opts *Options) error {
 	set, err := opts.F.UploadSettings()
 	if err != nil {
 		return err
@@ -95,10 +94,6 @@ func agentRun(opts *Options) error {
 	sp, err := upload.OpenSpool(set.SpoolDir, set.Quota)
 	if err != nil {
 		return err
-	}
-	ctx := opts.Ctx
-	if ctx == nil {
-		ctx = context.Background()
 	}
 	cp, err := Caps(opts.F.Config)
 	if err != nil {

@@ -6,10 +6,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/mptester/mptester/internal/cmdutil"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-
-	"github.com/mptester/mptester/internal/config"
 )
 
 // TestShippedConfig: the packages' default config parses strictly, and so
@@ -17,11 +16,11 @@ import (
 func TestShippedConfig(t *testing.T) {
 	b, err := os.ReadFile("../../../packaging/mptester.yaml")
 	require.NoError(t, err)
-	cfg, err := config.Parse(b)
+	cfg, err := cmdutil.ParseConfig(b)
 	require.NoError(t, err)
 	assert.Nil(t, cfg.Upload, "installed without an upload section: the agent stays idle until configured")
 	example := regexp.MustCompile(`(?m)^# (upload:|agent:|  [a-z_]+:.*)$`).ReplaceAllString(string(b), "$1")
-	cfg, err = config.Parse([]byte(example))
+	cfg, err = cmdutil.ParseConfig([]byte(example))
 	require.NoError(t, err, example)
 	require.NotNil(t, cfg.Upload)
 	assert.Equal(t, "/etc/mptester/upload.token", cfg.Upload.TokenFile)

@@ -20,7 +20,6 @@ import (
 	"github.com/mptester/mptester/internal/cmd/run"
 	"github.com/mptester/mptester/internal/cmd/survey"
 	"github.com/mptester/mptester/internal/cmdutil"
-	"github.com/mptester/mptester/internal/config"
 )
 
 // TestArgvParses: the argv the agent builds from every typed parameter is
@@ -52,7 +51,7 @@ func TestArgvParses(t *testing.T) {
 	args, err := agent.Argv(s.Tasks[0], c, dir, map[string]int64{"wwan0": 1234})
 	require.NoError(t, err)
 	var so *survey.Options
-	parse(survey.NewCmdSurvey(f, func(o *survey.Options) error { so = o; return nil }), args[1:])
+	parse(survey.NewCmdSurvey(f, func(_ context.Context, o *survey.Options) error { so = o; return nil }), args[1:])
 	assert.Equal(t, filepath.Join(dir, "lists", "s.csv"), so.List)
 	assert.Equal(t, 2, so.Top)
 	assert.Equal(t, []string{"wlan0", "wwan0"}, so.Paths)
@@ -66,7 +65,7 @@ func TestArgvParses(t *testing.T) {
 
 	args, err = agent.Argv(s.Tasks[1], c, dir, nil)
 	require.NoError(t, err)
-	parse(survey.NewCmdSurvey(f, func(o *survey.Options) error { so = o; return nil }), args[1:])
+	parse(survey.NewCmdSurvey(f, func(_ context.Context, o *survey.Options) error { so = o; return nil }), args[1:])
 	assert.Equal(t, "latest", so.ListID)
 	assert.Equal(t, filepath.Join(dir, "cache"), so.CacheDir, "downloads land in the state directory")
 	assert.Equal(t, 100.0, so.Rate, "the command's default rate, within the cap")
@@ -74,7 +73,7 @@ func TestArgvParses(t *testing.T) {
 	args, err = agent.Argv(s.Tasks[2], c, dir, nil)
 	require.NoError(t, err)
 	var ro *run.Options
-	parse(run.NewCmdRun(f, func(o *run.Options) error { ro = o; return nil }), args[1:])
+	parse(run.NewCmdRun(f, func(_ context.Context, o *run.Options) error { ro = o; return nil }), args[1:])
 	assert.Equal(t, []string{"a.example:443", "198.51.100.7"}, ro.Servers)
 	assert.Equal(t, []string{"ping", "bulk"}, ro.Patterns)
 	assert.Equal(t, int64(500000), ro.Params.Size)
@@ -94,7 +93,7 @@ func TestShippedCaps(t *testing.T) {
 	_, block, ok := strings.Cut(string(b), "# agent:\n")
 	require.True(t, ok)
 	example := "agent:\n" + regexp.MustCompile(`(?m)^# (  [a-z_]+:.*)$`).ReplaceAllString(block, "$1")
-	cfg, err := config.Parse([]byte(example))
+	cfg, err := cmdutil.ParseConfig([]byte(example))
 	require.NoError(t, err, example)
 	c, err := Caps(cfg)
 	require.NoError(t, err)
@@ -104,12 +103,12 @@ func TestShippedCaps(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, caps.Defaults(), def)
 
-	_, err = config.Parse([]byte("agent:\n  schedule_key: c2hvcnQ=\n  budget: {wwan0: lots}\n  measurements: [shell]\n"))
+	_, err = cmdutil.ParseConfig([]byte("agent:\n  schedule_key: c2hvcnQ=\n  budget: {wwan0: lots}\n  measurements: [shell]\n"))
 	require.Error(t, err)
 	for _, want := range []string{"agent.schedule_key: want the base64 Ed25519 public key", "agent.budget.wwan0", `"shell": want survey or run`} {
 		assert.Contains(t, err.Error(), want)
 	}
-	cfg, err = config.Parse([]byte("agent:\n  schedule_key: " + strings.Repeat("A", 43) + "=\n"))
+	cfg, err = cmdutil.ParseConfig([]byte("agent:\n  schedule_key: " + strings.Repeat("A", 43) + "=\n"))
 	require.NoError(t, err)
 	c, err = Caps(cfg)
 	require.NoError(t, err)

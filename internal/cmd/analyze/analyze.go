@@ -23,8 +23,7 @@ import (
 
 // Options for `mptester analyze`.
 type Options struct {
-	IO  *cmdutil.IOStreams
-	Ctx context.Context
+	IO *cmdutil.IOStreams
 
 	Inputs      []string
 	Format      string
@@ -34,7 +33,7 @@ type Options struct {
 }
 
 // NewCmdAnalyze builds the command; runF replaces analyzeRun in tests.
-func NewCmdAnalyze(f *cmdutil.Factory, runF func(*Options) error) *cobra.Command {
+func NewCmdAnalyze(f *cmdutil.Factory, runF func(context.Context, *Options) error) *cobra.Command {
 	opts := &Options{IO: f.IO}
 	cmd := &cobra.Command{
 		Use:   "analyze FILE.pcap|DIR... [--format text|json|csv] [-o FILE]",
@@ -64,11 +63,11 @@ written; --strict makes a truncated capture fail the same way.
   mptester analyze --format csv captures/ > subflows.csv`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			opts.Inputs, opts.Ctx = args, cmd.Context()
+			opts.Inputs = args
 			if runF != nil {
-				return runF(opts)
+				return runF(cmd.Context(), opts)
 			}
-			return analyzeRun(opts.Ctx, opts)
+			return analyzeRun(cmd.Context(), opts)
 		},
 	}
 	cmd.Flags().StringVar(&opts.Format, "format", "text", "output format: "+strings.Join(pcapan.Formats, ", "))
@@ -113,9 +112,6 @@ func files(inputs []string) ([]string, error) {
 }
 
 func analyzeRun(ctx context.Context, opts *Options) error {
-	if ctx == nil {
-		ctx = context.Background()
-	}
 	if !slices.Contains(pcapan.Formats, opts.Format) {
 		return cmdutil.Usage(fmt.Errorf("--format %q: want one of %s", opts.Format, strings.Join(pcapan.Formats, ", ")))
 	}

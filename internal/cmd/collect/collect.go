@@ -29,7 +29,6 @@ import (
 type Options struct {
 	IO     *cmdutil.IOStreams
 	Logger *slog.Logger
-	Ctx    context.Context
 
 	DB        string
 	Data      string
@@ -53,7 +52,7 @@ type Options struct {
 }
 
 // NewCmdCollect builds the command tree; runF replaces collectRun in tests.
-func NewCmdCollect(f *cmdutil.Factory, runF func(*Options) error) *cobra.Command {
+func NewCmdCollect(f *cmdutil.Factory, runF func(context.Context, *Options) error) *cobra.Command {
 	opts := &Options{IO: f.IO, Limits: collect.DefaultLimits()}
 	cmd := &cobra.Command{
 		Use:   "collect",
@@ -89,11 +88,12 @@ uploads in flight finish within --drain, then it exits 0.`,
   mptester collect --db postgres://collect@db/collect --cert cert.pem --key key.pem`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			opts.Logger, opts.Ctx = f.Logger, cmd.Context()
+			ctx := cmd.Context()
+			opts.Logger = f.Logger
 			if runF != nil {
-				return runF(opts)
+				return runF(ctx, opts)
 			}
-			return collectRun(opts)
+			return collectRun(ctx, opts)
 		},
 	}
 	pf := cmd.PersistentFlags()
@@ -136,20 +136,21 @@ schema and the caps each probe reported (else the defaults) before it is
 stored; PROBE must be enrolled.`,
 		Args: cobra.ExactArgs(2),
 		RunE: func(c *cobra.Command, args []string) error {
-			opts.Logger, opts.Ctx = f.Logger, c.Context()
+			ctx := c.Context()
+			opts.Logger = f.Logger
 			b, err := os.ReadFile(args[1])
 			if err != nil {
 				return cmdutil.FlagErrorf("%v", err)
 			}
-			return withStore(opts, func(st store.Store) error {
-				err := collect.CheckSchedule(opts.Ctx, st, args[0], b)
+			return withStore(ctx, opts, func(st store.Store) error {
+				err := collect.CheckSchedule(ctx, st, args[0], b)
 				if errors.Is(err, api.ErrInvalid) || errors.Is(err, collect.ErrUnknownProbe) {
 					return cmdutil.FlagErrorf("%s: %v", args[1], err)
 				}
 				if err != nil {
 					return err
 				}
-				rev, err := st.PutSchedule(opts.Ctx, args[0], b)
+				rev, err := st.PutSchedule(ctx, args[0], b)
 				if errors.Is(err, store.ErrNotFound) {
 					return cmdutil.FlagErrorf("%v", err)
 				}
@@ -167,14 +168,15 @@ stored; PROBE must be enrolled.`,
 		Short: "Rebuild the derived tables (survey cells and probe records, pattern tests and per-path bytes) from the raw uploads, and remove raw files no run names",
 		Args:  cobra.NoArgs,
 		RunE: func(c *cobra.Command, args []string) error {
-			opts.Logger, opts.Ctx = f.Logger, c.Context()
-			return withServer(opts, func(srv *collect.Server) error {
-				n, err := srv.ReindexAll(opts.Ctx)
+			ctx := c.Context()
+			opts.Logger = f.Logger
+			return withServer(ctx, opts, func(srv *collect.Server) error {
+				n, err := srv.ReindexAll(ctx)
 				fmt.Fprintf(opts.IO.Out, "reindexed %d runs\n", n)
 				if err != nil {
 					return err
 				}
-				n, err = srv.RemoveOrphans(opts.Ctx)
+				n, err = srv.RemoveOrphans(ctx)
 				fmt.Fprintf(opts.IO.Out, "removed %d raw files no run names (uploads cut off by a crash before their receipt)\n", n)
 				return err
 			})
@@ -183,18 +185,19 @@ stored; PROBE must be enrolled.`,
 	return cmd
 }
 
-func newCmdProbe(f *cmdutil.Factory, opts *Options, runF func(*Options) error) *cobra.Command {
+func newCmdProbe(f *cmdutil.Factory, opts *Options, runF func(context.Context, *Options) error) *cobra.Command {
 	cmd := &cobra.Command{Use: "probe", Short: "Enrol, list and revoke probes"}
 	add := &cobra.Command{
 		Use:   "add NAME",
 		Short: "Enrol a probe: prints its token (shown once) and its config lines",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(c *cobra.Command, args []string) error {
-			opts.Logger, opts.Ctx, opts.Name = f.Logger, c.Context(), args[0]
+			ctx := c.Context()
+			opts.Logger, opts.Name = f.Logger, args[0]
 			if runF != nil {
-				return runF(opts)
+				return runF(ctx, opts)
 			}
-			return probeAddRun(opts)
+			return probeAddRun(ctx, opts)
 		},
 	}
 	add.Flags().StringVar(&opts.URL, "url", "https://COLLECTOR:8080", "the collector's `URL` as probes reach it (for the config line)")
@@ -203,9 +206,10 @@ func newCmdProbe(f *cmdutil.Factory, opts *Options, runF func(*Options) error) *
 		Short: "Revoke a probe's token: its uploads are refused from now on",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(c *cobra.Command, args []string) error {
-			opts.Logger, opts.Ctx, opts.Name = f.Logger, c.Context(), args[0]
-			return withStore(opts, func(st store.Store) error {
-				if err := st.Revoke(opts.Ctx, opts.Name, time.Now()); err != nil {
+			ctx := c.Context()
+			opts.Logger, opts.Name = f.Logger, args[0]
+			return withStore(ctx, opts, func(st store.Store) error {
+				if err := st.Revoke(ctx, opts.Name, time.Now()); err != nil {
 					if errors.Is(err, store.ErrNotFound) {
 						return cmdutil.FlagErrorf("%v", err)
 					}
@@ -221,9 +225,10 @@ func newCmdProbe(f *cmdutil.Factory, opts *Options, runF func(*Options) error) *
 		Short: "List enrolled probes (JSON) with their owners' caps and the tasks they refused",
 		Args:  cobra.NoArgs,
 		RunE: func(c *cobra.Command, args []string) error {
-			opts.Logger, opts.Ctx = f.Logger, c.Context()
-			return withStore(opts, func(st store.Store) error {
-				ps, err := collect.ListProbes(opts.Ctx, st)
+			ctx := c.Context()
+			opts.Logger = f.Logger
+			return withStore(ctx, opts, func(st store.Store) error {
+				ps, err := collect.ListProbes(ctx, st)
 				if err != nil {
 					return err
 				}
@@ -235,20 +240,21 @@ func newCmdProbe(f *cmdutil.Factory, opts *Options, runF func(*Options) error) *
 	return cmd
 }
 
-func newCmdAdmin(f *cmdutil.Factory, opts *Options, runF func(*Options) error) *cobra.Command {
+func newCmdAdmin(f *cmdutil.Factory, opts *Options, runF func(context.Context, *Options) error) *cobra.Command {
 	cmd := &cobra.Command{Use: "admin", Short: "Admin tokens for the read and management endpoints"}
 	cmd.AddCommand(&cobra.Command{
 		Use:   "add NAME",
 		Short: "Create an admin token (shown once)",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(c *cobra.Command, args []string) error {
-			opts.Logger, opts.Ctx, opts.Name = f.Logger, c.Context(), args[0]
+			ctx := c.Context()
+			opts.Logger, opts.Name = f.Logger, args[0]
 			if err := checkName(opts.Name); err != nil {
 				return err
 			}
-			return withStore(opts, func(st store.Store) error {
+			return withStore(ctx, opts, func(st store.Store) error {
 				tok := collect.NewToken()
-				if err := st.AddAdmin(opts.Ctx, opts.Name, collect.HashToken(tok), time.Now()); err != nil {
+				if err := st.AddAdmin(ctx, opts.Name, collect.HashToken(tok), time.Now()); err != nil {
 					return err
 				}
 				fmt.Fprintf(opts.IO.Out, "%s\n", tok)
@@ -268,17 +274,17 @@ func checkName(n string) error {
 	return nil
 }
 
-func probeAddRun(opts *Options) error {
+func probeAddRun(ctx context.Context, opts *Options) error {
 	if err := checkName(opts.Name); err != nil {
 		return err
 	}
-	_, fp, err := keepIdentity(opts)
+	_, fp, err := keepIdentity(ctx, opts)
 	if err != nil {
 		return err
 	}
-	return withStore(opts, func(st store.Store) error {
+	return withStore(ctx, opts, func(st store.Store) error {
 		tok := collect.NewToken()
-		if err := st.AddProbe(opts.Ctx, opts.Name, collect.HashToken(tok), time.Now()); err != nil {
+		if err := st.AddProbe(ctx, opts.Name, collect.HashToken(tok), time.Now()); err != nil {
 			if errors.Is(err, store.ErrExists) {
 				return cmdutil.FlagErrorf("%v (revoke it, or choose another name)", err)
 			}
@@ -295,11 +301,7 @@ func probeAddRun(opts *Options) error {
 // keepIdentity returns the collector's self-signed identity, kept in
 // --data so that a restart does not change what probes pin; the first
 // start (or `probe add`) creates it.
-func keepIdentity(opts *Options) (tls.Certificate, string, error) {
-	ctx := opts.Ctx
-	if ctx == nil {
-		ctx = context.Background()
-	}
+func keepIdentity(ctx context.Context, opts *Options) (tls.Certificate, string, error) {
 	if err := os.MkdirAll(opts.Data, 0o750); err != nil {
 		return tls.Certificate{}, "", fmt.Errorf("data directory: %w", err)
 	}
@@ -323,12 +325,7 @@ func (o *Options) dsn() string {
 	return filepath.Join(o.Data, "collect.db")
 }
 
-func withStore(opts *Options, fn func(store.Store) error) error {
-	ctx := opts.Ctx
-	if ctx == nil {
-		ctx = context.Background()
-	}
-	opts.Ctx = ctx
+func withStore(ctx context.Context, opts *Options, fn func(store.Store) error) error {
 	if err := os.MkdirAll(opts.Data, 0o750); err != nil {
 		return fmt.Errorf("data directory: %w", err)
 	}
@@ -340,7 +337,7 @@ func withStore(opts *Options, fn func(store.Store) error) error {
 	return fn(st)
 }
 
-func collectRun(opts *Options) error {
+func collectRun(ctx context.Context, opts *Options) error {
 	if (opts.CertFile == "") != (opts.KeyFile == "") {
 		return cmdutil.FlagErrorf("--cert and --key go together")
 	}
@@ -378,10 +375,10 @@ func collectRun(opts *Options) error {
 			}
 		} else if store.IsPostgres(opts.dsn()) {
 			// Replicas on one database present one identity, kept there.
-			if c, fp, err = sharedIdentity(opts); err != nil {
+			if c, fp, err = sharedIdentity(ctx, opts); err != nil {
 				return err
 			}
-		} else if c, fp, err = keepIdentity(opts); err != nil {
+		} else if c, fp, err = keepIdentity(ctx, opts); err != nil {
 			return err
 		}
 		cert = &c
@@ -394,7 +391,7 @@ func collectRun(opts *Options) error {
 		return cmdutil.FlagErrorf("--listen %s: %v", opts.Listen, err)
 	}
 	defer ln.Close()
-	return withStore(opts, func(st store.Store) error {
+	return withStore(ctx, opts, func(st store.Store) error {
 		raw, err := opts.rawBackend()
 		if err != nil {
 			return err
@@ -408,7 +405,7 @@ func collectRun(opts *Options) error {
 		if opts.Ready != nil {
 			opts.Ready(ln.Addr())
 		}
-		err = srv.Serve(opts.Ctx, ln, cert, opts.Drain)
+		err = srv.Serve(ctx, ln, cert, opts.Drain)
 		if errors.Is(err, context.DeadlineExceeded) {
 			return fmt.Errorf("uploads still in flight after --drain %s were cut (not stored: their probes send them again)", opts.Drain)
 		}

@@ -61,10 +61,10 @@ func TestEnrolServeUpload(t *testing.T) {
 	io, sout, _ := cmdutil.Test()
 	ctx, cancel := context.WithCancel(context.Background())
 	addr := make(chan net.Addr, 1)
-	opts := &Options{IO: io, Logger: slog.New(slog.DiscardHandler), Ctx: ctx, Data: data, Listen: "127.0.0.1:0",
+	opts := &Options{IO: io, Logger: slog.New(slog.DiscardHandler), Data: data, Listen: "127.0.0.1:0",
 		Limits: collect.DefaultLimits(), Drain: 10 * time.Second, Ready: func(a net.Addr) { addr <- a }}
 	done := make(chan error, 1)
-	go func() { done <- collectRun(opts) }()
+	go func() { done <- collectRun(ctx, opts) }()
 	var a net.Addr
 	select {
 	case a = <-addr:
@@ -130,10 +130,10 @@ func TestRestartKeepsFingerprint(t *testing.T) {
 		io, sout, _ := cmdutil.Test()
 		ctx, cancel := context.WithCancel(context.Background())
 		addr := make(chan net.Addr, 1)
-		opts := &Options{IO: io, Logger: slog.New(slog.DiscardHandler), Ctx: ctx, Data: data, Listen: "127.0.0.1:0",
+		opts := &Options{IO: io, Logger: slog.New(slog.DiscardHandler), Data: data, Listen: "127.0.0.1:0",
 			Limits: collect.DefaultLimits(), Drain: time.Second, Ready: func(a net.Addr) { addr <- a }}
 		done := make(chan error, 1)
-		go func() { done <- collectRun(opts) }()
+		go func() { done <- collectRun(ctx, opts) }()
 		select {
 		case <-addr:
 		case err := <-done:

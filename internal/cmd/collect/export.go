@@ -1,6 +1,7 @@
 package collect
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"time"
@@ -37,8 +38,9 @@ complete; an existing file of the same table and day is replaced.`,
   duckdb -c "SELECT probe_id, sum(bytes_received) FROM 'fleet-nov/pattern_path_bytes/*.parquet' GROUP BY 1"`,
 		Args: cobra.NoArgs,
 		RunE: func(c *cobra.Command, args []string) error {
-			opts.Logger, opts.Ctx = f.Logger, c.Context()
-			return exportRun(opts, eo)
+			ctx := c.Context()
+			opts.Logger = f.Logger
+			return exportRun(ctx, opts, eo)
 		},
 	}
 	fl := cmd.Flags()
@@ -50,7 +52,7 @@ complete; an existing file of the same table and day is replaced.`,
 	return cmd
 }
 
-func exportRun(opts *Options, eo *ExportOptions) error {
+func exportRun(ctx context.Context, opts *Options, eo *ExportOptions) error {
 	if eo.Format != "parquet" {
 		return cmdutil.FlagErrorf("--format %q: want parquet", eo.Format)
 	}
@@ -78,8 +80,8 @@ func exportRun(opts *Options, eo *ExportOptions) error {
 	if !f.Since.IsZero() && !f.Until.IsZero() && !f.Until.After(f.Since) {
 		return cmdutil.FlagErrorf("--until must be after --since")
 	}
-	return withStore(opts, func(st store.Store) error {
-		files, err := export.Parquet(opts.Ctx, st, f, eo.Out)
+	return withStore(ctx, opts, func(st store.Store) error {
+		files, err := export.Parquet(ctx, st, f, eo.Out)
 		if err != nil {
 			return err
 		}

@@ -30,10 +30,10 @@ func serveCollect(t *testing.T, data string) (string, string, func()) {
 	io, sout, _ := cmdutil.Test()
 	ctx, cancel := context.WithCancel(context.Background())
 	addr := make(chan net.Addr, 1)
-	opts := &Options{IO: io, Logger: slog.New(slog.DiscardHandler), Ctx: ctx, Data: data, Listen: "127.0.0.1:0", Drain: time.Second,
+	opts := &Options{IO: io, Logger: slog.New(slog.DiscardHandler), Data: data, Listen: "127.0.0.1:0", Drain: time.Second,
 		Limits: collect.DefaultLimits(), Ready: func(a net.Addr) { addr <- a }}
 	done := make(chan error, 1)
-	go func() { done <- collectRun(opts) }()
+	go func() { done <- collectRun(ctx, opts) }()
 	var a net.Addr
 	select {
 	case a = <-addr:

@@ -1,6 +1,7 @@
 package collect
 
 import (
+	"context"
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/pem"
@@ -62,11 +63,11 @@ func (o *Options) inlineMax() int {
 
 // withServer runs fn with a collect.Server on the flags' stores (for the
 // maintenance subcommands; it does not listen).
-func withServer(opts *Options, fn func(*collect.Server) error) error {
+func withServer(ctx context.Context, opts *Options, fn func(*collect.Server) error) error {
 	if _, err := opts.rawConfig(); err != nil {
 		return err
 	}
-	return withStore(opts, func(st store.Store) error {
+	return withStore(ctx, opts, func(st store.Store) error {
 		raw, err := opts.rawBackend()
 		if err != nil {
 			return err
@@ -93,12 +94,13 @@ It was never acknowledged, so its probe still holds it and sends it again.
 --min-age spares uploads in flight on any replica.`,
 		Args: cobra.NoArgs,
 		RunE: func(c *cobra.Command, args []string) error {
-			opts.Logger, opts.Ctx = f.Logger, c.Context()
+			ctx := c.Context()
+			opts.Logger = f.Logger
 			if minAge < 0 {
 				return cmdutil.FlagErrorf("--min-age %s: want 0 or more", minAge)
 			}
-			return withServer(opts, func(srv *collect.Server) error {
-				res, err := srv.GC(opts.Ctx, minAge, dryRun)
+			return withServer(ctx, opts, func(srv *collect.Server) error {
+				res, err := srv.GC(ctx, minAge, dryRun)
 				fmt.Fprintf(opts.IO.Out, "%d objects, %d indexed, %d without an index row (%d younger than %s), %d removed\n",
 					res.Objects, res.Indexed, res.Orphans, res.Young, minAge, res.Removed)
 				return err
@@ -112,10 +114,10 @@ It was never acknowledged, so its probe still holds it and sends it again.
 
 // sharedIdentity is the TLS identity kept in the index database, created
 // by the first replica to start.
-func sharedIdentity(opts *Options) (tls.Certificate, string, error) {
+func sharedIdentity(ctx context.Context, opts *Options) (tls.Certificate, string, error) {
 	var c tls.Certificate
-	err := withStore(opts, func(st store.Store) error {
-		certPEM, keyPEM, err := st.Identity(opts.Ctx, func() ([]byte, []byte, error) {
+	err := withStore(ctx, opts, func(st store.Store) error {
+		certPEM, keyPEM, err := st.Identity(ctx, func() ([]byte, []byte, error) {
 			c, _, err := certs.SelfSigned(opts.Names)
 			if err != nil {
 				return nil, nil, err

@@ -31,7 +31,6 @@ import (
 type Options struct {
 	IO     *cmdutil.IOStreams
 	Logger *slog.Logger
-	Ctx    context.Context
 
 	URL       string
 	Paths     []string
@@ -59,7 +58,7 @@ type Result struct {
 }
 
 // NewCmdFetch builds the command; runF replaces fetchRun in tests.
-func NewCmdFetch(f *cmdutil.Factory, runF func(*Options) error) *cobra.Command {
+func NewCmdFetch(f *cmdutil.Factory, runF func(context.Context, *Options) error) *cobra.Command {
 	opts := &Options{IO: f.IO, StallTimeout: patterns.DefaultStallTimeout}
 	opts.Discover = func(ctx context.Context) ([]probe.Path, error) { return f.DiscoverPaths(ctx, opts.DNS) }
 	cmd := &cobra.Command{
@@ -84,11 +83,11 @@ naming the URL and the byte reached, as does one still running after
   mptester fetch https://198.18.200.1/bulk/10000000/x --insecure -o /dev/null --json`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			opts.Logger, opts.Ctx, opts.URL = f.Logger, cmd.Context(), args[0]
+			opts.Logger, opts.URL = f.Logger, args[0]
 			if runF != nil {
-				return runF(opts)
+				return runF(cmd.Context(), opts)
 			}
-			return fetchRun(opts.Ctx, opts)
+			return fetchRun(cmd.Context(), opts)
 		},
 	}
 	fl := cmd.Flags()
@@ -148,9 +147,6 @@ func check(opts *Options) (*url.URL, probe.Family, error) {
 }
 
 func fetchRun(ctx context.Context, opts *Options) error {
-	if ctx == nil {
-		ctx = context.Background()
-	}
 	u, fam, err := check(opts)
 	if err != nil {
 		return err

@@ -36,17 +36,16 @@ type Options struct {
 	PNGDir  string
 
 	// --db: a collect store instead of files.
-	DB      string
-	Data    string
-	Probe   string
-	Type    string
-	Since   string
-	Until   string
-	Context context.Context
+	DB    string
+	Data  string
+	Probe string
+	Type  string
+	Since string
+	Until string
 }
 
 // NewCmdReport builds the command; runF replaces reportRun in tests.
-func NewCmdReport(f *cmdutil.Factory, runF func(*Options) error) *cobra.Command {
+func NewCmdReport(f *cmdutil.Factory, runF func(context.Context, *Options) error) *cobra.Command {
 	opts := &Options{IO: f.IO}
 	cmd := &cobra.Command{
 		Use:   "report {FILE... | --db DSN [--probe P] [--type T] [--since T] [--until T]} [--format text|md|csv|json|html] [-o FILE]",
@@ -82,11 +81,10 @@ per probe per day, reachability and RTT per run over time).`,
   mptester report --db /var/lib/mptester/collect.db --since 2026-11-01 --format html -o fleet.html`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.Files = args
-			opts.Context = cmd.Context()
 			if runF != nil {
-				return runF(opts)
+				return runF(cmd.Context(), opts)
 			}
-			return reportRun(opts)
+			return reportRun(cmd.Context(), opts)
 		},
 	}
 	cmd.Flags().StringVar(&opts.Format, "format", "text", "output format: "+strings.Join(render.Formats, ", "))
@@ -104,11 +102,7 @@ per probe per day, reachability and RTT per run over time).`,
 	return cmd
 }
 
-func reportRun(opts *Options) error {
-	ctx := opts.Context
-	if ctx == nil {
-		ctx = context.Background()
-	}
+func reportRun(ctx context.Context, opts *Options) error {
 	var filter storeinput.Filter
 	switch {
 	case opts.DB == "" && len(opts.Files) == 0:

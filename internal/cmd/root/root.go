@@ -44,7 +44,7 @@ traffic patterns against mptester test servers.`,
 				configPath = os.Getenv("MPTESTER_CONFIG")
 			}
 			if configPath != "" {
-				cfg, err := config.Load(configPath)
+				cfg, err := cmdutil.LoadConfig(configPath)
 				if err != nil {
 					return cmdutil.Usage(err)
 				}

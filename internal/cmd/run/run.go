@@ -38,7 +38,6 @@ import (
 type Options struct {
 	IO     *cmdutil.IOStreams
 	Logger *slog.Logger
-	Ctx    context.Context
 
 	Servers    []string
 	Patterns   []string
@@ -140,8 +139,8 @@ func mptcpService(opts *Options) nw.Service {
 }
 
 // NewCmdRun builds the command; runF replaces runRun in tests.
-func NewCmdRun(f *cmdutil.Factory, runF func(*Options) error) *cobra.Command {
-	opts := &Options{IO: f.IO, Spool: f.Spool, Endpoints: mptcpEndpoints}
+func NewCmdRun(f *cmdutil.Factory, runF func(context.Context, *Options) error) *cobra.Command {
+	opts := &Options{IO: f.IO, Spool: f.Spool, Endpoints: doctor.ReadEndpoints}
 	opts.Discover = func(ctx context.Context) ([]probe.Path, error) { return f.DiscoverPaths(ctx, opts.DNS) }
 	portFlags, altFlags := map[string]*int{}, map[string]*int{}
 	var trHelp strings.Builder
@@ -189,7 +188,7 @@ MPTCP's max-delay ratio to each other transport (000 Fig. 8).`,
   mptester run --mode mobile --server test.example.net --pin 3A:...:9F --paths wlan0,wwan0 --backup wwan0`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			opts.Logger, opts.Ctx = f.Logger, cmd.Context()
+			opts.Logger = f.Logger
 			var ch config.Checker
 			opts.Ports, opts.AltPorts = map[string]uint16{}, map[string]uint16{}
 			for _, fl := range []struct {
@@ -213,9 +212,9 @@ MPTCP's max-delay ratio to each other transport (000 Fig. 8).`,
 			}
 			opts.ProbeID = f.ProbeID()
 			if runF != nil {
-				return runF(opts)
+				return runF(cmd.Context(), opts)
 			}
-			return runRun(opts)
+			return runRun(cmd.Context(), opts)
 		},
 	}
 	fl := cmd.Flags()
@@ -263,12 +262,6 @@ MPTCP's max-delay ratio to each other transport (000 Fig. 8).`,
 	return cmd
 }
 
-func init() {
-	config.RegisterCheck("pattern", func(s string) error { _, err := patterns.Get(s); return err })
-	config.RegisterCheck("transport", func(s string) error { _, err := transport.Get(s); return err })
-	config.RegisterCheck("pin", func(s string) error { _, err := certs.ParseFingerprint(s); return err })
-}
-
 // applyConfig fills what the command line left unset from the config's run
 // section, whose values were checked when it was loaded.
 func applyConfig(opts *Options, cfg *config.Config, changed func(string) bool) {
@@ -300,7 +293,7 @@ func check(opts *Options) error {
 	}
 	ch.Check("--server", config.Servers(opts.Servers))
 	if opts.Pin != "" {
-		ch.Check("--pin", config.Pin(opts.Pin))
+		ch.Check("--pin", certs.CheckPin(opts.Pin))
 		if opts.Insecure {
 			ch.Check("--pin", fmt.Errorf("use --pin or --insecure, not both"))
 		}
@@ -308,8 +301,8 @@ func check(opts *Options) error {
 	if opts.Smoke && len(opts.Servers) > 1 {
 		ch.Check("--smoke", fmt.Errorf("checks one server (got %d)", len(opts.Servers)))
 	}
-	ch.Check("--patterns", config.Patterns(opts.Patterns))
-	ch.Check("--transports", config.Transports(opts.Transports))
+	ch.Check("--patterns", config.Names(opts.Patterns, patterns.CheckName))
+	ch.Check("--transports", config.Names(opts.Transports, transport.CheckName))
 	ch.Check("--paths", config.Interfaces(opts.Paths))
 	_, err := probe.ParseFamily(opts.Family)
 	ch.Check("--family", err)
@@ -387,11 +380,7 @@ func families(s string) ([]probe.Family, error) {
 	return []probe.Family{f}, nil
 }
 
-func runRun(opts *Options) error {
-	ctx := opts.Ctx
-	if ctx == nil {
-		ctx = context.Background()
-	}
+func runRun(ctx context.Context, opts *Options) error {
 	if err := check(opts); err != nil {
 		return err
 	}
@@ -435,14 +424,14 @@ func runRun(opts *Options) error {
 	if opts.Endpoints != nil {
 		eps = opts.Endpoints(ctx)
 	}
-	backup, problems := hostRoles(opts.Transports, opts.Backup, paths, eps)
+	backup, problems := patterns.HostRoles(opts.Transports, opts.Backup, paths, eps)
 	if len(problems) > 0 {
-		return cmdutil.FlagErrorf("--backup: %s", joinLines(problems))
+		return cmdutil.FlagErrorf("--backup: %s", strings.Join(problems, "; "))
 	}
 	opts.Backup = backup
-	local := localAddrs()
-	if wrong := wrongPaths(ctx, opts.Servers, paths, opts.Transports, local, routeDev); len(wrong) > 0 {
-		return cmdutil.FlagErrorf("--server: %s", joinLines(wrong))
+	local := probe.LocalAddrs()
+	if wrong := patterns.WrongPaths(ctx, opts.Servers, paths, opts.Transports, local, probe.RouteDev); len(wrong) > 0 {
+		return cmdutil.FlagErrorf("--server: %s", strings.Join(wrong, "; "))
 	}
 	if mobileMode && opts.Mobile.Capture {
 		// A missing CAP_NET_RAW is found before the output is touched.
@@ -516,7 +505,7 @@ func runRun(opts *Options) error {
 			}
 			return certs.ClientTLS(name, opts.Pin, opts.Insecure)
 		},
-		Check: checkRecord(ctx, paths, local, routeDev),
+		Check: patterns.CheckRecord(ctx, paths, local, probe.RouteDev),
 		Emit: func(rec any) error {
 			b, err := json.Marshal(rec)
 			if err != nil {
@@ -544,7 +533,7 @@ func runRun(opts *Options) error {
 		alt.Patterns, alt.Transports = []string{"ping"}, []string{name}
 		alt.Ports = maps.Clone(opts.Ports)
 		alt.Ports[d.Listener()] = port
-		alt.Servers = []string{hostOnly(opts.Servers[0])}
+		alt.Servers = []string{patterns.ServerHost(opts.Servers[0])}
 		s2, err := patterns.Run(ctx, alt)
 		if err != nil {
 			smokeFails = append(smokeFails, fmt.Sprintf("%s port %d: %v", name, port, err))
@@ -641,18 +630,6 @@ func finishMobile(ctx context.Context, opts *Options, ro patterns.RunOptions, ds
 		return fmt.Errorf("write output: %w", err)
 	}
 	return spooled.Finish(ctx, exitErr)
-}
-
-func hostOnly(s string) string {
-	if i := strings.LastIndex(s, ":"); i > 0 && !strings.HasSuffix(s, "]") && strings.Count(s, ":") == 1 {
-		return s[:i]
-	}
-	if strings.HasPrefix(s, "[") {
-		if i := strings.Index(s, "]"); i > 0 {
-			return s[1:i]
-		}
-	}
-	return s
 }
 
 func names(ps []probe.Path) []string {

@@ -69,12 +69,12 @@ func execute(t *testing.T, discover func(context.Context) ([]probe.Path, error),
 	t.Helper()
 	io, out, errOut := cmdutil.Test()
 	f := &cmdutil.Factory{IO: io, Logger: slog.New(slog.NewTextHandler(errOut, &slog.HandlerOptions{Level: slog.LevelWarn}))}
-	cmd := NewCmdRun(f, func(o *Options) error {
+	cmd := NewCmdRun(f, func(ctx context.Context, o *Options) error {
 		if discover != nil {
 			o.Discover = discover
 			o.PollEvery = 200 * time.Millisecond // the fake change comes with no netlink event
 		}
-		return runRun(o)
+		return runRun(ctx, o)
 	})
 	cmd.SetArgs(args)
 	cmd.SetContext(context.Background())
@@ -325,7 +325,7 @@ func TestMPTCPServiceFlag(t *testing.T) {
 	run := func(args ...string) (*Options, error) {
 		var got *Options
 		io, _, _ := cmdutil.Test()
-		cmd := NewCmdRun(&cmdutil.Factory{IO: io}, func(o *Options) error { got = o; return check(o) })
+		cmd := NewCmdRun(&cmdutil.Factory{IO: io}, func(_ context.Context, o *Options) error { got = o; return check(o) })
 		cmd.SetArgs(append([]string{"--server", "x", "--paths", "lo"}, args...))
 		cmd.SetContext(context.Background())
 		return got, cmd.Execute()

@@ -70,9 +70,9 @@ func TestSeam(t *testing.T) {
 	f := &cmdutil.Factory{IO: io, Logger: slog.New(slog.DiscardHandler)}
 	ctx, cancel := context.WithCancel(context.Background())
 	ready := make(chan *patterns.Server, 1)
-	scmd := serve.NewCmdServe(f, func(o *serve.Options) error {
+	scmd := serve.NewCmdServe(f, func(ctx context.Context, o *serve.Options) error {
 		o.Ready = func(s *patterns.Server) { ready <- s }
-		return serve.Run(o)
+		return serve.Run(ctx, o)
 	})
 	if !strings.Contains(scmd.Long, seamName) || scmd.Flags().Lookup(seamName+"-port") == nil {
 		t.Fatalf("serve does not list %s: %s", seamName, scmd.Long)

@@ -29,7 +29,6 @@ import (
 type Options struct {
 	IO     *cmdutil.IOStreams
 	Logger *slog.Logger
-	Ctx    context.Context
 
 	Listen string
 	// Ports per listening transport (--<transport>-port); 0 disables it.
@@ -51,7 +50,7 @@ type Options struct {
 }
 
 // NewCmdServe builds the command; runF replaces serveRun in tests.
-func NewCmdServe(f *cmdutil.Factory, runF func(*Options) error) *cobra.Command {
+func NewCmdServe(f *cmdutil.Factory, runF func(context.Context, *Options) error) *cobra.Command {
 	opts := &Options{IO: f.IO, Limits: patterns.DefaultLimits()}
 	portFlags := map[string]*[]int{}
 	var listeners strings.Builder
@@ -85,26 +84,17 @@ accepting, let running tests finish (up to 10 s) and exit.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.Logger = f.Logger
-			opts.Ctx = cmd.Context()
 			opts.Ports = map[string][]int{}
 			for name, p := range portFlags {
 				opts.Ports[name] = *p
 			}
 			applyConfig(opts, f.Config, cmd.Flags().Changed)
 			if runF != nil {
-				return runF(opts)
+				return runF(cmd.Context(), opts)
 			}
-			return serveRun(opts)
+			return serveRun(cmd.Context(), opts)
 		},
 	}
-	config.RegisterCheck("listener", func(s string) error {
-		for _, d := range transport.Listeners() {
-			if d.Name == s {
-				return nil
-			}
-		}
-		return fmt.Errorf("unknown listener %q (want one of %s)", s, strings.Join(listenerNames(), ", "))
-	})
 	fl := cmd.Flags()
 	fl.StringVar(&opts.Listen, "listen", "", "`ADDR` to listen on (default: every address)")
 	for _, d := range transport.Listeners() {
@@ -193,7 +183,7 @@ func check(opts *Options) error {
 	if serving == 0 {
 		ch.Check("--"+transport.Listeners()[0].Name+"-port", fmt.Errorf("every port is 0: nothing to serve"))
 	}
-	ch.Check("--transports", config.Transports(opts.Transports))
+	ch.Check("--transports", config.Names(opts.Transports, transport.CheckName))
 	l := opts.Limits
 	ch.Check("--max-sessions", config.Positive(l.MaxSessions))
 	ch.Check("--max-per-client", config.Positive(l.MaxPerClient))
@@ -218,9 +208,9 @@ func check(opts *Options) error {
 }
 
 // Run serves as the command does (for a runF that sets Options.Ready).
-func Run(opts *Options) error { return serveRun(opts) }
+func Run(ctx context.Context, opts *Options) error { return serveRun(ctx, opts) }
 
-func serveRun(opts *Options) error {
+func serveRun(ctx context.Context, opts *Options) error {
 	if err := check(opts); err != nil {
 		return err
 	}
@@ -240,7 +230,7 @@ func serveRun(opts *Options) error {
 		}
 		file := certs.IdentityFile(filepath.Join(opts.State, "serve-cert.pem"))
 		var created bool
-		if cert, fp, created, err = certs.Keep(context.Background(), file, opts.Names); err != nil {
+		if cert, fp, created, err = certs.Keep(ctx, file, opts.Names); err != nil {
 			return err
 		}
 		if created {
@@ -266,10 +256,6 @@ func serveRun(opts *Options) error {
 	srv, err := patterns.NewServer(cfg)
 	if err != nil {
 		return cmdutil.FlagErrorf("%v", err)
-	}
-	ctx := opts.Ctx
-	if ctx == nil {
-		ctx = context.Background()
 	}
 	if err := srv.Start(ctx); err != nil {
 		return cmdutil.ListenError(err)

@@ -14,14 +14,13 @@ import (
 	"time"
 
 	"github.com/mptester/mptester/internal/cmdutil"
-	"github.com/mptester/mptester/internal/config"
 	"github.com/mptester/mptester/patterns"
 )
 
 func TestFlagsReachOptions(t *testing.T) {
 	io, _, _ := cmdutil.Test()
 	var got *Options
-	cmd := NewCmdServe(&cmdutil.Factory{IO: io, Logger: slog.New(slog.DiscardHandler)}, func(o *Options) error { got = o; return nil })
+	cmd := NewCmdServe(&cmdutil.Factory{IO: io, Logger: slog.New(slog.DiscardHandler)}, func(_ context.Context, o *Options) error { got = o; return nil })
 	cmd.SetArgs([]string{"--tcp-port", "8443", "--quic-port", "8443", "--quic-port", "6121", "--max-bulk", "1000", "--max-per-client", "2"})
 	if err := cmd.Execute(); err != nil {
 		t.Fatal(err)
@@ -35,7 +34,7 @@ func TestBadFlags(t *testing.T) {
 	io, _, _ := cmdutil.Test()
 	for _, args := range [][]string{{"--cert", "x.pem"}, {"--quic-port", "0,443"}, {"--tcp-port", "70000"}, {"--transports", "nosuch"}, {"--max-duration", "0s"}, {"--qlog", "/dev/null"}, {"--state", "/dev/null"}, {"--state", "d", "--cert", "c.pem", "--key", "k.pem"}} {
 		opts := &Options{IO: io, Logger: slog.New(slog.DiscardHandler), Limits: patterns.DefaultLimits(), Ports: map[string][]int{"tcp": {443}, "quic": {443}}}
-		cmd := NewCmdServe(&cmdutil.Factory{IO: io, Logger: slog.New(slog.DiscardHandler)}, func(o *Options) error { *opts = *o; return serveRun(o) })
+		cmd := NewCmdServe(&cmdutil.Factory{IO: io, Logger: slog.New(slog.DiscardHandler)}, func(ctx context.Context, o *Options) error { *opts = *o; return serveRun(ctx, o) })
 		cmd.SetArgs(args)
 		if err := cmd.Execute(); !errors.Is(err, cmdutil.ErrUsage) {
 			t.Errorf("%v: err %v, want usage error", args, err)
@@ -50,10 +49,10 @@ func TestServeGracefulShutdown(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	ready := make(chan *patterns.Server, 1)
 	port := freePort(t)
-	opts := &Options{IO: io, Logger: slog.New(slog.DiscardHandler), Ctx: ctx, Listen: "127.0.0.1",
+	opts := &Options{IO: io, Logger: slog.New(slog.DiscardHandler), Listen: "127.0.0.1",
 		Ports: map[string][]int{"tcp": {port}}, Limits: patterns.DefaultLimits(), Ready: func(s *patterns.Server) { ready <- s }}
 	done := make(chan error, 1)
-	go func() { done <- serveRun(opts) }()
+	go func() { done <- serveRun(ctx, opts) }()
 	select {
 	case <-ready:
 	case err := <-done:
@@ -103,10 +102,10 @@ func TestStateKeepsFingerprint(t *testing.T) {
 		io, out, _ := cmdutil.Test()
 		ctx, cancel := context.WithCancel(context.Background())
 		ready := make(chan *patterns.Server, 1)
-		opts := &Options{IO: io, Logger: slog.New(slog.DiscardHandler), Ctx: ctx, Listen: "127.0.0.1", State: state,
+		opts := &Options{IO: io, Logger: slog.New(slog.DiscardHandler), Listen: "127.0.0.1", State: state,
 			Ports: map[string][]int{"tcp": {freePort(t)}}, Limits: patterns.DefaultLimits(), Ready: func(s *patterns.Server) { ready <- s }}
 		done := make(chan error, 1)
-		go func() { done <- serveRun(opts) }()
+		go func() { done <- serveRun(ctx, opts) }()
 		select {
 		case <-ready:
 		case err := <-done:
@@ -139,12 +138,12 @@ func TestStateKeepsFingerprint(t *testing.T) {
 func TestConfigSection(t *testing.T) {
 	io, _, _ := cmdutil.Test()
 	NewCmdServe(&cmdutil.Factory{IO: io}, nil) // registers the listener check
-	cfg, err := config.Parse([]byte("serve:\n  listen: 198.18.0.1\n  ports: {tcp: [8443], quic: [8443, 6121]}\n  state: /var/lib/x\n  max_sessions: 500\n  names: [a.example]\n"))
+	cfg, err := cmdutil.ParseConfig([]byte("serve:\n  listen: 198.18.0.1\n  ports: {tcp: [8443], quic: [8443, 6121]}\n  state: /var/lib/x\n  max_sessions: 500\n  names: [a.example]\n"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	var got *Options
-	cmd := NewCmdServe(&cmdutil.Factory{IO: io, Config: cfg}, func(o *Options) error { got = o; return nil })
+	cmd := NewCmdServe(&cmdutil.Factory{IO: io, Config: cfg}, func(_ context.Context, o *Options) error { got = o; return nil })
 	cmd.SetArgs([]string{"--quic-port", "443"})
 	if err := cmd.Execute(); err != nil {
 		t.Fatal(err)
@@ -154,11 +153,11 @@ func TestConfigSection(t *testing.T) {
 		t.Errorf("options %+v", got)
 	}
 	// The packaged /etc/mptester/serve.yaml loads and is what serve runs with.
-	pkg, err := config.Load("../../../packaging/serve.yaml")
+	pkg, err := cmdutil.LoadConfig("../../../packaging/serve.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmd = NewCmdServe(&cmdutil.Factory{IO: io, Config: pkg}, func(o *Options) error { got = o; return check(o) })
+	cmd = NewCmdServe(&cmdutil.Factory{IO: io, Config: pkg}, func(_ context.Context, o *Options) error { got = o; return check(o) })
 	cmd.SetArgs(nil)
 	if err := cmd.Execute(); err != nil {
 		t.Fatal(err)
@@ -167,7 +166,7 @@ func TestConfigSection(t *testing.T) {
 		t.Errorf("packaged serve.yaml: %+v", got)
 	}
 	for _, bad := range []string{"serve:\n  ports: {sctp: [1]}\n", "serve:\n  max_sessions: 0\n", "serve:\n  ports: {tcp: [70000]}\n", "serve:\n  nope: 1\n"} {
-		if _, err := config.Parse([]byte(bad)); err == nil {
+		if _, err := cmdutil.ParseConfig([]byte(bad)); err == nil {
 			t.Errorf("%q: no error", bad)
 		}
 	}

@@ -71,7 +71,7 @@ type Options struct {
 }
 
 // NewCmdSurvey builds the command; runF replaces surveyRun in tests.
-func NewCmdSurvey(f *cmdutil.Factory, runF func(*Options) error) *cobra.Command {
+func NewCmdSurvey(f *cmdutil.Factory, runF func(context.Context, *Options) error) *cobra.Command {
 	opts := &Options{IO: f.IO,
 		Logger:   func() *slog.Logger { return f.Logger },
 		Config:   func() *config.Config { return f.Config },
@@ -120,7 +120,7 @@ OLD's resolution and probe records, then only what is missing is measured.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.changed = cmd.Flags().Changed
 			if runF != nil {
-				return runF(opts)
+				return runF(cmd.Context(), opts)
 			}
 			return surveyRun(cmd.Context(), opts)
 		},
@@ -154,15 +154,6 @@ OLD's resolution and probe records, then only what is missing is measured.`,
 	fl.StringVar(&opts.MemProfile, "memprofile", "", "write a heap profile taken at the live heap's peak to `file` and log the memory peaks")
 	_ = fl.MarkHidden("memprofile")
 	return cmd
-}
-
-func init() {
-	config.RegisterCheck("method", func(s string) error {
-		if _, ok := survey.Methods[s]; !ok {
-			return fmt.Errorf("unknown method %q (want one of %s)", s, strings.Join(survey.MethodNames(), ", "))
-		}
-		return nil
-	})
 }
 
 // applyConfig fills options the command line left unset from the config,
@@ -399,7 +390,7 @@ func buildConfig(opts *Options) (survey.Config, error) {
 			method = "tcp-syn"
 		}
 	}
-	ch.Check("--method", config.Method(method))
+	ch.Check("--method", cmdutil.CheckMethod(method))
 	ch.Check("--top", config.Positive(opts.Top))
 	ch.Check("--count", config.IntIn(opts.Count, 1, 1000))
 	ch.Check("--port", config.IntIn(opts.Port, 1, 65535))

@@ -226,13 +226,13 @@ func TestSurveyConfigSection(t *testing.T) {
 		ios, _, _ := cmdutil.Test()
 		f := &cmdutil.Factory{IO: ios, Config: cfg}
 		var got *Options
-		cmd := NewCmdSurvey(f, func(o *Options) error { got = o; applyConfig(o); return nil })
+		cmd := NewCmdSurvey(f, func(_ context.Context, o *Options) error { got = o; applyConfig(o); return nil })
 		cmd.SetArgs(args)
 		cmd.SetOut(ios.Out)
 		cmd.SetErr(ios.ErrOut)
 		return got, cmd.ExecuteContext(context.Background())
 	}
-	cfg, err := config.Parse([]byte("survey:\n  spacing: 250ms\n  timeout: 2s\n  allow_cross_private: true\n" +
+	cfg, err := cmdutil.ParseConfig([]byte("survey:\n  spacing: 250ms\n  timeout: 2s\n  allow_cross_private: true\n" +
 		"  max_bytes: {wwan0: 50MB, wlan0: 1GB}\n  rate: 42\n  list: l.csv\n"))
 	require.NoError(t, err)
 	o, err := run(cfg, "--rate", "7")
@@ -250,7 +250,7 @@ func TestSurveyConfigSection(t *testing.T) {
 	assert.Empty(t, o.List)
 	assert.Equal(t, "latest", o.ListID)
 
-	_, err = config.Parse([]byte("survey:\n  spacing: soon\n"))
+	_, err = cmdutil.ParseConfig([]byte("survey:\n  spacing: soon\n"))
 	assert.ErrorContains(t, err, "config line 2: survey.spacing")
 }
 
@@ -327,7 +327,7 @@ func TestSurveyTopAsTyped(t *testing.T) {
 	}()
 	dir := t.TempDir()
 	cfgFor := func(base, cache string) *config.Config {
-		cfg, err := config.Parse([]byte(fmt.Sprintf("dns: {lo: [%q]}\nsurvey:\n  tranco_url: %s\n  cache_dir: %s\n"+
+		cfg, err := cmdutil.ParseConfig([]byte(fmt.Sprintf("dns: {lo: [%q]}\nsurvey:\n  tranco_url: %s\n  cache_dir: %s\n"+
 			"  paths: [lo]\n  family: \"4\"\n  method: tcp-connect\n  port: %d\n  count: 1\n  rate: 1000\n  spacing: 1ms\n",
 			startDNS(t), base, cache, ln.Addr().(*net.TCPAddr).Port)))
 		require.NoError(t, err)

@@ -18,7 +18,6 @@ import (
 type Options struct {
 	IO     *cmdutil.IOStreams
 	Logger *slog.Logger
-	Ctx    context.Context
 	F      *cmdutil.Factory
 
 	Status bool
@@ -26,7 +25,7 @@ type Options struct {
 }
 
 // NewCmdUpload builds the command; runF replaces uploadRun in tests.
-func NewCmdUpload(f *cmdutil.Factory, runF func(*Options) error) *cobra.Command {
+func NewCmdUpload(f *cmdutil.Factory, runF func(context.Context, *Options) error) *cobra.Command {
 	opts := &Options{IO: f.IO, F: f}
 	cmd := &cobra.Command{
 		Use:   "upload [--status]",
@@ -46,11 +45,11 @@ fingerprints), 10 when the collector refused results (moved to rejected/).
   mptester upload --status --json`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			opts.Logger, opts.Ctx = f.Logger, cmd.Context()
+			opts.Logger = f.Logger
 			if runF != nil {
-				return runF(opts)
+				return runF(cmd.Context(), opts)
 			}
-			return uploadRun(opts)
+			return uploadRun(cmd.Context(), opts)
 		},
 	}
 	cmd.Flags().BoolVar(&opts.Status, "status", false, "list pending and rejected results; send nothing")
@@ -66,7 +65,7 @@ type Status struct {
 	Dropped  int64         `json:"dropped_unreported"`
 }
 
-func uploadRun(opts *Options) error {
+func uploadRun(ctx context.Context, opts *Options) error {
 	set, err := opts.F.UploadSettings()
 	if err != nil {
 		return err
@@ -77,10 +76,6 @@ func uploadRun(opts *Options) error {
 	}
 	if opts.Status {
 		return printStatus(opts, sp)
-	}
-	ctx := opts.Ctx
-	if ctx == nil {
-		ctx = context.Background()
 	}
 	err = opts.F.Upload(ctx, set, sp)
 	if errors.Is(err, upload.ErrLocked) {

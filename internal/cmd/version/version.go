@@ -2,6 +2,7 @@
 package version
 
 import (
+	"context"
 	"fmt"
 	"runtime"
 
@@ -28,7 +29,7 @@ type Info struct {
 }
 
 // NewCmdVersion builds the command; runF replaces versionRun in tests.
-func NewCmdVersion(f *cmdutil.Factory, runF func(*Options) error) *cobra.Command {
+func NewCmdVersion(f *cmdutil.Factory, runF func(context.Context, *Options) error) *cobra.Command {
 	opts := &Options{IO: f.IO}
 	cmd := &cobra.Command{
 		Use:   "version",
@@ -36,9 +37,9 @@ func NewCmdVersion(f *cmdutil.Factory, runF func(*Options) error) *cobra.Command
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if runF != nil {
-				return runF(opts)
+				return runF(cmd.Context(), opts)
 			}
-			return versionRun(opts)
+			return versionRun(cmd.Context(), opts)
 		},
 	}
 	cmd.Flags().BoolVar(&opts.JSON, "json", false, "print JSON")
@@ -50,7 +51,7 @@ func current() Info {
 		GoVersion: runtime.Version(), OS: runtime.GOOS, Arch: runtime.GOARCH}
 }
 
-func versionRun(opts *Options) error {
+func versionRun(_ context.Context, opts *Options) error {
 	i := current()
 	if opts.JSON {
 		return cmdutil.WriteJSON(opts.IO.Out, i)

@@ -1,4 +1,4 @@
-package lab
+package shared
 
 import (
 	"context"
@@ -15,14 +15,14 @@ import (
 	"github.com/mptester/mptester/patterns/transport"
 )
 
-// startTestServer serves every traffic pattern, exactly as `mptester serve`
+// StartTestServer serves every traffic pattern, exactly as `mptester serve`
 // does (patterns.NewServer with its default limits and a self-signed
 // certificate), on the lab's server addresses in the Internet namespace:
 // every listening transport of the registry on the ports `mptester run`
 // uses by default (its default and alternative ports), so the servers in
 // lab.json answer `run` as its help shows. It records the server in
 // lab.json and returns a stop function.
-func startTestServer(ctx context.Context, l *lab.Lab, log *slog.Logger) (func(), error) {
+func StartTestServer(ctx context.Context, l *lab.Lab, log *slog.Logger) (func(), error) {
 	addrs := []string{lab.Server4.String(), lab.Server6.String()}
 	cert, fp, err := certs.SelfSigned(addrs)
 	if err != nil {

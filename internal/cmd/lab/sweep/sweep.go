@@ -1,4 +1,6 @@
-package lab
+// Package sweep implements `mptester lab sweep` (a grid of path settings
+// x transfers, package lab/sweep) and its in-namespace `sweep-worker`.
+package sweep
 
 import (
 	"bufio"
@@ -19,6 +21,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/mptester/mptester/internal/certs"
+	"github.com/mptester/mptester/internal/cmd/lab/shared"
 	"github.com/mptester/mptester/internal/cmdutil"
 	"github.com/mptester/mptester/lab"
 	"github.com/mptester/mptester/lab/emu"
@@ -32,7 +35,7 @@ import (
 type SweepOptions struct {
 	IO     *cmdutil.IOStreams
 	Logger *slog.Logger
-	Where
+	shared.Where
 	Preset string
 	Quick  bool
 	File   string
@@ -100,7 +103,7 @@ A sweep file:
 			return sweepRun(cmd.Context(), opts)
 		},
 	}
-	opts.Where.flags(cmd)
+	opts.Where.Flags(cmd)
 	_ = cmd.Flags().Set("name", "sweep")
 	cmd.Flags().Lookup("name").DefValue = "sweep"
 	fl := cmd.Flags()
@@ -195,7 +198,7 @@ func clonePaths(m map[string]sweep.PathGrid) map[string]sweep.PathGrid {
 }
 
 func sweepRun(ctx context.Context, opts *SweepOptions) error {
-	if err := opts.Where.resolve(); err != nil {
+	if err := opts.Where.Resolve(); err != nil {
 		return err
 	}
 	spec, err := opts.spec()
@@ -235,10 +238,10 @@ func sweepRun(ctx context.Context, opts *SweepOptions) error {
 	t0 := time.Now()
 	l, err := lab.Up(ctx, lab.Options{Name: opts.Name, Dir: opts.Dir, Seed: 1, WorldSeed: 1, Logger: opts.Logger})
 	if err != nil {
-		return mapErr(err)
+		return shared.MapErr(err)
 	}
 	defer l.Close()
-	stopServe, err := startTestServer(ctx, l, opts.Logger)
+	stopServe, err := shared.StartTestServer(ctx, l, opts.Logger)
 	if err != nil {
 		return err
 	}

@@ -1,4 +1,7 @@
-package lab
+// Package up implements `mptester lab up` and `lab daemon`: up starts the
+// daemon (detached) that builds the lab, holds it and serves its control
+// socket until `lab down`.
+package up
 
 import (
 	"bytes"
@@ -15,6 +18,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/mptester/mptester/internal/cmd/lab/shared"
 	"github.com/mptester/mptester/internal/cmdutil"
 	"github.com/mptester/mptester/lab"
 )
@@ -23,8 +27,8 @@ import (
 type UpOptions struct {
 	IO     *cmdutil.IOStreams
 	Logger *slog.Logger
-	Where
-	Build BuildOptions
+	shared.Where
+	Build shared.BuildOptions
 	// Exe is the binary started as the lab daemon (default: this one).
 	Exe     string
 	Timeout time.Duration
@@ -58,25 +62,21 @@ command (test_server), and file paths.`,
 			return upRun(cmd.Context(), opts)
 		},
 	}
-	opts.Where.flags(cmd)
-	opts.Build.flags(cmd)
+	opts.Where.Flags(cmd)
+	opts.Build.Flags(cmd)
 	cmd.Flags().DurationVar(&opts.Timeout, "timeout", time.Minute, "give up if the lab is not up within this `duration`")
-	noServeFlag(cmd, &opts.NoServe)
+	shared.NoServeFlag(cmd, &opts.NoServe)
 	return cmd
 }
 
-func noServeFlag(cmd *cobra.Command, p *bool) {
-	cmd.Flags().BoolVar(p, "no-serve", false, "do not start the test server on the lab's server addresses")
-}
-
 func upRun(ctx context.Context, opts *UpOptions) error {
-	if err := opts.Where.resolve(); err != nil {
+	if err := opts.Where.Resolve(); err != nil {
 		return err
 	}
 	if opts.Timeout <= 0 {
 		return cmdutil.FlagErrorf("--timeout: must be positive (got %v)", opts.Timeout)
 	}
-	if _, err := opts.Build.labOptions(opts.Where); err != nil {
+	if _, err := opts.Build.LabOptions(opts.Where); err != nil {
 		return err
 	}
 	if os.Geteuid() != 0 {
@@ -109,7 +109,7 @@ func upRun(ctx context.Context, opts *UpOptions) error {
 			return err
 		}
 	}
-	args := append([]string{"lab", "daemon", "--name", opts.Name, "--dir", opts.Dir}, opts.Build.args()...)
+	args := append([]string{"lab", "daemon", "--name", opts.Name, "--dir", opts.Dir}, opts.Build.Args()...)
 	if opts.NoServe {
 		args = append(args, "--no-serve")
 	}
@@ -166,8 +166,8 @@ func daemonError(errFile, logFile string) string {
 // DaemonOptions for the hidden `mptester lab daemon`.
 type DaemonOptions struct {
 	Logger *slog.Logger
-	Where
-	Build   BuildOptions
+	shared.Where
+	Build   shared.BuildOptions
 	NoServe bool
 }
 
@@ -187,22 +187,22 @@ func NewCmdDaemon(f *cmdutil.Factory, runF func(context.Context, *DaemonOptions)
 			return daemonRun(cmd.Context(), opts)
 		},
 	}
-	opts.Where.flags(cmd)
-	opts.Build.flags(cmd)
-	noServeFlag(cmd, &opts.NoServe)
+	opts.Where.Flags(cmd)
+	opts.Build.Flags(cmd)
+	shared.NoServeFlag(cmd, &opts.NoServe)
 	return cmd
 }
 
 func daemonRun(ctx context.Context, opts *DaemonOptions) error {
-	if err := opts.Where.resolve(); err != nil {
+	if err := opts.Where.Resolve(); err != nil {
 		return err
 	}
 	errFile := filepath.Join(opts.Dir, "error")
 	fail := func(err error) error {
 		_ = os.WriteFile(errFile, []byte(err.Error()+"\n"), 0o644)
-		return mapErr(err)
+		return shared.MapErr(err)
 	}
-	lo, err := opts.Build.labOptions(opts.Where)
+	lo, err := opts.Build.LabOptions(opts.Where)
 	if err != nil {
 		return fail(err)
 	}
@@ -213,7 +213,7 @@ func daemonRun(ctx context.Context, opts *DaemonOptions) error {
 	}
 	defer l.Close()
 	if !opts.NoServe {
-		stopServe, err := startTestServer(ctx, l, opts.Logger)
+		stopServe, err := shared.StartTestServer(ctx, l, opts.Logger)
 		if err != nil {
 			return fail(err)
 		}

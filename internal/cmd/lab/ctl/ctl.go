@@ -1,4 +1,6 @@
-package lab
+// Package ctl implements the subcommands that drive a lab from outside:
+// down, status, set, scenario, exec, and run (a lab for one command).
+package ctl
 
 import (
 	"context"
@@ -15,6 +17,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/mptester/mptester/internal/cmd/lab/shared"
 	"github.com/mptester/mptester/internal/cmdutil"
 	"github.com/mptester/mptester/lab"
 	"github.com/mptester/mptester/lab/emu"
@@ -24,7 +27,7 @@ import (
 type DownOptions struct {
 	IO     *cmdutil.IOStreams
 	Logger *slog.Logger
-	Where
+	shared.Where
 	Purge bool
 }
 
@@ -48,13 +51,13 @@ in it.`,
 			return downRun(cmd.Context(), opts)
 		},
 	}
-	opts.Where.flags(cmd)
+	opts.Where.Flags(cmd)
 	cmd.Flags().BoolVar(&opts.Purge, "purge", false, "also remove the lab's files from its directory")
 	return cmd
 }
 
 func downRun(ctx context.Context, opts *DownOptions) error {
-	if err := opts.Where.resolve(); err != nil {
+	if err := opts.Where.Resolve(); err != nil {
 		return err
 	}
 	if os.Geteuid() != 0 {
@@ -120,7 +123,7 @@ func purge(dir string) (kept []string, err error) {
 // StatusOptions for `mptester lab status`.
 type StatusOptions struct {
 	IO *cmdutil.IOStreams
-	Where
+	shared.Where
 	JSON bool
 }
 
@@ -138,13 +141,13 @@ func NewCmdStatus(f *cmdutil.Factory, runF func(context.Context, *StatusOptions)
 			return statusRun(cmd.Context(), opts)
 		},
 	}
-	opts.Where.flags(cmd)
+	opts.Where.Flags(cmd)
 	cmd.Flags().BoolVar(&opts.JSON, "json", false, "print JSON")
 	return cmd
 }
 
 func statusRun(ctx context.Context, opts *StatusOptions) error {
-	if err := opts.Where.resolve(); err != nil {
+	if err := opts.Where.Resolve(); err != nil {
 		return err
 	}
 	resp, err := lab.Control(ctx, lab.FilesIn(opts.Dir).Control, lab.Request{Op: "status"})
@@ -183,7 +186,7 @@ func printStatus(w io.Writer, s *lab.Status) error {
 // SetOptions for `mptester lab set`.
 type SetOptions struct {
 	IO *cmdutil.IOStreams
-	Where
+	shared.Where
 	Path string
 	Args []string
 }
@@ -210,12 +213,12 @@ directions unless prefixed with up. or down. (client->Internet and back):
 			return setRun(cmd.Context(), opts)
 		},
 	}
-	opts.Where.flags(cmd)
+	opts.Where.Flags(cmd)
 	return cmd
 }
 
 func setRun(ctx context.Context, opts *SetOptions) error {
-	if err := opts.Where.resolve(); err != nil {
+	if err := opts.Where.Resolve(); err != nil {
 		return err
 	}
 	if _, ok := lab.Plan(opts.Path); !ok {
@@ -227,7 +230,7 @@ func setRun(ctx context.Context, opts *SetOptions) error {
 	resp, err := lab.Control(ctx, lab.FilesIn(opts.Dir).Control,
 		lab.Request{Op: "set", Path: opts.Path, Args: opts.Args})
 	if err != nil {
-		return mapErr(err)
+		return shared.MapErr(err)
 	}
 	for _, p := range resp.Status.Paths {
 		if p.Name == opts.Path {
@@ -244,7 +247,7 @@ func setRun(ctx context.Context, opts *SetOptions) error {
 // ExecOptions for `mptester lab exec`.
 type ExecOptions struct {
 	IO *cmdutil.IOStreams
-	Where
+	shared.Where
 	Side    string
 	Command []string
 }
@@ -271,13 +274,13 @@ and MPTESTER_LAB_DIR. The command's exit status is passed through.`,
 			return execRun(cmd.Context(), opts)
 		},
 	}
-	opts.Where.flags(cmd)
+	opts.Where.Flags(cmd)
 	cmd.Flags().StringVar(&opts.Side, "side", "client", "namespace: client or server (the Internet side)")
 	return cmd
 }
 
 func execRun(ctx context.Context, opts *ExecOptions) error {
-	if err := opts.Where.resolve(); err != nil {
+	if err := opts.Where.Resolve(); err != nil {
 		return err
 	}
 	if err := checkSide(opts.Side); err != nil {
@@ -314,8 +317,8 @@ func execIn(ctx context.Context, io *cmdutil.IOStreams, info lab.Info, side stri
 type RunOptions struct {
 	IO     *cmdutil.IOStreams
 	Logger *slog.Logger
-	Where
-	Build   BuildOptions
+	shared.Where
+	Build   shared.BuildOptions
 	Side    string
 	Command []string
 	NoServe bool
@@ -341,32 +344,32 @@ lab down and exit with the command's exit status. For tests and scripts.`,
 			return runRun(cmd.Context(), opts)
 		},
 	}
-	opts.Where.flags(cmd)
-	opts.Build.flags(cmd)
+	opts.Where.Flags(cmd)
+	opts.Build.Flags(cmd)
 	cmd.Flags().StringVar(&opts.Side, "side", "client", "namespace: client or server (the Internet side)")
-	noServeFlag(cmd, &opts.NoServe)
+	shared.NoServeFlag(cmd, &opts.NoServe)
 	return cmd
 }
 
 func runRun(ctx context.Context, opts *RunOptions) error {
-	if err := opts.Where.resolve(); err != nil {
+	if err := opts.Where.Resolve(); err != nil {
 		return err
 	}
 	if err := checkSide(opts.Side); err != nil {
 		return err
 	}
-	lo, err := opts.Build.labOptions(opts.Where)
+	lo, err := opts.Build.LabOptions(opts.Where)
 	if err != nil {
 		return err
 	}
 	lo.Logger = opts.Logger
 	l, err := lab.Up(ctx, lo)
 	if err != nil {
-		return mapErr(err)
+		return shared.MapErr(err)
 	}
 	defer l.Close()
 	if !opts.NoServe {
-		stopServe, err := startTestServer(ctx, l, opts.Logger)
+		stopServe, err := shared.StartTestServer(ctx, l, opts.Logger)
 		if err != nil {
 			return err
 		}
@@ -398,7 +401,7 @@ func checkSide(side string) error {
 // ScenarioOptions for `mptester lab scenario`.
 type ScenarioOptions struct {
 	IO *cmdutil.IOStreams
-	Where
+	shared.Where
 	Name string
 }
 
@@ -427,12 +430,12 @@ later. When each step really took effect is the ground truth, in
 			return scenarioRun(cmd.Context(), opts)
 		},
 	}
-	opts.Where.flags(cmd)
+	opts.Where.Flags(cmd)
 	return cmd
 }
 
 func scenarioRun(ctx context.Context, opts *ScenarioOptions) error {
-	if err := opts.Where.resolve(); err != nil {
+	if err := opts.Where.Resolve(); err != nil {
 		return err
 	}
 	if _, _, err := lab.GetScenario(opts.Name); err != nil {
@@ -440,7 +443,7 @@ func scenarioRun(ctx context.Context, opts *ScenarioOptions) error {
 	}
 	resp, err := lab.Control(ctx, lab.FilesIn(opts.Dir).Control, lab.Request{Op: "scenario", Args: []string{opts.Name}})
 	if err != nil {
-		return mapErr(err)
+		return shared.MapErr(err)
 	}
 	fmt.Fprintf(opts.IO.Out, "scenario %s started at %s\n", opts.Name, resp.Status.Timeline.Started.UTC().Format(time.RFC3339Nano))
 	return nil

@@ -1,4 +1,6 @@
-package lab
+// Package demo implements `mptester lab demo`: a lab, a survey and a run
+// in it, each compared with the ground truth the lab planted.
+package demo
 
 import (
 	"bufio"
@@ -23,6 +25,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/mptester/mptester/internal/cmd/lab/shared"
 	"github.com/mptester/mptester/internal/cmdutil"
 	"github.com/mptester/mptester/lab"
 	"github.com/mptester/mptester/lab/emu"
@@ -36,8 +39,8 @@ import (
 type DemoOptions struct {
 	IO     *cmdutil.IOStreams
 	Logger *slog.Logger
-	Where
-	Build BuildOptions
+	shared.Where
+	Build shared.BuildOptions
 	// Exe is the mptester binary run inside the lab (default: this one).
 	Exe string
 }
@@ -70,8 +73,8 @@ directory.`,
 			return demoRun(cmd.Context(), opts)
 		},
 	}
-	opts.Where.flags(cmd)
-	opts.Build.flags(cmd)
+	opts.Where.Flags(cmd)
+	opts.Build.Flags(cmd)
 	_ = cmd.Flags().Set("name", "demo")
 	cmd.Flags().Lookup("name").DefValue = "demo"
 	_ = cmd.Flags().Set("domains", "100")
@@ -81,10 +84,10 @@ directory.`,
 
 func demoRun(ctx context.Context, opts *DemoOptions) error {
 	t0 := time.Now()
-	if err := opts.Where.resolve(); err != nil {
+	if err := opts.Where.Resolve(); err != nil {
 		return err
 	}
-	lo, err := opts.Build.labOptions(opts.Where)
+	lo, err := opts.Build.LabOptions(opts.Where)
 	if err != nil {
 		return err
 	}
@@ -98,7 +101,7 @@ func demoRun(ctx context.Context, opts *DemoOptions) error {
 	out := opts.IO.Out
 	l, err := lab.Up(ctx, lo)
 	if err != nil {
-		return mapErr(err)
+		return shared.MapErr(err)
 	}
 	defer l.Close()
 	info := l.Info()
@@ -191,7 +194,7 @@ const demoScenario = "wifi-blackhole"
 // planted one. It returns the run documents it wrote.
 func demoPatterns(ctx context.Context, out io.Writer, l *lab.Lab, exe string, log *slog.Logger) ([]string, error) {
 	info := l.Info()
-	stopServe, err := startTestServer(ctx, l, log)
+	stopServe, err := shared.StartTestServer(ctx, l, log)
 	if err != nil {
 		return nil, err
 	}

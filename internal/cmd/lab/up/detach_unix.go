@@ -1,6 +1,6 @@
 //go:build !windows
 
-package lab
+package up
 
 import (
 	"os/exec"
