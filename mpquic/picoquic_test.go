@@ -170,6 +170,16 @@ func startPicoquic(t *testing.T, ctx context.Context, bin string, args ...string
 		}
 		if t.Failed() {
 			t.Logf("picoquicdemo %v:\n%s", p.cmd.Args[1:], tail(p.output(), 40))
+			// Its qlog outlives the temporary directory where
+			// MPTESTER_PICOQUIC_KEEP says: what a rare failure leaves.
+			if keep := os.Getenv("MPTESTER_PICOQUIC_KEEP"); keep != "" {
+				to := filepath.Join(keep, fmt.Sprintf("%s-%d", strings.ReplaceAll(t.Name(), "/", "_"), time.Now().UnixNano()))
+				if err := os.CopyFS(to, os.DirFS(dir)); err != nil {
+					t.Logf("keeping picoquic's files: %v", err)
+				} else {
+					t.Logf("picoquic's qlog and files kept in %s", to)
+				}
+			}
 		}
 	})
 	return p
