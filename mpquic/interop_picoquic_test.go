@@ -318,10 +318,15 @@ func TestInteropPicoquic(t *testing.T) {
 		for attempt := 1; ; attempt++ {
 			r = picoquicToMPQUIC(t, ctxFor(t), pqOpts{size: size, pqArgs: []string{"-M", "-A", "127.0.0.2/1"}, pqDefect: pqSecondPathZero})
 			if r.defect == "" {
+				// A completed run can show it too: then picoquic had
+				// no second path for the checks below.
+				r.defect = pqSecondPathZero(r.pq)
+			}
+			if r.defect == "" {
 				break
 			}
 			if attempt == 3 {
-				t.Fatalf("picoquic failed %d times in a row: %s", attempt, r.defect)
+				t.Fatalf("picoquic's race %d times in a row: %s", attempt, r.defect)
 			}
 			t.Logf("attempt %d: %s; again", attempt, r.defect)
 		}
@@ -453,24 +458,20 @@ func TestInteropPicoquic(t *testing.T) {
 // behind the picoquic<->picoquic reference failing now and then): when
 // the client opens its second address before it has made connection IDs
 // of its own for path 1, it numbers the new path 0 again (its next path
-// ID starts from 0, already in use), probes it with a path-0 connection
-// ID, path-0 packet protection and a packet-number space of its own, and
-// then rejects the server's correct acknowledgment of that packet (an
-// ACK frame acknowledges packets of path ID 0, draft-ietf-quic-multipath,
-// as picoquic itself reads it) as acknowledging a path-0 packet it never
-// sent: a PROTOCOL_VIOLATION on an ACK frame. Evidence in its qlog: a
-// PATH_CHALLENGE sent on path 0 (this case never migrates path 0) and its
-// close.
+// ID starts from 0, already in use) and probes it with a path-0
+// connection ID, path-0 packet protection and a packet-number space of
+// its own. It then either rejects our correct acknowledgment of that
+// probe (an ACK frame acknowledges packets of path ID 0,
+// draft-ietf-quic-multipath, as picoquic itself reads it) as
+// acknowledging a path-0 packet it never sent, a PROTOCOL_VIOLATION on an
+// ACK frame, or downloads over "path 0" from both addresses, so that we
+// see one path. The evidence in its qlog: a PATH_CHALLENGE sent on path 0,
+// which this case (no migration) never has otherwise.
 func pqSecondPathZero(q *pqQlog) string {
-	if q.challenges[0] == 0 {
+	if q == nil || q.challenges[0] == 0 {
 		return ""
 	}
-	for _, c := range q.closesSent {
-		if c.ErrorCode == uint64(ProtocolViolation) && c.Trigger == "ack" {
-			return fmt.Sprintf("picoquic probed its second address as path 0 again (%d PATH_CHALLENGE on path 0) and closed with PROTOCOL_VIOLATION on our ACK of it (picoquic's path-ID race, not mpquic's)", q.challenges[0])
-		}
-	}
-	return ""
+	return fmt.Sprintf("picoquic probed its second address as path 0 again (%d PATH_CHALLENGE on path 0; closes sent %+v): picoquic's path-ID race, not mpquic's", q.challenges[0], q.closesSent)
 }
 
 func checkBothPaths(t *testing.T, r *pqRun) {
