@@ -173,6 +173,7 @@ type Conn struct {
 	blockedAt      uint64     // DATA_BLOCKED sent at this limit
 	from           net.Addr   // where the datagram being handled came from
 	local          netip.Addr // and the local address it was sent to (server, pktinfo)
+	fromLen        int        // and its size
 	pathsValidated int
 
 	// Closing (RFC 9000 §10.2).
@@ -514,7 +515,7 @@ func (c *Conn) handleDatagramPackets(d datagram, now time.Time) bool {
 			return any
 		}
 		first = false
-		c.from, c.local = d.from, d.to
+		c.from, c.local, c.fromLen = d.from, d.to, len(d.b)
 		if p := c.handlePacket(h, pkt, now, false); p != nil {
 			any = true
 			if !c.isClient && !counted {
@@ -781,7 +782,7 @@ func (c *Conn) handleFrame(sp *pnSpace, f Frame, now time.Time) error {
 		c.terminate(err) // draining: nothing more is sent (§10.2.2)
 	case PathChallengeFrame:
 		if p := sp.path; len(p.responses) < 4 {
-			p.responses = append(p.responses, f.Data)
+			p.responses = append(p.responses, pathResponse{data: f.Data, to: c.from, from: c.local, limit: 3 * c.fromLen})
 		}
 	case NewConnectionIDFrame:
 		return c.handleNewCID(0, f.Seq, f.RetirePriorTo, f.ConnID, f.ResetToken, FrameNewConnectionID)

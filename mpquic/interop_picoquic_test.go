@@ -29,6 +29,7 @@ type pqRun struct {
 	body    []byte
 	elapsed time.Duration // the connection's start to the body's last byte
 	err     error         // Dial's or the transfer's, when opts.wantErr
+	defect  string        // picoquic failed of its own defect (opts.pqDefect)
 }
 
 type pqOpts struct {
@@ -40,6 +41,10 @@ type pqOpts struct {
 	during   func(t *testing.T, r *pqRun, second *Path)
 	wantErr  bool // the connection is expected to fail
 	pqFailOK bool // picoquic's exit status may be non-zero
+	// pqDefect, when picoquic fails or the body is wrong, names a defect
+	// of picoquic's own that its qlog shows ("" when it shows none): the
+	// run ends there instead of failing the test.
+	pqDefect func(q *pqQlog) string
 }
 
 const pqSNI = "test.example.com"
@@ -138,6 +143,13 @@ func picoquicToMPQUIC(t *testing.T, ctx context.Context, o pqOpts) *pqRun {
 	}
 	cerr := cli.wait(t, ctx)
 	r.pq, r.pqOut = readPicoquicQlog(t, cli.qlog, o.conf != nil && o.conf.RequireRetry), cli.output()
+	if o.pqDefect != nil {
+		if got, _ := os.ReadFile(filepath.Join(cli.out, "f")); cerr != nil || !bytes.Equal(got, body) {
+			if r.defect = o.pqDefect(r.pq); r.defect != "" {
+				return r
+			}
+		}
+	}
 	select {
 	case r.conn = <-conns:
 	default:
@@ -302,7 +314,22 @@ func TestInteropPicoquic(t *testing.T) {
 		goodput(t, r, []string{"-M"}, []string{"-M", "-A", "127.0.0.2/1"})
 	})
 	t.Run("multipath/picoquic-client", func(t *testing.T) {
-		r := picoquicToMPQUIC(t, ctxFor(t), pqOpts{size: size, pqArgs: []string{"-M", "-A", "127.0.0.2/1"}})
+		var r *pqRun
+		for attempt := 1; ; attempt++ {
+			r = picoquicToMPQUIC(t, ctxFor(t), pqOpts{size: size, pqArgs: []string{"-M", "-A", "127.0.0.2/1"}, pqDefect: pqSecondPathZero})
+			if r.defect == "" {
+				// A completed run can show it too: then picoquic had
+				// no second path for the checks below.
+				r.defect = pqSecondPathZero(r.pq)
+			}
+			if r.defect == "" {
+				break
+			}
+			if attempt == 3 {
+				t.Fatalf("picoquic's race %d times in a row: %s", attempt, r.defect)
+			}
+			t.Logf("attempt %d: %s; again", attempt, r.defect)
+		}
 		if !r.conn.Multipath() {
 			t.Fatal("multipath not negotiated")
 		}
@@ -425,6 +452,26 @@ func TestInteropPicoquic(t *testing.T) {
 		r := picoquicToMPQUIC(t, ctxFor(t), pqOpts{size: size, conf: conf})
 		checkPathBytes(t, r)
 	})
+}
+
+// pqSecondPathZero recognizes a race in picoquic's client (the one also
+// behind the picoquic<->picoquic reference failing now and then): when
+// the client opens its second address before it has made connection IDs
+// of its own for path 1, it numbers the new path 0 again (its next path
+// ID starts from 0, already in use) and probes it with a path-0
+// connection ID, path-0 packet protection and a packet-number space of
+// its own. It then either rejects our correct acknowledgment of that
+// probe (an ACK frame acknowledges packets of path ID 0,
+// draft-ietf-quic-multipath, as picoquic itself reads it) as
+// acknowledging a path-0 packet it never sent, a PROTOCOL_VIOLATION on an
+// ACK frame, or downloads over "path 0" from both addresses, so that we
+// see one path. The evidence in its qlog: a PATH_CHALLENGE sent on path 0,
+// which this case (no migration) never has otherwise.
+func pqSecondPathZero(q *pqQlog) string {
+	if q == nil || q.challenges[0] == 0 {
+		return ""
+	}
+	return fmt.Sprintf("picoquic probed its second address as path 0 again (%d PATH_CHALLENGE on path 0; closes sent %+v): picoquic's path-ID race, not mpquic's", q.challenges[0], q.closesSent)
 }
 
 func checkBothPaths(t *testing.T, r *pqRun) {

@@ -55,7 +55,7 @@ type path struct {
 	amp           ampLimit // server: toward an unvalidated address (amplification.go)
 	challenge     *[8]byte // PATH_CHALLENGE data awaiting its response
 	challengeSent bool
-	responses     [][8]byte // PATH_RESPONSE owed on this path
+	responses     []pathResponse // PATH_RESPONSEs owed (path.go)
 
 	localBackup   bool // we asked the peer to use it as backup
 	peerBackup    bool // the peer asked us to

@@ -2,6 +2,7 @@ package mpquic
 
 import (
 	"net"
+	"net/netip"
 	"time"
 
 	"github.com/mptester/mptester/mpquic/internal/recovery"
@@ -68,4 +69,50 @@ func (c *Conn) onPathResponse(f PathResponseFrame) {
 			c.qlogPath(p.id, "validated")
 		}
 	}
+}
+
+// pathResponse is a PATH_RESPONSE owed. It goes on the network path the
+// PATH_CHALLENGE came on (RFC 9000 §8.2.2), which for a probe of a new
+// address on an existing path (§9.1) is not the path's current address.
+type pathResponse struct {
+	data  [8]byte
+	to    net.Addr   // the challenge's source; nil: the path's own
+	from  netip.Addr // the local address the challenge reached
+	limit int        // 3x the challenge's datagram: to is not validated (§8)
+}
+
+func (r pathResponse) onPath(p *path) bool { return r.to == nil || sameAddr(r.to, p.remote) }
+
+// sendResponsesAway answers the challenges that reached p from another
+// address at that address, one packet of p's space each, padded to 1200
+// bytes as far as the address's anti-amplification limit allows (§8.2.2).
+// The packet is not in flight: a PATH_RESPONSE is never retransmitted, and
+// that address is not p's to load.
+func (c *Conn) sendResponsesAway(now time.Time, p *path) {
+	if c.spaces[spaceApp].seal == nil {
+		return
+	}
+	sp := c.spaces[spaceApp]
+	if p.id != 0 {
+		sp = p.space
+	}
+	kept := p.responses[:0]
+	for _, r := range p.responses {
+		if r.onPath(p) {
+			kept = append(kept, r)
+			continue
+		}
+		pl := plan{sp: sp, si: spaceApp, pn: sp.nextPN, pnLen: PacketNumberLen(sp.nextPN, sp.LargestAcked), largestAckSent: -1, pathProbe: true}
+		pl.payload = PathResponseFrame{Data: r.data}.Append(nil)
+		if pad := min(minDatagramSize, r.limit) - c.hdrLen(p, spaceApp, pl.pnLen, 0) - len(pl.payload) - tagLen; pad > 0 {
+			pl.payload = append(pl.payload, make([]byte, pad)...)
+		}
+		b, _ := c.sealPlan(now, p, &pl, nil)
+		if r.from.IsValid() {
+			writeFrom(p.pconn, b, r.to, r.from, &p.oob)
+		} else {
+			p.pconn.WriteTo(b, r.to)
+		}
+	}
+	p.responses = kept
 }

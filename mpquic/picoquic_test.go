@@ -170,6 +170,16 @@ func startPicoquic(t *testing.T, ctx context.Context, bin string, args ...string
 		}
 		if t.Failed() {
 			t.Logf("picoquicdemo %v:\n%s", p.cmd.Args[1:], tail(p.output(), 40))
+			// Its qlog outlives the temporary directory where
+			// MPTESTER_PICOQUIC_KEEP says: what a rare failure leaves.
+			if keep := os.Getenv("MPTESTER_PICOQUIC_KEEP"); keep != "" {
+				to := filepath.Join(keep, fmt.Sprintf("%s-%d", strings.ReplaceAll(t.Name(), "/", "_"), time.Now().UnixNano()))
+				if err := os.CopyFS(to, os.DirFS(dir)); err != nil {
+					t.Logf("keeping picoquic's files: %v", err)
+				} else {
+					t.Logf("picoquic's qlog and files kept in %s", to)
+				}
+			}
 		}
 	})
 	return p
@@ -237,13 +247,15 @@ type pqQlog struct {
 	sentPhase1, recvPhase1 int
 	closesSent, closesRecv []pqClose
 	messages               []string
-	off                    bool // no qlog written (benchMode)
+	challenges             map[int]int // PATH_CHALLENGE frames sent, per path ID
+	off                    bool        // no qlog written (benchMode)
 }
 
 type pqClose struct {
 	ErrorSpace string `json:"error_space"`
 	ErrorCode  uint64 `json:"error_code"`
 	Reason     string `json:"reason"`
+	Trigger    string `json:"trigger_frame_type"`
 }
 
 func (q *pqQlog) total(m map[int]uint64) uint64 {
@@ -281,7 +293,7 @@ func readPicoquicQlog(t *testing.T, dir string, retried bool) *pqQlog {
 	if err := json.Unmarshal(b, &doc); err != nil {
 		t.Fatalf("picoquic qlog %s: %v", files[0], err)
 	}
-	q := &pqQlog{sent: map[int]uint64{}, recv: map[int]uint64{}, lost: map[int]uint64{}}
+	q := &pqQlog{sent: map[int]uint64{}, recv: map[int]uint64{}, lost: map[int]uint64{}, challenges: map[int]int{}}
 	for _, tr := range doc.Traces {
 		// Single-path traces have no path_id column.
 		col := map[string]int{}
@@ -334,6 +346,9 @@ func readPicoquicQlog(t *testing.T, dir string, retried bool) *pqQlog {
 						pqClose
 					}
 					json.Unmarshal(f, &c)
+					if c.Type == "path_challenge" && name == "packet_sent" {
+						q.challenges[pathID]++
+					}
 					if c.Type == "connection_close" || c.Type == "application_close" {
 						if name == "packet_sent" {
 							q.closesSent = append(q.closesSent, c.pqClose)

@@ -1,6 +1,7 @@
 package mpquic
 
 import (
+	"slices"
 	"sync"
 	"time"
 
@@ -72,6 +73,7 @@ func (c *Conn) sendOnPath(now time.Time, p *path) bool {
 		batchPool.Put(bp)
 	}()
 	c.maybeProbeMTU(now, p)
+	c.sendResponsesAway(now, p)
 	batch := c.batch[:0]
 	seg, nseg := 0, 0
 	more := true
@@ -397,10 +399,14 @@ func (c *Conn) fillPathFrames(pl *plan, b []byte, avail int) []byte {
 		pl.frames = append(pl.frames, recovery.SentFrame{Kind: sfPathStatus, PathID: p.id, ID: p.statusSeq})
 		p.sendStatus = false
 	}
-	for len(p.responses) > 0 && avail-len(b) >= 16 {
-		b = PathResponseFrame{Data: p.responses[0]}.Append(b)
+	for i := 0; i < len(p.responses) && avail-len(b) >= 16; {
+		if !p.responses[i].onPath(p) {
+			i++ // sendResponsesAway's
+			continue
+		}
+		b = PathResponseFrame{Data: p.responses[i].data}.Append(b)
 		pl.frames = append(pl.frames, recovery.SentFrame{Kind: sfAck})
-		p.responses = p.responses[1:]
+		p.responses = slices.Delete(p.responses, i, i+1)
 		pl.pathProbe = true
 	}
 	return b

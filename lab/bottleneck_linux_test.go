@@ -1,0 +1,404 @@
+//go:build linux && !race
+
+package lab_test
+
+import (
+	"context"
+	"crypto/tls"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/mptester/mptester/internal/certs"
+	"github.com/mptester/mptester/internal/nstest"
+	"github.com/mptester/mptester/lab"
+	"github.com/mptester/mptester/lab/emu"
+	"github.com/mptester/mptester/mpquic"
+)
+
+// TestLabSharedBottleneck puts mpquic's two paths beside one other flow
+// through one 20 Mbit/s link and measures the share each controller
+// takes. The client namespace has two interfaces (wlan0, wwan0) to a
+// router; the router's one link on to the server is shaped by a token
+// bucket (the kernel's tbf qdisc, tail drop) and delayed 10 ms each way by
+// the lab's emulator, so both mpquic paths and the rival flow (over
+// wlan0) meet in one queue. RFC 6356 §2, goal 2: a coupled multipath flow
+// takes no more of a shared bottleneck than one single-path flow would, so
+// LIA beside one flow takes about half, at most 60% (the bar asserted);
+// two uncoupled paths take about two thirds.
+//
+// The rival is a kernel TCP flow (CUBIC), and then a single-path mpquic
+// flow with the uncoupled controller the multipath one generalizes: the
+// same sender and pacer on both sides, so what differs is the coupling
+// alone. (Beside kernel TCP, mpquic's pacer, which sends bursts of up to
+// ten packets, loses more of them at the tail-drop queue than TCP does,
+// and every mpquic controller takes less than its share.)
+//
+// The shares are the bytes each flow's server socket read over the
+// measured window (after a warm-up); the qdisc's own counter checks that
+// the link was the bottleneck and full.
+func TestLabSharedBottleneck(t *testing.T) {
+	nstest.RequireRoot(t)
+	if _, err := os.Stat("/dev/net/tun"); err != nil {
+		nstest.SkipUnless(t, "the shared-bottleneck lab needs /dev/net/tun: "+err.Error())
+	}
+	if _, err := exec.LookPath("tc"); err != nil {
+		nstest.SkipUnless(t, "the shared-bottleneck lab needs tc (iproute2)")
+	}
+	cli, rtr, srv := nstest.New(t), nstest.New(t), nstest.New(t)
+	cli.Veth("wlan0", rtr, "c1")
+	cli.Veth("wwan0", rtr, "c2")
+	// The router's one link on to the server: a TUN device at each end
+	// with the lab's emulator between them for the propagation delay (the
+	// kernel has no netem).
+	var s0, eth0 *os.File
+	inNS(t, rtr.Name, func() (err error) { s0, err = emu.OpenTUN("s0"); return err })
+	inNS(t, srv.Name, func() (err error) { eth0, err = emu.OpenTUN("eth0"); return err })
+	link := emu.NewLink("bottleneck", s0, eth0, 1)
+	link.Set(emu.Up, emu.Params{Delay: 10 * time.Millisecond})
+	link.Set(emu.Down, emu.Params{Delay: 10 * time.Millisecond})
+	linkDone := make(chan error, 1)
+	go func() { linkDone <- link.Run(context.Background()) }()
+	t.Cleanup(func() {
+		link.Close()
+		if err := <-linkDone; err != nil {
+			t.Error(err)
+		}
+	})
+	rtr.IP("link", "set", "s0", "up")
+	srv.IP("link", "set", "eth0", "up")
+	cli.IP("addr", "add", "198.18.61.2/24", "dev", "wlan0")
+	cli.IP("addr", "add", "198.18.62.2/24", "dev", "wwan0")
+	rtr.IP("addr", "add", "198.18.61.1/24", "dev", "c1")
+	rtr.IP("addr", "add", "198.18.62.1/24", "dev", "c2")
+	rtr.IP("addr", "add", "198.18.63.1/24", "dev", "s0")
+	srv.IP("addr", "add", "198.18.63.2/24", "dev", "eth0")
+	// Each client address leaves by its own interface (source routing).
+	cli.IP("route", "add", "198.18.63.0/24", "via", "198.18.61.1", "dev", "wlan0")
+	cli.IP("route", "add", "198.18.63.0/24", "via", "198.18.62.1", "dev", "wwan0", "table", "100")
+	cli.IP("rule", "add", "from", "198.18.62.2", "table", "100")
+	srv.IP("route", "add", "default", "via", "198.18.63.1")
+	rtr.Run("sysctl", "-qw", "net.ipv4.ip_forward=1")
+	// The bottleneck, a real qdisc: a 20 Mbit/s token bucket on the
+	// router's egress toward the server, its queue about 1.5 bandwidth-delay
+	// products at the 20 ms round trip.
+	rtr.Run("tc", "qdisc", "add", "dev", "s0", "root", "tbf", "rate", "20mbit", "burst", "6000", "limit", "75000")
+
+	cert, _, err := certs.SelfSigned([]string{"bottleneck.test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stls := &tls.Config{Certificates: []tls.Certificate{cert}, NextProtos: []string{"bottleneck"}}
+	ctls := &tls.Config{ServerName: "bottleneck.test", NextProtos: []string{"bottleneck"}, InsecureSkipVerify: true}
+	env := &bottleneck{cliNS: cli.Name, rtrNS: rtr.Name, ctls: ctls, quicConns: make(chan *mpquic.Conn, 4), tcpConns: make(chan net.Conn, 4)}
+	var ul *net.UDPConn
+	var tl net.Listener
+	inNS(t, srv.Name, func() (err error) {
+		if ul, err = net.ListenUDP("udp", &net.UDPAddr{IP: net.ParseIP("198.18.63.2")}); err != nil {
+			return err
+		}
+		tl, err = net.Listen("tcp", "198.18.63.2:0")
+		return err
+	})
+	t.Cleanup(func() { tl.Close() })
+	l, err := mpquic.Listen(ul, stls, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	env.quicAddr, env.tcpAddr = ul.LocalAddr().(*net.UDPAddr), tl.Addr().(*net.TCPAddr)
+	go func() {
+		for {
+			c, err := l.Accept(context.Background())
+			if err != nil {
+				return
+			}
+			env.quicConns <- c
+		}
+	}()
+	go func() {
+		for {
+			c, err := tl.Accept()
+			if err != nil {
+				return
+			}
+			env.tcpConns <- c
+		}
+	}()
+
+	load, _ := os.ReadFile("/proc/loadavg")
+	t.Logf("load average at start: %s", strings.TrimSpace(string(load)))
+	type run struct {
+		cc    mpquic.CongestionControl
+		rival mpquic.CongestionControl // "": kernel TCP
+	}
+	shares := map[run]float64{}
+	for _, r := range []run{
+		{mpquic.CongestionCUBIC, ""}, {mpquic.CongestionNewReno, ""}, {mpquic.CongestionLIA, ""},
+		{mpquic.CongestionCUBIC, mpquic.CongestionCUBIC}, {mpquic.CongestionLIA, mpquic.CongestionNewReno},
+	} {
+		name := string(r.cc) + "/beside-tcp"
+		if r.rival != "" {
+			name = string(r.cc) + "/beside-mpquic-" + string(r.rival)
+		}
+		t.Run(name, func(t *testing.T) {
+			m := env.run(t, r.cc, r.rival)
+			shares[r] = m.share
+			// Ground truth for the setup: the link carried about its rate
+			// (the qdisc counts IP packets as the TUN device takes them)
+			// and its queue overflowed, so the flows competed for it
+			// rather than for CPU.
+			if m.linkBps < 0.85*bottleneckRate || m.linkBps > 1.05*bottleneckRate || m.dropped == 0 {
+				t.Errorf("the bottleneck forwarded %.2f Mbit/s and dropped %d packets, want about %.0f Mbit/s and a full queue", m.linkBps/1e6, m.dropped, bottleneckRate/1e6)
+			}
+			if m.ownBps+m.rivalBps > m.linkBps {
+				t.Errorf("the flows read %.2f Mbit/s, more than the link's %.2f", (m.ownBps+m.rivalBps)/1e6, m.linkBps/1e6)
+			}
+			if r.cc == mpquic.CongestionLIA && m.share > 0.6 {
+				t.Errorf("LIA's two paths took %.0f%% of the shared bottleneck, want at most 60%% (RFC 6356 §2, goal 2)", 100*m.share)
+			}
+		})
+	}
+	load, _ = os.ReadFile("/proc/loadavg")
+	t.Logf("mpquic's two paths' share of the bottleneck beside one TCP flow: cubic %.0f%%, newreno %.0f%%, lia %.0f%%; beside one single-path mpquic flow: cubic (beside cubic) %.0f%%, lia (beside newreno) %.0f%% (load average at the end: %s)",
+		100*shares[run{mpquic.CongestionCUBIC, ""}], 100*shares[run{mpquic.CongestionNewReno, ""}], 100*shares[run{mpquic.CongestionLIA, ""}],
+		100*shares[run{mpquic.CongestionCUBIC, mpquic.CongestionCUBIC}], 100*shares[run{mpquic.CongestionLIA, mpquic.CongestionNewReno}], strings.TrimSpace(string(load)))
+}
+
+const bottleneckRate = 20e6
+
+// bottleneck is the topology a run uses.
+type bottleneck struct {
+	cliNS, rtrNS string
+	ctls         *tls.Config
+	quicAddr     *net.UDPAddr
+	tcpAddr      *net.TCPAddr
+	quicConns    chan *mpquic.Conn // the server's, in the order accepted
+	tcpConns     chan net.Conn
+}
+
+// bottleneckRun is one run's measurement.
+type bottleneckRun struct {
+	ownBps, rivalBps, linkBps float64
+	dropped                   int64   // by the bottleneck's queue
+	share                     float64 // mpquic's two paths' of what the flows read
+}
+
+// run uploads over mpquic on both client paths with controller cc beside
+// one rival upload over wlan0 (kernel TCP when rival is "", else
+// single-path mpquic with that controller), and measures over the window
+// after a warm-up.
+func (b *bottleneck) run(t *testing.T, cc, rival mpquic.CongestionControl) bottleneckRun {
+	t.Helper()
+	const warmup, window = 2 * time.Second, 7 * time.Second
+	ctx, cancel := context.WithTimeout(context.Background(), warmup+window+10*time.Second)
+	defer cancel()
+	var pc1, pc2, pc3 *net.UDPConn
+	var tc net.Conn
+	inNS(t, b.cliNS, func() (err error) {
+		if pc1, err = net.ListenUDP("udp", &net.UDPAddr{IP: net.ParseIP("198.18.61.2")}); err != nil {
+			return err
+		}
+		if pc2, err = net.ListenUDP("udp", &net.UDPAddr{IP: net.ParseIP("198.18.62.2")}); err != nil {
+			return err
+		}
+		if rival != "" {
+			pc3, err = net.ListenUDP("udp", &net.UDPAddr{IP: net.ParseIP("198.18.61.2")})
+			return err
+		}
+		d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP("198.18.61.2")}}
+		tc, err = d.DialContext(ctx, "tcp", b.tcpAddr.String())
+		return err
+	})
+	defer pc1.Close()
+	defer pc2.Close()
+
+	c, err := mpquic.Dial(ctx, pc1, b.quicAddr, b.ctls, &mpquic.Config{Congestion: cc})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.CloseWithError(0, "")
+	if _, err := c.AddPath(ctx, pc2, b.quicAddr); err != nil {
+		t.Fatal(err)
+	}
+	var own, other atomic.Int64
+	sc := b.accepted(t, ctx)
+	go countStreams(sc, &own)
+	var rivalW io.Writer
+	var rc *mpquic.Conn
+	if rival != "" {
+		defer pc3.Close()
+		if rc, err = mpquic.Dial(ctx, pc3, b.quicAddr, b.ctls, &mpquic.Config{Congestion: rival, DisableMultipath: true}); err != nil {
+			t.Fatal(err)
+		}
+		defer rc.CloseWithError(0, "")
+		go countStreams(b.accepted(t, ctx), &other)
+		s, err := rc.OpenStream(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer s.CancelWrite(0)
+		rivalW = s
+	} else {
+		defer tc.Close()
+		select {
+		case stc := <-b.tcpConns:
+			defer stc.Close()
+			go drain(stc, &other)
+		case <-ctx.Done():
+			t.Fatal("the server accepted no TCP connection")
+		}
+		rivalW = tc
+	}
+	s, err := c.OpenStream(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.CancelWrite(0)
+	stop := make(chan struct{})
+	done := make(chan struct{}, 2)
+	go func() { pump(s, stop); done <- struct{}{} }()
+	go func() { pump(rivalW, stop); done <- struct{}{} }()
+	defer func() {
+		close(stop)
+		if tc != nil {
+			tc.SetWriteDeadline(time.Now())
+		}
+		s.CancelWrite(0)
+		if rc != nil {
+			rc.CloseWithError(0, "")
+		}
+		<-done
+		<-done
+	}()
+
+	time.Sleep(warmup)
+	o0, r0, l0, p0, at0 := own.Load(), other.Load(), qdiscSent(t, b.rtrNS, "s0"), sc.PathStats(), time.Now()
+	time.Sleep(window)
+	o1, r1, l1, p1, at1 := own.Load(), other.Load(), qdiscSent(t, b.rtrNS, "s0"), sc.PathStats(), time.Now()
+
+	sec := at1.Sub(at0).Seconds()
+	m := bottleneckRun{ownBps: float64(o1-o0) * 8 / sec, rivalBps: float64(r1-r0) * 8 / sec, linkBps: float64(l1.bytes-l0.bytes) * 8 / sec, dropped: l1.dropped - l0.dropped}
+	if m.ownBps+m.rivalBps > 0 {
+		m.share = m.ownBps / (m.ownBps + m.rivalBps)
+	}
+	var per []string
+	for i, p := range p1 {
+		if i < len(p0) && p0[i].ID == p.ID {
+			per = append(per, fmt.Sprintf("path %d %.2f Mbit/s", p.ID, float64(p.BytesReceived-p0[i].BytesReceived)*8/sec/1e6))
+		}
+	}
+	var cw []string
+	for _, p := range c.PathStats() {
+		cw = append(cw, fmt.Sprintf("path %d cwnd %d srtt %v sent %d lost %d", p.ID, p.CongestionWindow, p.SmoothedRTT.Round(time.Millisecond), p.PacketsSent, p.PacketsLost))
+	}
+	rivalName, rivalInfo := "TCP", ""
+	if rc != nil {
+		rivalName = "mpquic " + string(rival)
+		for _, p := range rc.PathStats() {
+			rivalInfo = fmt.Sprintf("rival cwnd %d srtt %v sent %d lost %d", p.CongestionWindow, p.SmoothedRTT.Round(time.Millisecond), p.PacketsSent, p.PacketsLost)
+		}
+	} else if raw, err := tc.(*net.TCPConn).SyscallConn(); err == nil {
+		raw.Control(func(fd uintptr) {
+			if ti, err := unix.GetsockoptTCPInfo(int(fd), unix.IPPROTO_TCP, unix.TCP_INFO); err == nil {
+				rivalInfo = fmt.Sprintf("TCP cwnd %d segments, srtt %v, %d segments sent, %d retransmitted", ti.Snd_cwnd, time.Duration(ti.Rtt)*time.Microsecond, ti.Segs_out, ti.Total_retrans)
+			}
+		})
+	}
+	t.Logf("%s: mpquic %.2f Mbit/s (%s), %s %.2f Mbit/s, link %.2f Mbit/s (%d packets, %d dropped): mpquic's share %.1f%% [%s; %s]",
+		cc, m.ownBps/1e6, strings.Join(per, ", "), rivalName, m.rivalBps/1e6, m.linkBps/1e6, l1.pkts-l0.pkts, l1.dropped-l0.dropped, 100*m.share, strings.Join(cw, "; "), rivalInfo)
+	if len(per) != 2 {
+		t.Fatalf("server paths %v: want two", p1)
+	}
+	return m
+}
+
+// accepted is the server's side of the connection dialed last.
+func (b *bottleneck) accepted(t *testing.T, ctx context.Context) *mpquic.Conn {
+	t.Helper()
+	select {
+	case c := <-b.quicConns:
+		return c
+	case <-ctx.Done():
+		t.Fatal("the server accepted no connection")
+		return nil
+	}
+}
+
+// countStreams reads every stream of c, adding what it read to n.
+func countStreams(c *mpquic.Conn, n *atomic.Int64) {
+	for {
+		s, err := c.AcceptStream(context.Background())
+		if err != nil {
+			return
+		}
+		go drain(s, n)
+	}
+}
+
+// pump writes to w until stop is closed or a write fails.
+func pump(w io.Writer, stop <-chan struct{}) {
+	buf := make([]byte, 32<<10)
+	for {
+		select {
+		case <-stop:
+			return
+		default:
+		}
+		if _, err := w.Write(buf); err != nil {
+			return
+		}
+	}
+}
+
+// drain reads r to its end, adding what it read to n.
+func drain(r io.Reader, n *atomic.Int64) {
+	buf := make([]byte, 64<<10)
+	for {
+		k, err := r.Read(buf)
+		n.Add(int64(k))
+		if err != nil {
+			return
+		}
+	}
+}
+
+var sentRE = regexp.MustCompile(`Sent (\d+) bytes (\d+) pkt \(dropped (\d+)`)
+
+// qdiscCount is what the root qdisc of dev in namespace ns has sent and
+// dropped so far.
+type qdiscCount struct{ bytes, pkts, dropped int64 }
+
+func qdiscSent(t *testing.T, ns, dev string) qdiscCount {
+	t.Helper()
+	b, err := exec.Command("ip", "netns", "exec", ns, "tc", "-s", "qdisc", "show", "dev", dev).CombinedOutput()
+	out := string(b)
+	m := sentRE.FindStringSubmatch(out)
+	if err != nil || m == nil {
+		t.Fatalf("tc -s qdisc show dev %s: %v: %s", dev, err, out)
+	}
+	var c qdiscCount
+	c.bytes, _ = strconv.ParseInt(m[1], 10, 64)
+	c.pkts, _ = strconv.ParseInt(m[2], 10, 64)
+	c.dropped, _ = strconv.ParseInt(m[3], 10, 64)
+	return c
+}
+
+// inNS runs fn inside namespace ns (lab.InNS): the sockets it creates
+// live there.
+func inNS(t *testing.T, ns string, fn func() error) {
+	t.Helper()
+	if err := lab.InNS(ns, fn); err != nil {
+		t.Fatal(err)
+	}
+}
