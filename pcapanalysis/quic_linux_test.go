@@ -1,6 +1,6 @@
 //go:build linux && !race
 
-package pcapan
+package pcapanalysis
 
 import (
 	"bufio"

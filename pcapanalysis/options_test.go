@@ -1,4 +1,4 @@
-package pcapan
+package pcapanalysis
 
 import (
 	"bytes"
