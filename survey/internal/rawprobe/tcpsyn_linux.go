@@ -1,4 +1,4 @@
-package survey
+package rawprobe
 
 import (
 	"context"
@@ -15,9 +15,9 @@ type synProber struct {
 	rawProber
 }
 
-func newSynProber(_ context.Context, p probe.Path, opts ProberOptions) (Prober, error) {
+func newSynProber(_ context.Context, p probe.Path, opts Options) (Engine, error) {
 	c := &synCodec{}
 	c.port.Store(rand.Uint32N(synPortCount))
-	return &synProber{rawProber{path: p, proto: "tcp", health: opts.health, codec: c,
+	return &synProber{rawProber{path: p, proto: "tcp", health: opts.Health, codec: c,
 		hint: "needs root or CAP_NET_RAW; use --method tcp-connect otherwise"}}, nil
 }

@@ -1,4 +1,4 @@
-package survey
+package spill
 
 import (
 	"bufio"
@@ -8,48 +8,45 @@ import (
 	"os"
 )
 
-// domStore holds which domains resolved to each address: per address
-// index its entries (resolution path index<<24 | domain index) in arrival
-// order. A top-1M list has millions of them (4 bytes each, and a slice
-// per address growing by doubling: ~30 MB at 1M in the lab), so while
-// resolution runs they are appended as (address, entry) pairs, past
-// domSpillAt pairs to an unlinked temporary file; when resolution ends
-// (seal) they are grouped by address, in memory for small runs, else into
-// a second temporary file read with ReadAt (issue 18). Callers serialise
-// add and seal (runner.mu); get and each are safe once sealed.
-type domStore struct {
-	counts []uint32 // entries per address index
-	pairs  []uint64 // address<<32 | entry, not spilled yet
+// Groups holds 4-byte entries grouped by a key index, each group in
+// arrival order (the survey's: per address index, the domains that
+// resolved to it). A top-1M list has millions of them (4 bytes each, and
+// a slice per key growing by doubling: ~30 MB at 1M in the lab), so while
+// they come they are appended as (key, entry) pairs, past groupsSpillAt
+// pairs to an unlinked temporary file; Seal groups them by key, in
+// memory for small sets, else into a second temporary file read with
+// ReadAt. Callers serialise Add and Seal; Get and Each are safe once
+// sealed.
+type Groups struct {
+	counts []uint32 // entries per key index
+	pairs  []uint64 // key<<32 | entry, not spilled yet
 	f      *os.File // spilled pairs
 	w      *bufio.Writer
 	spilt  int64 // pairs in f
 	err    error
 
 	sealed bool
-	offs   []uint32 // after seal: address i's entries are [offs[i], offs[i+1])
+	offs   []uint32 // after Seal: key i's entries are [offs[i], offs[i+1])
 	grp    []uint32 // grouped entries in memory, or
 	g      *os.File // grouped entries in a file, 4 bytes each
 }
 
-// domSpillAt is how many pairs (8 bytes each) stay in memory (512 KB).
-const domSpillAt = 1 << 16
+// groupsSpillAt is how many pairs (8 bytes each) stay in memory (512 KB).
+const groupsSpillAt = 1 << 16
 
-// domSortBuf is how many grouped entries one pass over the spilled pairs
-// fills (1 MB, and as much again to write them).
-const domSortBuf = 1 << 18
+// groupsSortBuf is how many grouped entries one pass over the spilled
+// pairs fills (1 MB, and as much again to write them).
+const groupsSortBuf = 1 << 18
 
-// testDomSpillAt, when > 0, replaces domSpillAt and domSortBuf (tests).
-var testDomSpillAt = 0
-
-func (d *domStore) spillAt() (int, int) {
-	if testDomSpillAt > 0 {
-		return testDomSpillAt, testDomSpillAt
+func (d *Groups) spillAt() (int, int) {
+	if TestGroupsAt > 0 {
+		return TestGroupsAt, TestGroupsAt
 	}
-	return domSpillAt, domSortBuf
+	return groupsSpillAt, groupsSortBuf
 }
 
-// add records entry e for address index ai.
-func (d *domStore) add(ai int32, e uint32) {
+// Add records entry e for key index ai.
+func (d *Groups) Add(ai int32, e uint32) {
 	for int(ai) >= len(d.counts) {
 		d.counts = append(d.counts, 0)
 	}
@@ -60,9 +57,9 @@ func (d *domStore) add(ai int32, e uint32) {
 	}
 }
 
-func (d *domStore) spill() {
+func (d *Groups) spill() {
 	if d.f == nil {
-		f, err := unlinkedTemp("mptester-survey-doms-*")
+		f, err := UnlinkedTemp("mptester-survey-doms-*")
 		if err != nil {
 			d.err = err
 			return
@@ -81,8 +78,11 @@ func (d *domStore) spill() {
 	d.pairs = d.pairs[:0]
 }
 
-// seal groups the entries by address; n is the number of addresses.
-func (d *domStore) seal(n int) error {
+// Sealed says Seal was called.
+func (d *Groups) Sealed() bool { return d.sealed }
+
+// Seal groups the entries by key; n is the number of keys.
+func (d *Groups) Seal(n int) error {
 	if d.sealed {
 		return nil
 	}
@@ -114,11 +114,11 @@ func (d *domStore) seal(n int) error {
 		d.pairs = nil
 		return nil
 	}
-	defer func() { closeTemp(d.f); d.f = nil }()
+	defer func() { CloseTemp(d.f); d.f = nil }()
 	if err := d.w.Flush(); err != nil {
 		return fmt.Errorf("resolved domains: %w", err)
 	}
-	g, err := unlinkedTemp("mptester-survey-domsg-*")
+	g, err := UnlinkedTemp("mptester-survey-domsg-*")
 	if err != nil {
 		return fmt.Errorf("resolved domains: %w", err)
 	}
@@ -127,8 +127,8 @@ func (d *domStore) seal(n int) error {
 	var buf []uint32
 	var out []byte
 	for lo := 0; lo < n; {
-		// Addresses [lo, hi) fill at most bufN entries (one address at
-		// least, whatever its count).
+		// Keys [lo, hi) fill at most bufN entries (one key at least,
+		// whatever its count).
 		hi := lo + 1
 		for hi < n && d.offs[hi+1]-d.offs[lo] <= uint32(bufN) {
 			hi++
@@ -168,8 +168,8 @@ func (d *domStore) seal(n int) error {
 	return nil
 }
 
-// get returns address ai's entries (in buf when read from the file).
-func (d *domStore) get(ai int32, buf []uint32) []uint32 {
+// Get returns key ai's entries (in buf when read from the file).
+func (d *Groups) Get(ai int32, buf []uint32) []uint32 {
 	lo, hi := d.offs[ai], d.offs[ai+1]
 	if d.g == nil {
 		return d.grp[lo:hi]
@@ -185,9 +185,9 @@ func (d *domStore) get(ai int32, buf []uint32) []uint32 {
 	return buf
 }
 
-// each calls fn for every address index in order with its entries (valid
+// Each calls fn for every key index in order with its entries (valid
 // during the call only).
-func (d *domStore) each(fn func(ai int32, doms []uint32)) {
+func (d *Groups) Each(fn func(ai int32, doms []uint32)) {
 	n := len(d.offs) - 1
 	if d.g == nil {
 		for i := range n {
@@ -210,30 +210,12 @@ func (d *domStore) each(fn func(ai int32, doms []uint32)) {
 	}
 }
 
-func (d *domStore) close() {
+// Close removes the temporary files.
+func (d *Groups) Close() {
 	if d.f != nil {
-		closeTemp(d.f)
+		CloseTemp(d.f)
 	}
 	if d.g != nil {
-		closeTemp(d.g)
+		CloseTemp(d.g)
 	}
-}
-
-// unlinkedTemp creates a temporary file and removes its name at once, so
-// it goes with the process whatever happens (where an open file cannot be
-// removed, as on Windows, closing it leaves it for the OS's cleaning).
-func unlinkedTemp(pattern string) (*os.File, error) {
-	f, err := os.CreateTemp("", pattern)
-	if err != nil {
-		return nil, err
-	}
-	os.Remove(f.Name())
-	return f, nil
-}
-
-// closeTemp closes an unlinkedTemp file and removes it where that failed.
-func closeTemp(f *os.File) error {
-	err := f.Close()
-	os.Remove(f.Name())
-	return err
 }

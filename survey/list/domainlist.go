@@ -1,15 +1,14 @@
-package survey
+package list
 
 import (
 	"bytes"
-	"fmt"
 	"hash/maphash"
-	"io"
-	"os"
+
+	"github.com/mptester/mptester/survey/internal/spill"
 )
 
-// DomainList is a ranked list held compactly (issue 18: a top-1M list as
-// []Domain was ~45 MB of string headers and names, its duplicate check a
+// DomainList is a ranked list held compactly (a top-1M list as []Domain
+// was ~45 MB of string headers and names, its duplicate check a
 // map of another ~60 MB): per domain about 1 byte in memory (its name's
 // length, and every markEvery names the offset reached; 4 bytes more for
 // the rank only when ranks are not positions), the names in one byte
@@ -21,7 +20,7 @@ type DomainList struct {
 	long  map[int]uint32 // lengths of 255 or more (no DNS name is; only from NewDomainList)
 	marks []uint32       // start offset of name i*markEvery in the name store
 	ranks []uint32       // nil while every rank is its position (i+1), as in Tranco lists
-	names nameStore
+	names spill.Bytes
 	set   *nameSet // built on demand (Index); nil otherwise
 }
 
@@ -36,17 +35,18 @@ const (
 // Tranco names) before they all go to a temporary file.
 const spillNamesAt = 1 << 20
 
-// testSpillNamesAt, when > 0, replaces spillNamesAt (tests).
-var testSpillNamesAt = 0
-
 // NewDomainList copies ds into a compact list.
 func NewDomainList(ds []Domain) *DomainList {
-	l := &DomainList{lens: make([]uint8, 0, len(ds))}
+	l := newDomainList(len(ds))
 	for _, d := range ds {
 		l.add(d.Rank, []byte(d.Name))
 	}
-	l.names.done()
+	l.names.Done()
 	return l
+}
+
+func newDomainList(hint int) *DomainList {
+	return &DomainList{lens: make([]uint8, 0, hint), names: spill.Bytes{SpillAt: spillNamesAt}}
 }
 
 // Len is the number of domains.
@@ -76,14 +76,14 @@ func (l *DomainList) Slice() []Domain {
 }
 
 // Spilled says whether the names are in a temporary file.
-func (l *DomainList) Spilled() bool { return l.names.f != nil }
+func (l *DomainList) Spilled() bool { return l.names.Spilled() }
 
 // Close removes the temporary file, if any.
 func (l *DomainList) Close() error {
 	if l == nil {
 		return nil
 	}
-	return l.names.close()
+	return l.names.Close()
 }
 
 func (l *DomainList) length(i int) uint32 {
@@ -105,15 +105,15 @@ func (l *DomainList) start(i int) uint32 {
 // name reads name i into buf (reused when big enough).
 func (l *DomainList) name(i int, buf []byte) []byte {
 	s := l.start(i)
-	return l.names.get(s, s+l.length(i), buf)
+	return l.names.Get(s, s+l.length(i), buf)
 }
 
 func (l *DomainList) add(rank int, name []byte) {
 	i := len(l.lens)
 	if i%markEvery == 0 {
-		l.marks = append(l.marks, uint32(l.names.size))
+		l.marks = append(l.marks, uint32(l.names.Len()))
 	}
-	l.names.add(name)
+	l.names.Add(name)
 	if len(name) >= longName {
 		if l.long == nil {
 			l.long = map[int]uint32{}
@@ -147,111 +147,27 @@ func (l *DomainList) Index() {
 	}
 }
 
+// DropIndex frees what Index built.
+func (l *DomainList) DropIndex() { l.set = nil }
+
 // Find returns the index of name; Index must have been called.
 func (l *DomainList) Find(name string) (int, bool) {
 	return l.set.indexOf(l, []byte(name))
 }
 
-// nameStore is the names of a list back to back: in memory, or past
-// spillNamesAt in a temporary file with the newest bytes in a write buffer.
-type nameStore struct {
-	mem   []byte // bytes [base, size)
-	base  int64  // bytes before base are in f
-	size  int64
-	f     *os.File
-	err   error // the file failed: everything stays in memory from then on
-	limit int
-}
-
-func (s *nameStore) add(b []byte) {
-	limit := spillNamesAt
-	if testSpillNamesAt > 0 {
-		limit = testSpillNamesAt
-	}
-	switch {
-	case s.err != nil:
-	case s.f == nil && s.size+int64(len(b)) > int64(limit):
-		s.flush() // the list is long: its names go to the file
-	case s.f != nil && len(s.mem)+len(b) > 64<<10:
-		s.flush()
-	}
-	s.mem = append(s.mem, b...)
-	s.size += int64(len(b))
-}
-
-// flush moves the buffered names to the file (created on first use).
-func (s *nameStore) flush() {
-	if s.f == nil {
-		f, err := unlinkedTemp("mptester-survey-names-*")
-		if err != nil {
-			s.err = err
-			return
-		}
-		s.f = f
-	}
-	if _, err := s.f.WriteAt(s.mem, s.base); err != nil {
-		s.err = err
-		return
-	}
-	s.base += int64(len(s.mem))
-	s.mem = s.mem[:0]
-	if cap(s.mem) > 64<<10 {
-		s.mem = make([]byte, 0, 64<<10) // the write buffer from now on
-	}
-}
-
-// done ends building: a spilled store keeps at most its last buffer.
-func (s *nameStore) done() {
-	if s.f != nil && s.err == nil {
-		s.flush()
-		if s.err == nil {
-			s.mem = nil
-		}
-	}
-	if s.f == nil && cap(s.mem) > len(s.mem)+len(s.mem)/8 {
-		s.mem = bytes.Clone(s.mem)
-	}
-}
-
-func (s *nameStore) get(start, end uint32, buf []byte) []byte {
-	if int64(start) >= s.base {
-		return append(buf[:0], s.mem[int64(start)-s.base:int64(end)-s.base]...)
-	}
-	n := int(end - start)
-	if cap(buf) < n {
-		buf = make([]byte, n)
-	}
-	buf = buf[:n]
-	if _, err := s.f.ReadAt(buf, int64(start)); err != nil && err != io.EOF {
-		// The file was written by this process and is still open: a
-		// failing read means the disk failed under us.
-		panic(fmt.Sprintf("survey: read spilled domain names: %v", err))
-	}
-	return buf
-}
-
-func (s *nameStore) close() error {
-	if s.f == nil {
-		return nil
-	}
-	err := closeTemp(s.f)
-	s.f = nil
-	return err
-}
-
-// nameSet finds a list's names by their index (an indexTable: 8 MB
+// nameSet finds a list's names by their index (a spill.IndexTable: 8 MB
 // while a 1M list is read, the peak of a 1M survey's memory when its
 // slots were 8 bytes). Growing rehashes the names (rare: the table is
 // sized from the file).
 type nameSet struct {
-	indexTable
+	spill.IndexTable
 	seed  maphash.Seed
 	testH func([]byte) uint64 // tests: a hash that collides
 }
 
 func newNameSet(hint int) *nameSet {
 	s := &nameSet{seed: maphash.MakeSeed()}
-	s.alloc(max(hint, 8) * 2)
+	s.Alloc(max(hint, 8) * 2)
 	return s
 }
 
@@ -265,7 +181,7 @@ func (s *nameSet) hash(name []byte) uint64 {
 // lookup returns the index of name in l, or the slot where it would go.
 func (s *nameSet) lookup(l *DomainList, name []byte, h uint64) (idx, slot int, found bool) {
 	var buf []byte
-	return s.find(h, func(i int) bool {
+	return s.Find(h, func(i int) bool {
 		buf = l.name(i, buf)
 		return bytes.Equal(buf, name)
 	})
@@ -280,7 +196,7 @@ func (s *nameSet) insert(l *DomainList, name []byte, i int) (int, bool) {
 		return j, false
 	}
 	var buf []byte
-	s.add(h, i, slot, func(j int) uint64 {
+	s.Add(h, i, slot, func(j int) uint64 {
 		buf = l.name(j, buf)
 		return s.hash(buf)
 	})

@@ -1,6 +1,6 @@
 //go:build !linux
 
-package survey
+package rawprobe
 
 import (
 	"context"

@@ -1,4 +1,4 @@
-package survey
+package rawprobe
 
 import (
 	"context"
@@ -12,8 +12,8 @@ import (
 	"github.com/mptester/mptester/probe"
 )
 
-// defaultConnectCap stays below the kernel's initial SYN RTO (1 s).
-const defaultConnectCap = 900 * time.Millisecond
+// DefaultConnectCap stays below the kernel's initial SYN RTO (1 s).
+const DefaultConnectCap = 900 * time.Millisecond
 
 // connectProber measures the TCP handshake with the OS's connect(): no
 // privilege needed. Each attempt is capped below the SYN retransmission
@@ -23,10 +23,10 @@ type connectProber struct {
 	cap  time.Duration
 }
 
-func newConnectProber(_ context.Context, p probe.Path, opts ProberOptions) (Prober, error) {
+func newConnectProber(_ context.Context, p probe.Path, opts Options) (Engine, error) {
 	c := opts.ConnectCap
 	if c <= 0 {
-		c = defaultConnectCap
+		c = DefaultConnectCap
 	}
 	return &connectProber{path: p, cap: c}, nil
 }
@@ -41,7 +41,7 @@ func (c *connectProber) Probe(ctx context.Context, t Target) Result {
 	if err != nil {
 		return Result{Status: ProbeError, Err: err}
 	}
-	bytes := synBytes(t.Addr)
+	bytes := SynBytes(t.Addr)
 	addr := net.JoinHostPort(t.Addr.String(), strconv.Itoa(t.Port))
 	start := time.Now()
 	conn, err := d.DialContext(ctx, "tcp", addr)
@@ -50,12 +50,12 @@ func (c *connectProber) Probe(ctx context.Context, t Target) Result {
 	case err == nil:
 		// Then the handshake's ACK and our RST, each with the timestamp
 		// option when it was negotiated.
-		seg := ipTCPHeader(t.Addr) + tcpTimestampOpt
+		seg := IPTCPHeader(t.Addr) + TCPTimestampOpt
 		if tc, ok := conn.(*net.TCPConn); ok {
 			if k, ts, ok := handshakeInfo(tc); ok {
 				rtt = k // the kernel's own sample, free of scheduling delay
 				if !ts {
-					seg = ipTCPHeader(t.Addr)
+					seg = IPTCPHeader(t.Addr)
 				}
 			}
 			tc.SetLinger(0) // RST instead of FIN: no TIME_WAIT per probe
@@ -68,21 +68,21 @@ func (c *connectProber) Probe(ctx context.Context, t Target) Result {
 	return Result{Status: classifyErr(err), Err: err, Bytes: bytes}
 }
 
-// ipTCPHeader is the size of a bare TCP segment with its IP header.
-func ipTCPHeader(a netip.Addr) int {
+// IPTCPHeader is the size of a bare TCP segment with its IP header.
+func IPTCPHeader(a netip.Addr) int {
 	if a.Is4() {
 		return 40
 	}
 	return 60
 }
 
-// tcpTimestampOpt is the TCP timestamp option with its padding.
-const tcpTimestampOpt = 12
+// TCPTimestampOpt is the TCP timestamp option with its padding.
+const TCPTimestampOpt = 12
 
-// synBytes estimates a kernel SYN (MSS, SACK, timestamps, window scale).
-func synBytes(a netip.Addr) int { return ipTCPHeader(a) + 20 }
+// SynBytes estimates a kernel SYN (MSS, SACK, timestamps, window scale).
+func SynBytes(a netip.Addr) int { return IPTCPHeader(a) + 20 }
 
-func ipHeader(a netip.Addr) int {
+func IPHeader(a netip.Addr) int {
 	if a.Is4() {
 		return 20
 	}

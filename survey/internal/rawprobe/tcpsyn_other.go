@@ -1,6 +1,6 @@
 //go:build !linux
 
-package survey
+package rawprobe
 
 import (
 	"context"
@@ -10,6 +10,6 @@ import (
 )
 
 // Raw TCP sockets do not receive TCP replies outside Linux.
-func newSynProber(context.Context, probe.Path, ProberOptions) (Prober, error) {
+func newSynProber(context.Context, probe.Path, Options) (Engine, error) {
 	return nil, fmt.Errorf("tcp-syn (use --method tcp-connect): %w", probe.ErrUnsupported)
 }

@@ -1,4 +1,4 @@
-package survey
+package rawprobe
 
 import (
 	"encoding/binary"

@@ -1,4 +1,4 @@
-package survey
+package list
 
 import (
 	"archive/zip"
@@ -36,6 +36,10 @@ type ListInfo struct {
 	// FirstMalformed holds a few bad lines (line number: reason) for the log.
 	FirstMalformed []string `json:"first_malformed,omitempty"`
 }
+
+// MaxDomains bounds a list: at most MaxDomains-1 domains (the survey
+// keeps a domain's index in 24 bits, beside a path index).
+const MaxDomains = 1 << 24
 
 const maxReportedMalformed = 5
 
@@ -87,7 +91,7 @@ func parseList(r io.Reader, top, hint int) (*DomainList, ListInfo, error) {
 		hint = min(top, hint)
 	}
 	hint = max(min(hint, 1<<21), 16)
-	out := &DomainList{lens: make([]uint8, 0, hint)}
+	out := newDomainList(hint)
 	seen := newNameSet(hint)
 	malformed := func(err error) {
 		info.Malformed++
@@ -95,7 +99,7 @@ func parseList(r io.Reader, top, hint int) (*DomainList, ListInfo, error) {
 			info.FirstMalformed = append(info.FirstMalformed, fmt.Sprintf("line %d: %v", info.Lines, err))
 		}
 	}
-	defer out.names.done()
+	defer out.names.Done()
 	for {
 		b, long, err := readLine(br)
 		if err == io.EOF {
@@ -108,8 +112,8 @@ func parseList(r io.Reader, top, hint int) (*DomainList, ListInfo, error) {
 		if top > 0 && out.Len() >= top {
 			continue // keep hashing the whole file
 		}
-		if out.Len() == maxDomains-1 {
-			return out, info, fmt.Errorf("line %d: more than %d domains (use --top)", info.Lines, maxDomains-1)
+		if out.Len() == MaxDomains-1 {
+			return out, info, fmt.Errorf("line %d: more than %d domains (use --top)", info.Lines, MaxDomains-1)
 		}
 		if long {
 			malformed(fmt.Errorf("longer than %d bytes", maxLineLen))

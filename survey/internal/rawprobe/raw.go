@@ -1,4 +1,4 @@
-package survey
+package rawprobe
 
 import (
 	"context"
@@ -30,19 +30,23 @@ type rawProber struct {
 	hint  string // appended to an open error: what to do about it
 	codec rawCodec
 	// health, when set, hears of receive-queue drops and lag.
-	health *health
+	health HostMonitor
 
 	mu    sync.Mutex // socks, slots, free, done, wake
 	socks map[probe.Family]*rawSock
 	slots []rawSlot
 	free  []uint32
-	done  []uint32 // answered slots not yet handed to answered()
+	done  []uint32 // answered slots not yet handed to Answered()
 	wake  func()
-	// Scratch of sendBatch (one caller at a time: the event loop, or
+	// Scratch of SendBatch (one caller at a time: the event loop, or
 	// Probe under sendMu).
 	sendMu sync.Mutex
 	out    []rawOut
 }
+
+// The survey's loop finds a Batch by a type assertion: the compiler
+// checks here that the raw engines are one.
+var _ Batch = (*rawProber)(nil)
 
 // rawCodec is a method's packet format.
 type rawCodec interface {
@@ -97,7 +101,7 @@ type rawSock struct {
 	rx     rxDrainer // nil: a receive goroutine reads the socket
 	src    netip.Addr
 	v6     bool
-	health *health
+	health HostMonitor
 	// watermark (Unix ns): every packet that reached the socket before it
 	// has been read and handed to its probe.
 	watermark atomic.Int64
@@ -123,19 +127,19 @@ func (rp *rawProber) sock(ctx context.Context, f probe.Family) (*rawSock, error)
 	s.rx = startRx(conn, rxHandler{
 		packet: func(pkt []byte, from netip.Addr, at, now time.Time) {
 			if s.health != nil {
-				s.health.recvLag(now.Sub(at))
+				s.health.RecvLag(now.Sub(at))
 			}
 			rp.deliver(s, pkt, from, at)
 		},
 		empty: func(t time.Time) { s.watermark.Store(t.UnixNano()) },
 		drops: func(n uint64, from, to time.Time) {
 			if s.health != nil {
-				s.health.lostDuring(from, to, n, true)
+				s.health.LostDuring(from, to, n, true)
 			}
 		},
 		fill: func(f float64) {
 			if s.health != nil {
-				s.health.queueFill(f)
+				s.health.QueueFill(f)
 			}
 		},
 	})
@@ -197,16 +201,16 @@ type rxDrainer interface{ drain() }
 
 // rxTick is how often a receive goroutine (other systems) looks at its
 // idle queue, so the watermark (and with it the verdicts waiting on it)
-// keeps advancing; rxPoll is how soon the probe loop looks again at a
+// keeps advancing; RxPoll is how soon the probe loop looks again at a
 // socket whose watermark a verdict waits for.
 const (
 	rxTick = 10 * time.Millisecond
-	rxPoll = 4 * time.Millisecond
+	RxPoll = 4 * time.Millisecond
 )
 
-// poll drains the sockets' receive queues (where the caller does that)
+// Poll drains the sockets' receive queues (where the caller does that)
 // into the slots. Called by the probe loop at each wake-up.
-func (rp *rawProber) poll() {
+func (rp *rawProber) Poll() {
 	var qs [2]rxDrainer
 	n := 0
 	rp.mu.Lock()
@@ -235,7 +239,7 @@ func (rp *rawProber) Close() error {
 	return nil
 }
 
-func (rp *rawProber) onAnswer(f func()) {
+func (rp *rawProber) OnAnswer(f func()) {
 	rp.mu.Lock()
 	rp.wake = f
 	rp.mu.Unlock()
@@ -270,59 +274,59 @@ func (rp *rawProber) release(idx uint32) {
 	rp.free = append(rp.free, idx)
 }
 
-// sendBatch registers and sends every probe of reqs.
-func (rp *rawProber) sendBatch(ctx context.Context, reqs []probeReq) {
+// SendBatch registers and sends every probe of reqs.
+func (rp *rawProber) SendBatch(ctx context.Context, reqs []Req) {
 	rp.sendMu.Lock()
 	defer rp.sendMu.Unlock()
 	rp.sendLocked(ctx, reqs, nil)
 }
 
-func (rp *rawProber) sendLocked(ctx context.Context, reqs []probeReq, waiter chan struct{}) {
+func (rp *rawProber) sendLocked(ctx context.Context, reqs []Req, waiter chan struct{}) {
 	out := rp.out[:0]
 	for i := range reqs {
 		q := &reqs[i]
-		q.dst = q.dst.Unmap()
-		s, err := rp.sock(ctx, probe.FamilyOf(q.dst))
+		q.Dst = q.Dst.Unmap()
+		s, err := rp.sock(ctx, probe.FamilyOf(q.Dst))
 		if err != nil {
-			q.done, q.res = true, Result{Status: ProbeError, Err: err}
+			q.Done, q.Res = true, Result{Status: ProbeError, Err: err}
 			continue
 		}
 		rp.mu.Lock()
-		idx, ok := rp.alloc(s, q.dst, q.port, q.cookie, waiter)
+		idx, ok := rp.alloc(s, q.Dst, q.Port, q.Cookie, waiter)
 		if ok {
-			o := rawOut{req: i, sock: s, dst: q.dst}
+			o := rawOut{req: i, sock: s, dst: q.Dst}
 			o.n = len(rp.codec.build(o.pkt[:0], s.src, &rp.slots[idx], idx))
 			out = append(out, o)
 		}
 		rp.mu.Unlock()
 		if !ok {
-			q.done, q.res = true, Result{Status: ProbeError, Err: fmt.Errorf("all %d probe slots in use", maxSlots)}
+			q.Done, q.Res = true, Result{Status: ProbeError, Err: fmt.Errorf("all %d probe slots in use", maxSlots)}
 			continue
 		}
-		q.slot = idx
+		q.Slot = idx
 	}
 	writeBatch(out)
 	rp.mu.Lock()
 	for _, o := range out {
 		q := &reqs[o.req]
-		q.sent = o.sent
+		q.Sent = o.sent
 		if o.err != nil {
-			rp.release(q.slot)
+			rp.release(q.Slot)
 			refused := hostRefused(o.err)
 			if refused && rp.health != nil {
-				rp.health.sendFailed(o.sent)
+				rp.health.SendFailed(o.sent)
 			}
-			q.done, q.res = true, Result{Status: classifyErr(o.err), Err: fmt.Errorf("send %s: %w", rp.codec.pktName(), o.err), HostSuspect: refused}
+			q.Done, q.Res = true, Result{Status: classifyErr(o.err), Err: fmt.Errorf("send %s: %w", rp.codec.pktName(), o.err), HostSuspect: refused}
 			continue
 		}
-		rp.slots[q.slot].sent = o.sent.UnixNano()
+		rp.slots[q.Slot].sent = o.sent.UnixNano()
 	}
 	rp.mu.Unlock()
 	rp.out = out[:0]
 }
 
-// answered hands over the answered probes, freeing their slots.
-func (rp *rawProber) answered(dst []probeAnswer) []probeAnswer {
+// Answered hands over the Answered probes, freeing their slots.
+func (rp *rawProber) Answered(dst []Answer) []Answer {
 	rp.mu.Lock()
 	defer rp.mu.Unlock()
 	for _, idx := range rp.done {
@@ -334,28 +338,28 @@ func (rp *rawProber) answered(dst []probeAnswer) []probeAnswer {
 }
 
 // answer of slot idx. Callers hold rp.mu.
-func (rp *rawProber) answer(idx uint32) probeAnswer {
+func (rp *rawProber) answer(idx uint32) Answer {
 	sl := &rp.slots[idx]
-	return probeAnswer{cookie: sl.cookie, sent: time.Unix(0, sl.sent), at: time.Unix(0, sl.at), kind: sl.kind,
-		bytes: probeBytes(sl.dst) + rp.codec.replyBytes(sl.kind, sl.dst)}
+	return Answer{Cookie: sl.cookie, Sent: time.Unix(0, sl.sent), At: time.Unix(0, sl.at), Kind: sl.kind,
+		Bytes: ProbeBytes(sl.dst) + rp.codec.replyBytes(sl.kind, sl.dst)}
 }
 
-// probeBytes is the size of a probe packet with its IP header (a SYN
+// ProbeBytes is the size of a probe packet with its IP header (a SYN
 // with one option and an echo request with 16 bytes of data: 24).
-func probeBytes(dst netip.Addr) int { return 24 + ipHeader(dst) }
+func ProbeBytes(dst netip.Addr) int { return 24 + IPHeader(dst) }
 
-func (rp *rawProber) expire(idx uint32, deadline, now time.Time) (Result, bool) {
+func (rp *rawProber) Expire(idx uint32, deadline, now time.Time) (Result, bool) {
 	rp.mu.Lock()
 	defer rp.mu.Unlock()
 	sl := &rp.slots[idx]
 	if sl.state != slotPending {
-		return Result{}, false // answered: answered() will hand it over
+		return Result{}, false // answered: Answered() will hand it over
 	}
 	drained := sl.sock.watermark.Load() >= deadline.UnixNano()
-	if !drained && now.Before(deadline.Add(maxVerdictWait)) {
+	if !drained && now.Before(deadline.Add(MaxVerdictWait)) {
 		return Result{}, false
 	}
-	res := Result{Status: ProbeTimeout, Err: context.DeadlineExceeded, Bytes: probeBytes(sl.dst), HostSuspect: !drained}
+	res := Result{Status: ProbeTimeout, Err: context.DeadlineExceeded, Bytes: ProbeBytes(sl.dst), HostSuspect: !drained}
 	rp.release(idx)
 	return res, true
 }
@@ -368,13 +372,13 @@ func (rp *rawProber) Probe(ctx context.Context, t Target) Result {
 		deadline = time.Now().Add(24 * time.Hour)
 	}
 	w := make(chan struct{})
-	reqs := []probeReq{{dst: t.Addr, port: uint16(t.Port)}}
+	reqs := []Req{{Dst: t.Addr, Port: uint16(t.Port)}}
 	rp.sendMu.Lock()
 	rp.sendLocked(ctx, reqs, w)
 	rp.sendMu.Unlock()
 	q := reqs[0]
-	if q.done {
-		return q.res
+	if q.Done {
+		return q.Res
 	}
 	tm := time.NewTimer(time.Until(deadline))
 	defer tm.Stop()
@@ -384,10 +388,10 @@ func (rp *rawProber) Probe(ctx context.Context, t Target) Result {
 		select {
 		case <-w:
 		case <-tk.C:
-			rp.poll()
+			rp.Poll()
 			if now := time.Now(); now.Before(deadline) && ctx.Err() == nil {
 				rp.mu.Lock()
-				answered := rp.slots[q.slot].state == slotAnswered
+				answered := rp.slots[q.Slot].state == slotAnswered
 				rp.mu.Unlock()
 				if !answered {
 					continue
@@ -398,23 +402,23 @@ func (rp *rawProber) Probe(ctx context.Context, t Target) Result {
 		}
 		now := time.Now()
 		rp.mu.Lock()
-		sl := &rp.slots[q.slot]
+		sl := &rp.slots[q.Slot]
 		if sl.state == slotAnswered {
-			a := rp.answer(q.slot)
-			rp.release(q.slot)
+			a := rp.answer(q.Slot)
+			rp.release(q.Slot)
 			rp.mu.Unlock()
-			if a.at.After(deadline) {
-				return Result{Status: ProbeTimeout, Err: context.DeadlineExceeded, Bytes: a.bytes}
+			if a.At.After(deadline) {
+				return Result{Status: ProbeTimeout, Err: context.DeadlineExceeded, Bytes: a.Bytes}
 			}
-			return Result{Kind: a.kind, RTT: a.at.Sub(a.sent), Status: ProbeSuccess, Bytes: a.bytes}
+			return Result{Kind: a.Kind, RTT: a.At.Sub(a.Sent), Status: ProbeSuccess, Bytes: a.Bytes}
 		}
 		rp.mu.Unlock()
-		if res, final := rp.expire(q.slot, deadline, now); final || ctx.Err() != nil {
+		if res, final := rp.Expire(q.Slot, deadline, now); final || ctx.Err() != nil {
 			if !final {
 				rp.mu.Lock()
-				rp.release(q.slot)
+				rp.release(q.Slot)
 				rp.mu.Unlock()
-				return Result{Status: classifyErr(ctx.Err()), Err: ctx.Err(), Bytes: probeBytes(q.dst)}
+				return Result{Status: classifyErr(ctx.Err()), Err: ctx.Err(), Bytes: ProbeBytes(q.Dst)}
 			}
 			return res
 		}

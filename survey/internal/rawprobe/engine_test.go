@@ -1,4 +1,4 @@
-package survey
+package rawprobe
 
 import (
 	"context"
@@ -14,11 +14,11 @@ import (
 // A reply finds its probe by the slot index in its acknowledgment number
 // and is taken only if address, ports and token match the slot's; the
 // verdict of an unanswered probe waits for the receive loop's watermark,
-// and past maxVerdictWait it is a timeout the host may have caused.
+// and past MaxVerdictWait it is a timeout the host may have caused.
 func TestRawSlots(t *testing.T) {
 	rp := &rawProber{codec: &synCodec{}}
 	woken := 0
-	rp.onAnswer(func() { woken++ })
+	rp.OnAnswer(func() { woken++ })
 	s := &rawSock{src: netip.MustParseAddr("198.18.0.2")}
 	dst := netip.MustParseAddr("198.19.1.7")
 	sent := time.Now()
@@ -44,12 +44,12 @@ func TestRawSlots(t *testing.T) {
 	rp.deliver(s, reply(syn, tcpSYN|tcpACK, 1<<16), dst, at) // wrong token
 	rp.deliver(s, reply(syn, tcpSYN|tcpACK, 0), netip.MustParseAddr("198.19.1.8"), at)
 	rp.deliver(s, reply(syn, tcpSYN, 0), dst, at) // no ACK
-	assert.Empty(t, rp.answered(nil))
+	assert.Empty(t, rp.Answered(nil))
 	rp.deliver(s, reply(syn, tcpSYN|tcpACK, 0), dst, at)
 	rp.deliver(s, reply(syn, tcpRST|tcpACK, 0), dst, at.Add(time.Millisecond)) // a duplicate
-	got := rp.answered(nil)
+	got := rp.Answered(nil)
 	require.Len(t, got, 1)
-	assert.Equal(t, probeAnswer{cookie: 7, sent: time.Unix(0, sent.UnixNano()), at: time.Unix(0, at.UnixNano()), kind: AnswerSynAck, bytes: 44 + 40}, got[0])
+	assert.Equal(t, Answer{Cookie: 7, Sent: time.Unix(0, sent.UnixNano()), At: time.Unix(0, at.UnixNano()), Kind: AnswerSynAck, Bytes: 44 + 40}, got[0])
 	assert.Equal(t, 1, woken)
 	assert.Equal(t, []uint32{idx}, rp.free, "slot released")
 
@@ -57,14 +57,14 @@ func TestRawSlots(t *testing.T) {
 	idx, _ = probeOf(8)
 	deadline := sent.Add(time.Second)
 	s.watermark.Store(deadline.Add(-time.Millisecond).UnixNano())
-	_, final := rp.expire(idx, deadline, deadline.Add(time.Second))
+	_, final := rp.Expire(idx, deadline, deadline.Add(time.Second))
 	assert.False(t, final, "the receive loop has not read up to the deadline")
 	s.watermark.Store(deadline.UnixNano())
-	res, final := rp.expire(idx, deadline, deadline.Add(time.Second))
+	res, final := rp.Expire(idx, deadline, deadline.Add(time.Second))
 	assert.True(t, final)
 	assert.Equal(t, Result{Status: ProbeTimeout, Err: context.DeadlineExceeded, Bytes: 44}, res)
 	idx, _ = probeOf(9)
-	res, final = rp.expire(idx, deadline.Add(time.Hour), deadline.Add(time.Hour+maxVerdictWait))
+	res, final = rp.Expire(idx, deadline.Add(time.Hour), deadline.Add(time.Hour+MaxVerdictWait))
 	assert.True(t, final)
 	assert.True(t, res.HostSuspect, "the receive loop never caught up")
 

@@ -1,4 +1,4 @@
-package survey
+package rawprobe
 
 import (
 	"net/netip"
@@ -45,7 +45,7 @@ func (*synCodec) match(pkt []byte, _ bool) (idx, token uint32, sport, dport uint
 // The kernel knows no connection for a SYN-ACK and resets it.
 func (*synCodec) replyBytes(k AnswerKind, dst netip.Addr) int {
 	if k == AnswerSynAck {
-		return ipTCPHeader(dst)
+		return IPTCPHeader(dst)
 	}
 	return 0
 }

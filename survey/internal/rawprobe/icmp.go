@@ -1,4 +1,4 @@
-package survey
+package rawprobe
 
 import (
 	"context"
@@ -17,8 +17,8 @@ type icmpProber struct {
 	rawProber
 }
 
-func newICMPProber(_ context.Context, p probe.Path, opts ProberOptions) (Prober, error) {
-	return &icmpProber{rawProber{path: p, proto: "icmp", health: opts.health, hint: "needs root or CAP_NET_RAW",
+func newICMPProber(_ context.Context, p probe.Path, opts Options) (Engine, error) {
+	return &icmpProber{rawProber{path: p, proto: "icmp", health: opts.Health, hint: "needs root or CAP_NET_RAW",
 		codec: icmpCodec{id: uint16(rand.Uint32())}}}, nil
 }
 
