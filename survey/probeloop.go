@@ -13,14 +13,14 @@ import (
 // The probing stage is one event loop (issue 18). One goroutine wakes on
 // one timer, about every batchProbes probes at the current rate (tick): it
 // sends every probe whose turn has come (spacing and rate) in one batch
-// per prober, reads the replies that
-// reached the probers' sockets meanwhile (on Linux the loop drains them
+// per engine, reads the replies that
+// reached the engines' sockets meanwhile (on Linux the loop drains them
 // itself; elsewhere receive goroutines queue them), and gives a verdict to each
 // probe whose deadline has passed. Per-target state lives in slices
 // indexed by job; the probes in flight are a FIFO in send order, which is
 // deadline order since every probe has the same timeout. A goroutine per
 // target woken by its own timers cost ~9.5 context switches and ~100 µs of
-// CPU per probe (docs/benchmarks.md); probers that cannot send in batches
+// CPU per probe (docs/benchmarks.md); engines that cannot send in batches
 // (tcp-connect, test fakes) still get a goroutine per probe.
 
 // sendTick is the longest sleep between two sends, and between two reads
@@ -49,7 +49,7 @@ func tick(rate float64) time.Duration {
 // probeJob is one target being probed (one attempt at a time).
 type probeJob struct {
 	t        target
-	pr       int // index in loop.probers
+	pr       int // index in loop.engines
 	attempt  int
 	reserved int64 // bytes taken from the path's budget
 	sent     int64 // bytes sent, all attempts
@@ -82,7 +82,7 @@ func codeOf[T comparable](xs []T, x T) uint8 {
 	return uint8(len(xs) - 1)
 }
 
-// inflight is a probe of a batch prober waiting for its deadline.
+// inflight is a probe of a batch engine waiting for its deadline.
 type inflight struct {
 	deadline int64
 	cookie   uint64
@@ -104,9 +104,9 @@ type goDone struct {
 type probeLoop struct {
 	ctx     context.Context // an ended run records no more targets
 	r       *runner
-	probers []Engine
-	batch   []rawprobe.Batch // nil where probers[i] is not one
-	byPath  []int            // prober index per runner path index, -1: none
+	engines []Engine
+	batch   []rawprobe.Batch // nil where engines[i] is not one
+	byPath  []int            // engine index per runner path index, -1: none
 	count   int
 	jobs    []probeJob
 	res     []probeRes // count per job
@@ -150,23 +150,23 @@ func (l *probeLoop) current(cookie uint64) bool {
 
 // probeLoop probes queued targets, at most MaxInFlight at once, until the
 // queue is closed and drained or ctx is done.
-func (r *runner) probeLoop(ctx context.Context, probers map[string]Engine) {
+func (r *runner) probeLoop(ctx context.Context, engines map[string]Engine) {
 	l := &probeLoop{ctx: ctx, r: r, count: r.cfg.Count, wake: make(chan struct{}, 1), errs: map[uint64]error{}, perProbe: r.bytesPerProbe()}
 	for _, name := range r.names {
-		pr := probers[name]
+		pr := engines[name]
 		if pr == nil {
 			l.byPath = append(l.byPath, -1)
 			continue
 		}
-		l.byPath = append(l.byPath, len(l.probers))
-		l.probers = append(l.probers, pr)
+		l.byPath = append(l.byPath, len(l.engines))
+		l.engines = append(l.engines, pr)
 		bp, _ := pr.(rawprobe.Batch)
 		l.batch = append(l.batch, bp)
 		if bp != nil {
 			bp.OnAnswer(l.signalIfWanted)
 		}
 	}
-	l.reqs = make([][]rawprobe.Req, len(l.probers))
+	l.reqs = make([][]rawprobe.Req, len(l.engines))
 	defer l.stop(ctx)
 	tm := time.NewTimer(time.Hour)
 	defer tm.Stop()
@@ -327,7 +327,7 @@ func (l *probeLoop) send(ctx context.Context, now time.Time) int64 {
 		if j.n < l.count {
 			l.push(dueJob{at: nowNs + int64(r.cfg.Spacing), job: ji})
 		}
-		pr := l.probers[j.pr]
+		pr := l.engines[j.pr]
 		l.gwg.Go(func() {
 			pctx, cancel := context.WithTimeout(ctx, r.cfg.Timeout)
 			res := pr.Probe(pctx, tg)

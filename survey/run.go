@@ -210,9 +210,9 @@ func Run(ctx context.Context, cfg Config, out *report.Stream) (Summary, error) {
 	}
 	resolvers := r.resolvers()
 	t0 := time.Now()
-	probers := r.newProbers(ctx)
+	engines := r.newEngines(ctx)
 	defer func() {
-		for _, p := range probers {
+		for _, p := range engines {
 			p.Close()
 		}
 	}()
@@ -220,7 +220,7 @@ func Run(ctx context.Context, cfg Config, out *report.Stream) (Summary, error) {
 	r.probeStage = r.prog.begin("probe", 0)
 	r.indexResumed(resolvers)
 	var probing sync.WaitGroup
-	probing.Go(func() { r.probeLoop(ctx, probers) })
+	probing.Go(func() { r.probeLoop(ctx, engines) })
 	r.resolveAll(ctx, resolvers, resolveStage)
 	r.queue.close()
 	r.log.Info("resolution done", "paths", len(resolvers), "domains", dl.Len(), "elapsed", time.Since(t0).Round(time.Millisecond))

@@ -245,10 +245,10 @@ func (r *runner) popTarget() (t target, ok, closed bool) {
 	return target{addr: a, ai: q.ai(), pi: q.pi()}, true, false
 }
 
-// newProbers opens a prober per path; a path without one is warned about
+// newEngines opens a engine per path; a path without one is warned about
 // and its targets are not probed.
-func (r *runner) newProbers(ctx context.Context) map[string]Engine {
-	probers := map[string]Engine{}
+func (r *runner) newEngines(ctx context.Context) map[string]Engine {
+	engines := map[string]Engine{}
 	for _, name := range r.names {
 		connectCap := r.cfg.ConnectCap
 		if connectCap <= 0 {
@@ -260,9 +260,9 @@ func (r *runner) newProbers(ctx context.Context) map[string]Engine {
 			r.failed.Store(true)
 			continue
 		}
-		probers[name] = p
+		engines[name] = p
 	}
-	return probers
+	return engines
 }
 
 // overBudget skips t for the byte budget, counting it in every cell it
@@ -290,7 +290,7 @@ func (r *runner) lowerBound(n int64) time.Duration {
 }
 
 // bytesPerProbe is the most one probe can put on the path, reserved from
-// the budget before it is sent (the probers report what was really sent).
+// the budget before it is sent (the engines report what was really sent).
 func (r *runner) bytesPerProbe() func(netip.Addr) int {
 	return func(a netip.Addr) int {
 		switch r.cfg.Method {
