@@ -1,6 +1,9 @@
-// Package probe models one network path of a multihomed host: interface
-// discovery, binding sockets to a path, per-path DNS, and the dialers every
-// measurement uses. Platform code lives in _linux/_darwin/_windows files.
+// Package probe is the probe host: the multihomed machine mptester runs
+// on, as ProbeID names it in the fleet. It holds that host's network paths
+// (interface discovery, Path), binding sockets to a path, per-path DNS and
+// the dialers every measurement uses. It does not probe targets: the
+// survey's probing engine is survey/internal/rawprobe. Platform code lives
+// in _linux/_darwin/_windows files.
 package probe
 
 import (

@@ -8,6 +8,8 @@ import (
 	"math"
 	"net/netip"
 	"os"
+
+	"github.com/mptester/mptester/survey/internal/spill"
 )
 
 // addrIndex numbers the resolved addresses 0, 1, 2, ... in order of first
@@ -17,23 +19,23 @@ import (
 // resolved to it are in runner.doms). A real top-1M list resolves to
 // ~1.5M addresses (the lab's 1M world to ~160K), so past addrMemRecords
 // the records go to an unlinked temporary file, read and written in place
-// (issue 18: memory that does not grow with the list). What stays in
-// memory is the lookup table (indexTable: 4 bytes a slot, at most half
+// (memory that does not grow with the list). What stays in memory is the
+// lookup table (spill.IndexTable: 4 bytes a slot, at most half
 // full; a lookup reads a record only when 7 bits of its hash match).
 //
 // Callers serialise every call (runner.mu). A file error is kept (err)
 // and the run ends with it; a record that could not be read reads as
 // empty.
 type addrIndex struct {
-	indexTable // n: the addresses numbered
-	seed       maphash.Seed
-	paths      int
-	recSize    int
-	mem        []byte // records [0, memRecs)
-	memRecs    int
-	f          *os.File // records from memRecs on
-	err        error
-	buf        []byte
+	spill.IndexTable // Len: the addresses numbered
+	seed             maphash.Seed
+	paths            int
+	recSize          int
+	mem              []byte // records [0, memRecs)
+	memRecs          int
+	f                *os.File // records from memRecs on
+	err              error
+	buf              []byte
 }
 
 // addrRec is one address's record, decoded.
@@ -79,7 +81,7 @@ func newAddrIndex(paths int) *addrIndex {
 	return x
 }
 
-func (x *addrIndex) len() int { return x.n }
+func (x *addrIndex) len() int { return x.Len() }
 
 func (x *addrIndex) hash(a netip.Addr) uint64 {
 	b := a.As16()
@@ -92,7 +94,7 @@ func (x *addrIndex) hash(a netip.Addr) uint64 {
 
 // lookup returns a's number, or the slot where it would go.
 func (x *addrIndex) lookup(a netip.Addr, h uint64) (int32, int, bool) {
-	i, slot, ok := x.find(h, func(i int) bool { return x.addr(int32(i)) == a })
+	i, slot, ok := x.Find(h, func(i int) bool { return x.addr(int32(i)) == a })
 	return int32(i), slot, ok
 }
 
@@ -110,13 +112,13 @@ func (x *addrIndex) insert(a netip.Addr) (int32, bool) {
 	if ok {
 		return i, false
 	}
-	if x.n >= maxTableItems {
+	if x.Len() >= spill.MaxTableItems {
 		x.fail(errTooManyAddrs)
 		return -1, false
 	}
-	i = int32(x.n)
+	i = int32(x.Len())
 	x.store(i, &addrRec{addr: a})
-	x.add(h, int(i), slot, func(j int) uint64 { return x.hash(x.addr(int32(j))) })
+	x.Add(h, int(i), slot, func(j int) uint64 { return x.hash(x.addr(int32(j))) })
 	return i, true
 }
 
@@ -166,7 +168,7 @@ func (x *addrIndex) store(i int32, r *addrRec) {
 		return
 	}
 	if x.f == nil && x.err == nil {
-		f, err := unlinkedTemp("mptester-survey-addrs-*")
+		f, err := spill.UnlinkedTemp("mptester-survey-addrs-*")
 		if err != nil {
 			x.fail(err)
 			return
@@ -209,7 +211,7 @@ func (x *addrIndex) fail(err error) {
 // close removes the temporary file.
 func (x *addrIndex) close() {
 	if x.f != nil {
-		closeTemp(x.f)
+		spill.CloseTemp(x.f)
 		x.f = nil
 	}
 }

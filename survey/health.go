@@ -7,6 +7,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/mptester/mptester/survey/internal/rawprobe"
 )
 
 // health is the prober watching itself (issue 18): a reply the host lost
@@ -105,22 +107,19 @@ const (
 	rateDecrease  = 0.7  // multiplicative decrease per overloaded window
 	rateIncrease  = 0.05 // of the asked rate, per healthy second
 	rateFloorFrac = 0.02 // never below this share of the asked rate
-	// maxVerdictWait bounds how long a verdict waits for a late receive
-	// loop; past it the probe is suspect rather than a timeout.
-	maxVerdictWait = 10 * time.Second
 )
 
 // newHealth watches a run at asked probes/s (lim's rate) whose probes time
 // out after keep, sent through the interfaces ifaces.
 func newHealth(asked float64, lim *Limiter, keep time.Duration, ifaces []string) *health {
-	h := &health{asked: asked, lim: lim, host: newHostCounters(ifaces), keep: keep + 2*maxVerdictWait, rateMin: asked, timeout: keep}
+	h := &health{asked: asked, lim: lim, host: newHostCounters(ifaces), keep: keep + 2*rawprobe.MaxVerdictWait, rateMin: asked, timeout: keep}
 	h.sampleHost(time.Now())
 	return h
 }
 
-// lostDuring records that replies arriving in (from, to] may have been
+// LostDuring records that replies arriving in (from, to] may have been
 // dropped by the host (n drops of a socket when sock, else of the host).
-func (h *health) lostDuring(from, to time.Time, n uint64, sock bool) {
+func (h *health) LostDuring(from, to time.Time, n uint64, sock bool) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.winDrops += n
@@ -164,9 +163,9 @@ func (h *health) addSpanLocked(lost []span, s span) []span {
 	return merged[j:]
 }
 
-// sendFailed records a send the host refused for lack of buffers: the
+// SendFailed records a send the host refused for lack of buffers: the
 // probe is suspect like a dropped reply.
-func (h *health) sendFailed(at time.Time) {
+func (h *health) SendFailed(at time.Time) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.sendErrs++
@@ -174,18 +173,18 @@ func (h *health) sendFailed(at time.Time) {
 	h.lost = h.addSpanLocked(h.lost, span{at.Add(-time.Microsecond), at})
 }
 
-// recvLag and sendLag report how late a receive loop processed a packet
+// RecvLag and sendLag report how late a receive loop processed a packet
 // (processing time minus kernel stamp) and a probe left (send time minus
 // its slot in the schedule).
-func (h *health) recvLag(d time.Duration) {
+func (h *health) RecvLag(d time.Duration) {
 	h.mu.Lock()
 	h.winRecvLag = max(h.winRecvLag, d)
 	h.maxRecvLag = max(h.maxRecvLag, d)
 	h.mu.Unlock()
 }
 
-// queueFill reports how full a probe socket's receive queue is (0..1).
-func (h *health) queueFill(f float64) {
+// QueueFill reports how full a probe socket's receive queue is (0..1).
+func (h *health) QueueFill(f float64) {
 	h.mu.Lock()
 	h.winFill = max(h.winFill, f)
 	h.maxFill = max(h.maxFill, f)

@@ -23,9 +23,9 @@ func TestHealthSuspect(t *testing.T) {
 	h := &health{keep: time.Hour}
 	t0 := time.Now()
 	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
-	h.lostDuring(at(100), at(200), 1, true)
-	h.lostDuring(at(150), at(250), 2, false) // merges with the first
-	h.lostDuring(at(1000), at(1001), 1, true)
+	h.LostDuring(at(100), at(200), 1, true)
+	h.LostDuring(at(150), at(250), 2, false) // merges with the first
+	h.LostDuring(at(1000), at(1001), 1, true)
 	h.sampled = at(5000) // host counters current
 	require.Len(t, h.lost, 2)
 	for _, c := range []struct {
@@ -62,14 +62,14 @@ func TestHealthRate(t *testing.T) {
 	h.step()
 	assert.InDelta(t, 1000, lim.Rate(), 0.01, "healthy: unchanged")
 	assert.Nil(t, h.degraded())
-	h.recvLag(2 * overloadLag)
+	h.RecvLag(2 * overloadLag)
 	h.sendLag(time.Second)
 	h.step()
 	assert.InDelta(t, 1000, lim.Rate(), 0.01, "late only: unchanged")
-	h.lostDuring(time.Now(), time.Now(), 3, true)
+	h.LostDuring(time.Now(), time.Now(), 3, true)
 	h.step()
 	assert.InDelta(t, 700, lim.Rate(), 0.01)
-	h.recvLag(600 * time.Millisecond)
+	h.RecvLag(600 * time.Millisecond)
 	h.step()
 	assert.InDelta(t, 490, lim.Rate(), 0.01)
 	for range 9 {
@@ -83,7 +83,7 @@ func TestHealthRate(t *testing.T) {
 	}
 	assert.InDelta(t, 1000, lim.Rate(), 0.01, "back to the asked rate, not above")
 	for range 500 {
-		h.queueFill(0.8)
+		h.QueueFill(0.8)
 		h.step()
 	}
 	assert.InDelta(t, 20, lim.Rate(), 0.01, "floor")
@@ -135,7 +135,7 @@ func (p *overloadProber) Close() error { return nil }
 // on a later attempt is responsive.
 func TestRunHostOverloaded(t *testing.T) {
 	pr := &overloadProber{}
-	Methods["test-overload"] = func(context.Context, probe.Path, ProberOptions) (Prober, error) { return pr, nil }
+	Methods["test-overload"] = func(context.Context, probe.Path, EngineOptions) (Engine, error) { return pr, nil }
 	defer delete(Methods, "test-overload")
 	dnsAddr := startDNS(t, defaultZone())
 	cfg := baseConfig(loopback(t, dnsAddr), 1)

@@ -12,7 +12,7 @@ func BenchmarkHeldSpill(b *testing.B) {
 		Sent: 1, Received: 1, RTTsMs: []float64{21.234}, Answer: AnswerSynAck, Answers: map[string]int{"syn-ack": 1}, Responsive: true, Bytes: 100}
 	rec.ProbeStats = statsOf(rec.RTTsMs)
 	for b.Loop() {
-		var h heldStore
+		h := newHeldStore(false)
 		for i := range 10000 {
 			h.add(heldRecord{t: target{addr: rec.Address, ai: int32(i), pi: 1}, rec: rec, valid: []bool{true, true}})
 		}

@@ -24,6 +24,7 @@ import (
 	"github.com/mptester/mptester/probe"
 	"github.com/mptester/mptester/report"
 	. "github.com/mptester/mptester/survey"
+	"github.com/mptester/mptester/survey/list"
 )
 
 // TestLabSurveyMatchesTruth runs the survey in a generated lab world (no
@@ -105,7 +106,7 @@ func labConfig(t *testing.T, l *labtest.Lab, truth *world.Truth, method string) 
 		require.NoError(t, err)
 		use = append(use, p)
 	}
-	domains, _, err := LoadList(info.Files.Tranco, 0)
+	domains, _, err := list.LoadList(info.Files.Tranco, 0)
 	require.NoError(t, err)
 	fam := probe.FamilyAny
 	switch truth.Family {

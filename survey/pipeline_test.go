@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mptester/mptester/survey/internal/spill"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -97,8 +98,8 @@ func TestHeldRecordsCapped(t *testing.T) {
 // while resolution runs go to a temporary file, probing never pauses, and
 // every record comes back once, completed with its domains.
 func TestHeldRecordsSpilled(t *testing.T) {
-	testHeldInMemory = 5
-	defer func() { testHeldInMemory = 0 }()
+	spill.TestQueueInMemory = 5
+	defer func() { spill.TestQueueInMemory = 0 }()
 	out, logs, held := runHeld(t)
 	seen := map[string]int{}
 	for _, b := range records(t, out.Bytes())["probe"] {

@@ -6,19 +6,21 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/mptester/mptester/survey/internal/rawprobe"
 )
 
 // The probing stage is one event loop (issue 18). One goroutine wakes on
 // one timer, about every batchProbes probes at the current rate (tick): it
 // sends every probe whose turn has come (spacing and rate) in one batch
-// per prober, reads the replies that
-// reached the probers' sockets meanwhile (on Linux the loop drains them
+// per engine, reads the replies that
+// reached the engines' sockets meanwhile (on Linux the loop drains them
 // itself; elsewhere receive goroutines queue them), and gives a verdict to each
 // probe whose deadline has passed. Per-target state lives in slices
 // indexed by job; the probes in flight are a FIFO in send order, which is
 // deadline order since every probe has the same timeout. A goroutine per
 // target woken by its own timers cost ~9.5 context switches and ~100 µs of
-// CPU per probe (docs/benchmarks.md); probers that cannot send in batches
+// CPU per probe (docs/benchmarks.md); engines that cannot send in batches
 // (tcp-connect, test fakes) still get a goroutine per probe.
 
 // sendTick is the longest sleep between two sends, and between two reads
@@ -47,7 +49,7 @@ func tick(rate float64) time.Duration {
 // probeJob is one target being probed (one attempt at a time).
 type probeJob struct {
 	t        target
-	pr       int // index in loop.probers
+	pr       int // index in loop.engines
 	attempt  int
 	reserved int64 // bytes taken from the path's budget
 	sent     int64 // bytes sent, all attempts
@@ -80,7 +82,7 @@ func codeOf[T comparable](xs []T, x T) uint8 {
 	return uint8(len(xs) - 1)
 }
 
-// inflight is a probe of a batch prober waiting for its deadline.
+// inflight is a probe of a batch engine waiting for its deadline.
 type inflight struct {
 	deadline int64
 	cookie   uint64
@@ -102,9 +104,9 @@ type goDone struct {
 type probeLoop struct {
 	ctx     context.Context // an ended run records no more targets
 	r       *runner
-	probers []Prober
-	batch   []batchProber // nil where probers[i] is not one
-	byPath  []int         // prober index per runner path index, -1: none
+	engines []Engine
+	batch   []rawprobe.Batch // nil where engines[i] is not one
+	byPath  []int            // engine index per runner path index, -1: none
 	count   int
 	jobs    []probeJob
 	res     []probeRes // count per job
@@ -113,8 +115,8 @@ type probeLoop struct {
 	due     []dueJob // min-heap on at
 	fifo    []inflight
 	head    int // fifo[head:] are in flight
-	reqs    [][]probeReq
-	answers []probeAnswer
+	reqs    [][]rawprobe.Req
+	answers []rawprobe.Answer
 	errs    map[uint64]error // rare: errors of probes, for the debug log
 	// wake is signalled by goroutine probes and, while wantWake, by the
 	// receive loops when an answer is queued.
@@ -148,23 +150,23 @@ func (l *probeLoop) current(cookie uint64) bool {
 
 // probeLoop probes queued targets, at most MaxInFlight at once, until the
 // queue is closed and drained or ctx is done.
-func (r *runner) probeLoop(ctx context.Context, probers map[string]Prober) {
+func (r *runner) probeLoop(ctx context.Context, engines map[string]Engine) {
 	l := &probeLoop{ctx: ctx, r: r, count: r.cfg.Count, wake: make(chan struct{}, 1), errs: map[uint64]error{}, perProbe: r.bytesPerProbe()}
 	for _, name := range r.names {
-		pr := probers[name]
+		pr := engines[name]
 		if pr == nil {
 			l.byPath = append(l.byPath, -1)
 			continue
 		}
-		l.byPath = append(l.byPath, len(l.probers))
-		l.probers = append(l.probers, pr)
-		bp, _ := pr.(batchProber)
+		l.byPath = append(l.byPath, len(l.engines))
+		l.engines = append(l.engines, pr)
+		bp, _ := pr.(rawprobe.Batch)
 		l.batch = append(l.batch, bp)
 		if bp != nil {
-			bp.onAnswer(l.signalIfWanted)
+			bp.OnAnswer(l.signalIfWanted)
 		}
 	}
-	l.reqs = make([][]probeReq, len(l.probers))
+	l.reqs = make([][]rawprobe.Req, len(l.engines))
 	defer l.stop(ctx)
 	tm := time.NewTimer(time.Hour)
 	defer tm.Stop()
@@ -187,7 +189,7 @@ func (r *runner) probeLoop(ctx context.Context, probers map[string]Prober) {
 			// monitor's sign of overload), and at the head's deadline.
 			d := min(l.fifo[l.head].deadline, now.Add(sendTick).UnixNano())
 			if d <= now.UnixNano() { // waiting for a socket's watermark
-				d = now.Add(rxPoll).UnixNano()
+				d = now.Add(rawprobe.RxPoll).UnixNano()
 			}
 			if next == 0 || d < next {
 				next = d
@@ -284,7 +286,7 @@ func (l *probeLoop) heldFull() bool {
 	r := l.r
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	full := !r.resolved && r.held.capped() && len(r.held.mem)+l.live >= r.cfg.MaxHeld
+	full := !r.resolved && r.held.capped() && r.held.inMemory()+l.live >= r.cfg.MaxHeld
 	if full && !l.paused {
 		l.paused = true
 		r.log.Info("probing paused until resolution ends", "held_records", r.cfg.MaxHeld)
@@ -318,14 +320,14 @@ func (l *probeLoop) send(ctx context.Context, now time.Time) int64 {
 		cookie := l.cookieOf(ji, i)
 		tg := Target{Addr: j.t.addr, Port: r.cfg.Port}
 		if l.batch[j.pr] != nil {
-			l.reqs[j.pr] = append(l.reqs[j.pr], probeReq{dst: tg.Addr, port: uint16(tg.Port), cookie: cookie})
+			l.reqs[j.pr] = append(l.reqs[j.pr], rawprobe.Req{Dst: tg.Addr, Port: uint16(tg.Port), Cookie: cookie})
 			continue
 		}
 		l.res[int(ji)*l.count+i].sent = nowNs
 		if j.n < l.count {
 			l.push(dueJob{at: nowNs + int64(r.cfg.Spacing), job: ji})
 		}
-		pr := l.probers[j.pr]
+		pr := l.engines[j.pr]
 		l.gwg.Go(func() {
 			pctx, cancel := context.WithTimeout(ctx, r.cfg.Timeout)
 			res := pr.Probe(pctx, tg)
@@ -340,10 +342,10 @@ func (l *probeLoop) send(ctx context.Context, now time.Time) int64 {
 		if len(reqs) == 0 {
 			continue
 		}
-		l.batch[pi].sendBatch(ctx, reqs)
+		l.batch[pi].SendBatch(ctx, reqs)
 		for _, q := range reqs {
-			ji, i, _ := splitCookie(q.cookie)
-			sent := q.sent
+			ji, i, _ := splitCookie(q.Cookie)
+			sent := q.Sent
 			if sent.IsZero() {
 				sent = now
 			}
@@ -351,11 +353,11 @@ func (l *probeLoop) send(ctx context.Context, now time.Time) int64 {
 			if j := &l.jobs[ji]; j.n < l.count {
 				l.push(dueJob{at: sent.UnixNano() + int64(r.cfg.Spacing), job: ji})
 			}
-			if q.done {
-				l.finish(q.cookie, q.res)
+			if q.Done {
+				l.finish(q.Cookie, q.Res)
 				continue
 			}
-			l.fifo = append(l.fifo, inflight{deadline: sent.Add(r.cfg.Timeout).UnixNano(), cookie: q.cookie, slot: q.slot, pr: pi})
+			l.fifo = append(l.fifo, inflight{deadline: sent.Add(r.cfg.Timeout).UnixNano(), cookie: q.Cookie, slot: q.Slot, pr: pi})
 		}
 		clear(reqs)
 		l.reqs[pi] = reqs[:0]
@@ -373,15 +375,15 @@ func (l *probeLoop) collect() {
 		if bp == nil {
 			continue
 		}
-		bp.poll()
-		l.answers = bp.answered(l.answers[:0])
+		bp.Poll()
+		l.answers = bp.Answered(l.answers[:0])
 		for _, a := range l.answers {
-			res := Result{Kind: a.kind, RTT: a.at.Sub(a.sent), Status: ProbeSuccess, Bytes: a.bytes}
-			if a.at.After(a.sent.Add(timeout)) {
+			res := Result{Kind: a.Kind, RTT: a.At.Sub(a.Sent), Status: ProbeSuccess, Bytes: a.Bytes}
+			if a.At.After(a.Sent.Add(timeout)) {
 				// It came after the probe's own deadline: a timeout.
-				res = Result{Status: ProbeTimeout, Err: context.DeadlineExceeded, Bytes: a.bytes}
+				res = Result{Status: ProbeTimeout, Err: context.DeadlineExceeded, Bytes: a.Bytes}
 			}
-			l.finish(a.cookie, res)
+			l.finish(a.Cookie, res)
 		}
 	}
 	l.mu.Lock()
@@ -403,7 +405,7 @@ func (l *probeLoop) expire(now time.Time) {
 		}
 		ji, i, _ := splitCookie(e.cookie)
 		if l.current(e.cookie) && l.res[int(ji)*l.count+i].status == 0 {
-			res, final := l.batch[e.pr].expire(e.slot, time.Unix(0, e.deadline), now)
+			res, final := l.batch[e.pr].Expire(e.slot, time.Unix(0, e.deadline), now)
 			if !final {
 				break // a receive loop is behind: later verdicts wait too
 			}
@@ -575,7 +577,7 @@ func (l *probeLoop) stop(ctx context.Context) {
 		// Probes sent without a verdict cost their packet.
 		for _, p := range l.res[ji*l.count : ji*l.count+j.n] {
 			if p.status == 0 {
-				j.sent += int64(probeBytes(j.t.addr))
+				j.sent += int64(rawprobe.ProbeBytes(j.t.addr))
 			}
 		}
 		l.r.bytes[l.r.probePath(j.t)].Add(j.sent - j.reserved)

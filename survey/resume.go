@@ -21,7 +21,7 @@ func (r *runner) resume(in io.Reader) error {
 	}
 	if r.list != nil {
 		r.list.Index() // name -> index for the resolution records
-		defer func() { r.list.set = nil }()
+		defer r.list.DropIndex()
 	}
 	line, used, torn, header := 0, 0, 0, false
 	for sc.Scan() {

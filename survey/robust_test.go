@@ -16,6 +16,7 @@ import (
 
 	"github.com/mptester/mptester/probe"
 	"github.com/mptester/mptester/report"
+	"github.com/mptester/mptester/survey/list"
 )
 
 // cancelAfter cancels a run after n records of type typ were written.
@@ -315,7 +316,7 @@ func FuzzResume(f *testing.F) {
 		`{"type":"probe","probe_path":"lo","address":"127.0.0.1","method":"tcp-connect","responsive":true,"median":1.5}` + "\n"))
 	f.Add([]byte(`{"type":"probe","address":"zz"}` + "\n{"))
 	f.Fuzz(func(t *testing.T, b []byte) {
-		r := &runner{cfg: Config{Method: "tcp-connect"}, list: NewDomainList([]Domain{{1, "a.test"}}),
+		r := &runner{cfg: Config{Method: "tcp-connect"}, list: list.NewDomainList([]Domain{{Rank: 1, Name: "a.test"}}),
 			status: map[string][]uint8{"lo": make([]uint8, 1)}, names: []string{"lo"}, results: map[string]map[netip.Addr]TargetResult{"lo": {}},
 			bytes: map[string]*atomicInt{"lo": new(atomicInt)}, log: discardLogger()}
 		h, _ := report.NewHeader("survey", "t", []report.Path(nil), nil)

@@ -13,6 +13,7 @@ import (
 
 	"github.com/mptester/mptester/probe"
 	"github.com/mptester/mptester/report"
+	"github.com/mptester/mptester/survey/list"
 )
 
 // Errors Run returns alongside a (partial) summary; the command maps them
@@ -27,13 +28,16 @@ var (
 	ErrDegraded = errors.New("survey degraded")
 )
 
+// Domain is one entry of a ranked list (package list reads them).
+type Domain = list.Domain
+
 // Config of one survey run.
 type Config struct {
 	Paths   []probe.Path // probe and resolution paths, in order
 	Domains []Domain
 	// List, if set, replaces Domains: the compact form OpenList returns
 	// (a top-1M list as []Domain is ~45 MB).
-	List    *DomainList
+	List    *list.DomainList
 	Family  probe.Family
 	Method  string
 	Port    int
@@ -123,7 +127,7 @@ type runner struct {
 	log     *slog.Logger
 	names   []string // path names in order
 	paths   map[string]probe.Path
-	list    *DomainList
+	list    *list.DomainList
 	ownList bool // made from Config.Domains: closed by Run
 	// status is, per path and domain, the resolution status as a code of
 	// statusCodes (0: not resolved yet); guarded by mu while resolving.
@@ -160,31 +164,31 @@ func Run(ctx context.Context, cfg Config, out *report.Stream) (Summary, error) {
 	if _, ok := Methods[cfg.Method]; !ok {
 		return Summary{}, fmt.Errorf("unknown probe method %q", cfg.Method)
 	}
-	list, ownList := cfg.List, false
-	if list == nil {
-		list, ownList = NewDomainList(cfg.Domains), true
+	dl, ownList := cfg.List, false
+	if dl == nil {
+		dl, ownList = list.NewDomainList(cfg.Domains), true
 	}
-	if len(cfg.Paths) > maxPaths || list.Len() >= maxDomains {
-		return Summary{}, fmt.Errorf("survey of %d domains on %d paths: at most %d domains and %d paths", list.Len(), len(cfg.Paths), maxDomains-1, maxPaths)
+	if len(cfg.Paths) > maxPaths || dl.Len() >= maxDomains {
+		return Summary{}, fmt.Errorf("survey of %d domains on %d paths: at most %d domains and %d paths", dl.Len(), len(cfg.Paths), maxDomains-1, maxPaths)
 	}
-	r := &runner{cfg: cfg, out: out, log: cfg.Logger, paths: map[string]probe.Path{}, list: list, ownList: ownList,
+	r := &runner{cfg: cfg, out: out, log: cfg.Logger, paths: map[string]probe.Path{}, list: dl, ownList: ownList,
 		status: map[string][]uint8{}, results: map[string]map[netip.Addr]TargetResult{},
 		queue: newTargetQueue(), resolvedCh: make(chan struct{}),
 		skipped: map[skipKey]int{}, bytes: map[string]*atomic.Int64{}, watch: newWatcher(),
 		lim: NewLimiter(cfg.Rate, cfg.Burst), addrs: newAddrIndex(len(cfg.Paths))}
-	r.held.noTmp = testNoSpill
+	r.held = newHeldStore(testNoSpill)
 	for _, p := range cfg.Paths {
 		r.names = append(r.names, p.Name)
 		r.paths[p.Name] = p
-		r.status[p.Name] = make([]uint8, list.Len())
+		r.status[p.Name] = make([]uint8, dl.Len())
 		r.results[p.Name] = map[netip.Addr]TargetResult{}
 		r.bytes[p.Name] = new(atomic.Int64)
 	}
 	r.health = newHealth(cfg.Rate, r.lim, cfg.Timeout, r.names)
 	if ownList {
-		defer list.Close()
+		defer dl.Close()
 	}
-	defer r.doms.close()
+	defer r.doms.Close()
 	defer r.addrs.close()
 	if cfg.Progress != nil {
 		r.prog = &progress{w: cfg.Progress}
@@ -206,9 +210,9 @@ func Run(ctx context.Context, cfg Config, out *report.Stream) (Summary, error) {
 	}
 	resolvers := r.resolvers()
 	t0 := time.Now()
-	probers := r.newProbers(ctx)
+	engines := r.newEngines(ctx)
 	defer func() {
-		for _, p := range probers {
+		for _, p := range engines {
 			p.Close()
 		}
 	}()
@@ -216,10 +220,10 @@ func Run(ctx context.Context, cfg Config, out *report.Stream) (Summary, error) {
 	r.probeStage = r.prog.begin("probe", 0)
 	r.indexResumed(resolvers)
 	var probing sync.WaitGroup
-	probing.Go(func() { r.probeLoop(ctx, probers) })
+	probing.Go(func() { r.probeLoop(ctx, engines) })
 	r.resolveAll(ctx, resolvers, resolveStage)
 	r.queue.close()
-	r.log.Info("resolution done", "paths", len(resolvers), "domains", list.Len(), "elapsed", time.Since(t0).Round(time.Millisecond))
+	r.log.Info("resolution done", "paths", len(resolvers), "domains", dl.Len(), "elapsed", time.Since(t0).Round(time.Millisecond))
 	r.logResolverLoad(resolvers)
 	r.resolutionDone()
 	r.warnDeadResolvers(resolvers)

@@ -1,6 +1,10 @@
 package survey
 
-import "os"
+import (
+	"os"
+
+	"github.com/mptester/mptester/survey/internal/spill"
+)
 
 // SURVEY_TEST_SPILL=1 runs the package's tests (the lab truth tests
 // included) with tiny spill thresholds, so every run keeps its domain
@@ -8,6 +12,6 @@ import "os"
 // records in temporary files.
 func init() {
 	if os.Getenv("SURVEY_TEST_SPILL") != "" {
-		testSpillNamesAt, testDomSpillAt, testHeldInMemory, testAddrMemRecords = 64, 5, 2, 3
+		spill.TestBytesAt, spill.TestGroupsAt, spill.TestQueueInMemory, testAddrMemRecords = 64, 5, 2, 3
 	}
 }

@@ -6,6 +6,10 @@ import (
 	"slices"
 	"sync"
 	"time"
+
+	"github.com/mptester/mptester/survey/internal/rawprobe"
+	"github.com/mptester/mptester/survey/internal/spill"
+	"github.com/mptester/mptester/survey/list"
 )
 
 // Resolution and probing overlap: each resolved address is queued for
@@ -25,8 +29,8 @@ const (
 
 // Limits of the compact per-address state.
 const (
-	maxPaths   = 16      // an address's resolution paths are bits of a uint16
-	maxDomains = 1 << 24 // domain indexes share a uint32 with a path index
+	maxPaths   = 16              // an address's resolution paths are bits of a uint16
+	maxDomains = list.MaxDomains // domain indexes share a uint32 with a path index
 )
 
 // setResult records address number ai's result from probe path pi.
@@ -60,6 +64,15 @@ type target struct {
 	pi   uint8 // index of the probe path in runner.names
 }
 
+// domStore is the domains that resolved to each address: per address
+// index its entries (resolution path index<<24 | domain index) in arrival
+// order, memory-bounded (spill.Groups). Callers serialise Add and Seal
+// (runner.mu); Get and each are safe once sealed.
+type domStore struct{ spill.Groups }
+
+// each is Each, by the name the resolution stage calls it.
+func (d *domStore) each(fn func(ai int32, doms []uint32)) { d.Each(fn) }
+
 // heldRecord is a probe record finished while resolution still ran, with
 // which paths were valid when it finished.
 type heldRecord struct {
@@ -82,7 +95,7 @@ func (r *runner) addResolved(rpi, di int, addrs []netip.Addr) {
 			continue // the run ends with r.addrs.err
 		}
 		ai := r.addrs.load(idx)
-		r.doms.add(idx, uint32(rpi)<<24|uint32(di))
+		r.doms.Add(idx, uint32(rpi)<<24|uint32(di))
 		if ai.on&(1<<rpi) != 0 {
 			continue // not new on this resolution path: nothing more to count
 		}
@@ -126,11 +139,11 @@ func (r *runner) resolvesOf(t target) (resolves, domains []string) {
 			resolves = append(resolves, rp)
 		}
 	}
-	if !r.doms.sealed {
+	if !r.doms.Sealed() {
 		return resolves, nil // still resolving: the domains are not final
 	}
 	var idx []int32
-	for _, d := range r.doms.get(t.ai, nil) {
+	for _, d := range r.doms.Get(t.ai, nil) {
 		if rpi := int(d >> 24); r.cfg.Policy.Check(r.paths[pp], r.paths[r.names[rpi]], t.addr) == "" {
 			idx = append(idx, int32(d&(maxDomains-1)))
 		}
@@ -232,24 +245,24 @@ func (r *runner) popTarget() (t target, ok, closed bool) {
 	return target{addr: a, ai: q.ai(), pi: q.pi()}, true, false
 }
 
-// newProbers opens a prober per path; a path without one is warned about
+// newEngines opens a engine per path; a path without one is warned about
 // and its targets are not probed.
-func (r *runner) newProbers(ctx context.Context) map[string]Prober {
-	probers := map[string]Prober{}
+func (r *runner) newEngines(ctx context.Context) map[string]Engine {
+	engines := map[string]Engine{}
 	for _, name := range r.names {
 		connectCap := r.cfg.ConnectCap
 		if connectCap <= 0 {
-			connectCap = defaultConnectCap
+			connectCap = rawprobe.DefaultConnectCap
 		}
-		p, err := NewProber(ctx, r.cfg.Method, r.paths[name], ProberOptions{ConnectCap: min(connectCap, r.cfg.Timeout), health: r.health})
+		p, err := rawprobe.New(ctx, r.cfg.Method, r.paths[name], rawprobe.Options{ConnectCap: min(connectCap, r.cfg.Timeout), Health: r.health})
 		if err != nil {
 			r.log.Warn("cannot probe from path", "path", name, "err", err)
 			r.failed.Store(true)
 			continue
 		}
-		probers[name] = p
+		engines[name] = p
 	}
-	return probers
+	return engines
 }
 
 // overBudget skips t for the byte budget, counting it in every cell it
@@ -277,16 +290,16 @@ func (r *runner) lowerBound(n int64) time.Duration {
 }
 
 // bytesPerProbe is the most one probe can put on the path, reserved from
-// the budget before it is sent (the probers report what was really sent).
+// the budget before it is sent (the engines report what was really sent).
 func (r *runner) bytesPerProbe() func(netip.Addr) int {
 	return func(a netip.Addr) int {
 		switch r.cfg.Method {
 		case "tcp-syn":
-			return ipHeader(a) + 24 + ipTCPHeader(a) // SYN, and the kernel's RST to a SYN-ACK
+			return rawprobe.IPHeader(a) + 24 + rawprobe.IPTCPHeader(a) // SYN, and the kernel's RST to a SYN-ACK
 		case "icmp":
-			return ipHeader(a) + 24
+			return rawprobe.IPHeader(a) + 24
 		}
-		return synBytes(a) + 2*(ipTCPHeader(a)+tcpTimestampOpt)
+		return rawprobe.SynBytes(a) + 2*(rawprobe.IPTCPHeader(a)+rawprobe.TCPTimestampOpt)
 	}
 }
 
@@ -324,11 +337,11 @@ func (r *runner) complete(rec *ProbeRecord, t target, valid []bool) {
 // written as they finish.
 func (r *runner) resolutionDone() {
 	r.mu.Lock()
-	sealErr := r.doms.seal(r.addrs.len())
+	sealErr := r.doms.Seal(r.addrs.len())
 	r.resolved = true
 	close(r.resolvedCh)
 	held := r.held
-	r.held = heldStore{noTmp: held.noTmp}
+	r.held = newHeldStore(held.q.NoFile)
 	r.mu.Unlock()
 	count := 0
 	r.failRun(sealErr)

@@ -1,13 +1,8 @@
 package survey
 
 import (
-	"context"
-	"errors"
-	"net"
-	"os"
-	"syscall"
-
 	"github.com/mptester/mptester/probe"
+	"github.com/mptester/mptester/survey/internal/rawprobe"
 )
 
 // DNS statuses, named as zdns names them (defined by package probe, whose
@@ -22,44 +17,23 @@ const (
 	StatusError    = probe.DNSError // any other rcode or a local failure
 )
 
-// AnswerKind says what, if anything, answered one probe.
-type AnswerKind string
-
-const (
-	AnswerNone      AnswerKind = ""        // no answer before the timeout
-	AnswerSynAck    AnswerKind = "syn-ack" // tcp-syn: port open
-	AnswerRST       AnswerKind = "rst"     // tcp-syn / tcp-connect: port closed, host up
-	AnswerConnect   AnswerKind = "connect" // tcp-connect: handshake completed
-	AnswerEchoReply AnswerKind = "echo-reply"
+// What answered a probe and how it ended, as the records say it (the
+// probing engine's words).
+type (
+	AnswerKind  = rawprobe.AnswerKind
+	ProbeStatus = rawprobe.ProbeStatus
 )
 
-// ProbeStatus classifies the outcome of one probe (zgrab2 status.go style):
-// one word for a report, derived from the answer or the error.
-type ProbeStatus string
-
 const (
-	ProbeSuccess     ProbeStatus = "success"
-	ProbeTimeout     ProbeStatus = "timeout"
-	ProbeUnreachable ProbeStatus = "unreachable"
-	ProbeCancelled   ProbeStatus = "cancelled"
-	ProbeError       ProbeStatus = "error"
-)
+	AnswerNone      = rawprobe.AnswerNone
+	AnswerSynAck    = rawprobe.AnswerSynAck
+	AnswerRST       = rawprobe.AnswerRST
+	AnswerConnect   = rawprobe.AnswerConnect
+	AnswerEchoReply = rawprobe.AnswerEchoReply
 
-// classifyErr maps an error of a probe to its status.
-func classifyErr(err error) ProbeStatus {
-	switch {
-	case err == nil:
-		return ProbeSuccess
-	case errors.Is(err, context.Canceled):
-		return ProbeCancelled
-	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, os.ErrDeadlineExceeded):
-		return ProbeTimeout
-	case errors.Is(err, syscall.EHOSTUNREACH), errors.Is(err, syscall.ENETUNREACH):
-		return ProbeUnreachable
-	}
-	var ne net.Error
-	if errors.As(err, &ne) && ne.Timeout() {
-		return ProbeTimeout
-	}
-	return ProbeError
-}
+	ProbeSuccess     = rawprobe.ProbeSuccess
+	ProbeTimeout     = rawprobe.ProbeTimeout
+	ProbeUnreachable = rawprobe.ProbeUnreachable
+	ProbeCancelled   = rawprobe.ProbeCancelled
+	ProbeError       = rawprobe.ProbeError
+)

@@ -1,6 +1,3 @@
-// Package survey resolves a Tranco list on every path with that path's own
-// DNS and probes every resolved address from every path (WW/WL/LW/LL,
-// study 004 §III).
 package survey
 
 // Summary is the final "summary" record of a survey run. The lab writes the

@@ -18,7 +18,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/mptester/mptester/internal/cmdutil"
-	"github.com/mptester/mptester/pcapan"
+	"github.com/mptester/mptester/pcapanalysis"
 )
 
 // Options for `mptester analyze`.
@@ -70,7 +70,7 @@ written; --strict makes a truncated capture fail the same way.
 			return analyzeRun(cmd.Context(), opts)
 		},
 	}
-	cmd.Flags().StringVar(&opts.Format, "format", "text", "output format: "+strings.Join(pcapan.Formats, ", "))
+	cmd.Flags().StringVar(&opts.Format, "format", "text", "output format: "+strings.Join(pcapanalysis.Formats, ", "))
 	cmd.Flags().BoolVar(&opts.Strict, "strict", false, "fail (exit 2) on a capture cut inside its last packet instead of analysing what comes before the cut")
 	cmd.Flags().DurationVar(&opts.IdleTimeout, "idle-timeout", 5*time.Minute, "a connection idle this long (capture time) is finished")
 	cmdutil.OutputFlag(cmd, &opts.Output, "write the analysis to `FILE` (- for stdout)")
@@ -112,8 +112,8 @@ func files(inputs []string) ([]string, error) {
 }
 
 func analyzeRun(ctx context.Context, opts *Options) error {
-	if !slices.Contains(pcapan.Formats, opts.Format) {
-		return cmdutil.Usage(fmt.Errorf("--format %q: want one of %s", opts.Format, strings.Join(pcapan.Formats, ", ")))
+	if !slices.Contains(pcapanalysis.Formats, opts.Format) {
+		return cmdutil.Usage(fmt.Errorf("--format %q: want one of %s", opts.Format, strings.Join(pcapanalysis.Formats, ", ")))
 	}
 	if opts.IdleTimeout <= 0 {
 		return cmdutil.Usage(fmt.Errorf("--idle-timeout %v: must be positive", opts.IdleTimeout))
@@ -125,11 +125,11 @@ func analyzeRun(ctx context.Context, opts *Options) error {
 	if err := cmdutil.CheckOutput(opts.Output, paths...); err != nil {
 		return cmdutil.Usage(fmt.Errorf("--output: %w", err))
 	}
-	var reps []*pcapan.Report
+	var reps []*pcapanalysis.Report
 	for _, p := range paths {
-		r, err := pcapan.AnalyzeFile(ctx, p, pcapan.Options{IdleTimeout: opts.IdleTimeout, Strict: opts.Strict})
+		r, err := pcapanalysis.AnalyzeFile(ctx, p, pcapanalysis.Options{IdleTimeout: opts.IdleTimeout, Strict: opts.Strict})
 		if err != nil {
-			if errors.Is(err, pcapan.ErrInput) {
+			if errors.Is(err, pcapanalysis.ErrInput) {
 				return cmdutil.Usage(err)
 			}
 			return err
@@ -141,7 +141,7 @@ func analyzeRun(ctx context.Context, opts *Options) error {
 	}
 	// Render in memory first, so a failure leaves the output file untouched.
 	var b bytes.Buffer
-	if err := pcapan.Render(&b, opts.Format, reps); err != nil {
+	if err := pcapanalysis.Render(&b, opts.Format, reps); err != nil {
 		return err
 	}
 	return cmdutil.WriteOutput("--output", opts.Output, opts.IO.Out, b.Bytes())

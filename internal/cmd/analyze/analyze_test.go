@@ -14,7 +14,7 @@ import (
 	"github.com/mptester/mptester/internal/cmdutil"
 )
 
-const scenario = "../../../pcapan/testdata/scenario.pcap"
+const scenario = "../../../pcapanalysis/testdata/scenario.pcap"
 
 func run(t *testing.T, args ...string) (string, error) {
 	t.Helper()

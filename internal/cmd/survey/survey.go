@@ -26,6 +26,7 @@ import (
 	"github.com/mptester/mptester/probe"
 	"github.com/mptester/mptester/report"
 	"github.com/mptester/mptester/survey"
+	"github.com/mptester/mptester/survey/list"
 )
 
 // Options for `mptester survey`.
@@ -130,7 +131,7 @@ OLD's resolution and probe records, then only what is missing is measured.`,
 	fl.StringVar(&opts.List, "list", "", "Tranco list `file`: CSV rank,domain, or a .zip holding it")
 	fl.StringVar(&opts.ListID, "list-id", "", "download Tranco list `ID` into the cache directory (default: \"latest\", today's list, unless --list)")
 	fl.StringVar(&opts.CacheDir, "cache-dir", "", "where downloaded lists are kept (default: $CACHE_DIRECTORY/tranco under systemd, else the user cache dir)")
-	fl.StringVar(&opts.TrancoURL, "tranco-url", survey.DefaultTrancoURL, "base `URL` of the Tranco list service (a mirror)")
+	fl.StringVar(&opts.TrancoURL, "tranco-url", list.DefaultTrancoURL, "base `URL` of the Tranco list service (a mirror)")
 	fl.StringSliceVar(&opts.Paths, "paths", nil, "`IFACES` to use (default: every up, non-loopback path with a default route)")
 	fl.StringArrayVar(&opts.DNS, "dns", nil, "use `IFACE=ADDR[,ADDR]` as the resolvers of IFACE (repeatable)")
 	fl.StringVar(&opts.Family, "family", "both", "address family to resolve and probe: 4, 6 or both")
@@ -446,9 +447,9 @@ func buildConfig(opts *Options) (survey.Config, error) {
 		DNSTimeout: opts.DNSTimeout, DNSRetries: opts.DNSRetries, ResolverCap: opts.ResolverCap}, nil
 }
 
-func loadDomains(ctx context.Context, opts *Options) (*survey.DomainList, survey.ListInfo, error) {
+func loadDomains(ctx context.Context, opts *Options) (*list.DomainList, list.ListInfo, error) {
 	if opts.List != "" {
-		ds, info, err := survey.OpenList(opts.List, opts.Top)
+		ds, info, err := list.OpenList(opts.List, opts.Top)
 		if err != nil {
 			from := opts.listFrom
 			if from == "" {
@@ -465,19 +466,19 @@ func loadDomains(ctx context.Context, opts *Options) (*survey.DomainList, survey
 	}
 	dir := opts.CacheDir
 	if dir == "" {
-		dir = survey.DefaultCacheDir()
+		dir = list.DefaultCacheDir()
 	}
-	tl, err := survey.TrancoFetcher{BaseURL: opts.TrancoURL, CacheDir: dir}.Fetch(ctx, id)
+	tl, err := list.TrancoFetcher{BaseURL: opts.TrancoURL, CacheDir: dir}.Fetch(ctx, id)
 	if err != nil {
-		if errors.Is(err, survey.ErrTrancoUnavailable) {
-			return nil, survey.ListInfo{}, cmdutil.FlagErrorf("%v (offline? survey a list file with --list FILE)", err)
+		if errors.Is(err, list.ErrTrancoUnavailable) {
+			return nil, list.ListInfo{}, cmdutil.FlagErrorf("%v (offline? survey a list file with --list FILE)", err)
 		}
 		if opts.ListID != "" {
 			err = fmt.Errorf("--list-id: %w", err)
 		}
-		return nil, survey.ListInfo{}, cmdutil.Usage(err)
+		return nil, list.ListInfo{}, cmdutil.Usage(err)
 	}
-	ds, info, err := survey.OpenList(tl.Path, opts.Top)
+	ds, info, err := list.OpenList(tl.Path, opts.Top)
 	if err != nil {
 		return nil, info, cmdutil.FlagErrorf("Tranco list %s (%s): %v", tl.ID, tl.Path, err)
 	}

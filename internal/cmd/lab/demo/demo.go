@@ -455,7 +455,7 @@ func pingMedian(ctx context.Context, info lab.Info, dev, addr string) (float64, 
 				p.Addrs = append(p.Addrs, probe.Addr{IP: a, Scope: probe.ScopeOf(a)})
 			}
 		}
-		pr, err := survey.NewProber(ctx, "icmp", p, survey.ProberOptions{})
+		pr, err := survey.NewEngine(ctx, "icmp", p, survey.EngineOptions{})
 		if err != nil {
 			return err
 		}
