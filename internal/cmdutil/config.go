@@ -1,10 +1,6 @@
 package cmdutil
 
 import (
-	"fmt"
-	"slices"
-	"strings"
-
 	"github.com/mptester/mptester/internal/certs"
 	"github.com/mptester/mptester/internal/config"
 	"github.com/mptester/mptester/patterns"
@@ -19,17 +15,9 @@ func ConfigChecks() config.Checks {
 		Transport: transport.CheckName,
 		Listener:  transport.CheckListener,
 		Pattern:   patterns.CheckName,
-		Method:    CheckMethod,
+		Method:    survey.CheckMethod,
 		Pin:       certs.CheckPin,
 	}
-}
-
-// CheckMethod checks a survey probe method name.
-func CheckMethod(s string) error {
-	if names := survey.MethodNames(); !slices.Contains(names, s) {
-		return fmt.Errorf("unknown method %q (want one of %s)", s, strings.Join(names, ", "))
-	}
-	return nil
 }
 
 // LoadConfig reads and checks a config file as every command does.

@@ -391,7 +391,7 @@ func buildConfig(opts *Options) (survey.Config, error) {
 			method = "tcp-syn"
 		}
 	}
-	ch.Check("--method", cmdutil.CheckMethod(method))
+	ch.Check("--method", survey.CheckMethod(method))
 	ch.Check("--top", config.Positive(opts.Top))
 	ch.Check("--count", config.IntIn(opts.Count, 1, 1000))
 	ch.Check("--port", config.IntIn(opts.Port, 1, 65535))
