@@ -526,7 +526,7 @@ func (l *Lab) Status() Status {
 // deviceDrops fills each path's DropDevice: what its TUN devices' queues
 // dropped before the emulator read them (tx_dropped of the client's TUN
 // for Up, of the internet side's for Down). A lab whose emulator falls
-// behind loses packets there, which its own counters never see (issue 18).
+// behind loses packets there, which its own counters never see.
 func (l *Lab) deviceDrops(paths []PathStatus, names []string) {
 	for _, side := range []struct {
 		ns string

@@ -110,7 +110,7 @@ func (c *Conn) readLoop(p *path) {
 		// Wait while the connection is behind: the socket's buffer then
 		// holds the datagrams. Dropping them here was loss that no network
 		// caused, which the peer's sender rightly declared (hundreds of
-		// packets a second over a fast second path, issue 12).
+		// packets a second over a fast second path).
 		select {
 		case c.in <- datagram{b: (*bp)[:n], buf: bp, from: from}:
 		case <-c.done:

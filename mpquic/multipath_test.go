@@ -287,7 +287,7 @@ func TestMultipathTwoPathsBulk(t *testing.T) {
 // checkCleanPath: a path whose datagrams nothing drops declares (almost)
 // no losses. On loopback the only drops left are a full socket buffer,
 // which the receiver's blocking read and 4 MiB buffers avoid; a loss
-// declared there is the receiver dropping what it was sent (issue 12: the
+// declared there is the receiver dropping what it was sent (before: the
 // server's clean path declared 1-4% of its packets lost because the
 // client's reader dropped datagrams on a full queue). 0.5% plus 2 leaves
 // room for a timer starved under -race, no more.

@@ -6,7 +6,7 @@ import "sync"
 // enough for the flow control window it granted, so that everything the
 // peer may have in flight can wait, and a receiver that falls behind slows
 // its sender through ACKs and credit instead of dropping. Dropping here was
-// loss that no network caused, which the peer rightly declared (issue 12:
+// loss that no network caused, which the peer rightly declared (
 // over an unshaped second lab path 1,100-2,000 datagrams in 2 s, against
 // 30 the emulator dropped).
 func inQueueLen(conf Config) int {

@@ -25,7 +25,7 @@ import (
 	"github.com/mptester/mptester/probe"
 )
 
-// Lab acceptance tests (issue 5): a real mptester server in the lab's
+// Lab acceptance tests: a real mptester server in the lab's
 // Internet namespace, the client in its client namespace, paths emulated
 // with known delay, loss and rate. Timing tests: not under -race, run with
 // -p 1:  CI=true go test -p 1 -count=1 ./patterns/ -run Lab
@@ -613,7 +613,7 @@ func TestLabRetransmissionsDownload(t *testing.T) {
 		// Multipath transports run over both paths (wwan0 unshaped): a
 		// receiver that cannot keep up must slow its sender, not drop
 		// (mpquic's client dropped 300-2,000 datagrams on a full queue
-		// here, which its server declared lost, issue 12). Datagrams the
+		// here, which its server declared lost). Datagrams the
 		// client's full socket buffers dropped are real drops too.
 		rec := labRunPaths(t, l, "iperf", trName, "wlan0", probe.Family4, Params{Duration: 2 * time.Second, Direction: DirectionDownload}, true)
 		wlan1, all1 := downDrops()

@@ -19,7 +19,7 @@ import (
 	"github.com/mptester/mptester/probe"
 )
 
-// quic-handover in the lab (issue 11 item 1): the interactive pattern
+// quic-handover in the lab: the interactive pattern
 // over a connection that starts on wlan0 with wwan0 as backup, while the
 // child plays a timeline on wlan0. Run with -p 1 (timing).
 
@@ -325,7 +325,7 @@ func TestLabQUICHandoverNoBackup(t *testing.T) {
 	}
 }
 
-// TestLabQUICHandoverBench is the benchmark of issue 11 (run by
+// TestLabQUICHandoverBench is quic-handover's delay benchmark (run by
 // scripts/bench-handover; skipped unless MPTESTER_BENCH_HANDOVER gives the
 // number of runs): the maximum application delay across an abrupt wlan0
 // loss on these tests' default paths, median over the runs, against the

@@ -22,11 +22,11 @@ import (
 // socket of its server, its answer is handed over by the socket's reader
 // (matched by query ID, checked against the question), its timeout is a
 // timer. A survey keeps hundreds of lookups in flight per path; a
-// goroutine for each held 11.5 MB of stacks at 1M domains (issue 18).
+// goroutine for each held 11.5 MB of stacks at 1M domains.
 
 // udpMux is one UDP socket per server, bound to the path, shared by every
 // query to that server. A socket per query cost a socket, a bind, a
-// connect and a close each, a fifth of the resolver's CPU (issue 18). The
+// connect and a close each, a fifth of the resolver's CPU. The
 // socket closes itself after muxIdle without queries. Guarded by
 // Resolver.mu.
 type udpMux struct {

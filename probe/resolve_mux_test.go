@@ -84,7 +84,7 @@ func TestSharedSocketIgnoresWrongAnswer(t *testing.T) {
 
 // TestLookupsInFlightHoldNoGoroutines: 500 lookups waiting on a server
 // that never answers are state, not goroutines (each held ~11 KB of stack
-// before; issue 18), and a cancellation ends the sent and the queued ones
+// before), and a cancellation ends the sent and the queued ones
 // alike, at once.
 func TestLookupsInFlightHoldNoGoroutines(t *testing.T) {
 	srv := deadServer(t)

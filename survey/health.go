@@ -11,7 +11,7 @@ import (
 	"github.com/mptester/mptester/survey/internal/rawprobe"
 )
 
-// health is the prober watching itself (issue 18): a reply the host lost
+// health is the prober watching itself: a reply the host lost
 // or could not process in time must never make a server look unresponsive.
 //
 // Loss: every receive-queue drop of a probe socket (SO_RXQ_OVFL, the

@@ -21,7 +21,7 @@ import (
 // as an IP OutDiscard). In the lab under load the emulator reading the
 // client's TUN falls behind, its 500-packet queue overflows and ~1% of
 // count-1 probes never leave: each one a responsive target reported
-// unresponsive with status ok (docs/benchmarks.md, issue 18).
+// unresponsive with status ok (docs/benchmarks.md).
 type procHost struct {
 	buf    []byte
 	ifaces []string

@@ -24,7 +24,7 @@ import (
 	. "github.com/mptester/mptester/survey"
 )
 
-// TestLabSurveyOverloaded is issue 18's acceptance test: the survey is
+// TestLabSurveyOverloaded: the survey is
 // overloaded on purpose in the lab world of TestLabSurveyMatchesTruth,
 // with one probe per target so that any packet the host loses would
 // otherwise turn a responsive target unresponsive, in two ways:

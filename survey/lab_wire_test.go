@@ -26,7 +26,7 @@ import (
 )
 
 // TestLabTimestampsMatchWire holds the survey's timestamps to the wire
-// (issue 18: p99 timestamp error under 0.1 ms at 1,000 probes/s). The
+// (p99 timestamp error under 0.1 ms at 1,000 probes/s). The
 // probe path's interface is captured (AF_PACKET, kernel timestamps) while
 // the survey probes every target of wlan0 ten times at 1,000/s; each
 // target's median RTT is compared with the median of the same probes'

@@ -10,7 +10,7 @@ import (
 	"github.com/mptester/mptester/survey/internal/rawprobe"
 )
 
-// The probing stage is one event loop (issue 18). One goroutine wakes on
+// The probing stage is one event loop. One goroutine wakes on
 // one timer, about every batchProbes probes at the current rate (tick): it
 // sends every probe whose turn has come (spacing and rate) in one batch
 // per engine, reads the replies that

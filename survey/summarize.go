@@ -25,8 +25,8 @@ type TargetResult struct {
 
 type skipKey struct{ probe, resolve, reason string }
 
-// summaryInput is everything the summary is computed from, as streams
-// (issue 18): per domain and path a status, and every resolved address
+// summaryInput is everything the summary is computed from, as streams:
+// per domain and path a status, and every resolved address
 // once with the domains that resolved to it. Nothing in it grows with the
 // list beyond what the run holds anyway.
 type summaryInput struct {

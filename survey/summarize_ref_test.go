@@ -6,7 +6,7 @@ import (
 )
 
 // computeSummaryRef is the in-memory summary computation that streaming
-// replaced (issue 18), kept as the reference the streaming one must equal.
+// replaced, kept as the reference the streaming one must equal.
 func computeSummaryRef(in summaryInput) Summary {
 	s := Summary{Type: "summary", Status: "ok", Resolution: []PathResolution{}, Cells: []Cell{}, Comparisons: []Comparison{}}
 	addrSets := map[string]map[netip.Addr]struct{}{}

@@ -42,7 +42,7 @@ type Summary struct {
 	Skipped     []SkippedCount      `json:"skipped,omitempty"`
 	BytesSent   map[string]int64    `json:"bytes_sent,omitempty"`
 	Invalid     []InvalidPathRecord `json:"invalid,omitempty"`
-	// Degraded is set when the host could not keep up (issue 18).
+	// Degraded is set when the host could not keep up.
 	Degraded *Degraded `json:"degraded,omitempty"`
 }
 

@@ -2,7 +2,7 @@
 // (the kernel's rtnl_link_stats64) in the calling thread's network
 // namespace. The survey's health monitor watches its paths' interfaces
 // with it (a probe dropped by a full transmit queue never leaves the host,
-// issue 18), and the lab reports its TUN devices' drops as its own loss.
+// and is no loss of the network), and the lab reports its TUN devices' drops as its own loss.
 package linkstats
 
 import "errors"

@@ -5,7 +5,7 @@
 // each fault ("fault-around"), so by the time a command starts ~23 MB of
 // the file is resident, most of it code that package initialisation ran
 // once or that merely sits near it: a third of the 64 MB a survey may
-// take on a Raspberry Pi (issue 18). Those pages are clean and backed by
+// take on a Raspberry Pi. Those pages are clean and backed by
 // the file, so dropping them from the process's page tables costs a minor
 // fault when one is needed again; the page cache keeps them.
 package memtrim

@@ -145,7 +145,7 @@ type DirStats struct {
 	// LateOver1ms, LateOver10ms and LateOver100ms count, over the whole
 	// run, the packets delivered later than that after their scheduled
 	// time: the lab's own error, which a test must tell apart from the
-	// measuring tool's (issue 18).
+	// measuring tool's.
 	LateOver1ms, LateOver10ms, LateOver100ms uint64
 	// Activity: when the direction last carried packets and data.
 	Activity Activity

@@ -20,7 +20,7 @@ import (
 )
 
 // The mpquic transport: mptester's own QUIC v1 with the multipath extension
-// (package mpquic, issue 12, draft-ietf-quic-multipath-21). A connection
+// (package mpquic, draft-ietf-quic-multipath-21). A connection
 // starts on the primary path and opens one more path per other selected
 // path (a socket bound to it through package probe), backup roles as
 // PATH_STATUS_BACKUP; against a server without multipath it stays on the

@@ -9,7 +9,7 @@ import (
 	"time"
 )
 
-// The fleet views of a collect store's runs (issue 14 §2): runs per probe
+// The fleet views of a collect store's runs: runs per probe
 // per day, and per run its reachability (the share of pattern tests that
 // succeeded, or of survey targets that answered) and its RTT (the median
 // ping RTT of a run, or the median per-target RTT of a survey), over time.

@@ -14,7 +14,7 @@ import (
 	"github.com/mptester/mptester/internal/memtrim"
 )
 
-// memWatch backs the hidden --memprofile flag (issue 18: memory at 100K
+// memWatch backs the hidden --memprofile flag (memory at 100K
 // and 1M domains): it samples the live heap (after the last GC) and the
 // goroutine stacks every 250 ms, writes a heap profile to path each time
 // the live heap passes its previous peak by 5%, and logs the peaks when

@@ -201,7 +201,7 @@ func applyConfig(opts *Options) {
 // memoryLimit is the soft limit of the Go runtime's memory (heap and
 // goroutine stacks) for a survey of n domains unless GOMEMLIMIT says
 // otherwise: the GC works harder instead of growing the heap, so a survey
-// stays within a Raspberry Pi's spare memory (64 MB of RSS, issue 18; the
+// stays within a Raspberry Pi's spare memory (64 MB of RSS; the
 // binary's own pages take ~17-21 MB of it at the peak, trimmed). What a
 // run holds grows slowly with the list: ~3 bytes a domain (the
 // DomainList's length byte, a status byte per path; names and the domains
@@ -243,7 +243,7 @@ func surveyRun(ctx context.Context, opts *Options) error {
 		defer mw.Stop()
 	}
 	// Startup left most of the binary resident, little of which a survey
-	// runs (issue 18: 64 MB on a Pi); again once the list is read.
+	// runs (64 MB on a Pi); again once the list is read.
 	trimBinary(log)
 
 	// The list's duplicate check is the largest thing a 1M survey holds
