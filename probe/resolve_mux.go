@@ -238,6 +238,10 @@ func (r *Resolver) sendLocked(pq *pendingQuery) error {
 	n := int64(len(b)) + overhead("udp", r.servers[i].Addr())
 	r.opts.Bytes.Add(n)
 	pq.bytes += n
+	// Dated before the write: a goroutine descheduled after it would
+	// date the attempt late and make its round trip look short (a false
+	// fastest RTT would stop the window's growth for minRTTFor).
+	sentAt := time.Now()
 	if _, err := mx.conn.Write(b); err != nil {
 		pq.state = qIdle
 		return err
@@ -246,7 +250,7 @@ func (r *Resolver) sendLocked(pq *pendingQuery) error {
 	pq.id, pq.state = id, qSent
 	pq.gen++
 	gen := pq.gen
-	pq.sentAt, pq.lost, pq.graced = time.Now(), false, false
+	pq.sentAt, pq.lost, pq.graced = sentAt, false, false
 	pq.timer = time.AfterFunc(r.opts.Timeout, func() { r.timedOut(pq, gen) })
 	if r.opts.Adaptive {
 		mx.sent = append(mx.sent, sentAttempt{pq, gen})
@@ -328,11 +332,12 @@ func (r *Resolver) timedOut(pq *pendingQuery, gen int) {
 	}
 	suspect := false
 	if r.opts.HostLost != nil {
-		// Its answer was due within the loss delay (after that the sweep
-		// presumes it lost, the server's doing): a host loss then may
-		// have been this query or its answer. Asked without r.mu: it may
-		// read the host's counters.
-		sent, due := pq.sentAt, r.lossDelayLocked(&r.muxes[pq.server])
+		// A host loss from its send until its answer was due (two
+		// smoothed round trips, at most the loss delay after which the
+		// sweep presumes it lost, the server's doing) may have been this
+		// query or its answer. Asked without r.mu: it may read the host's
+		// counters.
+		sent, due := pq.sentAt, r.answerDueLocked(&r.muxes[pq.server])
 		r.mu.Unlock()
 		suspect = r.opts.HostLost(sent, sent.Add(due))
 		r.mu.Lock()
@@ -738,6 +743,15 @@ func (r *Resolver) cutLocked(mx *udpMux, now time.Time, why int) {
 	mx.lastCut = now
 	mx.win = max(mx.win*cutFactor, minWindow)
 	mx.cuts[why]++
+}
+
+// answerDueLocked: an attempt's answer is due this long after its send.
+func (r *Resolver) answerDueLocked(mx *udpMux) time.Duration {
+	d := r.lossDelayLocked(mx)
+	if mx.srtt > 0 {
+		d = min(d, 2*mx.srtt)
+	}
+	return d
 }
 
 // cutGap: a window is cut at most once per two smoothed round trips (a
