@@ -121,6 +121,9 @@ type pendingQuery struct {
 	lost   bool      // the current attempt is presumed lost: it holds no slot
 	missed int       // server of the last attempt that timed out; -1: none
 	graced bool      // the current attempt's late timer was given its grace
+	// hostChecked: the current attempt was asked about (HostLost) when
+	// it was presumed lost.
+	hostChecked bool
 	// hostLost: a counted attempt may have been lost by the host (no
 	// more could be added).
 	hostLost bool
@@ -250,7 +253,7 @@ func (r *Resolver) sendLocked(pq *pendingQuery) error {
 	pq.id, pq.state = id, qSent
 	pq.gen++
 	gen := pq.gen
-	pq.sentAt, pq.lost, pq.graced = sentAt, false, false
+	pq.sentAt, pq.lost, pq.graced, pq.hostChecked = sentAt, false, false, false
 	pq.timer = time.AfterFunc(r.opts.Timeout, func() { r.timedOut(pq, gen) })
 	if r.opts.Adaptive {
 		mx.sent = append(mx.sent, sentAttempt{pq, gen})
@@ -331,7 +334,7 @@ func (r *Resolver) timedOut(pq *pendingQuery, gen int) {
 		return
 	}
 	suspect := false
-	if r.opts.HostLost != nil {
+	if r.opts.HostLost != nil && !pq.hostChecked {
 		// A host loss from its send until its answer was due (two
 		// smoothed round trips, at most the loss delay after which the
 		// sweep presumes it lost, the server's doing) may have been this
@@ -794,6 +797,7 @@ func (r *Resolver) sweep(i int) {
 	now := time.Now()
 	d := r.lossDelayLocked(mx)
 	freed := false
+	var check []sentAttempt
 	for len(mx.sent) > 0 {
 		s := mx.sent[0]
 		if s.pq.state == qSent && s.pq.gen == s.gen && !s.pq.lost && s.pq.server == i {
@@ -808,6 +812,9 @@ func (r *Resolver) sweep(i int) {
 			if s.pq.q.Attempts == 1 {
 				r.firstEndedLocked(mx, now, true)
 			}
+			if r.opts.HostLost != nil {
+				check = append(check, s)
+			}
 		}
 		mx.sent[0] = sentAttempt{}
 		mx.sent = mx.sent[1:]
@@ -821,6 +828,49 @@ func (r *Resolver) sweep(i int) {
 	}
 	r.mu.Unlock()
 	r.finishFailed(failed)
+	for _, s := range check {
+		r.replaceIfHostLost(s.pq, s.gen)
+	}
+}
+
+// replaceIfHostLost: attempt gen of pq, just presumed lost, was sent or
+// due to be answered while the host lost packets (HostLost). It does not
+// count, and its replacement goes out now rather than after its timeout:
+// a name the host's losses touch costs a loss delay more, not a timeout.
+// Its late answer is no longer taken (the replacement's is).
+func (r *Resolver) replaceIfHostLost(pq *pendingQuery, gen int) {
+	r.mu.Lock()
+	if pq.state != qSent || pq.gen != gen {
+		r.mu.Unlock()
+		return
+	}
+	pq.hostChecked = true
+	sent, due := pq.sentAt, r.answerDueLocked(&r.muxes[pq.server])
+	r.mu.Unlock()
+	if !r.opts.HostLost(sent, sent.Add(due)) { // may read the host's counters: without r.mu
+		return
+	}
+	r.mu.Lock()
+	if pq.state != qSent || pq.gen != gen {
+		r.mu.Unlock()
+		return
+	}
+	if pq.q.HostRetries >= MaxHostRetries {
+		pq.hostLost = true // counted; its timer runs on
+		r.mu.Unlock()
+		return
+	}
+	pq.q.HostRetries++
+	pq.timer.Stop()
+	mx := &r.muxes[pq.server]
+	if mx.waiters[pq.id] == pq {
+		delete(mx.waiters, pq.id)
+	}
+	pq.state = qIdle
+	failed := r.releaseLocked(pq.server, r.heldLocked(pq))
+	r.mu.Unlock()
+	r.finishFailed(failed)
+	r.launch(pq)
 }
 
 // Backlog is the number of queries waiting for a slot at their server.

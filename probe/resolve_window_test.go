@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"net/netip"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -211,11 +212,12 @@ func TestAdaptiveDroppingServerIsCut(t *testing.T) {
 	assert.Less(t, load.Window, 300, "the window ends below the cap")
 }
 
-// An attempt that timed out after the host lost packets while its answer
-// was due (HostLost) does not count: the query gets one more attempt, at
-// most MaxHostRetries, and a TIMEOUT still means retries+1 attempts the
-// host did not lose, declared no earlier than that many timeouts. A host
-// loss at any other time adds nothing.
+// An attempt presumed lost after the host lost packets from its send
+// until its answer was due (HostLost) does not count: it is replaced at
+// once, at most MaxHostRetries times a query, and a TIMEOUT still means
+// retries+1 attempts the host did not lose, declared no earlier than that
+// many timeouts; once no more can be added, the query says HostSuspect. A
+// host loss at any other time adds nothing.
 func TestHostLossAddsOneAttemptPerLostAttempt(t *testing.T) {
 	srv := serveZone(t, newZone())
 	const timeout = 150 * time.Millisecond
@@ -258,11 +260,39 @@ func TestHostLossAddsOneAttemptPerLostAttempt(t *testing.T) {
 			assert.Equal(t, c.wantRetries, q.HostRetries)
 			assert.Equal(t, 3+c.wantRetries, q.Attempts)
 			assert.Equal(t, c.wantSuspect, q.HostSuspect)
-			assert.GreaterOrEqual(t, q.Time, time.Duration(q.Attempts)*timeout, "TIMEOUT only after every attempt's timeout")
+			// The counted attempts each waited a whole timeout; one the
+			// host may have lost was replaced once presumed lost.
+			assert.GreaterOrEqual(t, q.Time, 3*timeout, "TIMEOUT only after (retries+1) timeouts")
 			// An answered name is never retried, loss or not.
 			ok := r.Lookup(context.Background(), "one.test", Family4)
 			assert.Equal(t, DNSNoError, ok.Status)
 			assert.Equal(t, 1, ok.Queries[0].Attempts)
 		})
 	}
+}
+
+// A query the host lost (here: the server never sees the first one, and
+// the host reports a loss at its send) is asked again as soon as it is
+// presumed lost, not after its timeout, and its answer taken.
+func TestHostLostQueryReplacedBeforeItsTimeout(t *testing.T) {
+	z := newZone()
+	var seen atomic.Int32
+	h := dns.HandlerFunc(func(w dns.ResponseWriter, m *dns.Msg) {
+		if seen.Add(1) == 1 {
+			return // lost on its way
+		}
+		z.ServeDNS(w, m)
+	})
+	srv := serveZone(t, h)
+	const timeout = 2 * time.Second
+	start := time.Now()
+	lost := func(from, to time.Time) bool { return from.Before(start.Add(50*time.Millisecond)) && to.After(start) }
+	r, err := NewResolver(loopbackPath(t, srv), ResolverOptions{Timeout: timeout, Retries: 2, Cap: 10, Adaptive: true, HostLost: lost})
+	require.NoError(t, err)
+	l := r.Lookup(context.Background(), "one.test", Family4)
+	q := l.Queries[0]
+	assert.Equal(t, DNSNoError, l.Status)
+	assert.Equal(t, 2, q.Attempts)
+	assert.Equal(t, 1, q.HostRetries)
+	assert.Less(t, q.Time, timeout, "replaced when presumed lost (half the timeout before any RTT is known)")
 }
