@@ -435,10 +435,33 @@ func (r *Resolver) answered(pq *pendingQuery, id uint16, b []byte) {
 	r.finish(pq, resp, nil)
 }
 
-// overTCP asks a truncated question again over TCP.
+// overTCP asks a truncated question again over TCP. An exchange that
+// timed out while the host lost packets or stalled (HostLost) is asked
+// again, like a UDP attempt the host may have lost.
 func (r *Resolver) overTCP(pq *pendingQuery) {
 	pq.q.TCP = true
-	resp, err := r.exchangeOn(pq.l.ctx, "tcp", pq.q.Server, pq.m, &pq.bytes)
+	var resp *dns.Msg
+	var err error
+	for {
+		t0 := time.Now()
+		resp, err = r.exchangeOn(pq.l.ctx, "tcp", pq.q.Server, pq.m, &pq.bytes)
+		if err == nil || !isTimeout(err) || pq.l.ctx.Err() != nil || r.opts.HostLost == nil || !r.opts.HostLost(t0, time.Now()) {
+			break
+		}
+		r.mu.Lock()
+		more := pq.q.HostRetries < MaxHostRetries
+		if more {
+			pq.q.HostRetries++
+			pq.q.Attempts++
+		} else {
+			pq.hostLost = true
+			pq.q.HostSuspect = true
+		}
+		r.mu.Unlock()
+		if !more {
+			break
+		}
+	}
 	r.mu.Lock()
 	pq.state = qIdle
 	failed := r.releaseLocked(pq.server, true)
