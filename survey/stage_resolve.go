@@ -149,7 +149,7 @@ func (r *runner) resolvePath(ctx context.Context, name string, res *Resolver, st
 	}
 	var batch []resolved
 	inflight, next, n := 0, 0, r.list.Len()
-	for {
+	startMore := func() {
 		for inflight < workers && next < n && ctx.Err() == nil && res.r.Backlog() == 0 {
 			i := next
 			next++
@@ -161,6 +161,9 @@ func (r *runner) resolvePath(ctx context.Context, name string, res *Resolver, st
 				inflight++
 			}
 		}
+	}
+	for {
+		startMore()
 		if inflight == 0 {
 			return
 		}
@@ -172,9 +175,14 @@ func (r *runner) resolvePath(ctx context.Context, name string, res *Resolver, st
 		mu.Lock()
 		batch, ended = ended, batch[:0]
 		mu.Unlock()
+		// The ended lookups' slots go to new ones before their records
+		// are written: a burst of answers must not hold the list back.
+		inflight -= len(batch)
 		for k, d := range batch {
 			batch[k] = resolved{}
-			inflight--
+			if k%64 == 0 {
+				startMore()
+			}
 			if ctx.Err() != nil {
 				continue // unfinished: resolved again on resume
 			}
