@@ -44,7 +44,17 @@ type ResolverOptions struct {
 	// until answered or timed out.
 	Adaptive bool
 	Bytes    *atomic.Int64 // if set, counts the bytes sent on the path (IP packets)
+	// HostLost, if set, says whether the host may have lost packets of
+	// the resolver's sockets in (from, to] (drops it counted, or a stall
+	// of the whole host). An attempt that timed out with such a loss
+	// while its answer was due is not counted against the server: the
+	// query gets one more attempt (at most MaxHostRetries of them).
+	HostLost func(from, to time.Time) bool
 }
+
+// MaxHostRetries is how many attempts of a query the host's own losses
+// can add (ResolverOptions.HostLost).
+const MaxHostRetries = 3
 
 // Resolver queries a path's own DNS servers through sockets bound to that
 // path: the answers are the ones a host using only that path would get.
@@ -99,8 +109,14 @@ type Query struct {
 	Server   netip.AddrPort // the server of the last attempt
 	TCP      bool           // the answer came over TCP (UDP was truncated)
 	Attempts int
-	Time     time.Duration // all attempts
-	Err      error         // set for DNSTimeout and local DNSError failures
+	// HostRetries of the attempts were added because the host may have
+	// lost an earlier one (ResolverOptions.HostLost); HostSuspect: the
+	// query timed out and one of its counted attempts too may have been
+	// lost by the host (no more could be added).
+	HostRetries int
+	HostSuspect bool
+	Time        time.Duration // all attempts
+	Err         error         // set for DNSTimeout and local DNSError failures
 }
 
 // Lookup is the result of looking one name up on one path.

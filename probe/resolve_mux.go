@@ -37,11 +37,18 @@ type udpMux struct {
 
 	// The adaptive window (ResolverOptions.Adaptive): how many attempts
 	// may hold a slot, grown while answers come back as fast as the
-	// fastest seen, without more SERVFAILs or timeouts than usual, cut on
+	// fastest seen, without more SERVFAILs or losses than usual, cut on
 	// the opposite. An attempt unanswered for lossDelay is presumed lost:
 	// it gives its slot back (it loads the server no more; a name that is
 	// never answered must not hold a slot for its whole timeout), keeps
 	// its timer and still takes a late answer.
+	//
+	// One name's silence is not the server's: a name that is never
+	// answered is a steady small share of the first attempts presumed
+	// lost, and no retry of it is ever answered. Only a rise of that
+	// share (many queries lost at once), a name answering a retry after
+	// its attempt timed out, late answers, a rising RTT or rising
+	// SERVFAILs cut the window.
 	win            float64
 	peak           float64
 	minRTT, srtt   time.Duration
@@ -52,9 +59,11 @@ type udpMux struct {
 	sweepAt        time.Time // when sweep fires; zero when idle
 	lastCut        time.Time
 	lastAnswer     time.Time
-	timeouts       int // attempts that timed out
+	missAnswered   time.Time // when a name that timed out here was last answered (here or elsewhere)
+	timeouts       int       // attempts that timed out
 	cuts           [cutReasons]int
 	sfFast, sfSlow float64 // SERVFAILs per answer: recent and long-run averages
+	lsFast, lsSlow float64 // first attempts presumed lost per first attempt ended: the same
 }
 
 type sentAttempt struct {
@@ -111,6 +120,13 @@ type pendingQuery struct {
 	sentAt time.Time // of the current attempt
 	lost   bool      // the current attempt is presumed lost: it holds no slot
 	missed int       // server of the last attempt that timed out; -1: none
+	graced bool      // the current attempt's late timer was given its grace
+	// hostChecked: the current attempt was asked about (HostLost) when
+	// it was presumed lost.
+	hostChecked bool
+	// hostLost: a counted attempt may have been lost by the host (no
+	// more could be added).
+	hostLost bool
 }
 
 // Start looks name up for family fam (A, AAAA or both; the queries go out
@@ -225,6 +241,10 @@ func (r *Resolver) sendLocked(pq *pendingQuery) error {
 	n := int64(len(b)) + overhead("udp", r.servers[i].Addr())
 	r.opts.Bytes.Add(n)
 	pq.bytes += n
+	// Dated before the write: a goroutine descheduled after it would
+	// date the attempt late and make its round trip look short (a false
+	// fastest RTT would stop the window's growth for minRTTFor).
+	sentAt := time.Now()
 	if _, err := mx.conn.Write(b); err != nil {
 		pq.state = qIdle
 		return err
@@ -233,7 +253,7 @@ func (r *Resolver) sendLocked(pq *pendingQuery) error {
 	pq.id, pq.state = id, qSent
 	pq.gen++
 	gen := pq.gen
-	pq.sentAt, pq.lost = time.Now(), false
+	pq.sentAt, pq.lost, pq.graced, pq.hostChecked = sentAt, false, false, false
 	pq.timer = time.AfterFunc(r.opts.Timeout, func() { r.timedOut(pq, gen) })
 	if r.opts.Adaptive {
 		mx.sent = append(mx.sent, sentAttempt{pq, gen})
@@ -295,12 +315,46 @@ func (r *Resolver) fillLocked(i int) []failedQuery {
 }
 
 // timedOut ends attempt gen of pq without an answer: the next server is
-// tried while retries are left.
+// tried while retries are left. An attempt whose answer the host may
+// have lost (ResolverOptions.HostLost) does not count as one.
 func (r *Resolver) timedOut(pq *pendingQuery, gen int) {
+	now := time.Now()
 	r.mu.Lock()
 	if pq.state != qSent || pq.gen != gen {
 		r.mu.Unlock()
 		return
+	}
+	// A timer that fired well after its deadline: the resolver did not
+	// run then, and an answer that came in time may wait unread in the
+	// socket. The reader gets as long again (once) to hand it over.
+	if late := now.Sub(pq.sentAt.Add(r.opts.Timeout)); late > lateTimer && !pq.graced {
+		pq.graced = true
+		pq.timer = time.AfterFunc(min(late, r.opts.Timeout), func() { r.timedOut(pq, gen) })
+		r.mu.Unlock()
+		return
+	}
+	suspect := false
+	if r.opts.HostLost != nil && !pq.hostChecked {
+		// A host loss from its send until its answer was due (two
+		// smoothed round trips, at most the loss delay after which the
+		// sweep presumes it lost, the server's doing) may have been this
+		// query or its answer. Asked without r.mu: it may read the host's
+		// counters.
+		sent, due := pq.sentAt, r.answerDueLocked(&r.muxes[pq.server])
+		r.mu.Unlock()
+		suspect = r.opts.HostLost(sent, sent.Add(due))
+		r.mu.Lock()
+		if pq.state != qSent || pq.gen != gen {
+			r.mu.Unlock()
+			return
+		}
+	}
+	if suspect {
+		if pq.q.HostRetries < MaxHostRetries {
+			pq.q.HostRetries++
+		} else {
+			pq.hostLost = true
+		}
 	}
 	mx := &r.muxes[pq.server]
 	if mx.waiters[pq.id] == pq {
@@ -311,7 +365,10 @@ func (r *Resolver) timedOut(pq *pendingQuery, gen int) {
 	r.timeoutLocked(pq.server)
 	pq.missed = pq.server
 	failed := r.releaseLocked(pq.server, held)
-	retry := pq.q.Attempts <= r.opts.Retries
+	retry := pq.q.Attempts-pq.q.HostRetries <= r.opts.Retries
+	if !retry {
+		pq.q.HostSuspect = pq.hostLost
+	}
 	r.mu.Unlock()
 	r.finishFailed(failed)
 	if retry && pq.l.ctx.Err() == nil {
@@ -354,10 +411,13 @@ func (r *Resolver) answered(pq *pendingQuery, id uint16, b []byte) {
 	pq.timer.Stop()
 	late := pq.lost
 	held := r.heldLocked(pq)
-	r.adaptLocked(pq.server, time.Since(pq.sentAt), late, resp.Rcode == dns.RcodeServerFailure)
-	if pq.missed >= 0 {
+	now := time.Now()
+	r.adaptLocked(pq.server, now, now.Sub(pq.sentAt), pq.q.Attempts == 1, late, resp.Rcode == dns.RcodeServerFailure)
+	if pq.missed >= 0 && r.opts.Adaptive {
 		// The name answers: the attempt that timed out was lost.
-		r.cutLocked(&r.muxes[pq.missed], time.Now(), CutLoss)
+		mx := &r.muxes[pq.missed]
+		mx.missAnswered = now
+		r.cutLocked(mx, now, CutLoss)
 	}
 	if resp.Truncated {
 		if !held {
@@ -375,10 +435,33 @@ func (r *Resolver) answered(pq *pendingQuery, id uint16, b []byte) {
 	r.finish(pq, resp, nil)
 }
 
-// overTCP asks a truncated question again over TCP.
+// overTCP asks a truncated question again over TCP. An exchange that
+// timed out while the host lost packets or stalled (HostLost) is asked
+// again, like a UDP attempt the host may have lost.
 func (r *Resolver) overTCP(pq *pendingQuery) {
 	pq.q.TCP = true
-	resp, err := r.exchangeOn(pq.l.ctx, "tcp", pq.q.Server, pq.m, &pq.bytes)
+	var resp *dns.Msg
+	var err error
+	for {
+		t0 := time.Now()
+		resp, err = r.exchangeOn(pq.l.ctx, "tcp", pq.q.Server, pq.m, &pq.bytes)
+		if err == nil || !isTimeout(err) || pq.l.ctx.Err() != nil || r.opts.HostLost == nil || !r.opts.HostLost(t0, time.Now()) {
+			break
+		}
+		r.mu.Lock()
+		more := pq.q.HostRetries < MaxHostRetries
+		if more {
+			pq.q.HostRetries++
+			pq.q.Attempts++
+		} else {
+			pq.hostLost = true
+			pq.q.HostSuspect = true
+		}
+		r.mu.Unlock()
+		if !more {
+			break
+		}
+	}
 	r.mu.Lock()
 	pq.state = qIdle
 	failed := r.releaseLocked(pq.server, true)
@@ -526,16 +609,17 @@ const (
 	CutLate            // an answer came after its attempt was presumed lost
 	CutLoss            // a name answered a retry: its earlier attempt was lost
 	CutServFail        // SERVFAILs rose above their usual share
-	CutSilent          // no answer for a whole timeout
+	CutDrops           // first attempts presumed lost rose above their usual share
 	cutReasons
 )
 
 // The adaptive window's constants. The window starts small and grows by
 // one slot per answer (doubling each round trip) while answers come back
 // within minRTT*growRTT+growSlack, up to the cap; a cut keeps cutFactor
-// of it, at most once per two smoothed round trips. Growth stays
-// multiplicative after a cut: linear growth would need hundreds of round
-// trips to get back from one spurious cut, and the cap bounds the load.
+// of it, at most once per two smoothed round trips, and stops growth for
+// as long. Growth stays multiplicative after a cut: linear growth would
+// need hundreds of round trips to get back from one spurious cut, and the
+// cap bounds the load.
 const (
 	initWindow = 32
 	minWindow  = initWindow
@@ -545,13 +629,19 @@ const (
 	// Queueing: the smoothed RTT above minRTT*queueRTT+queueSlack.
 	queueRTT   = 3
 	queueSlack = 50 * time.Millisecond
-	// Rising SERVFAILs (an overloaded resolver's answer): their recent
-	// share (over ~32 answers) above twice the long-run one (~1,024) plus
-	// riseSlack; names that always fail are a steady share, not a rise.
+	// Rising SERVFAILs (an overloaded resolver's answer) or losses: their
+	// recent share (over ~32 answers; ~128 first attempts, as a handful of
+	// never-answered names is presumed lost together after the answers
+	// of the names sent with them) above twice the long-run one (~1,024)
+	// plus riseSlack; names that always fail or are never answered are a
+	// steady share, not a rise.
 	riseSlack = 0.1
 	// lossFloor is added to twice minRTT for the delay after which an
 	// unanswered attempt is presumed lost.
 	lossFloor = 100 * time.Millisecond
+	// lateTimer: an attempt's timer firing this late means the resolver
+	// did not run at its deadline.
+	lateTimer = 50 * time.Millisecond
 	// minRTTFor: minRTT is the fastest answer of about the last 2 s, so
 	// that a host that got busier (its own CPU adds to every round trip)
 	// is not read as a queue at the server for the rest of the run.
@@ -573,14 +663,16 @@ func (r *Resolver) windowLocked(mx *udpMux) int {
 // adaptLocked feeds an answer from server i into its window: after rtt,
 // late (after its attempt was presumed lost: queueing far beyond the
 // usual round trip), servfail (its rcode).
-func (r *Resolver) adaptLocked(i int, rtt time.Duration, late, servfail bool) {
+func (r *Resolver) adaptLocked(i int, now time.Time, rtt time.Duration, first, late, servfail bool) {
 	if !r.opts.Adaptive {
 		return
 	}
 	mx := &r.muxes[i]
 	r.windowLocked(mx)
-	now := time.Now()
 	mx.lastAnswer = now
+	if first && !late { // a late one was counted lost by the sweep
+		r.firstEndedLocked(mx, now, false)
+	}
 	sf := 0.0
 	if servfail {
 		sf = 1
@@ -604,7 +696,11 @@ func (r *Resolver) adaptLocked(i int, rtt time.Duration, late, servfail bool) {
 		r.cutLocked(mx, now, CutServFail)
 	case mx.srtt > time.Duration(queueRTT*float64(mx.minRTT))+queueSlack:
 		r.cutLocked(mx, now, CutQueue)
-	case rtt <= time.Duration(growRTT*float64(mx.minRTT))+growSlack:
+	case rtt <= time.Duration(growRTT*float64(mx.minRTT))+growSlack && now.Sub(mx.lastCut) >= cutGap(mx):
+		// No growth until a cut's cause has had a chance to recur: a
+		// server that keeps losing queries is cut every cutGap and its
+		// window falls, where doubling per round trip would outgrow the
+		// cuts.
 		mx.win = min(mx.win+1, float64(max(r.opts.Cap, 1)))
 		mx.peak = max(mx.peak, mx.win)
 	}
@@ -613,8 +709,8 @@ func (r *Resolver) adaptLocked(i int, rtt time.Duration, late, servfail bool) {
 // timeoutLocked: an attempt at server i timed out. Whether it was lost
 // shows when a retry of the name is answered (answered cuts the window
 // of the server that missed it); a name that never answers says nothing
-// about the server. A server that has answered nothing for a whole
-// timeout is cut at once.
+// about the server, and neither does the end of a run, when only such
+// names are left and the server answers nothing for a while.
 func (r *Resolver) timeoutLocked(i int) {
 	if !r.opts.Adaptive {
 		return
@@ -622,16 +718,31 @@ func (r *Resolver) timeoutLocked(i int) {
 	mx := &r.muxes[i]
 	r.windowLocked(mx)
 	mx.timeouts++
-	if now := time.Now(); now.Sub(mx.lastAnswer) > r.opts.Timeout {
-		r.cutLocked(mx, now, CutSilent)
+}
+
+// firstEndedLocked feeds a first attempt's end into mx's loss share:
+// lost (presumed lost by the sweep) or answered. Retries are left out:
+// they are of names already unanswered once, the never-answered ones
+// among them, and at the end of a run they are all that is left.
+func (r *Resolver) firstEndedLocked(mx *udpMux, now time.Time, lost bool) {
+	x := 0.0
+	if lost {
+		x = 1
+	}
+	mx.lsFast += (x - mx.lsFast) / 128
+	mx.lsSlow += (x - mx.lsSlow) / 1024
+	if lost && mx.lsFast > 2*mx.lsSlow+riseSlack {
+		r.cutLocked(mx, now, CutDrops)
 	}
 }
 
-// silentLocked: server i has let attempts time out and answered nothing
-// for a whole timeout (e.g. an unreachable resolver of the path).
-func (r *Resolver) silentLocked(i int) bool {
+// silentLocked: server i has let attempts time out, answered nothing for
+// a whole timeout, and a name it missed since was answered (by another
+// server, or by it later): the server is mute, not only its names (e.g.
+// an unreachable resolver of the path).
+func (r *Resolver) silentLocked(i int, now time.Time) bool {
 	mx := &r.muxes[i]
-	return mx.timeouts > 0 && time.Since(mx.lastAnswer) > r.opts.Timeout
+	return mx.timeouts > 0 && now.Sub(mx.lastAnswer) > r.opts.Timeout && !mx.missAnswered.Before(mx.lastAnswer)
 }
 
 // answeringLocked is the server for a first attempt: i, or after it the
@@ -642,8 +753,9 @@ func (r *Resolver) answeringLocked(i int) int {
 	if !r.opts.Adaptive {
 		return i
 	}
+	now := time.Now()
 	for k := range len(r.servers) {
-		if j := (i + k) % len(r.servers); !r.silentLocked(j) {
+		if j := (i + k) % len(r.servers); !r.silentLocked(j, now) {
 			return j
 		}
 	}
@@ -651,13 +763,27 @@ func (r *Resolver) answeringLocked(i int) int {
 }
 
 func (r *Resolver) cutLocked(mx *udpMux, now time.Time, why int) {
-	if !r.opts.Adaptive || now.Sub(mx.lastCut) < 2*max(mx.srtt, 10*time.Millisecond) {
+	if !r.opts.Adaptive || now.Sub(mx.lastCut) < cutGap(mx) {
 		return
 	}
 	mx.lastCut = now
 	mx.win = max(mx.win*cutFactor, minWindow)
 	mx.cuts[why]++
 }
+
+// answerDueLocked: an attempt's answer is due this long after its send.
+func (r *Resolver) answerDueLocked(mx *udpMux) time.Duration {
+	d := r.lossDelayLocked(mx)
+	if mx.srtt > 0 {
+		d = min(d, 2*mx.srtt)
+	}
+	return d
+}
+
+// cutGap: a window is cut at most once per two smoothed round trips (a
+// cut shows in the answers a round trip later), and grows only as long
+// after its last cut.
+func cutGap(mx *udpMux) time.Duration { return 2 * max(mx.srtt, 10*time.Millisecond) }
 
 // lossDelayLocked: an attempt unanswered this long is presumed lost.
 func (r *Resolver) lossDelayLocked(mx *udpMux) time.Duration {
@@ -694,6 +820,7 @@ func (r *Resolver) sweep(i int) {
 	now := time.Now()
 	d := r.lossDelayLocked(mx)
 	freed := false
+	var check []sentAttempt
 	for len(mx.sent) > 0 {
 		s := mx.sent[0]
 		if s.pq.state == qSent && s.pq.gen == s.gen && !s.pq.lost && s.pq.server == i {
@@ -705,6 +832,12 @@ func (r *Resolver) sweep(i int) {
 			mx.lost++
 			mx.inflight--
 			freed = true
+			if s.pq.q.Attempts == 1 {
+				r.firstEndedLocked(mx, now, true)
+			}
+			if r.opts.HostLost != nil {
+				check = append(check, s)
+			}
 		}
 		mx.sent[0] = sentAttempt{}
 		mx.sent = mx.sent[1:]
@@ -718,6 +851,49 @@ func (r *Resolver) sweep(i int) {
 	}
 	r.mu.Unlock()
 	r.finishFailed(failed)
+	for _, s := range check {
+		r.replaceIfHostLost(s.pq, s.gen)
+	}
+}
+
+// replaceIfHostLost: attempt gen of pq, just presumed lost, was sent or
+// due to be answered while the host lost packets (HostLost). It does not
+// count, and its replacement goes out now rather than after its timeout:
+// a name the host's losses touch costs a loss delay more, not a timeout.
+// Its late answer is no longer taken (the replacement's is).
+func (r *Resolver) replaceIfHostLost(pq *pendingQuery, gen int) {
+	r.mu.Lock()
+	if pq.state != qSent || pq.gen != gen {
+		r.mu.Unlock()
+		return
+	}
+	pq.hostChecked = true
+	sent, due := pq.sentAt, r.answerDueLocked(&r.muxes[pq.server])
+	r.mu.Unlock()
+	if !r.opts.HostLost(sent, sent.Add(due)) { // may read the host's counters: without r.mu
+		return
+	}
+	r.mu.Lock()
+	if pq.state != qSent || pq.gen != gen {
+		r.mu.Unlock()
+		return
+	}
+	if pq.q.HostRetries >= MaxHostRetries {
+		pq.hostLost = true // counted; its timer runs on
+		r.mu.Unlock()
+		return
+	}
+	pq.q.HostRetries++
+	pq.timer.Stop()
+	mx := &r.muxes[pq.server]
+	if mx.waiters[pq.id] == pq {
+		delete(mx.waiters, pq.id)
+	}
+	pq.state = qIdle
+	failed := r.releaseLocked(pq.server, r.heldLocked(pq))
+	r.mu.Unlock()
+	r.finishFailed(failed)
+	r.launch(pq)
 }
 
 // Backlog is the number of queries waiting for a slot at their server.

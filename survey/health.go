@@ -68,7 +68,7 @@ type health struct {
 	events                int           // windows judged overloaded
 	healthy               time.Duration // since the last overloaded window or raise
 	reprobed, marked      int
-	reresolved, dnsLeft   int // resolutions done again; still suspect after that
+	dnsRetried, dnsLeft   int // DNS attempts added for host losses; resolutions still suspect after them
 	stalls                int // reads that came more than stallGap apart
 	maxStall              time.Duration
 	winStall              bool
@@ -397,17 +397,16 @@ func (h *health) countReprobe() {
 	}
 }
 
-// countResolution counts a resolution done again because a query timed
-// out while the host dropped packets (again), or one still suspect after
-// maxReprobes tries (!again).
-func (h *health) countResolution(again bool) {
-	if h == nil {
+// countDNS counts the attempts a resolution's queries were given because
+// the host may have lost an earlier one (retries), and whether one of its
+// queries still timed out so (suspect: its timeout may be the host's).
+func (h *health) countDNS(retries int, suspect bool) {
+	if h == nil || (retries == 0 && !suspect) {
 		return
 	}
 	h.mu.Lock()
-	if again {
-		h.reresolved++
-	} else {
+	h.dnsRetried += retries
+	if suspect {
 		h.dnsLeft++
 	}
 	h.mu.Unlock()
@@ -428,13 +427,13 @@ func (h *health) degraded() *Degraded {
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if h.events == 0 && h.sockDrops+h.hostDrops+h.ifDrops+h.outDiscards+h.sendErrs == 0 && h.reprobed == 0 && h.marked == 0 && h.reresolved == 0 && h.stalls == 0 {
+	if h.events == 0 && h.sockDrops+h.hostDrops+h.ifDrops+h.outDiscards+h.sendErrs == 0 && h.reprobed == 0 && h.marked == 0 && h.dnsRetried == 0 && h.dnsLeft == 0 && h.stalls == 0 {
 		return nil
 	}
 	d := &Degraded{HostOverloaded: h.marked, Reprobed: h.reprobed, SocketDrops: h.sockDrops, HostDrops: h.hostDrops,
 		InterfaceDrops: h.ifDrops, OutputDiscards: h.outDiscards,
 		SendErrors: h.sendErrs, MaxReceiveLagMs: msOf(h.maxRecvLag), MaxSendLagMs: msOf(h.maxSendLg),
-		HostCPUMaxPct: h.cpuMax, MaxQueueFillPct: 100 * h.maxFill, Reresolved: h.reresolved, ResolutionsSuspect: h.dnsLeft,
+		HostCPUMaxPct: h.cpuMax, MaxQueueFillPct: 100 * h.maxFill, DNSHostRetries: h.dnsRetried, ResolutionsSuspect: h.dnsLeft,
 		Stalls: h.stalls, MaxStallMs: msOf(h.maxStall)}
 	if h.asked > 0 {
 		d.RateAsked, d.RateMin = h.asked, h.rateMin
@@ -483,11 +482,11 @@ func (h *health) degraded() *Degraded {
 	} else {
 		outcome += ", none left unmeasured"
 	}
-	if h.reresolved > 0 {
-		outcome += fmt.Sprintf("; %d resolutions done again after a query timed out while the host dropped packets or stalled", h.reresolved)
-		if h.dnsLeft > 0 {
-			outcome += fmt.Sprintf(", %d of them still timed out so (their timeout may be the host's)", h.dnsLeft)
-		}
+	if h.dnsRetried > 0 {
+		outcome += fmt.Sprintf("; %d DNS attempts added: an attempt timed out after the host dropped packets or stalled while its answer was due", h.dnsRetried)
+	}
+	if h.dnsLeft > 0 {
+		outcome += fmt.Sprintf("; %d resolutions timed out with such an attempt still counted (their timeout may be the host's)", h.dnsLeft)
 	}
 	d.Reason = "host overloaded: " + strings.Join(why, "; ") + "; " + outcome
 	return d
@@ -508,9 +507,11 @@ type Degraded struct {
 	MaxSendLagMs    float64 `json:"max_send_lag_ms"`
 	MaxQueueFillPct float64 `json:"max_receive_queue_fill_pct"`
 	HostCPUMaxPct   float64 `json:"host_cpu_max_pct"`
-	// Resolutions done again because a query timed out while the host
-	// dropped packets, and those still timed out after maxReprobes tries.
-	Reresolved         int `json:"reresolved_names,omitempty"`
+	// DNS attempts added because an attempt timed out after the host
+	// dropped packets or stalled while its answer was due (each query at
+	// most probe.MaxHostRetries), and the resolutions that still timed
+	// out with such an attempt counted.
+	DNSHostRetries     int `json:"dns_host_retries,omitempty"`
 	ResolutionsSuspect int `json:"resolutions_host_suspect,omitempty"`
 	// Stalls: intervals longer than stallGap in which the prober did not
 	// run (its silent probes then were suspect).

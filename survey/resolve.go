@@ -26,13 +26,19 @@ type ResolutionRecord struct {
 
 // QueryResult is one A or AAAA query, after retries.
 type QueryResult struct {
-	QType    string  `json:"qtype"`
-	Status   string  `json:"status"`
-	Server   string  `json:"server,omitempty"`
-	TCP      bool    `json:"tcp,omitempty"`
-	Attempts int     `json:"attempts"`
-	TimeMs   float64 `json:"time_ms"`
-	Error    string  `json:"error,omitempty"`
+	QType    string `json:"qtype"`
+	Status   string `json:"status"`
+	Server   string `json:"server,omitempty"`
+	TCP      bool   `json:"tcp,omitempty"`
+	Attempts int    `json:"attempts"`
+	// HostRetries of the attempts were added because the host may have
+	// lost an earlier one (it dropped packets or stalled while its answer
+	// was due); HostSuspect: TIMEOUT, but a counted attempt too may have
+	// been the host's loss.
+	HostRetries int     `json:"host_retries,omitempty"`
+	HostSuspect bool    `json:"host_suspect,omitempty"`
+	TimeMs      float64 `json:"time_ms"`
+	Error       string  `json:"error,omitempty"`
 }
 
 // Resolver is the survey's view of a probe.Resolver: it turns each lookup
@@ -45,9 +51,10 @@ type Resolver struct {
 
 // NewResolver returns a resolver for p querying p's own DNS servers, each
 // with an adaptive window of at most cap queries in flight, or an error
-// when p has no DNS.
-func NewResolver(p probe.Path, timeout time.Duration, retries, cap int, bytes *atomic.Int64) (*Resolver, error) {
-	r, err := probe.NewResolver(p, probe.ResolverOptions{Timeout: timeout, Retries: retries, Cap: cap, Bytes: bytes, Adaptive: true})
+// when p has no DNS. hostLost (may be nil) says whether the host may have
+// lost packets in an interval: an attempt it may have lost is not counted.
+func NewResolver(p probe.Path, timeout time.Duration, retries, cap int, bytes *atomic.Int64, hostLost func(from, to time.Time) bool) (*Resolver, error) {
+	r, err := probe.NewResolver(p, probe.ResolverOptions{Timeout: timeout, Retries: retries, Cap: cap, Bytes: bytes, Adaptive: true, HostLost: hostLost})
 	if err != nil {
 		return nil, err
 	}
@@ -69,7 +76,8 @@ func (r *Resolver) record(d Domain, l probe.Lookup) ResolutionRecord {
 	rec := ResolutionRecord{Type: "resolution", Domain: d.Name, Rank: d.Rank, Path: r.Path.Name, Status: l.Status,
 		Answers: l.Answers, CNAMEs: l.CNAMEs, TimeMs: msOf(l.Time), Bytes: l.Bytes, Valid: true}
 	for _, q := range l.Queries {
-		qr := QueryResult{QType: q.QType, Status: q.Status, TCP: q.TCP, Attempts: q.Attempts, TimeMs: msOf(q.Time)}
+		qr := QueryResult{QType: q.QType, Status: q.Status, TCP: q.TCP, Attempts: q.Attempts, HostRetries: q.HostRetries,
+			HostSuspect: q.HostSuspect, TimeMs: msOf(q.Time)}
 		if q.Server.IsValid() {
 			qr.Server = q.Server.String()
 		}

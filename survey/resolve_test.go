@@ -22,7 +22,7 @@ func TestResolutionRecordJSON(t *testing.T) {
 	srv := startDNS(t, defaultZone())
 	var sent atomic.Int64
 	p := loopback(t, srv)
-	r, err := NewResolver(p, 200*time.Millisecond, 0, 4, &sent)
+	r, err := NewResolver(p, 200*time.Millisecond, 0, 4, &sent, nil)
 	require.NoError(t, err)
 	assert.Equal(t, srv.String(), fmt.Sprint(r.servers[0]))
 	qlen := func(name string, qt uint16) int64 {

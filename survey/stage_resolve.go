@@ -67,7 +67,7 @@ func (r *runner) eachAddr(fn func(netip.Addr, []uint32)) {
 func (r *runner) resolvers() map[string]*Resolver {
 	out := map[string]*Resolver{}
 	for _, name := range r.names {
-		res, err := NewResolver(r.paths[name], r.cfg.DNSTimeout, r.cfg.DNSRetries, r.cfg.ResolverCap, r.bytes[name])
+		res, err := NewResolver(r.paths[name], r.cfg.DNSTimeout, r.cfg.DNSRetries, r.cfg.ResolverCap, r.bytes[name], r.health.suspectHost)
 		if err != nil {
 			r.log.Warn("path resolves nothing; it is still used to probe", "path", name, "err", err)
 			r.failed.Store(true)
@@ -113,9 +113,8 @@ func (r *runner) resolveAll(ctx context.Context, resolvers map[string]*Resolver,
 
 // resolved is a lookup's end, back at its path's loop.
 type resolved struct {
-	i, try int
-	start  time.Time
-	rec    ResolutionRecord
+	i   int
+	rec ResolutionRecord
 }
 
 // resolvePath starts the path's lookups in list order from one goroutine
@@ -145,13 +144,12 @@ func (r *runner) resolvePath(ctx context.Context, name string, res *Resolver, st
 		default:
 		}
 	}
-	start := func(i, try int) {
-		t0 := time.Now()
-		res.Start(ctx, r.list.At(i), r.cfg.Family, func(rec ResolutionRecord) { post(resolved{i, try, t0, rec}) })
+	start := func(i int) {
+		res.Start(ctx, r.list.At(i), r.cfg.Family, func(rec ResolutionRecord) { post(resolved{i, rec}) })
 	}
 	var batch []resolved
 	inflight, next, n := 0, 0, r.list.Len()
-	for {
+	startMore := func() {
 		for inflight < workers && next < n && ctx.Err() == nil && res.r.Backlog() == 0 {
 			i := next
 			next++
@@ -159,10 +157,13 @@ func (r *runner) resolvePath(ctx context.Context, name string, res *Resolver, st
 			todo := r.status[name][i] == 0
 			r.mu.Unlock()
 			if todo {
-				start(i, 0)
+				start(i)
 				inflight++
 			}
 		}
+	}
+	for {
+		startMore()
 		if inflight == 0 {
 			return
 		}
@@ -174,16 +175,18 @@ func (r *runner) resolvePath(ctx context.Context, name string, res *Resolver, st
 		mu.Lock()
 		batch, ended = ended, batch[:0]
 		mu.Unlock()
+		// The ended lookups' slots go to new ones before their records
+		// are written: a burst of answers must not hold the list back.
+		inflight -= len(batch)
 		for k, d := range batch {
 			batch[k] = resolved{}
-			inflight--
+			if k%64 == 0 {
+				startMore()
+			}
 			if ctx.Err() != nil {
 				continue // unfinished: resolved again on resume
 			}
-			if r.redo(ctx, d, func() { start(d.i, d.try+1) }, func() { post(d) }) {
-				inflight++
-				continue
-			}
+			r.countHostLoss(d.rec)
 			d.rec.Valid = r.watch.valid(name)
 			r.mu.Lock()
 			r.status[name][d.i] = r.codes.code(d.rec.Status)
@@ -207,8 +210,8 @@ func (r *runner) logResolverLoad(resolvers map[string]*Resolver) {
 		for _, l := range resolvers[name].r.Load() {
 			r.log.Info("resolver load", "path", name, "server", l.Server, "peak_window", l.PeakWindow,
 				"window", l.Window, "cap", r.cfg.ResolverCap, "min_rtt", l.MinRTT.Round(time.Microsecond),
-				"srtt", l.SRTT.Round(time.Microsecond), "cuts", fmt.Sprintf("queue %d, late %d, loss %d, servfail %d, silent %d",
-					l.Cuts[probe.CutQueue], l.Cuts[probe.CutLate], l.Cuts[probe.CutLoss], l.Cuts[probe.CutServFail], l.Cuts[probe.CutSilent]))
+				"srtt", l.SRTT.Round(time.Microsecond), "cuts", fmt.Sprintf("queue %d, late %d, loss %d, servfail %d, drops %d",
+					l.Cuts[probe.CutQueue], l.Cuts[probe.CutLate], l.Cuts[probe.CutLoss], l.Cuts[probe.CutServFail], l.Cuts[probe.CutDrops]))
 		}
 	}
 }
