@@ -13,6 +13,7 @@ import (
 
 	"github.com/mptester/mptester/probe"
 	"github.com/mptester/mptester/report"
+	"github.com/mptester/mptester/survey/internal/spill"
 	"github.com/mptester/mptester/survey/list"
 )
 
@@ -131,9 +132,12 @@ type runner struct {
 	ownList bool // made from Config.Domains: closed by Run
 	// status is, per path and domain, the resolution status as a code of
 	// statusCodes (0: not resolved yet); guarded by mu while resolving.
-	status  map[string][]uint8
-	codes   statusCodes
-	doms    domStore            // domains per address; guarded by mu until sealed
+	status map[string][]uint8
+	codes  statusCodes
+	// doms holds per address index the entries (resolution path
+	// index<<24 | domain index) that resolved to it, in arrival order,
+	// memory-bounded; Add and Seal under mu, Get and Each once sealed.
+	doms    spill.Groups
 	resumed []resumedResolution // NOERROR resolutions of the resumed run
 	mu      sync.Mutex
 	results map[string]map[netip.Addr]TargetResult

@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/mptester/mptester/survey/internal/rawprobe"
-	"github.com/mptester/mptester/survey/internal/spill"
 	"github.com/mptester/mptester/survey/list"
 )
 
@@ -63,15 +62,6 @@ type target struct {
 	ai   int32 // number in runner.addrs
 	pi   uint8 // index of the probe path in runner.names
 }
-
-// domStore is the domains that resolved to each address: per address
-// index its entries (resolution path index<<24 | domain index) in arrival
-// order, memory-bounded (spill.Groups). Callers serialise Add and Seal
-// (runner.mu); Get and each are safe once sealed.
-type domStore struct{ spill.Groups }
-
-// each is Each, by the name the resolution stage calls it.
-func (d *domStore) each(fn func(ai int32, doms []uint32)) { d.Each(fn) }
 
 // heldRecord is a probe record finished while resolution still ran, with
 // which paths were valid when it finished.

@@ -57,9 +57,9 @@ func (r *runner) statusOf(pi, d int) string {
 }
 
 // eachAddr calls fn for every resolved address with its domains (see
-// domStore); after resolution and probing ended.
+// spill.Groups); after resolution and probing ended.
 func (r *runner) eachAddr(fn func(netip.Addr, []uint32)) {
-	r.doms.each(func(ai int32, doms []uint32) { fn(r.addrs.addr(ai), doms) })
+	r.doms.Each(func(ai int32, doms []uint32) { fn(r.addrs.addr(ai), doms) })
 }
 
 // resolvers returns the resolver of every path that has DNS, warning about
