@@ -17,7 +17,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/mptester/mptester/collect"
-	"github.com/mptester/mptester/collect/api"
 	"github.com/mptester/mptester/collect/rawstore"
 	"github.com/mptester/mptester/collect/store"
 	"github.com/mptester/mptester/internal/certs"
@@ -44,9 +43,6 @@ type Options struct {
 	// Drain bounds the uploads in flight at SIGTERM/SIGINT.
 	Drain time.Duration
 
-	// Subcommands.
-	Name string
-	URL  string
 	// Ready, when set, is called with the listening address (tests).
 	Ready func(net.Addr)
 }
@@ -123,145 +119,21 @@ uploads in flight finish within --drain, then it exits 0.`,
 	fl.IntVar(&opts.Limits.MaxZstd, "max-zstd", opts.Limits.MaxZstd, "zstd bodies decoded at once (each may hold an 8 MiB window); more wait")
 
 	schedule := &cobra.Command{Use: "schedule", Short: "The fleet schedule probes run with `mptester agent`"}
-	schedule.AddCommand(&cobra.Command{
-		Use:   "set PROBE|'*' FILE",
-		Short: "Store FILE (JSON: typed measurement tasks, see GET /v1/schedule.schema.json) as the next revision of a probe's schedule ('*': every probe without its own)",
-		Long: `Store FILE as the next revision of a probe's schedule ('*': every
-probe without its own). A task is a measurement definition, not a command
-line: {"name", "type": "survey"|"run", "every", "spread", "windows",
-"survey": {...} | "run": {...}} with the typed parameters of the published
-schema (GET /v1/schedule.schema.json). Nothing in a task names a file on
-the probe or overrides a safety check. The schedule is checked against the
-schema and the caps each probe reported (else the defaults) before it is
-stored; PROBE must be enrolled.`,
-		Args: cobra.ExactArgs(2),
-		RunE: func(c *cobra.Command, args []string) error {
-			ctx := c.Context()
-			opts.Logger = f.Logger
-			b, err := os.ReadFile(args[1])
-			if err != nil {
-				return cmdutil.FlagErrorf("%v", err)
-			}
-			return withStore(ctx, opts, func(st store.Store) error {
-				err := collect.CheckSchedule(ctx, st, args[0], b)
-				if errors.Is(err, api.ErrInvalid) || errors.Is(err, collect.ErrUnknownProbe) {
-					return cmdutil.FlagErrorf("%s: %v", args[1], err)
-				}
-				if err != nil {
-					return err
-				}
-				rev, err := st.PutSchedule(ctx, args[0], b)
-				if errors.Is(err, store.ErrNotFound) {
-					return cmdutil.FlagErrorf("%v", err)
-				}
-				if err == nil {
-					fmt.Fprintf(opts.IO.Out, "schedule of %s: revision %d\n", args[0], rev)
-				}
-				return err
-			})
-		},
-	})
-	schedule.AddCommand(newCmdScheduleKeygen(opts), newCmdScheduleSign(opts))
+	schedule.AddCommand(NewCmdScheduleSet(f, opts, nil), NewCmdScheduleKeygen(f, nil), NewCmdScheduleSign(f, nil))
 	cmd.AddCommand(schedule)
-	cmd.AddCommand(newCmdProbe(f, opts, runF), newCmdAdmin(f, opts, runF), newCmdExport(f, opts), newCmdGC(f, opts), &cobra.Command{
-		Use:   "reindex",
-		Short: "Rebuild the derived tables (survey cells and probe records, pattern tests and per-path bytes) from the raw uploads, and remove raw files no run names",
-		Args:  cobra.NoArgs,
-		RunE: func(c *cobra.Command, args []string) error {
-			ctx := c.Context()
-			opts.Logger = f.Logger
-			return withServer(ctx, opts, func(srv *collect.Server) error {
-				n, err := srv.ReindexAll(ctx)
-				fmt.Fprintf(opts.IO.Out, "reindexed %d runs\n", n)
-				if err != nil {
-					return err
-				}
-				n, err = srv.RemoveOrphans(ctx)
-				fmt.Fprintf(opts.IO.Out, "removed %d raw files no run names (uploads cut off by a crash before their receipt)\n", n)
-				return err
-			})
-		},
-	})
+	cmd.AddCommand(newCmdProbe(f, opts), newCmdAdmin(f, opts), NewCmdExport(f, opts, nil), NewCmdGC(f, opts, nil), NewCmdReindex(f, opts, nil))
 	return cmd
 }
 
-func newCmdProbe(f *cmdutil.Factory, opts *Options, runF func(context.Context, *Options) error) *cobra.Command {
+func newCmdProbe(f *cmdutil.Factory, opts *Options) *cobra.Command {
 	cmd := &cobra.Command{Use: "probe", Short: "Enrol, list and revoke probes"}
-	add := &cobra.Command{
-		Use:   "add NAME",
-		Short: "Enrol a probe: prints its token (shown once) and its config lines",
-		Args:  cobra.ExactArgs(1),
-		RunE: func(c *cobra.Command, args []string) error {
-			ctx := c.Context()
-			opts.Logger, opts.Name = f.Logger, args[0]
-			if runF != nil {
-				return runF(ctx, opts)
-			}
-			return probeAddRun(ctx, opts)
-		},
-	}
-	add.Flags().StringVar(&opts.URL, "url", "https://COLLECTOR:8080", "the collector's `URL` as probes reach it (for the config line)")
-	revoke := &cobra.Command{
-		Use:   "revoke NAME",
-		Short: "Revoke a probe's token: its uploads are refused from now on",
-		Args:  cobra.ExactArgs(1),
-		RunE: func(c *cobra.Command, args []string) error {
-			ctx := c.Context()
-			opts.Logger, opts.Name = f.Logger, args[0]
-			return withStore(ctx, opts, func(st store.Store) error {
-				if err := st.Revoke(ctx, opts.Name, time.Now()); err != nil {
-					if errors.Is(err, store.ErrNotFound) {
-						return cmdutil.FlagErrorf("%v", err)
-					}
-					return err
-				}
-				fmt.Fprintf(opts.IO.Out, "revoked %s\n", opts.Name)
-				return nil
-			})
-		},
-	}
-	list := &cobra.Command{
-		Use:   "list",
-		Short: "List enrolled probes (JSON) with their owners' caps and the tasks they refused",
-		Args:  cobra.NoArgs,
-		RunE: func(c *cobra.Command, args []string) error {
-			ctx := c.Context()
-			opts.Logger = f.Logger
-			return withStore(ctx, opts, func(st store.Store) error {
-				ps, err := collect.ListProbes(ctx, st)
-				if err != nil {
-					return err
-				}
-				return cmdutil.WriteJSON(opts.IO.Out, ps)
-			})
-		},
-	}
-	cmd.AddCommand(add, revoke, list)
+	cmd.AddCommand(NewCmdProbeAdd(f, opts, nil), NewCmdProbeRevoke(f, opts, nil), NewCmdProbeList(f, opts, nil))
 	return cmd
 }
 
-func newCmdAdmin(f *cmdutil.Factory, opts *Options, runF func(context.Context, *Options) error) *cobra.Command {
+func newCmdAdmin(f *cmdutil.Factory, opts *Options) *cobra.Command {
 	cmd := &cobra.Command{Use: "admin", Short: "Admin tokens for the read and management endpoints"}
-	cmd.AddCommand(&cobra.Command{
-		Use:   "add NAME",
-		Short: "Create an admin token (shown once)",
-		Args:  cobra.ExactArgs(1),
-		RunE: func(c *cobra.Command, args []string) error {
-			ctx := c.Context()
-			opts.Logger, opts.Name = f.Logger, args[0]
-			if err := checkName(opts.Name); err != nil {
-				return err
-			}
-			return withStore(ctx, opts, func(st store.Store) error {
-				tok := collect.NewToken()
-				if err := st.AddAdmin(ctx, opts.Name, collect.HashToken(tok), time.Now()); err != nil {
-					return err
-				}
-				fmt.Fprintf(opts.IO.Out, "%s\n", tok)
-				return nil
-			})
-		},
-	})
+	cmd.AddCommand(NewCmdAdminAdd(f, opts, nil))
 	return cmd
 }
 
@@ -272,30 +144,6 @@ func checkName(n string) error {
 		return cmdutil.FlagErrorf("invalid name %q: 1-64 letters, digits, '.', '_' or '-'", n)
 	}
 	return nil
-}
-
-func probeAddRun(ctx context.Context, opts *Options) error {
-	if err := checkName(opts.Name); err != nil {
-		return err
-	}
-	_, fp, err := keepIdentity(ctx, opts)
-	if err != nil {
-		return err
-	}
-	return withStore(ctx, opts, func(st store.Store) error {
-		tok := collect.NewToken()
-		if err := st.AddProbe(ctx, opts.Name, collect.HashToken(tok), time.Now()); err != nil {
-			if errors.Is(err, store.ErrExists) {
-				return cmdutil.FlagErrorf("%v (revoke it, or choose another name)", err)
-			}
-			return err
-		}
-		fmt.Fprintf(opts.IO.Out, "token: %s\n", tok)
-		fmt.Fprintf(opts.IO.Out, "certificate SHA-256 fingerprint: %s\n", fp)
-		fmt.Fprintf(opts.IO.Out, "# on the probe: the token in a 0600 file, and in its config (pin: the collector's kept\n# self-signed identity; with --cert/--key, that certificate's fingerprint, or no pin):\n")
-		fmt.Fprintf(opts.IO.Out, "probe_id: %s\nupload: {url: %q, token_file: /etc/mptester/upload.token, pin: %q}\n", opts.Name, opts.URL, fp)
-		return nil
-	})
 }
 
 // keepIdentity returns the collector's self-signed identity, kept in

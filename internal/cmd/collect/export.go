@@ -16,11 +16,15 @@ import (
 
 // ExportOptions of `mptester collect export`.
 type ExportOptions struct {
+	IO      *cmdutil.IOStreams
+	Collect *Options // the stores
+
 	Format, Since, Until, Probe, Out string
 }
 
-func newCmdExport(f *cmdutil.Factory, opts *Options) *cobra.Command {
-	eo := &ExportOptions{}
+// NewCmdExport builds `collect export`; runF replaces exportRun in tests.
+func NewCmdExport(f *cmdutil.Factory, co *Options, runF func(context.Context, *ExportOptions) error) *cobra.Command {
+	eo := &ExportOptions{IO: f.IO, Collect: co}
 	cmd := &cobra.Command{
 		Use:   "export --format parquet -o DIR",
 		Short: "Write the index and the derived tables as Parquet, one file per table and day (DuckDB, pandas, Spark)",
@@ -38,9 +42,11 @@ complete; an existing file of the same table and day is replaced.`,
   duckdb -c "SELECT probe_id, sum(bytes_received) FROM 'fleet-nov/pattern_path_bytes/*.parquet' GROUP BY 1"`,
 		Args: cobra.NoArgs,
 		RunE: func(c *cobra.Command, args []string) error {
-			ctx := c.Context()
-			opts.Logger = f.Logger
-			return exportRun(ctx, opts, eo)
+			co.Logger = f.Logger
+			if runF != nil {
+				return runF(c.Context(), eo)
+			}
+			return exportRun(c.Context(), eo)
 		},
 	}
 	fl := cmd.Flags()
@@ -52,7 +58,7 @@ complete; an existing file of the same table and day is replaced.`,
 	return cmd
 }
 
-func exportRun(ctx context.Context, opts *Options, eo *ExportOptions) error {
+func exportRun(ctx context.Context, eo *ExportOptions) error {
 	if eo.Format != "parquet" {
 		return cmdutil.FlagErrorf("--format %q: want parquet", eo.Format)
 	}
@@ -80,13 +86,13 @@ func exportRun(ctx context.Context, opts *Options, eo *ExportOptions) error {
 	if !f.Since.IsZero() && !f.Until.IsZero() && !f.Until.After(f.Since) {
 		return cmdutil.FlagErrorf("--until must be after --since")
 	}
-	return withStore(ctx, opts, func(st store.Store) error {
+	return withStore(ctx, eo.Collect, func(st store.Store) error {
 		files, err := export.Parquet(ctx, st, f, eo.Out)
 		if err != nil {
 			return err
 		}
 		for _, fl := range files {
-			fmt.Fprintf(opts.IO.Out, "%s\t%d rows\n", fl.Path, fl.Rows)
+			fmt.Fprintf(eo.IO.Out, "%s\t%d rows\n", fl.Path, fl.Rows)
 		}
 		return nil
 	})

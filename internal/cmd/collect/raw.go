@@ -7,9 +7,6 @@ import (
 	"encoding/pem"
 	"fmt"
 	"path/filepath"
-	"time"
-
-	"github.com/spf13/cobra"
 
 	"github.com/mptester/mptester/collect"
 	"github.com/mptester/mptester/collect/rawstore"
@@ -79,37 +76,6 @@ func withServer(ctx context.Context, opts *Options, fn func(*collect.Server) err
 		}
 		return fn(srv)
 	})
-}
-
-func newCmdGC(f *cmdutil.Factory, opts *Options) *cobra.Command {
-	var minAge time.Duration
-	var dryRun bool
-	cmd := &cobra.Command{
-		Use:   "gc",
-		Short: "Remove raw uploads no index row names (a crash between storing and indexing; never acknowledged)",
-		Long: `List the raw store (the data directory or the bucket) and remove every
-object no index row names and older than --min-age: an upload cut off by a
-crash after its object was stored and before its index row was committed.
-It was never acknowledged, so its probe still holds it and sends it again.
---min-age spares uploads in flight on any replica.`,
-		Args: cobra.NoArgs,
-		RunE: func(c *cobra.Command, args []string) error {
-			ctx := c.Context()
-			opts.Logger = f.Logger
-			if minAge < 0 {
-				return cmdutil.FlagErrorf("--min-age %s: want 0 or more", minAge)
-			}
-			return withServer(ctx, opts, func(srv *collect.Server) error {
-				res, err := srv.GC(ctx, minAge, dryRun)
-				fmt.Fprintf(opts.IO.Out, "%d objects, %d indexed, %d without an index row (%d younger than %s), %d removed\n",
-					res.Objects, res.Indexed, res.Orphans, res.Young, minAge, res.Removed)
-				return err
-			})
-		},
-	}
-	cmd.Flags().DurationVar(&minAge, "min-age", time.Hour, "leave objects younger than this")
-	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "list, remove nothing")
-	return cmd
 }
 
 // sharedIdentity is the TLS identity kept in the index database, created

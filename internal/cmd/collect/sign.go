@@ -1,6 +1,7 @@
 package collect
 
 import (
+	"context"
 	"crypto/ed25519"
 	"crypto/rand"
 	"crypto/x509"
@@ -22,81 +23,116 @@ import (
 // (agent.schedule_key) run only what it signed, so a compromised collector
 // cannot change what they measure.
 
-func newCmdScheduleKeygen(opts *Options) *cobra.Command {
+// ScheduleKeygenOptions of `mptester collect schedule keygen`.
+type ScheduleKeygenOptions struct {
+	IO      *cmdutil.IOStreams
+	KeyFile string
+}
+
+// NewCmdScheduleKeygen builds `collect schedule keygen`; runF replaces
+// scheduleKeygenRun in tests.
+func NewCmdScheduleKeygen(f *cmdutil.Factory, runF func(context.Context, *ScheduleKeygenOptions) error) *cobra.Command {
+	opts := &ScheduleKeygenOptions{IO: f.IO}
 	return &cobra.Command{
 		Use:   "keygen KEYFILE",
 		Short: "Create the fleet operator's Ed25519 schedule key (PEM, 0600; keep it offline) and print the public key for the probes' agent.schedule_key",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(c *cobra.Command, args []string) error {
-			pub, priv, err := ed25519.GenerateKey(rand.Reader)
-			if err != nil {
-				return err
+			opts.KeyFile = args[0]
+			if runF != nil {
+				return runF(c.Context(), opts)
 			}
-			der, err := x509.MarshalPKCS8PrivateKey(priv)
-			if err != nil {
-				return err
-			}
-			f, err := os.OpenFile(args[0], os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
-			if errors.Is(err, os.ErrExist) {
-				return cmdutil.FlagErrorf("%s exists: a key is never overwritten", args[0])
-			}
-			if err != nil {
-				return err
-			}
-			if err := pem.Encode(f, &pem.Block{Type: "PRIVATE KEY", Bytes: der}); err != nil {
-				f.Close()
-				return err
-			}
-			if err := f.Close(); err != nil {
-				return err
-			}
-			fmt.Fprintf(opts.IO.Out, "# in each probe's config:\nagent:\n  schedule_key: %s\n", base64.StdEncoding.EncodeToString(pub))
-			return nil
+			return scheduleKeygenRun(c.Context(), opts)
 		},
 	}
 }
 
-func newCmdScheduleSign(opts *Options) *cobra.Command {
-	var key, probe string
-	var serial int64
+func scheduleKeygenRun(_ context.Context, opts *ScheduleKeygenOptions) error {
+	pub, priv, err := ed25519.GenerateKey(rand.Reader)
+	if err != nil {
+		return err
+	}
+	der, err := x509.MarshalPKCS8PrivateKey(priv)
+	if err != nil {
+		return err
+	}
+	f, err := os.OpenFile(opts.KeyFile, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if errors.Is(err, os.ErrExist) {
+		return cmdutil.FlagErrorf("%s exists: a key is never overwritten", opts.KeyFile)
+	}
+	if err != nil {
+		return err
+	}
+	if err := pem.Encode(f, &pem.Block{Type: "PRIVATE KEY", Bytes: der}); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	fmt.Fprintf(opts.IO.Out, "# in each probe's config:\nagent:\n  schedule_key: %s\n", base64.StdEncoding.EncodeToString(pub))
+	return nil
+}
+
+// ScheduleSignOptions of `mptester collect schedule sign`.
+type ScheduleSignOptions struct {
+	IO     *cmdutil.IOStreams
+	Key    string // the operator's key file
+	Serial int64
+	Probe  string // a probe's name, or '*'
+	File   string // the schedule to sign
+}
+
+// NewCmdScheduleSign builds `collect schedule sign`; runF replaces
+// scheduleSignRun in tests.
+func NewCmdScheduleSign(f *cmdutil.Factory, runF func(context.Context, *ScheduleSignOptions) error) *cobra.Command {
+	opts := &ScheduleSignOptions{IO: f.IO}
 	cmd := &cobra.Command{
 		Use:   "sign --key KEYFILE --serial N [--probe P] FILE",
 		Short: "Sign schedule FILE for probe P ('*': every probe) with serial N; prints the signed schedule for `collect schedule set`",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(c *cobra.Command, args []string) error {
-			if serial < 1 {
-				return cmdutil.FlagErrorf("--serial must be at least 1 (probes refuse a serial lower than one they ran)")
+			opts.File = args[0]
+			if runF != nil {
+				return runF(c.Context(), opts)
 			}
-			priv, err := readKey(key)
-			if err != nil {
-				return cmdutil.FlagErrorf("--key: %v", err)
-			}
-			b, err := os.ReadFile(args[0])
-			if err != nil {
-				return cmdutil.FlagErrorf("%v", err)
-			}
-			var doc map[string]json.RawMessage
-			if err := json.Unmarshal(b, &doc); err != nil {
-				return cmdutil.FlagErrorf("%s: %v", args[0], err)
-			}
-			doc["serial"], _ = json.Marshal(serial)
-			doc["probe"], _ = json.Marshal(probe)
-			delete(doc, "revision")
-			payload, _ := json.Marshal(doc)
-			if _, err := api.ParseSchedule(payload); err != nil {
-				return cmdutil.FlagErrorf("%s: %v", args[0], err)
-			}
-			out, _ := json.Marshal(map[string]any{"signed": api.Signature{Payload: payload, Sig: ed25519.Sign(priv, payload)}})
-			_, err = fmt.Fprintf(opts.IO.Out, "%s\n", out)
-			return err
+			return scheduleSignRun(c.Context(), opts)
 		},
 	}
-	cmd.Flags().StringVar(&key, "key", "", "the operator's `KEYFILE` (collect schedule keygen)")
-	cmd.Flags().Int64Var(&serial, "serial", 0, "the schedule's serial `N`: higher than any signed before")
-	cmd.Flags().StringVar(&probe, "probe", "*", "the probe the schedule is for ('*': every probe)")
+	cmd.Flags().StringVar(&opts.Key, "key", "", "the operator's `KEYFILE` (collect schedule keygen)")
+	cmd.Flags().Int64Var(&opts.Serial, "serial", 0, "the schedule's serial `N`: higher than any signed before")
+	cmd.Flags().StringVar(&opts.Probe, "probe", "*", "the probe the schedule is for ('*': every probe)")
 	_ = cmd.MarkFlagRequired("key")
 	_ = cmd.MarkFlagRequired("serial")
 	return cmd
+}
+
+func scheduleSignRun(_ context.Context, opts *ScheduleSignOptions) error {
+	if opts.Serial < 1 {
+		return cmdutil.FlagErrorf("--serial must be at least 1 (probes refuse a serial lower than one they ran)")
+	}
+	priv, err := readKey(opts.Key)
+	if err != nil {
+		return cmdutil.FlagErrorf("--key: %v", err)
+	}
+	b, err := os.ReadFile(opts.File)
+	if err != nil {
+		return cmdutil.FlagErrorf("%v", err)
+	}
+	var doc map[string]json.RawMessage
+	if err := json.Unmarshal(b, &doc); err != nil {
+		return cmdutil.FlagErrorf("%s: %v", opts.File, err)
+	}
+	doc["serial"], _ = json.Marshal(opts.Serial)
+	doc["probe"], _ = json.Marshal(opts.Probe)
+	delete(doc, "revision")
+	payload, _ := json.Marshal(doc)
+	if _, err := api.ParseSchedule(payload); err != nil {
+		return cmdutil.FlagErrorf("%s: %v", opts.File, err)
+	}
+	out, _ := json.Marshal(map[string]any{"signed": api.Signature{Payload: payload, Sig: ed25519.Sign(priv, payload)}})
+	_, err = fmt.Fprintf(opts.IO.Out, "%s\n", out)
+	return err
 }
 
 func readKey(file string) (ed25519.PrivateKey, error) {
