@@ -40,6 +40,7 @@ type spool struct {
 	runID string
 	mem   []byte
 	obj   rawstore.Object
+	n     int64 // written to obj
 	w     *bufio.Writer
 }
 
@@ -57,14 +58,26 @@ func (s *spool) Write(p []byte) (int, error) {
 		if err != nil {
 			return 0, err
 		}
-		s.obj, s.w = obj, bufio.NewWriterSize(obj, 256<<10)
-		if _, err := s.w.Write(s.mem); err != nil {
+		s.obj = obj
+		if _, err := s.obj.Write(s.mem); err != nil {
 			return 0, err
 		}
-		s.mem = nil
+		s.n, s.mem = int64(len(s.mem)), nil
+	}
+	if s.w == nil && s.n+int64(len(p)) > spoolBuffer {
+		// A large upload: its writes go out in big pieces. A small one
+		// is spared the buffer (an allocation each).
+		s.w = bufio.NewWriterSize(s.obj, spoolBuffer)
+	}
+	s.n += int64(len(p))
+	if s.w == nil {
+		return s.obj.Write(p)
 	}
 	return s.w.Write(p)
 }
+
+// spoolBuffer is the write buffer of an upload past this size.
+const spoolBuffer = 256 << 10
 
 // flush makes everything written readable through ReadAt.
 func (s *spool) flush() error {

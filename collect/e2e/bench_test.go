@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -52,12 +53,15 @@ func BenchmarkIngestRunsPostgresS3(b *testing.B) {
 	dsn := pgtest.DSN(b)
 	s3 := s3test.Start(b, "")
 	s3.Bucket(b, "bench", "", "")
+	cpu0 := processCPU(s3.Pid())
+	defer func() { b.ReportMetric(processCPU(s3.Pid())-cpu0, "weed_cpu_s") }()
 	benchIngest(b, dsn, false, "--raw", "s3://bench/collect", "--s3-endpoint", s3.Endpoint, "--s3-region", "us-east-1",
 		"--s3-path-style", "--raw-inline-max", "0")
 }
 
 func benchIngest(b *testing.B, dsn string, survey bool, extra ...string) {
-	c := newCollector(b, filepath.Join(b.TempDir(), "data"), dsn, extra...)
+	// The clients upload as one probe: its own bound must admit them all.
+	c := newCollector(b, filepath.Join(b.TempDir(), "data"), dsn, append(extra, "--max-inflight-probe", strconv.Itoa(benchClients))...)
 	tok := c.enrol("bench")
 	c.start()
 	pin, err := certs.ParseFingerprint(c.pin)
@@ -86,6 +90,10 @@ func benchIngest(b *testing.B, dsn string, survey bool, extra ...string) {
 	var failed atomic.Int64
 	var firstErr sync.Once
 	var wg sync.WaitGroup
+	var pg0 pgUse
+	if dsn != "" {
+		pg0 = pgUsage(b, dsn)
+	}
 	b.ResetTimer()
 	start := time.Now()
 	for w := 0; w < benchClients; w++ {
@@ -126,7 +134,7 @@ func benchIngest(b *testing.B, dsn string, survey bool, extra ...string) {
 	cpu := serverCPU(c)
 	c.kill()
 	require.Zero(b, failed.Load(), "every upload got its 201")
-	if len(extra) == 0 {
+	if !slices.Contains(extra, "--raw") {
 		got := stored(b, c)
 		require.Len(b, got, uploads, "zero loss")
 	} else {
@@ -156,6 +164,12 @@ func benchIngest(b *testing.B, dsn string, survey bool, extra ...string) {
 	b.ReportMetric(float64(lat[uploads*99/100].Microseconds())/1000, "p99_ms")
 	b.ReportMetric(rss, "server_peak_RSS_MB")
 	b.ReportMetric(cpu, "server_cpu_s")
+	if dsn != "" {
+		time.Sleep(2 * time.Second) // the backends' statistics are flushed when idle
+		pg := pgUsage(b, dsn)
+		b.ReportMetric(pg.cpu-pg0.cpu, "postgres_cpu_s")
+		b.ReportMetric(float64(uploads)/float64(pg.commits-pg0.commits), "uploads/commit")
+	}
 	load, _ := os.ReadFile("/proc/loadavg")
 	b.Logf("%d uploads of %d bytes from %d clients in %v (load %s)", uploads, len(base), benchClients, wall.Round(time.Millisecond), strings.Join(strings.Fields(string(load))[:3], " "))
 }
@@ -184,11 +198,57 @@ func surveyStream(size int) []byte {
 	return buf.Bytes()
 }
 
+// pgUse is what a PostgreSQL server has done so far: the CPU seconds of
+// its processes (the postmaster, its live children and those it reaped)
+// and the transactions committed in the benchmark's database.
+type pgUse struct {
+	cpu     float64
+	commits int64
+}
+
+func pgUsage(b *testing.B, dsn string) pgUse {
+	db, err := sql.Open("pgx", dsn)
+	require.NoError(b, err)
+	defer db.Close()
+	var u pgUse
+	var backend int
+	require.NoError(b, db.QueryRow(`SELECT pg_backend_pid(), xact_commit FROM pg_stat_database WHERE datname = current_database()`).Scan(&backend, &u.commits))
+	st, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", backend))
+	require.NoError(b, err)
+	postmaster := strings.Fields(string(st[bytes.LastIndexByte(st, ')')+2:]))[1]
+	procs, _ := filepath.Glob("/proc/[0-9]*/stat")
+	for _, p := range procs {
+		st, err := os.ReadFile(p)
+		if err != nil {
+			continue
+		}
+		f := strings.Fields(string(st[bytes.LastIndexByte(st, ')')+2:]))
+		pid := strings.Split(p, "/")[2]
+		if f[1] != postmaster && pid != postmaster {
+			continue
+		}
+		n := 2 // utime, stime
+		if pid == postmaster {
+			n = 4 // and of the reaped children
+		}
+		for _, v := range f[11 : 11+n] {
+			t, _ := strconv.ParseFloat(v, 64)
+			u.cpu += t / 100 // USER_HZ
+		}
+	}
+	return u
+}
+
 // serverCPU is the collector's user+system CPU time in seconds.
 func serverCPU(c *collector) float64 {
 	c.mu.Lock()
 	pid := c.cmd.Process.Pid
 	c.mu.Unlock()
+	return processCPU(pid)
+}
+
+// processCPU is a process's user+system CPU time in seconds.
+func processCPU(pid int) float64 {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
 	if err != nil {
 		return 0

@@ -2,6 +2,7 @@ package rawstore
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"crypto/md5"
 	"encoding/hex"
@@ -36,8 +37,9 @@ type S3Config struct {
 	Region    string
 	Profile   string
 	PathStyle bool
-	// Spool is the local directory uploads are written to while they
-	// stream in (they are validated before they are stored).
+	// Spool is the local directory uploads larger than s3MemMax are
+	// written to while they stream in (they are validated before they
+	// are stored); "" for a reader (the system's temporary directory).
 	Spool string
 }
 
@@ -81,9 +83,6 @@ func (c S3Config) resolve() (S3Config, error) {
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || (u.Path != "" && u.Path != "/") {
 		return c, fmt.Errorf("endpoint %q: want http(s)://HOST[:PORT]", c.Endpoint)
 	}
-	if c.Spool == "" {
-		return c, errors.New("no spool directory")
-	}
 	return c, nil
 }
 
@@ -124,8 +123,9 @@ func sharedConfig(profile string) map[string]string {
 	return out
 }
 
-// S3 keeps objects in a bucket under a prefix. An upload is spooled to a
-// local file while it streams in and is validated, then PUT once with
+// S3 keeps objects in a bucket under a prefix. An upload is kept in memory
+// (past s3MemMax in a local spool file) while it streams in and is
+// validated, then PUT once with
 // Content-MD5 (the server refuses a body that does not match) and
 // If-None-Match: * (never over an existing object); the returned ETag is
 // checked against the MD5 before Commit returns.
@@ -157,12 +157,14 @@ func NewS3(cfg S3Config) (*S3, error) {
 	if err != nil {
 		return nil, fmt.Errorf("s3://%s: %w", cfg.Bucket, err)
 	}
-	if err := os.MkdirAll(cfg.Spool, 0o750); err != nil {
-		return nil, err
-	}
-	stale, _ := filepath.Glob(filepath.Join(cfg.Spool, ".s3-*"))
-	for _, f := range stale {
-		os.Remove(f)
+	if cfg.Spool != "" { // not for readers
+		if err := os.MkdirAll(cfg.Spool, 0o750); err != nil {
+			return nil, err
+		}
+		stale, _ := filepath.Glob(filepath.Join(cfg.Spool, ".s3-*"))
+		for _, f := range stale {
+			os.Remove(f)
+		}
 	}
 	return &S3{c: c, cfg: cfg}, nil
 }
@@ -179,15 +181,19 @@ func (s *S3) name(key string) string {
 }
 
 func (s *S3) Create(_ context.Context, runID string) (Object, error) {
-	f, err := os.CreateTemp(s.cfg.Spool, ".s3-*")
-	if err != nil {
-		return nil, err
-	}
-	return &s3Object{s: s, f: f, runID: runID, md5: md5.New()}, nil
+	return &s3Object{s: s, runID: runID, md5: md5.New()}, nil
 }
 
+// s3MemMax is how much of an upload an object keeps in memory before it
+// spills to a file in the spool: a pattern run's envelope never touches
+// the disk, and memory per upload stays bounded whatever its size.
+const s3MemMax = 256 << 10
+
+// s3Object holds an upload in memory up to s3MemMax, past that in a
+// spool file; its MD5 is computed as it is written.
 type s3Object struct {
 	s     *S3
+	mem   []byte
 	f     *os.File
 	runID string
 	md5   hash.Hash
@@ -195,13 +201,36 @@ type s3Object struct {
 }
 
 func (o *s3Object) Write(p []byte) (int, error) {
-	n, err := o.f.Write(p)
+	if o.f == nil && len(o.mem)+len(p) > s3MemMax {
+		f, err := os.CreateTemp(o.s.cfg.Spool, ".s3-*")
+		if err != nil {
+			return 0, err
+		}
+		if _, err := f.Write(o.mem); err != nil {
+			f.Close()
+			os.Remove(f.Name())
+			return 0, err
+		}
+		o.f, o.mem = f, nil
+	}
+	var n int
+	var err error
+	if o.f != nil {
+		n, err = o.f.Write(p)
+	} else {
+		o.mem, n = append(o.mem, p...), len(p)
+	}
 	o.md5.Write(p[:n])
 	o.n += int64(n)
 	return n, err
 }
 
-func (o *s3Object) ReadAt(p []byte, off int64) (int, error) { return o.f.ReadAt(p, off) }
+func (o *s3Object) ReadAt(p []byte, off int64) (int, error) {
+	if o.f != nil {
+		return o.f.ReadAt(p, off)
+	}
+	return bytes.NewReader(o.mem).ReadAt(p, off)
+}
 
 func (o *s3Object) Commit(ctx context.Context, sha string) (string, error) {
 	defer o.Abort()
@@ -210,7 +239,11 @@ func (o *s3Object) Commit(ctx context.Context, sha string) (string, error) {
 	opts := minio.PutObjectOptions{ContentType: "application/octet-stream", SendContentMd5: true, DisableMultipart: true,
 		UserMetadata: map[string]string{"sha256": sha}}
 	opts.SetMatchETagExcept("*")
-	info, err := o.s.c.PutObject(ctx, o.s.cfg.Bucket, o.s.name(key), io.NewSectionReader(o.f, 0, o.n), o.n, opts)
+	var body io.Reader = bytes.NewReader(o.mem)
+	if o.f != nil {
+		body = io.NewSectionReader(o.f, 0, o.n)
+	}
+	info, err := o.s.c.PutObject(ctx, o.s.cfg.Bucket, o.s.name(key), body, o.n, opts)
 	if err != nil {
 		if minio.ToErrorResponse(err).StatusCode != http.StatusPreconditionFailed {
 			return "", fmt.Errorf("put %s: %w", key, err)
@@ -232,6 +265,7 @@ func (o *s3Object) Commit(ctx context.Context, sha string) (string, error) {
 }
 
 func (o *s3Object) Abort() {
+	o.mem = nil
 	if o.f != nil {
 		o.f.Close()
 		os.Remove(o.f.Name())

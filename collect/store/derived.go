@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"strings"
 	"time"
 )
 
@@ -88,6 +89,19 @@ type Delays struct {
 
 var derivedTables = []string{"survey_cells", "survey_probes", "pattern_path_bytes", "pattern_tests", "mobile_summaries"}
 
+// qClearDerivedPG deletes a run's rows from every derived table and marks
+// it derived, in one PostgreSQL statement.
+var qClearDerivedPG = func() string {
+	var b strings.Builder
+	b.WriteString("WITH ")
+	for i, t := range derivedTables {
+		fmt.Fprintf(&b, "d%d AS (DELETE FROM %s WHERE run_id = $1), ", i, t)
+	}
+	b.WriteString(`m AS (INSERT INTO derived_runs (run_id, derived_at) VALUES ($1, $2)
+		ON CONFLICT (run_id) DO UPDATE SET derived_at = excluded.derived_at) SELECT 1`)
+	return b.String()
+}()
+
 // DerivedSink takes a run's derived rows one at a time, so a survey's
 // hundreds of thousands of probe records never sit in memory together.
 type DerivedSink interface {
@@ -131,14 +145,22 @@ func (s *sqlStore) PutDerived(ctx context.Context, runID string, d Derived) erro
 // fill gives its sink, in one transaction.
 func (s *sqlStore) PutDerivedStream(ctx context.Context, runID string, fill func(DerivedSink) error) error {
 	return s.inTx(ctx, func(tx *sql.Tx) error {
-		for _, t := range derivedTables {
-			if _, err := tx.ExecContext(ctx, s.q(`DELETE FROM `+t+` WHERE run_id = ?`), runID); err != nil {
-				return fmt.Errorf("clear %s: %w", t, err)
+		if s.d == postgresDialect {
+			// One statement, not six round trips (the deriver runs for
+			// every upload, on the cores the uploads need).
+			if _, err := tx.ExecContext(ctx, qClearDerivedPG, runID, time.Now().UnixNano()); err != nil {
+				return fmt.Errorf("clear derived rows: %w", err)
 			}
-		}
-		if _, err := tx.ExecContext(ctx, s.q(`INSERT INTO derived_runs (run_id, derived_at) VALUES (?, ?)
+		} else {
+			for _, t := range derivedTables {
+				if _, err := tx.ExecContext(ctx, s.q(`DELETE FROM `+t+` WHERE run_id = ?`), runID); err != nil {
+					return fmt.Errorf("clear %s: %w", t, err)
+				}
+			}
+			if _, err := tx.ExecContext(ctx, s.q(`INSERT INTO derived_runs (run_id, derived_at) VALUES (?, ?)
 			ON CONFLICT (run_id) DO UPDATE SET derived_at = excluded.derived_at`), runID, time.Now().UnixNano()); err != nil {
-			return fmt.Errorf("mark derived: %w", err)
+				return fmt.Errorf("mark derived: %w", err)
+			}
 		}
 		k := &derivedTx{ctx: ctx, runID: runID}
 		// One statement each for the whole transaction: tx.StmtContext per

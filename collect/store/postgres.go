@@ -35,7 +35,7 @@ func openPostgres(ctx context.Context, dsn string) (Store, error) {
 	}
 	// Group commit here too: one WAL flush per batch, not per upload
 	// (47.7 uploads/s with a transaction each, 200 clients; see
-	// docs/benchmarks.md).
-	startBatcher(s)
+	// docs/benchmarks.md), several batches in flight.
+	startBatcher(s, pgCommitters, s.commitPG)
 	return s, nil
 }

@@ -45,26 +45,30 @@ func openSQLite(ctx context.Context, dsn string) (Store, error) {
 		s.Close()
 		return nil, fmt.Errorf("sqlite %s: %w", path, err)
 	}
-	startBatcher(s)
+	startBatcher(s, 1, s.commitSQLite)
 	return s, nil
 }
 
-// startBatcher routes s's PutRun through one group-committing writer.
-func startBatcher(s *sqlStore) {
-	b := &batcher{s: s, jobs: make(chan *putJob), done: make(chan struct{})}
+// startBatcher routes s's PutRun through n group-committing writers,
+// each storing a batch with commit.
+func startBatcher(s *sqlStore, n int, commit func([]*putJob) []putResult) {
+	b := &batcher{s: s, commit: commit, jobs: make(chan *putJob), done: make(chan struct{})}
 	s.put, s.end = b.put, b.stop
-	b.wg.Add(1)
-	go b.run()
+	for range n {
+		b.wg.Add(1)
+		go b.run()
+	}
 }
 
 // batcher is group commit: uploads arriving while a commit is on disk go
 // together into the next transaction, so one fsync acknowledges many.
 type batcher struct {
-	s    *sqlStore
-	jobs chan *putJob
-	done chan struct{}
-	once sync.Once
-	wg   sync.WaitGroup
+	s      *sqlStore
+	commit func([]*putJob) []putResult
+	jobs   chan *putJob
+	done   chan struct{}
+	once   sync.Once
+	wg     sync.WaitGroup
 }
 
 type putJob struct {
@@ -117,20 +121,19 @@ func (b *batcher) run() {
 				break more
 			}
 		}
-		b.commit(batch)
+		for i, res := range b.commit(batch) {
+			batch[i].res <- res
+		}
 	}
 }
 
-func (b *batcher) commit(batch []*putJob) {
+// commitSQLite stores a batch in one transaction, an upload at a time
+// (SQLite runs in-process: a statement costs no round trip).
+func (s *sqlStore) commitSQLite(batch []*putJob) []putResult {
 	res := make([]putResult, len(batch))
-	err := b.s.inTx(context.Background(), func(tx *sql.Tx) error {
-		if b.s.d == postgresDialect {
-			r, err := b.s.putBatchTx(context.Background(), tx, batch)
-			copy(res, r)
-			return err
-		}
+	err := s.inTx(context.Background(), func(tx *sql.Tx) error {
 		for i, j := range batch {
-			r, o, err := b.s.putTx(context.Background(), tx, j.r, j.rep)
+			r, o, err := s.putTx(context.Background(), tx, j.r, j.rep)
 			if err != nil {
 				return err
 			}
@@ -138,12 +141,12 @@ func (b *batcher) commit(batch []*putJob) {
 		}
 		return nil
 	})
-	for i, j := range batch {
-		if err != nil {
+	if err != nil {
+		for i := range res {
 			res[i] = putResult{err: err}
 		}
-		j.res <- res[i]
 	}
+	return res
 }
 
 func (b *batcher) stop() {

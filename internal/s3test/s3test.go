@@ -167,6 +167,9 @@ func Start(t testing.TB, config string) *Server {
 	return s
 }
 
+// Pid is the server's process (benchmarks read its CPU time).
+func (s *Server) Pid() int { return s.cmd.Process.Pid }
+
 func tail(b []byte) []byte {
 	if len(b) > 4000 {
 		return b[len(b)-4000:]

@@ -247,6 +247,74 @@ func Run(t *testing.T, newDSN func(t *testing.T) string) {
 		assert.Len(t, all, ids)
 	})
 
+	// Two stores on one database (replicas), each with concurrent
+	// writers: batches of several probes, inline bodies, paths and
+	// retries, committed at once. Every run once, with its body and
+	// paths; every probe's count is its runs; no deadlock.
+	t.Run("ConcurrentProbesReplicas", func(t *testing.T) {
+		dsn := newDSN(t)
+		stores := []store.Store{open(t, dsn), open(t, dsn)}
+		defer stores[0].Close()
+		defer stores[1].Close()
+		probes := []string{"pa", "pb", "pc", "pd"}
+		for i, p := range probes {
+			require.NoError(t, stores[i%2].AddProbe(ctx, p, "h-"+p, t0))
+		}
+		const ids, writers = 60, 6
+		var mu sync.Mutex
+		stored := map[string]int{}
+		var wg sync.WaitGroup
+		for w := range writers {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				s := stores[w%2]
+				for k := range ids {
+					// Every writer puts every run (retries from either
+					// replica, and within one group commit: writers of
+					// one replica go in step).
+					i := (k + (w%2)*ids/2) % ids
+					p := probes[i%len(probes)]
+					r := run(fmt.Sprintf("p%02d", i), p, fmt.Sprintf("sha-%d", i), i)
+					r.RawPath, r.Raw = store.RawInline, fmt.Appendf(nil, "body %d", i)
+					r.Status = fmt.Sprintf("st%d", i)
+					_, o, err := s.PutRun(ctx, r, store.Report{Probe: p, Seen: t0.Add(time.Duration(i) * time.Second), Dropped: 1})
+					if !assert.NoError(t, err) {
+						return
+					}
+					assert.NotEqual(t, store.Conflict, o, "same content is never a conflict")
+					if o == store.Stored {
+						mu.Lock()
+						stored[r.RunID]++
+						mu.Unlock()
+					}
+				}
+			}()
+		}
+		wg.Wait()
+		require.Len(t, stored, ids)
+		for id, n := range stored {
+			assert.Equal(t, 1, n, "%s stored once", id)
+		}
+		for i := range ids {
+			id := fmt.Sprintf("p%02d", i)
+			b, err := stores[i%2].GetRaw(ctx, id)
+			require.NoError(t, err)
+			assert.Equal(t, fmt.Sprintf("body %d", i), string(b))
+			r, err := stores[(i+1)%2].GetRun(ctx, id)
+			require.NoError(t, err)
+			assert.Len(t, r.Paths, 2)
+		}
+		ps, err := stores[0].ListProbes(ctx)
+		require.NoError(t, err)
+		require.Len(t, ps, len(probes))
+		for _, p := range ps {
+			assert.Equal(t, int64(ids/len(probes)), p.Runs, "%s: its runs counted once each", p.Name)
+			assert.Equal(t, int64(ids/len(probes)*writers), p.Dropped, "%s: every report's drops add up", p.Name)
+			assert.Regexp(t, `^st\d+$`, p.LastStatus)
+		}
+	})
+
 	t.Run("Derived", func(t *testing.T) {
 		s := open(t, newDSN(t))
 		defer s.Close()

@@ -31,8 +31,7 @@ type Options struct {
 
 	DB        string
 	Data      string
-	Raw       string
-	S3        rawstore.S3Config
+	Raw       rawstore.Flags
 	InlineMax int64
 	Listen    string
 	CertFile  string
@@ -95,11 +94,7 @@ uploads in flight finish within --drain, then it exits 0.`,
 	pf := cmd.PersistentFlags()
 	pf.StringVar(&opts.Data, "data", "mptester-collect", "`directory` for raw uploads (and the SQLite index)")
 	pf.StringVar(&opts.DB, "db", "", "index `DSN`: postgres://… or a SQLite file (default DATA/collect.db)")
-	pf.StringVar(&opts.Raw, "raw", "", "raw uploads in `s3://BUCKET/PREFIX` (any S3-compatible store) instead of DATA/raw")
-	pf.StringVar(&opts.S3.Endpoint, "s3-endpoint", "", "S3 endpoint `URL` (default $AWS_ENDPOINT_URL_S3, $AWS_ENDPOINT_URL, the profile's endpoint_url, AWS)")
-	pf.StringVar(&opts.S3.Region, "s3-region", "", "S3 `region` (default $AWS_REGION, $AWS_DEFAULT_REGION, the profile's)")
-	pf.StringVar(&opts.S3.Profile, "s3-profile", "", "AWS shared config/credentials `profile` (default $AWS_PROFILE, default)")
-	pf.BoolVar(&opts.S3.PathStyle, "s3-path-style", false, "path-style S3 requests (http://HOST/BUCKET/KEY), for MinIO, SeaweedFS, Ceph")
+	opts.Raw.Add(pf)
 	pf.Int64Var(&opts.InlineMax, "raw-inline-max", collect.DefaultInlineMax, "uploads up to this many `bytes` are kept in the index database (0: none)")
 	fl := cmd.Flags()
 	fl.StringVar(&opts.Listen, "listen", ":8080", "`ADDR` to listen on")

@@ -20,20 +20,15 @@ func (o *Options) rawConfig() (*rawstore.S3Config, error) {
 	if o.InlineMax < 0 {
 		return nil, cmdutil.FlagErrorf("--raw-inline-max %d: want 0 or more bytes", o.InlineMax)
 	}
-	if o.Raw == "" {
-		if o.S3 != (rawstore.S3Config{}) {
-			return nil, cmdutil.FlagErrorf("--s3-* flags go with --raw s3://BUCKET/PREFIX")
-		}
-		return nil, nil
-	}
-	c, err := rawstore.ParseS3URL(o.Raw)
+	c, err := o.Raw.Config(o.spool())
 	if err != nil {
-		return nil, cmdutil.FlagErrorf("--raw %v", err)
+		return nil, cmdutil.FlagErrorf("%v", err)
 	}
-	c.Endpoint, c.Region, c.Profile, c.PathStyle = o.S3.Endpoint, o.S3.Region, o.S3.Profile, o.S3.PathStyle
-	c.Spool = filepath.Join(o.Data, "s3-spool")
-	return &c, nil
+	return c, nil
 }
+
+// spool is where uploads bound for a bucket wait while they stream in.
+func (o *Options) spool() string { return filepath.Join(o.Data, "s3-spool") }
 
 // rawBackend opens the raw store the flags name.
 func (o *Options) rawBackend() (rawstore.Backend, error) {
@@ -44,9 +39,9 @@ func (o *Options) rawBackend() (rawstore.Backend, error) {
 	if c == nil {
 		return rawstore.NewDir(o.Data)
 	}
-	b, err := rawstore.NewS3(*c)
+	b, err := o.Raw.Open(o.Data, o.spool())
 	if err != nil {
-		return nil, cmdutil.FlagErrorf("--raw %v", err)
+		return nil, cmdutil.FlagErrorf("%v", err)
 	}
 	return b, nil
 }

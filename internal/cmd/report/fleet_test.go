@@ -23,9 +23,11 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/mptester/mptester/collect"
+	"github.com/mptester/mptester/collect/rawstore"
 	"github.com/mptester/mptester/collect/store"
 	"github.com/mptester/mptester/internal/cmdutil"
 	"github.com/mptester/mptester/internal/pgtest"
+	"github.com/mptester/mptester/internal/s3test"
 	"github.com/mptester/mptester/report/analysis"
 )
 
@@ -349,4 +351,104 @@ func TestDBUnparsedUploadIsListed(t *testing.T) {
 	assert.Contains(t, rows[1], "not read: the server could not parse this upload")
 	// Its start is unknown: the fleet views hold the run that was read.
 	assert.Equal(t, wantSeries([]planted{ok}, func(planted) bool { return true }), csvRows(t, "--db", dsn, "--section", "fleet-series"))
+}
+
+// TestDBReportPostgresS3: a collector on a real PostgreSQL keeps every
+// upload as an object in a real S3 server (SeaweedFS, with an identity:
+// credentials from the environment, as the AWS tools take them). `report
+// --db postgres://… --raw s3://…` reads them with collect's flags and
+// gives the server's own /v1/report for the same runs, table for table;
+// without --raw (the uploads are not in --data) it fails naming a run.
+func TestDBReportPostgresS3(t *testing.T) {
+	dsn := pgtest.Database(t, pgtest.Server(t))
+	dir := t.TempDir()
+	conf := filepath.Join(dir, "s3.json")
+	require.NoError(t, os.WriteFile(conf, []byte(`{"identities":[{"name":"collect",
+		"credentials":[{"accessKey":"AKIDREPORTTEST","secretKey":"report-secret-for-tests"}],
+		"actions":["Admin","Read","Write","List"]}]}`), 0o600))
+	srv := s3test.Start(t, conf)
+	srv.Bucket(t, "fleet", "AKIDREPORTTEST", "report-secret-for-tests")
+	for _, k := range []string{"AWS_SESSION_TOKEN", "AWS_PROFILE", "AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_S3", "AWS_DEFAULT_REGION"} {
+		t.Setenv(k, "")
+	}
+	t.Setenv("AWS_CONFIG_FILE", filepath.Join(dir, "none"))
+	t.Setenv("AWS_SHARED_CREDENTIALS_FILE", filepath.Join(dir, "none"))
+	t.Setenv("AWS_ACCESS_KEY_ID", "AKIDREPORTTEST")
+	t.Setenv("AWS_SECRET_ACCESS_KEY", "report-secret-for-tests")
+	t.Setenv("AWS_REGION", "us-east-1")
+	flags := rawstore.Flags{Raw: "s3://fleet/collect", S3: rawstore.S3Config{Endpoint: srv.Endpoint, PathStyle: true}}
+	cfg, err := flags.Config(filepath.Join(dir, "spool"))
+	require.NoError(t, err)
+	raw, err := rawstore.NewS3(*cfg)
+	require.NoError(t, err)
+
+	ctx := context.Background()
+	st, err := store.Open(ctx, dsn)
+	require.NoError(t, err)
+	t.Cleanup(func() { st.Close() })
+	f := &fleetServer{st: st, tokens: map[string]string{}, admin: collect.NewToken()}
+	for _, p := range []string{"p1", "p2", "p3"} {
+		f.tokens[p] = collect.NewToken()
+		require.NoError(t, st.AddProbe(ctx, p, collect.HashToken(f.tokens[p]), time.Now()))
+	}
+	require.NoError(t, st.AddAdmin(ctx, "ops", collect.HashToken(f.admin), time.Now()))
+	cs, err := collect.New(collect.Config{Store: st, Data: t.TempDir(), Raw: raw, InlineMax: -1, Limits: collect.DefaultLimits()})
+	require.NoError(t, err)
+	hs := httptest.NewServer(cs.Handler())
+	t.Cleanup(hs.Close)
+	f.url = hs.URL
+	runs := plantFleet(t, f)
+	n := 0
+	require.NoError(t, raw.List(ctx, func(rawstore.Info) error { n++; return nil }))
+	require.Len(t, runs, n, "every upload is an object in the bucket")
+
+	get := func(probe string) jsonReport {
+		q := "format=json"
+		if probe != "" {
+			q += "&probe=" + probe
+		}
+		req, err := http.NewRequest(http.MethodGet, f.url+"/v1/report?"+q, nil)
+		require.NoError(t, err)
+		req.Header.Set("Authorization", "Bearer "+f.admin)
+		resp, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(resp.Body)
+		require.Equal(t, http.StatusOK, resp.StatusCode, "%s", body)
+		var r jsonReport
+		require.NoError(t, json.Unmarshal(body, &r))
+		return r
+	}
+	args := []string{"--db", dsn, "--raw", "s3://fleet/collect", "--s3-endpoint", srv.Endpoint, "--s3-path-style"}
+	for _, probe := range []string{"", "p2"} {
+		cli := args
+		if probe != "" {
+			cli = append(slices.Clone(args), "--probe", probe)
+		}
+		want, got := get(probe), readJSON(t, cli...)
+		require.NotEmpty(t, want.Tables)
+		// Provenance names the source (collect server / db postgres); the
+		// rest is the same report.
+		keep := func(r jsonReport) map[string]any {
+			m := map[string]any{}
+			for _, tb := range r.Tables {
+				if tb.Name != "provenance" {
+					m[tb.Name] = tb
+				}
+			}
+			for _, fg := range r.Figures {
+				m["figure "+fg.Name] = fg
+			}
+			return m
+		}
+		assert.Equal(t, keep(want), keep(got), "probe %q", probe)
+	}
+	assert.Equal(t, wantSeries(runs, func(planted) bool { return true }), csvRows(t, append(args, "--section", "fleet-series")...))
+
+	// The uploads are not in a data directory.
+	_, _, err = execute(t, "--db", dsn, "--data", t.TempDir())
+	require.Error(t, err)
+	_, _, err = execute(t, append(args, "--data", dir)...)
+	assert.ErrorContains(t, err, "give it without --data")
+	assert.Equal(t, cmdutil.ExitUsage, cmdutil.ExitCode(err))
 }

@@ -15,6 +15,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/mptester/mptester/collect/rawstore"
 	"github.com/mptester/mptester/collect/store"
 	"github.com/mptester/mptester/collect/storeinput"
 	"github.com/mptester/mptester/internal/buildinfo"
@@ -38,6 +39,7 @@ type Options struct {
 	// --db: a collect store instead of files.
 	DB    string
 	Data  string
+	Raw   rawstore.Flags // the collector's raw store, when not Data
 	Probe string
 	Type  string
 	Since string
@@ -69,7 +71,9 @@ carries provenance: the tool, the inputs' sha256 and schema versions, the
 source and its filters.
 
 --db DSN reads a collect server's store (its SQLite file, or postgres://…
-with --data DIR naming the server's data directory) instead of files:
+with --data DIR naming the server's data directory, or with --raw
+s3://BUCKET/PREFIX and the --s3-* flags naming its bucket as collect
+takes them) instead of files:
 --probe, --type, --since and --until choose the runs, streamed one at a
 time through the same reader, and the report adds the fleet views (runs
 per probe per day, reachability and RTT per run over time).`,
@@ -78,7 +82,8 @@ per probe per day, reachability and RTT per run over time).`,
   mptester report --format csv --section rtt-cdf survey.jsonl > cdf.csv
   mptester report --format csv --out-dir tables/ survey.jsonl
   mptester report --format html -o report.html --svg figs/ survey.jsonl run-*.json
-  mptester report --db /var/lib/mptester/collect.db --since 2026-11-01 --format html -o fleet.html`,
+  mptester report --db /var/lib/mptester/collect.db --since 2026-11-01 --format html -o fleet.html
+  mptester report --db postgres://collect@db/fleet --raw s3://fleet/raw --s3-endpoint http://s3:8333 --s3-path-style`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.Files = args
 			if runF != nil {
@@ -95,6 +100,8 @@ per probe per day, reachability and RTT per run over time).`,
 	cmd.Flags().StringVar(&opts.PNGDir, "png", "", "also write every figure as DIR/NAME.png")
 	cmd.Flags().StringVar(&opts.DB, "db", "", "read a collect store instead of files: a SQLite file or postgres://…")
 	cmd.Flags().StringVar(&opts.Data, "data", "", "with --db: the collect server's data directory (default: the SQLite file's directory)")
+	// The collector's own raw-store flags, read the same way.
+	opts.Raw.Add(cmd.Flags())
 	cmd.Flags().StringVar(&opts.Probe, "probe", "", "with --db: only this probe's runs")
 	cmd.Flags().StringVar(&opts.Type, "type", "", "with --db: only runs of this command (run or survey)")
 	cmd.Flags().StringVar(&opts.Since, "since", "", "with --db: runs started at or after this time (RFC 3339 or YYYY-MM-DD, UTC)")
@@ -110,6 +117,9 @@ func reportRun(ctx context.Context, opts *Options) error {
 	case opts.DB != "" && len(opts.Files) > 0:
 		return cmdutil.Usage(errors.New("--db reads a collect store: give it without files"))
 	case opts.DB == "":
+		if opts.Raw != (rawstore.Flags{}) {
+			return cmdutil.Usage(errors.New("--raw and --s3-* name a collect store's raw uploads: use them with --db"))
+		}
 		for _, f := range []struct{ name, v string }{{"--data", opts.Data}, {"--probe", opts.Probe}, {"--type", opts.Type}, {"--since", opts.Since}, {"--until", opts.Until}} {
 			if f.v != "" {
 				return cmdutil.Usage(fmt.Errorf("%s filters a collect store: use it with --db", f.name))
@@ -238,13 +248,20 @@ func dbFilter(opts *Options) (storeinput.Filter, error) {
 	if !f.Since.IsZero() && !f.Until.IsZero() && !f.Until.After(f.Since) {
 		return f, errors.New("--until must be after --since")
 	}
-	if opts.Data == "" {
-		if storeinput.Kind(opts.DB) != "db sqlite" {
-			return f, errors.New("--db postgres://…: give --data, the collect server's data directory")
-		}
+	s3, err := opts.Raw.Config("")
+	if err != nil {
+		return f, err
+	}
+	switch {
+	case s3 != nil && opts.Data != "":
+		return f, errors.New("--raw s3://… holds the raw uploads: give it without --data")
+	case s3 != nil:
+	case opts.Data == "" && storeinput.Kind(opts.DB) != "db sqlite":
+		return f, errors.New("--db postgres://…: give --data, the collect server's data directory, or --raw s3://BUCKET/PREFIX")
+	case opts.Data == "":
 		opts.Data = filepath.Dir(strings.TrimPrefix(strings.TrimPrefix(opts.DB, "sqlite://"), "file:"))
 	}
-	if st, err := os.Stat(opts.Data); err != nil || !st.IsDir() {
+	if st, err := os.Stat(opts.Data); s3 == nil && (err != nil || !st.IsDir()) {
 		return f, fmt.Errorf("--data %s: not a directory", opts.Data)
 	}
 	if storeinput.Kind(opts.DB) == "db sqlite" {
@@ -265,8 +282,16 @@ func fromStore(ctx context.Context, opts *Options, f storeinput.Filter, aopts an
 		return nil, cmdutil.Usage(fmt.Errorf("--db: %w", err))
 	}
 	defer st.Close()
+	src := storeinput.Source{Store: st, Data: opts.Data}
+	if opts.Raw.Raw != "" {
+		raw, err := opts.Raw.Open("", "")
+		if err != nil {
+			return nil, cmdutil.Usage(err)
+		}
+		src.Open = raw.Open
+	}
 	aopts.Source, aopts.Filters, aopts.Fleet = storeinput.Kind(opts.DB), f.Strings(), true
-	seq, done := storeinput.Source{Store: st, Data: opts.Data}.Inputs(ctx, f)
+	seq, done := src.Inputs(ctx, f)
 	return analysis.AnalyzeSeq(seq, done, aopts)
 }
 
