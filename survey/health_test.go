@@ -179,6 +179,60 @@ func TestRunHostOverloaded(t *testing.T) {
 	assert.Equal(t, 2, seen)
 }
 
+// answerAll answers every target at once.
+type answerAll struct{}
+
+func (answerAll) Probe(context.Context, Target) Result {
+	return Result{Kind: AnswerSynAck, RTT: time.Millisecond, Status: ProbeSuccess, Bytes: 40}
+}
+
+func (answerAll) Close() error { return nil }
+
+// TestRunReresolvedBytes: a lookup that timed out while the host dropped
+// packets is done again (maxReprobes times here, the host dropping all
+// along); the bytes of every try went out on the path, so its record
+// counts them all and the records add up to bytes_sent exactly, as the
+// report's survey-bytes section needs.
+func TestRunReresolvedBytes(t *testing.T) {
+	Methods["test-hostdrops"] = func(_ context.Context, _ probe.Path, opts EngineOptions) (Engine, error) {
+		now := time.Now()
+		opts.Health.LostDuring(now.Add(-time.Minute), now.Add(time.Hour), 1, false) // the host drops all along
+		return answerAll{}, nil
+	}
+	defer delete(Methods, "test-hostdrops")
+	dnsAddr := startDNS(t, defaultZone())
+	cfg := baseConfig(loopback(t, dnsAddr), 1)
+	cfg.Method = "test-hostdrops"
+	cfg.Domains = []Domain{{Rank: 1, Name: "open.test"}, {Rank: 2, Name: "hang.test"}}
+	var out bytes.Buffer
+	s, err := runToBuffer(t, context.Background(), cfg, &out)
+	require.ErrorIs(t, err, ErrDegraded)
+	require.NotNil(t, s.Degraded)
+	assert.Equal(t, 1, s.Degraded.Reresolved)
+	assert.Equal(t, 1, s.Degraded.ResolutionsSuspect)
+	var sum int64
+	for _, b := range records(t, out.Bytes())["resolution"] {
+		var rec ResolutionRecord
+		require.NoError(t, json.Unmarshal(b, &rec))
+		if rec.Domain == "hang.test" {
+			// Each try sends the A query DNSRetries+1 times; the record
+			// holds the last try's attempts and every try's bytes.
+			require.Len(t, rec.Queries, 1)
+			assert.Equal(t, cfg.DNSRetries+1, rec.Queries[0].Attempts)
+			t.Logf("hang.test: %d bytes in %d tries", rec.Bytes, maxReprobes+1)
+			assert.Zero(t, rec.Bytes%int64(maxReprobes+1), "every try's queries")
+			assert.Greater(t, rec.Bytes, int64(maxReprobes+1)*int64(cfg.DNSRetries+1)*28, "every try's queries")
+		}
+		sum += rec.Bytes
+	}
+	for _, b := range records(t, out.Bytes())["probe"] {
+		var rec ProbeRecord
+		require.NoError(t, json.Unmarshal(b, &rec))
+		sum += rec.Bytes
+	}
+	assert.Equal(t, s.BytesSent["lo"], sum, "bytes_sent against the records' bytes")
+}
+
 // TestResumeProbesOverloadedAgain: a resumed run copies measured probe
 // records but probes a host_overloaded one again (its target was never
 // measured), counting the bytes it cost.

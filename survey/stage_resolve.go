@@ -145,9 +145,15 @@ func (r *runner) resolvePath(ctx context.Context, name string, res *Resolver, st
 		default:
 		}
 	}
-	start := func(i, try int) {
+	// A lookup done again carries the bytes of its earlier tries: they
+	// went out on the path (bytes_sent counts them) and only its last
+	// record is written.
+	start := func(i, try int, spent int64) {
 		t0 := time.Now()
-		res.Start(ctx, r.list.At(i), r.cfg.Family, func(rec ResolutionRecord) { post(resolved{i, try, t0, rec}) })
+		res.Start(ctx, r.list.At(i), r.cfg.Family, func(rec ResolutionRecord) {
+			rec.Bytes += spent
+			post(resolved{i, try, t0, rec})
+		})
 	}
 	var batch []resolved
 	inflight, next, n := 0, 0, r.list.Len()
@@ -159,7 +165,7 @@ func (r *runner) resolvePath(ctx context.Context, name string, res *Resolver, st
 			todo := r.status[name][i] == 0
 			r.mu.Unlock()
 			if todo {
-				start(i, 0)
+				start(i, 0, 0)
 				inflight++
 			}
 		}
@@ -180,7 +186,7 @@ func (r *runner) resolvePath(ctx context.Context, name string, res *Resolver, st
 			if ctx.Err() != nil {
 				continue // unfinished: resolved again on resume
 			}
-			if r.redo(ctx, d, func() { start(d.i, d.try+1) }, func() { post(d) }) {
+			if r.redo(ctx, d, func() { start(d.i, d.try+1, d.rec.Bytes) }, func() { post(d) }) {
 				inflight++
 				continue
 			}
