@@ -47,8 +47,9 @@ type qlogEvent struct {
 	Name string  `json:"name"`
 	Data struct {
 		Header struct {
-			PacketType string  `json:"packet_type"`
-			PathID     *uint32 `json:"path_id"`
+			PacketType   string  `json:"packet_type"`
+			PacketNumber uint64  `json:"packet_number"`
+			PathID       *uint32 `json:"path_id"`
 		} `json:"header"`
 		Frames []struct {
 			FrameType string `json:"frame_type"`

@@ -179,6 +179,59 @@ func TestRunHostOverloaded(t *testing.T) {
 	assert.Equal(t, 2, seen)
 }
 
+// answerAll answers every target at once.
+type answerAll struct{}
+
+func (answerAll) Probe(context.Context, Target) Result {
+	return Result{Kind: AnswerSynAck, RTT: time.Millisecond, Status: ProbeSuccess, Bytes: 40}
+}
+
+func (answerAll) Close() error { return nil }
+
+// TestRunHostRetriedBytes: a query whose attempts the host may have lost
+// (the host dropping all along) gets more attempts; they went out on the
+// path, so its record counts their bytes and the records add up to
+// bytes_sent exactly, as the report's survey-bytes section needs.
+func TestRunHostRetriedBytes(t *testing.T) {
+	Methods["test-hostdrops"] = func(_ context.Context, _ probe.Path, opts EngineOptions) (Engine, error) {
+		now := time.Now()
+		opts.Health.LostDuring(now.Add(-time.Minute), now.Add(time.Hour), 1, false) // the host drops all along
+		return answerAll{}, nil
+	}
+	defer delete(Methods, "test-hostdrops")
+	dnsAddr := startDNS(t, defaultZone())
+	cfg := baseConfig(loopback(t, dnsAddr), 1)
+	cfg.Method = "test-hostdrops"
+	cfg.Domains = []Domain{{Rank: 1, Name: "open.test"}, {Rank: 2, Name: "hang.test"}}
+	var out bytes.Buffer
+	s, err := runToBuffer(t, context.Background(), cfg, &out)
+	require.ErrorIs(t, err, ErrDegraded)
+	require.NotNil(t, s.Degraded)
+	assert.Positive(t, s.Degraded.DNSHostRetries)
+	assert.Equal(t, 1, s.Degraded.ResolutionsSuspect)
+	var sum int64
+	for _, b := range records(t, out.Bytes())["resolution"] {
+		var rec ResolutionRecord
+		require.NoError(t, json.Unmarshal(b, &rec))
+		if rec.Domain == "hang.test" {
+			require.Len(t, rec.Queries, 1)
+			q := rec.Queries[0]
+			assert.Positive(t, q.HostRetries)
+			assert.Equal(t, cfg.DNSRetries+1+q.HostRetries, q.Attempts, "the counted attempts and the host-lost ones")
+			t.Logf("hang.test: %d bytes in %d attempts", rec.Bytes, q.Attempts)
+			assert.Zero(t, rec.Bytes%int64(q.Attempts), "every attempt's bytes, each the same query")
+			assert.GreaterOrEqual(t, rec.Bytes, int64(q.Attempts)*28, "every attempt's bytes")
+		}
+		sum += rec.Bytes
+	}
+	for _, b := range records(t, out.Bytes())["probe"] {
+		var rec ProbeRecord
+		require.NoError(t, json.Unmarshal(b, &rec))
+		sum += rec.Bytes
+	}
+	assert.Equal(t, s.BytesSent["lo"], sum, "bytes_sent against the records' bytes")
+}
+
 // TestResumeProbesOverloadedAgain: a resumed run copies measured probe
 // records but probes a host_overloaded one again (its target was never
 // measured), counting the bytes it cost.

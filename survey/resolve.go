@@ -20,7 +20,7 @@ type ResolutionRecord struct {
 	CNAMEs  []string      `json:"cname_chain,omitempty"`
 	TimeMs  float64       `json:"time_ms"`
 	Queries []QueryResult `json:"queries"`
-	Bytes   int64         `json:"bytes"` // bytes sent for these queries (IP packets, estimated for TCP)
+	Bytes   int64         `json:"bytes"` // bytes sent for these queries, earlier tries of a lookup done again included (IP packets, estimated for TCP)
 	Valid   bool          `json:"valid"`
 }
 

@@ -175,6 +175,8 @@ func TestLabSurveyReportEqualsTruth(t *testing.T) {
 // patterns' own lab tolerance), and the IPv4/IPv6 ratio of medians (000
 // Fig. 4) compares the two runs' medians. A check off by the host's load
 // is retried once, as the survey's lab test does.
+//
+// ci:rerun-allowed: RTT and delay medians measured through the lab's emulator against its delay settings (±2 ms); a host stall on the shared vCPUs delays its deliveries and shifts a median past the tolerance
 func TestLabPatternReportEqualsEmulation(t *testing.T) {
 	labtest.Require(t)
 	t.Setenv(envMain, "1")
