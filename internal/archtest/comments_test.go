@@ -59,4 +59,3 @@ func TestNoIssueNumbersInCode(t *testing.T) {
 		t.Errorf("%s: say why in the code's own words (or cite the RFC, draft or study), not an issue number", f)
 	}
 }
-
