@@ -42,9 +42,9 @@ import (
 // same sender and pacer on both sides, so what differs is the coupling
 // alone. A single-path mpquic CUBIC flow beside kernel TCP shows what a
 // user comparing the two transports on a shared link sees. (Beside kernel
-// TCP, whose ACK-clocked bursts lose several packets in one congestion
-// event where mpquic's paced packets lose one each, every mpquic
-// controller takes less than its share.)
+// TCP every mpquic controller takes less than its share, though with
+// bursts of a few packets it loses about as large a part of its packets
+// at the queue as TCP does; see docs/benchmarks.md.)
 //
 // The shares are the bytes each flow's server socket read over the
 // measured window (after a warm-up); the qdisc's own counter checks that
@@ -146,6 +146,8 @@ func TestLabSharedBottleneck(t *testing.T) {
 		single bool                     // mpquic on wlan0 alone
 	}
 	shares := map[run]float64{}
+	var besideTCP bottleneckRun // the beside-TCP rows' packet counts, summed
+	tcpRows := 0
 	for _, r := range []run{
 		{mpquic.CongestionCUBIC, "", true},
 		{mpquic.CongestionCUBIC, "", false}, {mpquic.CongestionNewReno, "", false}, {mpquic.CongestionLIA, "", false},
@@ -161,6 +163,17 @@ func TestLabSharedBottleneck(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			m := env.run(t, r.cc, r.rival, r.single)
 			shares[r] = m.share
+			// A row where mpquic's RTT is far above TCP's through the
+			// same queue, or the link was not full, measured mpquic short
+			// of CPU (its packets wait in the host, and it declares them
+			// lost), not the pacer.
+			if r.rival == "" && 2*m.srtt <= 3*m.tcpSRTT && m.linkBps >= 0.85*bottleneckRate {
+				besideTCP.sent += m.sent
+				besideTCP.lost += m.lost
+				besideTCP.tcpSent += m.tcpSent
+				besideTCP.tcpRetrans += m.tcpRetrans
+				tcpRows++
+			}
 			// Ground truth for the setup: the link carried about its rate
 			// (the qdisc counts IP packets as the TUN device takes them)
 			// and its queue overflowed, so the flows competed for it
@@ -175,6 +188,18 @@ func TestLabSharedBottleneck(t *testing.T) {
 				t.Errorf("LIA's two paths took %.0f%% of the shared bottleneck, want at most 60%% (RFC 6356 §2, goal 2)", 100*m.share)
 			}
 		})
+	}
+	// Losses at the tail-drop queue: with bursts of at least ten packets
+	// mpquic lost 2.8-7.6 times the part of its packets that TCP
+	// retransmitted (five runs with rows to count); paced in bursts of a
+	// few packets, 1.2-2.1 times (nine runs).
+	if tcpRows >= 2 && besideTCP.sent > 0 && besideTCP.tcpSent > 0 {
+		own := float64(besideTCP.lost) / float64(besideTCP.sent)
+		tcp := float64(besideTCP.tcpRetrans) / float64(besideTCP.tcpSent)
+		t.Logf("beside TCP (%d rows of 4: a full link, mpquic's RTT at most 1.5 times TCP's) mpquic lost %.1f%% of its packets, TCP retransmitted %.1f%% of its segments", tcpRows, 100*own, 100*tcp)
+		if own > 2.5*tcp {
+			t.Errorf("beside TCP mpquic lost %.1f%% of its packets at the queue, more than 2.5 times the %.1f%% TCP retransmitted (the pacer's bursts too long?)", 100*own, 100*tcp)
+		}
 	}
 	load, _ = os.ReadFile("/proc/loadavg")
 	t.Logf("mpquic's share of the bottleneck beside one TCP flow: single-path cubic %.0f%%; two paths: cubic %.0f%%, newreno %.0f%%, lia %.0f%%; beside one single-path mpquic flow: cubic (beside cubic) %.0f%%, lia (beside newreno) %.0f%% (load average at the end: %s)",
@@ -200,6 +225,10 @@ type bottleneckRun struct {
 	ownBps, rivalBps, linkBps float64
 	dropped                   int64   // by the bottleneck's queue
 	share                     float64 // mpquic's two paths' of what the flows read
+	// Over the whole connection: mpquic's packets sent and declared lost,
+	// and the TCP rival's segments sent and retransmitted (TCP_INFO).
+	sent, lost, tcpSent, tcpRetrans int64
+	srtt, tcpSRTT                   time.Duration // at the end (mpquic's: its paths' largest)
 }
 
 // run uploads over mpquic on both client paths (on wlan0 alone if single)
@@ -310,6 +339,9 @@ func (b *bottleneck) run(t *testing.T, cc, rival mpquic.CongestionControl, singl
 	}
 	var cw []string
 	for _, p := range c.PathStats() {
+		m.sent += int64(p.PacketsSent)
+		m.lost += int64(p.PacketsLost)
+		m.srtt = max(m.srtt, p.SmoothedRTT)
 		cw = append(cw, fmt.Sprintf("path %d cwnd %d srtt %v sent %d lost %d", p.ID, p.CongestionWindow, p.SmoothedRTT.Round(time.Millisecond), p.PacketsSent, p.PacketsLost))
 	}
 	rivalName, rivalInfo := "TCP", ""
@@ -321,6 +353,8 @@ func (b *bottleneck) run(t *testing.T, cc, rival mpquic.CongestionControl, singl
 	} else if raw, err := tc.(*net.TCPConn).SyscallConn(); err == nil {
 		raw.Control(func(fd uintptr) {
 			if ti, err := unix.GetsockoptTCPInfo(int(fd), unix.IPPROTO_TCP, unix.TCP_INFO); err == nil {
+				m.tcpSent, m.tcpRetrans = int64(ti.Segs_out), int64(ti.Total_retrans)
+				m.tcpSRTT = time.Duration(ti.Rtt) * time.Microsecond
 				rivalInfo = fmt.Sprintf("TCP cwnd %d segments, srtt %v, %d segments sent, %d retransmitted", ti.Snd_cwnd, time.Duration(ti.Rtt)*time.Microsecond, ti.Segs_out, ti.Total_retrans)
 			}
 		})
