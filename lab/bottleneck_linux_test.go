@@ -40,9 +40,11 @@ import (
 // The rival is a kernel TCP flow (CUBIC), and then a single-path mpquic
 // flow with the uncoupled controller the multipath one generalizes: the
 // same sender and pacer on both sides, so what differs is the coupling
-// alone. (Beside kernel TCP, mpquic's pacer, which sends bursts of up to
-// ten packets, loses more of them at the tail-drop queue than TCP does,
-// and every mpquic controller takes less than its share.)
+// alone. A single-path mpquic CUBIC flow beside kernel TCP shows what a
+// user comparing the two transports on a shared link sees. (Beside kernel
+// TCP every mpquic controller takes less than its share, though with
+// bursts of a few packets it loses about as large a part of its packets
+// at the queue as TCP does; see docs/benchmarks.md.)
 //
 // The shares are the bytes each flow's server socket read over the
 // measured window (after a warm-up); the qdisc's own counter checks that
@@ -139,21 +141,39 @@ func TestLabSharedBottleneck(t *testing.T) {
 	load, _ := os.ReadFile("/proc/loadavg")
 	t.Logf("load average at start: %s", strings.TrimSpace(string(load)))
 	type run struct {
-		cc    mpquic.CongestionControl
-		rival mpquic.CongestionControl // "": kernel TCP
+		cc     mpquic.CongestionControl
+		rival  mpquic.CongestionControl // "": kernel TCP
+		single bool                     // mpquic on wlan0 alone
 	}
 	shares := map[run]float64{}
+	var besideTCP bottleneckRun // the beside-TCP rows' packet counts, summed
+	tcpRows := 0
 	for _, r := range []run{
-		{mpquic.CongestionCUBIC, ""}, {mpquic.CongestionNewReno, ""}, {mpquic.CongestionLIA, ""},
-		{mpquic.CongestionCUBIC, mpquic.CongestionCUBIC}, {mpquic.CongestionLIA, mpquic.CongestionNewReno},
+		{mpquic.CongestionCUBIC, "", true},
+		{mpquic.CongestionCUBIC, "", false}, {mpquic.CongestionNewReno, "", false}, {mpquic.CongestionLIA, "", false},
+		{mpquic.CongestionCUBIC, mpquic.CongestionCUBIC, false}, {mpquic.CongestionLIA, mpquic.CongestionNewReno, false},
 	} {
 		name := string(r.cc) + "/beside-tcp"
 		if r.rival != "" {
 			name = string(r.cc) + "/beside-mpquic-" + string(r.rival)
 		}
+		if r.single {
+			name = string(r.cc) + "/single-path-beside-tcp"
+		}
 		t.Run(name, func(t *testing.T) {
-			m := env.run(t, r.cc, r.rival)
+			m := env.run(t, r.cc, r.rival, r.single)
 			shares[r] = m.share
+			// A row where mpquic's RTT is far above TCP's through the
+			// same queue, or the link was not full, measured mpquic short
+			// of CPU (its packets wait in the host, and it declares them
+			// lost), not the pacer.
+			if r.rival == "" && 2*m.srtt <= 3*m.tcpSRTT && m.linkBps >= 0.85*bottleneckRate {
+				besideTCP.sent += m.sent
+				besideTCP.lost += m.lost
+				besideTCP.tcpSent += m.tcpSent
+				besideTCP.tcpRetrans += m.tcpRetrans
+				tcpRows++
+			}
 			// Ground truth for the setup: the link carried about its rate
 			// (the qdisc counts IP packets as the TUN device takes them)
 			// and its queue overflowed, so the flows competed for it
@@ -169,10 +189,23 @@ func TestLabSharedBottleneck(t *testing.T) {
 			}
 		})
 	}
+	// Losses at the tail-drop queue: with bursts of at least ten packets
+	// mpquic lost 2.8-7.6 times the part of its packets that TCP
+	// retransmitted (five runs with rows to count); paced in bursts of a
+	// few packets, 1.2-2.1 times (nine runs).
+	if tcpRows >= 2 && besideTCP.sent > 0 && besideTCP.tcpSent > 0 {
+		own := float64(besideTCP.lost) / float64(besideTCP.sent)
+		tcp := float64(besideTCP.tcpRetrans) / float64(besideTCP.tcpSent)
+		t.Logf("beside TCP (%d rows of 4: a full link, mpquic's RTT at most 1.5 times TCP's) mpquic lost %.1f%% of its packets, TCP retransmitted %.1f%% of its segments", tcpRows, 100*own, 100*tcp)
+		if own > 2.5*tcp {
+			t.Errorf("beside TCP mpquic lost %.1f%% of its packets at the queue, more than 2.5 times the %.1f%% TCP retransmitted (the pacer's bursts too long?)", 100*own, 100*tcp)
+		}
+	}
 	load, _ = os.ReadFile("/proc/loadavg")
-	t.Logf("mpquic's two paths' share of the bottleneck beside one TCP flow: cubic %.0f%%, newreno %.0f%%, lia %.0f%%; beside one single-path mpquic flow: cubic (beside cubic) %.0f%%, lia (beside newreno) %.0f%% (load average at the end: %s)",
-		100*shares[run{mpquic.CongestionCUBIC, ""}], 100*shares[run{mpquic.CongestionNewReno, ""}], 100*shares[run{mpquic.CongestionLIA, ""}],
-		100*shares[run{mpquic.CongestionCUBIC, mpquic.CongestionCUBIC}], 100*shares[run{mpquic.CongestionLIA, mpquic.CongestionNewReno}], strings.TrimSpace(string(load)))
+	t.Logf("mpquic's share of the bottleneck beside one TCP flow: single-path cubic %.0f%%; two paths: cubic %.0f%%, newreno %.0f%%, lia %.0f%%; beside one single-path mpquic flow: cubic (beside cubic) %.0f%%, lia (beside newreno) %.0f%% (load average at the end: %s)",
+		100*shares[run{mpquic.CongestionCUBIC, "", true}],
+		100*shares[run{mpquic.CongestionCUBIC, "", false}], 100*shares[run{mpquic.CongestionNewReno, "", false}], 100*shares[run{mpquic.CongestionLIA, "", false}],
+		100*shares[run{mpquic.CongestionCUBIC, mpquic.CongestionCUBIC, false}], 100*shares[run{mpquic.CongestionLIA, mpquic.CongestionNewReno, false}], strings.TrimSpace(string(load)))
 }
 
 const bottleneckRate = 20e6
@@ -192,13 +225,17 @@ type bottleneckRun struct {
 	ownBps, rivalBps, linkBps float64
 	dropped                   int64   // by the bottleneck's queue
 	share                     float64 // mpquic's two paths' of what the flows read
+	// Over the whole connection: mpquic's packets sent and declared lost,
+	// and the TCP rival's segments sent and retransmitted (TCP_INFO).
+	sent, lost, tcpSent, tcpRetrans int64
+	srtt, tcpSRTT                   time.Duration // at the end (mpquic's: its paths' largest)
 }
 
-// run uploads over mpquic on both client paths with controller cc beside
-// one rival upload over wlan0 (kernel TCP when rival is "", else
-// single-path mpquic with that controller), and measures over the window
-// after a warm-up.
-func (b *bottleneck) run(t *testing.T, cc, rival mpquic.CongestionControl) bottleneckRun {
+// run uploads over mpquic on both client paths (on wlan0 alone if single)
+// with controller cc beside one rival upload over wlan0 (kernel TCP when
+// rival is "", else single-path mpquic with that controller), and measures
+// over the window after a warm-up.
+func (b *bottleneck) run(t *testing.T, cc, rival mpquic.CongestionControl, single bool) bottleneckRun {
 	t.Helper()
 	const warmup, window = 2 * time.Second, 7 * time.Second
 	ctx, cancel := context.WithTimeout(context.Background(), warmup+window+10*time.Second)
@@ -223,13 +260,15 @@ func (b *bottleneck) run(t *testing.T, cc, rival mpquic.CongestionControl) bottl
 	defer pc1.Close()
 	defer pc2.Close()
 
-	c, err := mpquic.Dial(ctx, pc1, b.quicAddr, b.ctls, &mpquic.Config{Congestion: cc})
+	c, err := mpquic.Dial(ctx, pc1, b.quicAddr, b.ctls, &mpquic.Config{Congestion: cc, DisableMultipath: single})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer c.CloseWithError(0, "")
-	if _, err := c.AddPath(ctx, pc2, b.quicAddr); err != nil {
-		t.Fatal(err)
+	if !single {
+		if _, err := c.AddPath(ctx, pc2, b.quicAddr); err != nil {
+			t.Fatal(err)
+		}
 	}
 	var own, other atomic.Int64
 	sc := b.accepted(t, ctx)
@@ -300,6 +339,9 @@ func (b *bottleneck) run(t *testing.T, cc, rival mpquic.CongestionControl) bottl
 	}
 	var cw []string
 	for _, p := range c.PathStats() {
+		m.sent += int64(p.PacketsSent)
+		m.lost += int64(p.PacketsLost)
+		m.srtt = max(m.srtt, p.SmoothedRTT)
 		cw = append(cw, fmt.Sprintf("path %d cwnd %d srtt %v sent %d lost %d", p.ID, p.CongestionWindow, p.SmoothedRTT.Round(time.Millisecond), p.PacketsSent, p.PacketsLost))
 	}
 	rivalName, rivalInfo := "TCP", ""
@@ -311,14 +353,16 @@ func (b *bottleneck) run(t *testing.T, cc, rival mpquic.CongestionControl) bottl
 	} else if raw, err := tc.(*net.TCPConn).SyscallConn(); err == nil {
 		raw.Control(func(fd uintptr) {
 			if ti, err := unix.GetsockoptTCPInfo(int(fd), unix.IPPROTO_TCP, unix.TCP_INFO); err == nil {
+				m.tcpSent, m.tcpRetrans = int64(ti.Segs_out), int64(ti.Total_retrans)
+				m.tcpSRTT = time.Duration(ti.Rtt) * time.Microsecond
 				rivalInfo = fmt.Sprintf("TCP cwnd %d segments, srtt %v, %d segments sent, %d retransmitted", ti.Snd_cwnd, time.Duration(ti.Rtt)*time.Microsecond, ti.Segs_out, ti.Total_retrans)
 			}
 		})
 	}
 	t.Logf("%s: mpquic %.2f Mbit/s (%s), %s %.2f Mbit/s, link %.2f Mbit/s (%d packets, %d dropped): mpquic's share %.1f%% [%s; %s]",
 		cc, m.ownBps/1e6, strings.Join(per, ", "), rivalName, m.rivalBps/1e6, m.linkBps/1e6, l1.pkts-l0.pkts, l1.dropped-l0.dropped, 100*m.share, strings.Join(cw, "; "), rivalInfo)
-	if len(per) != 2 {
-		t.Fatalf("server paths %v: want two", p1)
+	if want := map[bool]int{false: 2, true: 1}[single]; len(per) != want {
+		t.Fatalf("server paths %v: want %d", p1, want)
 	}
 	return m
 }

@@ -6,12 +6,18 @@ import (
 )
 
 // Window constants (RFC 9002 §7.2, Appendix B.2), and the pacer's largest
-// burst.
+// burst (a larger one overflows a 500-packet device queue on the way: seen
+// in the lab as datagrams sent and never carried).
 const (
 	InitialWindowPkts = 10
 	MinimumWindowPkts = 2
 	maxBurstPkts      = 32
 	granularity       = time.Millisecond // the timer granularity (RFC 9002 §6.1.2)
+	// pacingQuantum is how long a burst lasts at the pacing rate: two
+	// timer granularities, as a sleep is rarely shorter and the bucket
+	// holds no more, so a shorter quantum would cap the rate at
+	// burst/sleep.
+	pacingQuantum = 2 * granularity
 )
 
 // A Controller is how a Sender's window shrinks on a congestion event and
@@ -160,12 +166,12 @@ func (cc *Sender) Pace(now time.Time, size int, srtt time.Duration, hasSample bo
 		return time.Time{}
 	}
 	rate := 1.25 * float64(cc.Cwnd) / srtt.Seconds() // bytes per second
-	// A burst covers up to two timer granularities (a sleep is rarely
-	// shorter, and a smaller burst would cap the rate at burst/sleep), but
-	// at most maxBurstPkts: a larger one overflows a 500-packet device
-	// queue on the way (seen in the lab as datagrams sent and never
-	// carried).
-	burst := max(float64(InitialWindowPkts*cc.MSS), min(rate*float64(2*granularity)/float64(time.Second), float64(maxBurstPkts*cc.MSS)))
+	// A burst is what the rate sends in pacingQuantum (as Linux sizes
+	// its TSO bursts and fq its quantum), at least two packets and at
+	// most maxBurstPkts: at low rates a few packets, so a burst's tail
+	// does not meet a tail-drop queue another flow keeps full; at high
+	// rates a GSO train.
+	burst := min(max(rate*pacingQuantum.Seconds(), float64(MinimumWindowPkts*cc.MSS)), float64(maxBurstPkts*cc.MSS))
 	if !cc.lastFill.IsZero() {
 		cc.tokens += rate * now.Sub(cc.lastFill).Seconds()
 	} else {

@@ -133,8 +133,41 @@ func TestPacerRate(t *testing.T) {
 		sent += mss
 	}
 	want := 1.25 * float64(cc.Cwnd) / srtt.Seconds() // bytes in one second
-	burst := float64(InitialWindowPkts * mss)
+	burst := want * pacingQuantum.Seconds()
 	if got := float64(sent); math.Abs(got-want-burst) > 0.02*want {
 		t.Errorf("paced %0.f bytes in 1 s, want %.0f at 5/4 cwnd/srtt plus a %.0f-byte burst", got, want, burst)
+	}
+}
+
+// A burst (what the pacer lets go at one instant after an idle spell) is
+// pacingQuantum's worth at the pacing rate, at least two packets, at most
+// maxBurstPkts: a few packets at a rate a shared 20 Mbit/s link carries, so
+// its tail does not meet a tail-drop queue another flow keeps full, and a
+// full GSO train on loopback.
+func TestPacerBurst(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		cwnd int
+		srtt time.Duration
+		want int // packets
+	}{
+		{"low rate", 20 * mss, 100 * time.Millisecond, 2},              // 300 kB/s: 0.5 packet in 2 ms
+		{"shared 20 Mbit/s link", 50 * mss, 30 * time.Millisecond, 4},  // 2.5 MB/s: 4.2 packets in 2 ms
+		{"loopback", 1000 * mss, 200 * time.Microsecond, maxBurstPkts}, // 7.5 GB/s
+		{"100 Mbit/s", 100 * mss, 12 * time.Millisecond, 20},           // 12.5 MB/s: 20.8 packets in 2 ms
+	} {
+		cc := NewSender(mss, &Cubic{})
+		cc.Cwnd = c.cwnd
+		now := time.Unix(1000, 0)
+		cc.Pace(now, mss, c.srtt, true)
+		now = now.Add(time.Second) // idle: the bucket fills to one burst
+		n := 0
+		for cc.Pace(now, mss, c.srtt, true).IsZero() && n < 1000 {
+			cc.OnPaced(mss)
+			n++
+		}
+		if n != c.want {
+			t.Errorf("%s: a burst of %d packets, want %d", c.name, n, c.want)
+		}
 	}
 }
