@@ -5,18 +5,20 @@ import (
 	"crypto/tls"
 	"errors"
 	"testing"
+
+	"github.com/mptester/mptester/mpquic/internal/hextest"
 )
 
 // FuzzUnprotect feeds arbitrary packets to the Initial (AES) and the RFC
 // 9001 A.5 (ChaCha20) keys. Whatever opens must protect back to the very
 // same bytes.
 func FuzzUnprotect(f *testing.F) {
-	f.Add(readHex(f, "rfc9001_a2_packet.hex"), false, int64(-1), uint32(0))
-	f.Add(unhex(f, "4cfe4189655e5cd55c41f69080575d7999c25a5bfb"), true, int64(654360563), uint32(0))
-	f.Add(unhex(f, "4cfe4189655e5cd55c41f69080575d7999c25a5bfb"), true, int64(654360563), uint32(1))
+	f.Add(hextest.Read(f, "rfc9001_a2_packet.hex"), false, int64(-1), uint32(0))
+	f.Add(hextest.Unhex(f, "4cfe4189655e5cd55c41f69080575d7999c25a5bfb"), true, int64(654360563), uint32(0))
+	f.Add(hextest.Unhex(f, "4cfe4189655e5cd55c41f69080575d7999c25a5bfb"), true, int64(654360563), uint32(1))
 	client, _ := InitialKeys(rfcDCID)
 	chacha, err := NewKeys(tls.TLS_CHACHA20_POLY1305_SHA256,
-		unhex(f, "9ac312a7f877468ebe69422748ad00a15443f18203a07d6060f688f30f21632b"))
+		hextest.Unhex(f, "9ac312a7f877468ebe69422748ad00a15443f18203a07d6060f688f30f21632b"))
 	if err != nil {
 		f.Fatal(err)
 	}

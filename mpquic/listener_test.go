@@ -8,6 +8,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/mptester/mptester/mpquic/internal/hextest"
 )
 
 // recordConn is a PacketConn the listener under test writes to (from its
@@ -445,7 +447,7 @@ func FuzzListenerDispatch(f *testing.F) {
 // Initials under random IDs open exactly when they were sealed for them.
 func TestInitialCheck(t *testing.T) {
 	ic := newInitialCheck()
-	a2 := readHex(t, "rfc9001_a2_packet.hex")
+	a2 := hextest.Read(t, "rfc9001_a2_packet.hex")
 	h, n, err := ParseHeader(a2, connIDLen)
 	if err != nil {
 		t.Fatal(err)

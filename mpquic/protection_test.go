@@ -6,28 +6,10 @@ import (
 	"crypto/tls"
 	"encoding/hex"
 	"errors"
-	"os"
-	"strings"
 	"testing"
+
+	"github.com/mptester/mptester/mpquic/internal/hextest"
 )
-
-func unhex(t testing.TB, s string) []byte {
-	t.Helper()
-	b, err := hex.DecodeString(strings.Join(strings.Fields(s), ""))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return b
-}
-
-func readHex(t testing.TB, name string) []byte {
-	t.Helper()
-	s, err := os.ReadFile("testdata/" + name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return unhex(t, string(s))
-}
 
 var rfcDCID = []byte{0x83, 0x94, 0xc8, 0xf0, 0x3e, 0x51, 0x57, 0x08}
 
@@ -64,7 +46,7 @@ func TestInitialKeysRFC9001(t *testing.T) {
 // back. The header is built with AppendLongHeader, not copied.
 func TestClientInitialRFC9001(t *testing.T) {
 	client, _ := InitialKeys(rfcDCID)
-	crypto := readHex(t, "rfc9001_a2_crypto.hex")
+	crypto := hextest.Read(t, "rfc9001_a2_crypto.hex")
 	payload := make([]byte, 1162)
 	copy(payload, crypto) // the rest is PADDING
 	want := protectVector(t, client, LongHeader{Type: PacketInitial, DCID: rfcDCID, SCID: []byte{}}, 2, 4, payload, "a2")
@@ -101,8 +83,8 @@ func TestClientInitialRFC9001(t *testing.T) {
 // RFC 9001 Appendix A.3: the server Initial with a 2-byte packet number.
 func TestServerInitialRFC9001(t *testing.T) {
 	_, server := InitialKeys(rfcDCID)
-	payload := readHex(t, "rfc9001_a3_payload.hex")
-	scid := unhex(t, "f067a5502a4262b5")
+	payload := hextest.Read(t, "rfc9001_a3_payload.hex")
+	scid := hextest.Unhex(t, "f067a5502a4262b5")
 	want := protectVector(t, server, LongHeader{Type: PacketInitial, DCID: []byte{}, SCID: scid}, 1, 2, payload, "a3")
 	h, _, err := ParseHeader(want, 0)
 	if err != nil {
@@ -123,7 +105,7 @@ func TestServerInitialRFC9001(t *testing.T) {
 
 // RFC 9001 Appendix A.5: ChaCha20-Poly1305 short header packet.
 func TestChaCha20ShortHeaderRFC9001(t *testing.T) {
-	secret := unhex(t, "9ac312a7f877468ebe69422748ad00a15443f18203a07d6060f688f30f21632b")
+	secret := hextest.Unhex(t, "9ac312a7f877468ebe69422748ad00a15443f18203a07d6060f688f30f21632b")
 	k, err := NewKeys(tls.TLS_CHACHA20_POLY1305_SHA256, secret)
 	if err != nil {
 		t.Fatal(err)
@@ -174,7 +156,7 @@ func TestChaCha20ShortHeaderRFC9001(t *testing.T) {
 // draft-ietf-quic-multipath-21 §"Nonce Calculation" example.
 func TestMultipathNonce(t *testing.T) {
 	k := &Keys{}
-	copy(k.iv[:], unhex(t, "6b26114b9cba2b63a9e8dd4f"))
+	copy(k.iv[:], hextest.Unhex(t, "6b26114b9cba2b63a9e8dd4f"))
 	if n := k.nonce(3, 54321); hex.EncodeToString(n) != "6b2611489cba2b63a9e8097e" {
 		t.Fatalf("nonce %x", n)
 	}
@@ -254,14 +236,14 @@ func protectVector(t *testing.T, k *Keys, lh LongHeader, pn uint64, pnLen int, p
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := readHex(t, "rfc9001_"+name+"_header.hex"); !bytes.Equal(hdr, want) {
+	if want := hextest.Read(t, "rfc9001_"+name+"_header.hex"); !bytes.Equal(hdr, want) {
 		t.Fatalf("header %x\nwant   %x", hdr, want)
 	}
 	pkt, err := k.Protect(nil, hdr, payload, pn, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := readHex(t, "rfc9001_"+name+"_packet.hex")
+	want := hextest.Read(t, "rfc9001_"+name+"_packet.hex")
 	if !bytes.Equal(pkt, want) {
 		t.Fatalf("protected packet differs at byte %d of %d", firstDiff(pkt, want), len(want))
 	}
@@ -291,9 +273,9 @@ func firstDiff(a, b []byte) int {
 
 // RFC 9001 Appendix A.4: the Retry packet answering the client Initial.
 func TestRetryRFC9001(t *testing.T) {
-	retry := unhex(t, "ff000000010008f067a5502a4262b5746f6b656e04a265ba2eff4d829058fb3f0f2496ba")
+	retry := hextest.Unhex(t, "ff000000010008f067a5502a4262b5746f6b656e04a265ba2eff4d829058fb3f0f2496ba")
 	h, _, err := ParseHeader(retry, 0)
-	if err != nil || h.Type != PacketRetry || string(h.Token) != "token" || !bytes.Equal(h.SCID, unhex(t, "f067a5502a4262b5")) {
+	if err != nil || h.Type != PacketRetry || string(h.Token) != "token" || !bytes.Equal(h.SCID, hextest.Unhex(t, "f067a5502a4262b5")) {
 		t.Fatalf("ParseHeader: %+v %v", h, err)
 	}
 	if !VerifyRetry(retry, rfcDCID) {

@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mptester/mptester/mpquic/internal/hextest"
+
 	"github.com/quic-go/quic-go"
 )
 
@@ -16,8 +18,8 @@ import (
 // from its inputs (empty DCID, SCID f067a5502a4262b5, token "token", the
 // client's first DCID 8394c8f03e515708).
 func TestAppendRetryRFC9001Vector(t *testing.T) {
-	want := unhex(t, "ff000000010008f067a5502a4262b5746f6b656e04a265ba2eff4d829058fb3f0f2496ba")
-	got := appendRetry(nil, retryAEAD(), nil, 0xff, nil, unhex(t, "f067a5502a4262b5"), rfcDCID, []byte("token"))
+	want := hextest.Unhex(t, "ff000000010008f067a5502a4262b5746f6b656e04a265ba2eff4d829058fb3f0f2496ba")
+	got := appendRetry(nil, retryAEAD(), nil, 0xff, nil, hextest.Unhex(t, "f067a5502a4262b5"), rfcDCID, []byte("token"))
 	if !bytes.Equal(got, want) {
 		t.Fatalf("Retry\n got %x\nwant %x", got, want)
 	}

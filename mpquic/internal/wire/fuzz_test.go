@@ -1,21 +1,20 @@
 package wire
 
 import (
-	"encoding/hex"
 	"errors"
 	"math/rand/v2"
-	"os"
 	"reflect"
-	"strings"
 	"testing"
+
+	"github.com/mptester/mptester/mpquic/internal/hextest"
 )
 
 func FuzzParseHeader(f *testing.F) {
-	f.Add(readHex(f, "rfc9001_a2_packet.hex"), uint8(0))
-	f.Add(readHex(f, "rfc9001_a3_packet.hex"), uint8(0))
-	f.Add(unhex(f, "4cfe4189655e5cd55c41f69080575d7999c25a5bfb"), uint8(0))
+	f.Add(hextest.Read(f, "rfc9001_a2_packet.hex"), uint8(0))
+	f.Add(hextest.Read(f, "rfc9001_a3_packet.hex"), uint8(0))
+	f.Add(hextest.Unhex(f, "4cfe4189655e5cd55c41f69080575d7999c25a5bfb"), uint8(0))
 	f.Add(AppendVersionNegotiation(nil, []byte{1}, []byte{2, 3}, Version1, 0x0a0a0a0a), uint8(8))
-	f.Add(append(readHex(f, "rfc9001_a3_packet.hex"), unhex(f, "4cfe4189655e5cd55c41f69080575d7999c25a5bfb")...), uint8(0))
+	f.Add(append(hextest.Read(f, "rfc9001_a3_packet.hex"), hextest.Unhex(f, "4cfe4189655e5cd55c41f69080575d7999c25a5bfb")...), uint8(0))
 	f.Add(append([]byte{0xf0, 0, 0, 0, 1, 0, 0}, make([]byte, 20)...), uint8(0))
 	f.Fuzz(func(t *testing.T, b []byte, dcidLen uint8) {
 		l := int(dcidLen % (MaxConnIDLen + 1))
@@ -91,21 +90,3 @@ func FuzzTransportParameters(f *testing.F) {
 // sampleLen is the header protection sample (RFC 9001 §5.4.2): a
 // protected packet must hold it 4 bytes after the packet number's start.
 const sampleLen = 16
-
-func unhex(t testing.TB, s string) []byte {
-	t.Helper()
-	b, err := hex.DecodeString(strings.Join(strings.Fields(s), ""))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return b
-}
-
-func readHex(t testing.TB, name string) []byte {
-	t.Helper()
-	s, err := os.ReadFile("testdata/" + name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return unhex(t, string(s))
-}

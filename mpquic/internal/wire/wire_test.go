@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"errors"
 	"testing"
+
+	"github.com/mptester/mptester/mpquic/internal/hextest"
 )
 
 // RFC 9000 Appendix A.1 examples, plus the range edges.
@@ -22,7 +24,7 @@ func TestVarint(t *testing.T) {
 		{"bfffffff", 1<<30 - 1, true}, {"c000000040000000", 1 << 30, true},
 		{"ffffffffffffffff", MaxVarint, true},
 	} {
-		b := unhex(t, c.hex)
+		b := hextest.Unhex(t, c.hex)
 		v, n, err := ParseVarint(b)
 		if err != nil || v != c.v || n != len(b) {
 			t.Errorf("ParseVarint(%s) = %d, %d, %v; want %d", c.hex, v, n, err, c.v)
