@@ -95,6 +95,23 @@ type Server struct {
 	probes   map[string]int
 	// zstd bounds zstd decoders at once (Limits.MaxZstd).
 	zstd chan struct{}
+	// tokens keeps valid tokens for TokenTTL (a look-up query per upload
+	// was a third of the index's queries).
+	tokensMu sync.Mutex
+	tokens   map[string]cachedToken
+}
+
+// TokenTTL bounds how long a revoked token still works on a running
+// collector: revocation is another process's write (`collect probe
+// revoke`, on any replica), seen at the next look-up.
+const TokenTTL = time.Second
+
+// maxCachedTokens bounds the cache; a full cache starts over.
+const maxCachedTokens = 1 << 14
+
+type cachedToken struct {
+	tok   store.Token
+	until time.Time
 }
 
 // New checks cfg and prepares the data directory.
@@ -205,7 +222,15 @@ func (s *Server) authenticate(r *http.Request) (store.Token, int) {
 	if raw == "" {
 		return store.Token{}, http.StatusUnauthorized
 	}
-	tok, err := s.cfg.Store.LookupToken(r.Context(), HashToken(raw))
+	hash := HashToken(raw)
+	now := time.Now()
+	s.tokensMu.Lock()
+	c, ok := s.tokens[hash]
+	s.tokensMu.Unlock()
+	if ok && now.Before(c.until) {
+		return c.tok, 0
+	}
+	tok, err := s.cfg.Store.LookupToken(r.Context(), hash)
 	switch {
 	case errors.Is(err, store.ErrNotFound):
 		return store.Token{}, http.StatusUnauthorized
@@ -213,6 +238,12 @@ func (s *Server) authenticate(r *http.Request) (store.Token, int) {
 		s.log.Error("token lookup", "err", err)
 		return store.Token{}, http.StatusServiceUnavailable
 	}
+	s.tokensMu.Lock()
+	if s.tokens == nil || len(s.tokens) >= maxCachedTokens {
+		s.tokens = make(map[string]cachedToken)
+	}
+	s.tokens[hash] = cachedToken{tok, now.Add(TokenTTL)}
+	s.tokensMu.Unlock()
 	return tok, 0
 }
 

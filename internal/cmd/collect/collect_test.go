@@ -100,6 +100,20 @@ func TestEnrolServeUpload(t *testing.T) {
 	assert.Equal(t, http.StatusCreated, put())
 	_, err = execute(t, "--data", data, "probe", "revoke", "pi1")
 	require.NoError(t, err)
+	// The running collector may answer from its token cache for at most
+	// collect.TokenTTL after the revocation (another process's write).
+	// Polled with a read probes may not make (403 while the token is
+	// known, 401 once revoked), so no run is stored meanwhile.
+	authStatus := func() int {
+		req, _ := http.NewRequest(http.MethodGet, "https://"+a.String()+"/v1/runs", nil)
+		req.Header.Set("Authorization", "Bearer "+tok)
+		resp, err := client.Do(req)
+		require.NoError(t, err)
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	require.Eventually(t, func() bool { return authStatus() == http.StatusUnauthorized },
+		collect.TokenTTL+2*time.Second, 50*time.Millisecond, "revoked token still accepted")
 	assert.Equal(t, http.StatusUnauthorized, put())
 	_, err = execute(t, "--data", data, "probe", "revoke", "nobody")
 	assert.ErrorIs(t, err, cmdutil.ErrUsage)
