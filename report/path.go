@@ -45,15 +45,6 @@ type Pather interface{ ReportPath() Path }
 // ReportPath makes Path a Pather.
 func (p Path) ReportPath() Path { return p }
 
-// Paths converts paths to their records; nil gives an empty list.
-func Paths[P Pather](ps []P) []Path {
-	out := make([]Path, 0, len(ps))
-	for _, p := range ps {
-		out = append(out, p.ReportPath())
-	}
-	return out
-}
-
 // pathRecords converts paths to their records: a Pather says its own, any
 // other value is read from its JSON, which must be exactly a Path's (a
 // field Path does not have is an error, never dropped).

@@ -125,14 +125,6 @@ accepting, let running tests finish (up to 10 s) and exit.`,
 	return cmd
 }
 
-func listenerNames() []string {
-	var ns []string
-	for _, d := range transport.Listeners() {
-		ns = append(ns, d.Name)
-	}
-	return ns
-}
-
 // applyConfig fills what the command line left unset from the config's
 // serve section (checked when it was loaded): flags override the file.
 func applyConfig(opts *Options, cfg *config.Config, changed func(string) bool) {
