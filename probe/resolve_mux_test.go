@@ -280,3 +280,84 @@ func TestAdaptiveSkipsSilentServer(t *testing.T) {
 	wg.Wait()
 	assert.Zero(t, retried.Load(), "first attempts went to the silent server")
 }
+
+// A timer that fires well after its deadline (the resolver was not
+// scheduled then) gives its attempt as long again, once: an answer that
+// came in time and waits unread in the socket is taken, not counted as a
+// timeout. A timer late by no more than lateTimer ends the attempt at
+// once, and so does a second late firing. The lateness is planted by
+// dating the attempt's send back and firing its timer by hand.
+func TestLateTimerGraceOnce(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		late   time.Duration
+		twice  bool // the timer fires late a second time
+		status string
+	}{
+		{"late-answer-taken", 300 * time.Millisecond, false, DNSNoError},
+		{"on-time-ends-at-once", lateTimer / 2, false, DNSTimeout},
+		{"grace-only-once", 300 * time.Millisecond, true, DNSTimeout},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			z := newZone()
+			got, release := make(chan struct{}, 1), make(chan struct{})
+			held := dns.HandlerFunc(func(w dns.ResponseWriter, m *dns.Msg) {
+				got <- struct{}{}
+				<-release
+				z.ServeDNS(w, m)
+			})
+			srv := serveZone(t, held)
+			t.Cleanup(func() {
+				select {
+				case <-release:
+				default:
+					close(release)
+				}
+			})
+			const timeout = 2 * time.Second
+			r, err := NewResolver(loopbackPath(t, srv), ResolverOptions{Timeout: timeout, Retries: 0, Cap: 10})
+			require.NoError(t, err)
+			ended := make(chan Lookup, 1)
+			r.Start(context.Background(), "one.test", Family4, func(l Lookup) { ended <- l })
+			<-got
+			r.mu.Lock()
+			require.Len(t, r.muxes[0].waiters, 1)
+			var pq *pendingQuery
+			for _, p := range r.muxes[0].waiters {
+				pq = p
+			}
+			pq.timer.Stop()
+			pq.sentAt = time.Now().Add(-timeout - tc.late)
+			gen := pq.gen
+			r.mu.Unlock()
+
+			r.timedOut(pq, gen)
+			if tc.twice {
+				r.timedOut(pq, gen)
+			}
+			if tc.status == DNSTimeout {
+				select { // ended by the call itself, not by a re-armed timer
+				case l := <-ended:
+					assert.Equal(t, DNSTimeout, l.Status)
+					assert.Equal(t, 1, l.Queries[0].Attempts)
+				default:
+					t.Fatal("the timer's firing did not end the attempt")
+				}
+				return
+			}
+			select {
+			case l := <-ended:
+				t.Fatalf("a late timer ended the attempt without grace: %v", l.Status)
+			default:
+			}
+			r.mu.Lock()
+			assert.True(t, pq.graced)
+			assert.Equal(t, qSent, pq.state)
+			r.mu.Unlock()
+			close(release)
+			l := <-ended
+			assert.Equal(t, DNSNoError, l.Status, "the answer that came during the grace is taken")
+			assert.Equal(t, 1, l.Queries[0].Attempts)
+		})
+	}
+}
