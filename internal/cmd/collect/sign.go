@@ -39,10 +39,7 @@ func NewCmdScheduleKeygen(f *cmdutil.Factory, runF func(context.Context, *Schedu
 		Args:  cobra.ExactArgs(1),
 		RunE: func(c *cobra.Command, args []string) error {
 			opts.KeyFile = args[0]
-			if runF != nil {
-				return runF(c.Context(), opts)
-			}
-			return scheduleKeygenRun(c.Context(), opts)
+			return cmdutil.Dispatch(c.Context(), opts, runF, scheduleKeygenRun)
 		},
 	}
 }
@@ -93,10 +90,7 @@ func NewCmdScheduleSign(f *cmdutil.Factory, runF func(context.Context, *Schedule
 		Args:  cobra.ExactArgs(1),
 		RunE: func(c *cobra.Command, args []string) error {
 			opts.File = args[0]
-			if runF != nil {
-				return runF(c.Context(), opts)
-			}
-			return scheduleSignRun(c.Context(), opts)
+			return cmdutil.Dispatch(c.Context(), opts, runF, scheduleSignRun)
 		},
 	}
 	cmd.Flags().StringVar(&opts.Key, "key", "", "the operator's `KEYFILE` (collect schedule keygen)")
