@@ -184,23 +184,28 @@ type NameOptions struct {
 	Name    string
 }
 
-// storeCmd finishes cmd as a subcommand on collect's stores: it requires
-// exactly as many arguments as args names and, when run, takes the
-// logger, stores the arguments in args and hands opts to runF (a test's)
-// or run.
-func storeCmd[O any](f *cmdutil.Factory, co *Options, cmd *cobra.Command, opts *O, runF, run func(context.Context, *O) error, args ...*string) *cobra.Command {
+// leafCmd finishes cmd as one of collect's subcommands: it requires
+// exactly as many arguments as args names and, when run, stores the
+// arguments in args and hands opts to runF (a test's) or run.
+func leafCmd[O any](cmd *cobra.Command, opts *O, runF, run func(context.Context, *O) error, args ...*string) *cobra.Command {
 	cmd.Args = cobra.NoArgs
 	if len(args) > 0 {
 		cmd.Args = cobra.ExactArgs(len(args))
 	}
 	cmd.RunE = func(c *cobra.Command, a []string) error {
-		co.Logger = f.Logger
 		for i, p := range args {
 			*p = a[i]
 		}
 		return cmdutil.Dispatch(c.Context(), opts, runF, run)
 	}
 	return cmd
+}
+
+// storeCmd is a leafCmd on collect's stores: the stores log through the
+// logger the root command set up.
+func storeCmd[O any](f *cmdutil.Factory, co *Options, cmd *cobra.Command, opts *O, runF, run func(context.Context, *O) error, args ...*string) *cobra.Command {
+	cmd.PreRun = func(*cobra.Command, []string) { co.Logger = f.Logger }
+	return leafCmd(cmd, opts, runF, run, args...)
 }
 
 func withStore(ctx context.Context, opts *Options, fn func(store.Store) error) error {
