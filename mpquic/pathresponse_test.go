@@ -16,25 +16,8 @@ import (
 func TestPathResponseOnProbedAddress(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	stls, ctls := testTLS(t)
-	l := listenLoopback(t, stls, nil)
-	accepted := make(chan *Conn, 1)
-	go func() {
-		if c, err := l.Accept(ctx); err == nil {
-			accepted <- c
-		}
-	}()
-	c, err := Dial(ctx, udpLoopback(t), l.Addr(), ctls, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.CloseWithError(0, "")
-	var srv *Conn
-	select {
-	case srv = <-accepted:
-	case <-ctx.Done():
-		t.Fatal("no connection accepted")
-	}
+	mp := newMPPair(t, ctx, udpLoopback(t), nil, nil)
+	c, srv, l := mp.c, mp.server(t), mp.l
 	before := srv.RemoteAddr().String()
 
 	// The probe: PATH_CHALLENGE and PADDING in a packet of path 0, sent

@@ -113,6 +113,16 @@ func optErr(sub uint8, n int, why string) error {
 	return fmt.Errorf("%w: subtype %d, length %d: %s", ErrOption, sub, n, why)
 }
 
+// dssNumber reads the DSS number at b[p:], 8 octets when long, else 4
+// (RFC 8684 §3.3: the Data ACK and the DSN each have both sizes), and
+// returns it with the offset after it.
+func dssNumber(b []byte, p int, long bool) (uint64, int) {
+	if long {
+		return binary.BigEndian.Uint64(b[p:]), p + 8
+	}
+	return uint64(binary.BigEndian.Uint32(b[p:])), p + 4
+}
+
 // ParseOption decodes the body of one TCP option of kind 30: b starts at the
 // kind byte and is exactly the option's length long. syn says whether the
 // segment carries SYN, ack whether it carries ACK (MP_JOIN's form depends on
@@ -197,22 +207,10 @@ func ParseOption(b []byte, syn, ack bool) (Option, error) {
 		}
 		p := 4
 		if d.HasAck {
-			if d.Ack64 {
-				d.DataAck = binary.BigEndian.Uint64(b[p:])
-				p += 8
-			} else {
-				d.DataAck = uint64(binary.BigEndian.Uint32(b[p:]))
-				p += 4
-			}
+			d.DataAck, p = dssNumber(b, p, d.Ack64)
 		}
 		if d.HasMap {
-			if d.DSN64 {
-				d.DSN = binary.BigEndian.Uint64(b[p:])
-				p += 8
-			} else {
-				d.DSN = uint64(binary.BigEndian.Uint32(b[p:]))
-				p += 4
-			}
+			d.DSN, p = dssNumber(b, p, d.DSN64)
 			d.SSN = binary.BigEndian.Uint32(b[p:])
 			d.DataLen = binary.BigEndian.Uint16(b[p+4:])
 			p += 6

@@ -10,6 +10,15 @@ import (
 
 type seamKey struct{}
 
+// Dispatch is the end of every command's RunE: the parsed options go to
+// runF when a test planted one (the seam), else to the command's run.
+func Dispatch[O any](ctx context.Context, opts *O, runF, run func(context.Context, *O) error) error {
+	if runF != nil {
+		return runF(ctx, opts)
+	}
+	return run(ctx, opts)
+}
+
 // TestFactory is a factory for tests of the runF seam: in-memory streams,
 // a logger that drops everything, no config.
 func TestFactory() *Factory {

@@ -64,10 +64,7 @@ the packages); without it the agent keeps running.`,
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.Logger = f.Logger
-			if runF != nil {
-				return runF(cmd.Context(), opts)
-			}
-			return agentRun(cmd.Context(), opts)
+			return cmdutil.Dispatch(cmd.Context(), opts, runF, agentRun)
 		},
 	}
 	cmd.Flags().BoolVar(&opts.Once, "once", false, "run what is due, upload, and exit")

@@ -64,10 +64,7 @@ written; --strict makes a truncated capture fail the same way.
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.Inputs = args
-			if runF != nil {
-				return runF(cmd.Context(), opts)
-			}
-			return analyzeRun(cmd.Context(), opts)
+			return cmdutil.Dispatch(cmd.Context(), opts, runF, analyzeRun)
 		},
 	}
 	cmd.Flags().StringVar(&opts.Format, "format", "text", "output format: "+strings.Join(pcapanalysis.Formats, ", "))

@@ -12,32 +12,14 @@ import (
 	"github.com/mptester/mptester/internal/cmdutil"
 )
 
-// AdminAddOptions of `mptester collect admin add`.
-type AdminAddOptions struct {
-	IO      *cmdutil.IOStreams
-	Collect *Options // the stores
-	Name    string
-}
-
 // NewCmdAdminAdd builds `collect admin add`; runF replaces adminAddRun in
 // tests.
-func NewCmdAdminAdd(f *cmdutil.Factory, co *Options, runF func(context.Context, *AdminAddOptions) error) *cobra.Command {
-	opts := &AdminAddOptions{IO: f.IO, Collect: co}
-	return &cobra.Command{
-		Use:   "add NAME",
-		Short: "Create an admin token (shown once)",
-		Args:  cobra.ExactArgs(1),
-		RunE: func(c *cobra.Command, args []string) error {
-			co.Logger, opts.Name = f.Logger, args[0]
-			if runF != nil {
-				return runF(c.Context(), opts)
-			}
-			return adminAddRun(c.Context(), opts)
-		},
-	}
+func NewCmdAdminAdd(f *cmdutil.Factory, co *Options, runF func(context.Context, *NameOptions) error) *cobra.Command {
+	opts := &NameOptions{IO: f.IO, Collect: co}
+	return storeCmd(f, co, &cobra.Command{Use: "add NAME", Short: "Create an admin token (shown once)"}, opts, runF, adminAddRun, &opts.Name)
 }
 
-func adminAddRun(ctx context.Context, opts *AdminAddOptions) error {
+func adminAddRun(ctx context.Context, opts *NameOptions) error {
 	if err := checkName(opts.Name); err != nil {
 		return err
 	}

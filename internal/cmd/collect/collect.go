@@ -85,10 +85,7 @@ uploads in flight finish within --drain, then it exits 0.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
 			opts.Logger = f.Logger
-			if runF != nil {
-				return runF(ctx, opts)
-			}
-			return collectRun(ctx, opts)
+			return cmdutil.Dispatch(ctx, opts, runF, collectRun)
 		},
 	}
 	pf := cmd.PersistentFlags()
@@ -166,6 +163,49 @@ func (o *Options) dsn() string {
 		return o.DB
 	}
 	return filepath.Join(o.Data, "collect.db")
+}
+
+// The subcommands that work on the collector's stores take collect's
+// options (co): the stores its persistent flags name (--data, --db,
+// --raw, ...) are parsed there and shared by every subcommand.
+
+// StoreOptions of the subcommands that need nothing but the stores:
+// probe list, reindex.
+type StoreOptions struct {
+	IO      *cmdutil.IOStreams
+	Collect *Options // the stores
+}
+
+// NameOptions of the subcommands that act on one NAME in the stores:
+// admin add, probe revoke.
+type NameOptions struct {
+	IO      *cmdutil.IOStreams
+	Collect *Options // the stores
+	Name    string
+}
+
+// leafCmd finishes cmd as one of collect's subcommands: it requires
+// exactly as many arguments as args names and, when run, stores the
+// arguments in args and hands opts to runF (a test's) or run.
+func leafCmd[O any](cmd *cobra.Command, opts *O, runF, run func(context.Context, *O) error, args ...*string) *cobra.Command {
+	cmd.Args = cobra.NoArgs
+	if len(args) > 0 {
+		cmd.Args = cobra.ExactArgs(len(args))
+	}
+	cmd.RunE = func(c *cobra.Command, a []string) error {
+		for i, p := range args {
+			*p = a[i]
+		}
+		return cmdutil.Dispatch(c.Context(), opts, runF, run)
+	}
+	return cmd
+}
+
+// storeCmd is a leafCmd on collect's stores: the stores log through the
+// logger the root command set up.
+func storeCmd[O any](f *cmdutil.Factory, co *Options, cmd *cobra.Command, opts *O, runF, run func(context.Context, *O) error, args ...*string) *cobra.Command {
+	cmd.PreRun = func(*cobra.Command, []string) { co.Logger = f.Logger }
+	return leafCmd(cmd, opts, runF, run, args...)
 }
 
 func withStore(ctx context.Context, opts *Options, fn func(store.Store) error) error {

@@ -25,7 +25,7 @@ type ExportOptions struct {
 // NewCmdExport builds `collect export`; runF replaces exportRun in tests.
 func NewCmdExport(f *cmdutil.Factory, co *Options, runF func(context.Context, *ExportOptions) error) *cobra.Command {
 	eo := &ExportOptions{IO: f.IO, Collect: co}
-	cmd := &cobra.Command{
+	cmd := storeCmd(f, co, &cobra.Command{
 		Use:   "export --format parquet -o DIR",
 		Short: "Write the index and the derived tables as Parquet, one file per table and day (DuckDB, pandas, Spark)",
 		Long: `Write the runs and the derived tables (survey cells and probe records,
@@ -40,15 +40,7 @@ Timestamps are UTC nanoseconds, durations and RTTs integer nanoseconds
 complete; an existing file of the same table and day is replaced.`,
 		Example: `  mptester collect export --format parquet --since 2026-11-01 --until 2026-12-01 -o fleet-nov
   duckdb -c "SELECT probe_id, sum(bytes_received) FROM 'fleet-nov/pattern_path_bytes/*.parquet' GROUP BY 1"`,
-		Args: cobra.NoArgs,
-		RunE: func(c *cobra.Command, args []string) error {
-			co.Logger = f.Logger
-			if runF != nil {
-				return runF(c.Context(), eo)
-			}
-			return exportRun(c.Context(), eo)
-		},
-	}
+	}, eo, runF, exportRun)
 	fl := cmd.Flags()
 	fl.StringVar(&eo.Format, "format", "parquet", "output `format` (parquet)")
 	fl.StringVar(&eo.Since, "since", "", "runs started at or after this `time` (RFC 3339 or YYYY-MM-DD, UTC)")

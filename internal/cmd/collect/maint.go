@@ -22,7 +22,7 @@ type GCOptions struct {
 // NewCmdGC builds `collect gc`; runF replaces gcRun in tests.
 func NewCmdGC(f *cmdutil.Factory, co *Options, runF func(context.Context, *GCOptions) error) *cobra.Command {
 	opts := &GCOptions{IO: f.IO, Collect: co}
-	cmd := &cobra.Command{
+	cmd := storeCmd(f, co, &cobra.Command{
 		Use:   "gc",
 		Short: "Remove raw uploads no index row names (a crash between storing and indexing; never acknowledged)",
 		Long: `List the raw store (the data directory or the bucket) and remove every
@@ -30,15 +30,7 @@ object no index row names and older than --min-age: an upload cut off by a
 crash after its object was stored and before its index row was committed.
 It was never acknowledged, so its probe still holds it and sends it again.
 --min-age spares uploads in flight on any replica.`,
-		Args: cobra.NoArgs,
-		RunE: func(c *cobra.Command, args []string) error {
-			co.Logger = f.Logger
-			if runF != nil {
-				return runF(c.Context(), opts)
-			}
-			return gcRun(c.Context(), opts)
-		},
-	}
+	}, opts, runF, gcRun)
 	cmd.Flags().DurationVar(&opts.MinAge, "min-age", time.Hour, "leave objects younger than this")
 	cmd.Flags().BoolVar(&opts.DryRun, "dry-run", false, "list, remove nothing")
 	return cmd
@@ -56,31 +48,16 @@ func gcRun(ctx context.Context, opts *GCOptions) error {
 	})
 }
 
-// ReindexOptions of `mptester collect reindex`.
-type ReindexOptions struct {
-	IO      *cmdutil.IOStreams
-	Collect *Options // the stores
-}
-
 // NewCmdReindex builds `collect reindex`; runF replaces reindexRun in
 // tests.
-func NewCmdReindex(f *cmdutil.Factory, co *Options, runF func(context.Context, *ReindexOptions) error) *cobra.Command {
-	opts := &ReindexOptions{IO: f.IO, Collect: co}
-	return &cobra.Command{
+func NewCmdReindex(f *cmdutil.Factory, co *Options, runF func(context.Context, *StoreOptions) error) *cobra.Command {
+	return storeCmd(f, co, &cobra.Command{
 		Use:   "reindex",
 		Short: "Rebuild the derived tables (survey cells and probe records, pattern tests and per-path bytes) from the raw uploads, and remove raw files no run names",
-		Args:  cobra.NoArgs,
-		RunE: func(c *cobra.Command, args []string) error {
-			co.Logger = f.Logger
-			if runF != nil {
-				return runF(c.Context(), opts)
-			}
-			return reindexRun(c.Context(), opts)
-		},
-	}
+	}, &StoreOptions{IO: f.IO, Collect: co}, runF, reindexRun)
 }
 
-func reindexRun(ctx context.Context, opts *ReindexOptions) error {
+func reindexRun(ctx context.Context, opts *StoreOptions) error {
 	return withServer(ctx, opts.Collect, func(srv *collect.Server) error {
 		n, err := srv.ReindexAll(ctx)
 		fmt.Fprintf(opts.IO.Out, "reindexed %d runs\n", n)

@@ -13,10 +13,6 @@ import (
 	"github.com/mptester/mptester/internal/cmdutil"
 )
 
-// The subcommands that work on the collector's stores take collect's
-// options (co): the stores its persistent flags name (--data, --db,
-// --raw, ...) are parsed there and shared by every subcommand.
-
 // ProbeAddOptions of `mptester collect probe add`.
 type ProbeAddOptions struct {
 	IO      *cmdutil.IOStreams
@@ -29,18 +25,10 @@ type ProbeAddOptions struct {
 // tests.
 func NewCmdProbeAdd(f *cmdutil.Factory, co *Options, runF func(context.Context, *ProbeAddOptions) error) *cobra.Command {
 	opts := &ProbeAddOptions{IO: f.IO, Collect: co}
-	cmd := &cobra.Command{
+	cmd := storeCmd(f, co, &cobra.Command{
 		Use:   "add NAME",
 		Short: "Enrol a probe: prints its token (shown once) and its config lines",
-		Args:  cobra.ExactArgs(1),
-		RunE: func(c *cobra.Command, args []string) error {
-			co.Logger, opts.Name = f.Logger, args[0]
-			if runF != nil {
-				return runF(c.Context(), opts)
-			}
-			return probeAddRun(c.Context(), opts)
-		},
-	}
+	}, opts, runF, probeAddRun, &opts.Name)
 	cmd.Flags().StringVar(&opts.URL, "url", "https://COLLECTOR:8080", "the collector's `URL` as probes reach it (for the config line)")
 	return cmd
 }
@@ -69,32 +57,15 @@ func probeAddRun(ctx context.Context, opts *ProbeAddOptions) error {
 	})
 }
 
-// ProbeRevokeOptions of `mptester collect probe revoke`.
-type ProbeRevokeOptions struct {
-	IO      *cmdutil.IOStreams
-	Collect *Options // the stores
-	Name    string
-}
-
 // NewCmdProbeRevoke builds `collect probe revoke`; runF replaces
 // probeRevokeRun in tests.
-func NewCmdProbeRevoke(f *cmdutil.Factory, co *Options, runF func(context.Context, *ProbeRevokeOptions) error) *cobra.Command {
-	opts := &ProbeRevokeOptions{IO: f.IO, Collect: co}
-	return &cobra.Command{
-		Use:   "revoke NAME",
-		Short: "Revoke a probe's token: its uploads are refused from now on",
-		Args:  cobra.ExactArgs(1),
-		RunE: func(c *cobra.Command, args []string) error {
-			co.Logger, opts.Name = f.Logger, args[0]
-			if runF != nil {
-				return runF(c.Context(), opts)
-			}
-			return probeRevokeRun(c.Context(), opts)
-		},
-	}
+func NewCmdProbeRevoke(f *cmdutil.Factory, co *Options, runF func(context.Context, *NameOptions) error) *cobra.Command {
+	opts := &NameOptions{IO: f.IO, Collect: co}
+	return storeCmd(f, co, &cobra.Command{Use: "revoke NAME", Short: "Revoke a probe's token: its uploads are refused from now on"},
+		opts, runF, probeRevokeRun, &opts.Name)
 }
 
-func probeRevokeRun(ctx context.Context, opts *ProbeRevokeOptions) error {
+func probeRevokeRun(ctx context.Context, opts *NameOptions) error {
 	return withStore(ctx, opts.Collect, func(st store.Store) error {
 		if err := st.Revoke(ctx, opts.Name, time.Now()); err != nil {
 			if errors.Is(err, store.ErrNotFound) {
@@ -107,31 +78,14 @@ func probeRevokeRun(ctx context.Context, opts *ProbeRevokeOptions) error {
 	})
 }
 
-// ProbeListOptions of `mptester collect probe list`.
-type ProbeListOptions struct {
-	IO      *cmdutil.IOStreams
-	Collect *Options // the stores
-}
-
 // NewCmdProbeList builds `collect probe list`; runF replaces probeListRun
 // in tests.
-func NewCmdProbeList(f *cmdutil.Factory, co *Options, runF func(context.Context, *ProbeListOptions) error) *cobra.Command {
-	opts := &ProbeListOptions{IO: f.IO, Collect: co}
-	return &cobra.Command{
-		Use:   "list",
-		Short: "List enrolled probes (JSON) with their owners' caps and the tasks they refused",
-		Args:  cobra.NoArgs,
-		RunE: func(c *cobra.Command, args []string) error {
-			co.Logger = f.Logger
-			if runF != nil {
-				return runF(c.Context(), opts)
-			}
-			return probeListRun(c.Context(), opts)
-		},
-	}
+func NewCmdProbeList(f *cmdutil.Factory, co *Options, runF func(context.Context, *StoreOptions) error) *cobra.Command {
+	return storeCmd(f, co, &cobra.Command{Use: "list", Short: "List enrolled probes (JSON) with their owners' caps and the tasks they refused"},
+		&StoreOptions{IO: f.IO, Collect: co}, runF, probeListRun)
 }
 
-func probeListRun(ctx context.Context, opts *ProbeListOptions) error {
+func probeListRun(ctx context.Context, opts *StoreOptions) error {
 	return withStore(ctx, opts.Collect, func(st store.Store) error {
 		ps, err := collect.ListProbes(ctx, st)
 		if err != nil {

@@ -26,7 +26,7 @@ type ScheduleSetOptions struct {
 // scheduleSetRun in tests.
 func NewCmdScheduleSet(f *cmdutil.Factory, co *Options, runF func(context.Context, *ScheduleSetOptions) error) *cobra.Command {
 	opts := &ScheduleSetOptions{IO: f.IO, Collect: co}
-	return &cobra.Command{
+	return storeCmd(f, co, &cobra.Command{
 		Use:   "set PROBE|'*' FILE",
 		Short: "Store FILE (JSON: typed measurement tasks, see GET /v1/schedule.schema.json) as the next revision of a probe's schedule ('*': every probe without its own)",
 		Long: `Store FILE as the next revision of a probe's schedule ('*': every
@@ -37,15 +37,7 @@ schema (GET /v1/schedule.schema.json). Nothing in a task names a file on
 the probe or overrides a safety check. The schedule is checked against the
 schema and the caps each probe reported (else the defaults) before it is
 stored; PROBE must be enrolled.`,
-		Args: cobra.ExactArgs(2),
-		RunE: func(c *cobra.Command, args []string) error {
-			co.Logger, opts.Probe, opts.File = f.Logger, args[0], args[1]
-			if runF != nil {
-				return runF(c.Context(), opts)
-			}
-			return scheduleSetRun(c.Context(), opts)
-		},
-	}
+	}, opts, runF, scheduleSetRun, &opts.Probe, &opts.File)
 }
 
 func scheduleSetRun(ctx context.Context, opts *ScheduleSetOptions) error {

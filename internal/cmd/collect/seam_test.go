@@ -106,7 +106,9 @@ func TestSubcommandSeams(t *testing.T) {
 	assert.Equal(t, time.Hour, gc.MinAge)
 	assert.False(t, gc.DryRun)
 
+	co.Logger = nil
 	ri, err := cmdutil.RunSeam(leaf(NewCmdReindex, co), f)
 	require.NoError(t, err)
 	assert.Same(t, co, ri.Collect)
+	assert.Same(t, f.Logger, co.Logger, "the stores log through the root's logger")
 }

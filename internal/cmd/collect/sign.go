@@ -33,18 +33,10 @@ type ScheduleKeygenOptions struct {
 // scheduleKeygenRun in tests.
 func NewCmdScheduleKeygen(f *cmdutil.Factory, runF func(context.Context, *ScheduleKeygenOptions) error) *cobra.Command {
 	opts := &ScheduleKeygenOptions{IO: f.IO}
-	return &cobra.Command{
+	return leafCmd(&cobra.Command{
 		Use:   "keygen KEYFILE",
 		Short: "Create the fleet operator's Ed25519 schedule key (PEM, 0600; keep it offline) and print the public key for the probes' agent.schedule_key",
-		Args:  cobra.ExactArgs(1),
-		RunE: func(c *cobra.Command, args []string) error {
-			opts.KeyFile = args[0]
-			if runF != nil {
-				return runF(c.Context(), opts)
-			}
-			return scheduleKeygenRun(c.Context(), opts)
-		},
-	}
+	}, opts, runF, scheduleKeygenRun, &opts.KeyFile)
 }
 
 func scheduleKeygenRun(_ context.Context, opts *ScheduleKeygenOptions) error {
@@ -87,18 +79,10 @@ type ScheduleSignOptions struct {
 // scheduleSignRun in tests.
 func NewCmdScheduleSign(f *cmdutil.Factory, runF func(context.Context, *ScheduleSignOptions) error) *cobra.Command {
 	opts := &ScheduleSignOptions{IO: f.IO}
-	cmd := &cobra.Command{
+	cmd := leafCmd(&cobra.Command{
 		Use:   "sign --key KEYFILE --serial N [--probe P] FILE",
 		Short: "Sign schedule FILE for probe P ('*': every probe) with serial N; prints the signed schedule for `collect schedule set`",
-		Args:  cobra.ExactArgs(1),
-		RunE: func(c *cobra.Command, args []string) error {
-			opts.File = args[0]
-			if runF != nil {
-				return runF(c.Context(), opts)
-			}
-			return scheduleSignRun(c.Context(), opts)
-		},
-	}
+	}, opts, runF, scheduleSignRun, &opts.File)
 	cmd.Flags().StringVar(&opts.Key, "key", "", "the operator's `KEYFILE` (collect schedule keygen)")
 	cmd.Flags().Int64Var(&opts.Serial, "serial", 0, "the schedule's serial `N`: higher than any signed before")
 	cmd.Flags().StringVar(&opts.Probe, "probe", "*", "the probe the schedule is for ('*': every probe)")

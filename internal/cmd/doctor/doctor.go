@@ -62,10 +62,7 @@ Exit status 7 when a check fails; warnings exit 0.`,
   mptester doctor --json`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if runF != nil {
-				return runF(cmd.Context(), opts)
-			}
-			return doctorRun(cmd.Context(), opts)
+			return cmdutil.Dispatch(cmd.Context(), opts, runF, doctorRun)
 		},
 	}
 	cmd.Flags().StringArrayVar(&opts.DNS, "dns", nil, "use `IFACE=ADDR[,ADDR]` as the resolvers of IFACE (repeatable)")

@@ -84,10 +84,7 @@ naming the URL and the byte reached, as does one still running after
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.Logger, opts.URL = f.Logger, args[0]
-			if runF != nil {
-				return runF(cmd.Context(), opts)
-			}
-			return fetchRun(cmd.Context(), opts)
+			return cmdutil.Dispatch(cmd.Context(), opts, runF, fetchRun)
 		},
 	}
 	fl := cmd.Flags()

@@ -40,10 +40,7 @@ and last /etc/resolv.conf, whose servers are shared by every path.`,
   mptester ifaces --json --dns wwan0=198.18.100.2`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if runF != nil {
-				return runF(cmd.Context(), opts)
-			}
-			return ifacesRun(cmd.Context(), opts)
+			return cmdutil.Dispatch(cmd.Context(), opts, runF, ifacesRun)
 		},
 	}
 	cmd.Flags().StringArrayVar(&opts.DNS, "dns", nil, "use `IFACE=ADDR[,ADDR]` as the resolvers of IFACE (repeatable)")

@@ -86,10 +86,7 @@ per probe per day, reachability and RTT per run over time).`,
   mptester report --db postgres://collect@db/fleet --raw s3://fleet/raw --s3-endpoint http://s3:8333 --s3-path-style`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.Files = args
-			if runF != nil {
-				return runF(cmd.Context(), opts)
-			}
-			return reportRun(cmd.Context(), opts)
+			return cmdutil.Dispatch(cmd.Context(), opts, runF, reportRun)
 		},
 	}
 	cmd.Flags().StringVar(&opts.Format, "format", "text", "output format: "+strings.Join(render.Formats, ", "))

@@ -211,10 +211,7 @@ MPTCP's max-delay ratio to each other transport (000 Fig. 8).`,
 				return cmdutil.Usage(err)
 			}
 			opts.ProbeID = f.ProbeID()
-			if runF != nil {
-				return runF(cmd.Context(), opts)
-			}
-			return runRun(cmd.Context(), opts)
+			return cmdutil.Dispatch(cmd.Context(), opts, runF, runRun)
 		},
 	}
 	fl := cmd.Flags()

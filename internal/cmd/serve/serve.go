@@ -89,10 +89,7 @@ accepting, let running tests finish (up to 10 s) and exit.`,
 				opts.Ports[name] = *p
 			}
 			applyConfig(opts, f.Config, cmd.Flags().Changed)
-			if runF != nil {
-				return runF(cmd.Context(), opts)
-			}
-			return serveRun(cmd.Context(), opts)
+			return cmdutil.Dispatch(cmd.Context(), opts, runF, serveRun)
 		},
 	}
 	fl := cmd.Flags()

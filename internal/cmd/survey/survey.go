@@ -120,10 +120,7 @@ OLD's resolution and probe records, then only what is missing is measured.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.changed = cmd.Flags().Changed
-			if runF != nil {
-				return runF(cmd.Context(), opts)
-			}
-			return surveyRun(cmd.Context(), opts)
+			return cmdutil.Dispatch(cmd.Context(), opts, runF, surveyRun)
 		},
 	}
 	fl := cmd.Flags()

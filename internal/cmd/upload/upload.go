@@ -46,10 +46,7 @@ fingerprints), 10 when the collector refused results (moved to rejected/).
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.Logger = f.Logger
-			if runF != nil {
-				return runF(cmd.Context(), opts)
-			}
-			return uploadRun(cmd.Context(), opts)
+			return cmdutil.Dispatch(cmd.Context(), opts, runF, uploadRun)
 		},
 	}
 	cmd.Flags().BoolVar(&opts.Status, "status", false, "list pending and rejected results; send nothing")

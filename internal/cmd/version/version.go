@@ -36,10 +36,7 @@ func NewCmdVersion(f *cmdutil.Factory, runF func(context.Context, *Options) erro
 		Short: "Print version, commit, build date, Go version and OS/arch",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if runF != nil {
-				return runF(cmd.Context(), opts)
-			}
-			return versionRun(cmd.Context(), opts)
+			return cmdutil.Dispatch(cmd.Context(), opts, runF, versionRun)
 		},
 	}
 	cmd.Flags().BoolVar(&opts.JSON, "json", false, "print JSON")

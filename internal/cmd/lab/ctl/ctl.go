@@ -45,10 +45,7 @@ in it.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.Logger = f.Logger
-			if runF != nil {
-				return runF(cmd.Context(), opts)
-			}
-			return downRun(cmd.Context(), opts)
+			return cmdutil.Dispatch(cmd.Context(), opts, runF, downRun)
 		},
 	}
 	opts.Where.Flags(cmd)
@@ -135,10 +132,7 @@ func NewCmdStatus(f *cmdutil.Factory, runF func(context.Context, *StatusOptions)
 		Short: "Show a running lab's paths: parameters and packet counters",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if runF != nil {
-				return runF(cmd.Context(), opts)
-			}
-			return statusRun(cmd.Context(), opts)
+			return cmdutil.Dispatch(cmd.Context(), opts, runF, statusRun)
 		},
 	}
 	opts.Where.Flags(cmd)
@@ -207,10 +201,7 @@ directions unless prefixed with up. or down. (client->Internet and back):
 		Args: cobra.MinimumNArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.Path, opts.Args = args[0], args[1:]
-			if runF != nil {
-				return runF(cmd.Context(), opts)
-			}
-			return setRun(cmd.Context(), opts)
+			return cmdutil.Dispatch(cmd.Context(), opts, runF, setRun)
 		},
 	}
 	opts.Where.Flags(cmd)
@@ -268,10 +259,7 @@ and MPTESTER_LAB_DIR. The command's exit status is passed through.`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.Command = args
-			if runF != nil {
-				return runF(cmd.Context(), opts)
-			}
-			return execRun(cmd.Context(), opts)
+			return cmdutil.Dispatch(cmd.Context(), opts, runF, execRun)
 		},
 	}
 	opts.Where.Flags(cmd)
@@ -338,10 +326,7 @@ lab down and exit with the command's exit status. For tests and scripts.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.Command = args
 			opts.Logger = f.Logger
-			if runF != nil {
-				return runF(cmd.Context(), opts)
-			}
-			return runRun(cmd.Context(), opts)
+			return cmdutil.Dispatch(cmd.Context(), opts, runF, runRun)
 		},
 	}
 	opts.Where.Flags(cmd)
@@ -424,10 +409,7 @@ later. When each step really took effect is the ground truth, in
 		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.Name = args[0]
-			if runF != nil {
-				return runF(cmd.Context(), opts)
-			}
-			return scenarioRun(cmd.Context(), opts)
+			return cmdutil.Dispatch(cmd.Context(), opts, runF, scenarioRun)
 		},
 	}
 	opts.Where.Flags(cmd)

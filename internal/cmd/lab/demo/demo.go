@@ -67,10 +67,7 @@ directory.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.Logger = f.Logger
-			if runF != nil {
-				return runF(cmd.Context(), opts)
-			}
-			return demoRun(cmd.Context(), opts)
+			return cmdutil.Dispatch(cmd.Context(), opts, runF, demoRun)
 		},
 	}
 	opts.Where.Flags(cmd)

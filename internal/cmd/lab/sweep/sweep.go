@@ -97,10 +97,7 @@ A sweep file:
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.Logger = f.Logger
 			opts.changed = cmd.Flags().Changed
-			if runF != nil {
-				return runF(cmd.Context(), opts)
-			}
-			return sweepRun(cmd.Context(), opts)
+			return cmdutil.Dispatch(cmd.Context(), opts, runF, sweepRun)
 		},
 	}
 	opts.Where.Flags(cmd)
@@ -565,10 +562,7 @@ func NewCmdSweepWorker(f *cmdutil.Factory, runF func(context.Context, *SweepWork
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.Logger = f.Logger
 			opts.In = cmd.InOrStdin()
-			if runF != nil {
-				return runF(cmd.Context(), opts)
-			}
-			return sweepWorkerRun(cmd.Context(), opts)
+			return cmdutil.Dispatch(cmd.Context(), opts, runF, sweepWorkerRun)
 		},
 	}
 	cmd.Flags().StringVar(&opts.Pin, "pin", "", "SHA-256 `FINGERPRINT` of the lab's test server")

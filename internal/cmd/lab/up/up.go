@@ -56,10 +56,7 @@ command (test_server), and file paths.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.Logger = f.Logger
-			if runF != nil {
-				return runF(cmd.Context(), opts)
-			}
-			return upRun(cmd.Context(), opts)
+			return cmdutil.Dispatch(cmd.Context(), opts, runF, upRun)
 		},
 	}
 	opts.Where.Flags(cmd)
@@ -181,10 +178,7 @@ func NewCmdDaemon(f *cmdutil.Factory, runF func(context.Context, *DaemonOptions)
 		Args:   cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.Logger = f.Logger
-			if runF != nil {
-				return runF(cmd.Context(), opts)
-			}
-			return daemonRun(cmd.Context(), opts)
+			return cmdutil.Dispatch(cmd.Context(), opts, runF, daemonRun)
 		},
 	}
 	opts.Where.Flags(cmd)
