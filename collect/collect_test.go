@@ -16,6 +16,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -450,4 +451,49 @@ func TestReads(t *testing.T) {
 	assert.Contains(t, string(m.body), `mptester_collect_probe_last_seen_seconds{probe="pi1"}`)
 	assert.Contains(t, string(m.body), "mptester_collect_ingest_seconds_count 7")
 	assert.Equal(t, http.StatusNotFound, e.get(t, "/v1/runs/"+uuid.NewString(), e.adminTok).code)
+}
+
+// blockingDerive is a store whose derived-table writes wait for release,
+// whatever their context says: a deriver caught mid-write at shutdown.
+type blockingDerive struct {
+	store.Store
+	entered chan struct{}
+	release chan struct{}
+}
+
+func (b *blockingDerive) PutDerivedStream(ctx context.Context, runID string, fill func(store.DerivedSink) error) error {
+	select {
+	case b.entered <- struct{}{}:
+	default:
+	}
+	<-b.release
+	return b.Store.PutDerivedStream(ctx, runID, fill)
+}
+
+// Serve returns only after its deriver has stopped: the caller closes the
+// store next, and a deriver still writing to it raced with that close (a
+// data race the race detector found in CI).
+func TestServeWaitsForDeriver(t *testing.T) {
+	bd := &blockingDerive{entered: make(chan struct{}, 1), release: make(chan struct{})}
+	e := newEnvWith(t, func(c *collect.Config) { bd.Store = c.Store; c.Store = bd })
+	released := sync.OnceFunc(func() { close(bd.release) })
+	t.Cleanup(released) // runs before the env's cleanup, which waits for Serve
+	id := uuid.NewString()
+	require.Equal(t, http.StatusCreated, e.put(t, id, stream(t, id, "pi1"), e.probeTok, "").code)
+	<-bd.entered // the deriver is writing this run's derived rows
+	e.cancel()
+	select {
+	case err := <-e.done:
+		e.done <- err // for the cleanup
+		t.Fatalf("Serve returned (%v) while its deriver was still writing to the store", err)
+	case <-time.After(300 * time.Millisecond):
+	}
+	released()
+	select {
+	case err := <-e.done:
+		require.NoError(t, err)
+		e.done <- err // for the cleanup
+	case <-time.After(10 * time.Second):
+		t.Fatal("Serve did not return after its deriver stopped")
+	}
 }

@@ -226,6 +226,9 @@ func (s *Server) catchUp(ctx context.Context) {
 			break
 		}
 		for _, r := range page {
+			if ctx.Err() != nil {
+				break // stopping: the rest are caught up at the next start
+			}
 			if err := s.Reindex(ctx, r); err != nil {
 				s.log.Warn("derived tables not filled (retried at the next start, or `mptester collect reindex`)", "run_id", r.RunID, "err", err)
 				continue

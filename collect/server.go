@@ -172,9 +172,13 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener, cert *tls.Certifica
 		hs.TLSConfig = &tls.Config{Certificates: []tls.Certificate{*cert}, MinVersion: certs.MinVersion}
 		ln = tls.NewListener(ln, hs.TLSConfig)
 	}
+	// The deriver writes to the store: Serve returns only after it has
+	// stopped, so that the caller may close the store (a run it did not
+	// finish is derived at the next start).
 	dctx, stopDerive := context.WithCancel(ctx)
-	defer stopDerive()
-	go s.deriver(dctx)
+	derived := make(chan struct{})
+	go func() { defer close(derived); s.deriver(dctx) }()
+	defer func() { stopDerive(); <-derived }()
 	errc := make(chan error, 1)
 	go func() { errc <- hs.Serve(ln) }()
 	select {
