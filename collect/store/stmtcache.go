@@ -88,5 +88,7 @@ func (c *stmts) close() {
 	for _, st := range c.m {
 		st.Close()
 	}
-	c.m = map[string]*sql.Stmt{}
+	// Emptied in place: the field itself is read without mu by in (a
+	// transaction begun as the store closes).
+	clear(c.m)
 }
