@@ -175,6 +175,15 @@ func (c *Conn) UpdateKeys() error {
 		return ErrClosed
 	}
 	if err := c.initiateKeyUpdate(); err != nil {
+		if errors.Is(err, ErrKeyUpdateNotAllowed) && c.confirmed && !c.kp.acked {
+			// Nothing of this phase acknowledged: an idle connection that
+			// sent only ACKs since the last update would never be, so a
+			// PING asks for the acknowledgment that lets a later call in.
+			if p := c.schedule(time.Now()); p != nil {
+				p.space.probe = max(p.space.probe, 1)
+				c.signal()
+			}
+		}
 		return err
 	}
 	c.signal()

@@ -146,3 +146,26 @@ func TestUpdateKeysRules(t *testing.T) {
 		t.Fatalf("previous read keys still kept %v after the new phase began", wait)
 	}
 }
+
+// An endpoint that followed its peer's update and has sent only ACKs
+// since (an idle connection) has nothing of its phase acknowledged, so
+// RFC 9001 §6.1 forbids its own update; UpdateKeys then sends a PING, and
+// a retry is allowed once it is acknowledged (the retries of updateKeys
+// waited in vain before: a CI run failed there).
+func TestUpdateKeysOnIdleConnectionAsksForAck(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	never := &Config{KeyUpdateInterval: -1}
+	mp := newMPPair(t, ctx, udpLoopback(t), never, never)
+	exchange(t, ctx, mp.open, testData(64<<10, 31))
+	srv := mp.server(t)
+	time.Sleep(100 * time.Millisecond) // idle: the last acknowledgments are in
+	srv.mu.Lock()
+	srv.kp.firstSent, srv.kp.acked = map[uint32]uint64{}, false // as right after a switch of phase
+	srv.mu.Unlock()
+	updateKeys(t, srv)
+	if n := srv.Stats().KeyUpdatesInitiated; n != 1 {
+		t.Fatalf("the server initiated %d updates", n)
+	}
+	exchange(t, ctx, mp.open, testData(64<<10, 32))
+}
