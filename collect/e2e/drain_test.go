@@ -88,9 +88,10 @@ func TestDrainOnSIGTERM(t *testing.T) {
 	deadline := time.Now().Add(5 * time.Second)
 	for {
 		conn, err := net.DialTimeout("tcp", c.addr, time.Second)
-		// A dial that meets the listener as it closes has its handshake
-		// reset (the kernel drops the half-open connections of a closed
-		// listener): not accepted, and the next dial must be refused.
+		// A dial that meets the listener as it closes can be reset: the
+		// kernel completed its handshake, then reset it with the rest of
+		// the closed listener's accept queue (never accepted by the
+		// collector). The next dial must be refused.
 		if err != nil && !errors.Is(err, syscall.ECONNRESET) {
 			assert.ErrorIs(t, err, syscall.ECONNREFUSED)
 			t.Logf("refused %v after SIGTERM", time.Since(t0))
