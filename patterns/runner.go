@@ -137,6 +137,9 @@ func Run(ctx context.Context, o RunOptions) (RunSummary, error) {
 		return sum, err
 	}
 	sum.Selected = sel.name
+	if o.QlogDir != "" {
+		defer waitQlogs(o.Logger) // last: after every connection closed
+	}
 
 	// A single-path transport gets one row per path; a multipath one a
 	// row per family that spans every usable path.
@@ -426,4 +429,18 @@ func watchPaths(ctx context.Context, o RunOptions, stop context.CancelCauseFunc)
 		}
 		return true
 	})
+}
+
+// qlogWait bounds the wait for the traces of ended connections.
+const qlogWait = 5 * time.Second
+
+// waitQlogs waits for the qlog traces still being written (their writers
+// finish after their connections end), so that a caller that exits next
+// leaves them whole; also after an interrupt.
+func waitQlogs(log *slog.Logger) {
+	ctx, cancel := context.WithTimeout(context.Background(), qlogWait)
+	defer cancel()
+	if err := transport.WaitQlogs(ctx); err != nil {
+		log.Warn("qlog traces may be incomplete", "err", err)
+	}
 }

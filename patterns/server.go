@@ -208,6 +208,13 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		errs = append(errs, ctx.Err())
 	}
 	s.Close()
+	if s.cfg.QlogDir != "" {
+		// The traces of the connections just closed are finished by their
+		// writers after the connections end.
+		wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), qlogWait)
+		defer cancel()
+		errs = append(errs, transport.WaitQlogs(wctx))
+	}
 	return errors.Join(errs...)
 }
 

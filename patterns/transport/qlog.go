@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"sync"
 	"sync/atomic"
 
 	"github.com/quic-go/quic-go"
@@ -32,12 +33,14 @@ func qlogFile(dir string, isClient bool, odcid []byte) (io.WriteCloser, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &bufferedFile{bufio.NewWriterSize(f, 64<<10), f}, nil
+	openQlogs.opened()
+	return &bufferedFile{Writer: bufio.NewWriterSize(f, 64<<10), f: f}, nil
 }
 
 type bufferedFile struct {
 	*bufio.Writer
-	f *os.File
+	f      *os.File
+	closed sync.Once
 }
 
 func (b *bufferedFile) Close() error {
@@ -45,7 +48,57 @@ func (b *bufferedFile) Close() error {
 	if cerr := b.f.Close(); err == nil {
 		err = cerr
 	}
+	b.closed.Do(openQlogs.closed)
 	return err
+}
+
+// openQlogs counts the trace files not closed yet. A trace is closed by
+// its writer after its connection ended (quic-go's in a goroutine of its
+// own, mpquic's when the connection's loop exits), so a process that
+// returns right after its last connection closed would leave traces cut
+// short: it waits for them first (WaitQlogs).
+var openQlogs qlogCount
+
+type qlogCount struct {
+	mu   sync.Mutex
+	open int
+	idle chan struct{} // closed when open falls to 0
+}
+
+func (c *qlogCount) opened() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.open == 0 {
+		c.idle = make(chan struct{})
+	}
+	c.open++
+}
+
+func (c *qlogCount) closed() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.open--; c.open == 0 {
+		close(c.idle)
+	}
+}
+
+// WaitQlogs waits until every qlog trace file opened so far is complete
+// and closed, or ctx ends (a connection that never ends keeps its trace
+// open).
+func WaitQlogs(ctx context.Context) error {
+	openQlogs.mu.Lock()
+	if openQlogs.open == 0 {
+		openQlogs.mu.Unlock()
+		return nil
+	}
+	idle := openQlogs.idle
+	openQlogs.mu.Unlock()
+	select {
+	case <-idle:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("qlog traces still open: %w", context.Cause(ctx))
+	}
 }
 
 // quicTracer is quic-go's Tracer writing traces into dir, teed with
