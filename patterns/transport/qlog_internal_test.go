@@ -31,16 +31,13 @@ func TestWaitQlogsWaitsForOpenTraces(t *testing.T) {
 	if err := short(); err == nil {
 		t.Fatal("WaitQlogs returned with one trace open")
 	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
 	done := make(chan error, 1)
-	go func() { done <- WaitQlogs(context.Background()) }()
+	go func() { done <- WaitQlogs(ctx) }()
 	b.Close()
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Fatal(err)
-		}
-	case <-time.After(5 * time.Second):
-		t.Fatal("WaitQlogs did not return after the last trace closed")
+	if err := <-done; err != nil {
+		t.Fatalf("a wait begun before the last trace closed: %v", err)
 	}
 	if err := short(); err != nil {
 		t.Fatalf("nothing open: %v", err)
