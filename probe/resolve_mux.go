@@ -93,23 +93,30 @@ type lookupRun struct {
 	r       *Resolver
 	ctx     context.Context
 	name    string
+	fqdn    string // name as asked
 	start   time.Time
 	queries []*pendingQuery
-	left    int // queries not done; guarded by r.mu
+	qs      [2]pendingQuery // the queries' storage: one allocation a lookup
+	left    int             // queries not done; guarded by r.mu
 	stop    func() bool
 	done    func(Lookup)
 }
 
 // pendingQuery is one A or AAAA query of a lookup, through its attempts.
 type pendingQuery struct {
-	l     *lookupRun
-	m     *dns.Msg
-	q     Query
-	first int // server of the first attempt
-	start time.Time
-	bytes int64
-	addrs []netip.Addr
-	chain []string
+	l *lookupRun
+	// wire is the query packed once; an attempt writes its ID into the
+	// first two bytes (a lookup in flight holds these ~50 bytes, not a
+	// dns.Msg, and an attempt packs nothing).
+	wire    []byte
+	packErr error // the name cannot be asked: every attempt fails with it
+	qtype   uint16
+	q       Query
+	first   int // server of the first attempt
+	start   time.Time
+	bytes   int64
+	addrs   []netip.Addr
+	chain   []string
 
 	// Guarded by r.mu.
 	state  int
@@ -134,13 +141,15 @@ type pendingQuery struct {
 // the result from another goroutine, exactly once. A cancelled ctx ends
 // the lookup at once with DNSError.
 func (r *Resolver) Start(ctx context.Context, name string, fam Family, done func(Lookup)) {
-	l := &lookupRun{r: r, ctx: ctx, name: name, start: time.Now(), done: done}
-	for _, qt := range qtypes(fam) {
-		m := new(dns.Msg)
-		m.SetQuestion(dns.Fqdn(name), qt)
-		m.SetEdns0(ednsSize, false)
-		l.queries = append(l.queries, &pendingQuery{l: l, m: m, q: Query{QType: dns.TypeToString[qt]},
-			first: int(r.next.Add(1)), start: l.start, missed: -1})
+	l := &lookupRun{r: r, ctx: ctx, name: name, fqdn: dns.Fqdn(name), start: time.Now(), done: done}
+	qts := qtypes(fam)
+	l.queries = make([]*pendingQuery, len(qts))
+	for i, qt := range qts {
+		pq := &l.qs[i]
+		*pq = pendingQuery{l: l, qtype: qt, q: Query{QType: dns.TypeToString[qt]},
+			first: int(r.next.Add(1)), start: l.start, missed: -1}
+		pq.wire, pq.packErr = packQuery(l.fqdn, qt)
+		l.queries[i] = pq
 	}
 	l.left = len(l.queries)
 	// Under r.mu: with ctx already done, cancel runs at once in another
@@ -232,12 +241,12 @@ func (r *Resolver) sendLocked(pq *pendingQuery) error {
 			break
 		}
 	}
-	pq.m.Id = id
-	b, err := pq.m.Pack()
-	if err != nil {
+	if pq.packErr != nil {
 		pq.state = qIdle
-		return err
+		return pq.packErr
 	}
+	b := pq.wire
+	binary.BigEndian.PutUint16(b, id)
 	n := int64(len(b)) + overhead("udp", r.servers[i].Addr())
 	r.opts.Bytes.Add(n)
 	pq.bytes += n
@@ -381,7 +390,7 @@ func (r *Resolver) timedOut(pq *pendingQuery, gen int) {
 // answered takes an answer that carried pq's current ID.
 func (r *Resolver) answered(pq *pendingQuery, id uint16, b []byte) {
 	resp := new(dns.Msg)
-	if err := resp.Unpack(b); err != nil || !sameQuestion(pq.m, resp) {
+	if err := resp.Unpack(b); err != nil || !pq.asked(resp, id) {
 		// Not ours after all (spoofed, or a late answer to an earlier
 		// query that had this ID): keep waiting.
 		r.mu.Lock()
@@ -444,7 +453,7 @@ func (r *Resolver) overTCP(pq *pendingQuery) {
 	var err error
 	for {
 		t0 := time.Now()
-		resp, err = r.exchangeOn(pq.l.ctx, "tcp", pq.q.Server, pq.m, &pq.bytes)
+		resp, err = r.exchangeOn(pq.l.ctx, "tcp", pq.q.Server, pq.msg(), &pq.bytes)
 		if err == nil || !isTimeout(err) || pq.l.ctx.Err() != nil || r.opts.HostLost == nil || !r.opts.HostLost(t0, time.Now()) {
 			break
 		}
@@ -525,7 +534,7 @@ func (r *Resolver) finish(pq *pendingQuery, resp *dns.Msg, err error) {
 	default:
 		q.Status = rcodeStatus(resp.Rcode)
 		if resp.Rcode == dns.RcodeSuccess {
-			pq.addrs, pq.chain = answers(pq.m.Question[0].Name, pq.m.Question[0].Qtype, resp)
+			pq.addrs, pq.chain = answers(l.fqdn, pq.qtype, resp)
 		}
 	}
 	r.mu.Lock()
@@ -559,12 +568,47 @@ func (l *lookupRun) result() Lookup {
 	return out
 }
 
-func sameQuestion(q, a *dns.Msg) bool {
-	if a.Id != q.Id || len(a.Question) != 1 || len(q.Question) != 1 {
+// asked says whether a is an answer with ID id to pq's question.
+func (pq *pendingQuery) asked(a *dns.Msg, id uint16) bool {
+	if a.Id != id || len(a.Question) != 1 {
 		return false
 	}
-	x, y := q.Question[0], a.Question[0]
-	return x.Qtype == y.Qtype && x.Qclass == y.Qclass && strings.EqualFold(x.Name, y.Name)
+	y := a.Question[0]
+	return y.Qtype == pq.qtype && y.Qclass == dns.ClassINET && strings.EqualFold(pq.l.fqdn, y.Name)
+}
+
+// msg is pq's question as a message (for an exchange over TCP), with a
+// fresh ID.
+func (pq *pendingQuery) msg() *dns.Msg {
+	m := new(dns.Msg)
+	m.SetQuestion(pq.l.fqdn, pq.qtype)
+	m.SetEdns0(ednsSize, false)
+	return m
+}
+
+// packQuery packs the query dns.Msg packs after SetQuestion(fqdn, qt)
+// and SetEdns0(ednsSize, false), with ID 0: a header asking for
+// recursion, one question of class IN, one OPT record
+// (TestPackQueryAsMsg holds it to dns.Msg's packing).
+func packQuery(fqdn string, qt uint16) ([]byte, error) {
+	const hdr, opt = 12, 11
+	b := make([]byte, hdr+len(fqdn)+2+4+opt)
+	b[2] = 1  // RD
+	b[5] = 1  // QDCOUNT
+	b[11] = 1 // ARCOUNT
+	off, err := dns.PackDomainName(fqdn, b, hdr, nil, false)
+	if err != nil {
+		return nil, fmt.Errorf("cannot ask %q: %w", fqdn, err)
+	}
+	binary.BigEndian.PutUint16(b[off:], qt)
+	binary.BigEndian.PutUint16(b[off+2:], dns.ClassINET)
+	off += 4
+	// OPT: root name, type, UDP payload size as class, TTL 0, no data.
+	b[off] = 0
+	binary.BigEndian.PutUint16(b[off+1:], dns.TypeOPT)
+	binary.BigEndian.PutUint16(b[off+3:], ednsSize)
+	clear(b[off+5 : off+opt])
+	return b[:off+opt], nil
 }
 
 // read hands answers to their queries until the socket fails or has been
