@@ -548,8 +548,14 @@ func (r *Resolver) finish(pq *pendingQuery, resp *dns.Msg, err error) {
 }
 
 func (l *lookupRun) result() Lookup {
-	out := Lookup{Name: l.name, Answers: []netip.Addr{}}
-	seen := map[netip.Addr]struct{}{}
+	n := 0
+	for _, pq := range l.queries {
+		n += len(pq.addrs)
+	}
+	// Sized once and deduplicated by a scan (a name has few addresses):
+	// no map and no regrowth a lookup, less garbage for a survey under
+	// its memory limit.
+	out := Lookup{Name: l.name, Answers: make([]netip.Addr, 0, n), Queries: make([]Query, 0, len(l.queries))}
 	for _, pq := range l.queries {
 		out.Queries = append(out.Queries, pq.q)
 		out.Bytes += pq.bytes
@@ -557,8 +563,7 @@ func (l *lookupRun) result() Lookup {
 			out.CNAMEs = pq.chain
 		}
 		for _, x := range pq.addrs {
-			if _, dup := seen[x]; !dup {
-				seen[x] = struct{}{}
+			if !slices.Contains(out.Answers, x) {
 				out.Answers = append(out.Answers, x)
 			}
 		}
