@@ -2,6 +2,7 @@ package report
 
 import (
 	"bufio"
+	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -57,8 +58,12 @@ func CurrentHost() Host {
 // a trailer with the status. Every line is flushed as written so an
 // interrupted run loses nothing it measured. Safe for concurrent use.
 type Stream struct {
-	mu     sync.Mutex
-	w      *bufio.Writer
+	mu sync.Mutex
+	w  *bufio.Writer
+	// line is each record's encoding, reused: json.Marshal would allocate
+	// it (and the newline often again) for every record.
+	line   bytes.Buffer
+	enc    *json.Encoder // into line
 	header Header
 	closed bool
 	n      int
@@ -82,6 +87,7 @@ type trailerLine struct {
 // NewStream writes the header and returns the stream.
 func NewStream(w io.Writer, h Header) (*Stream, error) {
 	s := &Stream{w: bufio.NewWriterSize(w, 64<<10), header: h, now: time.Now}
+	s.enc = json.NewEncoder(&s.line) // escapes HTML like json.Marshal; ends the line
 	if err := s.writeLine(headerLine{Type: TypeHeader, Header: h}); err != nil {
 		return nil, err
 	}
@@ -121,12 +127,15 @@ func (s *Stream) writeLine(v any) error {
 }
 
 func (s *Stream) writeLineLocked(v any) error {
-	b, err := json.Marshal(v)
-	if err != nil {
+	s.line.Reset()
+	if err := s.enc.Encode(v); err != nil {
 		return fmt.Errorf("encode record: %w", err)
 	}
-	b = append(b, '\n')
-	if _, err := s.w.Write(b); err != nil {
+	_, err := s.w.Write(s.line.Bytes())
+	if s.line.Cap() > 1<<20 {
+		s.line = bytes.Buffer{} // one huge record does not pin its buffer
+	}
+	if err != nil {
 		return err
 	}
 	return s.w.Flush()

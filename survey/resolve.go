@@ -75,6 +75,9 @@ func (r *Resolver) Start(ctx context.Context, d Domain, fam probe.Family, done f
 func (r *Resolver) record(d Domain, l probe.Lookup) ResolutionRecord {
 	rec := ResolutionRecord{Type: "resolution", Domain: d.Name, Rank: d.Rank, Path: r.Path.Name, Status: l.Status,
 		Answers: l.Answers, CNAMEs: l.CNAMEs, TimeMs: msOf(l.Time), Bytes: l.Bytes, Valid: true}
+	if len(l.Queries) > 0 {
+		rec.Queries = make([]QueryResult, 0, len(l.Queries))
+	}
 	for _, q := range l.Queries {
 		qr := QueryResult{QType: q.QType, Status: q.Status, TCP: q.TCP, Attempts: q.Attempts, HostRetries: q.HostRetries,
 			HostSuspect: q.HostSuspect, TimeMs: msOf(q.Time)}
