@@ -1234,10 +1234,19 @@ func (c *Conn) onTimers(now time.Time) {
 	c.onLossTimer(now)
 	c.closeAbandoned(now)
 	if ka := c.conf.KeepAlivePeriod; ka > 0 && c.confirmed && now.Sub(c.lastActivity()) >= ka {
-		if p := c.schedule(now); p != nil {
-			p.space.probe = max(p.space.probe, 1) // a PING (RFC 9000 §10.1.2)
-		}
+		c.queuePing(now) // RFC 9000 §10.1.2
 	}
+}
+
+// queuePing has the scheduled path send a PING (an ack-eliciting packet)
+// at its next send; false when no path can send.
+func (c *Conn) queuePing(now time.Time) bool {
+	p := c.schedule(now)
+	if p == nil {
+		return false
+	}
+	p.space.probe = max(p.space.probe, 1)
+	return true
 }
 
 func (c *Conn) lastActivity() time.Time {

@@ -179,8 +179,7 @@ func (c *Conn) UpdateKeys() error {
 			// Nothing of this phase acknowledged: an idle connection that
 			// sent only ACKs since the last update would never be, so a
 			// PING asks for the acknowledgment that lets a later call in.
-			if p := c.schedule(time.Now()); p != nil {
-				p.space.probe = max(p.space.probe, 1)
+			if c.queuePing(time.Now()) {
 				c.signal()
 			}
 		}
