@@ -95,7 +95,7 @@ type lookupRun struct {
 	name    string
 	fqdn    string // name as asked
 	start   time.Time
-	queries []*pendingQuery
+	queries []pendingQuery  // qs[:n]: A and/or AAAA
 	qs      [2]pendingQuery // the queries' storage: one allocation a lookup
 	left    int             // queries not done; guarded by r.mu
 	stop    func() bool
@@ -143,13 +143,12 @@ type pendingQuery struct {
 func (r *Resolver) Start(ctx context.Context, name string, fam Family, done func(Lookup)) {
 	l := &lookupRun{r: r, ctx: ctx, name: name, fqdn: dns.Fqdn(name), start: time.Now(), done: done}
 	qts := qtypes(fam)
-	l.queries = make([]*pendingQuery, len(qts))
+	l.queries = l.qs[:len(qts)]
 	for i, qt := range qts {
-		pq := &l.qs[i]
+		pq := &l.queries[i]
 		*pq = pendingQuery{l: l, qtype: qt, q: Query{QType: dns.TypeToString[qt]},
 			first: int(r.next.Add(1)), start: l.start, missed: -1}
 		pq.wire, pq.packErr = packQuery(l.fqdn, qt)
-		l.queries[i] = pq
 	}
 	l.left = len(l.queries)
 	// Under r.mu: with ctx already done, cancel runs at once in another
@@ -157,7 +156,8 @@ func (r *Resolver) Start(ctx context.Context, name string, fam Family, done func
 	r.mu.Lock()
 	l.stop = context.AfterFunc(ctx, l.cancel)
 	r.mu.Unlock()
-	for _, pq := range l.queries {
+	for i := range l.queries {
+		pq := &l.queries[i]
 		r.launch(pq)
 	}
 }
@@ -485,7 +485,8 @@ func (l *lookupRun) cancel() {
 	var ended []*pendingQuery
 	var failed []failedQuery
 	r.mu.Lock()
-	for _, pq := range l.queries {
+	for i := range l.queries {
+		pq := &l.queries[i]
 		mx := &r.muxes[pq.server]
 		switch pq.state {
 		case qSent:
@@ -549,14 +550,16 @@ func (r *Resolver) finish(pq *pendingQuery, resp *dns.Msg, err error) {
 
 func (l *lookupRun) result() Lookup {
 	n := 0
-	for _, pq := range l.queries {
+	for i := range l.queries {
+		pq := &l.queries[i]
 		n += len(pq.addrs)
 	}
 	// Sized once and deduplicated by a scan (a name has few addresses):
 	// no map and no regrowth a lookup, less garbage for a survey under
 	// its memory limit.
 	out := Lookup{Name: l.name, Answers: make([]netip.Addr, 0, n), Queries: make([]Query, 0, len(l.queries))}
-	for _, pq := range l.queries {
+	for i := range l.queries {
+		pq := &l.queries[i]
 		out.Queries = append(out.Queries, pq.q)
 		out.Bytes += pq.bytes
 		if len(pq.chain) > len(out.CNAMEs) {
