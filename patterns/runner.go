@@ -138,7 +138,11 @@ func Run(ctx context.Context, o RunOptions) (RunSummary, error) {
 	}
 	sum.Selected = sel.name
 	if o.QlogDir != "" {
-		defer waitQlogs(o.Logger) // last: after every connection closed
+		defer func() { // last: after every connection closed
+			if err := waitQlogs(ctx); err != nil {
+				o.Logger.Warn("qlog traces may be incomplete", "err", err)
+			}
+		}()
 	}
 
 	// A single-path transport gets one row per path; a multipath one a
@@ -434,13 +438,12 @@ func watchPaths(ctx context.Context, o RunOptions, stop context.CancelCauseFunc)
 // qlogWait bounds the wait for the traces of ended connections.
 const qlogWait = 5 * time.Second
 
-// waitQlogs waits for the qlog traces still being written (their writers
-// finish after their connections end), so that a caller that exits next
-// leaves them whole; also after an interrupt.
-func waitQlogs(log *slog.Logger) {
-	ctx, cancel := context.WithTimeout(context.Background(), qlogWait)
+// waitQlogs waits, at most qlogWait and also after ctx ended (an
+// interrupt), for the qlog traces still being written: their writers
+// finish after their connections end, and a caller that exits next must
+// leave them whole.
+func waitQlogs(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), qlogWait)
 	defer cancel()
-	if err := transport.WaitQlogs(ctx); err != nil {
-		log.Warn("qlog traces may be incomplete", "err", err)
-	}
+	return transport.WaitQlogs(ctx)
 }

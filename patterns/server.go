@@ -211,9 +211,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	if s.cfg.QlogDir != "" {
 		// The traces of the connections just closed are finished by their
 		// writers after the connections end.
-		wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), qlogWait)
-		defer cancel()
-		errs = append(errs, transport.WaitQlogs(wctx))
+		errs = append(errs, waitQlogs(ctx))
 	}
 	return errors.Join(errs...)
 }
