@@ -18,6 +18,7 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
@@ -52,6 +53,9 @@ type Agent struct {
 	Now     func() time.Time
 	// Jitter returns a uniform duration in [0, d) (tests fix it).
 	Jitter func(d time.Duration) time.Duration
+
+	// fetchErr is the last schedule fetch's error (a redirect is reported).
+	fetchErr error
 }
 
 // ErrBusy: another agent is measuring on this probe.
@@ -100,6 +104,7 @@ func (a *Agent) Fetch(ctx context.Context) (api.Schedule, []*api.FieldError, err
 	}
 	have := c.ETag != "" && len(c.Schedule) > 0
 	fresh, err := a.get(ctx, c.ETag)
+	a.fetchErr = err
 	switch {
 	case err != nil && have:
 		a.log().Warn("schedule server unreachable; using the last good copy", "etag", c.ETag, "err", err)
@@ -150,7 +155,7 @@ func (a *Agent) get(ctx context.Context, etag string) (*cached, error) {
 		return nil, nil
 	case http.StatusOK:
 	default:
-		return nil, fmt.Errorf("schedule: server answered %d: %s", resp.StatusCode, strings.TrimSpace(string(b)))
+		return nil, fmt.Errorf("schedule: server answered %d: %s", resp.StatusCode, collectorText(b))
 	}
 	if !json.Valid(b) {
 		return nil, errors.New("schedule: the server's answer is not JSON")
@@ -158,11 +163,29 @@ func (a *Agent) get(ctx context.Context, etag string) (*cached, error) {
 	return &cached{ETag: resp.Header.Get("ETag"), Schedule: b}, nil
 }
 
+// client reaches the collector only at a.URL: no redirect, no other
+// origin (upload.Guard).
 func (a *Agent) client() *http.Client {
-	if a.HTTP == nil {
-		return http.DefaultClient
+	return upload.Guard(a.HTTP, a.URL)
+}
+
+// collectorText is what a collector said, fit for a log line or a
+// terminal: quoted (control characters escaped) and at most 512 bytes.
+func collectorText(b []byte) string {
+	b = bytes.TrimSpace(b)
+	if len(b) > 512 {
+		return strconv.Quote(string(b[:512])) + "..."
 	}
-	return a.HTTP
+	return strconv.Quote(string(b))
+}
+
+// misdirected is the refusal that reports a collector's redirect (what
+// names the part that was redirected: schedule, upload).
+func misdirected(what string, err error, rev int64, now time.Time) (api.Refusal, bool) {
+	if !upload.IsMisdirected(err) {
+		return api.Refusal{}, false
+	}
+	return api.Refusal{Task: what, Revision: rev, Reason: what + ": " + err.Error(), At: now}, true
 }
 
 // state is when each task is next due, when the spool was last uploaded
@@ -199,7 +222,11 @@ func (a *Agent) RunOnce(ctx context.Context) ([]string, error) {
 		// Still say what this probe accepts: the collector checks the
 		// first schedule against these caps.
 		if a.Upload != nil {
-			if rerr := a.report(ctx, nil); rerr != nil {
+			var why map[string]api.Refusal
+			if r, ok := misdirected("schedule", a.fetchErr, 0, a.now()); ok {
+				why = map[string]api.Refusal{r.Task: r}
+			}
+			if rerr := a.report(ctx, why); rerr != nil {
 				a.log().Debug("status report", "err", rerr)
 			}
 		}
@@ -221,6 +248,9 @@ func (a *Agent) RunOnce(ctx context.Context) ([]string, error) {
 			r.At = old.At
 		}
 		refused[task] = r
+	}
+	if r, ok := misdirected("schedule", a.fetchErr, sched.Revision, now); ok {
+		refuse(r.Task, r.Reason, false) // running the last good copy
 	}
 	for _, fe := range bad {
 		name := fe.Task
@@ -319,6 +349,16 @@ func (a *Agent) RunOnce(ctx context.Context) ([]string, error) {
 		// is tried again at the next pass.
 		if err := a.Upload(ctx, sched.Upload); err != nil {
 			errs = append(errs, err)
+			if r, ok := misdirected("upload", err, sched.Revision, a.now()); ok {
+				// Reported now: the next pass starts from the tasks again.
+				a.log().Warn("upload refused", "reason", r.Reason)
+				st.Refused[r.Task] = r
+				if rerr := a.report(ctx, st.Refused); rerr != nil {
+					a.log().Warn("status report", "err", rerr)
+				}
+				delete(st.Refused, r.Task)
+				st.Reported = false
+			}
 		} else {
 			st.LastUpload = a.now()
 		}
@@ -386,7 +426,7 @@ func (a *Agent) report(ctx context.Context, refused map[string]api.Refusal) erro
 	defer resp.Body.Close()
 	if resp.StatusCode/100 != 2 {
 		msg, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
-		return fmt.Errorf("status: server answered %d: %s", resp.StatusCode, strings.TrimSpace(string(msg)))
+		return fmt.Errorf("status: server answered %d: %s", resp.StatusCode, collectorText(msg))
 	}
 	return nil
 }

@@ -84,6 +84,10 @@ const (
 	Mismatch                 // the collector's certificate is not the pinned one; stop
 )
 
+// Misdirected: the collector answered a redirect (or the request was for
+// another origin); never followed, not retried; stop.
+const Misdirected = Mismatch + 1
+
 // Result of a drain.
 type Result struct {
 	Uploaded   int   `json:"uploaded"`
@@ -129,7 +133,7 @@ func (c *Client) Drain(ctx context.Context, s *Spool) (Result, error) {
 				res.Rejected++
 				break
 			}
-			if o == Refused || o == Mismatch {
+			if o == Refused || o == Mismatch || o == Misdirected {
 				stop = err
 				break
 			}
@@ -223,11 +227,10 @@ func (c *Client) send(ctx context.Context, s *Spool, it Item, backlog int) (Outc
 	if c.Path != "" {
 		req.Header.Set(api.HeaderPath, c.Path)
 	}
-	hc := c.HTTP
-	if hc == nil {
-		hc = http.DefaultClient
+	resp, err := Guard(c.HTTP, c.URL).Do(req)
+	if IsMisdirected(err) {
+		return Misdirected, api.Receipt{}, 0, err
 	}
-	resp, err := hc.Do(req)
 	if errors.Is(err, certs.ErrPinMismatch) {
 		// A collector with a new identity, or not ours: retrying cannot
 		// help, re-pinning (upload: pin:) can.

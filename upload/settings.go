@@ -97,6 +97,9 @@ func SettingsFrom(c *Config) (Settings, error) {
 		return Settings{}, fmt.Errorf("upload.token_file %s: want the 64 hex digits `mptester collect probe add` printed", c.TokenFile)
 	}
 	if c.Pin != "" {
+		if !strings.HasPrefix(s.URL, "https://") {
+			return Settings{}, fmt.Errorf("upload.pin is set but upload.url %q is not https://: the pin cannot be checked", c.URL)
+		}
 		pin, err := certs.ParseFingerprint(c.Pin)
 		if err != nil {
 			return Settings{}, fmt.Errorf("upload.pin: %w", err)
