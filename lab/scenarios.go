@@ -78,20 +78,6 @@ func ramp(at time.Duration, fromMs, toMs, stepMs int, every time.Duration) strin
 	}
 }
 
-// swing drops wlan0's delay to lo ms for loFor and returns it to hi ms
-// for hiFor, n times: rare high RTT samples far above a low srtt make the
-// RTT variance, hence the RTO, large.
-func swing(at time.Duration, lo, hi int, loFor, hiFor time.Duration, n int) string {
-	var b strings.Builder
-	for range n {
-		fmt.Fprintf(&b, "t=%dms wlan0 delay=%dms\n", at.Milliseconds(), lo)
-		at += loFor
-		fmt.Fprintf(&b, "t=%dms wlan0 delay=%dms\n", at.Milliseconds(), hi)
-		at += hiFor
-	}
-	return b.String()
-}
-
 // Scenarios lists the named scenarios.
 func Scenarios() []Scenario { return slices.Clone(scenarios) }
 

@@ -19,13 +19,12 @@ type sendBuf struct {
 	finSent, finLost, finAcked bool
 }
 
-func (b *sendBuf) end() uint64      { return b.base + uint64(b.size) }
-func (b *sendBuf) unsent() uint64   { return b.end() - b.next }
-func (b *sendBuf) allAcked() bool   { return b.fin && b.finAcked && b.base == b.end() }
-func (b *sendBuf) hasLost() bool    { return len(b.lost) > 0 || b.finLost }
-func (b *sendBuf) hasNew() bool     { return b.next < b.end() || (b.fin && !b.finSent) }
-func (b *sendBuf) pending() bool    { return b.hasLost() || b.hasNew() }
-func (b *sendBuf) inFlight() uint64 { return b.next - b.base }
+func (b *sendBuf) end() uint64    { return b.base + uint64(b.size) }
+func (b *sendBuf) unsent() uint64 { return b.end() - b.next }
+func (b *sendBuf) allAcked() bool { return b.fin && b.finAcked && b.base == b.end() }
+func (b *sendBuf) hasLost() bool  { return len(b.lost) > 0 || b.finLost }
+func (b *sendBuf) hasNew() bool   { return b.next < b.end() || (b.fin && !b.finSent) }
+func (b *sendBuf) pending() bool  { return b.hasLost() || b.hasNew() }
 
 // write appends p, growing the ring (the one time data moves) if full.
 func (b *sendBuf) write(p []byte) {

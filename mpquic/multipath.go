@@ -130,9 +130,6 @@ func (c *Conn) pathIDs() []uint32 { return c.pathOrder }
 
 func (c *Conn) p0() *path { return c.paths[0] }
 
-// appKeys are the 1-RTT keys, shared by every path.
-func (c *Conn) appKeys() *pnSpace { return c.spaces[spaceApp] }
-
 // usable: a path the scheduler may put data on.
 func (p *path) usable() bool {
 	return p.validated && !p.abandoned && !p.closed && p.dcid != nil

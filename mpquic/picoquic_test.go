@@ -31,18 +31,19 @@ import (
 
 const hqALPN = "hq-interop"
 
-// picoquicDemo finds picoquicdemo: $MPTESTER_PICOQUIC (the binary or its
-// build directory), else a build in the user cache directory, made there
-// by the third-party build script when it can be found. Under CI=true a
-// missing picoquic fails the test; elsewhere the test is skipped.
+// picoquicDemo finds picoquicdemo through $MPTESTER_PICOQUIC (the binary
+// or its build directory): a by-hand check against a picoquic one built
+// oneself. CI installs only what the package registries give, and picoquic
+// is in none of them, so without the variable the test is skipped, under
+// CI=true too; a variable that names nothing fails it.
 func picoquicDemo(t *testing.T) (bin, certDir string) {
 	t.Helper()
 	picoquicOnce.Do(findPicoquic)
 	if picoquicErr != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("picoquic interop: %v", picoquicErr)
-		}
-		t.Skipf("picoquic interop: %v; build it with ../shared/third_party/build-picoquic DIR (needs build-essential cmake pkg-config libssl-dev) and set MPTESTER_PICOQUIC=DIR", picoquicErr)
+		t.Fatalf("picoquic interop: %v", picoquicErr)
+	}
+	if picoquicBin == "" {
+		t.Skip("picoquic interop: MPTESTER_PICOQUIC is unset (a by-hand check: point it at a picoquicdemo you built yourself)")
 	}
 	return picoquicBin, filepath.Join(filepath.Dir(picoquicBin), "certs")
 }
@@ -54,58 +55,22 @@ var (
 )
 
 func findPicoquic() {
+	env := os.Getenv("MPTESTER_PICOQUIC")
+	if env == "" {
+		return
+	}
 	if runtime.GOOS != "linux" {
 		picoquicErr = errors.New("the suite runs on Linux only (second loopback addresses)")
 		return
 	}
-	if env := os.Getenv("MPTESTER_PICOQUIC"); env != "" {
-		if fi, err := os.Stat(env); err == nil && fi.IsDir() {
-			env = filepath.Join(env, "picoquicdemo")
-		}
-		if _, err := os.Stat(env); err != nil {
-			picoquicErr = fmt.Errorf("MPTESTER_PICOQUIC: %w", err)
-			return
-		}
-		picoquicBin = env
+	if fi, err := os.Stat(env); err == nil && fi.IsDir() {
+		env = filepath.Join(env, "picoquicdemo")
+	}
+	if _, err := os.Stat(env); err != nil {
+		picoquicErr = fmt.Errorf("MPTESTER_PICOQUIC: %w", err)
 		return
 	}
-	cache, err := os.UserCacheDir()
-	if err != nil {
-		cache = os.TempDir()
-	}
-	out := filepath.Join(cache, "mptester", "picoquic")
-	if _, err := os.Stat(filepath.Join(out, "picoquicdemo")); err == nil {
-		picoquicBin = filepath.Join(out, "picoquicdemo")
-		return
-	}
-	// The build script lives beside the clone (../shared/third_party), or
-	// where MPTESTER_THIRD_PARTY says.
-	var script string
-	dirs := []string{os.Getenv("MPTESTER_THIRD_PARTY")}
-	if wd, err := os.Getwd(); err == nil {
-		for d := wd; d != filepath.Dir(d); d = filepath.Dir(d) {
-			dirs = append(dirs, filepath.Join(d, "shared", "third_party"))
-		}
-	}
-	for _, d := range dirs {
-		if d == "" {
-			continue
-		}
-		if _, err := os.Stat(filepath.Join(d, "build-picoquic")); err == nil {
-			script = filepath.Join(d, "build-picoquic")
-			break
-		}
-	}
-	if script == "" {
-		picoquicErr = errors.New("picoquicdemo not found ($MPTESTER_PICOQUIC unset, no build in " + out + ", no shared/third_party/build-picoquic above the working directory)")
-		return
-	}
-	cmd := exec.Command(script, out)
-	if b, err := cmd.CombinedOutput(); err != nil {
-		picoquicErr = fmt.Errorf("%s %s: %v\n%s", script, out, err, b)
-		return
-	}
-	picoquicBin = filepath.Join(out, "picoquicdemo")
+	picoquicBin = env
 }
 
 // pqProc is one picoquicdemo run.
@@ -458,15 +423,6 @@ func udpOn(t *testing.T, addr string) *net.UDPConn {
 }
 
 func mbps(n int, d time.Duration) float64 { return float64(n) * 8 / d.Seconds() / 1e6 }
-
-// within says whether got is within frac of want, plus slack bytes.
-func within(got, want uint64, frac float64, slack uint64) bool {
-	d := float64(got) - float64(want)
-	if d < 0 {
-		d = -d
-	}
-	return d <= frac*float64(want)+float64(slack)
-}
 
 func atoi(s string) int { n, _ := strconv.Atoi(s); return n }
 

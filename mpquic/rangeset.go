@@ -59,17 +59,3 @@ func (s rangeSet) contains(v uint64) bool {
 	}
 	return false
 }
-
-// removeBelow drops everything below v.
-func (s *rangeSet) removeBelow(v uint64) {
-	r := *s
-	i := 0
-	for i < len(r) && r[i].hi < v {
-		i++
-	}
-	r = r[i:]
-	if len(r) > 0 && r[0].lo < v {
-		r[0].lo = v
-	}
-	*s = r
-}

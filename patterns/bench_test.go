@@ -113,15 +113,6 @@ func startBenchServer(lim Limits) (*testServer, error) {
 	return newTestServer(srv, pin), nil
 }
 
-func portOf(a string) string {
-	for i := len(a) - 1; i >= 0; i-- {
-		if a[i] == ':' {
-			return a[i+1:]
-		}
-	}
-	return ""
-}
-
 func benchTransport(b *testing.B, name string, p probe.Path, pin string) transport.Transport {
 	b.Helper()
 	tlsCfg, err := certs.ClientTLS("localhost", pin, false)

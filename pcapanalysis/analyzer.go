@@ -35,10 +35,9 @@ func lessEP(x, y Endpoint) bool {
 
 // mapping is one DSS mapping in absolute 64-bit DSN.
 type mapping struct {
-	dsn  uint64
-	ssn  uint32 // relative to the subflow's ISN
-	n    uint32 // bytes; ^0 for an infinite mapping
-	used bool
+	dsn uint64
+	ssn uint32 // relative to the subflow's ISN
+	n   uint32 // bytes; ^0 for an infinite mapping
 }
 
 type tsEntry struct {
@@ -62,31 +61,29 @@ type dirState struct {
 
 // flow is one TCP connection: a plain TCP connection or an MPTCP subflow.
 type flow struct {
-	sub        *Subflow
-	client     Endpoint
-	dir        [2]dirState
-	conn       *mpConn
-	synT       int64
-	synackT    int64
-	serverISN  uint32
-	hsDone     bool
-	first      int64
-	last       int64
-	mptcp      bool
-	closed     bool
-	rst        bool
-	plainTCP   *Connection // set when this flow is a plain TCP connection
-	joinToken  uint32
-	hasJoinTok bool
-	synKey     uint64 // MP_CAPABLE v0 SYN key
-	hasSynKey  bool
-	version    int
-	id         int
-	offered    bool // MP_CAPABLE on the SYN
-	randA      uint32
-	randB      uint32
-	hmacB      uint64 // SYN-ACK's truncated HMAC
-	hasHmacB   bool
+	sub       *Subflow
+	client    Endpoint
+	dir       [2]dirState
+	conn      *mpConn
+	synT      int64
+	synackT   int64
+	serverISN uint32
+	hsDone    bool
+	first     int64
+	last      int64
+	mptcp     bool
+	closed    bool
+	rst       bool
+	plainTCP  *Connection // set when this flow is a plain TCP connection
+	synKey    uint64      // MP_CAPABLE v0 SYN key
+	hasSynKey bool
+	version   int
+	id        int
+	offered   bool // MP_CAPABLE on the SYN
+	randA     uint32
+	randB     uint32
+	hmacB     uint64 // SYN-ACK's truncated HMAC
+	hasHmacB  bool
 }
 
 // interval is data sequence space [s, e) first carried by subflow owner.

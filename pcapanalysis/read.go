@@ -64,7 +64,7 @@ func Analyze(ctx context.Context, rd io.Reader, opts Options) (*Report, error) {
 		return nil, fmt.Errorf("%w: too short for a pcap or pcapng header", ErrInput)
 	}
 	var src packetSource
-	linkOf := func(gopacket.CaptureInfo) int { return 0 }
+	var linkOf func(gopacket.CaptureInfo) int
 	ifName := func(int) string { return "" }
 	if magic[0] == 0x0a && magic[1] == 0x0d && magic[2] == 0x0d && magic[3] == 0x0a {
 		ng, err := pcapgo.NewNgReader(br, pcapgo.NgReaderOptions{WantMixedLinkType: true})

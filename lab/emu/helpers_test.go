@@ -81,7 +81,6 @@ var (
 	cliAddr = netip.MustParseAddr("198.18.1.2")
 	srvAddr = netip.MustParseAddr("198.18.200.1")
 	cli6    = netip.MustParseAddr("fd00:1::2")
-	srv6    = netip.MustParseAddr("fd00:200::1")
 )
 
 // udpPacket builds a real IPv4 or IPv6 UDP packet of total length size
@@ -171,12 +170,6 @@ func (tl *testLink) devs(dir Direction) (in, out port) {
 		return tl.cli, tl.inet
 	}
 	return tl.inet, tl.cli
-}
-
-// sent is a packet the test injected.
-type sent struct {
-	seq uint64
-	t   time.Time
 }
 
 // collect reads frames from d until n arrive or timeout passes.

@@ -173,12 +173,11 @@ repetitions: 0`, "repetitions"},
 
 // fakeEnv: every transfer takes Size/rate with a share from path 2's RTT.
 type fakeEnv struct {
-	paths    []PathConfig
-	emu      map[string]uint64
-	config   int
-	failAt   int // the n-th transfer returns an error (0: never)
-	n        int
-	transfer func(c Cell) Transfer
+	paths  []PathConfig
+	emu    map[string]uint64
+	config int
+	failAt int // the n-th transfer returns an error (0: never)
+	n      int
 }
 
 func (f *fakeEnv) Configure(_ context.Context, p []PathConfig) error {

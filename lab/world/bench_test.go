@@ -9,19 +9,16 @@ import (
 // the resulting world keeps alive (live-MB) and per domain (live-B/domain).
 func benchGenerate(b *testing.B, n int) {
 	b.ReportAllocs()
-	var w *World
 	for i := 0; i < b.N; i++ {
-		var err error
-		if w, err = Generate(Options{Seed: int64(i), Domains: n}); err != nil {
+		if _, err := Generate(Options{Seed: int64(i), Domains: n}); err != nil {
 			b.Fatal(err)
 		}
 	}
 	b.StopTimer()
 	var before, after runtime.MemStats
-	w = nil
 	runtime.GC()
 	runtime.ReadMemStats(&before)
-	w, _ = Generate(Options{Seed: 1, Domains: n})
+	w, _ := Generate(Options{Seed: 1, Domains: n})
 	runtime.GC()
 	runtime.ReadMemStats(&after)
 	live := float64(after.HeapAlloc) - float64(before.HeapAlloc)

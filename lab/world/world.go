@@ -422,7 +422,7 @@ func (w *World) checkView(v *View) error {
 	}
 	for _, a := range v.A {
 		if !a.Is4() {
-			return fmt.Errorf("A record %s is not IPv4", a)
+			return fmt.Errorf("an A record's address %s is not IPv4", a)
 		}
 		if w.Targets[a] == nil {
 			return fmt.Errorf("address %s has no target entry", a)

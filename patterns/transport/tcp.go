@@ -14,8 +14,6 @@ import (
 	"sync"
 	"time"
 
-	"golang.org/x/net/http2"
-
 	"github.com/mptester/mptester/probe"
 	"github.com/mptester/mptester/probe/nw"
 )
@@ -437,7 +435,6 @@ type tcpServerConn struct {
 	l      *tcpListener
 	raw    net.Conn
 	tc     *tls.Conn
-	once   sync.Once
 	opened bool
 	// mptcp, known: whether the client spoke MPTCP, where the OS says.
 	mptcp, known bool
@@ -457,7 +454,7 @@ func (c *tcpServerConn) Refuse(reason string) {
 	_ = c.tc.SetDeadline(time.Now().Add(2 * time.Second))
 	if c.tc.ConnectionState().NegotiatedProtocol == alpnHTTP2 {
 		h := http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { http.Error(w, reason, http.StatusServiceUnavailable) })
-		(&http2.Server{}).ServeConn(c.tc, &http2.ServeConnOpts{Handler: h})
+		serveOneConn(c.tc, h)
 		return
 	}
 	fmt.Fprintf(c.tc, "HTTP/1.1 503 Service Unavailable\r\nContent-Type: text/plain\r\nConnection: close\r\nContent-Length: %d\r\n\r\n%s", len(reason), reason)
@@ -565,3 +562,39 @@ func (l *chanListener) Close() error {
 }
 
 func (l *chanListener) Addr() net.Addr { return l.addr }
+
+// serveOneConn serves HTTP on one established TLS connection (HTTP/2 when
+// its ALPN chose h2: net/http's server takes the protocol from the
+// handshake) and returns once that connection is closed.
+func serveOneConn(tc *tls.Conn, h http.Handler) {
+	l := &oneConnListener{conn: tc, done: make(chan struct{})}
+	srv := &http.Server{Handler: h, ConnState: func(_ net.Conn, s http.ConnState) {
+		if s == http.StateClosed || s == http.StateHijacked {
+			l.finish()
+		}
+	}}
+	_ = srv.Serve(l)
+}
+
+// oneConnListener hands out one connection, then blocks Accept until that
+// connection is done, so http.Server.Serve returns when it is.
+type oneConnListener struct {
+	conn     net.Conn
+	handed   bool
+	done     chan struct{}
+	doneOnce sync.Once
+}
+
+func (l *oneConnListener) finish() { l.doneOnce.Do(func() { close(l.done) }) }
+
+func (l *oneConnListener) Accept() (net.Conn, error) {
+	if !l.handed {
+		l.handed = true
+		return l.conn, nil
+	}
+	<-l.done
+	return nil, net.ErrClosed
+}
+
+func (l *oneConnListener) Close() error   { l.finish(); return nil }
+func (l *oneConnListener) Addr() net.Addr { return l.conn.LocalAddr() }

@@ -290,4 +290,4 @@ type API interface {
 }
 
 // ErrUnsupported: Network.framework is only on macOS.
-var ErrUnsupported = errors.New("Network.framework needs macOS")
+var ErrUnsupported = errors.New("only macOS has Network.framework")

@@ -74,9 +74,11 @@ var idnaProfile = idna.Lookup
 // accepted too) and returns at most top unique domains (top <= 0: all).
 // Malformed lines are counted, never fatal.
 func ParseList(r io.Reader, top int) ([]Domain, ListInfo, error) {
+	// parseList returns what it read also with an error.
 	l, info, err := parseList(r, top, 1<<16)
-	defer l.Close()
-	return l.Slice(), info, err
+	domains := l.Slice()
+	l.Close()
+	return domains, info, err
 }
 
 // parseList reads the list into a compact DomainList, sizing its tables

@@ -29,7 +29,7 @@ var trancoID = regexp.MustCompile(`^[A-Z0-9]{1,16}$`)
 
 // ErrTrancoUnavailable wraps every failure to get a list from the Tranco
 // service (unreachable, an HTTP error, a truncated or malformed download).
-var ErrTrancoUnavailable = errors.New("Tranco list unavailable")
+var ErrTrancoUnavailable = errors.New("the Tranco list is unavailable")
 
 // TrancoFetcher downloads Tranco lists into a cache directory; a list id
 // names an immutable list, so a cached file is never fetched again, and
