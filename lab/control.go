@@ -36,6 +36,11 @@ type Controller interface {
 	Status() Status
 }
 
+// Impairer is a Controller that plants impairments (a *Lab).
+type Impairer interface {
+	Impair(path string, c ImpairChange) error
+}
+
 // ErrNotRunning: no lab answers on the control socket.
 var ErrNotRunning = errors.New("lab is not running")
 
@@ -100,9 +105,18 @@ func handle(c Controller, req Request) Response {
 		s := c.Status()
 		return Response{OK: true, Status: &s}
 	case "set":
-		ch, err := emu.ParseChange(req.Args)
+		ch, ic, err := ParseSettings(req.Args)
 		if err != nil {
 			return Response{Error: err.Error()}
+		}
+		if !ic.IsZero() {
+			im, ok := c.(Impairer)
+			if !ok {
+				return Response{Error: "set: this lab takes no impairments"}
+			}
+			if err := im.Impair(req.Path, ic); err != nil {
+				return Response{Error: err.Error()}
+			}
 		}
 		if err := c.Set(req.Path, ch); err != nil {
 			return Response{Error: err.Error()}

@@ -37,6 +37,13 @@
 // count it is asked for; UDP 7 echoes from the address it was reached on.
 // Closed ports answer RST, ICMP echo is answered by the kernel.
 //
+// Impairments (impair.go) make a path behave like a real access network:
+// block=udp/443 (a filter), strip=mptcp (a middlebox removing MPTCP
+// options), v6=blackhole, pmtu=N,icmp=drop (a path-MTU black hole). The
+// first three are nftables rules in the Internet namespace matching the
+// path's router interface; the last is the path emulator's MTU. Each is
+// recorded in Status().Impairments (what, where, since when).
+//
 // State lives in Options.Dir: lab.json (Info), config.yaml (the per-path
 // DNS servers and public prefixes as an mptester config file), tranco.csv,
 // world.json, truth.json, and, for a daemon, control.sock, pid and lab.log.

@@ -97,6 +97,8 @@ type Options struct {
 	CellBackup bool
 	// Params are initial path settings, per path name.
 	Params map[string]emu.Change
+	// Impair are initial impairments, per path name.
+	Impair map[string]ImpairChange
 	// Timeline is applied from the moment the lab is up.
 	Timeline []emu.Event
 	// KernelLink: the timeline's down/up also set the client interface
@@ -139,6 +141,14 @@ func (o *Options) defaults() error {
 	for p := range o.Params {
 		if _, ok := Plan(p); !ok {
 			return fmt.Errorf("%w: %q (want wlan0 or wwan0)", ErrNoSuchPath, p)
+		}
+	}
+	for p, c := range o.Impair {
+		if _, ok := Plan(p); !ok {
+			return fmt.Errorf("%w: %q (want wlan0 or wwan0)", ErrNoSuchPath, p)
+		}
+		if _, err := (Impair{}).Apply(c); err != nil {
+			return fmt.Errorf("path %s: %w", p, err)
 		}
 	}
 	if o.Logger == nil {
@@ -247,6 +257,8 @@ type Status struct {
 	Paths  []PathStatus `json:"paths"`
 	// Timeline: the latest timeline's steps as they really happened.
 	Timeline *TimelineTruth `json:"timeline,omitempty"`
+	// Impairments planted on the paths now (ground truth).
+	Impairments []ImpairmentTruth `json:"impairments,omitempty"`
 }
 
 // Errors of Up the commands map to exit codes.

@@ -1,6 +1,7 @@
 package lab
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -42,6 +43,10 @@ type Lab struct {
 	closed  bool
 	world   worldState
 	truth   *TimelineTruth // guarded by mu
+
+	impMu    sync.Mutex // serialises Impair
+	impair   map[string]Impair
+	impTruth []ImpairmentTruth // guarded by mu
 }
 
 // Up builds a lab: namespaces, emulated paths, routing, MPTCP, the
@@ -75,7 +80,7 @@ func Up(ctx context.Context, opts Options) (_ *Lab, err error) {
 	}
 	lctx, cancel := context.WithCancel(context.Background())
 	l := &Lab{opts: opts, log: opts.Logger, started: time.Now(), ctx: lctx, cancel: cancel,
-		links: map[string]*emu.Link{}}
+		links: map[string]*emu.Link{}, impair: map[string]Impair{}}
 	l.info = l.buildInfo()
 	defer func() {
 		if err != nil {
@@ -95,6 +100,11 @@ func Up(ctx context.Context, opts Options) (_ *Lab, err error) {
 	}
 	for name, c := range opts.Params {
 		l.links[name].Apply(c)
+	}
+	for name, c := range opts.Impair {
+		if err := l.Impair(name, c); err != nil {
+			return nil, fmt.Errorf("path %s: %w", name, err)
+		}
 	}
 	if len(opts.Timeline) > 0 {
 		l.StartTimeline(opts.Scenario, opts.Timeline, opts.KernelLink)
@@ -402,6 +412,62 @@ func (l *Lab) Set(name string, c emu.Change) error {
 	return nil
 }
 
+// Impair applies c to path name's impairments (nftables rules in the
+// Internet namespace, the emulator's MTU) and records them as truth.
+func (l *Lab) Impair(name string, c ImpairChange) error {
+	p, ok := Plan(name)
+	if !ok || l.links[name] == nil {
+		return fmt.Errorf("%w: %q (want wlan0 or wwan0)", ErrNoSuchPath, name)
+	}
+	l.impMu.Lock()
+	defer l.impMu.Unlock()
+	cur := l.impair[name]
+	next, err := cur.Apply(c)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(l.ctx, 10*time.Second)
+	defer cancel()
+	ns := l.info.Namespaces.Internet
+	script, need := nftRuleset(p, next)
+	_, had := nftRuleset(p, cur)
+	switch {
+	case need:
+		err = nft(ctx, ns, script)
+	case had:
+		err = nft(ctx, ns, fmt.Sprintf("delete table inet %s\n", nftTable(p)))
+	}
+	if err != nil {
+		return err
+	}
+	l.links[name].SetMTU(next.PMTU)
+	l.impair[name] = next
+	l.mu.Lock()
+	var keep []ImpairmentTruth
+	for _, t := range l.impTruth {
+		if t.Path != name {
+			keep = append(keep, t)
+		}
+	}
+	l.impTruth = append(keep, impairTruth(p, ns, next, l.impTruth, time.Now().UTC())...)
+	l.mu.Unlock()
+	l.log.Info("lab impairments", "path", name, "settings", strings.Join(next.Settings(), " "))
+	return nil
+}
+
+// nft runs an nft script in namespace ns.
+func nft(ctx context.Context, ns, script string) error {
+	if _, err := exec.LookPath("nft"); err != nil {
+		return fmt.Errorf("%w: the lab's middlebox impairments need nftables (nft): %v", ErrUnsupported, err)
+	}
+	cmd := exec.CommandContext(ctx, "ip", "netns", "exec", ns, "nft", "-f", "-")
+	cmd.Stdin = strings.NewReader(script)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("nft in %s: %w: %s", ns, err, bytes.TrimSpace(out))
+	}
+	return nil
+}
+
 // StartTimeline applies events from now on in the background, recording
 // when each really took effect (Status().Timeline). With kernelLink a
 // down/up also sets the client interface down/up.
@@ -508,6 +574,7 @@ func (l *Lab) Status() Status {
 		t.Steps = slices.Clone(t.Steps)
 		s.Timeline = &t
 	}
+	s.Impairments = slices.Clone(l.impTruth)
 	l.mu.Unlock()
 	var names []string
 	for _, n := range PathNames {

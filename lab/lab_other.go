@@ -31,6 +31,9 @@ func (l *Lab) Link(name string) *emu.Link          { return nil }
 func (l *Lab) Set(name string, c emu.Change) error { return ErrUnsupported }
 func (l *Lab) Status() Status                      { return Status{} }
 
+// Impair is Linux only.
+func (l *Lab) Impair(name string, c ImpairChange) error { return ErrUnsupported }
+
 // StartScenario is Linux only.
 func (l *Lab) StartScenario(name string) error { return ErrUnsupported }
 func (l *Lab) Context() context.Context        { return context.Background() }

@@ -44,7 +44,7 @@ type direction struct {
 
 	pktIn, bytesIn, delivered, bytesOut      atomic.Uint64
 	dropLoss, dropQueue, dropBlock, dropDown atomic.Uint64
-	dropInvalid, writeErrs                   atomic.Uint64
+	dropInvalid, writeErrs, dropMTU          atomic.Uint64
 	late1, late10, late100, dropOverflow     atomic.Uint64
 	lateMu                                   sync.Mutex
 	late                                     []int64
@@ -97,6 +97,10 @@ func (d *direction) handle(pkt []byte, now int64) {
 	src, dst, ok := ipAddrs(pkt)
 	if !ok {
 		d.dropInvalid.Add(1)
+		return
+	}
+	if m := d.l.mtu.Load(); m > 0 && int64(n) > m {
+		d.dropMTU.Add(1) // a path-MTU black hole: no Packet Too Big
 		return
 	}
 	var extra time.Duration
@@ -319,7 +323,7 @@ func (d *direction) stats() DirStats {
 		PacketsIn: d.pktIn.Load(), BytesIn: d.bytesIn.Load(),
 		Delivered: d.delivered.Load(), BytesDelivered: d.bytesOut.Load(),
 		DropLoss: d.dropLoss.Load(), DropQueue: d.dropQueue.Load(), DropBlock: d.dropBlock.Load(),
-		DropDown: d.dropDown.Load(), DropInvalid: d.dropInvalid.Load(), WriteErrs: d.writeErrs.Load(),
+		DropDown: d.dropDown.Load(), DropInvalid: d.dropInvalid.Load(), DropMTU: d.dropMTU.Load(), WriteErrs: d.writeErrs.Load(),
 		DropOverflow: d.dropOverflow.Load(), LateOver1ms: d.late1.Load(), LateOver10ms: d.late10.Load(), LateOver100ms: d.late100.Load(),
 	}
 	d.lateMu.Lock()

@@ -133,6 +133,7 @@ type DirStats struct {
 	DropBlock                 uint64 // Block prefix
 	DropDown                  uint64 // link down on arrival or at delivery
 	DropInvalid               uint64 // not an IPv4/IPv6 packet
+	DropMTU                   uint64 // larger than SetMTU's limit (silently: no ICMP)
 	WriteErrs                 uint64 // the output device refused the packet
 	// DropDevice: packets the input device's queue dropped before the
 	// emulator read them (the TUN's tx_dropped: the emulator fell behind).
@@ -185,6 +186,7 @@ type Link struct {
 	epoch            time.Time
 	dirs             [2]*direction
 	down             atomic.Bool
+	mtu              atomic.Int64             // 0: no limit
 	targets          addrTable[time.Duration] // extra delay by Up destination
 	blocks           addrTable[struct{}]
 
@@ -329,6 +331,14 @@ func (l *Link) Params(dir Direction) Params {
 // SetDown drops everything both ways while down, including packets
 // already in flight when they come due.
 func (l *Link) SetDown(down bool) { l.down.Store(down) }
+
+// SetMTU drops packets longer than mtu bytes (IP header included) both
+// ways without telling the sender: a path-MTU black hole (ICMP Packet
+// Too Big / Fragmentation Needed filtered). mtu <= 0 removes the limit.
+func (l *Link) SetMTU(mtu int) { l.mtu.Store(int64(max(mtu, 0))) }
+
+// MTU returns SetMTU's limit (0: none).
+func (l *Link) MTU() int { return int(l.mtu.Load()) }
 
 // Down reports whether the link is down.
 func (l *Link) Down() bool { return l.down.Load() }

@@ -311,3 +311,43 @@ func TestReserveProcs(t *testing.T) {
 		t.Errorf("GOMAXPROCS %d after the link stopped, want %d", got, base)
 	}
 }
+
+// A path-MTU black hole drops what is longer than the MTU both ways,
+// silently, and delivers what fits.
+func TestMTUBlackHole(t *testing.T) {
+	tl := startLink(t, 12)
+	tl.SetMTU(1280)
+	if tl.MTU() != 1280 {
+		t.Fatalf("MTU() = %d, want 1280", tl.MTU())
+	}
+	for i, c := range []struct {
+		dir  Direction
+		src  netip.Addr
+		dst  netip.Addr
+		size int
+		drop bool
+	}{
+		{Up, cliAddr, srvAddr, 1280, false},
+		{Up, cliAddr, srvAddr, 1281, true},
+		{Down, srvAddr, cliAddr, 1500, true},
+		{Down, srvAddr, cliAddr, 1200, false},
+		{Up, cli6, netip.MustParseAddr("fd00:ff::1"), 1281, true},
+	} {
+		in, out := tl.devs(c.dir)
+		before := tl.Stats().Dir(c.dir).DropMTU
+		in.send(udpPacket(c.src, c.dst, c.size, uint64(i)))
+		if c.drop {
+			waitFor(t, "mtu drop", time.Second, func() bool { return tl.Stats().Dir(c.dir).DropMTU == before+1 })
+			if got := collect(out, 1, 50*time.Millisecond); len(got) != 0 {
+				t.Errorf("case %d: %d bytes delivered past MTU 1280", i, c.size)
+			}
+		} else if got := collect(out, 1, time.Second); len(got) != 1 {
+			t.Errorf("case %d: %d bytes not delivered under MTU 1280", i, c.size)
+		}
+	}
+	tl.SetMTU(0)
+	tl.cli.send(udpPacket(cliAddr, srvAddr, 1500, 99))
+	if got := collect(tl.inet, 1, time.Second); len(got) != 1 {
+		t.Error("not delivered after SetMTU(0)")
+	}
+}

@@ -44,6 +44,10 @@ func TestLabFlagErrors(t *testing.T) {
 		{"lab", "up", "--world", "/nonexistent/world.json"},
 		{"lab", "set", "--name", "x", "wlan9", "delay=1ms"},
 		{"lab", "set", "--name", "x", "wlan0", "bogus=1"},
+		{"lab", "set", "--name", "x", "wlan0", "block=udp/99999"},
+		{"lab", "set", "--name", "x", "wlan0", "strip=tcp"},
+		{"lab", "up", "--wlan0", "pmtu=1280"},
+		{"lab", "up", "--wwan0", "v6=maybe"},
 		{"lab", "exec", "--side", "moon", "--name", "x", "--", "true"},
 	} {
 		code, _, stderr := run(t, args...)

@@ -169,12 +169,18 @@ func printStatus(w io.Writer, s *lab.Status) error {
 			if d == emu.Down {
 				prm, st = p.Down, p.Stats.Down
 			}
-			drops := st.DropLoss + st.DropQueue + st.DropBlock + st.DropDown + st.DropInvalid
+			drops := st.DropLoss + st.DropQueue + st.DropBlock + st.DropDown + st.DropInvalid + st.DropMTU
 			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%d\t%d\t%v/%v\n", p.Name, state, d, prm,
 				st.PacketsIn, st.Delivered, drops, st.Lateness.Median, st.Lateness.P99)
 		}
 	}
-	return tw.Flush()
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	for _, im := range s.Impairments {
+		fmt.Fprintf(w, "  impairment %s %s since %s: %s\n", im.Path, im.Setting, im.Since.Format(time.RFC3339), im.Where)
+	}
+	return nil
 }
 
 // SetOptions for `mptester lab set`.
@@ -195,9 +201,18 @@ func NewCmdSet(f *cmdutil.Factory, runF func(context.Context, *SetOptions) error
 directions unless prefixed with up. or down. (client->Internet and back):
   delay=200ms jitter=5ms loss=30% ge=P,R,LOSSGOOD,LOSSBAD rate=10mbit queue=64kb
   up.rate=2mbit down.delay=50ms
-  down | up   (the whole path)`,
+  down | up   (the whole path)
+Impairments of the access network (nftables in the Internet namespace, on
+the path's router side; they compose; lab status --json records each with
+where and since when):
+  block=udp/443[,tcp/80...] | block=off   drop client->Internet packets to these ports
+  strip=mptcp | strip=mptcp-syn | strip=off   a middlebox removing MPTCP options
+  v6=blackhole | v6=ok   IPv6 addresses and routes stay, nothing is delivered
+  pmtu=1280,icmp=drop | pmtu=off   a path-MTU black hole (the emulator drops
+                                   larger packets both ways, no ICMP)`,
 		Example: `  mptester lab set wlan0 delay=200ms loss=30%
-  mptester lab set wlan0 down`,
+  mptester lab set wlan0 down
+  mptester lab set wlan0 block=udp/443 strip=mptcp`,
 		Args: cobra.MinimumNArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.Path, opts.Args = args[0], args[1:]
@@ -215,7 +230,7 @@ func setRun(ctx context.Context, opts *SetOptions) error {
 	if _, ok := lab.Plan(opts.Path); !ok {
 		return cmdutil.FlagErrorf("unknown path %q (want wlan0 or wwan0)", opts.Path)
 	}
-	if _, err := emu.ParseChange(opts.Args); err != nil {
+	if _, _, err := lab.ParseSettings(opts.Args); err != nil {
 		return cmdutil.FlagErrorf("%v", err)
 	}
 	resp, err := lab.Control(ctx, lab.FilesIn(opts.Dir).Control,

@@ -69,7 +69,7 @@ func (b *BuildOptions) Flags(cmd *cobra.Command) {
 	fl.StringSliceVar(&b.Shares, "world-share", nil, "generated world's `CATEGORY=FRACTION`s, e.g. differ=0.4,timeout=0.02,dead=0.05 (keys as in world.json's shares)")
 	fl.BoolVar(&b.CellBackup, "cell-backup", false, "mark the wwan0 MPTCP endpoint backup (used only when wlan0 fails)")
 	fl.StringVar(&b.Timeline, "timeline", "", "apply a scripted timeline `file` of path changes, or a named scenario: "+strings.Join(lab.ScenarioNames(), ", "))
-	fl.StringVar(&b.WLAN, "wlan0", "", "initial wlan0 `settings`, e.g. 'delay=10ms jitter=1ms loss=1% rate=50mbit' (default: the world's base delay, 10ms; a delay set here becomes the base delay in truth.json)")
+	fl.StringVar(&b.WLAN, "wlan0", "", "initial wlan0 `settings`, e.g. 'delay=10ms jitter=1ms loss=1% rate=50mbit', and impairments (block=udp/443 strip=mptcp v6=blackhole pmtu=1280,icmp=drop; see lab set) (default: the world's base delay, 10ms; a delay set here becomes the base delay in truth.json)")
 	fl.StringVar(&b.WWAN, "wwan0", "", "initial wwan0 `settings` (default: the world's base delay, 30ms)")
 }
 
@@ -125,11 +125,20 @@ func (b *BuildOptions) LabOptions(w Where) (lab.Options, error) {
 		if strings.TrimSpace(p.val) == "" {
 			continue
 		}
-		c, err := emu.ParseChange(strings.Fields(p.val))
+		c, ic, err := lab.ParseSettings(strings.Fields(p.val))
+		if err == nil {
+			_, err = lab.Impair{}.Apply(ic)
+		}
 		if err != nil {
 			return o, cmdutil.FlagErrorf("--%s: %v", p.name, err)
 		}
 		o.Params[p.name] = c
+		if !ic.IsZero() {
+			if o.Impair == nil {
+				o.Impair = map[string]lab.ImpairChange{}
+			}
+			o.Impair[p.name] = ic
+		}
 	}
 	if sc, ev, err := lab.GetScenario(b.Timeline); err == nil && !fileExists(b.Timeline) {
 		o.Timeline, o.Scenario, o.KernelLink = ev, sc.Name, sc.KernelLink

@@ -1,0 +1,298 @@
+package lab
+
+import (
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/mptester/mptester/lab/emu"
+)
+
+// Impairments of one access path: what a real access network does to
+// traffic beyond delay and loss (middleboxes, filters, black holes). They
+// compose; each is ground truth in Status().Impairments. Settings syntax
+// (lab set, lab up --wlan0/--wwan0, beside the emulator's settings):
+//
+//	block=udp/443[,tcp/80...]|off   drop client->Internet packets to these ports
+//	strip=mptcp|mptcp-syn|off       remove MPTCP options (all segments, or SYNs only)
+//	v6=blackhole|ok                 IPv6 addresses and routes stay, nothing is delivered
+//	pmtu=1280,icmp=drop | pmtu=off  drop packets over 1280 bytes both ways, no ICMP
+type Impair struct {
+	Block       []PortRule `json:"block,omitempty"`
+	Strip       string     `json:"strip,omitempty"`
+	V6Blackhole bool       `json:"v6_blackhole,omitempty"`
+	PMTU        int        `json:"pmtu,omitempty"`
+	ICMPDrop    bool       `json:"icmp_drop,omitempty"`
+}
+
+// PortRule is one proto/port of a block list.
+type PortRule struct {
+	Proto string `json:"proto"` // "udp" or "tcp"
+	Port  int    `json:"port"`
+}
+
+func (r PortRule) String() string { return r.Proto + "/" + strconv.Itoa(r.Port) }
+
+// ImpairChange edits an Impair; nil fields are left unchanged.
+type ImpairChange struct {
+	Block       *[]PortRule
+	Strip       *string
+	V6Blackhole *bool
+	PMTU        *int
+	ICMPDrop    *bool
+}
+
+// IsZero reports whether c changes nothing.
+func (c ImpairChange) IsZero() bool {
+	return c.Block == nil && c.Strip == nil && c.V6Blackhole == nil && c.PMTU == nil && c.ICMPDrop == nil
+}
+
+// Apply returns i with c applied, checked as a whole.
+func (i Impair) Apply(c ImpairChange) (Impair, error) {
+	if c.Block != nil {
+		i.Block = slices.Clone(*c.Block)
+	}
+	if c.Strip != nil {
+		i.Strip = *c.Strip
+	}
+	if c.V6Blackhole != nil {
+		i.V6Blackhole = *c.V6Blackhole
+	}
+	if c.PMTU != nil {
+		i.PMTU = *c.PMTU
+	}
+	if c.ICMPDrop != nil {
+		i.ICMPDrop = *c.ICMPDrop
+	}
+	// The emulator drops oversized packets but sends no Packet Too Big:
+	// only the black hole is planted, and the setting must say so.
+	if i.PMTU > 0 && !i.ICMPDrop {
+		return i, fmt.Errorf("pmtu=%d needs icmp=drop: the lab plants path-MTU black holes only (it sends no Packet Too Big)", i.PMTU)
+	}
+	if i.ICMPDrop && i.PMTU == 0 {
+		return i, fmt.Errorf("icmp=drop only goes with pmtu=N (a path-MTU black hole)")
+	}
+	return i, nil
+}
+
+// Settings renders i as one setting per impairment, in a fixed order.
+func (i Impair) Settings() []string {
+	var s []string
+	if len(i.Block) > 0 {
+		var r []string
+		for _, b := range i.Block {
+			r = append(r, b.String())
+		}
+		s = append(s, "block="+strings.Join(r, ","))
+	}
+	if i.Strip != "" {
+		s = append(s, "strip="+i.Strip)
+	}
+	if i.V6Blackhole {
+		s = append(s, "v6=blackhole")
+	}
+	if i.PMTU > 0 {
+		s = append(s, fmt.Sprintf("pmtu=%d,icmp=drop", i.PMTU))
+	}
+	return s
+}
+
+// ImpairmentTruth is one planted impairment as `lab status --json` shows
+// it: what, on which path, where in the lab, since when.
+type ImpairmentTruth struct {
+	Path    string    `json:"path"`
+	Kind    string    `json:"kind"`    // block, strip, v6, pmtu
+	Setting string    `json:"setting"` // as lab set takes it, e.g. block=udp/443
+	Where   string    `json:"where"`
+	Since   time.Time `json:"since"`
+}
+
+// impairKeys are the settings keys that are impairments, not the
+// emulator's parameters.
+var impairKeys = map[string]bool{"block": true, "strip": true, "v6": true, "pmtu": true, "icmp": true}
+
+// ParseSettings splits settings tokens into the emulator's change and the
+// impairments' (each argument may hold several space-separated tokens;
+// "pmtu=1280,icmp=drop" is two). Errors name the bad token.
+func ParseSettings(args []string) (emu.Change, ImpairChange, error) {
+	var rest []string
+	var ic ImpairChange
+	for _, arg := range args {
+		for _, tok := range strings.Fields(arg) {
+			key, _, _ := strings.Cut(strings.ToLower(tok), "=")
+			if !impairKeys[key] {
+				rest = append(rest, tok)
+				continue
+			}
+			for _, part := range splitKV(tok) {
+				if err := ic.parseToken(part); err != nil {
+					return emu.Change{}, ImpairChange{}, fmt.Errorf("bad setting %q: %w", part, err)
+				}
+			}
+		}
+	}
+	c, err := emu.ParseChange(rest)
+	if err != nil {
+		return emu.Change{}, ImpairChange{}, err
+	}
+	return c, ic, nil
+}
+
+// splitKV splits "pmtu=1280,icmp=drop" into "pmtu=1280" and "icmp=drop":
+// a comma starts a new setting when what follows holds '=' (block's list
+// "udp/443,tcp/80" stays one).
+func splitKV(tok string) []string {
+	var out []string
+	for _, p := range strings.Split(tok, ",") {
+		if len(out) > 0 && !strings.Contains(p, "=") {
+			out[len(out)-1] += "," + p
+			continue
+		}
+		out = append(out, p)
+	}
+	return out
+}
+
+func (c *ImpairChange) parseToken(tok string) error {
+	key, val, _ := strings.Cut(tok, "=")
+	key, val = strings.ToLower(key), strings.ToLower(val)
+	switch key {
+	case "block":
+		rules := []PortRule{}
+		if val != "off" && val != "none" {
+			for _, r := range strings.Split(val, ",") {
+				proto, port, ok := strings.Cut(r, "/")
+				n, err := strconv.Atoi(port)
+				if !ok || (proto != "udp" && proto != "tcp") || err != nil || n < 1 || n > 65535 {
+					return fmt.Errorf("want block=PROTO/PORT[,...] with PROTO udp or tcp and PORT 1-65535, or block=off (got %q)", r)
+				}
+				if !slices.Contains(rules, PortRule{proto, n}) {
+					rules = append(rules, PortRule{proto, n})
+				}
+			}
+		}
+		c.Block = &rules
+	case "strip":
+		switch val {
+		case "mptcp", "mptcp-syn":
+		case "off", "none":
+			val = ""
+		default:
+			return fmt.Errorf("want strip=mptcp (every segment), strip=mptcp-syn (SYNs only) or strip=off")
+		}
+		c.Strip = &val
+	case "v6":
+		var b bool
+		switch val {
+		case "blackhole":
+			b = true
+		case "ok", "off":
+		default:
+			return fmt.Errorf("want v6=blackhole or v6=ok")
+		}
+		c.V6Blackhole = &b
+	case "pmtu":
+		n := 0
+		if val != "off" {
+			var err error
+			n, err = strconv.Atoi(val)
+			if err != nil || n < 576 || n > 9000 {
+				return fmt.Errorf("want pmtu=BYTES in [576, 9000] or pmtu=off")
+			}
+		}
+		c.PMTU = &n
+	case "icmp":
+		var b bool
+		switch val {
+		case "drop":
+			b = true
+		case "pass", "ok":
+		default:
+			return fmt.Errorf("want icmp=drop or icmp=pass")
+		}
+		c.ICMPDrop = &b
+	default:
+		return fmt.Errorf("unknown impairment %q", key)
+	}
+	return nil
+}
+
+// nftTable is the nftables table of path p's impairments in the Internet
+// namespace (the router side of the path, where a middlebox would sit).
+func nftTable(p PathPlan) string { return "mpt_" + p.Name }
+
+// nftRuleset renders i for path p as an nft script that replaces the
+// path's table atomically ("" and false: no table needed, delete it).
+func nftRuleset(p PathPlan, i Impair) (string, bool) {
+	var pre, in, out []string
+	iif := fmt.Sprintf("iifname %q ", p.Router)
+	oif := fmt.Sprintf("oifname %q ", p.Router)
+	if i.V6Blackhole {
+		pre = append(pre, iif+"meta nfproto ipv6 counter drop")
+	}
+	if i.Strip != "" {
+		m := "tcp option mptcp exists "
+		if i.Strip == "mptcp-syn" {
+			m = "tcp flags & syn == syn " + m
+		}
+		pre = append(pre, iif+m+"reset tcp option mptcp counter")
+		out = append(out, oif+m+"reset tcp option mptcp counter")
+	}
+	for _, b := range i.Block {
+		in = append(in, fmt.Sprintf("%smeta l4proto %s th dport %d counter drop", iif, b.Proto, b.Port))
+	}
+	if len(pre)+len(in)+len(out) == 0 {
+		return "", false
+	}
+	t := nftTable(p)
+	var s strings.Builder
+	// Create-then-delete makes the delete valid whether or not the table
+	// exists; the whole script is one transaction.
+	fmt.Fprintf(&s, "table inet %s {}\ndelete table inet %s\ntable inet %s {\n", t, t, t)
+	for _, c := range []struct {
+		name, hook string
+		prio       int
+		rules      []string
+	}{{"pre", "prerouting", -300, pre}, {"in", "input", 0, in}, {"out", "output", -300, out}} {
+		if len(c.rules) == 0 {
+			continue
+		}
+		fmt.Fprintf(&s, "\tchain %s {\n\t\ttype filter hook %s priority %d; policy accept;\n", c.name, c.hook, c.prio)
+		for _, r := range c.rules {
+			fmt.Fprintf(&s, "\t\t%s\n", r)
+		}
+		s.WriteString("\t}\n")
+	}
+	s.WriteString("}\n")
+	return s.String(), true
+}
+
+// impairTruth lists i's impairments on path p with where they live;
+// since keeps the time of a setting already planted before.
+func impairTruth(p PathPlan, ns string, i Impair, prev []ImpairmentTruth, now time.Time) []ImpairmentTruth {
+	var out []ImpairmentTruth
+	nft := fmt.Sprintf("nftables table inet %s in namespace %s", nftTable(p), ns)
+	for _, s := range i.Settings() {
+		kind, _, _ := strings.Cut(s, "=")
+		t := ImpairmentTruth{Path: p.Name, Kind: kind, Setting: s, Since: now}
+		switch kind {
+		case "block":
+			t.Where = nft + fmt.Sprintf(", chain in: packets from %s to these ports dropped", p.Router)
+		case "strip":
+			t.Where = nft + fmt.Sprintf(", chains pre and out: MPTCP options reset to NOPs on %s both ways", p.Router)
+		case "v6":
+			t.Where = nft + fmt.Sprintf(", chain pre: every IPv6 packet from %s dropped (the client keeps its IPv6 addresses and routes)", p.Router)
+		case "pmtu":
+			t.Where = fmt.Sprintf("emulator of path %s: packets over %d bytes dropped both ways, no ICMP", p.Name, i.PMTU)
+		}
+		for _, o := range prev {
+			if o.Path == t.Path && o.Setting == t.Setting {
+				t.Since = o.Since
+			}
+		}
+		out = append(out, t)
+	}
+	return out
+}

@@ -1,0 +1,152 @@
+package lab_test
+
+import (
+	"context"
+	"net"
+	"net/netip"
+	"os/exec"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/mptester/mptester/internal/nstest"
+	"github.com/mptester/mptester/lab"
+	"github.com/mptester/mptester/lab/labtest"
+	"github.com/mptester/mptester/probe"
+)
+
+// requireNft: impairment tests need nftables; under CI=true a missing
+// nft fails them (CI installs it).
+func requireNft(t *testing.T) {
+	t.Helper()
+	if _, err := exec.LookPath("nft"); err != nil {
+		nstest.SkipUnless(t, "impairment tests need nftables (nft): apt-get install nftables")
+	}
+}
+
+// reach is what the client measures on one path: each check a fact about
+// the network, compared with the planted impairments.
+type reach struct {
+	udp443, udp7, bigUDP, smallUDP, mptcp, v4, v6 bool
+}
+
+func measureReach(t *testing.T, p probe.Path) reach {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	echo := func(dst string, size int) bool {
+		c, err := probe.ListenUDP(ctx, p, probe.Family4)
+		if err != nil {
+			t.Fatalf("%s: %v", p.Name, err)
+		}
+		defer c.Close()
+		to := net.UDPAddrFromAddrPort(netip.MustParseAddrPort(dst))
+		buf := make([]byte, 2048)
+		for range 3 {
+			if _, err := c.WriteTo(make([]byte, size), to); err != nil {
+				t.Fatalf("%s: send to %s: %v", p.Name, dst, err)
+			}
+			_ = c.SetReadDeadline(time.Now().Add(300 * time.Millisecond))
+			if n, _, err := c.ReadFrom(buf); err == nil && n == size {
+				return true
+			}
+		}
+		return false
+	}
+	dial := func(addr string) bool {
+		dctx, cancel := context.WithTimeout(ctx, 800*time.Millisecond)
+		defer cancel()
+		c, err := probe.DialContext(dctx, p, "tcp", addr)
+		if err != nil {
+			return false
+		}
+		c.Close()
+		return true
+	}
+	var r reach
+	r.udp443 = echo("198.19.0.1:443", 32)
+	r.udp7 = echo("198.19.0.1:7", 32)
+	// 1300 bytes of payload make a 1328-byte packet; 1200 make 1228.
+	r.bigUDP = echo("198.19.0.1:7", 1300)
+	r.smallUDP = echo("198.19.0.1:7", 1200)
+	r.v4 = dial("198.19.0.1:443")
+	r.v6 = dial("[fd00:ff::1]:443")
+	mc, err := probe.DialMPTCP(ctx, p, "tcp", "198.19.0.1:5001")
+	if err != nil {
+		t.Fatalf("%s: MPTCP dial: %v", p.Name, err)
+	}
+	r.mptcp = mc.Negotiated
+	mc.Close()
+	return r
+}
+
+// Every impairment planted on wlan0 at once (they compose) is measured
+// there and only there; lab status records each as truth; clearing them
+// restores the clean path, measured through the same checks.
+func TestLabImpairments(t *testing.T) {
+	requireNft(t)
+	l := labtest.Start(t, lab.Options{})
+	clean := reach{udp443: true, udp7: true, bigUDP: true, smallUDP: true, mptcp: true, v4: true, v6: true}
+	if !labtest.IsChild() {
+		// A UDP echo on port 443 of every Internet address (the lab's
+		// own is on port 7).
+		pc, err := l.Lab.ListenUDP(":443")
+		if err != nil {
+			t.Fatal(err)
+		}
+		go func() {
+			buf := make([]byte, 2048)
+			for {
+				n, from, err := pc.ReadFrom(buf)
+				if err != nil {
+					return
+				}
+				_, _ = pc.WriteTo(buf[:n], from)
+			}
+		}()
+		l.Set(t, "wlan0", "block=udp/443", "strip=mptcp", "v6=blackhole", "pmtu=1280,icmp=drop")
+		st := l.Status(t)
+		var got []string
+		for _, im := range st.Impairments {
+			got = append(got, im.Path+" "+im.Setting)
+			if im.Where == "" || im.Since.IsZero() {
+				t.Errorf("impairment %+v: where and since must be recorded", im)
+			}
+		}
+		want := []string{"wlan0 block=udp/443", "wlan0 strip=mptcp", "wlan0 v6=blackhole", "wlan0 pmtu=1280,icmp=drop"}
+		if !slices.Equal(got, want) {
+			t.Errorf("status impairments %q, want %q", got, want)
+		}
+	}
+	if l.InClient(t) {
+		want := map[string]reach{
+			"wlan0": {udp443: false, udp7: true, bigUDP: false, smallUDP: true, mptcp: false, v4: true, v6: false},
+			"wwan0": clean,
+		}
+		for _, name := range lab.PathNames {
+			if got := measureReach(t, l.Path(t, name)); got != want[name] {
+				t.Errorf("%s measured %+v, planted %+v", name, got, want[name])
+			}
+		}
+		return
+	}
+	if !labtest.IsChild() {
+		l.Set(t, "wlan0", "block=off", "strip=off", "v6=ok", "pmtu=off", "icmp=pass")
+		if st := l.Status(t); len(st.Impairments) != 0 {
+			t.Errorf("after clearing, status impairments %+v, want none", st.Impairments)
+		}
+		out, err := exec.Command("ip", "netns", "exec", l.Config().Namespaces.Internet, "nft", "list", "tables").CombinedOutput()
+		if err != nil || strings.Contains(string(out), "mpt_wlan0") {
+			t.Errorf("nft tables after clearing: %s (%v), want no mpt_wlan0", out, err)
+		}
+	}
+	if l.InClient(t) {
+		for _, name := range lab.PathNames {
+			if got := measureReach(t, l.Path(t, name)); got != clean {
+				t.Errorf("clean %s measured %+v, want %+v", name, got, clean)
+			}
+		}
+		return
+	}
+}

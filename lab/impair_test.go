@@ -1,0 +1,81 @@
+package lab
+
+import (
+	"os/exec"
+	"slices"
+	"strings"
+	"testing"
+)
+
+func TestParseSettings(t *testing.T) {
+	c, ic, err := ParseSettings([]string{"delay=10ms block=udp/443,tcp/80", "strip=mptcp-syn", "v6=blackhole", "pmtu=1280,icmp=drop"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.String() != "delay=10ms" {
+		t.Errorf("emulator change %q, want delay=10ms", c.String())
+	}
+	im, err := Impair{}.Apply(ic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"block=udp/443,tcp/80", "strip=mptcp-syn", "v6=blackhole", "pmtu=1280,icmp=drop"}
+	if got := im.Settings(); !slices.Equal(got, want) {
+		t.Errorf("settings %q, want %q", got, want)
+	}
+	// Settings parse back to the same impairments.
+	_, ic2, err := ParseSettings(im.Settings())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if im2, _ := (Impair{}).Apply(ic2); !slices.Equal(im2.Settings(), want) {
+		t.Errorf("round trip %q, want %q", im2.Settings(), want)
+	}
+	_, off, err := ParseSettings([]string{"block=off strip=off v6=ok pmtu=off icmp=pass"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cleared, err := im.Apply(off); err != nil || len(cleared.Settings()) != 0 {
+		t.Errorf("cleared: %q, %v; want none", cleared.Settings(), err)
+	}
+	for _, bad := range []string{"block=udp", "block=icmp/1", "block=tcp/0", "strip=tcp", "v6=maybe", "pmtu=100", "icmp=maybe"} {
+		if _, _, err := ParseSettings([]string{bad}); err == nil {
+			t.Errorf("%s: no error", bad)
+		}
+	}
+	for _, bad := range []string{"pmtu=1280", "icmp=drop"} {
+		_, ic, err := ParseSettings([]string{bad})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := (Impair{}).Apply(ic); err == nil {
+			t.Errorf("%s alone: no error (the lab plants only black holes)", bad)
+		}
+	}
+}
+
+// The rules nft is given parse (nft -c checks them against this kernel
+// without applying them).
+func TestNftRuleset(t *testing.T) {
+	p, _ := Plan("wlan0")
+	if _, ok := nftRuleset(p, Impair{PMTU: 1280, ICMPDrop: true}); ok {
+		t.Error("an MTU black hole alone needs no nftables table")
+	}
+	s, ok := nftRuleset(p, Impair{Block: []PortRule{{"udp", 443}, {"tcp", 80}}, Strip: "mptcp-syn", V6Blackhole: true})
+	if !ok {
+		t.Fatal("no ruleset")
+	}
+	for _, w := range []string{`iifname "r-wlan0" meta l4proto udp th dport 443 counter drop`, `reset tcp option mptcp`, `meta nfproto ipv6 counter drop`, `tcp flags & syn == syn`} {
+		if !strings.Contains(s, w) {
+			t.Errorf("ruleset lacks %q:\n%s", w, s)
+		}
+	}
+	if _, err := exec.LookPath("nft"); err != nil {
+		t.Skip("nft not installed: syntax not checked")
+	}
+	cmd := exec.Command("nft", "-c", "-f", "-")
+	cmd.Stdin = strings.NewReader(s)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Errorf("nft -c: %v: %s\n%s", err, out, s)
+	}
+}
