@@ -74,10 +74,12 @@ type Options struct {
 	DurationSet bool
 	Mobile      patterns.MobileOptions
 	Output      string
-	ConfigFile  string // an input the output must not overwrite
-	ProbeID     string
-	Params      patterns.Params
-	NoUpload    bool
+	// JUnit is --junit: the tests as JUnit XML, rewritten after each test.
+	JUnit      string
+	ConfigFile string // an input the output must not overwrite
+	ProbeID    string
+	Params     patterns.Params
+	NoUpload   bool
 	// Spool opens the upload spool (nil: none).
 	Spool func(noUpload bool) (*cmdutil.Spooled, error)
 
@@ -249,6 +251,7 @@ MPTCP's max-delay ratio to each other transport (000 Fig. 8).`,
 	fl.DurationVar(&opts.Mobile.Thresholds.RTT, "rtt-threshold", mobile.DefaultThresholds.RTT, "mobile mode: the primary's srtt above which the backup use is caused by RTT (000 §II-B)")
 	fl.DurationVar(&opts.Mobile.Thresholds.RTO, "rto-threshold", mobile.DefaultThresholds.RTO, "mobile mode: the primary's RTO above which the backup use is caused by RTO (000 §II-B)")
 	cmdutil.OutputFlag(cmd, &opts.Output, "write the JSON document to `file` (- for stdout)")
+	fl.StringVar(&opts.JUnit, "junit", "", "also write the tests as JUnit XML to `FILE` (one testcase per pattern, transport, family and path; rewritten atomically after each test)")
 	fl.BoolVar(&opts.NoUpload, "no-upload", false, "keep the result in the spool; `mptester upload` sends it later")
 	fl.Int64Var(&opts.Params.Size, "size", patterns.DefaultBulkSize, "bulk download size in `bytes`")
 	fl.DurationVar(&opts.Params.Duration, "duration", patterns.DefaultIperf, "iperf (each direction) and interactive duration")
@@ -323,11 +326,19 @@ func check(opts *Options) error {
 	ch.Check("--connect-timeout", config.Positive(opts.ConnectTimeout))
 	ch.Check("--stall-timeout", config.Positive(opts.StallTimeout))
 	ch.Check("--output", cmdutil.CheckOutput(opts.Output, opts.ConfigFile))
+	if opts.JUnit == "-" {
+		ch.Check("--junit", fmt.Errorf("needs a file (the JSON document may be on stdout)"))
+	} else {
+		ch.Check("--junit", cmdutil.CheckOutput(opts.JUnit, opts.ConfigFile, opts.Output))
+	}
 	switch opts.Mode {
 	case "stable":
 	case "mobile":
 		if opts.Smoke {
 			ch.Check("--smoke", fmt.Errorf("checks the stable mode's matrix, not --mode mobile"))
+		}
+		if opts.JUnit != "" {
+			ch.Check("--junit", fmt.Errorf("reports the stable mode's matrix, not --mode mobile"))
 		}
 		if len(opts.Patterns) > 0 && !slices.Equal(opts.Patterns, []string{"interactive"}) {
 			ch.Check("--patterns", fmt.Errorf("--mode mobile runs the interactive pattern only"))
@@ -491,6 +502,8 @@ func runRun(ctx context.Context, opts *Options) error {
 		return fmt.Errorf("write output: %w", err)
 	}
 	var doc report.Document
+	ci := newCIReport(opts.JUnit, hdr, opts)
+	altSuffix := "" // names the tests of an alternative port
 	ro := patterns.RunOptions{Servers: opts.Servers, Ports: opts.Ports,
 		Patterns: opts.Patterns, Transports: opts.Transports, Paths: paths, Backup: opts.Backup, Families: fams, Params: opts.Params,
 		Seed: opts.Seed, Pace: opts.Pace, Timeout: opts.Timeout, ConnectTimeout: opts.ConnectTimeout, StallTimeout: opts.StallTimeout, Stable: opts.Stable, Discover: opts.Discover, PollEvery: opts.PollEvery,
@@ -510,6 +523,9 @@ func runRun(ctx context.Context, opts *Options) error {
 			}
 			if err := ds.record(b); err != nil {
 				return fmt.Errorf("write output: %w", err)
+			}
+			if r, ok := rec.(patterns.Record); ok {
+				ci.record(r, b, altSuffix, opts.Smoke)
 			}
 			return nil
 		}}
@@ -531,9 +547,12 @@ func runRun(ctx context.Context, opts *Options) error {
 		alt.Ports = maps.Clone(opts.Ports)
 		alt.Ports[d.Listener()] = port
 		alt.Servers = []string{patterns.ServerHost(opts.Servers[0])}
+		altSuffix = fmt.Sprintf(" port %d", port)
 		s2, err := patterns.Run(ctx, alt)
+		altSuffix = ""
 		if err != nil {
 			smokeFails = append(smokeFails, fmt.Sprintf("%s port %d: %v", name, port, err))
+			ci.check(fmt.Sprintf("ping/%s port %d", name, port), "error", err)
 		}
 		for _, r := range s2.Failed {
 			smokeFails = append(smokeFails, fmt.Sprintf("ping/%s port %d: %s: %s", name, port, r.Status, r.Error))
@@ -552,6 +571,7 @@ func runRun(ctx context.Context, opts *Options) error {
 		if opts.Smoke {
 			smokeFails = append(smokeFails, runErr.Error())
 		}
+		ci.check("run", "error", runErr)
 	case sum.Invalid:
 		doc.Status, doc.Reason = report.StatusInvalid, sum.Reason
 		exitErr = fmt.Errorf("%w: %s", cmdutil.ErrInvalid, sum.Reason)
@@ -560,6 +580,9 @@ func runRun(ctx context.Context, opts *Options) error {
 		exitErr = fmt.Errorf("%w: %s", cmdutil.ErrPartial, doc.Reason)
 	default:
 		doc.Status = report.StatusOK
+	}
+	if runErr == nil && !sum.Invalid {
+		ci.notApplicable(opts, paths, fams, sum.All)
 	}
 	if opts.Smoke {
 		for _, r := range sum.Failed {
@@ -584,7 +607,11 @@ func runRun(ctx context.Context, opts *Options) error {
 			exitErr = fmt.Errorf("%w: %s", cmdutil.ErrCheckFailed, doc.Reason)
 		} else {
 			exitErr = nil
-			fmt.Fprintf(opts.IO.ErrOut, "smoke: %d checks passed against %s\n", sum.Tests, sum.Selected)
+			na := ""
+			if _, _, n := ci.counts(); n > 0 {
+				na = fmt.Sprintf(" (%d not applicable)", n)
+			}
+			fmt.Fprintf(opts.IO.ErrOut, "smoke: %d checks passed against %s%s\n", sum.Tests, sum.Selected, na)
 		}
 	}
 	if err := ds.end(doc.FinishedAt, doc.Status, doc.Reason); err != nil {
@@ -593,7 +620,13 @@ func runRun(ctx context.Context, opts *Options) error {
 	if err := closeOut(); err != nil {
 		return fmt.Errorf("write output: %w", err)
 	}
-	return spooled.Finish(ctx, exitErr)
+	// A JUnit file that could not be written fails the run, after the
+	// document and the spool are complete.
+	jerr := ci.end(sum.Selected, doc.Status, doc.Reason)
+	if err := spooled.Finish(ctx, exitErr); err != nil || jerr == nil {
+		return err
+	}
+	return jerr
 }
 
 // finishMobile runs mobile mode and ends the document: ok when every
