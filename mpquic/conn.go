@@ -830,6 +830,13 @@ func (c *Conn) handleTLSEvents() error {
 			sp := c.spaces[si]
 			if ev.Kind == tls.QUICSetWriteSecret {
 				sp.seal = k
+				if c.isClient && si == spaceHandshake && sp.LastEliciting.IsZero() {
+					// The anti-deadlock PTO (RFC 9002 §6.2.2.1) runs from
+					// here: a client whose Initial was acknowledged and
+					// who sent only ACKs since has nothing in flight, and
+					// a server at its amplification limit waits for it.
+					sp.LastEliciting = time.Now()
+				}
 				continue
 			}
 			sp.open = k

@@ -1,0 +1,235 @@
+package interop
+
+import (
+	"context"
+	"crypto/tls"
+	"io"
+	"net"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/quic-go/quic-go"
+	"github.com/quic-go/quic-go/qlogwriter"
+)
+
+// quicgo is quic-go (a Go module of the project's), in this process.
+type quicgo struct{}
+
+func (quicgo) name() string { return "quic-go" }
+
+// version is quic-go's as the module requires it (a test binary's build
+// information lists no dependencies).
+func (quicgo) version() string {
+	b, _ := os.ReadFile("../../go.mod")
+	for _, l := range strings.Split(string(b), "\n") {
+		if f := strings.Fields(l); len(f) >= 2 && f[0] == "github.com/quic-go/quic-go" {
+			return f[1]
+		}
+	}
+	return "unknown"
+}
+
+func (quicgo) unsupported(c string, r role) string {
+	if c == "connectionmigration" && r == mpquicClient {
+		return "quic-go's server offers no preferred_address, and mpquic's client moves only by adding a path (multipath, which quic-go does not speak)"
+	}
+	return ""
+}
+
+// amplificationSlack: quic-go's server checks the limit before each
+// packet, not against the packet's size (sentPacketHandler's
+// isAmplificationLimited: bytesSent >= 3*bytesReceived), so its last
+// datagram may pass the limit by up to one datagram less a byte.
+func (quicgo) amplificationSlack() (int, string) {
+	return 1452, "quic-go's server checks the 3x limit before a datagram, not with its size, and may pass it by one datagram"
+}
+
+func (q quicgo) config(ev *evidence) *quic.Config {
+	return &quic.Config{MaxIdleTimeout: 20 * time.Second, HandshakeIdleTimeout: handshakeTimeout,
+		Tracer: func(_ context.Context, isClient bool, odcid quic.ConnectionID) qlogwriter.Trace {
+			fs := qlogwriter.NewConnectionFileSeq(nopCloser{ev}, isClient, odcid)
+			go fs.Run()
+			return fs
+		}}
+}
+
+type nopCloser struct{ io.Writer }
+
+func (nopCloser) Close() error { return nil }
+
+func (q quicgo) serve(t *testing.T, ctx context.Context, o *opts, tc *tls.Config) (net.Addr, *evidence) {
+	t.Helper()
+	pc, err := net.ListenUDP("udp", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ev := &evidence{}
+	tr := &quic.Transport{Conn: pc}
+	if o.retry {
+		tr.VerifySourceAddress = func(net.Addr) bool { return true }
+	}
+	ln, err := tr.Listen(tc, q.config(ev))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close(); tr.Close(); pc.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept(ctx)
+			if err != nil {
+				return
+			}
+			st := c.ConnectionState()
+			ev.mu.Lock()
+			ev.cipher, ev.version, ev.alpn = st.TLS.CipherSuite, uint32(st.Version), st.TLS.NegotiatedProtocol
+			ev.mu.Unlock()
+			go func() {
+				for {
+					s, err := c.AcceptStream(ctx)
+					if err != nil {
+						return
+					}
+					go hqAnswer(s, quicgoStream{s}, o.files)
+				}
+			}()
+		}
+	}()
+	return pc.LocalAddr(), ev
+}
+
+type quicgoStream struct{ *quic.Stream }
+
+func (s quicgoStream) CancelWrite(code uint64) { s.Stream.CancelWrite(quic.StreamErrorCode(code)) }
+
+func (q quicgo) fetch(t *testing.T, ctx context.Context, o *opts, addr net.Addr, tc *tls.Config) (map[string][]byte, *evidence, error) {
+	t.Helper()
+	ev := &evidence{}
+	var (
+		mu    sync.Mutex
+		got   = map[string][]byte{}
+		first error
+		read  int
+	)
+	fail := func(err error) {
+		mu.Lock()
+		first = cmpErr(first, err)
+		mu.Unlock()
+	}
+	dial := func() (*quic.Conn, *quic.Transport, error) {
+		pc, err := net.ListenUDP("udp", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
+		if err != nil {
+			return nil, nil, err
+		}
+		tr := &quic.Transport{Conn: pc}
+		t.Cleanup(func() { tr.Close(); pc.Close() })
+		c, err := tr.Dial(ctx, addr, tc, q.config(ev))
+		if err != nil {
+			return nil, nil, err
+		}
+		t.Cleanup(func() { c.CloseWithError(0, "") })
+		st := c.ConnectionState()
+		ev.mu.Lock()
+		ev.cipher, ev.version, ev.alpn = st.TLS.CipherSuite, uint32(st.Version), st.TLS.NegotiatedProtocol
+		ev.mu.Unlock()
+		return c, tr, nil
+	}
+	var shared *quic.Conn
+	migrated := make(chan struct{})
+	if !o.perConn {
+		var err error
+		if shared, _, err = dial(); err != nil {
+			return nil, ev, err
+		}
+		if o.migrate {
+			go func() {
+				defer close(migrated)
+				for {
+					mu.Lock()
+					n := read
+					mu.Unlock()
+					if n > o.total()/3 {
+						break
+					}
+					select {
+					case <-ctx.Done():
+						return
+					case <-time.After(time.Millisecond):
+					}
+				}
+				if err := quicgoMigrate(ctx, t, shared); err != nil {
+					fail(err)
+				}
+			}()
+		}
+	}
+	var wg sync.WaitGroup
+	for _, path := range o.paths() {
+		wg.Go(func() {
+			c := shared
+			if c == nil {
+				var err error
+				if c, _, err = dial(); err != nil {
+					fail(err)
+					return
+				}
+			}
+			s, err := c.OpenStreamSync(ctx)
+			if err != nil {
+				fail(err)
+				return
+			}
+			s.Write([]byte("GET " + path + "\r\n"))
+			s.Close()
+			var body []byte
+			buf := make([]byte, 32<<10)
+			for {
+				n, err := s.Read(buf)
+				body = append(body, buf[:n]...)
+				mu.Lock()
+				read += n
+				mu.Unlock()
+				if err == io.EOF {
+					break
+				}
+				if err != nil {
+					fail(err)
+					return
+				}
+			}
+			mu.Lock()
+			got[path] = body
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+	if o.migrate && shared != nil {
+		<-migrated
+	}
+	return got, ev, first
+}
+
+// quicgoMigrate moves quic-go's client to a new socket: probe the new
+// path (PATH_CHALLENGE), then switch to it (RFC 9000 §9).
+func quicgoMigrate(ctx context.Context, t *testing.T, c *quic.Conn) error {
+	pc, err := net.ListenUDP("udp", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
+	if err != nil {
+		return err
+	}
+	tr := &quic.Transport{Conn: pc}
+	t.Cleanup(func() { tr.Close(); pc.Close() })
+	p, err := c.AddPath(tr)
+	if err != nil {
+		return err
+	}
+	pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	if err := p.Probe(pctx); err != nil {
+		return err
+	}
+	return p.Switch()
+}
+
+func TestInteropQuicGo(t *testing.T) { runSuite(t, quicgo{}) }

@@ -1,0 +1,256 @@
+package interop
+
+import (
+	"encoding/binary"
+	"errors"
+	"math/rand/v2"
+	"net"
+	"sync"
+	"testing"
+	"time"
+)
+
+// relay is a loopback UDP relay between a client and a server, a NAT of
+// the tests' own: each client address gets its own socket toward the
+// server, so a client that moves is seen moving; rebind moves the one
+// client to a new socket (port) or address without telling anyone. Its
+// fault is asked about every datagram, and it logs what it forwarded.
+type relay struct {
+	t      *testing.T
+	front  *net.UDPConn
+	server *net.UDPAddr
+
+	mu     sync.Mutex
+	backs  map[string]*back // client address -> its socket toward the server
+	fault  func(d dir, b []byte, now time.Time) verdict
+	log    []seen
+	closed bool
+}
+
+type back struct {
+	conn   *net.UDPConn
+	client net.Addr
+	live   bool // a rebound socket stops forwarding (the NAT forgot it)
+}
+
+type dir int
+
+const (
+	toServer dir = iota
+	toClient
+)
+
+func (d dir) String() string { return [...]string{"client->server", "server->client"}[d] }
+
+type verdict int
+
+const (
+	pass verdict = iota
+	drop
+	corrupt
+)
+
+// seen is one datagram through the relay.
+type seen struct {
+	dir     dir
+	at      time.Time
+	size    int
+	first   byte   // the first byte (long header: form and type are not protected)
+	version uint32 // long header's version, 0 for a short header
+	back    string // the server-side socket's address
+	verdict verdict
+}
+
+// longType is the long header's packet type for QUIC v1 (RFC 9000 §17.2)
+// and v2 (RFC 9369 §3.2), as named in v1.
+func (s seen) longType() string {
+	if s.first&0x80 == 0 || s.version == 0 {
+		return ""
+	}
+	t := (s.first >> 4) & 3
+	if s.version == 0x6b3343cf { // v2 rotates the types
+		t = (t + 3) & 3
+	}
+	return [...]string{"initial", "0rtt", "handshake", "retry"}[t]
+}
+
+func newRelay(t *testing.T, server net.Addr) *relay {
+	t.Helper()
+	front, err := net.ListenUDP("udp", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &relay{t: t, front: front, server: server.(*net.UDPAddr), backs: map[string]*back{}}
+	t.Cleanup(r.close)
+	go r.fromClients()
+	return r
+}
+
+func (r *relay) Addr() *net.UDPAddr { return r.front.LocalAddr().(*net.UDPAddr) }
+
+func (r *relay) close() {
+	r.mu.Lock()
+	r.closed = true
+	bs := r.backs
+	r.mu.Unlock()
+	r.front.Close()
+	for _, b := range bs {
+		b.conn.Close()
+	}
+}
+
+func (r *relay) setFault(f func(d dir, b []byte, now time.Time) verdict) {
+	r.mu.Lock()
+	r.fault = f
+	r.mu.Unlock()
+}
+
+// apply logs b and says what to do with it; a corrupted datagram has one
+// byte flipped past its first (the runner's corruption flips bits
+// anywhere; the first byte's flip would mostly make it unparseable).
+func (r *relay) apply(d dir, b []byte, backAddr string) verdict {
+	now := time.Now()
+	s := seen{dir: d, at: now, size: len(b), back: backAddr}
+	if len(b) > 0 {
+		s.first = b[0]
+		if b[0]&0x80 != 0 && len(b) >= 5 {
+			s.version = binary.BigEndian.Uint32(b[1:5])
+		}
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.fault != nil {
+		s.verdict = r.fault(d, b, now)
+	}
+	r.log = append(r.log, s)
+	return s.verdict
+}
+
+func (r *relay) fromClients() {
+	buf := make([]byte, 65536)
+	for {
+		n, from, err := r.front.ReadFromUDP(buf)
+		if err != nil {
+			return
+		}
+		b, err := r.backFor(from)
+		if err != nil {
+			return
+		}
+		v := r.apply(toServer, buf[:n], b.conn.LocalAddr().String())
+		if v == drop {
+			continue
+		}
+		if v == corrupt {
+			flip(buf[:n])
+		}
+		b.conn.WriteToUDP(buf[:n], r.server)
+	}
+}
+
+func (r *relay) backFor(from *net.UDPAddr) (*back, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if b, ok := r.backs[from.String()]; ok {
+		return b, nil
+	}
+	if r.closed {
+		return nil, errors.New("closed")
+	}
+	return r.newBackLocked(from, "127.0.0.1")
+}
+
+func (r *relay) newBackLocked(client net.Addr, ip string) (*back, error) {
+	c, err := net.ListenUDP("udp", &net.UDPAddr{IP: net.ParseIP(ip)})
+	if err != nil {
+		return nil, err
+	}
+	b := &back{conn: c, client: client, live: true}
+	r.backs[client.String()] = b
+	go r.fromServer(b)
+	return b, nil
+}
+
+func (r *relay) fromServer(b *back) {
+	buf := make([]byte, 65536)
+	for {
+		n, _, err := b.conn.ReadFromUDP(buf)
+		if err != nil {
+			return
+		}
+		r.mu.Lock()
+		live := b.live
+		r.mu.Unlock()
+		v := r.apply(toClient, buf[:n], b.conn.LocalAddr().String())
+		if !live || v == drop {
+			continue
+		}
+		if v == corrupt {
+			flip(buf[:n])
+		}
+		r.front.WriteTo(buf[:n], b.client)
+	}
+}
+
+// rebind gives every client a new socket toward the server, on ip: a NAT
+// rebinding (same ip: a new port; another: a new address). The old socket
+// keeps reading, so that what the server still sends there is logged, but
+// forwards nothing. It returns the new sockets' addresses.
+func (r *relay) rebind(ip string) []string {
+	r.t.Helper()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var addrs []string
+	for _, old := range r.backs {
+		if !old.live {
+			continue
+		}
+		old.live = false
+		nb, err := r.newBackLocked(old.client, ip)
+		if err != nil {
+			r.t.Errorf("rebind to %s: %v", ip, err)
+			continue
+		}
+		addrs = append(addrs, nb.conn.LocalAddr().String())
+	}
+	return addrs
+}
+
+// seenLog is a copy of the log so far.
+func (r *relay) seenLog() []seen {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]seen(nil), r.log...)
+}
+
+// count counts the logged datagrams that match.
+func (r *relay) count(match func(seen) bool) (n, bytes int) {
+	for _, s := range r.seenLog() {
+		if match(s) {
+			n++
+			bytes += s.size
+		}
+	}
+	return n, bytes
+}
+
+func flip(b []byte) {
+	if len(b) < 2 {
+		return
+	}
+	i := 1 + rand.IntN(len(b)-1)
+	b[i] ^= byte(1 << rand.IntN(8))
+}
+
+// lossy drops (or corrupts) each datagram in either direction with
+// probability rate, from a seeded generator: the runner's drop-rate and
+// corrupt-rate.
+func lossy(rate float64, v verdict, seed uint64) func(dir, []byte, time.Time) verdict {
+	rng := rand.New(rand.NewPCG(seed, seed+1))
+	return func(dir, []byte, time.Time) verdict {
+		if rng.Float64() < rate {
+			return v
+		}
+		return pass
+	}
+}
