@@ -72,9 +72,18 @@ json.dump(out, sys.stdout)
 // python3-junitparser reads the JUnit file: as many tests, failures and
 // skipped tests as the run had, each failure's message starting with the
 // record's status, and the run's properties.
+//
+// Under GITHUB_ACTIONS=true the same run also writes one error annotation
+// per failure and appends its summary table to GITHUB_STEP_SUMMARY.
 func TestJUnitSmokeBrokenTransport(t *testing.T) {
 	tp, _, mp, pin := startServerMPQUIC(t, true)
 	file := filepath.Join(t.TempDir(), "smoke.xml")
+	summaryFile := filepath.Join(t.TempDir(), "summary.md")
+	if err := os.WriteFile(summaryFile, []byte("earlier step\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("GITHUB_ACTIONS", "true")
+	t.Setenv("GITHUB_STEP_SUMMARY", summaryFile)
 	out, errOut, err := execute(t, nil, "--smoke", "--junit", file, "--server", "127.0.0.1", "--tcp-port", fmt.Sprint(tp), "--quic-port", fmt.Sprint(tp),
 		"--quic-alt-port", "0", "--mpquic-port", fmt.Sprint(mp), "--pin", pin, "--paths", "lo",
 		"--interval", "50ms", "--ping-count", "3", "--duration", "300ms", "--connect-timeout", "1s", "--timeout", "5s")
@@ -164,6 +173,67 @@ func TestJUnitSmokeBrokenTransport(t *testing.T) {
 	}
 	if got.Properties["mptester.version"] == "" || got.Properties["go.version"] == "" {
 		t.Errorf("no versions in the properties: %v", got.Properties)
+	}
+
+	// GitHub Actions: an annotation per failure, titled by the test.
+	annotations := map[string]string{}
+	for _, l := range strings.Split(errOut, "\n") {
+		if rest, ok := strings.CutPrefix(l, "::error title="); ok {
+			title, msg, ok := strings.Cut(rest, "::")
+			if !ok {
+				t.Fatalf("annotation without a message: %q", l)
+			}
+			annotations[unescapeGH(title)] = unescapeGH(msg)
+		}
+	}
+	summary, err := os.ReadFile(summaryFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	failedRows := strings.Count(string(summary), "| ❌ ")
+	if !strings.HasPrefix(string(summary), "earlier step\n### ❌ mptester run against `127.0.0.1`") || failedRows != got.Failures ||
+		strings.Count(string(summary), "| ➖ not applicable |") != got.Skipped {
+		t.Errorf("step summary (%d failed rows, want %d):\n%s", failedRows, got.Failures, summary)
+	}
+	if len(annotations) != got.Failures {
+		t.Errorf("%d annotations, %d failures:\n%s", len(annotations), got.Failures, errOut)
+	}
+	for _, c := range got.Cases {
+		if c.Result == "failure" && annotations["mptester "+c.Name] != c.Message {
+			t.Errorf("annotation of %s: %q, want %q", c.Name, annotations["mptester "+c.Name], c.Message)
+		}
+	}
+}
+
+// unescapeGH undoes the workflow-command escapes as the runner does.
+func unescapeGH(s string) string {
+	return strings.NewReplacer("%0D", "\r", "%0A", "\n", "%3A", ":", "%2C", ",", "%25", "%").Replace(s)
+}
+
+// TestGitHubEscapes: what could end a command early (a line break, "::"
+// or "," in a property) is escaped, and the runner's unescaping gives the
+// text back.
+func TestGitHubEscapes(t *testing.T) {
+	r := &ciReport{cases: []ciCase{{Name: "ping/tcp over a:b,c (IPv4) 100%", Status: "tls-error",
+		Error: "line one\r\nline two:: 50% done, ::error::x"}}}
+	var buf strings.Builder
+	if err := r.annotate(&buf); err != nil {
+		t.Fatal(err)
+	}
+	out := buf.String()
+	if strings.Count(out, "\n") != 1 || !strings.HasSuffix(out, "\n") || strings.Contains(out, "\r") {
+		t.Fatalf("not one line: %q", out)
+	}
+	rest, _ := strings.CutPrefix(out[:len(out)-1], "::error title=")
+	title, msg, _ := strings.Cut(rest, "::")
+	if strings.ContainsAny(title, ":,") {
+		t.Fatalf("title not escaped: %q", title)
+	}
+	if unescapeGH(title) != "mptester "+r.cases[0].Name || unescapeGH(msg) != r.cases[0].message() {
+		t.Fatalf("round trip: %q / %q", unescapeGH(title), unescapeGH(msg))
+	}
+	if sum := r.summary(); !strings.Contains(sum, "\n| ping/tcp over a:b,c (IPv4) 100% | ❌ tls-error | 0.000s | tls-error: line one line two:: 50% done, ::error::x |\n") {
+		t.Fatalf("summary:\n%s", sum)
 	}
 }
 

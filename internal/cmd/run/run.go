@@ -75,11 +75,15 @@ type Options struct {
 	Mobile      patterns.MobileOptions
 	Output      string
 	// JUnit is --junit: the tests as JUnit XML, rewritten after each test.
-	JUnit      string
-	ConfigFile string // an input the output must not overwrite
-	ProbeID    string
-	Params     patterns.Params
-	NoUpload   bool
+	JUnit string
+	// GitHub: running in GitHub Actions (GITHUB_ACTIONS=true): failures
+	// as annotations, the summary appended to StepSummary.
+	GitHub      bool
+	StepSummary string
+	ConfigFile  string // an input the output must not overwrite
+	ProbeID     string
+	Params      patterns.Params
+	NoUpload    bool
 	// Spool opens the upload spool (nil: none).
 	Spool func(noUpload bool) (*cmdutil.Spooled, error)
 
@@ -213,6 +217,8 @@ MPTCP's max-delay ratio to each other transport (000 Fig. 8).`,
 				return cmdutil.Usage(err)
 			}
 			opts.ProbeID = f.ProbeID()
+			opts.GitHub = os.Getenv("GITHUB_ACTIONS") == "true"
+			opts.StepSummary = os.Getenv("GITHUB_STEP_SUMMARY")
 			return cmdutil.Dispatch(cmd.Context(), opts, runF, runRun)
 		},
 	}
@@ -623,6 +629,11 @@ func runRun(ctx context.Context, opts *Options) error {
 	// A JUnit file that could not be written fails the run, after the
 	// document and the spool are complete.
 	jerr := ci.end(sum.Selected, doc.Status, doc.Reason)
+	if opts.GitHub {
+		if err := ci.github(opts.IO.ErrOut, opts.StepSummary); err != nil && jerr == nil {
+			jerr = err
+		}
+	}
 	if err := spooled.Finish(ctx, exitErr); err != nil || jerr == nil {
 		return err
 	}
