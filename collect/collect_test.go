@@ -12,6 +12,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -496,4 +497,21 @@ func TestServeWaitsForDeriver(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("Serve did not return after its deriver stopped")
 	}
+}
+
+// page is GET path in a browser signed in with the admin token: the
+// cookie POST /login sets, sent back.
+func (e *env) page(t testing.TB, path string) answer {
+	t.Helper()
+	c := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	resp, err := c.PostForm(e.url+"/login", url.Values{"token": {e.adminTok}})
+	require.NoError(t, err)
+	resp.Body.Close()
+	require.Equal(t, http.StatusSeeOther, resp.StatusCode)
+	req, err := http.NewRequest(http.MethodGet, e.url+path, nil)
+	require.NoError(t, err)
+	for _, ck := range resp.Cookies() {
+		req.AddCookie(ck)
+	}
+	return do(t, req)
 }

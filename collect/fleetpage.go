@@ -155,7 +155,7 @@ func (s *Server) handleFleetPage(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "the store could not be read", http.StatusInternalServerError)
 		return
 	}
-	seq, done := storeinput.Source{Store: s.cfg.Store, Data: s.cfg.Data}.Inputs(r.Context(), storeinput.Filter{})
+	seq, done := s.inputs().Inputs(r.Context(), storeinput.Filter{})
 	rep, err := analysis.AnalyzeSeq(seq, done, analysis.Options{Tool: "mptester " + buildinfo.Version,
 		Source: "collect server", Fleet: true})
 	if err != nil {

@@ -47,6 +47,9 @@ func testRawBackend(t *testing.T, b rawstore.Backend) {
 	assert.Equal(t, []string{run.RawPath}, objects(t, b), "the conflicting upload's object is removed")
 	rep := e.get(t, "/v1/report?format=json", e.adminTok)
 	assert.Equal(t, http.StatusOK, rep.code, "the report reads raw uploads from the raw store: %s", rep.body)
+	fp := e.page(t, "/")
+	assert.Equal(t, http.StatusOK, fp.code, "the fleet page reads raw uploads from the raw store: %s", fp.body)
+	assert.Contains(t, string(fp.body), id, "the fleet page lists the run")
 	h := e.get(t, "/healthz", "")
 	assert.Equal(t, http.StatusOK, h.code, "%s", h.body)
 

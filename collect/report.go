@@ -19,6 +19,10 @@ import (
 // from disk, so a few operators' browsers must not starve uploads.
 const maxReports = 2
 
+// inputs are the collector's runs as report input: every report page
+// reads them through it, so none can miss the raw store's backend.
+func (s *Server) inputs() storeinput.Source { return storeinput.New(s.cfg.Store, s.raw) }
+
 // handleReport is GET /v1/report?probe=&type=&since=&until=&format=: the
 // page `mptester report --db` writes (html, the default, or json), built
 // from the store on request. A probe's token sees its own runs only; an
@@ -89,7 +93,7 @@ func (s *Server) handleReport(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusTooManyRequests, apiError{Error: "Too Many Requests", Reason: strconv.Itoa(maxReports) + " reports are being built"})
 		return
 	}
-	seq, done := storeinput.Source{Store: s.cfg.Store, Data: s.cfg.Data, Open: s.raw.Open}.Inputs(r.Context(), f)
+	seq, done := s.inputs().Inputs(r.Context(), f)
 	rep, err := analysis.AnalyzeSeq(seq, done, analysis.Options{Tool: "mptester " + buildinfo.Version,
 		Source: "collect server", Filters: f.Strings(), Fleet: true})
 	if err != nil {

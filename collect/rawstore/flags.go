@@ -59,3 +59,14 @@ func (f Flags) Open(data, spool string) (Backend, error) {
 	}
 	return b, nil
 }
+
+// OpenReader opens the raw store the flags name for reading only: the
+// bucket, or the directory data as ReadDir (a collector using it keeps
+// its temporaries).
+func (f Flags) OpenReader(data string) (Backend, error) {
+	c, err := f.Config("")
+	if err != nil || c != nil {
+		return f.Open(data, "")
+	}
+	return ReadDir(data), nil
+}

@@ -32,6 +32,10 @@ func NewDir(root string) (*Dir, error) {
 	return &Dir{root: root}, nil
 }
 
+// ReadDir is root for readers (report --db): nothing is created and no
+// temporary removed, since a running collector may own them.
+func ReadDir(root string) *Dir { return &Dir{root: root} }
+
 func (d *Dir) String() string { return "directory " + d.root }
 
 // dirOf returns (creating it durably) the directory of runID's files.

@@ -2,20 +2,22 @@
 // under collect, so collect -> report is the only direction): the
 // index's read API (store.ListRuns, a page at a time) chooses the runs by
 // probe, command and start time, and each run's raw upload, as the server
-// kept it (on disk, or in the index for a small one), goes through the same normaliser as a file would. Only
+// kept it (in its raw store, or in the index for a small one), goes
+// through the same normaliser as a file would. Only
 // one page of index rows and one run are held at a time.
 package storeinput
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"iter"
 	"strings"
 	"time"
 
+	"github.com/mptester/mptester/collect/rawstore"
 	"github.com/mptester/mptester/collect/store"
 	"github.com/mptester/mptester/report"
 	"github.com/mptester/mptester/report/analysis"
@@ -57,15 +59,21 @@ func ParseTime(s string) (time.Time, error) {
 	return time.Time{}, fmt.Errorf("%q: want RFC 3339 (2026-11-01T00:00:00Z) or a date (2026-11-01)", s)
 }
 
-// Source is a store and the data directory holding its raw uploads.
+// Source is a collector's index and its raw store. Build it with New:
+// every reader of a collector's runs (the fleet page, /v1/report, report
+// --db) goes through the raw store, whichever backend holds the uploads.
 type Source struct {
-	Store store.Store
-	Data  string
+	store store.Store
+	raw   rawstore.Backend
 	// PageSize bounds the index rows held at once (store.MaxPage if 0).
 	PageSize int
-	// Open, when set, opens a raw upload by its key (the collector's raw
-	// store: a directory or a bucket) instead of a file under Data.
-	Open func(ctx context.Context, key string) (io.ReadCloser, error)
+}
+
+// New is the report input of a collector: its index st and the raw store
+// raw (a directory, rawstore.ReadDir for a reader beside a running
+// collector, or a bucket) holding the uploads not kept inline.
+func New(st store.Store, raw rawstore.Backend) Source {
+	return Source{store: st, raw: raw}
 }
 
 // Kind names the store's backend for provenance, never its credentials.
@@ -84,7 +92,7 @@ func (s Source) Inputs(ctx context.Context, f Filter) (iter.Seq[analysis.Input],
 		rf := store.RunFilter{Probe: f.Probe, Command: f.Command, Since: f.Since, Until: f.Until, Limit: s.PageSize}
 		for {
 			var page []store.Run
-			page, err = s.Store.ListRuns(ctx, rf)
+			page, err = s.store.ListRuns(ctx, rf)
 			if err != nil {
 				return
 			}
@@ -113,12 +121,19 @@ func (s Source) input(ctx context.Context, r store.Run) analysis.Input {
 		return in
 	}
 	in.Open = func() (io.ReadCloser, error) {
-		if s.Open != nil && r.RawPath != store.RawInline && r.RawPath != "" { // the raw store (S3)
-			return s.Open(ctx, r.RawPath)
+		switch r.RawPath {
+		case "":
+			return nil, errors.New("the store has no raw upload for this run")
+		case store.RawInline:
+			b, err := s.store.GetRaw(ctx, r.RunID)
+			if err != nil {
+				return nil, fmt.Errorf("raw upload in the store: %w", err)
+			}
+			return io.NopCloser(bytes.NewReader(b)), nil
 		}
-		rc, err := store.OpenRaw(ctx, s.Store, s.Data, r)
-		if errors.Is(err, fs.ErrNotExist) {
-			return nil, fmt.Errorf("%w (is --data the collect server's data directory?)", err)
+		rc, err := s.raw.Open(ctx, r.RawPath)
+		if _, dir := s.raw.(*rawstore.Dir); dir && errors.Is(err, rawstore.ErrNotFound) {
+			return nil, fmt.Errorf("raw upload: %w (is --data the collect server's data directory?)", err)
 		}
 		return rc, err
 	}

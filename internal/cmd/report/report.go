@@ -279,14 +279,11 @@ func fromStore(ctx context.Context, opts *Options, f storeinput.Filter, aopts an
 		return nil, cmdutil.Usage(fmt.Errorf("--db: %w", err))
 	}
 	defer st.Close()
-	src := storeinput.Source{Store: st, Data: opts.Data}
-	if opts.Raw.Raw != "" {
-		raw, err := opts.Raw.Open("", "")
-		if err != nil {
-			return nil, cmdutil.Usage(err)
-		}
-		src.Open = raw.Open
+	raw, err := opts.Raw.OpenReader(opts.Data)
+	if err != nil {
+		return nil, cmdutil.Usage(err)
 	}
+	src := storeinput.New(st, raw)
 	aopts.Source, aopts.Filters, aopts.Fleet = storeinput.Kind(opts.DB), f.Strings(), true
 	seq, done := src.Inputs(ctx, f)
 	return analysis.AnalyzeSeq(seq, done, aopts)
