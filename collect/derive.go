@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"time"
 
 	"github.com/mptester/mptester/collect/store"
 	"github.com/mptester/mptester/report"
@@ -41,6 +42,7 @@ type derivedLine struct {
 	Status    string            `json:"status"`
 	Invalid   bool              `json:"invalid"`
 	PathBytes []store.PathBytes `json:"path_bytes"`
+	Result    json.RawMessage   `json:"result"` // the roll-ups' figures
 	// patterns "mobile_summary"
 	Primary    string `json:"primary"`
 	Backup     string `json:"backup"`
@@ -109,8 +111,15 @@ func addDerived(sink store.DerivedSink, raw []byte) error {
 		if pb == nil {
 			pb = []store.PathBytes{}
 		}
-		return sink.Test(store.PatternTest{Index: l.Index, Pattern: l.Config.Pattern, Transport: l.Config.Transport,
-			Path: l.Config.Path, Status: l.Status, Invalid: l.Invalid, PathBytes: pb})
+		t := store.PatternTest{Index: l.Index, Pattern: l.Config.Pattern, Transport: l.Config.Transport,
+			Path: l.Config.Path, Status: l.Status, Invalid: l.Invalid, PathBytes: pb}
+		if len(l.Result) > 0 && string(l.Result) != "null" {
+			t.Result = &store.TestResult{}
+			if err := json.Unmarshal(l.Result, t.Result); err != nil {
+				return fmt.Errorf("pattern_test result: %w", err)
+			}
+		}
+		return sink.Test(t)
 	}
 	return nil
 }
@@ -168,9 +177,13 @@ func (s *Server) Reindex(ctx context.Context, run store.Run) error {
 	return nil
 }
 
-// ReindexAll rebuilds every run's derived rows and returns how many runs
-// it read.
+// ReindexAll rebuilds every run's derived rows and the roll-ups and
+// returns how many runs it read. Interrupted, the runs not yet read are
+// rolled up by the collector's catch-up (ListUnderived lists them).
 func (s *Server) ReindexAll(ctx context.Context) (int, error) {
+	if err := s.cfg.Store.ResetRollups(ctx); err != nil {
+		return 0, err
+	}
 	n := 0
 	var after int64
 	for {
@@ -197,7 +210,14 @@ func (s *Server) ReindexAll(ctx context.Context) (int, error) {
 // and whenever the queue has drained after it overflowed.
 func (s *Server) deriver(ctx context.Context) {
 	s.catchUp(ctx)
+	pruned := time.Time{}
 	for {
+		if time.Since(pruned) > time.Hour { // hour roll-ups are kept for recent runs only
+			if err := s.cfg.Store.PruneRollups(ctx, time.Now().Add(-store.HourRetention)); err != nil {
+				s.log.Warn("hour roll-ups not pruned", "err", err)
+			}
+			pruned = time.Now()
+		}
 		select {
 		case <-ctx.Done():
 			return

@@ -121,6 +121,7 @@ func TestLabAgentEndToEnd(t *testing.T) {
 		}
 		want, err := collect.Derive(strings.NewReader(string(b)), ct)
 		require.NoError(t, err)
+		want = want.Stored()
 		d, err := idx.GetDerived(ctx, id)
 		require.NoError(t, err)
 		assert.Equal(t, want.Tests, d.Tests)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 )
@@ -38,6 +39,13 @@ type SurveyProbe struct {
 	Received    int64  `json:"received"`
 	Responsive  bool   `json:"responsive"`
 	Valid       bool   `json:"valid"`
+	// What only the roll-ups keep (not stored per record, not read back):
+	// the record's resolve paths (cells), whether the host was
+	// overloaded, its RTT samples and median.
+	ResolvePaths   []string  `json:"resolve_paths,omitempty"`
+	HostOverloaded bool      `json:"host_overloaded,omitempty"`
+	RTTsMs         []float64 `json:"rtts_ms,omitempty"`
+	Median         float64   `json:"median,omitempty"`
 }
 
 // PatternTest is one test of a pattern run with its per-path bytes.
@@ -49,6 +57,25 @@ type PatternTest struct {
 	Status    string      `json:"status"`
 	Invalid   bool        `json:"invalid"`
 	PathBytes []PathBytes `json:"path_bytes"`
+	// Result is what only the roll-ups keep (not read back).
+	Result *TestResult `json:"-"`
+}
+
+// TestResult is the part of a pattern test's result the roll-ups sketch
+// (the record's field names: patterns/test.go).
+type TestResult struct {
+	Delays     []int64        `json:"delays_ns"`     // ping
+	Completion *int64         `json:"completion_ns"` // bulk
+	Goodput    *float64       `json:"goodput_bps"`   // bulk
+	Upload     *TestDirection `json:"upload"`        // iperf, interactive
+	Download   *TestDirection `json:"download"`
+}
+
+// TestDirection is one direction of an iperf or interactive test.
+type TestDirection struct {
+	GoodputBps *float64 `json:"goodput_bps"`
+	Delays     []int64  `json:"delays_ns"`
+	Max        *int64   `json:"max_ns"`
 }
 
 // PathBytes are one path's interface counters over a test.
@@ -98,7 +125,9 @@ var qClearDerivedPG = func() string {
 		fmt.Fprintf(&b, "d%d AS (DELETE FROM %s WHERE run_id = $1), ", i, t)
 	}
 	b.WriteString(`m AS (INSERT INTO derived_runs (run_id, derived_at) VALUES ($1, $2)
-		ON CONFLICT (run_id) DO UPDATE SET derived_at = excluded.derived_at) SELECT 1`)
+		ON CONFLICT (run_id) DO UPDATE SET derived_at = excluded.derived_at RETURNING rolled_up),
+		r AS (SELECT probe_id, command, started_at FROM runs WHERE run_id = $1)
+		SELECT m.rolled_up, r.probe_id, r.command, r.started_at FROM m, r`)
 	return b.String()
 }()
 
@@ -145,10 +174,13 @@ func (s *sqlStore) PutDerived(ctx context.Context, runID string, d Derived) erro
 // fill gives its sink, in one transaction.
 func (s *sqlStore) PutDerivedStream(ctx context.Context, runID string, fill func(DerivedSink) error) error {
 	return s.inTx(ctx, func(tx *sql.Tx) error {
+		var rolledUp bool
+		var probe, command string
+		var started int64
 		if s.d == postgresDialect {
 			// One statement, not six round trips (the deriver runs for
 			// every upload, on the cores the uploads need).
-			if _, err := tx.ExecContext(ctx, qClearDerivedPG, runID, time.Now().UnixNano()); err != nil {
+			if err := tx.QueryRowContext(ctx, qClearDerivedPG, runID, time.Now().UnixNano()).Scan(&rolledUp, &probe, &command, &started); err != nil {
 				return fmt.Errorf("clear derived rows: %w", err)
 			}
 		} else {
@@ -157,9 +189,12 @@ func (s *sqlStore) PutDerivedStream(ctx context.Context, runID string, fill func
 					return fmt.Errorf("clear %s: %w", t, err)
 				}
 			}
-			if _, err := tx.ExecContext(ctx, s.q(`INSERT INTO derived_runs (run_id, derived_at) VALUES (?, ?)
-			ON CONFLICT (run_id) DO UPDATE SET derived_at = excluded.derived_at`), runID, time.Now().UnixNano()); err != nil {
+			if err := tx.QueryRowContext(ctx, s.q(`INSERT INTO derived_runs (run_id, derived_at) VALUES (?, ?)
+			ON CONFLICT (run_id) DO UPDATE SET derived_at = excluded.derived_at RETURNING rolled_up`), runID, time.Now().UnixNano()).Scan(&rolledUp); err != nil {
 				return fmt.Errorf("mark derived: %w", err)
+			}
+			if err := tx.QueryRowContext(ctx, s.q(`SELECT probe_id, command, started_at FROM runs WHERE run_id = ?`), runID).Scan(&probe, &command, &started); err != nil {
+				return fmt.Errorf("run %s: %w", runID, err)
 			}
 		}
 		k := &derivedTx{ctx: ctx, runID: runID}
@@ -176,7 +211,25 @@ func (s *sqlStore) PutDerivedStream(ctx context.Context, runID string, fill func
 			}
 			*p.st = st
 		}
-		return fill(k)
+		if !rolledUp {
+			// Once per run: a run derived again (reindex) adds nothing
+			// until ResetRollups has emptied the roll-ups.
+			st := fromNanos(started)
+			k.roll = newRollupAcc(probe, command, st, time.Since(st) < HourRetention)
+		}
+		if err := fill(k); err != nil {
+			return err
+		}
+		if k.roll == nil {
+			return nil
+		}
+		if err := s.mergeRollups(ctx, tx, k.roll.rows()); err != nil {
+			return err
+		}
+		if _, err := tx.ExecContext(ctx, s.q(`UPDATE derived_runs SET rolled_up = TRUE WHERE run_id = ?`), runID); err != nil {
+			return fmt.Errorf("mark rolled up: %w", err)
+		}
+		return nil
 	})
 }
 
@@ -186,6 +239,7 @@ type derivedTx struct {
 	runID                                string
 	cell, probe, test, pathBytes, mobile *sql.Stmt
 	probes                               int64
+	roll                                 *rollupAcc // nil: the run is rolled up already
 }
 
 func (k *derivedTx) Cell(c SurveyCell) error {
@@ -202,6 +256,9 @@ func (k *derivedTx) Probe(p SurveyProbe) error {
 		return fmt.Errorf("insert probe record: %w", err)
 	}
 	k.probes++
+	if k.roll != nil {
+		k.roll.probe(p)
+	}
 	return nil
 }
 
@@ -213,6 +270,9 @@ func (k *derivedTx) Test(t PatternTest) error {
 		if _, err := k.pathBytes.ExecContext(k.ctx, k.runID, t.Index, b.Path, b.Sent, b.Received); err != nil {
 			return fmt.Errorf("insert path bytes: %w", err)
 		}
+	}
+	if k.roll != nil {
+		k.roll.test(t)
 	}
 	return nil
 }
@@ -246,10 +306,11 @@ const (
 )
 
 // ListUnderived returns parsed runs after seq `after` (in seq order, at
-// most MaxPage) whose derived rows were never written.
+// most MaxPage) whose derived rows were never written, or not added to
+// the roll-ups (after ResetRollups, or from before the roll-ups).
 func (s *sqlStore) ListUnderived(ctx context.Context, after int64) ([]Run, error) {
 	rows, err := s.db.QueryContext(ctx, s.q(`SELECT `+runColumns+` FROM runs WHERE seq > ? AND parsed
-		AND NOT EXISTS (SELECT 1 FROM derived_runs d WHERE d.run_id = runs.run_id) ORDER BY seq LIMIT ?`), after, MaxPage)
+		AND NOT EXISTS (SELECT 1 FROM derived_runs d WHERE d.run_id = runs.run_id AND d.rolled_up) ORDER BY seq LIMIT ?`), after, MaxPage)
 	if err != nil {
 		return nil, fmt.Errorf("list underived runs: %w", err)
 	}
@@ -345,4 +406,20 @@ func (s *sqlStore) GetDerived(ctx context.Context, runID string) (Derived, error
 		rows.Close()
 	}
 	return d, nil
+}
+
+// Stored is d as GetDerived reads it back: without the fields only the
+// roll-ups keep.
+func (d Derived) Stored() Derived {
+	out := d
+	out.Probes = slices.Clone(d.Probes)
+	for i := range out.Probes {
+		p := &out.Probes[i]
+		p.ResolvePaths, p.HostOverloaded, p.RTTsMs, p.Median = nil, false, nil, 0
+	}
+	out.Tests = slices.Clone(d.Tests)
+	for i := range out.Tests {
+		out.Tests[i].Result = nil
+	}
+	return out
 }

@@ -117,7 +117,7 @@ const (
 // cannot be prepared on it while a transaction holds it).
 func (s *sqlStore) warm(ctx context.Context) error {
 	for _, q := range []string{qInsertRun, qInsertRaw, qInsertPath, qSeenRun, qSeen, qGetRun, qGetPaths,
-		qInsertCell, qInsertProbe, qInsertTest, qInsertPathBytes, qInsertMobile} {
+		qInsertCell, qInsertProbe, qInsertTest, qInsertPathBytes, qInsertMobile, qRollupIns, qRollupUpd, s.qRollupSel()} {
 		if _, err := s.wq.stmt(ctx, s.q(q)); err != nil {
 			return err
 		}

@@ -135,7 +135,8 @@ type Store interface {
 	PutDerivedStream(ctx context.Context, runID string, fill func(DerivedSink) error) error
 	GetDerived(ctx context.Context, runID string) (Derived, error)
 	// ListUnderived returns parsed runs after seq `after` whose derived
-	// rows were never written (a page; empty at the end).
+	// rows were never written, or never added to the roll-ups (a page;
+	// empty at the end).
 	ListUnderived(ctx context.Context, after int64) ([]Run, error)
 	// PutSchedule stores the next revision of a probe's (or AnyProbe's)
 	// fleet schedule (ErrNotFound for a probe not enrolled); GetSchedule
@@ -149,6 +150,17 @@ type Store interface {
 	// Identity returns the shared TLS certificate and key (PEM), storing
 	// create's pair when there is none yet.
 	Identity(ctx context.Context, create func() (certPEM, keyPEM []byte, err error)) ([]byte, []byte, error)
+	// Rollups calls fn with each roll-up row f chooses; the fleet views
+	// read these, never the raw uploads. PutDerivedStream adds a run's
+	// rows once (rollup.go).
+	Rollups(ctx context.Context, f RollupFilter, fn func(Rollup) error) error
+	// AddRollups adds rows as if their runs had been derived (synthetic
+	// fleets in benchmarks and tests).
+	AddRollups(ctx context.Context, rows []Rollup) error
+	// ResetRollups empties the roll-ups for a rebuild (collect reindex).
+	ResetRollups(ctx context.Context) error
+	// PruneRollups removes hour rows of buckets before before.
+	PruneRollups(ctx context.Context, before time.Time) error
 	// Export streams the runs f selects and their derived rows.
 	Export(ctx context.Context, f ExportFilter, sink ExportSink) error
 	Close() error

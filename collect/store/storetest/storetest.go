@@ -409,4 +409,6 @@ func Run(t *testing.T, newDSN func(t *testing.T) string) {
 		require.NoError(t, err)
 		assert.Equal(t, got[0], string(c)+"/"+string(k))
 	})
+
+	t.Run("Rollups", func(t *testing.T) { runRollups(t, open(t, newDSN(t))) })
 }
