@@ -29,7 +29,7 @@ func (b *sendBuf) pending() bool  { return b.hasLost() || b.hasNew() }
 // write appends p, growing the ring (the one time data moves) if full.
 func (b *sendBuf) write(p []byte) {
 	if b.size+len(p) > len(b.ring) {
-		n := make([]byte, max(2*len(b.ring), b.size+len(p), 16<<10))
+		n := make([]byte, max(2*len(b.ring), b.size+len(p), minRecvBlock))
 		if b.size > 0 {
 			k := copy(n, b.ring[b.head:min(b.head+b.size, len(b.ring))])
 			copy(n[k:b.size], b.ring)
@@ -161,6 +161,8 @@ type chunk struct {
 	data []byte
 }
 
+func (c chunk) end() uint64 { return c.off + uint64(len(c.data)) }
+
 // recvBlock is the size of the blocks received data is copied into: one
 // allocation per 64 KiB, not per frame, and no growing buffer to move.
 // The first block is minRecvBlock and each next one twice the last, up to
@@ -173,14 +175,20 @@ const (
 
 // recvBuf reassembles a received byte stream (STREAM or CRYPTO frames in
 // any order, overlapping or repeated) into the contiguous bytes the reader
-// takes from the front.
+// takes from the front. Each byte is stored once, and pieces that follow
+// one another in the stream and in memory are one entry: what a peer can
+// make it hold is the bytes flow control lets it send plus one entry per
+// gap it leaves (the caller bounds len(chunks), RFC 9000 §21.13).
 type recvBuf struct {
 	readOff uint64   // offset of the first ready byte
 	ready   [][]byte // contiguous data from readOff, in order
 	nready  int
-	chunks  []chunk // sorted by offset, all beyond contiguous()
+	chunks  []chunk // sorted, disjoint, all beyond contiguous()
 	highest uint64  // largest offset+length received
 	block   []byte  // spare room for copies
+	// entries, when set, counts chunks over every buffer that shares it
+	// (a connection's streams).
+	entries *int
 }
 
 func (r *recvBuf) contiguous() uint64 { return r.readOff + uint64(r.nready) }
@@ -188,14 +196,23 @@ func (r *recvBuf) contiguous() uint64 { return r.readOff + uint64(r.nready) }
 // readable is how many bytes read can return now.
 func (r *recvBuf) readable() int { return r.nready }
 
-func (r *recvBuf) copyIn(p []byte) []byte {
+// gaps is how many separate pieces are held beyond the contiguous prefix.
+func (r *recvBuf) gaps() int { return len(r.chunks) }
+
+// copyIn copies p into the block; when prev ends where the copy starts
+// (the last copy into this block) the result is prev extended by p, so
+// pieces that arrive in stream order stay one entry.
+func (r *recvBuf) copyIn(prev, p []byte) (out []byte, merged bool) {
 	if cap(r.block)-len(r.block) < len(p) {
 		size := min(max(2*cap(r.block), minRecvBlock), recvBlock)
 		r.block = make([]byte, 0, max(size, len(p)))
 	}
 	start := len(r.block)
+	if n := len(prev); n > 0 && n <= start && &prev[n-1] == &r.block[start-1] {
+		start, merged = start-n, true
+	}
 	r.block = append(r.block, p...)
-	return r.block[start:len(r.block):len(r.block)]
+	return r.block[start:len(r.block):len(r.block)], merged
 }
 
 func (r *recvBuf) appendReady(p []byte) {
@@ -205,37 +222,107 @@ func (r *recvBuf) appendReady(p []byte) {
 	}
 }
 
-// push stores a copy of data at off.
+// appendReadyCopy copies p after the ready data, into the last ready
+// entry when it was the last copy.
+func (r *recvBuf) appendReadyCopy(p []byte) {
+	var prev []byte
+	if k := len(r.ready); k > 0 {
+		prev = r.ready[k-1]
+	}
+	q, merged := r.copyIn(prev, p)
+	if merged {
+		r.ready[len(r.ready)-1] = q
+		r.nready += len(p)
+		return
+	}
+	r.appendReady(q)
+}
+
+func (r *recvBuf) setChunks(c []chunk) {
+	if r.entries != nil {
+		*r.entries += len(c) - len(r.chunks)
+	}
+	r.chunks = c
+}
+
+// push stores a copy of the bytes of data at off not held yet.
 func (r *recvBuf) push(off uint64, data []byte) {
-	if e := off + uint64(len(data)); e > r.highest {
-		r.highest = e
+	end := off + uint64(len(data))
+	if end > r.highest {
+		r.highest = end
 	}
-	end := r.contiguous()
-	if off+uint64(len(data)) <= end {
+	cont := r.contiguous()
+	if end <= cont {
 		return
 	}
-	if off > end {
-		i := len(r.chunks)
-		for i > 0 && r.chunks[i-1].off > off {
-			i--
-		}
-		r.chunks = append(r.chunks, chunk{})
-		copy(r.chunks[i+1:], r.chunks[i:])
-		r.chunks[i] = chunk{off, r.copyIn(data)}
+	if off < cont {
+		data, off = data[cont-off:], cont
+	}
+	if off > cont {
+		r.insert(off, data)
 		return
 	}
-	r.appendReady(r.copyIn(data[end-off:]))
-	for len(r.chunks) > 0 {
-		c := r.chunks[0]
+	r.appendReadyCopy(data)
+	i := 0
+	for i < len(r.chunks) {
+		c := r.chunks[i]
 		end = r.contiguous()
 		if c.off > end {
 			break
 		}
-		if ce := c.off + uint64(len(c.data)); ce > end {
+		if c.end() > end {
 			r.appendReady(c.data[end-c.off:])
 		}
-		r.chunks = r.chunks[1:]
+		i++
 	}
+	if i > 0 {
+		r.setChunks(r.chunks[i:])
+	}
+}
+
+// insert stores the parts of data at off (beyond contiguous()) that no
+// chunk holds, merging a part into the chunk before it where they touch
+// in memory too.
+func (r *recvBuf) insert(off uint64, data []byte) {
+	cs := r.chunks
+	// i: the first chunk that ends after off.
+	i := len(cs)
+	for i > 0 && cs[i-1].end() > off {
+		i--
+	}
+	for len(data) > 0 {
+		if i < len(cs) && cs[i].off <= off {
+			skip := cs[i].end() - off
+			if skip >= uint64(len(data)) {
+				break
+			}
+			data, off = data[skip:], off+skip
+			i++
+			continue
+		}
+		n := uint64(len(data))
+		if i < len(cs) {
+			n = min(n, cs[i].off-off)
+		}
+		var prev []byte
+		if i > 0 && cs[i-1].end() == off {
+			prev = cs[i-1].data
+		}
+		q, merged := r.copyIn(prev, data[:n])
+		if merged {
+			cs[i-1].data = q
+		} else {
+			cs = append(cs, chunk{})
+			copy(cs[i+1:], cs[i:])
+			cs[i] = chunk{off, q}
+			if r.entries != nil {
+				*r.entries++
+			}
+			i++
+		}
+		data, off = data[n:], off+n
+	}
+	r.chunks = cs
 }
 
 // read copies ready bytes into p.
@@ -258,5 +345,6 @@ func (r *recvBuf) read(p []byte) int {
 
 // discard drops everything buffered (a reset or canceled stream).
 func (r *recvBuf) discard() {
-	r.ready, r.nready, r.chunks, r.block = nil, 0, nil, nil
+	r.setChunks(nil)
+	r.ready, r.nready, r.block = nil, 0, nil
 }

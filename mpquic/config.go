@@ -30,6 +30,11 @@ type Config struct {
 	// sender before it blocks; default 1 MiB. A measurement keeps it small
 	// so that a timed sender stops close to when it stops writing.
 	SendBuffer int
+	// ConnectionSendBuffer bounds the bytes queued unsent over all of a
+	// connection's streams, so a peer that opens many streams and reads
+	// none holds at most this much of our memory in unsent data (sent
+	// data waits only for its acknowledgment); default 4 x SendBuffer.
+	ConnectionSendBuffer int
 	// KeepAlivePeriod, when set, sends a PING after this long without
 	// sending or receiving, so an idle connection outlives the idle timeout.
 	KeepAlivePeriod time.Duration
@@ -128,6 +133,9 @@ func (c *Config) withDefaults() (Config, error) {
 	}
 	if o.SendBuffer <= 0 {
 		o.SendBuffer = 1 << 20
+	}
+	if o.ConnectionSendBuffer <= 0 {
+		o.ConnectionSendBuffer = 4 * o.SendBuffer
 	}
 	if o.MaxIncomingStreams == 0 {
 		o.MaxIncomingStreams = 100

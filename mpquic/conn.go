@@ -168,6 +168,12 @@ type Conn struct {
 	dataSent       uint64 // new stream bytes sent, against peerMaxData
 	localMaxData   uint64
 	dataRecvd      uint64 // sum of streams' highest offsets
+	recvGaps       int    // pieces held beyond a gap, over every stream
+	unsent         int    // bytes written and never sent, over every stream
+	sendWaiters    []*Stream
+	// testFrames, set only by tests, appends the frames of a misbehaving
+	// peer to each 1-RTT packet (not tracked for loss).
+	testFrames     func(b []byte, avail int) []byte
 	dataConsumed   uint64
 	sendMaxData    bool
 	blockedAt      uint64     // DATA_BLOCKED sent at this limit

@@ -46,7 +46,7 @@ func FuzzStreamFrames(f *testing.F) {
 					t.Fatalf("%T: untyped error %v", fr, err)
 				}
 				switch te.Code {
-				case FlowControlError, StreamLimitError, StreamStateError, FinalSizeError:
+				case FlowControlError, StreamLimitError, StreamStateError, FinalSizeError, ProtocolViolation:
 				default:
 					t.Fatalf("%T: code %s: %v", fr, te.Code, err)
 				}
@@ -55,13 +55,27 @@ func FuzzStreamFrames(f *testing.F) {
 			if c.dataRecvd > c.localMaxData {
 				t.Fatalf("accepted %d bytes past the connection limit %d", c.dataRecvd, c.localMaxData)
 			}
+			sl, cl := c.gapLimits()
+			gaps := 0
 			for _, s := range c.streams {
+				gaps += s.recv.gaps()
+				if s.recv.gaps() > sl {
+					t.Fatalf("stream %d holds %d pieces, limit %d", s.id, s.recv.gaps(), sl)
+				}
+				for i, ch := range s.recv.chunks {
+					if ch.off <= s.recv.contiguous() || (i > 0 && ch.off < s.recv.chunks[i-1].end()) {
+						t.Fatalf("stream %d: piece %d at %d overlaps (contiguous %d)", s.id, i, ch.off, s.recv.contiguous())
+					}
+				}
 				if s.recv.contiguous() > s.recv.highest || s.recv.highest > s.recvMax {
 					t.Fatalf("stream %d: contiguous %d, highest %d, limit %d", s.id, s.recv.contiguous(), s.recv.highest, s.recvMax)
 				}
 				if s.finalKnown && s.recv.highest > s.finalSize {
 					t.Fatalf("stream %d: data to %d past the final size %d", s.id, s.recv.highest, s.finalSize)
 				}
+			}
+			if gaps != c.recvGaps || gaps > cl {
+				t.Fatalf("%d pieces held, counted %d, limit %d", gaps, c.recvGaps, cl)
 			}
 		}
 	})

@@ -355,6 +355,9 @@ func (c *Conn) fillPayload(pl *plan, avail int, now time.Time, dataOK bool) {
 		if pl.si == spaceApp {
 			b = c.fillControl(pl, b, avail)
 			b = c.fillStreams(pl, b, avail)
+			if c.testFrames != nil {
+				b = c.testFrames(b, avail)
+			}
 		}
 	}
 	if len(b) > ackLen {
@@ -584,12 +587,14 @@ func (c *Conn) fillStreamData(pl *plan, s *Stream, b []byte, avail int) []byte {
 			before := s.send.next
 			off, data, fin = s.send.popNew(room, limit)
 			c.dataSent += s.send.next - before
+			c.unsent -= int(s.send.next - before)
 			if len(data) == 0 && !fin {
 				return b
 			}
 			if s.send.unsent() <= uint64(c.conf.SendBuffer/2) {
 				notify(s.writeReady) // a blocked Write finds half the buffer free
 			}
+			c.wakeSendWaiters()
 		}
 		b = StreamFrame{StreamID: s.id, Offset: off, Data: data, Fin: fin}.Append(b)
 		pl.frames = append(pl.frames, recovery.SentFrame{Kind: sfStream, ID: s.id, Off: off, N: uint64(len(data)), Fin: fin})

@@ -40,11 +40,13 @@ type Stream struct {
 	writeDeadline         time.Time
 	isActive              bool
 	finished              bool
+	sendWaiting           bool // in c.sendWaiters
 }
 
 func (c *Conn) newStream(id uint64, peerMax uint64) *Stream {
 	s := &Stream{c: c, id: id, peerMax: peerMax, recvMax: c.conf.StreamReceiveWindow,
 		readReady: make(chan struct{}, 1), writeReady: make(chan struct{}, 1)}
+	s.recv.entries = &c.recvGaps
 	c.streams[id] = s
 	return s
 }
@@ -206,6 +208,10 @@ func (s *Stream) writeErr() error {
 	return nil
 }
 
+// sendFloor is what a stream may queue unsent beyond the connection's
+// budget (ConnectionSendBuffer).
+const sendFloor = 16 << 10
+
 // Write queues p for sending, waiting while the send buffer is full.
 func (s *Stream) Write(p []byte) (int, error) {
 	c := s.c
@@ -216,9 +222,21 @@ func (s *Stream) Write(p []byte) (int, error) {
 			c.mu.Unlock()
 			return n, err
 		}
-		if room := c.conf.SendBuffer - int(s.send.unsent()); room > 0 && len(p) > 0 {
+		// Each stream may queue sendFloor whatever the others hold, so a
+		// stream the peer reads is never stuck behind ones it does not.
+		room := c.conf.SendBuffer - int(s.send.unsent())
+		croom := max(c.conf.ConnectionSendBuffer-c.unsent, min(sendFloor, c.conf.SendBuffer)-int(s.send.unsent()))
+		if croom < room {
+			room = croom
+			if room <= 0 && !s.sendWaiting {
+				s.sendWaiting = true
+				c.sendWaiters = append(c.sendWaiters, s)
+			}
+		}
+		if room > 0 && len(p) > 0 {
 			k := min(room, len(p))
 			s.send.write(p[:k])
+			c.unsent += k
 			p, n = p[k:], n+k
 			c.activate(s)
 			c.signal()
@@ -260,13 +278,33 @@ func (s *Stream) CancelWrite(code uint64) {
 	if s.resetCode != nil || s.send.allAcked() {
 		return
 	}
-	s.resetCode = &code
-	s.resetPending = true
-	s.send.lost = nil
-	s.send.finLost = false
-	c.activate(s)
+	c.resetSend(s, code)
 	c.signal()
 	notify(s.writeReady)
+}
+
+// resetSend abandons the sending side with RESET_STREAM: what was never
+// sent never will be and leaves the connection's unsent count.
+func (c *Conn) resetSend(s *Stream, code uint64) {
+	s.resetCode, s.resetPending = &code, true
+	s.send.lost, s.send.finLost = nil, false
+	c.unsent -= int(s.send.unsent())
+	c.wakeSendWaiters()
+	c.activate(s)
+}
+
+// wakeSendWaiters lets the Writes blocked on the connection's unsent
+// budget try again once half of it is free.
+func (c *Conn) wakeSendWaiters() {
+	if len(c.sendWaiters) == 0 || c.unsent > c.conf.ConnectionSendBuffer/2 {
+		return
+	}
+	for _, s := range c.sendWaiters {
+		s.sendWaiting = false
+		notify(s.writeReady)
+	}
+	clear(c.sendWaiters)
+	c.sendWaiters = c.sendWaiters[:0]
 }
 
 // CancelRead asks the peer to stop sending (STOP_SENDING) and discards
@@ -404,6 +442,9 @@ func (c *Conn) handleStreamFrame(f Frame) error {
 		}
 		if !s.readCanceled && s.resetErr == nil {
 			s.recv.push(f.Offset, f.Data)
+			if err := c.checkGaps(s, f.Type()); err != nil {
+				return err
+			}
 		} else {
 			s.recv.highest = max(s.recv.highest, end)
 		}
@@ -441,10 +482,7 @@ func (c *Conn) handleStreamFrame(f Frame) error {
 			s.stopErr = &StreamError{StreamID: s.id, Code: f.ErrorCode, Remote: true}
 		}
 		if s.resetCode == nil && !s.send.allAcked() {
-			code := f.ErrorCode
-			s.resetCode, s.resetPending = &code, true // RFC 9000 §3.5
-			s.send.lost, s.send.finLost = nil, false
-			c.activate(s)
+			c.resetSend(s, f.ErrorCode) // RFC 9000 §3.5
 		}
 		notify(s.writeReady)
 	case MaxStreamDataFrame:
@@ -475,6 +513,31 @@ func (c *Conn) handleStreamFrame(f Frame) error {
 	case DataBlockedFrame, StreamsBlockedFrame:
 	default:
 		return transportErr(ProtocolViolation, f.Type(), "unexpected frame")
+	}
+	return nil
+}
+
+// gapLimits bound the pieces of data held beyond gaps, per stream and per
+// connection (RFC 9000 §21.13): one per 512 bytes of the receive window,
+// more than a sender's packets can leave, even reordered over paths of
+// different delays (each packet leaves at most one gap per stream), and
+// few enough that a peer sending single bytes with gaps between them
+// commits a few dozen bytes of bookkeeping per byte of window, not
+// hundreds.
+func (c *Conn) gapLimits() (stream, conn int) {
+	return max(64, int(c.conf.StreamReceiveWindow/512)), max(256, int(c.conf.ConnectionReceiveWindow/512))
+}
+
+// checkGaps closes the connection of a peer that fragments a stream
+// beyond the limits: PROTOCOL_VIOLATION (§21.9 allows a connection error
+// against a peer that makes us commit resources to no progress).
+func (c *Conn) checkGaps(s *Stream, ft FrameType) error {
+	sl, cl := c.gapLimits()
+	if g := s.recv.gaps(); g > sl {
+		return transportErr(ProtocolViolation, ft, "stream %d fragmented into %d pieces beyond gaps, limit %d", s.id, g, sl)
+	}
+	if c.recvGaps > cl {
+		return transportErr(ProtocolViolation, ft, "streams fragmented into %d pieces beyond gaps, limit %d per connection", c.recvGaps, cl)
 	}
 	return nil
 }

@@ -12,6 +12,7 @@ import (
 	"net/netip"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/mptester/mptester/mpquic"
@@ -305,6 +306,11 @@ func (s *Server) serveConn(c transport.ServerConn, hsRelease func()) {
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	sctx := withConnSampler(s.ctx, c.Sample)
+	// The connection's slot covers one stream at a time; each more stream
+	// running at once on it (QUIC) takes a slot of its own, as the TCP
+	// connection it stands for would: a client's 100 streams are 100
+	// sessions for --max-sessions and the per-client cap.
+	var running atomic.Int64
 	for {
 		st, err := c.AcceptStream(s.ctx)
 		if err != nil {
@@ -313,9 +319,26 @@ func (s *Server) serveConn(c transport.ServerConn, hsRelease func()) {
 			}
 			return
 		}
+		rel := func() {}
+		if running.Add(1) > 1 {
+			r, reason := s.lim.acquire(remoteIP(c.RemoteAddr()))
+			if r == nil {
+				s.log.Info("stream refused", "client", c.RemoteAddr().String(), "reason", reason)
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					defer running.Add(-1)
+					s.refuseOnStream(st, reason)
+				}()
+				continue
+			}
+			rel = r
+		}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			defer running.Add(-1)
+			defer rel()
 			s.serveStream(sctx, st, alpn, c)
 		}()
 	}
@@ -419,10 +442,20 @@ func (s *Server) refuseStream(c transport.ServerConn, reason string) {
 		c.Refuse(reason)
 		return
 	}
+	s.refuseOnStream(st, reason)
+}
+
+// refuseOnStream answers a stream with an error frame giving the reason
+// of a refusal for a limit.
+func (s *Server) refuseOnStream(st transport.Stream, reason string) {
 	_ = st.SetDeadline(time.Now().Add(2 * time.Second))
 	_ = wire.WriteFrame(st, wire.TypeError, (&wire.ErrorFrame{Code: wire.CodeBusy, Reason: reason}).Encode())
 	_ = st.CloseWrite()
-	_, _ = io.Copy(io.Discard, io.LimitReader(st, 64<<10)) // let the client read it before the close
+	// Let the client read it before the close; a small buffer of our own
+	// (io.Discard's pooled 8 KiB each): thousands of streams may be
+	// refused at once.
+	_, _ = io.CopyBuffer(struct{ io.Writer }{io.Discard}, io.LimitReader(st, 64<<10), make([]byte, 512))
+	st.Close()
 }
 
 // limiter caps concurrent sessions overall and per client address.
