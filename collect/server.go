@@ -156,6 +156,7 @@ func New(cfg Config) (*Server, error) {
 	s.mux.HandleFunc("GET /v1/report", s.handleReport)
 	s.mux.HandleFunc("GET /healthz", s.handleHealth)
 	s.fleetRoutes()
+	s.fleetMetricsRoutes()
 	s.mux.Handle("GET /metrics", s.admin(promhttp.HandlerFor(s.m.reg, promhttp.HandlerOpts{}).ServeHTTP))
 	return s, nil
 }

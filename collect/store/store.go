@@ -163,5 +163,7 @@ type Store interface {
 	PruneRollups(ctx context.Context, before time.Time) error
 	// Export streams the runs f selects and their derived rows.
 	Export(ctx context.Context, f ExportFilter, sink ExportSink) error
+	// Fleet reads the probes' last derived figures (fleet.go).
+	Fleet(ctx context.Context) (Fleet, error)
 	Close() error
 }
