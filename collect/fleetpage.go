@@ -9,12 +9,14 @@ import (
 	"html/template"
 	"net/http"
 	"net/url"
+	"slices"
 	"sort"
+	"strings"
+	"sync"
 	"time"
 
 	"github.com/mptester/mptester/collect/store"
 	"github.com/mptester/mptester/collect/storeinput"
-	"github.com/mptester/mptester/internal/buildinfo"
 	"github.com/mptester/mptester/report/analysis"
 	"github.com/mptester/mptester/report/render"
 )
@@ -131,60 +133,177 @@ func (s *Server) handleLogout(w http.ResponseWriter, r *http.Request) {
 	http.Redirect(w, r, "/", http.StatusSeeOther)
 }
 
+// Fleet page builds: at most fleetBuilds at once (each reads the window's
+// roll-ups, not the raw uploads, so a few is cheap), and each window's
+// page is kept fleetCacheTTL (admins reloading the same morning view).
+const (
+	fleetBuilds    = 4
+	fleetCacheTTL  = 30 * time.Second
+	fleetCacheSize = 32
+)
+
+type fleetCache struct {
+	mu    sync.Mutex
+	sem   chan struct{}
+	pages map[string]cachedPage
+}
+
+type cachedPage struct {
+	body  []byte
+	until time.Time
+}
+
+func (c *fleetCache) get(k string, now time.Time) ([]byte, chan struct{}) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.sem == nil {
+		c.sem, c.pages = make(chan struct{}, fleetBuilds), map[string]cachedPage{}
+	}
+	if p, ok := c.pages[k]; ok && now.Before(p.until) {
+		return p.body, c.sem
+	}
+	return nil, c.sem
+}
+
+func (c *fleetCache) put(k string, body []byte, now time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if len(c.pages) >= fleetCacheSize {
+		for k, p := range c.pages {
+			if !now.Before(p.until) {
+				delete(c.pages, k)
+			}
+		}
+		if len(c.pages) >= fleetCacheSize {
+			clear(c.pages)
+		}
+	}
+	c.pages[k] = cachedPage{body: body, until: now.Add(fleetCacheTTL)}
+}
+
+// parseWindow reads ?since=&until=&probe= (the fleet page's and the
+// report's window); unknown parameters other than allowed are refused.
+func parseWindow(q url.Values, now time.Time, allowed ...string) (storeinput.Window, error) {
+	for k := range q {
+		if k != "since" && k != "until" && k != "probe" && !slices.Contains(allowed, k) {
+			return storeinput.Window{}, fmt.Errorf("unknown parameter %q (want since, until, probe%s)", k, strings.Join(append([]string{""}, allowed...), ", "))
+		}
+	}
+	var since, until time.Time
+	for _, p := range []struct {
+		name string
+		to   *time.Time
+	}{{"since", &since}, {"until", &until}} {
+		if v := q.Get(p.name); v != "" {
+			t, err := storeinput.ParseWhen(v, now)
+			if err != nil {
+				return storeinput.Window{}, fmt.Errorf("%s %w", p.name, err)
+			}
+			*p.to = t
+		}
+	}
+	return storeinput.NewWindow(since, until, q.Get("probe"), now)
+}
+
+// drillLink is the exact per-run report of one probe (or the fleet) over
+// [since, until): bounded, because its window is.
+func drillLink(probe string, since, until time.Time) string {
+	v := url.Values{}
+	if probe != "" {
+		v.Set("probe", probe)
+	}
+	v.Set("since", since.UTC().Format(time.RFC3339))
+	v.Set("until", until.UTC().Format(time.RFC3339))
+	return "/v1/report?" + v.Encode()
+}
+
 // handleFleetPage is the fleet for a person: the probes (last seen, spool
-// backlog, last status, refused tasks), the recent failures, then the
-// fleet views of the report (runs per day, reachability and RTT per probe
-// and cell over time), every row linking to the report of its runs; the
-// same renderer as `mptester report`.
+// backlog, last status, refused tasks), the window's recent failures, then
+// the fleet views over the window (?since=&until=&probe=, the last 7 UTC
+// days by default) from the roll-ups, never the raw uploads; every probe,
+// day and probe-day links to its exact per-run report.
 func (s *Server) handleFleetPage(w http.ResponseWriter, r *http.Request) {
 	if _, ok := s.cookieAdmin(r); !ok {
 		writeLogin(w, http.StatusOK, "")
 		return
 	}
-	select {
-	case s.reports <- struct{}{}:
-		defer func() { <-s.reports }()
-	default:
-		w.Header().Set("Retry-After", "5")
-		writeLogin(w, http.StatusTooManyRequests, "Reports are being built; reload in a few seconds.")
-		return
-	}
-	tables, err := s.fleetTables(r.Context(), time.Now())
+	now := time.Now()
+	win, err := parseWindow(r.URL.Query(), now)
 	if err != nil {
-		s.log.Error("fleet page", "err", err)
-		http.Error(w, "the store could not be read", http.StatusInternalServerError)
+		http.Error(w, err.Error(), http.StatusBadRequest)
 		return
 	}
-	seq, done := s.inputs().Inputs(r.Context(), storeinput.Filter{})
-	rep, err := analysis.AnalyzeSeq(seq, done, analysis.Options{Tool: "mptester " + buildinfo.Version,
-		Source: "collect server", Fleet: true})
-	if err != nil {
-		s.log.Error("fleet page report", "err", err)
-		http.Error(w, "the store could not be read", http.StatusInternalServerError)
-		return
-	}
-	defer rep.Close()
-	var b bytes.Buffer
-	if err := render.HTML(&b, "mptester fleet", append(tables, rep.Tables...), rep.Figures); err != nil {
-		s.log.Error("fleet page render", "err", err)
-		http.Error(w, "rendering failed", http.StatusInternalServerError)
-		return
+	key := win.Since.String() + win.Until.String() + win.Probe
+	body, sem := s.fleet.get(key, now)
+	if body == nil {
+		select {
+		case sem <- struct{}{}:
+		default:
+			w.Header().Set("Retry-After", "5")
+			writeLogin(w, http.StatusTooManyRequests, "Fleet pages are being built; reload in a few seconds.")
+			return
+		}
+		body, err = s.fleetPage(r.Context(), win, now)
+		<-sem
+		if err != nil {
+			s.log.Error("fleet page", "err", err)
+			http.Error(w, "the store could not be read", http.StatusInternalServerError)
+			return
+		}
+		s.fleet.put(key, body, now)
 	}
 	pageHeaders(w)
-	_, _ = w.Write(b.Bytes())
+	_, _ = w.Write(body)
 }
 
-// reportLink is the page of one probe's runs (or one run's probe).
-func reportLink(probe string) string { return "/v1/report?probe=" + url.QueryEscape(probe) }
+// fleetPage builds the page of window win.
+func (s *Server) fleetPage(ctx context.Context, win storeinput.Window, now time.Time) ([]byte, error) {
+	fleet, err := storeinput.FleetViews(ctx, s.cfg.Store, win, drillLink)
+	if err != nil {
+		return nil, err
+	}
+	tables, err := s.fleetTables(ctx, win, fleet.Failing, now)
+	if err != nil {
+		return nil, err
+	}
+	var b bytes.Buffer
+	if err := render.HTML(&b, "mptester fleet", append(append(tables, windowPicker(win, now)), fleet.Tables...), fleet.Figures); err != nil {
+		return nil, fmt.Errorf("render: %w", err)
+	}
+	return b.Bytes(), nil
+}
+
+// windowPicker links the usual windows; any other is ?since=&until=&probe=.
+func windowPicker(win storeinput.Window, now time.Time) analysis.Table {
+	t := analysis.Table{Name: "fleet-window-picker", Title: "Windows",
+		Note:    "shown: " + win.Since.Format(time.RFC3339) + " to " + win.Until.Format(time.RFC3339) + "; any other with ?since=&until=&probe= (RFC 3339, a date, or 36h / 7d back from now)",
+		Columns: []string{"window", "since", "until"}}
+	for _, p := range []struct {
+		name  string
+		since string
+	}{{"last 24 hours", "24h"}, {"last 7 days", "7d"}, {"last 30 days", "30d"}, {"last 365 days", "365d"}} {
+		w, err := parseWindow(url.Values{"since": {p.since}, "probe": {win.Probe}}, now)
+		if err != nil {
+			continue
+		}
+		v := url.Values{"since": {p.since}}
+		if win.Probe != "" {
+			v.Set("probe", win.Probe)
+		}
+		t.Rows = append(t.Rows, []string{p.name, w.Since.Format(time.RFC3339), w.Until.Format(time.RFC3339)})
+		t.Href = append(t.Href, "/?"+v.Encode())
+	}
+	return t
+}
 
 // fleetTables are the probes and the recent failures, as report tables.
-func (s *Server) fleetTables(ctx context.Context, now time.Time) ([]analysis.Table, error) {
+func (s *Server) fleetTables(ctx context.Context, win storeinput.Window, failing []storeinput.ProbeBucket, now time.Time) ([]analysis.Table, error) {
 	probes, err := ListProbes(ctx, s.cfg.Store)
 	if err != nil {
 		return nil, err
 	}
 	pt := analysis.Table{Name: "fleet-probes", Title: "Probes",
-		Note:    "last seen: the probe's last upload or status report; backlog: results still in its spool then; each probe links to the report of its runs",
+		Note:    "last seen: the probe's last upload or status report; backlog: results still in its spool then; runs: all it ever uploaded; each probe links to the exact report of its runs in the window",
 		Columns: []string{"probe", "last_seen", "ago", "runs", "spool_backlog", "dropped", "last_status", "refused_tasks", "enrolled"}}
 	for _, p := range probes {
 		seen, ago := "never", "-"
@@ -198,36 +317,42 @@ func (s *Server) fleetTables(ctx context.Context, now time.Time) ([]analysis.Tab
 		}
 		pt.Rows = append(pt.Rows, []string{p.Name, seen, ago, fmt.Sprint(p.Runs), fmt.Sprint(p.Backlog), fmt.Sprint(p.Dropped),
 			cmp.Or(p.LastStatus, "-"), fmt.Sprint(len(p.Refusals)), enrolled})
-		pt.Href = append(pt.Href, reportLink(p.Name))
+		pt.Href = append(pt.Href, drillLink(p.Name, win.Since, win.Until))
 	}
-	// Page through the index keeping only the failures, so a fleet's
-	// months of runs are never held at once.
+	// The failures from the index, in the probe-buckets the roll-ups say
+	// hold some, newest first: never the window's every run.
 	var runs []store.Run
-	for after := int64(0); ; {
-		page, err := s.cfg.Store.ListRuns(ctx, store.RunFilter{After: after, Limit: 1000})
-		if err != nil {
-			return nil, err
+	for i, pb := range failing {
+		if len(runs) >= failuresShown && pb.Bucket.Before(failing[i-1].Bucket) {
+			break // older buckets cannot hold newer failures
 		}
-		for _, r := range page {
-			if r.Status != "ok" {
-				runs = append(runs, r)
+		for after := int64(0); ; {
+			page, err := s.cfg.Store.ListRuns(ctx, store.RunFilter{Probe: pb.Probe, Since: pb.Bucket, Until: pb.Bucket.Add(win.Width), After: after, Limit: 1000})
+			if err != nil {
+				return nil, err
 			}
+			for _, r := range page {
+				if r.Status != "ok" {
+					runs = append(runs, r)
+				}
+			}
+			if len(page) < 1000 {
+				break
+			}
+			after = page[len(page)-1].Seq
 		}
-		if len(page) < 1000 {
-			break
-		}
-		after = page[len(page)-1].Seq
 	}
 	sort.SliceStable(runs, func(i, j int) bool { return runs[i].StartedAt.After(runs[j].StartedAt) })
 	ft := analysis.Table{Name: "fleet-failures", Title: "Recent failures",
-		Note:    fmt.Sprintf("the last %d runs that did not end ok, newest first; each links to its probe's report", failuresShown),
+		Note:    fmt.Sprintf("the last %d runs in the window that did not end ok, newest first; each links to its probe's runs of that day", failuresShown),
 		Columns: []string{"probe", "run_id", "command", "started", "status"}}
 	for _, r := range runs {
 		if len(ft.Rows) == failuresShown {
 			break
 		}
 		ft.Rows = append(ft.Rows, []string{r.ProbeID, r.RunID, r.Command, r.StartedAt.UTC().Format(time.RFC3339), cmp.Or(r.Status, "unknown")})
-		ft.Href = append(ft.Href, reportLink(r.ProbeID))
+		day := r.StartedAt.UTC().Truncate(store.Day)
+		ft.Href = append(ft.Href, drillLink(r.ProbeID, day, day.Add(store.Day)))
 	}
 	out := []analysis.Table{pt}
 	if len(ft.Rows) > 0 {

@@ -90,6 +90,8 @@ type Server struct {
 	missed atomic.Bool
 	// reports bounds GET /v1/report's concurrent builds.
 	reports chan struct{}
+	// fleet bounds and caches the fleet page's builds.
+	fleet fleetCache
 	// probes counts each probe's uploads in flight.
 	probesMu sync.Mutex
 	probes   map[string]int

@@ -126,8 +126,8 @@ var qClearDerivedPG = func() string {
 	}
 	b.WriteString(`m AS (INSERT INTO derived_runs (run_id, derived_at) VALUES ($1, $2)
 		ON CONFLICT (run_id) DO UPDATE SET derived_at = excluded.derived_at RETURNING rolled_up),
-		r AS (SELECT probe_id, command, started_at FROM runs WHERE run_id = $1)
-		SELECT m.rolled_up, r.probe_id, r.command, r.started_at FROM m, r`)
+		r AS (SELECT probe_id, command, status, started_at FROM runs WHERE run_id = $1)
+		SELECT m.rolled_up, r.probe_id, r.command, r.status, r.started_at FROM m, r`)
 	return b.String()
 }()
 
@@ -175,12 +175,12 @@ func (s *sqlStore) PutDerived(ctx context.Context, runID string, d Derived) erro
 func (s *sqlStore) PutDerivedStream(ctx context.Context, runID string, fill func(DerivedSink) error) error {
 	return s.inTx(ctx, func(tx *sql.Tx) error {
 		var rolledUp bool
-		var probe, command string
+		var probe, command, status string
 		var started int64
 		if s.d == postgresDialect {
 			// One statement, not six round trips (the deriver runs for
 			// every upload, on the cores the uploads need).
-			if err := tx.QueryRowContext(ctx, qClearDerivedPG, runID, time.Now().UnixNano()).Scan(&rolledUp, &probe, &command, &started); err != nil {
+			if err := tx.QueryRowContext(ctx, qClearDerivedPG, runID, time.Now().UnixNano()).Scan(&rolledUp, &probe, &command, &status, &started); err != nil {
 				return fmt.Errorf("clear derived rows: %w", err)
 			}
 		} else {
@@ -193,7 +193,7 @@ func (s *sqlStore) PutDerivedStream(ctx context.Context, runID string, fill func
 			ON CONFLICT (run_id) DO UPDATE SET derived_at = excluded.derived_at RETURNING rolled_up`), runID, time.Now().UnixNano()).Scan(&rolledUp); err != nil {
 				return fmt.Errorf("mark derived: %w", err)
 			}
-			if err := tx.QueryRowContext(ctx, s.q(`SELECT probe_id, command, started_at FROM runs WHERE run_id = ?`), runID).Scan(&probe, &command, &started); err != nil {
+			if err := tx.QueryRowContext(ctx, s.q(`SELECT probe_id, command, status, started_at FROM runs WHERE run_id = ?`), runID).Scan(&probe, &command, &status, &started); err != nil {
 				return fmt.Errorf("run %s: %w", runID, err)
 			}
 		}
@@ -215,7 +215,7 @@ func (s *sqlStore) PutDerivedStream(ctx context.Context, runID string, fill func
 			// Once per run: a run derived again (reindex) adds nothing
 			// until ResetRollups has emptied the roll-ups.
 			st := fromNanos(started)
-			k.roll = newRollupAcc(probe, command, st, time.Since(st) < HourRetention)
+			k.roll = newRollupAcc(probe, command, status, st, time.Since(st) < HourRetention)
 		}
 		if err := fill(k); err != nil {
 			return err

@@ -47,9 +47,16 @@ const (
 	MetricDownMaxDelay = "down_max_delay_ms"
 )
 
+// RunCell is the Cell of a run row: every derived run adds one (Runs 1,
+// Tests and OK its totals as the report's fleet section counts them, a
+// survey's targets once whatever their cells), with its trailer status
+// as Pattern and Transport empty, so the fleet views count runs by
+// status without the index.
+const RunCell = "*run"
+
 // RollupKey names one roll-up row. A survey's rows are per cell (Cell is
 // "probe_path/resolve_path", Transport and Pattern empty); a pattern
-// run's per test path, transport and pattern.
+// run's per test path, transport and pattern; and a run row (RunCell).
 type RollupKey struct {
 	Probe     string        `json:"probe"`
 	Width     time.Duration `json:"width"`
@@ -138,13 +145,13 @@ func decodeSketches(b []byte) (map[string]*Sketch, error) {
 	return m, nil
 }
 
-// RollupsOf are the roll-up rows one run adds: the run's probe, command
-// and start, and its derived rows with the figures they carry (a survey's
+// RollupsOf are the roll-up rows one run adds: the run's probe, command,
+// status and start, and its derived rows with the figures they carry (a survey's
 // probe records, a pattern run's tests). recent says whether hour rows
 // are kept too. The store computes them as rows are written; this is the
 // same computation for callers that rebuild them (benchmarks, tests).
-func RollupsOf(probe, command string, started time.Time, recent bool, d Derived) []Rollup {
-	a := newRollupAcc(probe, command, started, recent)
+func RollupsOf(probe, command, status string, started time.Time, recent bool, d Derived) []Rollup {
+	a := newRollupAcc(probe, command, status, started, recent)
 	for _, p := range d.Probes {
 		a.probe(p)
 	}
@@ -160,10 +167,13 @@ type rollupAcc struct {
 	started          time.Time
 	recent           bool
 	by               map[[3]string]*Rollup
+	run              *Rollup
 }
 
-func newRollupAcc(probe, command string, started time.Time, recent bool) *rollupAcc {
-	return &rollupAcc{probeID: probe, command: command, started: started.UTC(), recent: recent, by: map[[3]string]*Rollup{}}
+func newRollupAcc(probe, command, status string, started time.Time, recent bool) *rollupAcc {
+	a := &rollupAcc{probeID: probe, command: command, started: started.UTC(), recent: recent, by: map[[3]string]*Rollup{}}
+	a.run = a.get(RunCell, "", status)
+	return a
 }
 
 func (a *rollupAcc) get(cell, transport, pattern string) *Rollup {
@@ -181,6 +191,10 @@ func (a *rollupAcc) get(cell, transport, pattern string) *Rollup {
 func (a *rollupAcc) probe(p SurveyProbe) {
 	if !p.Valid || p.HostOverloaded {
 		return
+	}
+	a.run.Tests++
+	if p.Responsive {
+		a.run.OK++
 	}
 	rps := p.ResolvePaths
 	if len(rps) == 0 && p.ResolvePath != "" {
@@ -215,13 +229,16 @@ func (p SurveyProbe) targetRTT() float64 {
 func (a *rollupAcc) test(t PatternTest) {
 	r := a.get(t.Path, t.Transport, t.Pattern)
 	r.Tests++
+	a.run.Tests++
 	if t.Invalid {
 		r.Invalid++
+		a.run.Invalid++
 	}
 	if t.Status != "success" {
 		return
 	}
 	r.OK++
+	a.run.OK++
 	res := t.Result
 	if res == nil {
 		return

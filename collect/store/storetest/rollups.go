@@ -36,7 +36,11 @@ func newRollupFleet(now time.Time) rollupFleet {
 	add := func(probe, command string, start time.Time, d store.Derived) {
 		n++
 		id := fmt.Sprintf("roll-%03d", n)
-		f.runs = append(f.runs, store.Run{RunID: id, ProbeID: probe, Command: command, SchemaVersion: "1.0", Status: "ok", Parsed: true,
+		status := "ok"
+		if n%5 == 0 {
+			status = "partial"
+		}
+		f.runs = append(f.runs, store.Run{RunID: id, ProbeID: probe, Command: command, SchemaVersion: "1.0", Status: status, Parsed: true,
 			StartedAt: start, FinishedAt: start.Add(time.Minute), SHA256: id, RawPath: "raw/" + id, ContentType: "application/x-ndjson", StoredAt: start})
 		f.der[id] = d
 	}
@@ -142,9 +146,14 @@ func expectRollups(f rollupFleet, now time.Time) map[store.RollupKey]*rollupWant
 				return g
 			}
 			d := f.der[r.RunID]
+			run := get(store.RunCell, "", r.Status)
 			for _, p := range d.Probes {
 				if !p.Valid || p.HostOverloaded {
 					continue
+				}
+				run.tests++
+				if p.Responsive {
+					run.ok++
 				}
 				rps := p.ResolvePaths
 				if len(rps) == 0 {
@@ -171,13 +180,16 @@ func expectRollups(f rollupFleet, now time.Time) map[store.RollupKey]*rollupWant
 			for _, t := range d.Tests {
 				g := get(t.Path, t.Transport, t.Pattern)
 				g.tests++
+				run.tests++
 				if t.Invalid {
 					g.invalid++
+					run.invalid++
 				}
 				if t.Status != "success" {
 					continue
 				}
 				g.ok++
+				run.ok++
 				if t.Result == nil {
 					continue
 				}
@@ -314,7 +326,7 @@ func runRollups(t *testing.T, s store.Store) {
 	before := readRollups(t, s, store.RollupFilter{})
 	var direct []store.Rollup
 	for _, r := range f.runs {
-		direct = append(direct, store.RollupsOf(r.ProbeID, r.Command, r.StartedAt, now.Sub(r.StartedAt) < store.HourRetention, f.der[r.RunID])...)
+		direct = append(direct, store.RollupsOf(r.ProbeID, r.Command, r.Status, r.StartedAt, now.Sub(r.StartedAt) < store.HourRetention, f.der[r.RunID])...)
 	}
 	require.NoError(t, s.ResetRollups(ctx))
 	require.NoError(t, s.AddRollups(ctx, direct))

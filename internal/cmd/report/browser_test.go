@@ -182,6 +182,11 @@ func TestFleetPageInHeadlessChromium(t *testing.T) {
 	failed := genRun(headerLine(t), rand.New(rand.NewPCG(3, 3)), "p2", "run", time.Date(2026, 11, 4, 0, 0, 0, 0, time.UTC), 2, 1, 2)
 	failed.body = bytes.Replace(failed.body, []byte(`"status":"ok"`), []byte(`"status":"partial"`), 1)
 	srv.upload(t, failed)
+	// The handler alone runs no deriver: roll the runs up as it would.
+	_, err := srv.srv.ReindexAll(ctx)
+	require.NoError(t, err)
+	// The planted runs' week (the page's default is the last 7 days).
+	week := "/?since=2026-11-01&until=2026-11-08"
 
 	// The cookie as the server sets it, and what it refuses.
 	login := func(token string) *http.Response {
@@ -239,11 +244,14 @@ func TestFleetPageInHeadlessChromium(t *testing.T) {
 	require.NoError(t, p.Eval(ctx, `document.querySelector('#error').textContent`, &refused))
 	assert.Contains(t, refused, `probe "p2"`)
 
-	// The admin token: the fleet page.
+	// The admin token: the fleet page, then its window picked.
 	p, err = b.Open(ctx, srv.url+"/", 1280, 900, false)
 	require.NoError(t, err)
 	signIn(p, srv.admin)
 	waitFor(p, `document.querySelector('#t-fleet-probes')`)
+	p, err = b.Open(ctx, srv.url+week, 1280, 900, false)
+	require.NoError(t, err)
+	waitFor(p, `document.querySelector('#t-fleet-buckets')`)
 	var page struct {
 		Failed [][]string `json:"failed"`
 		URL    string     `json:"url"`
@@ -257,14 +265,14 @@ func TestFleetPageInHeadlessChromium(t *testing.T) {
   rows: [...document.querySelectorAll('#t-fleet-probes tbody tr')].map(tr => [...tr.cells].map(c => c.textContent)),
   links: [...document.querySelectorAll('#t-fleet-probes tbody a')].map(a => a.getAttribute('href')),
   figs: [...document.querySelectorAll('figure.plot')].map(f => f.dataset.figure)})`, &page))
-	assert.Equal(t, srv.url+"/", page.URL, "no token in the URL")
+	assert.Equal(t, srv.url+week, page.URL, "no token in the URL")
 	assert.Empty(t, page.Cookie, "the cookie is HttpOnly")
 	require.Len(t, page.Rows, 3)
 	for i, name := range []string{"p1", "p2", "p3"} {
 		assert.Equal(t, name, page.Rows[i][0])
 		assert.Equal(t, map[string]string{"p1": "7", "p2": "8", "p3": "7"}[name], page.Rows[i][3], "%s: runs uploaded", name)
 		assert.NotEqual(t, "never", page.Rows[i][1], "%s: last seen", name)
-		assert.Equal(t, "/v1/report?probe="+name, page.Links[i])
+		assert.Equal(t, "/v1/report?probe="+name+"&since=2026-11-01T00%3A00%3A00Z&until=2026-11-08T00%3A00%3A00Z", page.Links[i], "the probe's runs in the window")
 	}
 	assert.NotEmpty(t, page.Figs, "the fleet views")
 	require.Len(t, page.Failed, 1, "the one run that did not end ok")
@@ -276,12 +284,12 @@ func TestFleetPageInHeadlessChromium(t *testing.T) {
 	// A probe's link opens its report with the cookie alone.
 	var v any
 	require.NoError(t, p.Eval(ctx, `(() => { document.querySelector('#t-fleet-probes tbody a').click(); return 1; })()`, &v))
-	waitFor(p, `document.querySelector('#t-findings') && location.search === '?probe=p1'`)
+	waitFor(p, `document.querySelector('#t-findings') && location.search.startsWith('?probe=p1&since=2026-11-01')`)
 
 	// On a phone: no sideways scroll outside the tables' own boxes.
-	p, err = b.Open(ctx, srv.url+"/", 390, 844, true)
+	p, err = b.Open(ctx, srv.url+week, 390, 844, true)
 	require.NoError(t, err)
-	waitFor(p, `document.querySelector('#t-fleet-probes')`)
+	waitFor(p, `document.querySelector('#t-fleet-buckets')`)
 	var layout struct {
 		ScrollW float64 `json:"scrollW"`
 		InnerW  float64 `json:"innerW"`

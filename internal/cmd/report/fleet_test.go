@@ -94,7 +94,7 @@ func genRun(hdr string, rng *rand.Rand, probe, command string, start time.Time, 
 		} else {
 			status = "connection-timeout"
 		}
-		r, _ := json.Marshal(map[string]any{"type": "pattern_test", "status": status, "result": res,
+		r, _ := json.Marshal(map[string]any{"type": "pattern_test", "index": i, "status": status, "result": res,
 			"config": map[string]any{"pattern": "ping", "transport": "tcp", "path": "wlan0", "family": 4}})
 		b.Write(append(r, '\n'))
 	}
@@ -116,6 +116,7 @@ func genRun(hdr string, rng *rand.Rand, probe, command string, start time.Time, 
 type fleetServer struct {
 	url, data string
 	st        store.Store
+	srv       *collect.Server
 	tokens    map[string]string
 	admin     string
 }
@@ -135,7 +136,7 @@ func newFleetServer(t *testing.T, dsn, data string, probes []string) *fleetServe
 	require.NoError(t, err)
 	hs := httptest.NewServer(srv.Handler())
 	t.Cleanup(hs.Close)
-	f.url = hs.URL
+	f.url, f.srv = hs.URL, srv
 	return f
 }
 
