@@ -390,7 +390,9 @@ func (a *Agent) checkTargets(ctx context.Context, t api.Task) error {
 		host := caps.HostOf(s)
 		addrs, err := resolve(ctx, host)
 		if err != nil {
-			continue // the run itself reports an unresolvable server
+			// Fail closed: a name that cannot be checked is not run (the
+			// run checks again at each dial in any case).
+			return &api.FieldError{Task: t.Name, Field: t.Type, Reason: fmt.Sprintf("target %s could not be resolved to check it: %v", host, err)}
 		}
 		if err := a.Caps.CheckAddrs(t, host, addrs, local...); err != nil {
 			return err

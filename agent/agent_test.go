@@ -6,6 +6,7 @@ import (
 	"errors"
 	"net/http"
 	"net/http/httptest"
+	"net/netip"
 	"path/filepath"
 	"strings"
 	"sync/atomic"
@@ -95,6 +96,9 @@ func TestAgentSchedule(t *testing.T) {
 		Now:    func() time.Time { return now },
 		Jitter: func(d time.Duration) time.Duration { return d / 2 },
 		Caps:   caps.Defaults(),
+		Resolve: func(context.Context, string) ([]netip.Addr, error) {
+			return []netip.Addr{netip.MustParseAddr("9.9.9.9")}, nil // never contacted: Exec records
+		},
 		Exec: func(ctx context.Context, task api.Task, args []string) error {
 			if running.Add(1) != 1 {
 				t.Error("two measurements at once")
@@ -144,8 +148,8 @@ func TestAgentSchedule(t *testing.T) {
 	now = time.Date(2026, 11, 24, 2, 0, 0, 0, time.UTC)
 	got, _ = a.RunOnce(ctx)
 	assert.Equal(t, []string{"night"}, got)
-	assert.Equal(t, []string{"patterns run --server test.example --no-upload", "survey survey --top 100 --rate 100 --no-private --no-upload",
-		"patterns run --server test.example --no-upload", "patterns run --server test.example --no-upload", "night survey --rate 100 --no-private --no-upload"}, ran,
+	assert.Equal(t, []string{"patterns run --server test.example --no-private --no-upload", "survey survey --top 100 --rate 100 --no-private --no-upload",
+		"patterns run --server test.example --no-private --no-upload", "patterns run --server test.example --no-private --no-upload", "night survey --rate 100 --no-private --no-upload"}, ran,
 		"the legacy args migrated to typed parameters; the agent built the argv")
 }
 

@@ -158,6 +158,14 @@ func Argv(t api.Task, c caps.Caps, dir string, remaining map[string]int64) ([]st
 			args = append(args, "--capture="+strconv.FormatBool(*p.Capture))
 		}
 		dur("grace", p.Grace)
+		if !c.AllowPrivate {
+			// Checked again at each dial, after each path's own lookup: the
+			// agent's check before the run cannot see a rebinding name.
+			args = append(args, "--no-private")
+			for _, pf := range c.Public {
+				add("public-prefix", pf)
+			}
+		}
 	default:
 		return nil, fmt.Errorf("task %s: unknown type %q", t.Name, t.Type)
 	}

@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"strings"
@@ -219,4 +220,28 @@ func TestCollectorTextEscaped(t *testing.T) {
 	assert.NotContains(t, msg, "\n")
 	assert.Contains(t, msg, `\x1b]0;owned\a`)
 	assert.Less(t, len(msg), 1000)
+}
+
+// TestRunTargetsFailClosed: a run's server name that cannot be resolved
+// for the check is refused (never a pass), and a run task that passes
+// carries --no-private with the owner's public prefixes, so the run checks
+// again at each dial.
+func TestRunTargetsFailClosed(t *testing.T) {
+	task := api.Task{Name: "r", Type: api.TypeRun, Run: &api.RunParams{Servers: []string{"rebind.example:8443"}}}
+	a := &Agent{Caps: caps.Defaults(), Resolve: func(context.Context, string) ([]netip.Addr, error) {
+		return nil, &net.DNSError{Err: "server misbehaving", Name: "rebind.example", IsTemporary: true}
+	}}
+	err := a.checkTargets(context.Background(), task)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "rebind.example could not be resolved")
+
+	c := caps.Defaults()
+	c.Public = []netip.Prefix{netip.MustParsePrefix("198.19.0.0/17")}
+	args, err := Argv(task, c, t.TempDir(), nil)
+	require.NoError(t, err)
+	assert.Equal(t, []string{"run", "--server", "rebind.example:8443", "--no-private", "--public-prefix", "198.19.0.0/17", "--no-upload"}, args)
+	c.AllowPrivate = true
+	args, err = Argv(task, c, t.TempDir(), nil)
+	require.NoError(t, err)
+	assert.NotContains(t, args, "--no-private")
 }

@@ -32,6 +32,7 @@ const (
 	StatusNoSourceAddr      = transport.StatusNoSourceAddr
 	StatusDNSError          = transport.StatusDNSError
 	StatusUnknownError      = transport.StatusUnknownError
+	StatusTargetRefused     = transport.StatusTargetRefused
 )
 
 var (

@@ -92,7 +92,8 @@ func (p Path) Dialer(network string, f Family) (*net.Dialer, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &net.Dialer{LocalAddr: la, Control: p.Control()}, nil
+	// The target guard (WithTargetGuard) runs in the dial's ControlContext.
+	return &net.Dialer{LocalAddr: la, ControlContext: guardControl(p, p.Control())}, nil
 }
 
 // DialContext dials address over TCP or UDP through path p. The destination
@@ -150,7 +151,7 @@ func DialMPTCP(ctx context.Context, p Path, network, address string) (*MPTCPConn
 	if err != nil {
 		return nil, err
 	}
-	d := net.Dialer{LocalAddr: la}
+	d := net.Dialer{LocalAddr: la, ControlContext: guardControl(p, nil)}
 	d.SetMultipathTCP(true)
 	c, err := d.DialContext(ctx, network, address)
 	if err != nil {

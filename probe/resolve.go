@@ -183,7 +183,7 @@ func isTimeout(err error) bool {
 func (r *Resolver) exchangeOn(ctx context.Context, network string, server netip.AddrPort, m *dns.Msg, sent *int64) (*dns.Msg, error) {
 	ctx, cancel := context.WithTimeout(ctx, r.opts.Timeout)
 	defer cancel()
-	conn, err := DialContext(ctx, r.path, network, server.String())
+	conn, err := dialResolver(ctx, r.path, network, server.String())
 	if err != nil {
 		return nil, err
 	}

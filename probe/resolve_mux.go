@@ -222,7 +222,7 @@ func (r *Resolver) sendLocked(pq *pendingQuery) error {
 	i := pq.server
 	mx := &r.muxes[i]
 	if mx.conn == nil {
-		conn, err := DialContext(pq.l.ctx, r.path, "udp", r.servers[i].String())
+		conn, err := dialResolver(pq.l.ctx, r.path, "udp", r.servers[i].String())
 		if err != nil {
 			pq.state = qIdle
 			return err

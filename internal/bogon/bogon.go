@@ -26,10 +26,74 @@ func mustPrefixes(ss ...string) []netip.Prefix {
 	return out
 }
 
-// Contains reports whether a lies in a bogon range, unless one of public
-// (prefixes the owner declared public, as the lab's synthetic Internet) holds it.
+// WellKnownNAT64 is RFC 6052's well-known prefix: 64:ff9b::a.b.c.d is
+// a.b.c.d reached through the network's NAT64.
+var WellKnownNAT64 = netip.MustParsePrefix("64:ff9b::/96")
+
+// ipv4Compatible is ::a.b.c.d (RFC 4291, deprecated): nothing uses it but
+// tricks; refused with :: and ::1.
+var ipv4Compatible = netip.MustParsePrefix("::/96")
+
+// Contains reports whether a lies in a bogon range, or carries an IPv4
+// address that does (IPv4-mapped, IPv4-compatible, RFC 6052 NAT64 under the
+// well-known prefix), unless one of public (prefixes the owner declared
+// public, as the lab's synthetic Internet) holds it.
 func Contains(a netip.Addr, public []netip.Prefix) bool {
+	return Private(a, public, nil)
+}
+
+// Private is Contains with the network's own NAT64 prefixes (RFC 6052,
+// as a path discovered them, RFC 7050): an address under one is the IPv4
+// address it embeds.
+func Private(a netip.Addr, public, nat64 []netip.Prefix) bool {
 	a = a.Unmap()
+	if v4, ok := Embedded4(a, nat64); ok {
+		return contains(v4, public) // what the NAT64 reaches decides
+	}
+	if a.Is6() && ipv4Compatible.Contains(a) {
+		return true
+	}
+	return contains(a, public)
+}
+
+// Embedded4 returns the IPv4 address a NAT64 address embeds (RFC 6052
+// section 2.2: prefix lengths 32, 40, 48, 56, 64 and 96, skipping bits
+// 64-71), under the well-known prefix or one of nat64.
+func Embedded4(a netip.Addr, nat64 []netip.Prefix) (netip.Addr, bool) {
+	if !a.Is6() || a.Is4In6() {
+		return netip.Addr{}, false
+	}
+	b := a.As16()
+	for _, p := range append([]netip.Prefix{WellKnownNAT64}, nat64...) {
+		if !p.Addr().Is6() || !p.Contains(a) {
+			continue
+		}
+		var v4 [4]byte
+		switch p.Bits() {
+		case 32:
+			copy(v4[:], b[4:8])
+		case 40:
+			copy(v4[:3], b[5:8])
+			v4[3] = b[9]
+		case 48:
+			copy(v4[:2], b[6:8])
+			copy(v4[2:], b[9:11])
+		case 56:
+			v4[0] = b[7]
+			copy(v4[1:], b[9:12])
+		case 64:
+			copy(v4[:], b[9:13])
+		case 96:
+			copy(v4[:], b[12:16])
+		default:
+			continue
+		}
+		return netip.AddrFrom4(v4), true
+	}
+	return netip.Addr{}, false
+}
+
+func contains(a netip.Addr, public []netip.Prefix) bool {
 	for _, p := range public {
 		if p.Contains(a) {
 			return false

@@ -293,6 +293,7 @@ func (c *Config) validate(ch *Checker, k Checks) {
 	check("run.transports", Names(r.Transports, k.Transport))
 	check("run.paths", Interfaces(r.Paths))
 	check("run.pin", k.Pin(r.Pin))
+	check("run.public_prefixes", Prefixes(r.PublicPrefixes))
 	v := c.Serve
 	check("serve.transports", Names(v.Transports, k.Transport))
 	check("serve.max_sessions", Positive(v.MaxSessions))

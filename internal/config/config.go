@@ -73,6 +73,11 @@ type Run struct {
 	Transports []string `yaml:"transports"`
 	Paths      []string `yaml:"paths"`
 	Pin        string   `yaml:"pin"`
+	// NoPrivate refuses private, local and special-purpose server
+	// addresses at each dial (the fleet agent always asks for it).
+	NoPrivate bool `yaml:"no_private"`
+	// PublicPrefixes are public for NoPrivate despite the bogon table.
+	PublicPrefixes []string `yaml:"public_prefixes"`
 }
 
 // Serve holds defaults for `mptester serve` (the packaged service reads

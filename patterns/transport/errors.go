@@ -41,6 +41,10 @@ const (
 	StatusUnknownError      Status = "unknown-error"
 )
 
+// StatusTargetRefused: the run's target policy (--no-private) refused the
+// server's address on this path, at the dial; nothing was sent to it.
+const StatusTargetRefused Status = "target-refused"
+
 // Error is an error of a transport that already says what it means.
 type Error struct {
 	Status Status
@@ -118,6 +122,8 @@ func common(err error, setup bool) Status {
 	switch {
 	case errors.Is(err, certs.ErrPinMismatch):
 		return StatusPinMismatch
+	case errors.Is(err, probe.ErrTargetRefused):
+		return StatusTargetRefused
 	case errors.Is(err, probe.ErrUnsupported), errors.Is(err, syscall.EPROTONOSUPPORT), errors.Is(err, syscall.ENOPROTOOPT):
 		return StatusUnsupported
 	case errors.Is(err, probe.ErrNoSourceAddr):

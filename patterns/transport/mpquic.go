@@ -110,6 +110,9 @@ func (t *mpquicTransport) Dial(ctx context.Context, addr netip.AddrPort, family 
 	if addr.Addr().Unmap().Is6() {
 		f = probe.Family6
 	}
+	if err := probe.CheckTarget(ctx, t.o.Primary(), addr.Addr()); err != nil {
+		return nil, wrap(opConnect, err, nil)
+	}
 	udp, err := probe.ListenUDP(ctx, t.o.Primary(), f)
 	if err != nil {
 		return nil, wrap(opConnect, fmt.Errorf("mpquic socket: %w", err), nil)
@@ -145,6 +148,10 @@ func (c *mpquicConn) addPaths(ctx context.Context, others []PathRole, f probe.Fa
 		return st
 	}
 	for _, p := range others {
+		if err := probe.CheckTarget(ctx, p.Path, remote.AddrPort().Addr()); err != nil {
+			st.Errors = append(st.Errors, fmt.Sprintf("%s: %v", p.Name, err))
+			continue
+		}
 		udp, err := probe.ListenUDP(ctx, p.Path, f)
 		if err != nil {
 			st.Errors = append(st.Errors, fmt.Sprintf("%s: %v", p.Name, err))

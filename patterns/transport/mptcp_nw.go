@@ -29,6 +29,9 @@ const keyNetworkFramework = "nw_path"
 const reportWait = time.Second
 
 func dialNetworkFramework(ctx context.Context, o Options, addr netip.AddrPort) (*nw.Conn, *MPTCPStatus, error) {
+	if err := probe.CheckTarget(ctx, o.Primary(), addr.Addr()); err != nil {
+		return nil, nil, err
+	}
 	api, err := networkFramework()
 	if err != nil {
 		return nil, nil, err

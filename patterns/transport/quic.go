@@ -102,6 +102,9 @@ func (t *quicTransport) Dial(ctx context.Context, addr netip.AddrPort, family st
 	if addr.Addr().Unmap().Is6() {
 		f = probe.Family6
 	}
+	if err := probe.CheckTarget(ctx, t.o.Primary(), addr.Addr()); err != nil {
+		return nil, wrap(opConnect, err, nil)
+	}
 	udp, err := probe.ListenUDP(ctx, t.o.Primary(), f)
 	if err != nil {
 		return nil, wrap(opConnect, fmt.Errorf("quic socket: %w", err), nil)

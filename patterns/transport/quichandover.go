@@ -328,6 +328,9 @@ func (c *handoverConn) addBackup(ctx context.Context, backup, primary probe.Path
 // own *net.UDPConn (GSO, batched reads): its bytes are counted from the
 // connection's qlog events (pathMonitor), by local address.
 func (c *handoverConn) openTransport(ctx context.Context, p *hoPath, pp probe.Path, f probe.Family) (*quic.Transport, error) {
+	if err := probe.CheckTarget(ctx, pp, c.remote.Addr()); err != nil {
+		return nil, err
+	}
 	udp, err := probe.ListenUDP(ctx, pp, f)
 	if err != nil {
 		return nil, err

@@ -49,6 +49,10 @@ type Options struct {
 	Pin        string
 	Insecure   bool
 	ServerName string
+	// NoPrivate refuses private, local and special-purpose server
+	// addresses at each dial, on each path (PublicPrefixes excepted).
+	NoPrivate      bool
+	PublicPrefixes []string
 	// Ports per listening transport (--<transport>-port); AltPorts the
 	// second ports --smoke checks (--<transport>-alt-port, 0: skip).
 	Ports    map[string]uint16
@@ -233,6 +237,8 @@ MPTCP's max-delay ratio to each other transport (000 Fig. 8).`,
 	fl.StringVar(&opts.Pin, "pin", "", "SHA-256 `FINGERPRINT` of the server certificate (as `mptester serve` prints it)")
 	fl.BoolVar(&opts.Insecure, "insecure", false, "do not verify the server certificate")
 	fl.StringVar(&opts.ServerName, "server-name", "", "TLS server `NAME` (default: the server host)")
+	fl.BoolVar(&opts.NoPrivate, "no-private", false, "refuse private, loopback, link-local, CGNAT, metadata and this host's own subnets as server addresses, and IPv6 ones embedding them (NAT64, IPv4-compatible): checked at each dial on each path (the fleet agent's default)")
+	fl.StringArrayVar(&opts.PublicPrefixes, "public-prefix", nil, "with --no-private: treat `PREFIX` as public despite the bogon table (repeatable)")
 	for _, d := range transport.Listeners() {
 		portFlags[d.Name] = fl.Int(d.Name+"-port", int(d.DefaultPort), "server "+d.Help+" port")
 		if d.AltPort != 0 {
@@ -284,6 +290,8 @@ func applyConfig(opts *Options, cfg *config.Config, changed func(string) bool) {
 	set("patterns", "patterns", func() { opts.Patterns = c.Patterns })
 	set("transports", "transports", func() { opts.Transports = c.Transports })
 	set("paths", "paths", func() { opts.Paths = c.Paths })
+	set("no_private", "no-private", func() { opts.NoPrivate = c.NoPrivate })
+	set("public_prefixes", "public-prefix", func() { opts.PublicPrefixes = c.PublicPrefixes })
 	// --insecure and a configured pin exclude each other; the flag wins.
 	if !changed("insecure") || !opts.Insecure {
 		set("pin", "pin", func() { opts.Pin = c.Pin })
@@ -310,6 +318,7 @@ func check(opts *Options) error {
 	ch.Check("--patterns", config.Names(opts.Patterns, patterns.CheckName))
 	ch.Check("--transports", config.Names(opts.Transports, transport.CheckName))
 	ch.Check("--paths", config.Interfaces(opts.Paths))
+	ch.Check("--public-prefix", config.Prefixes(opts.PublicPrefixes))
 	_, err := probe.ParseFamily(opts.Family)
 	ch.Check("--family", err)
 	p := opts.Params
@@ -443,6 +452,13 @@ func runRun(ctx context.Context, opts *Options) error {
 		return cmdutil.FlagErrorf("--backup: %s", strings.Join(problems, "; "))
 	}
 	opts.Backup = backup
+	if opts.NoPrivate {
+		g, err := targetGuard(opts.PublicPrefixes)
+		if err != nil {
+			return err
+		}
+		ctx = probe.WithTargetGuard(ctx, g)
+	}
 	local := probe.LocalAddrs()
 	if wrong := patterns.WrongPaths(ctx, opts.Servers, paths, opts.Transports, local, probe.RouteDev); len(wrong) > 0 {
 		return cmdutil.FlagErrorf("--server: %s", strings.Join(wrong, "; "))
