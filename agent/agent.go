@@ -12,12 +12,14 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"math/rand/v2"
 	"net"
 	"net/http"
 	"net/netip"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -53,6 +55,12 @@ type Agent struct {
 	Now     func() time.Time
 	// Jitter returns a uniform duration in [0, d) (tests fix it).
 	Jitter func(d time.Duration) time.Duration
+	// UploadPath is the owner's upload.path ("" any): a schedule's upload
+	// policy may name it, or one of Caps.Paths.
+	UploadPath string
+	// Meter returns the bytes (received and sent) each named interface
+	// has counted so far (default: the kernel's counters).
+	Meter func(names []string) ([]int64, error)
 
 	// fetchErr is the last schedule fetch's error (a redirect is reported).
 	fetchErr error
@@ -309,19 +317,23 @@ func (a *Agent) RunOnce(ctx context.Context) ([]string, error) {
 		}
 		a.log().Info("running", "task", t.Name, "type", t.Type, "revision", sched.Revision)
 		before := spooled(a.Spool)
-		if err := a.Exec(ctx, t, args); err != nil {
+		metered, err := a.exec(ctx, t, args, left)
+		if errors.Is(err, ErrCut) {
+			// Reported like a refusal: the collector asked for more time
+			// or bytes than the owner gives a task.
+			refuse(t.Name, err.Error(), errors.Is(err, ErrBudgetCut))
+		} else if err != nil {
 			errs = append(errs, fmt.Errorf("task %s: %w", t.Name, err))
 		}
 		ran = append(ran, t.Name)
 		if len(a.Caps.Budget) > 0 {
-			m := month(a.now())
-			if bud.Months[m] == nil {
-				bud.Months[m] = map[string]int64{}
+			// What the results record, or what the interface counted
+			// while the task ran when that is more.
+			used := recordedBytes(a.Spool, before)
+			for p, n := range metered {
+				used[p] = max(used[p], n)
 			}
-			for p, n := range recordedBytes(a.Spool, before) {
-				bud.Months[m][p] += n
-			}
-			if err := a.saveBudget(bud, a.now()); err != nil {
+			if err := a.spend(&bud, used); err != nil {
 				return ran, err
 			}
 		}
@@ -330,6 +342,11 @@ func (a *Agent) RunOnce(ctx context.Context) ([]string, error) {
 		if err := fsutil.WriteFileAtomic(statePath, b, 0o600); err != nil {
 			return ran, err
 		}
+	}
+	policy := sched.Upload
+	if why := a.checkUploadPath(policy.Path); why != "" {
+		refuse("upload", why, false)
+		policy.Path = "" // the owner's upload.path
 	}
 	for name := range st.Refused {
 		if _, ok := refused[name]; !ok {
@@ -347,7 +364,8 @@ func (a *Agent) RunOnce(ctx context.Context) ([]string, error) {
 		}
 		// Only a drained spool restarts Every: a failed upload (an outage)
 		// is tried again at the next pass.
-		if err := a.Upload(ctx, sched.Upload); err != nil {
+		err := a.upload(ctx, policy, &bud)
+		if err != nil {
 			errs = append(errs, err)
 			if r, ok := misdirected("upload", err, sched.Revision, a.now()); ok {
 				// Reported now: the next pass starts from the tasks again.
@@ -368,6 +386,74 @@ func (a *Agent) RunOnce(ctx context.Context) ([]string, error) {
 		return ran, err
 	}
 	return ran, errors.Join(errs...)
+}
+
+// ErrCut: a task ran until the owner's max_duration, or until a path's
+// data budget was spent, and was ended.
+var ErrCut = errors.New("task cut")
+
+// ErrBudgetCut: the cut was the data budget's.
+var ErrBudgetCut = fmt.Errorf("%w at the data budget", ErrCut)
+
+// exec runs t for at most the owner's max_duration and, on each budgeted
+// path in left, until the interface counted the bytes left: Exec ends the
+// command (its process group) when the context it is given is done. It
+// returns the bytes each of those interfaces counted meanwhile.
+func (a *Agent) exec(ctx context.Context, t api.Task, args []string, left map[string]int64) (map[string]int64, error) {
+	tctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	limit := time.Duration(a.Caps.MaxDuration)
+	if limit > 0 {
+		var stop context.CancelFunc
+		tctx, stop = context.WithTimeout(tctx, limit)
+		defer stop()
+	}
+	m := a.startMeter(left, func(err error) { cancel(err) })
+	err := a.Exec(tctx, t, args)
+	metered := m.stop()
+	switch cause := context.Cause(tctx); {
+	case ctx.Err() != nil:
+	case errors.Is(cause, ErrBudgetCut):
+		a.log().Warn("task cut at the data budget", "task", t.Name, "reason", cause)
+		return metered, cause
+	case errors.Is(tctx.Err(), context.DeadlineExceeded):
+		a.log().Warn("task cut at max_duration", "task", t.Name, "max_duration", limit)
+		return metered, fmt.Errorf("%w at max_duration %v (this probe owner's cap on a task's wall time); what it measured until then is spooled", ErrCut, limit)
+	}
+	return metered, err
+}
+
+// upload drains the spool under p; the bytes each budgeted interface
+// counted meanwhile are spent from its budget (the upload's path, or
+// whatever the route chose).
+func (a *Agent) upload(ctx context.Context, p api.UploadPolicy, bud *budget) error {
+	all := map[string]int64{}
+	for name := range a.Caps.Budget {
+		all[name] = math.MaxInt64 // counted, never cut
+	}
+	m := a.startMeter(all, func(error) {})
+	err := a.Upload(ctx, p)
+	if used := m.stop(); len(used) > 0 {
+		if serr := a.spend(bud, used); serr != nil {
+			return errors.Join(err, serr)
+		}
+	}
+	return err
+}
+
+// checkUploadPath says why a schedule may not bind uploads to path ("" if
+// it may): only the owner's upload.path, one of the owner's paths, or,
+// when the owner listed none, a path without a data budget.
+func (a *Agent) checkUploadPath(path string) string {
+	switch {
+	case path == "" || path == a.UploadPath:
+		return ""
+	case len(a.Caps.Paths) > 0 && !slices.Contains(a.Caps.Paths, path):
+		return fmt.Sprintf("upload.path %s is not one of this probe owner's paths (%s); uploads use the owner's upload.path", path, strings.Join(a.Caps.Paths, ", "))
+	case len(a.Caps.Paths) == 0 && a.Caps.Budget[path] > 0:
+		return fmt.Sprintf("upload.path %s has a data budget and is not the owner's upload.path; uploads use the owner's upload.path", path)
+	}
+	return ""
 }
 
 // checkTargets resolves a run's server names and refuses private or local

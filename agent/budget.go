@@ -2,6 +2,7 @@ package agent
 
 import (
 	"bufio"
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -63,15 +64,82 @@ func (a *Agent) budgetPaths(t api.Task) []string {
 	return out
 }
 
-// estimate is the bytes t is known to move on each path it uses: a run's
-// bulk downloads (size x transports x servers); 0 when it cannot tell.
+// The run command's defaults (package patterns; internal/cmd/agent's test
+// holds them equal) and the ceilings the estimate assumes.
+const (
+	DefaultPatterns       = "ping,bulk,iperf,interactive"
+	DefaultTransports     = 6 // tcp, mptcp, quic, quic-handover, mpquic, mphttp
+	HandoverTransports    = 3 // mobile mode's
+	DefaultBulkSize       = 10_000_000
+	DefaultIperf          = 7 * time.Second
+	DefaultPingCount      = 5
+	DefaultChunk          = 2000
+	DefaultInterval       = 100 * time.Millisecond
+	DefaultMobileDuration = 60 * time.Second
+	// IperfCeiling is the rate an iperf test is assumed to reach at most
+	// in each direction (100 Mbit/s): iperf sends as fast as the path
+	// goes, so its bytes are its duration at this rate.
+	IperfCeiling = 100e6 / 8
+	// perTest is a test's fixed cost: handshakes, certificates, framing.
+	perTest = 20_000
+	// perPing is one ping request and its answer with their headers.
+	perPing = 2_000
+)
+
+// estimate is the bytes t may move on each path it uses, its defaults
+// included: per transport, every pattern's bytes (bulk's size, iperf's
+// duration per direction at IperfCeiling, interactive's chunks both
+// ways, ping's requests) plus a test's fixed cost; with several servers,
+// the pings that choose one. A multipath transport is counted whole on
+// every path. 0 for a survey (it gets the rest as --max-bytes).
 func estimate(t api.Task) int64 {
 	p := t.Run
-	if p == nil || p.Size == 0 || (len(p.Patterns) > 0 && !slices.Contains(p.Patterns, "bulk")) {
+	if p == nil {
 		return 0
 	}
-	tr := max(len(p.Transports), 1)
-	return p.Size * int64(tr) * int64(len(p.Servers))
+	pats := p.Patterns
+	if len(pats) == 0 {
+		pats = strings.Split(DefaultPatterns, ",")
+	}
+	tr := int64(len(p.Transports))
+	if tr == 0 {
+		tr = DefaultTransports
+	}
+	dur := time.Duration(p.Duration)
+	if p.Mode == "mobile" {
+		pats = []string{"interactive"}
+		if len(p.Transports) == 0 {
+			tr = HandoverTransports
+		}
+		dur = cmp.Or(dur, DefaultMobileDuration)
+	}
+	dur = cmp.Or(dur, DefaultIperf)
+	pings := int64(cmp.Or(p.PingCount, DefaultPingCount))
+	var per int64
+	for _, name := range pats {
+		per += perTest
+		switch name {
+		case "ping":
+			per += pings * perPing
+		case "bulk":
+			per += cmp.Or(p.Size, DefaultBulkSize)
+		case "iperf":
+			dirs := int64(2)
+			if p.IperfDirection == "upload" || p.IperfDirection == "download" {
+				dirs = 1
+			}
+			per += dirs * int64(dur.Seconds()*IperfCeiling)
+		case "interactive":
+			interval := cmp.Or(time.Duration(p.Interval), DefaultInterval)
+			chunks := int64(dur / interval)
+			per += 2 * chunks * int64(cmp.Or(p.ChunkSize, DefaultChunk)+perPing/10)
+		}
+	}
+	total := per * tr
+	if len(p.Servers) > 1 {
+		total += int64(len(p.Servers)) * (perTest + pings*perPing) * tr
+	}
+	return total
 }
 
 // checkBudget returns the bytes left on each budgeted path t may use, or
@@ -91,6 +159,20 @@ func (a *Agent) checkBudget(t api.Task, b budget, now time.Time) (map[string]int
 		left[p] = l
 	}
 	return left, ""
+}
+
+// spend adds used to this month's count and saves it.
+func (a *Agent) spend(b *budget, used map[string]int64) error {
+	m := month(a.now())
+	if b.Months[m] == nil {
+		b.Months[m] = map[string]int64{}
+	}
+	for p, n := range used {
+		if _, ok := a.Caps.Budget[p]; ok {
+			b.Months[m][p] += n
+		}
+	}
+	return a.saveBudget(*b, a.now())
 }
 
 func mb(n int64) string { return fmt.Sprintf("%.1f MB", float64(n)/1e6) }

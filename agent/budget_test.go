@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net/http"
 	"net/netip"
 	"path/filepath"
 	"testing"
@@ -88,4 +89,59 @@ func TestDataBudget(t *testing.T) {
 	p = f.probes(t)["pi1"]
 	require.Len(t, p.Refusals, 1, "and the December budget stops it again at 00:02")
 	assert.Contains(t, p.Refusals[0].Reason, "4.1 MB of 5.0 MB used in 2026-12")
+}
+
+// TestEstimateDefaults: a run task's estimate counts every pattern with
+// the run command's defaults (bulk's 10 MB, iperf's 7 s each way at the
+// 100 Mbit/s ceiling), so a default run task does not fit a 1 MB budget
+// and is skipped, reported as such.
+func TestEstimateDefaults(t *testing.T) {
+	def := api.Task{Name: "d", Type: api.TypeRun, Run: &api.RunParams{Servers: []string{"s.example"}}}
+	perTransport := int64(4*perTest + DefaultPingCount*perPing + DefaultBulkSize + 2*7*IperfCeiling + 2*70*(DefaultChunk+perPing/10))
+	assert.Equal(t, DefaultTransports*perTransport, estimate(def))
+	assert.Greater(t, estimate(def), int64(1_000_000_000), "about 1.1 GB per path")
+	bulk := api.Task{Name: "b", Type: api.TypeRun, Run: &api.RunParams{Servers: []string{"s.example"}, Patterns: []string{"bulk"}, Transports: []string{"tcp"}}}
+	assert.Equal(t, int64(perTest+DefaultBulkSize), estimate(bulk), "bulk without size: the default size")
+	up := api.Task{Name: "i", Type: api.TypeRun, Run: &api.RunParams{Servers: []string{"s.example"}, Patterns: []string{"iperf"}, Transports: []string{"quic"},
+		IperfDirection: "upload", Duration: api.Duration(2 * time.Second)}}
+	assert.Equal(t, int64(perTest+2*IperfCeiling), estimate(up))
+
+	c := caps.Defaults()
+	c.Budget = map[string]int64{"wwan0": 1_000_000}
+	a := &Agent{Caps: c}
+	_, why := a.checkBudget(def, budget{Months: map[string]map[string]int64{}}, time.Now())
+	assert.Contains(t, why, "data budget of wwan0: 0.0 MB of 1.0 MB used")
+	assert.Contains(t, why, "this task needs about 1")
+}
+
+// TestUploadPathOwned: a schedule may bind uploads only to the owner's
+// upload.path or one of the owner's paths; another (a budgeted path the
+// owner spared) is refused, reported, and the upload uses the owner's.
+func TestUploadPathOwned(t *testing.T) {
+	h := newHostile(t)
+	h.schedule = `{"revision":1,"tasks":[],"upload":{"path":"wwan0"}}`
+	c := caps.Defaults()
+	c.Paths, c.Budget = []string{"wlan0"}, map[string]int64{"wwan0": 1_000_000}
+	var paths []string
+	a := &Agent{URL: h.url, Token: "t", Probe: "pi1", Dir: t.TempDir(), Caps: c, UploadPath: "wlan0",
+		HTTP:  &http.Client{Transport: upload.Transport(&h.pin, nil)},
+		Meter: func(names []string) ([]int64, error) { return make([]int64, len(names)), nil },
+		Exec:  func(context.Context, api.Task, []string) error { return nil },
+		Upload: func(_ context.Context, p api.UploadPolicy) error {
+			paths = append(paths, p.Path)
+			return nil
+		}}
+	_, err := a.RunOnce(context.Background())
+	require.NoError(t, err)
+	assert.Equal(t, []string{""}, paths, "the owner's upload.path, not wwan0")
+	rep := h.lastReport()
+	require.Len(t, rep.Refusals, 1)
+	assert.Equal(t, "upload", rep.Refusals[0].Task)
+	assert.Contains(t, rep.Refusals[0].Reason, "upload.path wwan0 is not one of this probe owner's paths (wlan0)")
+	for _, ok := range []string{"", "wlan0"} {
+		assert.Empty(t, a.checkUploadPath(ok))
+	}
+	a.Caps.Paths = nil
+	assert.NotEmpty(t, a.checkUploadPath("wwan0"), "no owner's paths: a budgeted path still needs to be the owner's upload.path")
+	assert.Empty(t, a.checkUploadPath("eth0"))
 }

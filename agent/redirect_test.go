@@ -32,6 +32,7 @@ type hostile struct {
 	url      string
 	pin      [32]byte
 	redirect atomic.Value // string; "" serves a schedule
+	schedule string       // the schedule served (default: one survey task)
 	mu       sync.Mutex
 	reports  []Status
 }
@@ -56,6 +57,10 @@ func newHostile(t *testing.T) *hostile {
 			_ = json.NewEncoder(w).Encode(api.Receipt{RunID: strings.TrimPrefix(r.URL.Path, api.RunsPath), SHA256: hex.EncodeToString(sum[:])})
 		default:
 			w.Header().Set("ETag", `"1"`)
+			if h.schedule != "" {
+				io.WriteString(w, h.schedule)
+				return
+			}
 			io.WriteString(w, `{"revision":1,"tasks":[{"name":"s","type":"survey","every":"1h"}]}`)
 		}
 	}))
@@ -244,4 +249,27 @@ func TestRunTargetsFailClosed(t *testing.T) {
 	args, err = Argv(task, c, t.TempDir(), nil)
 	require.NoError(t, err)
 	assert.NotContains(t, args, "--no-private")
+}
+
+// TestTaskCutAtMaxDuration: a task still running at the owner's
+// max_duration is ended (its context done) and the cut is reported to the
+// collector as that task's refusal.
+func TestTaskCutAtMaxDuration(t *testing.T) {
+	h := newHostile(t)
+	c := caps.Defaults()
+	c.MaxDuration = api.Duration(50 * time.Millisecond)
+	a := &Agent{URL: h.url, Token: "t", Probe: "pi1", Dir: t.TempDir(), Caps: c, Jitter: func(time.Duration) time.Duration { return 0 },
+		HTTP: &http.Client{Transport: upload.Transport(&h.pin, nil)},
+		Exec: func(ctx context.Context, _ api.Task, _ []string) error {
+			<-ctx.Done() // a task that would run forever
+			return ctx.Err()
+		},
+		Upload: func(context.Context, api.UploadPolicy) error { return nil }}
+	ran, err := a.RunOnce(context.Background())
+	require.NoError(t, err)
+	assert.Equal(t, []string{"s"}, ran)
+	rep := h.lastReport()
+	require.Len(t, rep.Refusals, 1)
+	assert.Equal(t, "s", rep.Refusals[0].Task)
+	assert.Contains(t, rep.Refusals[0].Reason, "cut at max_duration 50ms")
 }

@@ -7,6 +7,7 @@
 package caps
 
 import (
+	"cmp"
 	"crypto/ed25519"
 	"fmt"
 	"maps"
@@ -24,7 +25,9 @@ import (
 type Caps struct {
 	// MaxRate bounds a survey's probes per second.
 	MaxRate float64 `json:"max_rate"`
-	// MaxDuration bounds a test's duration, timeouts and grace.
+	// MaxDuration bounds a test's duration, timeouts and grace, a
+	// survey's spacing and DNS waits, and every task's wall time: the
+	// agent ends a task (its process group) at it.
 	MaxDuration api.Duration `json:"max_duration"`
 	// Types are the measurement types this probe runs.
 	Types []string `json:"types"`
@@ -65,6 +68,12 @@ func (c Caps) CheckSigned(s api.Schedule, probe string, highest int64) string {
 	return ""
 }
 
+// The survey command's defaults for what a task leaves unset (internal/cmd/survey).
+const (
+	SurveyDefaultCount      = 10
+	SurveyDefaultDNSRetries = 2
+)
+
 // Defaults apply to a probe whose owner set no agent: section.
 func Defaults() Caps {
 	return Caps{MaxRate: 200, MaxDuration: api.Duration(2 * time.Minute), Types: []string{api.TypeSurvey, api.TypeRun}}
@@ -94,7 +103,16 @@ func (c Caps) Check(t api.Task) error {
 		if p.Rate > c.MaxRate {
 			return bad("survey.rate", "%g probes/s is over the cap of %g", p.Rate, c.MaxRate)
 		}
-		durs["survey.timeout"] = p.Timeout
+		durs["survey.timeout"], durs["survey.spacing"], durs["survey.dns_timeout"] = p.Timeout, p.Spacing, p.DNSTimeout
+		// What one target can take at least, with the command's defaults
+		// (count 10, dns_retries 2) for what the task leaves unset: each
+		// alone must fit in the cap, the task as a whole is cut at it.
+		count, retries := cmp.Or(p.Count, SurveyDefaultCount), SurveyDefaultDNSRetries
+		if p.DNSRetries != nil {
+			retries = *p.DNSRetries
+		}
+		durs["survey.spacing x count"] = p.Spacing * api.Duration(max(count-1, 0))
+		durs["survey.dns_timeout x (dns_retries+1)"] = p.DNSTimeout * api.Duration(retries+1)
 		hosts = append(hosts, p.Domains...)
 	}
 	if p := t.Run; p != nil {

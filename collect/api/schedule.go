@@ -286,6 +286,11 @@ func parseUnsigned(b []byte) (s Schedule, bad []*FieldError, err error) {
 	if fe := checkUpload(s.Upload); fe != nil {
 		return Schedule{}, nil, fe
 	}
+	if len(raw.Tasks) > MaxTasks {
+		// The schema's maxItems, which the per-task checks below never see:
+		// a probe runs (and reports) at most this many.
+		return Schedule{}, nil, &FieldError{Field: "tasks", Reason: fmt.Sprintf("%d tasks, at most %d", len(raw.Tasks), MaxTasks)}
+	}
 	seen := map[string]bool{}
 	for i, rt := range raw.Tasks {
 		t, fe := parseTask(rt, i)
@@ -293,6 +298,8 @@ func parseUnsigned(b []byte) (s Schedule, bad []*FieldError, err error) {
 			fe = &FieldError{Task: t.Name, Field: fmt.Sprintf("tasks[%d].name", i), Reason: "a unique name is required"}
 		}
 		if fe != nil {
+			// Bounded: the probe logs, keeps and reports each one.
+			fe.Task, fe.Field, fe.Reason = clip(fe.Task, 64), clip(fe.Field, 256), clip(fe.Reason, 512)
 			bad = append(bad, fe)
 			continue
 		}
@@ -403,6 +410,27 @@ func fieldName(loc []string, at string) string {
 }
 
 // checkTask: what the schema cannot say.
+// MaxTasks is the most tasks a schedule holds (the schema's maxItems).
+const MaxTasks = 64
+
+// Bounds of a task's durations: every and spread at most MaxEvery, a
+// survey's per-probe and DNS waits at most MaxWait, a run's at most
+// MaxRunWait (the owner's max_duration is usually far lower).
+const (
+	MaxEvery   = Duration(31 * 24 * time.Hour)
+	MaxWait    = Duration(10 * time.Minute)
+	MaxRunWait = Duration(time.Hour)
+)
+
+// clip cuts s to at most n bytes (a valid UTF-8 prefix), marking the cut.
+func clip(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	s = strings.ToValidUTF8(s[:n], "")
+	return s + "..."
+}
+
 func checkTask(t Task, at string) *FieldError {
 	bad := func(field, reason string, args ...any) *FieldError {
 		return &FieldError{Task: t.Name, Field: at + "." + field, Reason: fmt.Sprintf(reason, args...)}
@@ -410,8 +438,12 @@ func checkTask(t Task, at string) *FieldError {
 	switch {
 	case t.Every < Duration(time.Minute):
 		return bad("every", "must be at least 1m")
+	case t.Every > MaxEvery:
+		return bad("every", "must be at most %v", time.Duration(MaxEvery))
 	case t.Spread < 0:
 		return bad("spread", "negative")
+	case t.Spread > MaxEvery:
+		return bad("spread", "must be at most %v", time.Duration(MaxEvery))
 	}
 	for i, w := range t.Windows {
 		if _, _, err := ParseWindow(w); err != nil {
@@ -422,21 +454,33 @@ func checkTask(t Task, at string) *FieldError {
 		t.Survey = &SurveyParams{}
 	}
 	if p := t.Survey; p != nil {
-		for name, d := range map[string]Duration{"timeout": p.Timeout, "spacing": p.Spacing, "dns_timeout": p.DNSTimeout} {
-			if d < 0 {
-				return bad("survey."+name, "negative")
+		for _, f := range []struct {
+			name string
+			d    Duration
+		}{{"timeout", p.Timeout}, {"spacing", p.Spacing}, {"dns_timeout", p.DNSTimeout}} {
+			if f.d < 0 {
+				return bad("survey."+f.name, "negative")
+			}
+			if f.d > MaxWait {
+				return bad("survey."+f.name, "must be at most %v", time.Duration(MaxWait))
 			}
 		}
 	}
 	if p := t.Run; p != nil {
-		for name, d := range map[string]Duration{"duration": p.Duration, "interval": p.Interval, "timeout": p.Timeout,
-			"connect_timeout": p.ConnectTimeout, "grace": p.Grace} {
-			if d < 0 {
-				return bad("run."+name, "negative")
-			}
+		pace := Duration(0)
+		if p.Pace != nil {
+			pace = *p.Pace
 		}
-		if p.Pace != nil && *p.Pace < 0 {
-			return bad("run.pace", "negative")
+		for _, f := range []struct {
+			name string
+			d    Duration
+		}{{"duration", p.Duration}, {"interval", p.Interval}, {"timeout", p.Timeout}, {"connect_timeout", p.ConnectTimeout}, {"grace", p.Grace}, {"pace", pace}} {
+			if f.d < 0 {
+				return bad("run."+f.name, "negative")
+			}
+			if f.d > MaxRunWait {
+				return bad("run."+f.name, "must be at most %v", time.Duration(MaxRunWait))
+			}
 		}
 	}
 	return nil

@@ -10,6 +10,8 @@ import "errors"
 // Counters of one interface, cumulative since it was created.
 type Counters struct {
 	RxPackets, TxPackets uint64
+	// Bytes at the interface (the agent's data budget meter).
+	RxBytes, TxBytes     uint64
 	RxDropped, TxDropped uint64
 	// Receive-ring overflows: the driver had no room for an arriving
 	// frame (rx_over_errors, rx_fifo_errors, rx_missed_errors).

@@ -10,8 +10,8 @@ import (
 const (
 	statRxPackets = iota
 	statTxPackets
-	_ // rx_bytes
-	_ // tx_bytes
+	statRxBytes
+	statTxBytes
 	_ // rx_errors
 	_ // tx_errors
 	statRxDropped
@@ -65,7 +65,7 @@ func read(names []string, dst []Counters, found []bool) error {
 				continue
 			}
 			u := func(k int) uint64 { return binary.NativeEndian.Uint64(stats[8*k:]) }
-			dst[j] = Counters{RxPackets: u(statRxPackets), TxPackets: u(statTxPackets),
+			dst[j] = Counters{RxPackets: u(statRxPackets), TxPackets: u(statTxPackets), RxBytes: u(statRxBytes), TxBytes: u(statTxBytes),
 				RxDropped: u(statRxDropped), TxDropped: u(statTxDropped), RxOverErrors: u(statRxOverErrors),
 				RxFifoErrors: u(statRxFifoErrors), RxMissedErrors: u(statRxMissedErrors)}
 			if j < len(found) {

@@ -32,6 +32,9 @@ func TestReadLoopback(t *testing.T) {
 	require.NoError(t, Read(names, after, found))
 	assert.GreaterOrEqual(t, after[0].TxPackets-before[0].TxPackets, uint64(10))
 	assert.GreaterOrEqual(t, after[0].RxPackets-before[0].RxPackets, uint64(10))
+	// 10 datagrams of 1 byte: at least 10 x 29 bytes (IPv4 + UDP headers).
+	assert.GreaterOrEqual(t, after[0].TxBytes-before[0].TxBytes, uint64(10*29))
+	assert.GreaterOrEqual(t, after[0].RxBytes-before[0].RxBytes, uint64(10*29))
 	assert.Zero(t, after[1])
 }
 

@@ -98,7 +98,7 @@ func agentRun(ctx context.Context, opts *Options) error {
 	}
 	a := &agent.Agent{URL: set.URL, Token: set.Token, Probe: opts.F.ProbeID(), Dir: opts.State, Logger: opts.Logger,
 		HTTP: &http.Client{Transport: upload.Transport(set.Pin, nil), Timeout: time.Minute},
-		Caps: cp, Spool: sp, Local: localPrefixes,
+		Caps: cp, Spool: sp, Local: localPrefixes, UploadPath: set.Path,
 		Exec: func(ctx context.Context, t api.Task, args []string) error {
 			// The owner's config (its dns:, upload:, survey: defaults) is
 			// the only file named that the task did not come with.
@@ -106,6 +106,7 @@ func agentRun(ctx context.Context, opts *Options) error {
 				args = append([]string{"--config", opts.F.ConfigPath}, args...)
 			}
 			cmd := exec.CommandContext(ctx, self, args...)
+			inGroup(cmd, cutGrace)
 			cmd.Stdout = io.Discard // the result is in the spool
 			cmd.Stderr = opts.IO.ErrOut
 			err := cmd.Run()
@@ -149,6 +150,10 @@ func agentRun(ctx context.Context, opts *Options) error {
 		}
 	}
 }
+
+// cutGrace is how long a task has, after its max_duration, to flush
+// what it measured before its process group is killed.
+const cutGrace = 3 * time.Second
 
 // Caps are the owner's caps from the config's agent: section over the
 // defaults.

@@ -328,9 +328,8 @@ func check(opts *Options) error {
 	if p.ChunkSize < 4 {
 		ch.Check("--chunk-size", fmt.Errorf("must be at least 4 (got %d)", p.ChunkSize))
 	}
-	if p.PingCount < 2 {
-		ch.Check("--ping-count", fmt.Errorf("must be at least 2 (got %d)", p.PingCount))
-	}
+	// The schedule schema's bounds (collect/api: ping_count).
+	ch.Check("--ping-count", config.IntIn(p.PingCount, 2, 10000))
 	switch p.Direction {
 	case patterns.DirectionBoth, patterns.DirectionUpload, patterns.DirectionDownload:
 	default:
