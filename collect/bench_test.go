@@ -7,13 +7,17 @@ import (
 	"testing"
 
 	"github.com/google/uuid"
+
+	"github.com/mptester/mptester/collect"
 )
 
 // BenchmarkHandlerDocument is the server's own cost per pattern-run
 // envelope (validation, tmp file, fsyncs, index), without network or TLS;
 // the end-to-end figures are collect/e2e's BenchmarkIngest*.
 func BenchmarkHandlerDocument(b *testing.B) {
-	e := newEnv(b, nil)
+	// 100 parallel uploads of one probe: past the per-probe bound (429)
+	// unless it is raised.
+	e := newEnv(b, func(l *collect.Limits) { l.MaxPerProbe, l.MaxInFlight = 200, 200 })
 	base := fixture(b, "document.json", fixtureRunID, "pi1", 0)
 	h := e.srv.Handler()
 	b.SetParallelism(100)

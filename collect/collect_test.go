@@ -84,11 +84,17 @@ func newEnvWith(t testing.TB, mod func(*collect.Config)) *env {
 }
 
 func newEnvWithIn(t testing.TB, dir string, mod func(*collect.Config)) *env {
+	return newEnvDSN(t, filepath.Join(dir, "collect.db"), filepath.Join(dir, "data"), mod)
+}
+
+// newEnvDSN is newEnvWith on the store dsn names (PostgreSQL too), its
+// raw uploads in data.
+func newEnvDSN(t testing.TB, dsn, data string, mod func(*collect.Config)) *env {
 	t.Helper()
 	ctx := context.Background()
-	st, err := store.Open(ctx, filepath.Join(dir, "collect.db"))
+	st, err := store.Open(ctx, dsn)
 	require.NoError(t, err)
-	e := &env{st: st, data: filepath.Join(dir, "data"), probeTok: collect.NewToken(), adminTok: collect.NewToken()}
+	e := &env{st: st, data: data, probeTok: collect.NewToken(), adminTok: collect.NewToken()}
 	require.NoError(t, st.AddProbe(ctx, "pi1", collect.HashToken(e.probeTok), time.Now()))
 	require.NoError(t, st.AddAdmin(ctx, "ops", collect.HashToken(e.adminTok), time.Now()))
 	cfg := collect.Config{Store: st, Data: e.data, Limits: collect.DefaultLimits()}

@@ -183,7 +183,8 @@ func (s *Server) ingest(w http.ResponseWriter, r *http.Request) (Receipt, error)
 	}()
 	h := sha256.New()
 	n := &countWriter{}
-	in := io.TeeReader(&limitReader{r: body, n: lim.MaxBytes}, storageWriter{io.MultiWriter(h, sp, n)})
+	nul := &nulScan{}
+	in := io.TeeReader(&limitReader{r: body, n: lim.MaxBytes}, storageWriter{io.MultiWriter(h, sp, n, nul)})
 	p, err := s.parse(in)
 	if err == nil {
 		if err = sp.flush(); err != nil {
@@ -203,6 +204,9 @@ func (s *Server) ingest(w http.ResponseWriter, r *http.Request) (Receipt, error)
 	if p.sum.ProbeID != "" && p.sum.ProbeID != tok.Name {
 		return Receipt{}, reject(http.StatusForbidden, "forbidden", apiError{Line: p.line, Pointer: "/probe_id",
 			Reason: fmt.Sprintf("probe_id %q is not this token's probe %q", p.sum.ProbeID, tok.Name)})
+	}
+	if err := checkUpload(sp, n.n, p, nul); err != nil {
+		return Receipt{}, err
 	}
 	sha := hex.EncodeToString(h.Sum(nil))
 	now := s.cfg.Now().UTC()

@@ -95,7 +95,7 @@ func (s *Server) handleReport(w http.ResponseWriter, r *http.Request) {
 	}
 	seq, done := s.inputs().Inputs(r.Context(), f)
 	rep, err := analysis.AnalyzeSeq(seq, done, analysis.Options{Tool: "mptester " + buildinfo.Version,
-		Source: "collect server", Filters: f.Strings(), Fleet: true})
+		Source: "collect server", Filters: f.Strings(), Fleet: true, SkipBad: true})
 	if err != nil {
 		// A stored upload the report cannot read is the server's fault.
 		s.log.Error("report", "err", err)

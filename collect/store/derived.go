@@ -309,7 +309,7 @@ const (
 // most MaxPage) whose derived rows were never written, or not added to
 // the roll-ups (after ResetRollups, or from before the roll-ups).
 func (s *sqlStore) ListUnderived(ctx context.Context, after int64) ([]Run, error) {
-	rows, err := s.db.QueryContext(ctx, s.q(`SELECT `+runColumns+` FROM runs WHERE seq > ? AND parsed
+	rows, err := s.db.QueryContext(ctx, s.q(`SELECT `+runColumns+` FROM runs WHERE seq > ? AND parsed AND `+notQuarantined("runs")+`
 		AND NOT EXISTS (SELECT 1 FROM derived_runs d WHERE d.run_id = runs.run_id AND d.rolled_up) ORDER BY seq LIMIT ?`), after, MaxPage)
 	if err != nil {
 		return nil, fmt.Errorf("list underived runs: %w", err)

@@ -111,7 +111,7 @@ var exportQueries = []exportQuery{
 // Export streams the runs f selects and their derived rows into sink,
 // table by table, each in the runs' order.
 func (s *sqlStore) Export(ctx context.Context, f ExportFilter, sink ExportSink) error {
-	var where []string
+	where := []string{notQuarantined("r")}
 	var args []any
 	if f.Probe != "" {
 		where, args = append(where, "r.probe_id = ?"), append(args, f.Probe)
@@ -122,10 +122,7 @@ func (s *sqlStore) Export(ctx context.Context, f ExportFilter, sink ExportSink) 
 	if !f.Until.IsZero() {
 		where, args = append(where, "r.started_at < ?"), append(args, nanos(f.Until))
 	}
-	cond := ""
-	if len(where) > 0 {
-		cond = " WHERE " + strings.Join(where, " AND ")
-	}
+	cond := " WHERE " + strings.Join(where, " AND ")
 	rows, err := s.db.QueryContext(ctx, s.q(`SELECT `+prefixed("r.", runColumns)+` FROM runs r`+cond+` ORDER BY r.seq`), args...)
 	if err != nil {
 		return fmt.Errorf("export runs: %w", err)

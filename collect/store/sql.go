@@ -247,7 +247,7 @@ func (s *sqlStore) GetRaw(ctx context.Context, runID string) ([]byte, error) {
 const MaxPage = 1000
 
 func (s *sqlStore) ListRuns(ctx context.Context, f RunFilter) ([]Run, error) {
-	where, args := []string{"seq > ?"}, []any{f.After}
+	where, args := []string{"seq > ?", notQuarantined("runs")}, []any{f.After}
 	if f.Probe != "" {
 		where, args = append(where, "probe_id = ?"), append(args, f.Probe)
 	}

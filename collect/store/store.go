@@ -165,5 +165,8 @@ type Store interface {
 	Export(ctx context.Context, f ExportFilter, sink ExportSink) error
 	// Fleet reads the probes' last derived figures (fleet.go).
 	Fleet(ctx context.Context) (Fleet, error)
+	// Quarantine hides a stored run from ListRuns, the deriver and
+	// Export, keeping its row and raw upload; ErrNotFound if no such run.
+	Quarantine(ctx context.Context, runID, reason string, now time.Time) error
 	Close() error
 }

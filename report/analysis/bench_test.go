@@ -156,3 +156,19 @@ func TestSurveyIsStreamed(t *testing.T) {
 	require.Greater(t, c.n, int64(30<<20))
 	require.Less(t, peak, uint64(c.n*3/4))
 }
+
+// BenchmarkCheck is what a collector spends reading one small upload
+// through every section before acknowledging it.
+func BenchmarkCheck(b *testing.B) {
+	doc, err := os.ReadFile("../testdata/document.json")
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		in := analysis.Input{Name: "upload", Open: func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(doc)), nil }}
+		if err := analysis.Check(in, nil); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

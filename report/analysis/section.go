@@ -123,7 +123,19 @@ type Options struct {
 	// Fleet adds the fleet views (runs, reachability and RTT per probe
 	// over time), meant for a store's many runs.
 	Fleet bool
+	// SkipBad lists a run that cannot be read (or that a section
+	// refuses) as skipped, with its reason, and reads the others: one bad
+	// upload in a store must not take down every fleet view. Without it
+	// such a run fails the report (files given by hand).
+	SkipBad  bool
+	each     func(Record) error // Check's
+	noTables bool               // Check's: the sections' tables are not built
 }
+
+// maxSkipped bounds the bad runs a SkipBad report skips: each one costs
+// a new pass over the inputs (the sections cannot take a run back), and
+// past this many the store is broken, not one upload.
+const maxSkipped = 100
 
 // fleetOnly marks a section shown only with Options.Fleet.
 type fleetOnly interface{ fleetOnly() }
@@ -178,8 +190,53 @@ func Analyze(inputs []Input) (*Report, error) {
 
 // AnalyzeSeq is Analyze over inputs produced one at a time (a database
 // query's pages), so a fleet's month is never listed whole; next's error,
-// if any, ends the report.
+// if any, ends the report. With opts.SkipBad, inputs must be iterable
+// again: a bad run found midway is skipped from a new pass.
 func AnalyzeSeq(inputs iter.Seq[Input], next func() error, opts Options) (*Report, error) {
+	skip := map[string]string{}
+	for {
+		rep, bad, err := analyzeOnce(inputs, next, opts, skip)
+		var rerr *runError
+		if !opts.SkipBad || !errors.As(err, &rerr) {
+			return rep, err
+		}
+		if len(skip) == maxSkipped {
+			return nil, fmt.Errorf("more than %d runs cannot be read, the last %w", maxSkipped, rerr.err)
+		}
+		skip[bad] = rerr.err.Error()
+	}
+}
+
+// SkippedUnreadable starts the Skipped reason of a run SkipBad left out.
+const SkippedUnreadable = "cannot be read: "
+
+// runError is a run that cannot be read (as opposed to its source failing).
+type runError struct{ err error }
+
+func (e *runError) Error() string { return e.err.Error() }
+func (e *runError) Unwrap() error { return e.err }
+
+// Check reads one run through every section, fleet views too: nil means
+// any report over it, alone or with others, can read it. A collector
+// checks an upload with it before acknowledging it.
+// each, when set, is called first with every record.
+func Check(in Input, each func(Record) error) error {
+	rep, err := AnalyzeSeq(slices.Values([]Input{in}), nil, Options{Fleet: true, each: each, noTables: true})
+	if err != nil {
+		var re *runError
+		if errors.As(err, &re) {
+			return re.err
+		}
+		return err
+	}
+	rep.Close()
+	return nil
+}
+
+// skipName is how a skipped run is named in skip.
+func skipName(in Input) string { return in.Name }
+
+func analyzeOnce(inputs iter.Seq[Input], next func() error, opts Options, skip map[string]string) (*Report, string, error) {
 	var secs []Section
 	var names []string
 	for _, e := range registry {
@@ -198,14 +255,19 @@ func AnalyzeSeq(inputs iter.Seq[Input], next func() error, opts Options) (*Repor
 	}()
 	used := map[typeKey]*typeUse{}
 	seen := map[string]string{} // run id -> file
+	skipped := 0
 	for in := range inputs {
+		if why, ok := skip[skipName(in)]; ok && in.Skip == "" {
+			in.Skip = SkippedUnreadable + why
+			skipped++
+		}
 		if in.Skip != "" {
 			rep.Runs = append(rep.Runs, &Run{File: in.Name, SHA256: in.SHA256, Header: in.Header, Skipped: in.Skip})
 			continue
 		}
 		rc, err := in.Open()
 		if err != nil {
-			return nil, &InputError{File: in.Name, Reason: err.Error()}
+			return nil, "", &InputError{File: in.Name, Reason: err.Error()}
 		}
 		run, err := Read(in.Name, rc, func(rec Record) error {
 			k := typeKey{rec.Run.Header.Command, rec.Type}
@@ -222,6 +284,11 @@ func AnalyzeSeq(inputs iter.Seq[Input], next func() error, opts Options) (*Repor
 			}
 			u.n++
 			rec.memo = &memo{}
+			if opts.each != nil {
+				if err := opts.each(rec); err != nil {
+					return err
+				}
+			}
 			if len(u.secs) == 0 && !json.Valid(rec.Raw) {
 				return errors.New("not JSON")
 			}
@@ -234,17 +301,17 @@ func AnalyzeSeq(inputs iter.Seq[Input], next func() error, opts Options) (*Repor
 		})
 		rc.Close()
 		if err != nil {
-			return nil, err
+			return nil, skipName(in), &runError{err}
 		}
 		if run.Header.ProbeID == "" { // the store knows which probe uploaded it
 			run.Header.ProbeID = in.Header.ProbeID
 		}
 		if in.SHA256 != "" && in.SHA256 != run.SHA256 {
-			return nil, &InputError{File: in.Name, Reason: fmt.Sprintf("sha256 %s, the store recorded %s: the file changed after upload", run.SHA256, in.SHA256)}
+			return nil, skipName(in), &runError{&InputError{File: in.Name, Reason: fmt.Sprintf("sha256 %s, the store recorded %s: the file changed after upload", run.SHA256, in.SHA256)}}
 		}
 		// A run given twice (copied, or once gzip'd) would count double.
 		if prev, ok := seen[run.Header.RunID]; ok {
-			return nil, &InputError{File: in.Name, Reason: fmt.Sprintf("run %s is already read from %s: a run counts once", run.Header.RunID, prev)}
+			return nil, skipName(in), &runError{&InputError{File: in.Name, Reason: fmt.Sprintf("run %s is already read from %s: a run counts once", run.Header.RunID, prev)}}
 		}
 		seen[run.Header.RunID] = run.File
 		rep.Runs = append(rep.Runs, run)
@@ -262,13 +329,17 @@ func AnalyzeSeq(inputs iter.Seq[Input], next func() error, opts Options) (*Repor
 	}
 	if next != nil {
 		if err := next(); err != nil {
-			return nil, err
+			return nil, "", err
 		}
 	}
 	for _, s := range secs {
 		if e, ok := s.(interface{ Err() error }); ok && e.Err() != nil {
-			return nil, fmt.Errorf("spilling samples to disk: %w", e.Err())
+			return nil, "", fmt.Errorf("spilling samples to disk: %w", e.Err())
 		}
+	}
+	if opts.noTables {
+		ok = true
+		return rep, "", nil
 	}
 	// The answer first, what the sections found next, and what made the
 	// report (provenance, inputs, records read) at the end.
@@ -289,15 +360,15 @@ func AnalyzeSeq(inputs iter.Seq[Input], next func() error, opts Options) (*Repor
 	if f := findingsTable(rep.Tables); f.Len() > 0 {
 		rep.Tables = append([]Table{f}, rep.Tables...)
 	}
-	rep.Tables = append(rep.Tables, provenanceTable(rep.Runs, opts), inputsTable(rep.Runs), typesTable(used))
+	rep.Tables = append(rep.Tables, provenanceTable(rep.Runs, opts, skipped), inputsTable(rep.Runs), typesTable(used))
 	ok = true
-	return rep, nil
+	return rep, "", nil
 }
 
 // provenanceTable says what made the report: the tool, the schema versions
 // read, where the inputs came from and the filters that chose them (each
 // input's sha256 is in the inputs table).
-func provenanceTable(runs []*Run, o Options) Table {
+func provenanceTable(runs []*Run, o Options, skipped int) Table {
 	t := Table{Name: "provenance", Title: "Provenance",
 		Note:    "every input's sha256 is in the inputs table",
 		Columns: []string{"key", "value"}}
@@ -318,6 +389,21 @@ func provenanceTable(runs []*Run, o Options) Table {
 	}
 	t.Rows = [][]string{{"tool", tool}, {"source", cmpOr(o.Source, "files")}, {"filters", filters},
 		{"inputs", fmt.Sprint(len(runs))}, {"schema_versions", strings.Join(versions, " ")}}
+	if o.SkipBad || skipped > 0 {
+		// Every input listed but not read (unparsed or unreadable), by run
+		// id; the inputs table says why for each.
+		var ids []string
+		for _, r := range runs {
+			if r.Skipped != "" {
+				ids = append(ids, cmpOr(r.Header.RunID, r.File))
+			}
+		}
+		v := fmt.Sprint(len(ids))
+		if len(ids) > 0 {
+			v += ": " + strings.Join(ids, " ")
+		}
+		t.Rows = append(t.Rows, []string{"skipped", v})
+	}
 	return t
 }
 

@@ -135,6 +135,39 @@ func Run(t *testing.T, newDSN func(t *testing.T) string) {
 		assert.Empty(t, ids(0))
 	})
 
+	t.Run("Quarantine", func(t *testing.T) {
+		s := open(t, newDSN(t))
+		defer s.Close()
+		require.NoError(t, s.AddProbe(ctx, "pi1", "h1", t0))
+		for i, id := range []string{"r1", "r2", "r3"} {
+			_, _, err := s.PutRun(ctx, run(id, "pi1", "x"+id, i), store.Report{})
+			require.NoError(t, err)
+		}
+		require.NoError(t, s.PutDerived(ctx, "r2", store.Derived{Cells: []store.SurveyCell{{ProbePath: "a", ResolvePath: "b"}}}))
+		require.NoError(t, s.Quarantine(ctx, "r2", "poison", t0))
+		require.NoError(t, s.Quarantine(ctx, "r2", "again", t0), "quarantining twice is no error")
+		assert.ErrorIs(t, s.Quarantine(ctx, "nope", "", t0), store.ErrNotFound)
+		rs, err := s.ListRuns(ctx, store.RunFilter{})
+		require.NoError(t, err)
+		var ids []string
+		for _, r := range rs {
+			ids = append(ids, r.RunID)
+		}
+		assert.Equal(t, []string{"r1", "r3"}, ids, "hidden from lists")
+		un, err := s.ListUnderived(ctx, 0)
+		require.NoError(t, err)
+		for _, r := range un {
+			assert.NotEqual(t, "r2", r.RunID, "never derived")
+		}
+		var x exportIDs
+		require.NoError(t, s.Export(ctx, store.ExportFilter{}, &x))
+		assert.Equal(t, []string{"r1", "r3"}, x.runs, "hidden from exports")
+		assert.Zero(t, x.cells, "its derived rows too")
+		back, err := s.GetRun(ctx, "r2")
+		require.NoError(t, err, "the row is kept")
+		assert.Equal(t, "xr2", back.SHA256)
+	})
+
 	t.Run("ListFiltersAndPages", func(t *testing.T) {
 		s := open(t, newDSN(t))
 		defer s.Close()
@@ -412,3 +445,18 @@ func Run(t *testing.T, newDSN func(t *testing.T) string) {
 
 	t.Run("Rollups", func(t *testing.T) { runRollups(t, open(t, newDSN(t))) })
 }
+
+// exportIDs is an ExportSink keeping the run ids and counting cells.
+type exportIDs struct {
+	runs  []string
+	cells int
+}
+
+func (x *exportIDs) Run(r store.Run) error                              { x.runs = append(x.runs, r.RunID); return nil }
+func (x *exportIDs) Cell(store.RunRef, store.SurveyCell) error          { x.cells++; return nil }
+func (x *exportIDs) Probe(store.RunRef, int64, store.SurveyProbe) error { return nil }
+func (x *exportIDs) Test(store.RunRef, store.PatternTest) error         { return nil }
+func (x *exportIDs) PathBytes(store.RunRef, int64, store.PathBytes) error {
+	return nil
+}
+func (x *exportIDs) Mobile(store.RunRef, store.MobileSummary) error { return nil }

@@ -114,6 +114,7 @@ uploads in flight finish within --drain, then it exits 0.`,
 	schedule.AddCommand(NewCmdScheduleSet(f, opts, nil), NewCmdScheduleKeygen(f, nil), NewCmdScheduleSign(f, nil))
 	cmd.AddCommand(schedule)
 	cmd.AddCommand(newCmdProbe(f, opts), newCmdAdmin(f, opts), NewCmdExport(f, opts, nil), NewCmdGC(f, opts, nil), NewCmdReindex(f, opts, nil))
+	cmd.AddCommand(newCmdRun(f, opts))
 	return cmd
 }
 

@@ -281,8 +281,13 @@ func testDBReport(t *testing.T, dsn, data string, dbArgs ...string) {
 	}
 	_, err = sdb.Exec(q, b, id)
 	require.NoError(t, err)
-	_, _, err = execute(t, db...)
-	assert.ErrorContains(t, err, "the file changed after upload")
+	// Skipped, not failing the fleet's report, and said so.
+	out, errOut, err := execute(t, append(db, "--section", "provenance")...)
+	require.NoError(t, err)
+	assert.Contains(t, errOut, "warning: run "+id+" skipped")
+	assert.Contains(t, errOut, "the file changed after upload")
+	assert.Contains(t, out, "skipped")
+	assert.Contains(t, out, id)
 }
 
 func TestDBReportSQLite(t *testing.T) {

@@ -170,6 +170,14 @@ func reportRun(ctx context.Context, opts *Options) error {
 		return err
 	}
 	defer rep.Close()
+	for _, r := range rep.Runs {
+		// A run of the store no report can read: skipped, and said so
+		// here as in the provenance table (quarantine it to hide it).
+		if strings.HasPrefix(r.Skipped, analysis.SkippedUnreadable) {
+			fmt.Fprintf(opts.IO.ErrOut, "warning: run %s skipped: %s (hide it: mptester collect run quarantine %s)\n",
+				r.Header.RunID, r.Skipped, r.Header.RunID)
+		}
+	}
 	tables, figs := rep.Tables, rep.Figures
 	if opts.Section != "" {
 		t, ok := rep.Table(opts.Section)
@@ -284,7 +292,7 @@ func fromStore(ctx context.Context, opts *Options, f storeinput.Filter, aopts an
 		return nil, cmdutil.Usage(err)
 	}
 	src := storeinput.New(st, raw)
-	aopts.Source, aopts.Filters, aopts.Fleet = storeinput.Kind(opts.DB), f.Strings(), true
+	aopts.Source, aopts.Filters, aopts.Fleet, aopts.SkipBad = storeinput.Kind(opts.DB), f.Strings(), true, true
 	seq, done := src.Inputs(ctx, f)
 	return analysis.AnalyzeSeq(seq, done, aopts)
 }
