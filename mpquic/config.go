@@ -26,6 +26,10 @@ type Config struct {
 	// MaxIncomingStreams is how many bidirectional streams the peer may
 	// have open at once; default 100.
 	MaxIncomingStreams uint64
+	// MaxIncomingUniStreams is how many unidirectional streams the peer
+	// may have open at once; default 0 (none). HTTP/3 needs at least 3
+	// (RFC 9114 §6.2: control and the two QPACK streams).
+	MaxIncomingUniStreams uint64
 	// SendBuffer is how many bytes a stream's Write queues ahead of the
 	// sender before it blocks; default 1 MiB. A measurement keeps it small
 	// so that a timed sender stops close to when it stops writing.

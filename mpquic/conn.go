@@ -164,6 +164,7 @@ type Conn struct {
 	localMaxBidi   uint64 // streams the peer may open (count)
 	peerBidiClosed uint64
 	sendMaxStreams bool
+	uni            uniStreams // unistream.go
 	peerMaxData    uint64
 	dataSent       uint64 // new stream bytes sent, against peerMaxData
 	localMaxData   uint64
@@ -215,6 +216,7 @@ func newConn(isClient bool, pconn net.PacketConn, remote net.Addr, conf Config, 
 		mss: conf.MaxDatagramSize, paths: map[uint32]*path{}, earlyStatus: map[uint32]PathStatusFrame{}, pathCIDReady: make(chan struct{}, 1), nextPathID: 1,
 		streams: map[uint64]*Stream{}, acceptReady: make(chan struct{}, 1), openReady: make(chan struct{}, 1),
 		localMaxBidi: conf.MaxIncomingStreams, localMaxData: conf.ConnectionReceiveWindow,
+		uni:  uniStreams{localMax: conf.MaxIncomingUniStreams, acceptReady: make(chan struct{}, 1)},
 		done: make(chan struct{}), handshakeCh: make(chan struct{}), ending: make(chan struct{}), closeSent: make(chan struct{}),
 		sendScratch: make([]byte, 0, maxDatagramSize+64),
 		idleTimeout: conf.MaxIdleTimeout,
@@ -265,6 +267,8 @@ func (c *Conn) localParams() TransportParameters {
 	p.InitialMaxStreamDataBidiLocal = c.conf.StreamReceiveWindow
 	p.InitialMaxStreamDataBidiRemote = c.conf.StreamReceiveWindow
 	p.InitialMaxStreamsBidi = c.conf.MaxIncomingStreams
+	p.InitialMaxStreamDataUni = c.conf.StreamReceiveWindow
+	p.InitialMaxStreamsUni = c.conf.MaxIncomingUniStreams
 	p.InitialSCID = c.scid
 	if !c.conf.DisableMultipath {
 		v := c.conf.MaxPathID
@@ -938,6 +942,7 @@ func (c *Conn) setPeerParams(b []byte) error {
 	c.peerParams, c.haveParams = p, true
 	c.peerMaxData = p.InitialMaxData
 	c.peerMaxBidi = p.InitialMaxStreamsBidi
+	c.uni.peerMax = p.InitialMaxStreamsUni
 	if p.MaxIdleTimeout > 0 && (c.idleTimeout == 0 || p.MaxIdleTimeout < c.idleTimeout) {
 		c.idleTimeout = p.MaxIdleTimeout
 	}
@@ -1102,6 +1107,8 @@ func (c *Conn) requeue(sp *pnSpace, p *recovery.SentPacket) {
 			c.sendMaxData = true
 		case sfMaxStreams:
 			c.sendMaxStreams = true
+		case sfMaxStreamsUni:
+			c.uni.sendMax = true
 		case sfHandshakeDone:
 			c.sendHandshakeDone = true
 		case sfNewCID:

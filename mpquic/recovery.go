@@ -21,4 +21,5 @@ const (
 	sfPathAbandon
 	sfPathStatus
 	sfMaxPathID
+	sfMaxStreamsUni
 )

@@ -452,6 +452,9 @@ func (c *Conn) fillControl(pl *plan, b []byte, avail int) []byte {
 	if c.sendMaxStreams && add(MaxStreamsFrame{Bidi: true, Max: c.localMaxBidi}, recovery.SentFrame{Kind: sfMaxStreams}) {
 		c.sendMaxStreams = false
 	}
+	if c.uni.sendMax && add(MaxStreamsFrame{Max: c.uni.localMax}, recovery.SentFrame{Kind: sfMaxStreamsUni}) {
+		c.uni.sendMax = false
+	}
 	for id, cs := range c.cids {
 		for len(cs.queue) > 0 {
 			f, ok := cs.issued[cs.queue[0]]

@@ -41,6 +41,7 @@ type Stream struct {
 	isActive              bool
 	finished              bool
 	sendWaiting           bool // in c.sendWaiters
+	recvOnly              bool // the peer's unidirectional stream (unistream.go)
 }
 
 func (c *Conn) newStream(id uint64, peerMax uint64) *Stream {
@@ -365,13 +366,15 @@ func (c *Conn) maybeDone(s *Stream) {
 		return
 	}
 	recvDone := s.resetErr != nil || (s.finalKnown && s.recv.readOff == s.finalSize) || (s.readCanceled && s.finalKnown)
-	sendDone := s.send.allAcked() || (s.resetCode != nil && s.resetAcked)
+	sendDone := s.recvOnly || s.send.allAcked() || (s.resetCode != nil && s.resetAcked)
 	if !recvDone || !sendDone {
 		return
 	}
 	s.finished = true
 	delete(c.streams, s.id)
-	if !c.localStream(s.id) {
+	if s.recvOnly {
+		c.uniDone()
+	} else if !c.localStream(s.id) {
 		c.peerBidiClosed++
 		c.localMaxBidi = c.peerBidiClosed + c.conf.MaxIncomingStreams
 		c.sendMaxStreams = true
@@ -387,16 +390,14 @@ func (c *Conn) failStreams() {
 	}
 	notify(c.openReady)
 	notify(c.acceptReady)
+	notify(c.uni.acceptReady)
 }
 
 // streamFor finds the stream a frame names, opening peer streams up to it
 // (RFC 9000 §3.2). A nil stream and nil error: a finished stream.
 func (c *Conn) streamFor(id uint64, ft FrameType) (*Stream, error) {
 	if id&2 != 0 {
-		if c.localStream(id) {
-			return nil, transportErr(StreamStateError, ft, "unidirectional stream %d was never opened", id)
-		}
-		return nil, transportErr(StreamLimitError, ft, "unidirectional stream %d beyond the limit of 0", id)
+		return c.uniStreamFor(id, ft)
 	}
 	if c.localStream(id) {
 		if id >= c.nextLocalBidi {
@@ -504,6 +505,10 @@ func (c *Conn) handleStreamFrame(f Frame) error {
 	case MaxStreamsFrame:
 		if f.Bidi && f.Max > c.peerMaxBidi {
 			c.peerMaxBidi = f.Max
+			notify(c.openReady)
+		}
+		if !f.Bidi && f.Max > c.uni.peerMax {
+			c.uni.peerMax = f.Max
 			notify(c.openReady)
 		}
 	case StreamDataBlockedFrame:

@@ -240,12 +240,9 @@ func checkResult(t *testing.T, rec Record) {
 				t.Errorf("ping %d: delay %v, application delay %v", i+2, r.Delays[i], r.AppDelays[i])
 			}
 		}
-		// HTTP/2 over TLS/TCP, HTTP/3 over quic-go (quic, quic-handover),
-		// HTTP/1.1 on a stream over mpquic (no HTTP/3 there).
+		// HTTP/2 over TLS/TCP, HTTP/3 over quic-go (quic, quic-handover)
+		// and over mpquic (mpquic/h3).
 		want := map[string]string{"tcp": "HTTP/2.0", "udp": "HTTP/3.0"}[network(rec.Config.Transport)]
-		if rec.Config.Transport == "mpquic" {
-			want = "HTTP/1.1"
-		}
 		if r.Proto != want {
 			t.Errorf("proto %s, want %s", r.Proto, want)
 		}
@@ -565,6 +562,32 @@ func TestHTTP1(t *testing.T) {
 			}
 			if proto != "HTTP/1.1" || rec.Connections[0].ALPN != "http/1.1" {
 				t.Errorf("%s/%s over %s (ALPN %s), want HTTP/1.1", pat, trName, proto, rec.Connections[0].ALPN)
+			}
+		}
+	}
+}
+
+// TestHTTP3BothQUICs: the HTTP patterns over quic (quic-go) and mpquic
+// (mpquic/h3) go through the same framing, HTTP/3, and record ALPN h3.
+func TestHTTP3BothQUICs(t *testing.T) {
+	lo := loopback(t)
+	srv := startServer(t, Limits{})
+	for _, trName := range []string{quicName, "mpquic"} {
+		tr := newTestTransport(t, trName, lo, probe.Family4, srv.pin)
+		for _, pat := range []string{"ping", "bulk"} {
+			rec := RunTest(context.Background(), tr, srv.config(pat, trName, probe.Family4, smallParams), nil, nil)
+			if rec.Status != StatusSuccess {
+				t.Fatalf("%s/%s: %s %s", pat, trName, rec.Status, rec.Error)
+			}
+			proto := ""
+			switch r := rec.Result.(type) {
+			case *PingResult:
+				proto = r.Proto
+			case *BulkResult:
+				proto = r.Proto
+			}
+			if proto != "HTTP/3.0" || len(rec.Connections) == 0 || rec.Connections[0].ALPN != "h3" {
+				t.Errorf("%s/%s over %q (connections %+v), want HTTP/3.0 with ALPN h3", pat, trName, proto, rec.Connections)
 			}
 		}
 	}
