@@ -32,6 +32,20 @@ func (quicgo) version() string {
 	return "unknown"
 }
 
+func (quicgo) alpn() string { return hqALPN }
+
+// keyUpdated: quic-go's qlog records a 1-RTT key update with its trigger.
+func (quicgo) keyUpdated(ev *evidence, initiated bool) (bool, string) {
+	trigger := "remote_update"
+	if initiated {
+		trigger = "local_update"
+	}
+	want := `"trigger":"` + trigger + `"`
+	waitQlog(ev, want)
+	q := ev.qlogText()
+	return strings.Contains(q, `"security:key_updated"`) && strings.Contains(q, want), "a key_updated event with " + want + " in quic-go's qlog"
+}
+
 func (quicgo) unsupported(c string, r role) string {
 	if c == "connectionmigration" && r == mpquicClient {
 		return "quic-go's server offers no preferred_address, and mpquic's client moves only by adding a path (multipath, which quic-go does not speak)"
