@@ -475,7 +475,7 @@ func TestLimitsAndPin(t *testing.T) {
 	qtr := newTestTransport(t, quicName, lo, probe.Family4, srv.pin)
 	// Over QUIC one connection carries both streams, and the second
 	// stream running at once takes a slot as TCP's second connection does
-	// (issue 44): refused too, with the reason.
+	// (a per-stream session): refused too, with the reason.
 	rec = RunTest(context.Background(), qtr, srv.config("interactive", quicName, probe.Family4, smallParams), nil, nil)
 	if rec.Status != StatusServerRefused || !strings.Contains(rec.Error, "at its limit of 1 sessions") {
 		t.Fatalf("quic interactive with a cap of 1: %s %s, want server-refused", rec.Status, rec.Error)
