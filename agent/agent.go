@@ -20,7 +20,6 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
@@ -163,7 +162,7 @@ func (a *Agent) get(ctx context.Context, etag string) (*cached, error) {
 		return nil, nil
 	case http.StatusOK:
 	default:
-		return nil, fmt.Errorf("schedule: server answered %d: %s", resp.StatusCode, collectorText(b))
+		return nil, fmt.Errorf("schedule: server answered %d: %s", resp.StatusCode, upload.CollectorText(b, 512))
 	}
 	if !json.Valid(b) {
 		return nil, errors.New("schedule: the server's answer is not JSON")
@@ -175,16 +174,6 @@ func (a *Agent) get(ctx context.Context, etag string) (*cached, error) {
 // origin (upload.Guard).
 func (a *Agent) client() *http.Client {
 	return upload.Guard(a.HTTP, a.URL)
-}
-
-// collectorText is what a collector said, fit for a log line or a
-// terminal: quoted (control characters escaped) and at most 512 bytes.
-func collectorText(b []byte) string {
-	b = bytes.TrimSpace(b)
-	if len(b) > 512 {
-		return strconv.Quote(string(b[:512])) + "..."
-	}
-	return strconv.Quote(string(b))
 }
 
 // misdirected is the refusal that reports a collector's redirect (what
@@ -514,7 +503,7 @@ func (a *Agent) report(ctx context.Context, refused map[string]api.Refusal) erro
 	defer resp.Body.Close()
 	if resp.StatusCode/100 != 2 {
 		msg, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
-		return fmt.Errorf("status: server answered %d: %s", resp.StatusCode, collectorText(msg))
+		return fmt.Errorf("status: server answered %d: %s", resp.StatusCode, upload.CollectorText(msg, 512))
 	}
 	return nil
 }

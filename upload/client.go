@@ -265,11 +265,11 @@ func (c *Client) send(ctx context.Context, s *Spool, it Item, backlog int) (Outc
 		c.log().Info("uploaded", "run_id", it.RunID, "status", code, "duplicate", rc.Duplicate, "bytes", rc.Bytes)
 		return Uploaded, rc, 0, nil
 	case code == http.StatusUnauthorized:
-		return Refused, api.Receipt{}, 0, fmt.Errorf("collector refused the token (401): %s", strings.TrimSpace(string(answer)))
+		return Refused, api.Receipt{}, 0, fmt.Errorf("collector refused the token (401): %s", CollectorText(answer, 512))
 	case code == http.StatusRequestTimeout, code == http.StatusTooManyRequests, code >= 500:
-		return Retryable, api.Receipt{}, retryAfter(resp.Header.Get("Retry-After")), fmt.Errorf("collector answered %d: %s", code, strings.TrimSpace(string(answer)))
+		return Retryable, api.Receipt{}, retryAfter(resp.Header.Get("Retry-After")), fmt.Errorf("collector answered %d: %s", code, CollectorText(answer, 512))
 	case code >= 400:
-		c.log().Error("upload rejected; kept in rejected/", "run_id", it.RunID, "status", code, "answer", strings.TrimSpace(string(answer)))
+		c.log().Error("upload rejected; kept in rejected/", "run_id", it.RunID, "status", code, "answer", CollectorText(answer, 512))
 		if err := s.Reject(it, fmt.Appendf(nil, `{"status":%d,"answer":%s}`, code, jsonOrString(answer))); err != nil {
 			return Retryable, api.Receipt{}, 0, err
 		}

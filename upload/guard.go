@@ -1,11 +1,15 @@
 package upload
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
+	"unicode"
+	"unicode/utf8"
 )
 
 // RedirectError: the collector answered a request with a redirect. A
@@ -84,4 +88,35 @@ func IsMisdirected(err error) bool {
 	var re *RedirectError
 	var oe *OriginError
 	return errors.As(err, &re) || errors.As(err, &oe)
+}
+
+// CollectorText is what a collector said, fit for a log line or a
+// terminal: cut to at most n bytes, every rune that is not printable
+// (control characters, C1 codes such as CSI, newlines, invalid UTF-8)
+// written as its Go escape, so no answer can forge a line or drive a
+// terminal.
+func CollectorText(b []byte, n int) string {
+	b = bytes.TrimSpace(b)
+	cut := len(b) > n
+	if cut {
+		b = b[:n]
+	}
+	var sb strings.Builder
+	for len(b) > 0 {
+		r, size := utf8.DecodeRune(b)
+		switch {
+		case r == utf8.RuneError && size <= 1:
+			fmt.Fprintf(&sb, `\x%02x`, b[0])
+		case r == '\\' || !unicode.IsPrint(r) && r != ' ':
+			q := strconv.QuoteRune(r)
+			sb.WriteString(q[1 : len(q)-1])
+		default:
+			sb.WriteRune(r)
+		}
+		b = b[size:]
+	}
+	if cut {
+		sb.WriteString("...")
+	}
+	return sb.String()
 }

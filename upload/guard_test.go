@@ -21,3 +21,12 @@ func TestPinNeedsHTTPS(t *testing.T) {
 	_, err = SettingsFrom(&Config{URL: "https://collect.test", TokenFile: tok, Pin: pin})
 	assert.NoError(t, err)
 }
+
+// TestCollectorText: what a collector says reaches a log or a terminal
+// with every non-printable rune escaped (C0, C1 such as CSI, newlines,
+// invalid UTF-8), printable text (JSON, accents) as it was, cut at n.
+func TestCollectorText(t *testing.T) {
+	in := "{\"error\":\"bad\"}\n\x1b[2J\u009b31m\xff\u00e9 \\x"
+	assert.Equal(t, `{"error":"bad"}\n\x1b[2J\u009b31m\xffé \\x`, CollectorText([]byte(in), 100))
+	assert.Equal(t, "abc...", CollectorText([]byte("abcdef"), 3))
+}

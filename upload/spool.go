@@ -125,7 +125,7 @@ func (s *Spool) Rejected() ([]Item, error) {
 	items, err := s.list(dirRejected)
 	for i := range items {
 		b, _ := os.ReadFile(items[i].path + answerExt)
-		items[i].Answer = strings.TrimSpace(string(b))
+		items[i].Answer = CollectorText(b, 4096) // the collector's words, shown by upload --status
 	}
 	return items, err
 }
