@@ -2,6 +2,7 @@ package lab
 
 import (
 	"fmt"
+	"net/netip"
 	"slices"
 	"strconv"
 	"strings"
@@ -19,7 +20,10 @@ import (
 //	strip=mptcp|mptcp-syn|off       remove MPTCP options (all segments, or SYNs only)
 //	v6=blackhole|ok                 IPv6 addresses and routes stay, nothing is delivered
 //	pmtu=1280,icmp=drop | pmtu=off  drop packets over 1280 bytes both ways, no ICMP
+//	nat64                           (lab up only) IPv6-only path behind a stateful
+//	                                NAT64 (tayga) with a DNS64 resolver (unbound)
 type Impair struct {
+	NAT64       bool       `json:"nat64,omitempty"`
 	Block       []PortRule `json:"block,omitempty"`
 	Strip       string     `json:"strip,omitempty"`
 	V6Blackhole bool       `json:"v6_blackhole,omitempty"`
@@ -37,6 +41,7 @@ func (r PortRule) String() string { return r.Proto + "/" + strconv.Itoa(r.Port) 
 
 // ImpairChange edits an Impair; nil fields are left unchanged.
 type ImpairChange struct {
+	NAT64       *bool
 	Block       *[]PortRule
 	Strip       *string
 	V6Blackhole *bool
@@ -46,11 +51,14 @@ type ImpairChange struct {
 
 // IsZero reports whether c changes nothing.
 func (c ImpairChange) IsZero() bool {
-	return c.Block == nil && c.Strip == nil && c.V6Blackhole == nil && c.PMTU == nil && c.ICMPDrop == nil
+	return c.NAT64 == nil && c.Block == nil && c.Strip == nil && c.V6Blackhole == nil && c.PMTU == nil && c.ICMPDrop == nil
 }
 
 // Apply returns i with c applied, checked as a whole.
 func (i Impair) Apply(c ImpairChange) (Impair, error) {
+	if c.NAT64 != nil {
+		i.NAT64 = *c.NAT64
+	}
 	if c.Block != nil {
 		i.Block = slices.Clone(*c.Block)
 	}
@@ -80,6 +88,9 @@ func (i Impair) Apply(c ImpairChange) (Impair, error) {
 // Settings renders i as one setting per impairment, in a fixed order.
 func (i Impair) Settings() []string {
 	var s []string
+	if i.NAT64 {
+		s = append(s, "nat64")
+	}
 	if len(i.Block) > 0 {
 		var r []string
 		for _, b := range i.Block {
@@ -102,11 +113,13 @@ func (i Impair) Settings() []string {
 // ImpairmentTruth is one planted impairment as `lab status --json` shows
 // it: what, on which path, where in the lab, since when.
 type ImpairmentTruth struct {
-	Path    string    `json:"path"`
-	Kind    string    `json:"kind"`    // block, strip, v6, pmtu
-	Setting string    `json:"setting"` // as lab set takes it, e.g. block=udp/443
-	Where   string    `json:"where"`
-	Since   time.Time `json:"since"`
+	Path    string `json:"path"`
+	Kind    string `json:"kind"`    // block, strip, v6, pmtu
+	Setting string `json:"setting"` // as lab set takes it, e.g. block=udp/443
+	Where   string `json:"where"`
+	// Prefix is a NAT64 path's translator prefix (RFC 6052).
+	Prefix string    `json:"prefix,omitempty"`
+	Since  time.Time `json:"since"`
 }
 
 // impairKeys are the settings keys that are impairments, not the
@@ -122,6 +135,11 @@ func ParseSettings(args []string) (emu.Change, ImpairChange, error) {
 	for _, arg := range args {
 		for _, tok := range strings.Fields(arg) {
 			key, _, _ := strings.Cut(strings.ToLower(tok), "=")
+			if key == "nat64" && !strings.Contains(tok, "=") {
+				t := true
+				ic.NAT64 = &t
+				continue
+			}
 			if !impairKeys[key] {
 				rest = append(rest, tok)
 				continue
@@ -286,6 +304,11 @@ func impairTruth(p PathPlan, ns string, i Impair, prev []ImpairmentTruth, now ti
 			t.Where = nft + fmt.Sprintf(", chain pre: every IPv6 packet from %s dropped (the client keeps its IPv6 addresses and routes)", p.Router)
 		case "pmtu":
 			t.Where = fmt.Sprintf("emulator of path %s: packets over %d bytes dropped both ways, no ICMP", p.Name, i.PMTU)
+		case "nat64":
+			n := NAT64Of(p.Name)
+			t.Prefix = n.Prefix.String()
+			t.Where = fmt.Sprintf("tayga (stateful NAT64, pool %s) on TUN %s and unbound (DNS64) on [%s]:53 in namespace %s; the client's %s has no IPv4",
+				n.Pool, n.TUN, p.Resolv6, ns, p.Name)
 		}
 		for _, o := range prev {
 			if o.Path == t.Path && o.Setting == t.Setting {
@@ -296,3 +319,33 @@ func impairTruth(p PathPlan, ns string, i Impair, prev []ImpairmentTruth, now ti
 	}
 	return out
 }
+
+// NAT64 is the plan of a NAT64 path's translator: a network-specific
+// prefix inside fd00::/8 (tayga refuses the well-known 64:ff9b::/96 for
+// the lab's non-global IPv4 addresses, RFC 6052 §3.1) and a dynamic pool.
+type NAT64 struct {
+	Prefix netip.Prefix // RFC 6052 /96
+	Pool   netip.Prefix // IPv4 addresses tayga maps clients to
+	Tayga4 netip.Addr   // tayga's own IPv4 address (ICMP it originates)
+	Host4  netip.Addr   // the Internet namespace's address on the TUN
+	Host6  netip.Addr
+	TUN    string
+}
+
+// NAT64Of returns the NAT64 plan of path name.
+func NAT64Of(name string) NAT64 {
+	// wwan0 (the cellular path, where NAT64 lives) gets fd00:64::/96.
+	i := len(PathNames) - 1 - slices.Index(PathNames, name)
+	return NAT64{
+		Prefix: netip.MustParsePrefix(fmt.Sprintf("fd00:64:%x::/96", i)),
+		Pool:   netip.MustParsePrefix(fmt.Sprintf("198.18.%d.0/24", 64+i)),
+		Tayga4: netip.MustParseAddr(fmt.Sprintf("198.18.%d.1", 64+i)),
+		Host4:  netip.MustParseAddr(fmt.Sprintf("198.18.%d.254", 64+i)),
+		Host6:  netip.MustParseAddr(fmt.Sprintf("fd00:64:%x:ffff::1", i)),
+		TUN:    "nat64-" + name,
+	}
+}
+
+// IPv4OnlyARPA are the well-known addresses of ipv4only.arpa (RFC 7050
+// §2.2): a DNS64 synthesizes them into the NAT64 prefix.
+var IPv4OnlyARPA = []netip.Addr{netip.MustParseAddr("192.0.0.170"), netip.MustParseAddr("192.0.0.171")}

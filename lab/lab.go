@@ -56,6 +56,17 @@ func Plan(name string) (PathPlan, bool) {
 	return PathPlan{}, false
 }
 
+// ServerName resolves to the test servers (Server4, Server6) on every
+// path's resolver, beside the world's names.
+const ServerName = "server.lab"
+
+// V4OnlyName resolves to V4OnlyAddr only (no AAAA): a DNS64 synthesizes
+// its AAAA from the NAT64 prefix.
+const V4OnlyName = "v4only.lab"
+
+// V4OnlyAddr is a public target address (AnyIP: its servers answer).
+var V4OnlyAddr = netip.MustParseAddr("198.19.127.254")
+
 // Fixed addresses of the Internet side.
 var (
 	Server4 = netip.MustParseAddr("198.18.200.1")

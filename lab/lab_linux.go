@@ -98,6 +98,13 @@ func Up(ctx context.Context, opts Options) (_ *Lab, err error) {
 	if err := l.startServers(); err != nil {
 		return nil, err
 	}
+	for _, name := range PathNames {
+		if opts.nat64Paths()[name] {
+			if err := l.startNAT64(ctx, name); err != nil {
+				return nil, fmt.Errorf("path %s: nat64: %w", name, err)
+			}
+		}
+	}
 	for name, c := range opts.Params {
 		l.links[name].Apply(c)
 	}
@@ -129,6 +136,9 @@ func (l *Lab) buildInfo() Info {
 		p, _ := Plan(n)
 		i.Paths = append(i.Paths, p)
 		i.Resolvers[n] = []string{p.Resolv4.String(), p.Resolv6.String()}
+		if l.opts.nat64Paths()[n] {
+			i.Resolvers[n] = []string{p.Resolv6.String()} // the DNS64
+		}
 	}
 	return i
 }
@@ -204,17 +214,21 @@ func (l *Lab) topology(ctx context.Context) error {
 	var cl, il []string
 	cl = append(cl, "link set lo up")
 	il = append(il, "link set lo up")
+	v6only := l.opts.nat64Paths()
 	for _, name := range PathNames {
 		p, _ := Plan(name)
 		tbl := fmt.Sprint(p.Table)
+		cl = append(cl, "link set "+p.Name+" up")
+		if !v6only[name] {
+			cl = append(cl,
+				fmt.Sprintf("addr add %s/24 dev %s", p.Client4, p.Name),
+				fmt.Sprintf("route add default via %s dev %s metric %d", p.Gateway4, p.Name, p.Metric),
+				fmt.Sprintf("route add %s dev %s table %s", p.Subnet4, p.Name, tbl),
+				fmt.Sprintf("route add default via %s dev %s table %s", p.Gateway4, p.Name, tbl))
+		}
 		cl = append(cl,
-			"link set "+p.Name+" up",
-			fmt.Sprintf("addr add %s/24 dev %s", p.Client4, p.Name),
 			fmt.Sprintf("addr add %s/64 dev %s nodad", p.Client6, p.Name),
-			fmt.Sprintf("route add default via %s dev %s metric %d", p.Gateway4, p.Name, p.Metric),
 			fmt.Sprintf("route add default via %s dev %s metric %d", p.Gateway6, p.Name, p.Metric),
-			fmt.Sprintf("route add %s dev %s table %s", p.Subnet4, p.Name, tbl),
-			fmt.Sprintf("route add default via %s dev %s table %s", p.Gateway4, p.Name, tbl),
 			fmt.Sprintf("route add %s dev %s table %s", p.Subnet6, p.Name, tbl),
 			fmt.Sprintf("route add default via %s dev %s table %s", p.Gateway6, p.Name, tbl),
 			// When the link goes down its routes go: a packet from the
@@ -251,10 +265,11 @@ func (l *Lab) topology(ctx context.Context) error {
 			flags = "subflow backup"
 		}
 		w, _ := Plan("wwan0")
-		cl = append(cl,
-			"mptcp limits set subflows 2 add_addr_accepted 2",
-			fmt.Sprintf("mptcp endpoint add %s dev wwan0 %s", w.Client4, flags),
-			fmt.Sprintf("mptcp endpoint add %s dev wwan0 %s", w.Client6, flags))
+		cl = append(cl, "mptcp limits set subflows 2 add_addr_accepted 2")
+		if !v6only["wwan0"] {
+			cl = append(cl, fmt.Sprintf("mptcp endpoint add %s dev wwan0 %s", w.Client4, flags))
+		}
+		cl = append(cl, fmt.Sprintf("mptcp endpoint add %s dev wwan0 %s", w.Client6, flags))
 		il = append(il, "mptcp limits set subflows 2 add_addr_accepted 2")
 	}
 	if err := ipBatch(ctx, cns, cl); err != nil {
@@ -422,9 +437,13 @@ func (l *Lab) Impair(name string, c ImpairChange) error {
 	l.impMu.Lock()
 	defer l.impMu.Unlock()
 	cur := l.impair[name]
+	cur.NAT64 = l.opts.nat64Paths()[name]
 	next, err := cur.Apply(c)
 	if err != nil {
 		return err
+	}
+	if next.NAT64 != cur.NAT64 {
+		return fmt.Errorf("nat64 is how a path is built: set it with lab up --%s nat64", name)
 	}
 	ctx, cancel := context.WithTimeout(l.ctx, 10*time.Second)
 	defer cancel()

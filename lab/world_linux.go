@@ -99,7 +99,12 @@ func (l *Lab) startWorld(ctx context.Context) error {
 		for a, d := range extra {
 			link.SetTargetDelay(netip.PrefixFrom(a, a.BitLen()), d)
 		}
-		for _, addr := range []netip.Addr{p.Resolv4, p.Resolv6} {
+		views := []netip.Addr{p.Resolv4, p.Resolv6}
+		if l.opts.nat64Paths()[name] {
+			// The path's world view is the DNS64's upstream (nat64_linux.go).
+			views = views[:1]
+		}
+		for _, addr := range views {
 			ap := netip.AddrPortFrom(addr, 53).String()
 			udp, err := l.ListenUDP(ap)
 			if err != nil {
@@ -110,13 +115,24 @@ func (l *Lab) startWorld(ctx context.Context) error {
 				return fmt.Errorf("resolver %s: %w", ap, err)
 			}
 			l.Go(func(ctx context.Context) {
-				if err := world.Serve(ctx, w, name, udp, tcp); err != nil && ctx.Err() == nil {
+				h, err := w.DNSHandler(name)
+				if err == nil {
+					err = world.ServeHandler(ctx, world.Static{Names: staticNames, Next: h}, udp, tcp)
+				}
+				if err != nil && ctx.Err() == nil {
 					l.log.Error("resolver stopped", "path", name, "addr", ap, "err", err)
 				}
 			})
 		}
 	}
 	return nil
+}
+
+// staticNames are the lab's own names in every path's DNS view.
+var staticNames = map[string][]netip.Addr{
+	ServerName + ".": {Server4, Server6},
+	V4OnlyName + ".": {V4OnlyAddr},
+	"ipv4only.arpa.": IPv4OnlyARPA, // RFC 7050 §2.2, for the DNS64 to synthesize
 }
 
 // writeTruth writes truth.json: the ground truth of a survey of both

@@ -55,6 +55,9 @@ type RunOptions struct {
 	MPTCPService nw.Service
 	// MPQUICCongestion is mpquic's congestion control (empty: CUBIC).
 	MPQUICCongestion mpquic.CongestionControl
+	// AltPorts: a listener's alternate port the diagnosis of a failed
+	// UDP handshake tries (missing: the transport's AltPort; 0: none).
+	AltPorts map[string]uint16
 	// Emit receives every record as it is produced.
 	Emit func(rec any) error
 	// Check, when set, may relabel a test's record before it is emitted
@@ -205,6 +208,7 @@ func Run(ctx context.Context, o RunOptions) (RunSummary, error) {
 
 	runCtx, stopRun := context.WithCancelCause(ctx)
 	defer stopRun(nil)
+	diag := newDiagnoser(o, sel)
 	if o.Stable && o.Discover != nil {
 		go watchPaths(runCtx, o, stopRun)
 	}
@@ -220,6 +224,7 @@ func Run(ctx context.Context, o RunOptions) (RunSummary, error) {
 		}
 		rec := runOne(runCtx, o, sel, t)
 		rec.Index = i
+		rec.Cause = diag.cause(runCtx, t, &rec)
 		if o.Check != nil {
 			o.Check(&rec)
 		}
@@ -232,7 +237,7 @@ func Run(ctx context.Context, o RunOptions) (RunSummary, error) {
 			sum.Failed = append(sum.Failed, rec)
 		}
 		o.Logger.Info("test", "n", i+1, "of", len(tests), "pattern", t.pattern, "transport", t.transport,
-			"path", t.path.Name, "family", int(t.family), "status", rec.Status, "error", rec.Error)
+			"path", t.path.Name, "family", int(t.family), "status", rec.Status, "cause", rec.Cause, "error", rec.Error)
 		if rec.Invalid {
 			break
 		}

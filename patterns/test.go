@@ -177,13 +177,17 @@ func pathShares(conns []ConnRecord, roles []PathRole) []PathShare {
 
 // Record is one test in the run document.
 type Record struct {
-	Type        string       `json:"type"`
-	Index       int          `json:"index"`
-	Config      TestConfig   `json:"config"`
-	StartedAt   time.Time    `json:"started_at"`
-	FinishedAt  time.Time    `json:"finished_at"`
-	Status      Status       `json:"status"`
-	Error       string       `json:"error,omitempty"`
+	Type       string     `json:"type"`
+	Index      int        `json:"index"`
+	Config     TestConfig `json:"config"`
+	StartedAt  time.Time  `json:"started_at"`
+	FinishedAt time.Time  `json:"finished_at"`
+	Status     Status     `json:"status"`
+	Error      string     `json:"error,omitempty"`
+	// Cause names the network's part in the status when a probe after
+	// the test showed it (cause.go): udp-blocked:443, v6-blackhole,
+	// mptcp-stripped, mptcp-not-offered.
+	Cause       string       `json:"cause,omitempty"`
 	Invalid     bool         `json:"invalid,omitempty"`
 	Result      any          `json:"result"`
 	Connections []ConnRecord `json:"connections"`

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/netip"
 	"strings"
 	"sync"
 
@@ -192,6 +193,51 @@ func Serve(ctx context.Context, w *World, path string, udp net.PacketConn, tcp n
 	if err != nil {
 		return err
 	}
+	if err := ServeHandler(ctx, h, udp, tcp); err != nil {
+		return fmt.Errorf("path %s: %w", path, err)
+	}
+	return nil
+}
+
+// Static answers the A and AAAA queries of its names itself (names in
+// canonical form: lower case, trailing dot) and passes everything else to
+// Next: names beside the world's, such as the lab's test server.
+type Static struct {
+	Names map[string][]netip.Addr
+	Next  dns.Handler
+}
+
+func (s Static) ServeDNS(rw dns.ResponseWriter, req *dns.Msg) {
+	if len(req.Question) != 1 || req.Opcode != dns.OpcodeQuery {
+		s.Next.ServeDNS(rw, req)
+		return
+	}
+	q := req.Question[0]
+	addrs, ok := s.Names[strings.ToLower(q.Name)]
+	if !ok {
+		s.Next.ServeDNS(rw, req)
+		return
+	}
+	m := new(dns.Msg)
+	m.SetReply(req)
+	m.Authoritative, m.RecursionAvailable = true, true
+	for _, a := range addrs {
+		hdr := dns.RR_Header{Name: q.Name, Class: dns.ClassINET, Ttl: TTL}
+		switch {
+		case a.Is4() && q.Qtype == dns.TypeA:
+			hdr.Rrtype = dns.TypeA
+			m.Answer = append(m.Answer, &dns.A{Hdr: hdr, A: a.AsSlice()})
+		case a.Is6() && q.Qtype == dns.TypeAAAA:
+			hdr.Rrtype = dns.TypeAAAA
+			m.Answer = append(m.Answer, &dns.AAAA{Hdr: hdr, AAAA: a.AsSlice()})
+		}
+	}
+	_ = rw.WriteMsg(m)
+}
+
+// ServeHandler serves h on udp and tcp (either may be nil) until ctx is
+// done.
+func ServeHandler(ctx context.Context, h dns.Handler, udp net.PacketConn, tcp net.Listener) error {
 	var servers []*dns.Server
 	if udp != nil {
 		servers = append(servers, &dns.Server{PacketConn: udp, Handler: h})
@@ -224,7 +270,7 @@ func Serve(ctx context.Context, w *World, path string, udp net.PacketConn, tcp n
 		_ = s.Shutdown() // "server not started" for the one that failed
 	}
 	if first != nil {
-		return fmt.Errorf("world: serve %s: %w", path, first)
+		return fmt.Errorf("world: serve: %w", first)
 	}
 	return nil
 }

@@ -15,7 +15,7 @@ var multipathTransports = []string{"mptcp", "mpquic", "mphttp"}
 
 // findingsTable leads a report with its answer, one line per headline,
 // computed from the tables the sections made (so it can never disagree
-// with them): per survey cell the unresponsive share and median RTT; per
+// with them): per path the network causes run diagnosed; per survey cell the unresponsive share and median RTT; per
 // mode, pattern and transport the best goodput and, for a multipath
 // transport, its ratio to the best single-path transport; per mobile
 // transport the median maximum delay and why the backup was used.
@@ -27,6 +27,8 @@ func findingsTable(tables []Table) Table {
 	for _, tb := range tables {
 		byName[tb.Name] = tb
 	}
+	// What the network did leads: it qualifies every figure below.
+	t.Rows = append(t.Rows, causeFindings(byName["network-causes"])...)
 	t.Rows = append(t.Rows, cellFindings(byName)...)
 	t.Rows = append(t.Rows, goodputFindings(byName["pattern-metrics"])...)
 	t.Rows = append(t.Rows, mobileFindings(byName["max-delay-cdf"], byName["mobile-causes"])...)

@@ -76,3 +76,39 @@ func TestNoStudyLettersForOtherKinds(t *testing.T) {
 		assert.Equal(t, want, got, kind)
 	}
 }
+
+// TestFindingsLeadWithNetworkCauses: the causes run's diagnosis recorded
+// lead the findings, one line per path and cause (families pooled, what
+// it means, how many tests, which transports); records without a cause
+// make no such line.
+func TestFindingsLeadWithNetworkCauses(t *testing.T) {
+	dir := t.TempDir()
+	rec := func(tr, path string, fam int, status, cause string) string {
+		return fmt.Sprintf(`{"type":"pattern_test","config":{"pattern":"ping","transport":%q,"path":%q,"family":%d},"status":%q,"cause":%q,"result":null}`, tr, path, fam, status, cause)
+	}
+	run := runDoc(t, dir, "run.json",
+		rec("quic", "wlan0", 4, "tls-error", "udp-blocked:443"), rec("quic", "wlan0", 6, "tls-error", "udp-blocked:443"),
+		rec("quic-handover", "wlan0", 4, "tls-error", "udp-blocked:443"),
+		rec("tcp", "wwan0", 6, "connection-timeout", "v6-blackhole"),
+		rec("tcp", "wwan0", 4, "success", ""), rec("quic", "wwan0", 4, "success", ""))
+	rep, err := analysis.Analyze(analysis.Files(run))
+	require.NoError(t, err)
+	rows := rowsOf(t, rep, "findings")
+	require.GreaterOrEqual(t, len(rows), 2)
+	assert.Equal(t, []string{"wlan0", "UDP port 443 blocked (the alternate port works): 3 tests over IPv4, IPv6 (quic, quic-handover)", "network-causes"}, rows[0])
+	assert.Equal(t, []string{"wwan0", "IPv6 black-holed (IPv4 to the same server works): 1 test over IPv6 (tcp)", "network-causes"}, rows[1])
+	nc := rowsOf(t, rep, "network-causes")
+	assert.Equal(t, [][]string{{"wlan0", "udp-blocked:443", "4", "2", "quic quic-handover"}, {"wlan0", "udp-blocked:443", "6", "1", "quic"}, {"wwan0", "v6-blackhole", "6", "1", "tcp"}}, nc)
+
+	clean := runDoc(t, dir, "clean.json", rec("tcp", "wwan0", 4, "success", ""))
+	rep, err = analysis.Analyze(analysis.Files(clean))
+	require.NoError(t, err)
+	for _, tb := range rep.Tables {
+		assert.NotEqual(t, "network-causes", tb.Name, "no cause, no table")
+		for _, r := range tb.Rows {
+			if tb.Name == "findings" {
+				assert.NotEqual(t, "network-causes", r[2])
+			}
+		}
+	}
+}

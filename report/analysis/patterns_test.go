@@ -141,7 +141,7 @@ func TestMixedCommandsCombine(t *testing.T) {
 	rep, err := analysis.Analyze(analysis.Files("../testdata/v1.0/run.json", "../testdata/stream.jsonl"))
 	require.NoError(t, err)
 	assert.Len(t, rowsOf(t, rep, "inputs"), 2)
-	assert.Equal(t, [][]string{{"run", "pattern_test", "4", "patterns"}, {"survey", "dns", "1", "(none)"}, {"survey", "rtt", "1", "(none)"}},
+	assert.Equal(t, [][]string{{"run", "pattern_test", "4", "patterns network-causes"}, {"survey", "dns", "1", "(none)"}, {"survey", "rtt", "1", "(none)"}},
 		rowsOf(t, rep, "records"))
 }
 

@@ -5,8 +5,11 @@ package ifaces
 import (
 	"context"
 	"fmt"
+	"net/netip"
 	"strings"
+	"sync"
 	"text/tabwriter"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -19,9 +22,10 @@ type Options struct {
 	IO       *cmdutil.IOStreams
 	Discover func(ctx context.Context, dnsFlags []string) ([]probe.Path, error)
 
-	DNS  []string
-	JSON bool
-	All  bool
+	DNS   []string
+	JSON  bool
+	All   bool
+	NAT64 bool
 }
 
 // NewCmdIfaces builds the command; runF replaces ifacesRun in tests.
@@ -35,9 +39,17 @@ func NewCmdIfaces(f *cmdutil.Factory, runF func(context.Context, *Options) error
 DNS servers come, per interface, from the first source that has any:
 --dns flag, config file (dns:), systemd-resolved, NetworkManager (Linux),
 scoped resolvers of scutil --dns (macOS), adapter settings (Windows),
-and last /etc/resolv.conf, whose servers are shared by every path.`,
+and last /etc/resolv.conf, whose servers are shared by every path.
+
+NOTES says what a path's addresses mean for measurements: IPv6-only (IPv4
+targets are skipped, or reached through a NAT64), a carrier-grade NAT
+address (100.64.0.0/10: unsolicited inbound impossible). --nat64 asks each
+path's DNS servers for ipv4only.arpa's AAAA records (RFC 7050): a DNS64
+synthesizes them, and the prefix they carry (RFC 6052) is the path's NAT64
+prefix.`,
 		Example: `  mptester ifaces
-  mptester ifaces --json --dns wwan0=198.18.100.2`,
+  mptester ifaces --json --dns wwan0=198.18.100.2
+  mptester ifaces --nat64`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return cmdutil.Dispatch(cmd.Context(), opts, runF, ifacesRun)
@@ -45,7 +57,54 @@ and last /etc/resolv.conf, whose servers are shared by every path.`,
 	}
 	cmd.Flags().StringArrayVar(&opts.DNS, "dns", nil, "use `IFACE=ADDR[,ADDR]` as the resolvers of IFACE (repeatable)")
 	cmd.Flags().BoolVar(&opts.JSON, "json", false, "print JSON")
+	cmd.Flags().BoolVar(&opts.NAT64, "nat64", false, "discover each path's NAT64 prefix through its DNS (RFC 7050: one query per path)")
 	return cmd
+}
+
+// pathInfo is a path with what ifaces found out about it.
+type pathInfo struct {
+	probe.Path
+	// NAT64: the prefixes RFC 7050 discovery found (--nat64; empty: the
+	// path's resolver is no DNS64).
+	NAT64 []netip.Prefix `json:"nat64_prefixes,omitempty"`
+	// NAT64Error: the discovery failed (no DNS server, no answer).
+	NAT64Error string   `json:"nat64_error,omitempty"`
+	Notes      []string `json:"notes,omitempty"`
+}
+
+// cgnat is the shared address space of carrier-grade NAT (RFC 6598).
+var cgnat = netip.MustParsePrefix("100.64.0.0/10")
+
+func describe(ctx context.Context, p probe.Path, nat64 bool) pathInfo {
+	pi := pathInfo{Path: p}
+	_, has4 := p.SourceAddr(probe.Family4)
+	_, has6 := p.SourceAddr(probe.Family6)
+	if p.Up && has6 && !has4 && p.Kind != probe.KindLoopback {
+		pi.Notes = append(pi.Notes, "IPv6-only: IPv4 targets are skipped unless a NAT64 translates them")
+	}
+	for _, a := range p.Addrs {
+		if cgnat.Contains(a.IP) {
+			pi.Notes = append(pi.Notes, fmt.Sprintf("CGNAT address %s (RFC 6598): behind a carrier-grade NAT, unsolicited inbound impossible", a.IP))
+		}
+	}
+	if !nat64 || !p.Up || p.Kind == probe.KindLoopback {
+		return pi
+	}
+	r, err := probe.NewResolver(p, probe.ResolverOptions{Timeout: time.Second, Retries: 1})
+	if err != nil {
+		pi.NAT64Error = err.Error()
+		return pi
+	}
+	pfx, err := probe.DiscoverNAT64(ctx, r)
+	if err != nil {
+		pi.NAT64Error = err.Error()
+		return pi
+	}
+	pi.NAT64 = pfx
+	for _, x := range pfx {
+		pi.Notes = append(pi.Notes, fmt.Sprintf("NAT64 %s (RFC 7050): IPv4 is reached through a translator; synthesized AAAA answers map to IPv4", x))
+	}
+	return pi
 }
 
 func ifacesRun(ctx context.Context, opts *Options) error {
@@ -53,15 +112,22 @@ func ifacesRun(ctx context.Context, opts *Options) error {
 	if err != nil {
 		return err
 	}
-	if opts.JSON {
-		return cmdutil.WriteJSON(opts.IO.Out, paths)
+	infos := make([]pathInfo, len(paths))
+	var wg sync.WaitGroup
+	for i, p := range paths {
+		wg.Add(1)
+		go func() { defer wg.Done(); infos[i] = describe(ctx, p, opts.NAT64) }()
 	}
-	return printTable(opts.IO, paths)
+	wg.Wait()
+	if opts.JSON {
+		return cmdutil.WriteJSON(opts.IO.Out, infos)
+	}
+	return printTable(opts.IO, infos)
 }
 
-func printTable(io *cmdutil.IOStreams, paths []probe.Path) error {
+func printTable(io *cmdutil.IOStreams, paths []pathInfo) error {
 	tw := tabwriter.NewWriter(io.Out, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "NAME\tINDEX\tKIND\tUP\tDEFAULT\tMTU\tADDRESSES\tDNS")
+	fmt.Fprintln(tw, "NAME\tINDEX\tKIND\tUP\tDEFAULT\tMTU\tADDRESSES\tDNS\tNOTES")
 	for _, p := range paths {
 		addrs := make([]string, 0, len(p.Addrs))
 		for _, a := range p.Addrs {
@@ -71,8 +137,12 @@ func printTable(io *cmdutil.IOStreams, paths []probe.Path) error {
 		for _, d := range p.DNS {
 			dns = append(dns, fmt.Sprintf("%s (%s)", d.Addr, d.Source))
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%d\t%s\t%s\n", p.Name, p.Index, p.Kind, yesNo(p.Up), yesNo(p.DefaultRoute), p.MTU,
-			dashIfEmpty(strings.Join(addrs, " ")), dashIfEmpty(strings.Join(dns, " ")))
+		notes := p.Notes
+		if p.NAT64Error != "" {
+			notes = append(notes, "NAT64 discovery failed: "+p.NAT64Error)
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%d\t%s\t%s\t%s\n", p.Name, p.Index, p.Kind, yesNo(p.Up), yesNo(p.DefaultRoute), p.MTU,
+			dashIfEmpty(strings.Join(addrs, " ")), dashIfEmpty(strings.Join(dns, " ")), dashIfEmpty(strings.Join(notes, "; ")))
 	}
 	return tw.Flush()
 }

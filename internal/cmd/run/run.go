@@ -242,7 +242,7 @@ MPTCP's max-delay ratio to each other transport (000 Fig. 8).`,
 	for _, d := range transport.Listeners() {
 		portFlags[d.Name] = fl.Int(d.Name+"-port", int(d.DefaultPort), "server "+d.Help+" port")
 		if d.AltPort != 0 {
-			altFlags[d.Name] = fl.Int(d.Name+"-alt-port", int(d.AltPort), "non-standard "+d.Help+" port checked by --smoke (0: skip)")
+			altFlags[d.Name] = fl.Int(d.Name+"-alt-port", int(d.AltPort), "non-standard "+d.Help+" port checked by --smoke and when a handshake fails (cause udp-blocked:PORT; 0: skip)")
 		}
 	}
 	fl.BoolVar(&opts.HTTP1, "http1", false, "HTTP/1.1 instead of HTTP/2 over TCP")
@@ -525,7 +525,7 @@ func runRun(ctx context.Context, opts *Options) error {
 	var doc report.Document
 	ci := newCIReport(opts.JUnit, hdr, opts)
 	altSuffix := "" // names the tests of an alternative port
-	ro := patterns.RunOptions{Servers: opts.Servers, Ports: opts.Ports,
+	ro := patterns.RunOptions{Servers: opts.Servers, Ports: opts.Ports, AltPorts: opts.AltPorts,
 		Patterns: opts.Patterns, Transports: opts.Transports, Paths: paths, Backup: opts.Backup, Families: fams, Params: opts.Params,
 		Seed: opts.Seed, Pace: opts.Pace, Timeout: opts.Timeout, ConnectTimeout: opts.ConnectTimeout, StallTimeout: opts.StallTimeout, Stable: opts.Stable, Discover: opts.Discover, PollEvery: opts.PollEvery,
 		HTTP1: opts.HTTP1, QlogDir: opts.QlogDir, Logger: opts.Logger, MPTCPService: mptcpService(opts), MPQUICCongestion: mpquic.CongestionControl(opts.MPQUICCC),
@@ -576,7 +576,7 @@ func runRun(ctx context.Context, opts *Options) error {
 			ci.check(fmt.Sprintf("ping/%s port %d", name, port), "error", err)
 		}
 		for _, r := range s2.Failed {
-			smokeFails = append(smokeFails, fmt.Sprintf("ping/%s port %d: %s: %s", name, port, r.Status, r.Error))
+			smokeFails = append(smokeFails, fmt.Sprintf("ping/%s port %d over %s (IPv%d): %s%s: %s", name, port, r.Config.Path, r.Config.Family, r.Status, causeNote(r.Cause), r.Error))
 		}
 	}
 
@@ -608,7 +608,7 @@ func runRun(ctx context.Context, opts *Options) error {
 	if opts.Smoke {
 		for _, r := range sum.Failed {
 			c := r.Config
-			smokeFails = append(smokeFails, fmt.Sprintf("%s/%s over %s (IPv%d): %s: %s", c.Pattern, c.Transport, c.Path, c.Family, r.Status, r.Error))
+			smokeFails = append(smokeFails, fmt.Sprintf("%s/%s over %s (IPv%d): %s%s: %s", c.Pattern, c.Transport, c.Path, c.Family, r.Status, causeNote(r.Cause), r.Error))
 		}
 		for _, r := range sum.All {
 			// A transport that was not really used (MPTCP falling back to
@@ -616,7 +616,7 @@ func runRun(ctx context.Context, opts *Options) error {
 			if d, ok := r.Summary.(transport.Degraded); ok && r.Status == patterns.StatusSuccess {
 				if why := d.Degraded(); why != "" {
 					c := r.Config
-					smokeFails = append(smokeFails, fmt.Sprintf("%s/%s over %s (IPv%d): %s", c.Pattern, c.Transport, c.Path, c.Family, why))
+					smokeFails = append(smokeFails, fmt.Sprintf("%s/%s over %s (IPv%d): %s%s", c.Pattern, c.Transport, c.Path, c.Family, why, causeNote(r.Cause)))
 				}
 			}
 		}
@@ -653,6 +653,15 @@ func runRun(ctx context.Context, opts *Options) error {
 		return err
 	}
 	return jerr
+}
+
+// causeNote renders a record's cause for a smoke line: the network's
+// part, as the diagnosis after the test measured it.
+func causeNote(cause string) string {
+	if cause == "" {
+		return ""
+	}
+	return " (cause " + cause + ")"
 }
 
 // finishMobile runs mobile mode and ends the document: ok when every

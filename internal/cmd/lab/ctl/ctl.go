@@ -108,6 +108,12 @@ func purge(dir string) (kept []string, err error) {
 			return nil, err
 		}
 	}
+	// A nat64 path's translator and DNS64 state (configs, logs).
+	for _, p := range lab.PathNames {
+		if err := os.RemoveAll(filepath.Join(dir, "nat64-"+p)); err != nil {
+			return nil, err
+		}
+	}
 	if err := os.Remove(dir); err != nil && !errors.Is(err, os.ErrNotExist) {
 		ents, _ := os.ReadDir(dir)
 		for _, e := range ents {
@@ -209,7 +215,10 @@ where and since when):
   strip=mptcp | strip=mptcp-syn | strip=off   a middlebox removing MPTCP options
   v6=blackhole | v6=ok   IPv6 addresses and routes stay, nothing is delivered
   pmtu=1280,icmp=drop | pmtu=off   a path-MTU black hole (the emulator drops
-                                   larger packets both ways, no ICMP)`,
+                                   larger packets both ways, no ICMP)
+  nat64   (lab up --wwan0 nat64 only) the path is IPv6-only behind a stateful
+          NAT64 (tayga, prefix fd00:64::/96 on wwan0) whose resolver is a
+          DNS64 (unbound)`,
 		Example: `  mptester lab set wlan0 delay=200ms loss=30%
   mptester lab set wlan0 down
   mptester lab set wlan0 block=udp/443 strip=mptcp`,

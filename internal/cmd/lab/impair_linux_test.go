@@ -1,0 +1,233 @@
+package lab_test
+
+import (
+	"context"
+	"encoding/json"
+	"net"
+	"os"
+	"os/exec"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/mptester/mptester/internal/cmdutil"
+	"github.com/mptester/mptester/internal/nstest"
+	"github.com/mptester/mptester/lab"
+	"github.com/mptester/mptester/lab/labtest"
+)
+
+type smokeRecord struct {
+	Config struct {
+		Transport string `json:"transport"`
+		Path      string `json:"path"`
+		Family    int    `json:"family"`
+	} `json:"config"`
+	Status string `json:"status"`
+	Cause  string `json:"cause"`
+}
+
+// smoke runs `mptester run --smoke` in the lab's client namespace and
+// returns its exit code, the FAIL lines and the records.
+func smoke(t *testing.T, name, dir string, args ...string) (int, []string, []smokeRecord) {
+	t.Helper()
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	argv := append([]string{"lab", "exec", "--name", name, "--dir", dir, "--", exe, "run", "--smoke", "--insecure",
+		"--paths", "wlan0,wwan0", "--patterns", "ping", "--ping-count", "2", "--pace", "0s",
+		"--connect-timeout", "2s", "--log-level", "warn"}, args...)
+	code, out, stderr := run(t, argv...)
+	var doc struct {
+		Records []smokeRecord `json:"records"`
+	}
+	if err := json.Unmarshal([]byte(out), &doc); err != nil {
+		t.Fatalf("smoke %v: exit %d, output: %v\n%s\n%s", args, code, err, out, stderr)
+	}
+	var fails []string
+	for _, l := range strings.Split(stderr, "\n") {
+		if strings.HasPrefix(l, "FAIL ") {
+			fails = append(fails, l)
+		}
+	}
+	return code, fails, doc.Records
+}
+
+// causes renders the records that name a cause as "transport path IPvF cause".
+func causes(recs []smokeRecord) []string {
+	var out []string
+	for _, r := range recs {
+		if r.Cause != "" {
+			out = append(out, r.Config.Transport+" "+r.Config.Path+" "+string(rune('0'+r.Config.Family))+" "+r.Cause)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// TestLabSmokeNamesCauses: run --smoke names the network's part in a
+// failure from what it measured after the test, and nothing in a clean
+// lab: UDP 443 blocked on wlan0 (QUIC's alternate port 6121 works there),
+// IPv6 black-holed on wlan0 (IPv4 works), MPTCP options stripped on wlan0
+// (wwan0 negotiates MPTCP with the same server), and a server without
+// MPTCP (no path negotiates it).
+func TestLabSmokeNamesCauses(t *testing.T) {
+	labtest.Require(t)
+	if _, err := exec.LookPath("nft"); err != nil {
+		nstest.SkipUnless(t, "impairment tests need nftables (nft)")
+	}
+	t.Setenv(envMain, "1")
+	name, dir := uniqueName(), shortDir(t)
+	t.Cleanup(func() { _ = lab.CleanStale(context.Background(), name, dir) })
+	code, _, stderr := run(t, "lab", "up", "--name", name, "--dir", dir, "--domains", "0", "--wlan0", "delay=2ms block=udp/443", "--wwan0", "delay=2ms")
+	if code != 0 {
+		t.Fatalf("lab up: exit %d: %s", code, stderr)
+	}
+	set := func(args ...string) {
+		t.Helper()
+		if code, _, stderr := run(t, append([]string{"lab", "set", "--name", name, "--dir", dir}, args...)...); code != 0 {
+			t.Fatalf("lab set %v: exit %d: %s", args, code, stderr)
+		}
+	}
+	server := "--server=" + lab.ServerName
+
+	// Acceptance: exit 7, the QUIC tests over wlan0 fail naming
+	// udp-blocked:443, wwan0 passes.
+	code, fails, recs := smoke(t, name, dir, server, "--transports", "tcp,quic", "--family", "both")
+	want := []string{"quic wlan0 4 udp-blocked:443", "quic wlan0 6 udp-blocked:443"}
+	if code != cmdutil.ExitCheckFailed || !slices.Equal(causes(recs), want) || len(fails) != 2 {
+		t.Errorf("block=udp/443: exit %d, causes %q, FAIL lines %q; want exit 7, %q on two lines", code, causes(recs), fails, want)
+	}
+	for _, f := range fails {
+		if !strings.Contains(f, "over wlan0") || !strings.Contains(f, "(cause udp-blocked:443)") {
+			t.Errorf("FAIL line %q: want wlan0 and the cause", f)
+		}
+	}
+
+	set("wlan0", "block=off", "v6=blackhole")
+	code, fails, recs = smoke(t, name, dir, server, "--transports", "tcp,quic", "--family", "both")
+	// The alternate port's check (its record is in the document too)
+	// fails over wlan0's IPv6 as well.
+	want = []string{"quic wlan0 6 v6-blackhole", "quic wlan0 6 v6-blackhole", "tcp wlan0 6 v6-blackhole"}
+	if code != cmdutil.ExitCheckFailed || !slices.Equal(causes(recs), want) || len(fails) != 3 {
+		t.Errorf("v6=blackhole: exit %d, causes %q, FAIL lines %q; want exit 7, %q", code, causes(recs), fails, want)
+	}
+	for _, f := range fails {
+		if !strings.Contains(f, "over wlan0 (IPv6)") || !strings.Contains(f, "(cause v6-blackhole)") {
+			t.Errorf("FAIL line %q: want wlan0, IPv6 and the cause", f)
+		}
+	}
+
+	set("wlan0", "v6=ok", "strip=mptcp")
+	code, fails, recs = smoke(t, name, dir, server, "--transports", "mptcp", "--family", "4")
+	want = []string{"mptcp wlan0 4 mptcp-stripped"}
+	if code != cmdutil.ExitCheckFailed || !slices.Equal(causes(recs), want) || len(fails) != 1 || !strings.Contains(fails[0], "(cause mptcp-stripped)") {
+		t.Errorf("strip=mptcp: exit %d, causes %q, FAIL lines %q; want exit 7, %q", code, causes(recs), fails, want)
+	}
+
+	// The clean lab through the same detectors: nothing named.
+	set("wlan0", "strip=off")
+	code, fails, recs = smoke(t, name, dir, server, "--transports", "tcp,quic,mptcp", "--family", "both")
+	if code != 0 || len(causes(recs)) != 0 || len(fails) != 0 {
+		t.Errorf("clean lab: exit %d, causes %q, FAIL lines %q; want 0 and none", code, causes(recs), fails)
+	}
+
+	// A server without MPTCP (a plain TCP listener: started while the
+	// Internet namespace had MPTCP disabled) on port 8443.
+	exe, _ := os.Executable()
+	ins := lab.InternetNS(name)
+	sysctl := func(v string) {
+		t.Helper()
+		if out, err := exec.Command("ip", "netns", "exec", ins, "sysctl", "-qw", "net.mptcp.enabled="+v).CombinedOutput(); err != nil {
+			t.Fatalf("sysctl: %v: %s", err, out)
+		}
+	}
+	sysctl("0")
+	srv := exec.Command("ip", "netns", "exec", ins, exe, "serve", "--tcp-port", "8443", "--transports", "tcp", "--listen", lab.Server4.String(), "--log-level", "warn")
+	srv.Env = append(os.Environ(), envMain+"=1")
+	if err := srv.Start(); err != nil {
+		sysctl("1")
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = srv.Process.Kill(); _ = srv.Wait() })
+	listening := false
+	for range 100 {
+		if err := lab.InNS(ins, func() error {
+			c, err := net.DialTimeout("tcp", lab.Server4.String()+":8443", 100*time.Millisecond)
+			if err == nil {
+				c.Close()
+			}
+			return err
+		}); err == nil {
+			listening = true
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	sysctl("1")
+	if !listening {
+		t.Fatal("serve on 8443 never listened")
+	}
+	code, fails, recs = smoke(t, name, dir, "--server="+lab.Server4.String()+":8443", "--transports", "mptcp", "--family", "4")
+	want = []string{"mptcp wlan0 4 mptcp-not-offered"}
+	if code != cmdutil.ExitCheckFailed || !slices.Equal(causes(recs), want) || len(fails) != 1 {
+		t.Errorf("server without MPTCP: exit %d, causes %q, FAIL lines %q; want exit 7, %q", code, causes(recs), fails, want)
+	}
+	if code, _, stderr := run(t, "lab", "down", "--purge", "--name", name, "--dir", dir); code != 0 {
+		t.Errorf("lab down: exit %d: %s", code, stderr)
+	}
+}
+
+// TestLabIfacesNAT64: ifaces --nat64 names the NAT64 prefix a nat64 path's
+// DNS64 reveals (RFC 7050) and the path's IPv6-only addressing, and
+// nothing on the dual-stack path.
+func TestLabIfacesNAT64(t *testing.T) {
+	labtest.Require(t)
+	for _, bin := range []string{"tayga", "unbound"} {
+		if _, err := exec.LookPath(bin); err != nil {
+			nstest.SkipUnless(t, "nat64 lab tests need "+bin)
+		}
+	}
+	t.Setenv(envMain, "1")
+	name, dir := uniqueName(), shortDir(t)
+	t.Cleanup(func() { _ = lab.CleanStale(context.Background(), name, dir) })
+	if code, _, stderr := run(t, "lab", "up", "--name", name, "--dir", dir, "--domains", "0", "--no-serve", "--wwan0", "nat64"); code != 0 {
+		t.Fatalf("lab up: exit %d: %s", code, stderr)
+	}
+	exe, _ := os.Executable()
+	code, out, stderr := run(t, "lab", "exec", "--name", name, "--dir", dir, "--", exe, "ifaces", "--nat64", "--json")
+	if code != 0 {
+		t.Fatalf("ifaces: exit %d: %s", code, stderr)
+	}
+	var paths []struct {
+		Name  string   `json:"name"`
+		NAT64 []string `json:"nat64_prefixes"`
+		Err   string   `json:"nat64_error"`
+		Notes []string `json:"notes"`
+	}
+	if err := json.Unmarshal([]byte(out), &paths); err != nil {
+		t.Fatalf("ifaces --json: %v\n%s", err, out)
+	}
+	seen := 0
+	for _, p := range paths {
+		switch p.Name {
+		case "wwan0":
+			seen++
+			if !slices.Equal(p.NAT64, []string{lab.NAT64Of("wwan0").Prefix.String()}) || len(p.Notes) != 2 || !strings.HasPrefix(p.Notes[0], "IPv6-only") {
+				t.Errorf("wwan0: nat64 %v (%s), notes %q; want %s, IPv6-only and NAT64 notes", p.NAT64, p.Err, p.Notes, lab.NAT64Of("wwan0").Prefix)
+			}
+		case "wlan0":
+			seen++
+			if len(p.NAT64) != 0 || p.Err != "" || len(p.Notes) != 0 {
+				t.Errorf("wlan0: nat64 %v (%s), notes %q; want none", p.NAT64, p.Err, p.Notes)
+			}
+		}
+	}
+	if seen != 2 {
+		t.Errorf("ifaces listed %d of the lab's paths:\n%s", seen, out)
+	}
+	if code, _, stderr := run(t, "lab", "down", "--purge", "--name", name, "--dir", dir); code != 0 {
+		t.Errorf("lab down: exit %d: %s", code, stderr)
+	}
+}

@@ -1,0 +1,194 @@
+package patterns
+
+import (
+	"context"
+	"fmt"
+	"net/netip"
+	"time"
+
+	"github.com/mptester/mptester/patterns/transport"
+	"github.com/mptester/mptester/probe"
+)
+
+// Causes a record names beside its status when a short probe after the
+// test shows the network, not the server, is the reason. Each comes from
+// what the probe measured, never from what the host is told.
+const (
+	// CauseUDPBlocked (with ":PORT"): a UDP transport's handshake failed on
+	// its port while the same transport reached the same server on its
+	// alternate port over the same path and family (000 §III: middleboxes
+	// that treat UDP 443 specially).
+	CauseUDPBlocked = "udp-blocked"
+	// CauseV6Blackhole: IPv6 to the server timed out on the path while
+	// the same transport reached it over IPv4 on the same path.
+	CauseV6Blackhole = "v6-blackhole"
+	// CauseMPTCPStripped: MPTCP fell back to TCP on the primary path while
+	// another path negotiated MPTCP with the same server: the server
+	// offers it, something on the path removed the options (RFC 8684
+	// §3.7).
+	CauseMPTCPStripped = "mptcp-stripped"
+	// CauseMPTCPNotOffered: no path negotiated MPTCP with the server.
+	// (Every path stripping the options looks the same.)
+	CauseMPTCPNotOffered = "mptcp-not-offered"
+)
+
+// diagnoseTimeout bounds each diagnostic handshake.
+const diagnoseTimeout = 3 * time.Second
+
+// diagnoser probes once per question and remembers the answer, so a
+// blocked port costs one extra handshake per path, family and transport,
+// not one per failed test.
+type diagnoser struct {
+	o    RunOptions
+	sv   server
+	seen map[string]bool
+}
+
+func newDiagnoser(o RunOptions, sv server) *diagnoser {
+	return &diagnoser{o: o, sv: sv, seen: map[string]bool{}}
+}
+
+// cause names the network's part in how rec ended ("" when none is shown).
+func (d *diagnoser) cause(ctx context.Context, t test, rec *Record) string {
+	if rec.Invalid || ctx.Err() != nil || t.unresolved != nil {
+		return ""
+	}
+	desc, err := transport.Get(t.transport)
+	if err != nil {
+		return ""
+	}
+	if rec.Status == StatusSuccess {
+		if t.transport == "mptcp" {
+			return d.mptcpCause(ctx, t, rec)
+		}
+		return ""
+	}
+	// A handshake that never completed: quic-go reports its handshake
+	// timeout as a TLS error.
+	switch rec.Status {
+	case StatusConnectionTimeout, StatusTimeout, StatusUnreachable, StatusTLSError:
+	default:
+		return ""
+	}
+	if len(rec.Connections) > 0 {
+		return "" // connected: not a blocked handshake
+	}
+	port := rec.Config.Server.Port()
+	// The listener's transport over the primary path alone: quic-handover
+	// is served by quic, and its handshake is quic's.
+	lis, err := transport.Get(desc.Listener())
+	if err != nil {
+		lis = desc
+	}
+	if desc.Network == "udp" {
+		alt := d.altPort(lis)
+		if alt != 0 && alt != port {
+			if d.reaches(ctx, lis.Name, t, t.family, alt) {
+				return fmt.Sprintf("%s:%d", CauseUDPBlocked, port)
+			}
+		}
+	}
+	if t.family == probe.Family6 {
+		if d.reaches(ctx, lis.Name, t, probe.Family4, port) {
+			return CauseV6Blackhole
+		}
+	}
+	return ""
+}
+
+// altPort is the alternate port of a listener: RunOptions.AltPorts, else
+// its default.
+func (d *diagnoser) altPort(lis *transport.Descriptor) uint16 {
+	if p, ok := d.o.AltPorts[lis.Name]; ok {
+		return p
+	}
+	return lis.AltPort
+}
+
+// reaches reports whether transport name completes a handshake with the
+// server from t's primary path alone, over family f, on port.
+func (d *diagnoser) reaches(ctx context.Context, name string, t test, f probe.Family, port uint16) bool {
+	key := fmt.Sprintf("%s %s %d %d", name, t.path.Name, f, port)
+	if ok, done := d.seen[key]; done {
+		return ok
+	}
+	ok := d.handshake(ctx, name, t, f, port)
+	d.seen[key] = ok
+	d.o.Logger.Info("diagnostic handshake", "transport", name, "path", t.path.Name, "family", int(f), "port", port, "ok", ok)
+	return ok
+}
+
+func (d *diagnoser) handshake(ctx context.Context, name string, t test, f probe.Family, port uint16) bool {
+	ip, ok := d.sv.addr(t.path, f)
+	if !ok {
+		return false
+	}
+	if _, ok := t.path.SourceAddr(f); !ok {
+		return false
+	}
+	tr, err := newTransport(d.o, d.sv, name, roles(d.o, t.path, nil), f)
+	if err != nil {
+		return false
+	}
+	pat, err := Get(t.pattern)
+	if err != nil {
+		return false
+	}
+	hctx, cancel := context.WithTimeout(ctx, diagnoseTimeout)
+	defer cancel()
+	c, err := tr.Dial(hctx, netip.AddrPortFrom(ip, port), pat.Family())
+	if err != nil {
+		return false
+	}
+	c.Close()
+	return true
+}
+
+// mptcpCause: an MPTCP test that fell back to TCP. Another path that
+// negotiates MPTCP with the same server shows the server offers it.
+func (d *diagnoser) mptcpCause(ctx context.Context, t test, rec *Record) string {
+	sum, ok := rec.Summary.(*transport.MPTCPSummary)
+	if !ok || sum.Negotiated == nil || *sum.Negotiated {
+		return ""
+	}
+	port := rec.Config.Server.Port()
+	compared := 0
+	for _, p := range d.o.Paths {
+		if _, ok := d.sv.addr(p, t.family); !ok || p.Name == t.path.Name || d.sv.unresolved(p) != nil {
+			continue
+		}
+		if _, ok := p.SourceAddr(t.family); !ok {
+			continue
+		}
+		compared++
+		key := fmt.Sprintf("mptcp %s %d %d", p.Name, t.family, port)
+		neg, done := d.seen[key]
+		if !done {
+			neg = d.mptcpNegotiates(ctx, p, t.family, port)
+			d.seen[key] = neg
+			d.o.Logger.Info("diagnostic MPTCP handshake", "path", p.Name, "family", int(t.family), "port", port, "negotiated", neg)
+		}
+		if neg {
+			return CauseMPTCPStripped
+		}
+	}
+	if compared == 0 {
+		return "" // one path: a stripping path looks like a server without MPTCP
+	}
+	return CauseMPTCPNotOffered
+}
+
+func (d *diagnoser) mptcpNegotiates(ctx context.Context, p probe.Path, f probe.Family, port uint16) bool {
+	ip, ok := d.sv.addr(p, f)
+	if !ok {
+		return false
+	}
+	hctx, cancel := context.WithTimeout(ctx, diagnoseTimeout)
+	defer cancel()
+	c, err := probe.DialMPTCP(hctx, p, "tcp", netip.AddrPortFrom(ip, port).String())
+	if err != nil {
+		return false
+	}
+	c.Close()
+	return c.Negotiated
+}
