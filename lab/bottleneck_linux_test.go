@@ -361,7 +361,7 @@ func (b *bottleneck) run(t *testing.T, cc, rival mpquic.CongestionControl, singl
 		m.sent += int64(p.PacketsSent)
 		m.lost += int64(p.PacketsLost)
 		m.srtt = max(m.srtt, p.SmoothedRTT)
-		cw = append(cw, fmt.Sprintf("path %d cwnd %d srtt %v sent %d lost %d", p.ID, p.CongestionWindow, p.SmoothedRTT.Round(time.Millisecond), p.PacketsSent, p.PacketsLost))
+		cw = append(cw, fmt.Sprintf("path %d cwnd %d srtt %v sent %d lost %d events %d persistent %d", p.ID, p.CongestionWindow, p.SmoothedRTT.Round(time.Millisecond), p.PacketsSent, p.PacketsLost, p.CongestionEvents, p.PersistentCongestions))
 	}
 	rivalName, rivalInfo := "TCP", ""
 	if rc != nil {

@@ -126,6 +126,7 @@ type Conn struct {
 	qlog           *qlogWriter            // nil unless Config.Qlog
 	liaScratch     []congestion.LIAPath   // liaPaths (congestion.go)
 	ackedScratch   []*recovery.SentPacket // onAck's newly acknowledged packets
+	lostScratch    []*recovery.SentPacket // detectLost's lost packets
 
 	// 1-RTT key update (RFC 9001 §6, keyupdate.go).
 	keyPhase    bool
@@ -1020,14 +1021,18 @@ func (c *Conn) onAck(sp *pnSpace, f AckFrame, now time.Time) error {
 			}
 			delay = time.Duration(f.AckDelay<<exp) * time.Microsecond
 		}
+		if !path.rtt.HasSample {
+			path.firstSample = now
+		}
 		path.rtt.Update(now.Sub(last.Time), delay, c.confirmed, c.peerParams.MaxAckDelay)
 		if c.qlog != nil {
 			c.qlog.metrics(now, path)
 		}
 		if sp.kind == spaceApp {
-			path.cc.OnRTTSample(path.rtt.Latest, largest, sp.nextPN)
+			path.cc.OnRTTSample(path.rtt.Latest, path.rtt.Smoothed, largest, sp.nextPN)
 		}
 	}
+	path.cc.OnAckFrame()
 	for _, p := range newly {
 		c.onPacketAcked(sp, p)
 	}
@@ -1068,8 +1073,28 @@ func (c *Conn) onPacketAcked(sp *pnSpace, p *recovery.SentPacket) {
 	}
 }
 
+// detectLost declares the space's lost packets and, when they span the
+// persistent congestion duration with nothing acknowledged between
+// (RFC 9002 §7.6), collapses the path's window to the minimum.
 func (c *Conn) detectLost(sp *pnSpace, now time.Time) {
-	sp.DetectLost(now, sp.path.rtt.LossDelay(), func(p *recovery.SentPacket) { c.onPacketLost(sp, p, now) })
+	lost := c.lostScratch[:0]
+	sp.DetectLost(now, sp.path.rtt.LossDelay(), func(p *recovery.SentPacket) {
+		if !p.MTUProbe && p.InFlight && p.Time.After(sp.path.cc.AddrChanged) {
+			lost = append(lost, p)
+		}
+		c.onPacketLost(sp, p, now)
+	})
+	p := sp.path
+	var mad time.Duration
+	if sp.kind == spaceApp {
+		mad = c.peerParams.MaxAckDelay
+	}
+	if len(lost) > 1 && recovery.PersistentCongestion(lost, p.firstSample, p.rtt.PersistentCongestionDuration(mad)) {
+		p.cc.OnPersistentCongestion()
+		p.persistentCongestions++
+	}
+	clear(lost) // the scratch keeps no packets alive
+	c.lostScratch = lost[:0]
 }
 
 func (c *Conn) onPacketLost(sp *pnSpace, p *recovery.SentPacket, now time.Time) {

@@ -50,6 +50,10 @@ type path struct {
 	rtt      recovery.RTTStats
 	cc       *congestion.Sender
 	ptoCount int
+	// firstSample is when the path's first RTT sample was taken: only
+	// packets sent after it make persistent congestion (RFC 9002 §7.6.2).
+	firstSample           time.Time
+	persistentCongestions uint64
 
 	validated     bool
 	amp           ampLimit // server: toward an unvalidated address (amplification.go)
@@ -602,6 +606,10 @@ type PathStats struct {
 	// after PTOs in a row (the route shrank).
 	MaxDatagramSize                             int
 	MTUProbesSent, MTUProbesLost, MTUBlackHoles uint64
+	// CongestionEvents counts the window's reductions on loss,
+	// PersistentCongestions its collapses to the minimum window (RFC 9002
+	// §7.6).
+	CongestionEvents, PersistentCongestions uint64
 }
 
 func (c *Conn) pathStats(p *path) PathStats {
@@ -616,7 +624,8 @@ func (c *Conn) pathStats(p *path) PathStats {
 		PacketsSent: p.packetsSent, PacketsLost: p.packetsLost, PTOCount: p.ptos,
 		PTO: (p.rtt.PTO() + c.peerParams.MaxAckDelay) << p.ptoCount, PTOBackoff: p.ptoCount,
 		BytesSent: p.socketSent, BytesReceived: p.socketRecv.Load(),
-		MaxDatagramSize: c.pathMSS(p), MTUProbesSent: p.mtu.probesSent, MTUProbesLost: p.mtu.probesLost, MTUBlackHoles: p.mtu.blackHoles}
+		MaxDatagramSize: c.pathMSS(p), MTUProbesSent: p.mtu.probesSent, MTUProbesLost: p.mtu.probesLost, MTUBlackHoles: p.mtu.blackHoles,
+		CongestionEvents: p.cc.CongestionEvents, PersistentCongestions: p.persistentCongestions}
 }
 
 // Stats samples the path.

@@ -41,7 +41,7 @@ func (c *Conn) onPeerAddress(p *path, now time.Time) {
 		fresh := c.newController()
 		fresh.InFlight = p.cc.InFlight
 		p.cc = fresh
-		p.rtt = recovery.RTTStats{}
+		p.rtt, p.firstSample = recovery.RTTStats{}, time.Time{}
 	}
 	// What is in flight went to the old address: its loss is the move's,
 	// not congestion (a port-only change keeps the window, §9.4, and a

@@ -51,6 +51,7 @@ type Sender struct {
 	ssthresh      int
 	recoveryStart time.Time
 	ctrl          Controller
+	priorInFlight int // bytes in flight before the ACK frame being processed
 
 	tokens   float64 // pacer budget in bytes
 	lastFill time.Time
@@ -81,10 +82,11 @@ func NewSender(mss int, ctrl Controller) *Sender {
 // InSlowStart reports whether the window is below the slow start threshold.
 func (cc *Sender) InSlowStart() bool { return cc.Cwnd < cc.ssthresh }
 
-// OnRTTSample feeds HyStart++ one sample taken when packet largest was
-// acknowledged; nextPN is the next packet number to be sent.
-func (cc *Sender) OnRTTSample(rtt time.Duration, largest, nextPN uint64) {
-	cc.ctrl.SetRTT(rtt)
+// OnRTTSample feeds HyStart++ one sample (rtt) taken when packet largest
+// was acknowledged, and the controller the smoothed RTT after it; nextPN is
+// the next packet number to be sent.
+func (cc *Sender) OnRTTSample(rtt, smoothed time.Duration, largest, nextPN uint64) {
+	cc.ctrl.SetRTT(smoothed)
 	if cc.Cwnd >= cc.ssthresh {
 		return
 	}
@@ -113,6 +115,10 @@ func (cc *Sender) CanSend(size int) bool { return cc.InFlight+size <= cc.Cwnd }
 // OnSent counts a packet of size bytes in flight.
 func (cc *Sender) OnSent(size int) { cc.InFlight += size }
 
+// OnAckFrame is called before the packets one ACK frame acknowledges:
+// whether the window was used is judged by what was in flight before it.
+func (cc *Sender) OnAckFrame() { cc.priorInFlight = cc.InFlight }
+
 // OnAcked takes an acknowledged packet of size bytes, sent at sent, out of
 // flight and grows the window: by its size in slow start, by the
 // Controller's rule in congestion avoidance, not at all for packets sent
@@ -122,8 +128,11 @@ func (cc *Sender) OnAcked(size int, sent time.Time) {
 	if !sent.After(cc.recoveryStart) {
 		return
 	}
-	// RFC 9002 §7.8: no growth while not using the window.
-	if cc.InFlight+3*cc.MSS < cc.Cwnd && cc.Cwnd >= cc.ssthresh {
+	// RFC 9002 §7.8 (RFC 9438 §5.8): no growth while not using the window,
+	// judged by the bytes in flight before the ACK frame: an ACK of many
+	// packets empties the window as it is processed, and judged packet by
+	// packet all but its first few packets would not grow it.
+	if max(cc.priorInFlight, cc.InFlight+size)+3*cc.MSS < cc.Cwnd && cc.Cwnd >= cc.ssthresh {
 		return
 	}
 	if cc.Cwnd < cc.ssthresh {

@@ -99,7 +99,7 @@ func TestHyStartExitsSlowStart(t *testing.T) {
 		round := func(rtt time.Duration) {
 			end := pn + 10 // the round's packets are those sent so far
 			for range hsNRTTSample {
-				cc.OnRTTSample(rtt, pn, end)
+				cc.OnRTTSample(rtt, rtt, pn, end)
 				pn++
 			}
 			pn = end
@@ -169,5 +169,33 @@ func TestPacerBurst(t *testing.T) {
 		if n != c.want {
 			t.Errorf("%s: a burst of %d packets, want %d", c.name, n, c.want)
 		}
+	}
+}
+
+// Growth is per byte acknowledged, whatever the ACK frames: ten packets
+// acknowledged by one frame grow a full window as much as ten frames of
+// one packet each (the window was used before the frame; judged packet
+// by packet while the frame empties it, only the first few would count).
+func TestSenderGrowsForEveryPacketOfAnAckFrame(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	grow := func(perFrame int) int {
+		cc := NewSender(mss, &NewReno{})
+		cc.ssthresh = 0
+		cc.Cwnd = 20 * mss
+		cc.OnSent(20 * mss)
+		for i := range 10 {
+			if i%perFrame == 0 {
+				cc.OnAckFrame()
+			}
+			cc.OnAcked(mss, t0)
+			if (i+1)%perFrame == 0 {
+				cc.OnSent(perFrame * mss) // the sender fills the window again
+			}
+		}
+		return cc.Cwnd - 20*mss
+	}
+	one, ten := grow(1), grow(10)
+	if want := 10 * mss * mss / (20 * mss); one < want-10 || ten < one-2 || ten > one+2 {
+		t.Errorf("ten packets grew the window by %d bytes in one ACK frame, %d in ten; want both about %d", ten, one, want)
 	}
 }

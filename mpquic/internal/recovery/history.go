@@ -34,6 +34,10 @@ type SentPacket struct {
 	LargestAcked int64 // the largest packet its ACK frame acknowledged, -1 without one
 	Frames       []SentFrame
 	MTUProbe     bool // a PMTU probe: its loss is no congestion signal
+	// AckedAfter: a packet sent after this one and before the next one
+	// still held was acknowledged (what breaks a persistent congestion
+	// period, RFC 9002 §7.6.2).
+	AckedAfter bool
 }
 
 // History is one packet number space's sent packets awaiting
@@ -85,6 +89,9 @@ func (h *History) OnAck(ranges []wire.AckRange, newly []*SentPacket) []*SentPack
 		}
 		if ri >= 0 && p.PN >= ranges[ri].Smallest {
 			newly = append(newly, p)
+			if len(kept) > 0 {
+				kept[len(kept)-1].AckedAfter = true
+			}
 			continue
 		}
 		kept = append(kept, p)
@@ -129,4 +136,29 @@ func (h *History) DetectLost(now time.Time, lossDelay time.Duration, lost func(*
 // after ptoCount PTOs in a row.
 func (h *History) PTOTime(rtt *RTTStats, ptoCount int, maxAckDelay time.Duration) time.Time {
 	return h.LastEliciting.Add(rtt.PTOPeriod(ptoCount, maxAckDelay))
+}
+
+// PersistentCongestion is RFC 9002 §7.6.2 over the packets one DetectLost
+// declared lost (ascending): whether two ack-eliciting ones, both sent
+// after the path's first RTT sample (firstSample), lie more than duration
+// apart with no packet sent between them acknowledged.
+func PersistentCongestion(lost []*SentPacket, firstSample time.Time, duration time.Duration) bool {
+	if firstSample.IsZero() {
+		return false
+	}
+	var start *SentPacket
+	for i, p := range lost {
+		if i > 0 && lost[i-1].AckedAfter {
+			start = nil // an acknowledgment between the two
+		}
+		if !p.AckEliciting || !p.Time.After(firstSample) {
+			continue
+		}
+		if start == nil {
+			start = p
+		} else if p.Time.Sub(start.Time) > duration {
+			return true
+		}
+	}
+	return false
 }

@@ -125,3 +125,59 @@ func TestPTOTime(t *testing.T) {
 		t.Errorf("after Reset: %+v", h)
 	}
 }
+
+// RFC 9002 §7.6.3's example: smoothed_rtt 1 s, rttvar 0 (PTO 1 s,
+// kGranularity aside), max_ack_delay 0, so the persistent congestion
+// duration is 3 s. Packet 0 is sent at t=0 and acknowledged at t=1.2 (the
+// first RTT sample), packets 1-6 are sent at t=1..6 and packet 7 at t=8;
+// the ACK of 7 alone at t=12 declares 1-6 lost: packets 2 and 6 (sent
+// after the sample, t=2 and t=6) span 4 s > 3 s with nothing acknowledged
+// between: persistent congestion. Packet 1 (sent before the sample) does
+// not count. An acknowledgment of packet 4 in between breaks the period
+// into spans of at most 2 s: none.
+func TestPersistentCongestion(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	s := func(x float64) time.Time { return t0.Add(time.Duration(x * float64(time.Second))) }
+	rtt := RTTStats{Smoothed: time.Second, HasSample: true}
+	dur := rtt.PersistentCongestionDuration(0)
+	if dur != 3*(time.Second+Granularity) {
+		t.Fatalf("duration %v, want 3 x (1 s + kGranularity)", dur)
+	}
+	for _, tc := range []struct {
+		name    string
+		ackAlso []wire.AckRange // acknowledged before packet 7's ACK
+		want    bool
+	}{
+		{"nothing acknowledged between", nil, true},
+		{"packet 4 acknowledged", []wire.AckRange{{Smallest: 4, Largest: 4}}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var h History
+			h.Reset()
+			send := func(pn uint64, at float64) {
+				h.OnSent(&SentPacket{PN: pn, Time: s(at), Size: 1200, AckEliciting: true, InFlight: true, LargestAcked: -1})
+			}
+			send(0, 0)
+			for pn := uint64(1); pn <= 6; pn++ {
+				send(pn, float64(pn))
+			}
+			h.OnAck([]wire.AckRange{{Smallest: 0, Largest: 0}}, nil) // t=1.2
+			h.DetectLost(s(1.2), rtt.LossDelay(), func(*SentPacket) {})
+			firstSample := s(1.2)
+			send(7, 8)
+			if tc.ackAlso != nil {
+				h.OnAck(tc.ackAlso, nil)
+			}
+			h.OnAck([]wire.AckRange{{Smallest: 7, Largest: 7}}, nil)
+			var lost []*SentPacket
+			h.DetectLost(s(12), rtt.LossDelay(), func(p *SentPacket) { lost = append(lost, p) })
+			if got := PersistentCongestion(lost, firstSample, dur); got != tc.want {
+				t.Errorf("lost %v: persistent congestion %v, want %v", pns(lost), got, tc.want)
+			}
+			// Without an RTT sample there is none.
+			if PersistentCongestion(lost, time.Time{}, dur) {
+				t.Error("persistent congestion declared before any RTT sample")
+			}
+		})
+	}
+}

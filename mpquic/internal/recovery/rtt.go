@@ -50,14 +50,24 @@ func (r *RTTStats) SmoothedOrInitial() time.Duration {
 }
 
 // PTO is the probe timeout without the max_ack_delay term (RFC 9002
-// §6.2.1): smoothed_rtt + max(4*rttvar, kGranularity). Before a sample it
-// is 2*kInitialRtt (RFC 9002's A.4 state would give 333 + 4*166.5 ms, about
-// 1 s; mpquic has always probed at 666 ms).
+// §6.2.1): smoothed_rtt + max(4*rttvar, kGranularity). Before a sample
+// smoothed_rtt is kInitialRtt and rttvar kInitialRtt/2 (§6.2.2, A.4):
+// 333 + 4*166.5 ms = 999 ms.
 func (r *RTTStats) PTO() time.Duration {
 	if !r.HasSample {
-		return 2 * InitialRTT
+		return InitialRTT + 4*(InitialRTT/2)
 	}
 	return r.Smoothed + max(4*r.RTTVar, Granularity)
+}
+
+// PersistentCongestionThreshold is kPersistentCongestionThreshold (§7.6.1).
+const PersistentCongestionThreshold = 3
+
+// PersistentCongestionDuration is §7.6.1's: (smoothed_rtt +
+// max(4*rttvar, kGranularity) + max_ack_delay) *
+// kPersistentCongestionThreshold.
+func (r *RTTStats) PersistentCongestionDuration(maxAckDelay time.Duration) time.Duration {
+	return (r.PTO() + maxAckDelay) * PersistentCongestionThreshold
 }
 
 // PTOPeriod is the probe timeout after ptoCount consecutive PTOs: (PTO +

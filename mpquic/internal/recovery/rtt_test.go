@@ -101,7 +101,7 @@ func TestPTOAndLossDelay(t *testing.T) {
 	if got, want := none.LossDelay(), InitialRTT*9/8; got != want {
 		t.Errorf("loss delay before a sample %v, want %v", got, want)
 	}
-	if got := none.PTO(); got != 2*InitialRTT {
-		t.Errorf("PTO before a sample %v, want %v", got, 2*InitialRTT)
+	if got := none.PTO(); got != 999*time.Millisecond {
+		t.Errorf("PTO before a sample %v, want 999ms (RFC 9002 §6.2.2: 333 ms + 4 x 166.5 ms)", got)
 	}
 }
