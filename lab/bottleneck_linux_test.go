@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/quic-go/quic-go"
 	"golang.org/x/sys/unix"
 
 	"github.com/mptester/mptester/internal/certs"
@@ -119,6 +120,28 @@ func TestLabSharedBottleneck(t *testing.T) {
 	}
 	t.Cleanup(func() { l.Close() })
 	env.quicAddr, env.tcpAddr = ul.LocalAddr().(*net.UDPAddr), tl.Addr().(*net.TCPAddr)
+	// quic-go's listener: the reference row, a widely used QUIC stack.
+	var qu *net.UDPConn
+	inNS(t, srv.Name, func() (err error) {
+		qu, err = net.ListenUDP("udp", &net.UDPAddr{IP: net.ParseIP("198.18.63.2")})
+		return err
+	})
+	qtr := &quic.Transport{Conn: qu}
+	t.Cleanup(func() { qtr.Close() })
+	ql, err := qtr.Listen(stls, &quic.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	env.quicGoAddr, env.quicGoConns = qu.LocalAddr().(*net.UDPAddr), make(chan *quic.Conn, 4)
+	go func() {
+		for {
+			c, err := ql.Accept(context.Background())
+			if err != nil {
+				return
+			}
+			env.quicGoConns <- c
+		}
+	}()
 	go func() {
 		for {
 			c, err := l.Accept(context.Background())
@@ -201,7 +224,18 @@ func TestLabSharedBottleneck(t *testing.T) {
 			t.Errorf("beside TCP mpquic lost %.1f%% of its packets at the queue, more than 2.5 times the %.1f%% TCP retransmitted (the pacer's bursts too long?)", 100*own, 100*tcp)
 		}
 	}
+	// The reference point: one quic-go flow (its own CUBIC, single path)
+	// beside the same kernel TCP flow, measured in the same run.
+	var quicGoShare float64
+	t.Run("quic-go/single-path-beside-tcp", func(t *testing.T) {
+		m := env.runQuicGo(t)
+		quicGoShare = m.share
+		if m.linkBps < 0.85*bottleneckRate || m.linkBps > 1.05*bottleneckRate || m.dropped == 0 {
+			t.Errorf("the bottleneck forwarded %.2f Mbit/s and dropped %d packets, want about %.0f Mbit/s and a full queue", m.linkBps/1e6, m.dropped, bottleneckRate/1e6)
+		}
+	})
 	load, _ = os.ReadFile("/proc/loadavg")
+	t.Logf("quic-go's share beside one TCP flow (the reference): %.0f%%", 100*quicGoShare)
 	t.Logf("mpquic's share of the bottleneck beside one TCP flow: single-path cubic %.0f%%; two paths: cubic %.0f%%, newreno %.0f%%, lia %.0f%%; beside one single-path mpquic flow: cubic (beside cubic) %.0f%%, lia (beside newreno) %.0f%% (load average at the end: %s)",
 		100*shares[run{mpquic.CongestionCUBIC, "", true}],
 		100*shares[run{mpquic.CongestionCUBIC, "", false}], 100*shares[run{mpquic.CongestionNewReno, "", false}], 100*shares[run{mpquic.CongestionLIA, "", false}],
@@ -218,6 +252,8 @@ type bottleneck struct {
 	tcpAddr      *net.TCPAddr
 	quicConns    chan *mpquic.Conn // the server's, in the order accepted
 	tcpConns     chan net.Conn
+	quicGoAddr   *net.UDPAddr
+	quicGoConns  chan *quic.Conn
 }
 
 // bottleneckRun is one run's measurement.
@@ -527,4 +563,92 @@ func inNS(t *testing.T, ns string, fn func() error) {
 	if err := lab.InNS(ns, fn); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// runQuicGo uploads over one quic-go connection on wlan0 beside one
+// kernel TCP upload over wlan0 and measures quic-go's share over the
+// window after the warm-up, as run does for mpquic.
+func (b *bottleneck) runQuicGo(t *testing.T) bottleneckRun {
+	t.Helper()
+	const warmup, window = 2 * time.Second, 7 * time.Second
+	ctx, cancel := context.WithTimeout(context.Background(), warmup+window+10*time.Second)
+	defer cancel()
+	var pc *net.UDPConn
+	var tc net.Conn
+	inNS(t, b.cliNS, func() (err error) {
+		if pc, err = net.ListenUDP("udp", &net.UDPAddr{IP: net.ParseIP("198.18.61.2")}); err != nil {
+			return err
+		}
+		d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP("198.18.61.2")}}
+		tc, err = d.DialContext(ctx, "tcp", b.tcpAddr.String())
+		return err
+	})
+	tr := &quic.Transport{Conn: pc}
+	defer tr.Close()
+	defer tc.Close()
+	c, err := tr.Dial(ctx, b.quicGoAddr, b.ctls, &quic.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.CloseWithError(0, "")
+	var own, other atomic.Int64
+	select {
+	case sc := <-b.quicGoConns:
+		go func() {
+			for {
+				s, err := sc.AcceptStream(context.Background())
+				if err != nil {
+					return
+				}
+				go drain(s, &own)
+			}
+		}()
+	case <-ctx.Done():
+		t.Fatal("the server accepted no quic-go connection")
+	}
+	select {
+	case stc := <-b.tcpConns:
+		defer stc.Close()
+		go drain(stc, &other)
+	case <-ctx.Done():
+		t.Fatal("the server accepted no TCP connection")
+	}
+	s, err := c.OpenStreamSync(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stop := make(chan struct{})
+	done := make(chan struct{}, 2)
+	go func() { pump(s, stop); done <- struct{}{} }()
+	go func() { pump(tc, stop); done <- struct{}{} }()
+	defer func() {
+		close(stop)
+		tc.SetWriteDeadline(time.Now())
+		s.CancelWrite(0)
+		c.CloseWithError(0, "")
+		<-done
+		<-done
+	}()
+	time.Sleep(warmup)
+	w := watchHost()
+	o0, r0, l0, at0 := own.Load(), other.Load(), qdiscSent(t, b.rtrNS, "s0"), time.Now()
+	time.Sleep(window)
+	o1, r1, l1, at1 := own.Load(), other.Load(), qdiscSent(t, b.rtrNS, "s0"), time.Now()
+	host := w.end()
+	sec := at1.Sub(at0).Seconds()
+	m := bottleneckRun{ownBps: float64(o1-o0) * 8 / sec, rivalBps: float64(r1-r0) * 8 / sec, linkBps: float64(l1.bytes-l0.bytes) * 8 / sec, dropped: l1.dropped - l0.dropped}
+	if m.ownBps+m.rivalBps > 0 {
+		m.share = m.ownBps / (m.ownBps + m.rivalBps)
+	}
+	var tcpInfo string
+	if raw, err := tc.(*net.TCPConn).SyscallConn(); err == nil {
+		raw.Control(func(fd uintptr) {
+			if ti, err := unix.GetsockoptTCPInfo(int(fd), unix.IPPROTO_TCP, unix.TCP_INFO); err == nil {
+				tcpInfo = fmt.Sprintf("TCP cwnd %d segments, srtt %v, %d segments sent, %d retransmitted", ti.Snd_cwnd, time.Duration(ti.Rtt)*time.Microsecond, ti.Segs_out, ti.Total_retrans)
+			}
+		})
+	}
+	t.Logf("quic-go: %.2f Mbit/s, TCP %.2f Mbit/s, link %.2f Mbit/s (%d packets, %d dropped): quic-go's share %.1f%% [%s; host: %v]",
+		m.ownBps/1e6, m.rivalBps/1e6, m.linkBps/1e6, l1.pkts-l0.pkts, l1.dropped-l0.dropped, 100*m.share, tcpInfo, host)
+	return m
 }
