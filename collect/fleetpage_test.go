@@ -39,7 +39,7 @@ type fleetTruth struct {
 // with planted figures: ping tests (some failing) or survey targets (some
 // silent, some invalid or host-overloaded, some in two cells); it adds
 // them to truth as the fleet views define them.
-func genFleetRun(t *testing.T, rng *rand.Rand, id, probe, command string, start time.Time, truth *fleetTruth) []byte {
+func genFleetRun(t testing.TB, rng *rand.Rand, id, probe, command string, start time.Time, truth *fleetTruth) []byte {
 	hdr, _, _ := strings.Cut(string(stream(t, id, probe)), "\n")
 	hdr = strings.Replace(hdr, `"command":"survey"`, `"command":"`+command+`"`, 1)
 	hdr = strings.Replace(hdr, `"2026-11-22T10:00:00.500000000Z"`, `"`+start.UTC().Format(nanoUTC)+`"`, 1)

@@ -2,9 +2,11 @@ package collect
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"net/http"
+	"net/url"
 	"strconv"
 	"time"
 
@@ -23,10 +25,15 @@ const maxReports = 2
 // reads them through it, so none can miss the raw store's backend.
 func (s *Server) inputs() storeinput.Source { return storeinput.New(s.cfg.Store, s.raw) }
 
-// handleReport is GET /v1/report?probe=&type=&since=&until=&format=: the
-// page `mptester report --db` writes (html, the default, or json), built
-// from the store on request. A probe's token sees its own runs only; an
-// admin token sees any probe or, without probe=, the fleet.
+// handleReport is GET /v1/report?probe=&type=&since=&until=&format=
+// (html, the default, or json) over a window (the last 7 UTC days by
+// default; since and until also take 36h or 7d back from now). For one
+// probe, or for at most one day of the fleet, it is the exact per-run
+// report `mptester report --db` writes for that window, read from the raw
+// uploads; for the fleet over a longer window it is the fleet views from
+// the roll-ups, which never read a raw upload (their rows link to the
+// exact reports). A probe's token sees its own runs only; an admin token
+// sees any probe or the fleet.
 func (s *Server) handleReport(w http.ResponseWriter, r *http.Request) {
 	tok, code := s.authenticate(r)
 	if t, ok := s.cookieAdmin(r); code != 0 && ok { // the fleet page's links
@@ -60,29 +67,27 @@ func (s *Server) handleReport(w http.ResponseWriter, r *http.Request) {
 		bad(fmt.Sprintf("type %q: want run or survey", f.Command))
 		return
 	}
-	for _, p := range []struct {
-		name string
-		to   *time.Time
-	}{{"since", &f.Since}, {"until", &f.Until}} {
-		if v := q.Get(p.name); v != "" {
-			t, err := storeinput.ParseTime(v)
-			if err != nil {
-				bad(p.name + " " + err.Error())
-				return
-			}
-			*p.to = t
-		}
-	}
-	if !f.Since.IsZero() && !f.Until.IsZero() && !f.Until.After(f.Since) {
-		bad("until must be after since")
+	now := time.Now()
+	win, err := parseWindow(url.Values{"since": q["since"], "until": q["until"], "probe": {f.Probe}}, now)
+	if err != nil {
+		bad(err.Error())
 		return
 	}
+	if q.Get("since") != "" || q.Get("until") != "" || f.Probe == "" {
+		f.Since, f.Until = win.Since, win.Until
+	}
+	// The fleet over more than a day: the roll-ups only.
+	fleet := f.Probe == "" && win.Until.Sub(win.Since) > store.Day
 	format := q.Get("format")
 	if format == "" {
 		format = "html"
 	}
 	if format != "html" && format != "json" {
 		bad(fmt.Sprintf("format %q: want html or json", format))
+		return
+	}
+	if fleet {
+		s.fleetReport(w, r, win, f, format, now)
 		return
 	}
 	select {
@@ -121,4 +126,56 @@ func (s *Server) handleReport(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Cache-Control", "no-store")
 	w.Header().Set("X-Content-Type-Options", "nosniff")
 	_, _ = w.Write(b.Bytes())
+}
+
+// fleetReport writes the fleet views over win from the roll-ups, with the
+// provenance of a report that read no run (the filters say which window).
+func (s *Server) fleetReport(w http.ResponseWriter, r *http.Request, win storeinput.Window, f storeinput.Filter, format string, now time.Time) {
+	key := "report " + format + win.Since.String() + win.Until.String() + f.Command
+	body, sem := s.fleet.get(key, now)
+	if body == nil {
+		select {
+		case sem <- struct{}{}:
+		default:
+			w.Header().Set("Retry-After", "5")
+			writeJSON(w, http.StatusTooManyRequests, apiError{Error: "Too Many Requests", Reason: "fleet reports are being built"})
+			return
+		}
+		var err error
+		body, err = s.buildFleetReport(r.Context(), win, f, format)
+		<-sem
+		if err != nil {
+			s.log.Error("fleet report", "err", err)
+			writeJSON(w, http.StatusInternalServerError, apiError{Error: "Internal Server Error", Reason: "the store could not be read (see the collector's log)"})
+			return
+		}
+		s.fleet.put(key, body, now)
+	}
+	ct := "text/html; charset=utf-8"
+	if format == "json" {
+		ct = "application/json"
+	}
+	w.Header().Set("Content-Type", ct)
+	w.Header().Set("Cache-Control", "no-store")
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	_, _ = w.Write(body)
+}
+
+func (s *Server) buildFleetReport(ctx context.Context, win storeinput.Window, f storeinput.Filter, format string) ([]byte, error) {
+	fl, err := storeinput.FleetViews(ctx, s.cfg.Store, win, drillLink)
+	if err != nil {
+		return nil, err
+	}
+	none := func(func(analysis.Input) bool) {}
+	rep, err := analysis.AnalyzeSeq(none, nil, analysis.Options{Tool: "mptester " + buildinfo.Version,
+		Source: "collect server (roll-ups; per-record sections: ask for one probe or one day)", Filters: f.Strings()})
+	if err != nil {
+		return nil, err
+	}
+	defer rep.Close()
+	var b bytes.Buffer
+	if err := render.Write(&b, format, append(rep.Tables, fl.Tables...), fl.Figures); err != nil {
+		return nil, err
+	}
+	return b.Bytes(), nil
 }

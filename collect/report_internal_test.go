@@ -14,8 +14,9 @@ import (
 	"github.com/mptester/mptester/collect/store"
 )
 
-// TestReportBusy: past maxReports builds at once, GET /v1/report answers
-// 429 with Retry-After; a slot freed, 200 again.
+// TestReportBusy: past maxReports exact builds (or fleetBuilds fleet
+// views) at once, GET /v1/report answers 429 with Retry-After; a slot
+// freed, 200 again.
 func TestReportBusy(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
@@ -26,8 +27,8 @@ func TestReportBusy(t *testing.T) {
 	require.NoError(t, st.AddAdmin(ctx, "ops", HashToken(tok), time.Now()))
 	s, err := New(Config{Store: st, Data: dir, Limits: DefaultLimits()})
 	require.NoError(t, err)
-	get := func() *httptest.ResponseRecorder {
-		req := httptest.NewRequest(http.MethodGet, "/v1/report", nil)
+	get := func(q string) *httptest.ResponseRecorder {
+		req := httptest.NewRequest(http.MethodGet, "/v1/report"+q, nil)
 		req.Header.Set("Authorization", "Bearer "+tok)
 		w := httptest.NewRecorder()
 		s.Handler().ServeHTTP(w, req)
@@ -36,9 +37,20 @@ func TestReportBusy(t *testing.T) {
 	for range maxReports {
 		s.reports <- struct{}{}
 	}
-	w := get()
+	day := "?since=2026-11-22&until=2026-11-23" // one day: the exact report
+	w := get(day)
 	assert.Equal(t, http.StatusTooManyRequests, w.Code)
 	assert.Equal(t, "5", w.Header().Get("Retry-After"))
 	<-s.reports
-	assert.Equal(t, http.StatusOK, get().Code)
+	assert.Equal(t, http.StatusOK, get(day).Code)
+
+	_, sem := s.fleet.get("", time.Now())
+	for range fleetBuilds {
+		sem <- struct{}{}
+	}
+	w = get("?since=7d") // the fleet's week: the roll-ups
+	assert.Equal(t, http.StatusTooManyRequests, w.Code)
+	assert.Equal(t, "5", w.Header().Get("Retry-After"))
+	<-sem
+	assert.Equal(t, http.StatusOK, get("?since=7d").Code)
 }

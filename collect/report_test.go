@@ -36,9 +36,13 @@ func TestReportEndpoint(t *testing.T) {
 		{"probe: its own runs", "", e.probeTok, http.StatusOK, []string{id1, "probe=pi1", "<svg"}, []string{id2}},
 		{"probe names itself", "?probe=pi1", e.probeTok, http.StatusOK, []string{id1}, []string{id2}},
 		{"probe asks for another", "?probe=pi2", e.probeTok, http.StatusForbidden, nil, nil},
-		{"admin: the fleet", "", e.adminTok, http.StatusOK, []string{id1, id2, "fleet-runs"}, nil},
+		{"admin: one day of the fleet, exact", "?since=2026-11-22&until=2026-11-23", e.adminTok, http.StatusOK, []string{id1, id2, "fleet-runs"}, nil},
+		{"admin: the fleet over a week, from the roll-ups", "?since=2026-11-20&until=2026-11-27", e.adminTok, http.StatusOK,
+			[]string{"fleet-buckets", "since=2026-11-20T00:00:00Z", "roll-ups"}, []string{id1, id2}},
+		{"admin: the fleet over 7d back", "?since=7d", e.adminTok, http.StatusOK, []string{"fleet-buckets"}, []string{id1, id2}},
 		{"admin: one probe", "?probe=pi2", e.adminTok, http.StatusOK, []string{id2, "probe=pi2"}, []string{id1}},
-		{"admin: a window with nothing", "?since=2030-01-01", e.adminTok, http.StatusOK, []string{"since=2030-01-01T00:00:00Z"}, []string{id1, id2}},
+		{"admin: a window with nothing", "?since=2030-01-01&until=2030-01-02", e.adminTok, http.StatusOK, []string{"since=2030-01-01T00:00:00Z"}, []string{id1, id2}},
+		{"future since", "?since=2030-01-01", e.adminTok, http.StatusBadRequest, []string{"until must be after since"}, nil},
 		{"bad since", "?since=yesterday", e.adminTok, http.StatusBadRequest, []string{"since"}, nil},
 		{"until before since", "?since=2026-11-02&until=2026-11-01", e.adminTok, http.StatusBadRequest, nil, nil},
 		{"bad type", "?type=mobile", e.adminTok, http.StatusBadRequest, []string{"type"}, nil},
@@ -60,7 +64,7 @@ func TestReportEndpoint(t *testing.T) {
 			assert.Equal(t, "application/json", a.hdr.Get("Content-Type"), tc.name)
 		}
 	}
-	a := e.get(t, "/v1/report?format=json", e.adminTok)
+	a := e.get(t, "/v1/report?format=json&since=2026-11-22&until=2026-11-23", e.adminTok)
 	require.Equal(t, http.StatusOK, a.code)
 	var rep struct {
 		Tables []struct {

@@ -5,6 +5,7 @@ import (
 	"context"
 	"database/sql"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"slices"
 	"sort"
@@ -293,7 +294,7 @@ const (
 	rollupCols = `width, bucket, probe, command, cell, transport, pattern`
 	rollupKeyW = `width = ? AND bucket = ? AND probe = ? AND command = ? AND cell = ? AND transport = ? AND pattern = ?`
 	qRollupIns = `INSERT INTO rollups (` + rollupCols + `, runs, tests, ok, invalid, sketches)
-		VALUES (?, ?, ?, ?, ?, ?, ?, 0, 0, 0, 0, ?) ON CONFLICT DO NOTHING`
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING RETURNING runs`
 	qRollupUpd = `UPDATE rollups SET runs = ?, tests = ?, ok = ?, invalid = ?, sketches = ? WHERE ` + rollupKeyW
 )
 
@@ -307,8 +308,8 @@ func (s *sqlStore) qRollupSel() string {
 	return q
 }
 
-// mergeRollups adds rows to the stored roll-ups inside tx: each row is
-// created empty if missing, then read (qRollupSel) and written back
+// mergeRollups adds rows to the stored roll-ups inside tx: a row not yet
+// stored is inserted; one stored is read (qRollupSel) and written back
 // merged. Rows are taken in key order so two transactions lock in the
 // same order.
 func (s *sqlStore) mergeRollups(ctx context.Context, tx *sql.Tx, rows []Rollup) error {
@@ -330,7 +331,14 @@ func (s *sqlStore) mergeRollups(ctx context.Context, tx *sql.Tx, rows []Rollup) 
 	}
 	for _, r := range rows {
 		key := []any{int64(r.Width), r.Bucket.UnixNano(), r.Probe, r.Command, r.Cell, r.Transport, r.Pattern}
-		if _, err := ins.ExecContext(ctx, append(key, []byte{})...); err != nil {
+		// A new row is one statement; an existing one is read and
+		// written back merged.
+		var n int64
+		err := ins.QueryRowContext(ctx, append(key, r.Runs, r.Tests, r.OK, r.Invalid, encodeSketches(r.Sketches))...).Scan(&n)
+		if err == nil {
+			continue
+		}
+		if !errors.Is(err, sql.ErrNoRows) {
 			return fmt.Errorf("roll-up row: %w", err)
 		}
 		cur := Rollup{RollupKey: r.RollupKey}

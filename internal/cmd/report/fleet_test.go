@@ -412,6 +412,8 @@ func TestDBReportPostgresS3(t *testing.T) {
 		q := "format=json"
 		if probe != "" {
 			q += "&probe=" + probe
+		} else {
+			q += "&since=2026-11-02&until=2026-11-03" // one day of the fleet: the exact report
 		}
 		req, err := http.NewRequest(http.MethodGet, f.url+"/v1/report?"+q, nil)
 		require.NoError(t, err)
@@ -430,6 +432,8 @@ func TestDBReportPostgresS3(t *testing.T) {
 		cli := args
 		if probe != "" {
 			cli = append(slices.Clone(args), "--probe", probe)
+		} else {
+			cli = append(slices.Clone(args), "--since", "2026-11-02", "--until", "2026-11-03")
 		}
 		want, got := get(probe), readJSON(t, cli...)
 		require.NotEmpty(t, want.Tables)
