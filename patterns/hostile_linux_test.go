@@ -215,6 +215,20 @@ func TestHostileNeverReadingClients(t *testing.T) {
 	if n := srv.lim.inUse(); n > 1 {
 		t.Errorf("%d session slots still taken after the clients left", n)
 	}
+	// MPTESTER_RSS_AFTER (a duration) says what the resident set is that
+	// long after the clients left: the Go runtime returns freed memory to
+	// the system gradually (a measurement, not asserted).
+	if d, err := time.ParseDuration(os.Getenv("MPTESTER_RSS_AFTER")); err == nil {
+		left := procStatusMB(t, "VmRSS")
+		time.Sleep(d)
+		later := procStatusMB(t, "VmRSS")
+		runtime.GC()
+		debug.FreeOSMemory()
+		var ms runtime.MemStats
+		runtime.ReadMemStats(&ms)
+		t.Logf("RSS %.0f MB when the clients left, %.0f MB %v later, %.0f MB after a forced GC and FreeOSMemory (heap in use %.1f MB)",
+			left, later, d, procStatusMB(t, "VmRSS"), float64(ms.HeapInuse)/(1<<20))
+	}
 }
 
 // inFreshProcess runs the calling test again in a new process of this
