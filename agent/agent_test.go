@@ -211,3 +211,15 @@ func TestAgentUploadPolicy(t *testing.T) {
 		assert.ErrorContains(t, err, want, bad)
 	}
 }
+
+// TestOnceUploadsWithoutSchedule: with no schedule for this probe (404)
+// the pass still uploads what earlier passes measured.
+func TestOnceUploadsWithoutSchedule(t *testing.T) {
+	f := newFleet(t)
+	uploads := 0
+	a := &Agent{URL: f.url, Token: f.tok, Probe: "pi1", Dir: t.TempDir(), Caps: caps.Defaults(),
+		Upload: func(context.Context, api.UploadPolicy) error { uploads++; return nil }}
+	_, err := a.RunOnce(context.Background())
+	require.ErrorContains(t, err, "no schedule yet")
+	assert.Equal(t, 1, uploads, "pending results uploaded")
+}

@@ -14,6 +14,7 @@ import (
 	"math/rand/v2"
 	"net"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -103,53 +104,68 @@ var ErrNotDrained = errors.New("results still pending")
 
 // Drain uploads every pending result, oldest first, and returns what
 // happened. It holds the spool lock; ErrLocked if another upload does.
+//
+// No result waits behind another: a refused one (4xx) is moved aside at
+// once, one the collector failed to store (500, 408, a receipt that does
+// not match) is retried after the others. When the collector as a whole
+// is unreachable or asks for a pause (network error, 429, 502-504, 507),
+// the drain backs off and resumes where it was.
 func (c *Client) Drain(ctx context.Context, s *Spool) (Result, error) {
 	unlock, err := s.Lock()
 	if err != nil {
 		return Result{}, err
 	}
 	defer unlock()
-	items, err := s.Pending()
+	queue, err := s.sendable()
 	if err != nil {
 		return Result{}, err
 	}
 	var res Result
 	var stop error
-	for i, it := range items {
-		if stop != nil {
-			break
-		}
-		backlog := len(items) - i - 1
-		for attempt := 1; ; attempt++ {
-			o, rc, wait, err := c.send(ctx, s, it, backlog)
-			if o == Uploaded {
+	for attempt := 1; len(queue) > 0 && stop == nil; attempt++ {
+		var later []Item // failed on their own: after the others
+		var last error
+		var wait time.Duration
+		for i, it := range queue {
+			o, rc, w, err := c.send(ctx, s, it, len(queue)-i-1+len(later))
+			switch o {
+			case Uploaded:
 				res.Uploaded++
 				if rc.Duplicate {
 					res.Duplicates++
 				}
-				break
-			}
-			if o == Rejected {
+				continue
+			case Rejected:
 				res.Rejected++
-				break
-			}
-			if o == Refused || o == Mismatch || o == Misdirected {
+				continue
+			case Refused, Mismatch, Misdirected:
 				stop = err
-				break
+			default:
+				last, wait = err, max(wait, w)
+				if !collectorWide(err) {
+					later = append(later, it)
+					continue
+				}
+				later = append(slices.Clone(queue[i:]), later...)
 			}
-			if attempt >= max(c.Backoff.Attempts, 1) || ctx.Err() != nil {
-				stop = err
-				break
-			}
-			d := c.backoff(attempt, wait)
-			c.log().Warn("upload failed; retrying", "run_id", it.RunID, "attempt", attempt, "in", d.Round(time.Millisecond), "err", err)
-			if err := c.wait(ctx, d); err != nil {
-				stop = err
-				break
-			}
+			break
 		}
+		if stop != nil || len(later) == 0 {
+			break
+		}
+		if attempt >= max(c.Backoff.Attempts, 1) || ctx.Err() != nil {
+			stop = last
+			break
+		}
+		d := c.backoff(attempt, wait)
+		c.log().Warn("upload failed; retrying", "run_id", later[0].RunID, "results", len(later), "attempt", attempt, "in", d.Round(time.Millisecond), "err", last)
+		if err := c.wait(ctx, d); err != nil {
+			stop = err
+			break
+		}
+		queue = later
 	}
-	left, err := s.Pending()
+	left, err := s.sendable()
 	if err != nil {
 		return res, err
 	}
@@ -162,6 +178,35 @@ func (c *Client) Drain(ctx context.Context, s *Spool) (Result, error) {
 	}
 	return res, nil
 }
+
+// answerError is a collector's answer that is not a receipt.
+type answerError struct {
+	code int
+	text string
+}
+
+func (e *answerError) Error() string { return fmt.Sprintf("collector answered %d: %s", e.code, e.text) }
+
+// collectorWide says whether err concerns the collector as a whole (so
+// the next result would fare no better) rather than the result sent.
+func collectorWide(err error) bool {
+	var ae *answerError
+	if !errors.As(err, &ae) {
+		var re *receiptError
+		return !errors.As(err, &re) // no answer at all: unreachable
+	}
+	switch ae.code {
+	case http.StatusTooManyRequests, http.StatusBadGateway, http.StatusServiceUnavailable, http.StatusGatewayTimeout, http.StatusInsufficientStorage:
+		return true
+	}
+	return false
+}
+
+// receiptError is a 2xx that does not acknowledge the file sent.
+type receiptError struct{ err error }
+
+func (e *receiptError) Error() string { return e.err.Error() }
+func (e *receiptError) Unwrap() error { return e.err }
 
 // backoff is full jitter over an exponential cap, but at least what the
 // server asked for.
@@ -249,33 +294,41 @@ func (c *Client) send(ctx context.Context, s *Spool, it Item, backlog int) (Outc
 	case code >= 200 && code < 300:
 		var rc api.Receipt
 		if err := json.Unmarshal(answer, &rc); err != nil {
-			return Retryable, rc, 0, fmt.Errorf("receipt for %s: %w", it.RunID, err)
+			return Retryable, rc, 0, &receiptError{fmt.Errorf("receipt for %s: %w", it.RunID, err)}
 		}
 		sum := hex.EncodeToString(h.Sum(nil))
 		if rc.SHA256 != sum || rc.RunID != it.RunID {
 			// Kept: what the server holds is not what we have.
-			return Retryable, rc, 0, fmt.Errorf("receipt for %s names sha256 %s, the file has %s", it.RunID, rc.SHA256, sum)
-		}
-		if err := s.Done(it); err != nil {
-			return Retryable, rc, 0, err
+			return Retryable, rc, 0, &receiptError{fmt.Errorf("receipt for %s names sha256 %s, the file has %s", it.RunID, rc.SHA256, sum)}
 		}
 		if dropped > 0 {
-			_ = s.addDropped(-dropped) // reported
+			// Reported: subtracted before anything else can fail, so the
+			// same drops are never reported twice.
+			if err := s.reportedDropped(dropped); err != nil {
+				c.log().Warn("dropped-results counter not rewritten; kept in memory", "err", err)
+			}
+		}
+		if err := s.Done(it); err != nil {
+			return Retryable, rc, 0, &receiptError{err}
 		}
 		c.log().Info("uploaded", "run_id", it.RunID, "status", code, "duplicate", rc.Duplicate, "bytes", rc.Bytes)
 		return Uploaded, rc, 0, nil
 	case code == http.StatusUnauthorized:
 		return Refused, api.Receipt{}, 0, fmt.Errorf("collector refused the token (401): %s", CollectorText(answer, 512))
 	case code == http.StatusRequestTimeout, code == http.StatusTooManyRequests, code >= 500:
-		return Retryable, api.Receipt{}, retryAfter(resp.Header.Get("Retry-After")), fmt.Errorf("collector answered %d: %s", code, CollectorText(answer, 512))
+		return Retryable, api.Receipt{}, retryAfter(resp.Header.Get("Retry-After")), &answerError{code, CollectorText(answer, 512)}
 	case code >= 400:
-		c.log().Error("upload rejected; kept in rejected/", "run_id", it.RunID, "status", code, "answer", CollectorText(answer, 512))
 		if err := s.Reject(it, fmt.Appendf(nil, `{"status":%d,"answer":%s}`, code, jsonOrString(answer))); err != nil {
-			return Retryable, api.Receipt{}, 0, err
+			// Marked in memory instead: never sent again by this process,
+			// never in the way of the results behind it.
+			c.log().Error("upload rejected; could not be moved to rejected/, skipped until the next start", "run_id", it.RunID,
+				"status", code, "answer", CollectorText(answer, 512), "err", err)
+			return Rejected, api.Receipt{}, 0, nil
 		}
+		c.log().Error("upload rejected; kept in rejected/", "run_id", it.RunID, "status", code, "answer", CollectorText(answer, 512))
 		return Rejected, api.Receipt{}, 0, nil
 	}
-	return Retryable, api.Receipt{}, 0, fmt.Errorf("collector answered %d", code)
+	return Retryable, api.Receipt{}, 0, &answerError{code, CollectorText(answer, 512)}
 }
 
 func jsonOrString(b []byte) []byte {

@@ -14,6 +14,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -42,7 +43,21 @@ type Spool struct {
 	dir   string
 	quota Quota
 	now   func() time.Time
+	// stale is what OpenSpool removed from tmp/: results a process cut
+	// off (killed, or out of space) never finished writing.
+	stale int
+	// refused marks, for this process, results the collector refused
+	// that could not be moved to rejected/ (a full disk): never sent
+	// again before the others, never blocking them.
+	refused map[string]string
+	// reported counts drops reported but not yet subtracted on disk (the
+	// counter could not be written): never reported twice.
+	reported int64
 }
+
+// StaleTmp is how long a file in tmp/ may go unwritten before OpenSpool
+// takes it for the leftover of a process that died writing it.
+const StaleTmp = time.Hour
 
 // Item is one spooled result.
 type Item struct {
@@ -63,7 +78,36 @@ func OpenSpool(dir string, q Quota) (*Spool, error) {
 			return nil, fmt.Errorf("spool: %w", err)
 		}
 	}
-	return &Spool{dir: dir, quota: q, now: time.Now}, nil
+	s := &Spool{dir: dir, quota: q, now: time.Now, refused: map[string]string{}}
+	s.stale = s.cleanTmp()
+	return s, nil
+}
+
+// cleanTmp removes the files of tmp/ unwritten for StaleTmp (a result
+// being written now is younger) and returns how many it removed.
+func (s *Spool) cleanTmp() int {
+	ents, err := os.ReadDir(filepath.Join(s.dir, dirTmp))
+	if err != nil {
+		return 0
+	}
+	n := 0
+	for _, de := range ents {
+		fi, err := de.Info()
+		if err != nil || fi.IsDir() || s.now().Sub(fi.ModTime()) < StaleTmp {
+			continue
+		}
+		if os.Remove(filepath.Join(s.dir, dirTmp, de.Name())) == nil {
+			n++
+		}
+	}
+	return n
+}
+
+// Tmp is what tmp/ holds now (results being written, or leftovers younger
+// than StaleTmp) and how many leftovers OpenSpool removed.
+func (s *Spool) Tmp() (now []Item, removed int, err error) {
+	now, err = s.list(dirTmp)
+	return now, s.stale, err
 }
 
 // Dir is the spool's directory.
@@ -120,6 +164,12 @@ func (e *Entry) Abort() {
 // Pending lists new/, oldest first.
 func (s *Spool) Pending() ([]Item, error) { return s.list(dirNew) }
 
+// sendable is Pending without the results this process marked refused.
+func (s *Spool) sendable() ([]Item, error) {
+	items, err := s.Pending()
+	return slices.DeleteFunc(items, func(it Item) bool { _, ok := s.refused[it.Name]; return ok }), err
+}
+
 // Rejected lists rejected/ with the server's answers.
 func (s *Spool) Rejected() ([]Item, error) {
 	items, err := s.list(dirRejected)
@@ -168,12 +218,18 @@ func (s *Spool) Done(it Item) error {
 }
 
 // Reject moves an item the server refused into rejected/ with its answer.
+// When that fails (a full disk) the item is marked refused for this
+// process: skipped by the drains, so it blocks nothing.
 func (s *Spool) Reject(it Item, answer []byte) error {
 	dst := filepath.Join(s.dir, dirRejected, it.Name)
 	if err := os.WriteFile(dst+answerExt, answer, 0o600); err != nil {
+		os.Remove(dst + answerExt) // no empty or cut answer left behind
+		s.refused[it.Name] = string(answer)
 		return err
 	}
 	if err := os.Rename(it.path, dst); err != nil {
+		os.Remove(dst + answerExt)
+		s.refused[it.Name] = string(answer)
 		return err
 	}
 	return errors.Join(fsutil.SyncDir(filepath.Join(s.dir, dirRejected)), fsutil.SyncDir(filepath.Join(s.dir, dirNew)))
@@ -216,6 +272,10 @@ func (s *Spool) enforceQuota() (int, error) {
 
 // Dropped is how many results the quota dropped and no receipt reported yet.
 func (s *Spool) Dropped() int64 {
+	return max(s.droppedOnDisk()-s.reported, 0)
+}
+
+func (s *Spool) droppedOnDisk() int64 {
 	b, err := os.ReadFile(filepath.Join(s.dir, "dropped"))
 	if err != nil {
 		return 0
@@ -224,10 +284,33 @@ func (s *Spool) Dropped() int64 {
 	return n
 }
 
-// addDropped adds n (negative once reported) to the persistent counter.
+// addDropped adds n to the persistent counter.
 func (s *Spool) addDropped(n int64) error {
-	v := max(s.Dropped()+n, 0)
+	v := max(s.droppedOnDisk()+n, 0)
 	return fsutil.WriteFileAtomic(filepath.Join(s.dir, "dropped"), []byte(strconv.FormatInt(v, 10)+"\n"), 0o600)
+}
+
+// reportedDropped subtracts n drops a receipt acknowledged. If the
+// counter cannot be rewritten (a full disk: the atomic write needs a new
+// file), it is overwritten in place, and failing that remembered in
+// memory, so the same drops are never reported twice by this process.
+func (s *Spool) reportedDropped(n int64) error {
+	s.reported += n
+	v := max(s.droppedOnDisk()-s.reported, 0)
+	body := []byte(strconv.FormatInt(v, 10) + "\n")
+	p := filepath.Join(s.dir, "dropped")
+	err := fsutil.WriteFileAtomic(p, body, 0o600)
+	if err != nil {
+		// In place: truncating frees the block the write then takes.
+		err = errors.Join(err, os.WriteFile(p, body, 0o600))
+		if b, rerr := os.ReadFile(p); rerr == nil && string(b) == string(body) {
+			err = nil
+		}
+	}
+	if err == nil {
+		s.reported = 0
+	}
+	return err
 }
 
 var _ io.Writer = (*Entry)(nil)

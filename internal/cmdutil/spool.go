@@ -2,7 +2,6 @@ package cmdutil
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -22,6 +21,9 @@ type Spooled struct {
 	spool    *upload.Spool
 	entry    *upload.Entry
 	noUpload bool
+	// failed is why the spool copy was given up (a full disk): the
+	// measurement and its output go on without it.
+	failed error
 }
 
 // Spool checks the config's upload section and opens the spool, before a
@@ -72,18 +74,35 @@ func (s *Spooled) Start(runID, ext string) error {
 	}
 	e, err := s.spool.Create(runID, ext)
 	if err != nil {
-		return err
+		// A spool that cannot take the result never costs the
+		// measurement: it is said at the end.
+		s.failed = err
+		return nil
 	}
 	s.entry = e
 	return nil
 }
 
-// Writer is where the result goes besides the command's output.
+// Writer is where the result goes besides the command's output. Its
+// errors are never the output's: the first one gives the spool copy up.
 func (s *Spooled) Writer() io.Writer {
 	if s == nil || s.entry == nil {
 		return io.Discard
 	}
-	return s.entry
+	return spoolWriter{s}
+}
+
+type spoolWriter struct{ s *Spooled }
+
+func (w spoolWriter) Write(p []byte) (int, error) {
+	if w.s.failed == nil && w.s.entry != nil {
+		if _, err := w.s.entry.Write(p); err != nil {
+			w.s.failed = err
+			w.s.entry.Abort()
+			w.s.entry = nil
+		}
+	}
+	return len(p), nil
 }
 
 // Finish commits the result to the spool and uploads what is pending.
@@ -91,11 +110,24 @@ func (s *Spooled) Writer() io.Writer {
 // measurement that could not be uploaded is ErrNotUploaded (exit 8), the
 // result kept in the spool for `mptester upload`.
 func (s *Spooled) Finish(ctx context.Context, measErr error) error {
-	if s == nil || s.entry == nil {
+	if s == nil {
 		return measErr
 	}
-	if err := s.entry.Commit(); err != nil {
-		return errors.Join(measErr, fmt.Errorf("spool: %w", err))
+	if s.failed == nil && s.entry != nil {
+		if err := s.entry.Commit(); err != nil {
+			s.entry.Abort()
+			s.failed = err
+		}
+	}
+	if s.failed != nil {
+		s.f.Logger.Error("the spool copy of the result failed; the result is in the output only", "spool", s.spool.Dir(), "err", s.failed)
+		if measErr != nil {
+			return measErr
+		}
+		return fmt.Errorf("%w: the spool copy failed (%w); the result is in the output only", ErrNotUploaded, s.failed)
+	}
+	if s.entry == nil {
+		return measErr
 	}
 	if s.noUpload || ctx.Err() != nil {
 		return measErr

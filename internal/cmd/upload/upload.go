@@ -60,6 +60,11 @@ type Status struct {
 	Pending  []upload.Item `json:"pending"`
 	Rejected []upload.Item `json:"rejected"`
 	Dropped  int64         `json:"dropped_unreported"`
+	// Tmp: results being written now (or left by a process that died
+	// less than upload.StaleTmp ago); TmpRemoved: leftovers removed at
+	// this start.
+	Tmp        []upload.Item `json:"tmp"`
+	TmpRemoved int           `json:"tmp_removed"`
 }
 
 func uploadRun(ctx context.Context, opts *Options) error {
@@ -91,16 +96,23 @@ func printStatus(opts *Options, sp *upload.Spool) error {
 	if st.Rejected, err = sp.Rejected(); err != nil {
 		return err
 	}
+	if st.Tmp, st.TmpRemoved, err = sp.Tmp(); err != nil {
+		return err
+	}
 	if opts.JSON {
 		return cmdutil.WriteJSON(opts.IO.Out, st)
 	}
 	tw := tabwriter.NewWriter(opts.IO.Out, 0, 4, 2, ' ', 0)
-	fmt.Fprintf(tw, "spool %s: %d pending, %d rejected, %d dropped by the quota (not yet reported)\n", st.Spool, len(st.Pending), len(st.Rejected), st.Dropped)
+	fmt.Fprintf(tw, "spool %s: %d pending, %d rejected, %d dropped by the quota (not yet reported), %d being written (tmp/), %d cut-off leftovers removed\n",
+		st.Spool, len(st.Pending), len(st.Rejected), st.Dropped, len(st.Tmp), st.TmpRemoved)
 	for _, it := range st.Pending {
 		fmt.Fprintf(tw, "pending\t%s\t%d bytes\t%s\n", it.Name, it.Bytes, it.ModTime.UTC().Format("2006-01-02T15:04:05Z"))
 	}
 	for _, it := range st.Rejected {
 		fmt.Fprintf(tw, "rejected\t%s\t%d bytes\t%s\n", it.Name, it.Bytes, it.Answer)
+	}
+	for _, it := range st.Tmp {
+		fmt.Fprintf(tw, "tmp\t%s\t%d bytes\t%s\n", it.Name, it.Bytes, it.ModTime.UTC().Format("2006-01-02T15:04:05Z"))
 	}
 	return tw.Flush()
 }
