@@ -1,9 +1,13 @@
 package run
 
 import (
+	"context"
 	"fmt"
+	"log/slog"
 	"net/netip"
 	"strings"
+	"sync"
+	"time"
 
 	"github.com/mptester/mptester/internal/bogon"
 	"github.com/mptester/mptester/probe"
@@ -14,10 +18,11 @@ import (
 // address the path itself resolved: refused are the bogon table
 // (private, loopback, link-local with the metadata service, CGNAT,
 // reserved), IPv6 addresses that embed one (NAT64 under the well-known
-// prefix, IPv4-mapped or -compatible) and this host's own subnets, unless
+// prefix or one the path discovered, IPv4-mapped or -compatible) and this
+// host's own subnets, unless
 // public names them. The host's subnets are listed once: failing to list
 // them fails the run.
-func targetGuard(public []string) (probe.TargetGuard, error) {
+func targetGuard(public []string, nat64 map[string][]netip.Prefix) (probe.TargetGuard, error) {
 	var pub []netip.Prefix
 	for _, s := range public {
 		p, err := netip.ParsePrefix(strings.TrimSpace(s))
@@ -32,7 +37,7 @@ func targetGuard(public []string) (probe.TargetGuard, error) {
 	}
 	return func(p probe.Path, a netip.Addr) error {
 		a = a.Unmap()
-		if bogon.Private(a, pub, nil) {
+		if bogon.Private(a, pub, nat64[p.Name]) {
 			return fmt.Errorf("%w: %s is a private or special-purpose address (--no-private, path %s)", probe.ErrTargetRefused, a, p.Name)
 		}
 		for _, l := range local {
@@ -51,4 +56,31 @@ func publicHas(pub []netip.Prefix, a netip.Addr) bool {
 		}
 	}
 	return false
+}
+
+// pathNAT64 discovers each path's NAT64 prefixes (RFC 7050, through the
+// path's own DNS servers): an address under one stands for the IPv4
+// address it embeds. A path without DNS servers, or whose discovery
+// fails, keeps the well-known prefix only (logged).
+func pathNAT64(ctx context.Context, paths []probe.Path, logger *slog.Logger) map[string][]netip.Prefix {
+	out := make(map[string][]netip.Prefix, len(paths))
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for _, p := range paths {
+		r, err := probe.NewResolver(p, probe.ResolverOptions{Timeout: time.Second, Retries: 1})
+		if err != nil {
+			continue
+		}
+		wg.Go(func() {
+			pfx, err := probe.DiscoverNAT64(ctx, r)
+			if err != nil && logger != nil {
+				logger.Warn("--no-private: NAT64 prefix discovery failed; the well-known prefix only", "path", p.Name, "err", err)
+			}
+			mu.Lock()
+			out[p.Name] = pfx
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+	return out
 }

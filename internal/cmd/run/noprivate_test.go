@@ -116,3 +116,45 @@ func rebindDNS(t *testing.T) string {
 	t.Cleanup(func() { srv.Shutdown() })
 	return pc.LocalAddr().String()
 }
+
+// TestNoPrivateNAT64Discovered: on a path whose DNS server is a DNS64
+// with a network-specific prefix (ipv4only.arpa answers under
+// 2a00:64::/96, RFC 7050), an IPv6 server address under that prefix that
+// embeds 10.0.0.1 is refused at the dial like 10.0.0.1 itself.
+func TestNoPrivateNAT64Discovered(t *testing.T) {
+	pc, err := net.ListenPacket("udp4", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &dns.Server{PacketConn: pc, Handler: dns.HandlerFunc(func(w dns.ResponseWriter, req *dns.Msg) {
+		m := new(dns.Msg)
+		m.SetReply(req)
+		if q := req.Question[0]; q.Name == "ipv4only.arpa." && q.Qtype == dns.TypeAAAA {
+			for _, a := range []string{"2a00:64::c000:aa", "2a00:64::c000:ab"} {
+				m.Answer = append(m.Answer, &dns.AAAA{Hdr: dns.RR_Header{Name: q.Name, Rrtype: dns.TypeAAAA, Class: dns.ClassINET, Ttl: 60}, AAAA: net.ParseIP(a)})
+			}
+		}
+		w.WriteMsg(m)
+	})}
+	started := make(chan struct{})
+	srv.NotifyStartedFunc = func() { close(started) }
+	go srv.ActivateAndServe()
+	<-started
+	t.Cleanup(func() { srv.Shutdown() })
+	out, errOut, err := execute(t, nil, "--no-private", "--server", "[2a00:64::a00:1]:8443", "--dns", "lo="+pc.LocalAddr().String(), "--paths", "lo",
+		"--family", "6", "--insecure", "--transports", "tcp", "--patterns", "ping", "--ping-count", "2", "--pace", "0")
+	if err == nil {
+		t.Fatalf("the run passed\n%s", errOut)
+	}
+	var doc report.Document
+	if err := json.Unmarshal([]byte(out), &doc); err != nil || len(doc.Records) != 1 {
+		t.Fatalf("%v: %s\n%s", err, out, errOut)
+	}
+	var rec patterns.Record
+	if err := json.Unmarshal(doc.Records[0], &rec); err != nil {
+		t.Fatal(err)
+	}
+	if rec.Status != patterns.StatusTargetRefused || !strings.Contains(rec.Error, "2a00:64::a00:1") {
+		t.Fatalf("status %s (%s), want target-refused", rec.Status, rec.Error)
+	}
+}

@@ -452,7 +452,7 @@ func runRun(ctx context.Context, opts *Options) error {
 	}
 	opts.Backup = backup
 	if opts.NoPrivate {
-		g, err := targetGuard(opts.PublicPrefixes)
+		g, err := targetGuard(opts.PublicPrefixes, pathNAT64(ctx, paths, opts.Logger))
 		if err != nil {
 			return err
 		}
