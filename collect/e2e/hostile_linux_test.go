@@ -20,6 +20,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/miekg/dns"
 	"github.com/stretchr/testify/assert"
@@ -100,6 +101,7 @@ func lookTool(name string) string {
 type hostileRecorder struct {
 	mu       sync.Mutex
 	redirect string
+	schedule string
 	reports  []json.RawMessage
 	runs     map[string][]byte
 }
@@ -130,6 +132,9 @@ func hostileChild(t *testing.T) {
 		mu.Unlock()
 		a := func(ip string) {
 			m.Answer = append(m.Answer, &dns.A{Hdr: dns.RR_Header{Name: q.Name, Rrtype: dns.TypeA, Class: dns.ClassINET, Ttl: 0}, A: net.ParseIP(ip)})
+		}
+		if strings.HasPrefix(q.Name, "slow") {
+			return // a silent name: the survey waits dns_timeout x (dns_retries+1)
 		}
 		switch {
 		case q.Qtype != dns.TypeA:
@@ -162,13 +167,13 @@ func hostileChild(t *testing.T) {
 
 	// The hostile collector.
 	rec := &hostileRecorder{runs: map[string][]byte{}}
-	schedule := `{"revision":7,"tasks":[
+	rec.schedule = `{"revision":7,"tasks":[
 	 {"name":"rebind","type":"run","every":"1h","run":{"servers":["rebind.test:8080"],"patterns":["ping"],"transports":["tcp","quic"],"insecure":true,"ping_count":2,"pace":"0s"}},
 	 {"name":"meta","type":"run","every":"1h","run":{"servers":["meta.test:80"],"patterns":["ping"],"transports":["tcp"],"insecure":true,"ping_count":2,"pace":"0s"}},
 	 {"name":"failopen","type":"run","every":"1h","run":{"servers":["failopen.test:8081"],"patterns":["ping"],"transports":["tcp"],"insecure":true,"ping_count":2,"pace":"0s"}}]}`
 	coll := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		rec.mu.Lock()
-		redirect := rec.redirect
+		redirect, schedule := rec.redirect, rec.schedule
 		rec.mu.Unlock()
 		b, _ := io.ReadAll(r.Body)
 		switch {
@@ -282,6 +287,29 @@ agent:
 	assert.Equal(t, map[string]int{"10.0.0.1": 2, "169.254.169.254": 1}, refusedTests,
 		"rebind over tcp and quic, meta over tcp: each refused at its dial, and uploaded\n%s", out)
 	assert.Zero(t, loopConns.Load(), "no connection to the probe's loopback service")
+
+	// A survey of silent names within every per-field cap (5 s x 6 =
+	// 30 s per name) that as a whole would run for minutes: ended at
+	// max_duration (30 s) with its process group, the cut reported.
+	var slow []string
+	for i := range 400 {
+		slow = append(slow, fmt.Sprintf("\"slow%d.test\"", i))
+	}
+	rec.mu.Lock()
+	rec.schedule = `{"revision":8,"tasks":[{"name":"slow","type":"survey","every":"1h","survey":{"domains":[` + strings.Join(slow, ",") +
+		`],"dns_timeout":"5s","dns_retries":5,"paths":["wlan0"]}}]}`
+	rec.mu.Unlock()
+	start := time.Now()
+	out = agentOnce("state-slow")
+	took := time.Since(start)
+	st = lastReport()
+	if assert.Len(t, st.Refusals, 1, out) {
+		assert.Equal(t, "slow", st.Refusals[0].Task)
+		assert.Contains(t, st.Refusals[0].Reason, "cut at max_duration 30s")
+	}
+	left, _ := exec.Command("pgrep", "-f", config).Output()
+	assert.Empty(t, strings.TrimSpace(string(left)), "a process of the task outlived it")
+	t.Logf("slow survey task: agent --once took %v with max_duration 30s", took.Round(10*time.Millisecond))
 
 	// The control: one datagram that does reach the far side's counter.
 	c, err := net.Dial("udp4", "10.0.0.1:9")
