@@ -44,3 +44,18 @@ func TestLimiterClientPrefixes(t *testing.T) {
 	assert.NotNil(t, x)
 	assert.NotNil(t, y)
 }
+
+// The limiter says when its last session ended (the server then returns
+// freed memory), not before, and once a time.
+func TestLimiterIdle(t *testing.T) {
+	l := newLimiter(Limits{MaxSessions: 4, MaxPerClient: 4})
+	idle := 0
+	l.onIdle = func() { idle++ }
+	a, _ := l.acquire(netip.MustParseAddr("198.18.0.1"))
+	b, _ := l.acquire(netip.MustParseAddr("198.18.0.2"))
+	a()
+	assert.Equal(t, 0, idle, "one session still open")
+	b()
+	b()
+	assert.Equal(t, 1, idle, "the last session ended")
+}
