@@ -867,6 +867,11 @@ func (c *Conn) handleTLSEvents() error {
 		case tls.QUICHandshakeDone:
 			c.handshakeComplete = true
 			if !c.isClient {
+				// A session ticket (NewSessionTicket in 1-RTT CRYPTO),
+				// so a client with a tls.Config.ClientSessionCache
+				// resumes next time (RFC 9001 §4.6). No early data:
+				// 0-RTT is not supported.
+				_ = c.tls.SendSessionTicket(tls.QUICSessionTicketOptions{})
 				c.sendHandshakeDone = true
 				c.confirm()
 				c.announce()

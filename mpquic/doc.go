@@ -36,9 +36,11 @@
 // §17.2.5); a Listener sends Retries with stateless, expiring tokens bound
 // to the client's address when Config.RequireRetry asks, or by itself
 // above a half-open count or handshake rate (listener.go), and it creates
-// connection state only for Initials that decrypt. 0-RTT is out of scope;
-// a Version Negotiation packet is parsed so that a client fails cleanly.
-// The package
-// imports nothing from the rest of mptester but its own internal layers;
+// connection state only for Initials that decrypt. A Listener sends a
+// session ticket once a handshake completes, so a client with a
+// tls.Config.ClientSessionCache resumes (RFC 9001 §4.6); 0-RTT is out of
+// scope; a Version Negotiation packet is parsed so that a client fails
+// cleanly. Unidirectional streams (unistream.go) carry HTTP/3's control
+// and QPACK streams (package mpquic/h3). The package imports nothing from the rest of mptester but its own internal layers;
 // patterns/transport wraps it.
 package mpquic

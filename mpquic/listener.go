@@ -5,6 +5,7 @@ import (
 	"crypto/aes"
 	"crypto/cipher"
 	"crypto/hmac"
+	"crypto/rand"
 	"crypto/sha256"
 	"crypto/tls"
 	"errors"
@@ -128,6 +129,7 @@ func newListener(pconn net.PacketConn, tlsConf *tls.Config, conf *Config, owns b
 	if tlsConf == nil || len(tlsConf.Certificates) == 0 && tlsConf.GetCertificate == nil {
 		return nil, errors.New("mpquic: a tls.Config with a certificate is required")
 	}
+	tlsConf = withTicketKey(tlsConf)
 	return &Listener{pconn: pconn, tlsConf: tlsConf, conf: cfg, owns: owns,
 		conns: map[string]*Conn{}, sources: map[sourceKey]*sourceCount{},
 		queue: make(chan *Conn, 64), closed: make(chan struct{}),
@@ -569,4 +571,21 @@ func (ic *initialCheck) opens(pkt []byte, h Header) bool {
 	}
 	_, err = k.Open(buf, o, 0)
 	return err == nil
+}
+
+// withTicketKey gives the listener's connections one session ticket key
+// (RFC 8446 §4.6.1; resumption, RFC 9001 §4.6): each connection clones
+// the tls.Config, and crypto/tls would give each clone a key of its own
+// that no other connection could decrypt a ticket with. A key set with
+// SetSessionTicketKeys before Listen is replaced: the listener's is
+// random, so tickets do not outlive it.
+func withTicketKey(tc *tls.Config) *tls.Config {
+	if tc.SessionTicketsDisabled {
+		return tc
+	}
+	tc = tc.Clone()
+	var k [32]byte
+	rand.Read(k[:])
+	tc.SetSessionTicketKeys([][32]byte{k})
+	return tc
 }

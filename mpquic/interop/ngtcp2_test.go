@@ -189,7 +189,7 @@ func (ngtcp2) serve(t *testing.T, ctx context.Context, o *opts, tc *tls.Config) 
 	keyFile, certFile := pemFiles(t, tc)
 	qdir := t.TempDir()
 	port := freeUDPPort(t)
-	args := []string{"-d", www, "--qlog-dir", qdir, "--handshake-timeout", handshakeTimeout.String(), "--timeout", "20s"}
+	args := []string{"-d", www, "--qlog-dir", qdir, "--handshake-timeout", handshakeTimeout.String(), "--timeout", fmt.Sprintf("%ds", int(o.idle().Seconds()))}
 	if o.keyUpdate {
 		// Its debug log is the evidence ("con rotate keys").
 		args = append(args, "--no-quic-dump", "--no-http-dump")
@@ -226,7 +226,7 @@ func (ngtcp2) fetch(t *testing.T, ctx context.Context, o *opts, addr net.Addr, t
 	port := strconv.Itoa(addr.(*net.UDPAddr).Port)
 	ev := &evidence{}
 	qdir := t.TempDir()
-	args := []string{"--exit-on-all-streams-close", "--qlog-dir", qdir, "--handshake-timeout", handshakeTimeout.String(), "--timeout", "20s"}
+	args := []string{"--exit-on-all-streams-close", "--qlog-dir", qdir, "--handshake-timeout", handshakeTimeout.String(), "--timeout", fmt.Sprintf("%ds", int(o.idle().Seconds()))}
 	if o.keyUpdate {
 		// Its debug log is the evidence ("Initiate key update").
 		args = append(args, "--no-quic-dump", "--no-http-dump", "--key-update", "5ms")
@@ -259,14 +259,23 @@ func (ngtcp2) fetch(t *testing.T, ctx context.Context, o *opts, addr net.Addr, t
 			return
 		}
 		for _, path := range paths {
-			b, _ := os.ReadFile(filepath.Join(dir, strings.TrimPrefix(path, "/")))
+			b, err := os.ReadFile(filepath.Join(dir, strings.TrimPrefix(path, "/")))
+			if err != nil {
+				// It exits 0 when its idle timeout ends a connection.
+				first = cmpErr(first, fmt.Errorf("gtlsclient exited without %s: %v\n%s", path, err, p.output()))
+			}
 			got[path] = b
 		}
+	}
+	if o.resume {
+		// gtlsclient writes the session (its ticket) to the file and
+		// resumes from it.
+		args = append(args, "--session-file", filepath.Join(t.TempDir(), "session"))
 	}
 	if o.perConn {
 		var wg sync.WaitGroup
 		for _, p := range o.paths() {
-			wg.Go(func() { run([]string{p}) })
+			goOrNot(&wg, o.resume, func() { run([]string{p}) })
 		}
 		wg.Wait()
 	} else {

@@ -61,8 +61,8 @@ func (quicgo) amplificationSlack() (int, string) {
 	return 1452, "quic-go's server checks the 3x limit before a datagram, not with its size, and may pass it by one datagram"
 }
 
-func (q quicgo) config(ev *evidence) *quic.Config {
-	return &quic.Config{MaxIdleTimeout: 20 * time.Second, HandshakeIdleTimeout: handshakeTimeout,
+func (q quicgo) config(o *opts, ev *evidence) *quic.Config {
+	return &quic.Config{MaxIdleTimeout: o.idle(), HandshakeIdleTimeout: handshakeTimeout,
 		Tracer: func(_ context.Context, isClient bool, odcid quic.ConnectionID) qlogwriter.Trace {
 			fs := qlogwriter.NewConnectionFileSeq(nopCloser{ev}, isClient, odcid)
 			go fs.Run()
@@ -85,7 +85,7 @@ func (q quicgo) serve(t *testing.T, ctx context.Context, o *opts, tc *tls.Config
 	if o.retry {
 		tr.VerifySourceAddress = func(net.Addr) bool { return true }
 	}
-	ln, err := tr.Listen(tc, q.config(ev))
+	ln, err := tr.Listen(tc, q.config(o, ev))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -99,6 +99,9 @@ func (q quicgo) serve(t *testing.T, ctx context.Context, o *opts, tc *tls.Config
 			st := c.ConnectionState()
 			ev.mu.Lock()
 			ev.cipher, ev.version, ev.alpn = st.TLS.CipherSuite, uint32(st.Version), st.TLS.NegotiatedProtocol
+			if st.TLS.DidResume {
+				ev.resumed++
+			}
 			ev.mu.Unlock()
 			go func() {
 				for {
@@ -139,7 +142,7 @@ func (q quicgo) fetch(t *testing.T, ctx context.Context, o *opts, addr net.Addr,
 		}
 		tr := &quic.Transport{Conn: pc}
 		t.Cleanup(func() { tr.Close(); pc.Close() })
-		c, err := tr.Dial(ctx, addr, tc, q.config(ev))
+		c, err := tr.Dial(ctx, addr, tc, q.config(o, ev))
 		if err != nil {
 			return nil, nil, err
 		}
@@ -147,6 +150,9 @@ func (q quicgo) fetch(t *testing.T, ctx context.Context, o *opts, addr net.Addr,
 		st := c.ConnectionState()
 		ev.mu.Lock()
 		ev.cipher, ev.version, ev.alpn = st.TLS.CipherSuite, uint32(st.Version), st.TLS.NegotiatedProtocol
+		if st.TLS.DidResume {
+			ev.resumed++
+		}
 		ev.mu.Unlock()
 		return c, tr, nil
 	}
@@ -179,9 +185,13 @@ func (q quicgo) fetch(t *testing.T, ctx context.Context, o *opts, addr net.Addr,
 			}()
 		}
 	}
+	if o.resume {
+		tc = tc.Clone()
+		tc.ClientSessionCache = tls.NewLRUClientSessionCache(4)
+	}
 	var wg sync.WaitGroup
 	for _, path := range o.paths() {
-		wg.Go(func() {
+		goOrNot(&wg, o.resume, func() {
 			c := shared
 			if c == nil {
 				var err error
@@ -212,6 +222,9 @@ func (q quicgo) fetch(t *testing.T, ctx context.Context, o *opts, addr net.Addr,
 					fail(err)
 					return
 				}
+			}
+			if o.resume {
+				waitTicket(tc.ClientSessionCache)
 			}
 			mu.Lock()
 			got[path] = body
