@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/netip"
 	"path/filepath"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -144,4 +145,39 @@ func TestUploadPathOwned(t *testing.T) {
 	a.Caps.Paths = nil
 	assert.NotEmpty(t, a.checkUploadPath("wwan0"), "no owner's paths: a budgeted path still needs to be the owner's upload.path")
 	assert.Empty(t, a.checkUploadPath("eth0"))
+}
+
+// TestUploadSpendsBudget: the bytes the budgeted interfaces count while
+// the spool is uploaded are spent from their budgets, whichever path the
+// upload took.
+func TestUploadSpendsBudget(t *testing.T) {
+	h := newHostile(t)
+	h.schedule = `{"revision":1,"tasks":[]}`
+	c := caps.Defaults()
+	c.Budget = map[string]int64{"wwan0": 10_000_000, "wlan0": 10_000_000}
+	var uploading atomic.Bool
+	var wwan0 atomic.Int64
+	dir := t.TempDir()
+	a := &Agent{URL: h.url, Token: "t", Probe: "pi1", Dir: dir, Caps: c,
+		HTTP: &http.Client{Transport: upload.Transport(&h.pin, nil)},
+		Meter: func(names []string) ([]int64, error) {
+			out := make([]int64, len(names))
+			for i, n := range names {
+				if n == "wwan0" {
+					out[i] = wwan0.Load()
+				}
+			}
+			return out, nil
+		},
+		Exec: func(context.Context, api.Task, []string) error { return nil },
+		Upload: func(context.Context, api.UploadPolicy) error {
+			uploading.Store(true)
+			wwan0.Add(1_234_567) // the upload went over wwan0
+			return nil
+		}}
+	_, err := a.RunOnce(context.Background())
+	require.NoError(t, err)
+	require.True(t, uploading.Load())
+	b := a.loadBudget()
+	assert.Equal(t, map[string]int64{"wwan0": 1_234_567, "wlan0": 0}, b.Months[month(time.Now())])
 }
