@@ -2,11 +2,14 @@ package collect
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
 	"io"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/mptester/mptester/collect/store"
 	"github.com/mptester/mptester/report"
@@ -207,9 +210,24 @@ func (s *Server) ReindexAll(ctx context.Context) (int, error) {
 // deriver fills the derived tables for new uploads in the background, so
 // a receipt never waits for them. Runs it never saw (the queue was full,
 // or the collector stopped first) are caught up from the store: at start,
-// and whenever the queue has drained after it overflowed.
+// and whenever the queue has drained after it overflowed. Runs whose
+// derivation failed (the store was down) are caught up again after a
+// backoff, until none is left: the tables heal without a restart.
 func (s *Server) deriver(ctx context.Context) {
-	s.catchUp(ctx)
+	first := cmp.Or(s.cfg.DeriveRetry, 2*time.Second)
+	wait := first
+	var retry <-chan time.Time
+	again := func(failed int) {
+		if failed == 0 {
+			wait, retry = first, nil
+			return
+		}
+		if retry == nil {
+			retry = time.After(wait)
+			wait = min(wait*2, first*64)
+		}
+	}
+	again(s.catchUp(ctx))
 	pruned := time.Time{}
 	for {
 		if time.Since(pruned) > time.Hour { // hour roll-ups are kept for recent runs only
@@ -221,26 +239,39 @@ func (s *Server) deriver(ctx context.Context) {
 		select {
 		case <-ctx.Done():
 			return
+		case <-retry:
+			retry = nil
+			again(s.catchUp(ctx))
 		case r := <-s.derive:
 			if err := s.Reindex(ctx, r); err != nil {
-				s.log.Warn("derived tables not filled (retried at the next start, or `mptester collect reindex`)", "run_id", r.RunID, "err", err)
+				s.log.Warn("derived tables not filled; retried", "run_id", r.RunID, "err", err)
+				s.underived.Add(1)
+				again(1)
 			}
 			if len(s.derive) == 0 && s.missed.Swap(false) {
-				s.catchUp(ctx)
+				again(s.catchUp(ctx))
 			}
 		}
 	}
 }
 
-// catchUp derives every parsed run that has no derived rows yet.
-func (s *Server) catchUp(ctx context.Context) {
-	n := 0
+// deriveBacklog is the metric of the runs waiting for their derived rows.
+func (s *Server) deriveBacklog() prometheus.Collector {
+	return prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "mptester_collect_derive_backlog",
+		Help: "Stored runs waiting for their derived rows: queued, or failed and retried with backoff."},
+		func() float64 { return float64(s.underived.Load() + int64(len(s.derive))) })
+}
+
+// catchUp derives every parsed run that has no derived rows yet and
+// returns how many it could not (1 if it could not list them).
+func (s *Server) catchUp(ctx context.Context) int {
+	n, failed := 0, 0
 	var after int64
 	for ctx.Err() == nil {
 		page, err := s.cfg.Store.ListUnderived(ctx, after)
 		if err != nil {
-			s.log.Warn("derived tables: cannot list the runs to catch up", "err", err)
-			return
+			s.log.Warn("derived tables: cannot list the runs to catch up; retried", "err", err)
+			return max(failed, 1)
 		}
 		if len(page) == 0 {
 			break
@@ -250,16 +281,21 @@ func (s *Server) catchUp(ctx context.Context) {
 				break // stopping: the rest are caught up at the next start
 			}
 			if err := s.Reindex(ctx, r); err != nil {
-				s.log.Warn("derived tables not filled (retried at the next start, or `mptester collect reindex`)", "run_id", r.RunID, "err", err)
+				s.log.Warn("derived tables not filled; retried", "run_id", r.RunID, "err", err)
+				failed++
 				continue
 			}
 			n++
 		}
 		after = page[len(page)-1].Seq
 	}
-	if n > 0 {
-		s.log.Info("derived tables caught up", "runs", n)
+	if ctx.Err() == nil {
+		s.underived.Store(int64(failed))
 	}
+	if n > 0 {
+		s.log.Info("derived tables caught up", "runs", n, "failed", failed)
+	}
+	return failed
 }
 
 // deriveDocument streams a stored document's records one at a time (the

@@ -12,6 +12,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -73,6 +74,9 @@ type Config struct {
 	Logger    *slog.Logger
 	// Now is the server clock (tests fix it).
 	Now func() time.Time
+	// DeriveRetry is the first wait before runs whose derivation failed
+	// are tried again (doubling up to 64 times it); 0: 2 s.
+	DeriveRetry time.Duration
 }
 
 // Server is the collect HTTP API.
@@ -88,6 +92,8 @@ type Server struct {
 	derive chan store.Run
 	// missed: a run did not fit in derive; the deriver catches up.
 	missed atomic.Bool
+	// underived: runs whose derivation failed and waits for a retry.
+	underived atomic.Int64
 	// reports bounds GET /v1/report's concurrent builds.
 	reports chan struct{}
 	// fleet bounds and caches the fleet page's builds.
@@ -158,6 +164,7 @@ func New(cfg Config) (*Server, error) {
 	s.mux.HandleFunc("GET /v1/report", s.handleReport)
 	s.mux.HandleFunc("GET /healthz", s.handleHealth)
 	s.fleetRoutes()
+	s.m.reg.MustRegister(s.deriveBacklog())
 	s.fleetMetricsRoutes()
 	s.mux.Handle("GET /metrics", s.admin(promhttp.HandlerFor(s.m.reg, promhttp.HandlerOpts{}).ServeHTTP))
 	return s, nil
@@ -271,7 +278,8 @@ func (s *Server) unavailable(w http.ResponseWriter, err error) {
 func (s *Server) handleHealth(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithTimeout(r.Context(), 5*time.Second)
 	defer cancel()
-	st := map[string]string{"status": "ok", "index": "ok", "raw": "ok"}
+	st := map[string]string{"status": "ok", "index": "ok", "raw": "ok",
+		"derive_backlog": strconv.FormatInt(s.underived.Load()+int64(len(s.derive)), 10)}
 	code := http.StatusOK
 	if _, err := s.cfg.Store.GetRun(ctx, "-"); err != nil && !errors.Is(err, store.ErrNotFound) {
 		s.log.Warn("health: index unavailable", "err", err)

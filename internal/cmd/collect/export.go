@@ -20,6 +20,8 @@ type ExportOptions struct {
 	Collect *Options // the stores
 
 	Format, Since, Until, Probe, Out string
+	// Strict fails (exit 3) when runs in range have no derived rows yet.
+	Strict bool
 }
 
 // NewCmdExport builds `collect export`; runF replaces exportRun in tests.
@@ -47,6 +49,7 @@ complete; an existing file of the same table and day is replaced.`,
 	fl.StringVar(&eo.Until, "until", "", "runs started before this `time` (RFC 3339 or YYYY-MM-DD, UTC)")
 	fl.StringVar(&eo.Probe, "probe", "", "only this probe's runs")
 	fl.StringVarP(&eo.Out, "output", "o", "", "output `DIR` (created if need be)")
+	fl.BoolVar(&eo.Strict, "strict", false, "fail (exit 3) when runs in range have no derived rows yet (the collector is still deriving them)")
 	return cmd
 }
 
@@ -86,6 +89,35 @@ func exportRun(ctx context.Context, eo *ExportOptions) error {
 		for _, fl := range files {
 			fmt.Fprintf(eo.IO.Out, "%s\t%d rows\n", fl.Path, fl.Rows)
 		}
+		missing, err := underivedIn(ctx, st, f)
+		if err != nil || missing == 0 {
+			return err
+		}
+		msg := fmt.Sprintf("%d runs in range have no derived rows yet: their derived tables are missing from the export (the collector derives them; or run `mptester collect reindex`)", missing)
+		if eo.Strict {
+			return fmt.Errorf("%w: %s", cmdutil.ErrPartial, msg)
+		}
+		fmt.Fprintf(eo.IO.ErrOut, "warning: %s\n", msg)
 		return nil
 	})
+}
+
+// underivedIn counts the parsed runs f selects whose derived rows were
+// never written.
+func underivedIn(ctx context.Context, st store.Store, f store.ExportFilter) (int, error) {
+	n := 0
+	var after int64
+	for {
+		page, err := st.ListUnderived(ctx, after)
+		if err != nil || len(page) == 0 {
+			return n, err
+		}
+		for _, r := range page {
+			if (f.Probe == "" || r.ProbeID == f.Probe) && (f.Since.IsZero() || !r.StartedAt.Before(f.Since)) &&
+				(f.Until.IsZero() || r.StartedAt.Before(f.Until)) {
+				n++
+			}
+		}
+		after = page[len(page)-1].Seq
+	}
 }

@@ -2,6 +2,7 @@ package collect
 
 import (
 	"context"
+	"log/slog"
 	"path/filepath"
 	"testing"
 	"time"
@@ -39,4 +40,29 @@ func TestRunQuarantine(t *testing.T) {
 	runs, err := st.ListRuns(ctx, store.RunFilter{})
 	require.NoError(t, err)
 	assert.Empty(t, runs)
+}
+
+// TestExportWarnsUnderived: an export over runs whose derived rows are
+// not written yet says so (stderr), and fails with --strict (exit 3).
+func TestExportWarnsUnderived(t *testing.T) {
+	ctx := context.Background()
+	data, out := t.TempDir(), filepath.Join(t.TempDir(), "pq")
+	st, err := store.Open(ctx, filepath.Join(data, "collect.db"))
+	require.NoError(t, err)
+	require.NoError(t, st.AddProbe(ctx, "pi1", "h", time.Now()))
+	_, _, err = st.PutRun(ctx, store.Run{RunID: "r1", ProbeID: "pi1", Command: "survey", Parsed: true, SHA256: "x",
+		RawPath: store.RawInline, Raw: []byte("{}"), StartedAt: time.Now(), StoredAt: time.Now()}, store.Report{})
+	require.NoError(t, err)
+	require.NoError(t, st.Close())
+
+	io, _, errOut := cmdutil.Test()
+	cmd := NewCmdCollect(&cmdutil.Factory{IO: io, Logger: slog.New(slog.DiscardHandler)}, nil)
+	cmd.SetArgs([]string{"--data", data, "export", "-o", out})
+	cmd.SetContext(ctx)
+	require.NoError(t, cmd.Execute())
+	assert.Contains(t, errOut.String(), "1 runs in range have no derived rows")
+	_, err = execute(t, "--data", data, "export", "-o", out, "--strict")
+	assert.ErrorIs(t, err, cmdutil.ErrPartial)
+	_, err = execute(t, "--data", data, "export", "-o", out, "--strict", "--probe", "pi2")
+	assert.NoError(t, err, "out of range")
 }
