@@ -56,6 +56,7 @@ func mpquicConfig(idle time.Duration, qlogDir string, cc mpquic.CongestionContro
 	return &mpquic.Config{MaxIdleTimeout: idle, KeepAlivePeriod: idle / 3, SendBuffer: UnsentLimit,
 		Qlog: mpquicQlog(qlogDir), Congestion: cc,
 		StreamReceiveWindow: 16 << 20, ConnectionReceiveWindow: 32 << 20,
+		MaxDatagramSize: QUICStartDatagram, // mpquic's 1252 does not fit IPv6's 1280
 		// HTTP/3's control and QPACK streams (RFC 9114 §6.2), with room.
 		MaxIncomingUniStreams: 8,
 		// The same floor as quic-handover's failure rule: one starved PTO
@@ -362,11 +363,14 @@ func addrPort(a net.Addr) netip.AddrPort {
 }
 
 func sampleMPQUIC(c *mpquic.Conn, names map[uint32]string) State {
+	// Paths first: the counters only grow, so the connection's totals,
+	// read after, are never below the paths' sum (a packet arriving
+	// between the two reads made it so).
+	paths := c.PathStats()
 	s := c.Stats()
 	st := &MPQUICState{QUICStats: QUICStats{MinRTT: s.MinRTT, LatestRTT: s.LatestRTT, SmoothedRTT: s.SmoothedRTT,
 		MeanDeviation: s.RTTVar, CongestionWindow: uint64(s.CongestionWindow), BytesSent: s.BytesSent,
 		PacketsSent: s.PacketsSent, BytesReceived: s.BytesReceived, PacketsLost: s.PacketsLost}, Paths: []MPQUICPath{}}
-	paths := c.PathStats()
 	usable := func(p mpquic.PathStats) bool { return p.Validated && !p.Abandoned && !p.PotentiallyFailed }
 	// The scheduler sends on a backup path only while no available path
 	// is usable: until then the backup is in standby (its acks and

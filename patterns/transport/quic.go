@@ -43,11 +43,22 @@ type quicTransport struct{ o Options }
 
 func (t *quicTransport) Name() string { return nameQUIC }
 
-// QUICConfig is shared by client and server.
+// QUICConfig is shared by client and server. Packets start at
+// QUICStartDatagram and grow by path MTU discovery (RFC 8899): quic-go's
+// default start, 1280 bytes of UDP payload, is a 1308-byte IPv4 packet
+// that a 1280-MTU path without ICMP (a PMTU black hole) drops, and the
+// handshake never completes.
 func QUICConfig(idle time.Duration) *quic.Config {
 	return &quic.Config{MaxIdleTimeout: idle, KeepAlivePeriod: idle / 3,
-		MaxStreamReceiveWindow: 16 << 20, MaxConnectionReceiveWindow: 32 << 20}
+		MaxStreamReceiveWindow: 16 << 20, MaxConnectionReceiveWindow: 32 << 20,
+		InitialPacketSize: QUICStartDatagram}
 }
+
+// QUICStartDatagram is the UDP payload the QUIC transports start with:
+// the largest that fits a 1280-byte IPv6 MTU (1280 - 40 - 8), the
+// smallest MTU IPv6 allows, so a handshake needs no ICMP on any path
+// (RFC 9000 §14: at least 1200).
+const QUICStartDatagram = 1232
 
 // quicStatus says what quic-go's errors mean; "" leaves the error to the
 // common classifier.

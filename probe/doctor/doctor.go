@@ -8,6 +8,7 @@ package doctor
 import (
 	"context"
 	"fmt"
+	"net/netip"
 	"os"
 	"os/exec"
 	"slices"
@@ -94,7 +95,35 @@ func Run(ctx context.Context, env Env) []Check {
 		return []Check{{ID: "paths", Title: "Network interfaces", Status: StatusFail,
 			Detail: fmt.Sprintf("cannot list interfaces: %v", err)}}
 	}
-	return runOS(ctx, &env)
+	return append(runOS(ctx, &env), accessChecks(outwardPaths(env.Paths))...)
+}
+
+// cgnat is the shared address space of carrier-grade NAT (RFC 6598).
+var cgnat = netip.MustParsePrefix("100.64.0.0/10")
+
+// accessChecks say what a path's addressing means for measurements (only
+// for paths where it means something): IPv6-only (IPv4 targets skipped
+// unless a NAT64 translates them) and carrier-grade NAT (no inbound).
+func accessChecks(paths []probe.Path) []Check {
+	var out []Check
+	for _, p := range paths {
+		_, has4 := globalAddr(p, probe.Family4)
+		_, has6 := globalAddr(p, probe.Family6)
+		if has6 && !has4 {
+			out = append(out, Check{ID: "access." + p.Name + ".ipv6-only", Title: p.Name + " is IPv6-only", Status: StatusWarn,
+				Detail: "IPv4 targets cannot be probed from " + p.Name + " (survey: no-source-address) unless a NAT64 translates them; " +
+					"'mptester ifaces --nat64' asks its DNS for a NAT64 prefix (RFC 7050)",
+				Fix: "mptester ifaces --nat64"})
+		}
+		for _, a := range p.Addrs {
+			if cgnat.Contains(a.IP) {
+				out = append(out, Check{ID: "access." + p.Name + ".cgnat", Title: p.Name + " is behind carrier-grade NAT", Status: StatusOK,
+					Detail: fmt.Sprintf("%s is in 100.64.0.0/10 (RFC 6598): traffic leaves through a shared NAT; nothing can connect to %s from outside, so 'mptester serve' is unreachable there", a.IP, p.Name)})
+				break
+			}
+		}
+	}
+	return out
 }
 
 // Worst returns the most severe status among checks (ok when empty).

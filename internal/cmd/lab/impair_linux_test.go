@@ -71,7 +71,7 @@ func causes(recs []smokeRecord) []string {
 // lab: UDP 443 blocked on wlan0 (QUIC's alternate port 6121 works there),
 // IPv6 black-holed on wlan0 (IPv4 works), MPTCP options stripped on wlan0
 // (wwan0 negotiates MPTCP with the same server), and a server without
-// MPTCP (no path negotiates it).
+// MPTCP (no path negotiates it); QUIC passes a path-MTU black hole.
 func TestLabSmokeNamesCauses(t *testing.T) {
 	labtest.Require(t)
 	if _, err := exec.LookPath("nft"); err != nil {
@@ -126,8 +126,16 @@ func TestLabSmokeNamesCauses(t *testing.T) {
 		t.Errorf("strip=mptcp: exit %d, causes %q, FAIL lines %q; want exit 7, %q", code, causes(recs), fails, want)
 	}
 
+	// A path-MTU black hole: QUIC (quic-go and mpquic) starts at 1232-byte
+	// datagrams and completes ping and bulk over both families.
+	set("wlan0", "strip=off", "pmtu=1280,icmp=drop")
+	code, fails, recs = smoke(t, name, dir, server, "--transports", "quic,mpquic", "--patterns", "bulk", "--family", "both")
+	if code != 0 || len(causes(recs)) != 0 || len(fails) != 0 {
+		t.Errorf("pmtu=1280,icmp=drop: exit %d, causes %q, FAIL lines %q; want QUIC to pass", code, causes(recs), fails)
+	}
+
 	// The clean lab through the same detectors: nothing named.
-	set("wlan0", "strip=off")
+	set("wlan0", "pmtu=off", "icmp=pass")
 	code, fails, recs = smoke(t, name, dir, server, "--transports", "tcp,quic,mptcp", "--family", "both")
 	if code != 0 || len(causes(recs)) != 0 || len(fails) != 0 {
 		t.Errorf("clean lab: exit %d, causes %q, FAIL lines %q; want 0 and none", code, causes(recs), fails)

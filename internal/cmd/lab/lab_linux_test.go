@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"reflect"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -167,6 +168,12 @@ func TestLabDemo(t *testing.T) {
 			t.Errorf("demo output lacks %q:\n%s", want, out)
 		}
 	}
+	// The access network: the cause run measured beside the planted truth.
+	for _, want := range []string{`quic\s+wlan0\s+\S+\s+udp-blocked:443 / block=udp/443`, `quic\s+wwan0\s+success\s+- / -`} {
+		if !regexp.MustCompile(want).MatchString(out) {
+			t.Errorf("demo output lacks %q:\n%s", want, out)
+		}
+	}
 	// The resolution table: survey and truth agree exactly. Bulk over TCP
 	// on each path and over every multipath transport succeeded, the
 	// multipath ones received on both paths and at least one beat the best
@@ -208,10 +215,10 @@ func TestLabDemo(t *testing.T) {
 	if handovers < 2 {
 		t.Errorf("demo: %d handover transports handed over:\n%s", handovers, out)
 	}
-	_, page, ok := strings.Cut(out, "Report (survey, aggregation, handover): ")
+	_, page, ok := strings.Cut(out, "Report (survey, aggregation, handover, access network): ")
 	page, _, _ = strings.Cut(page, "\n")
-	if b, err := os.ReadFile(page); !ok || err != nil || !bytes.Contains(b, []byte("Findings")) {
-		t.Errorf("demo: no report page at %q: %v", page, err)
+	if b, err := os.ReadFile(page); !ok || err != nil || !bytes.Contains(b, []byte("Findings")) || !bytes.Contains(b, []byte("UDP port 443 blocked")) {
+		t.Errorf("demo: no report page at %q, or its findings lack the blocked port: %v", page, err)
 	}
 	if left := lab.Leftovers(name, dir); len(left) > 0 {
 		t.Errorf("lab demo left %v", left)

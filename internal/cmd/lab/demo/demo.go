@@ -167,7 +167,7 @@ func demoRun(ctx context.Context, opts *DemoOptions) error {
 	if b, err := rep.CombinedOutput(); err != nil {
 		return fmt.Errorf("report: %v: %s", err, tail(b, 1000))
 	}
-	fmt.Fprintf(out, "Report (survey, aggregation, handover): %s\n", page)
+	fmt.Fprintf(out, "Report (survey, aggregation, handover, access network): %s\n", page)
 	if patErr != nil {
 		return fmt.Errorf("%w: the pattern run failed: %w", cmdutil.ErrPartial, patErr)
 	}
@@ -248,7 +248,57 @@ func demoPatterns(ctx context.Context, out io.Writer, l *lab.Lab, exe string, lo
 		return docs, err
 	}
 	printHandover(out, md, sc.Cause)
-	return docs, nil
+
+	acc, err := demoAccess(ctx, out, l, exe, fp)
+	if acc != "" {
+		docs = append(docs, acc)
+	}
+	return docs, err
+}
+
+// demoAccess shows one access network's impairment named by what run
+// measured: UDP 443 blocked on Wi-Fi (000 §III's middlebox), QUIC tried
+// on both paths, the cause beside the planted truth.
+func demoAccess(ctx context.Context, out io.Writer, l *lab.Lab, exe, fp string) (string, error) {
+	info := l.Info()
+	fmt.Fprintf(out, "\nAccess network: a middlebox on Wi-Fi drops UDP to port 443 (lab set wlan0 block=udp/443)\n")
+	if _, err := exec.LookPath("nft"); err != nil {
+		fmt.Fprintf(out, "skipped: the lab plants it with nftables (nft), not installed\n")
+		return "", nil
+	}
+	// The handover scenario left Wi-Fi black-holed.
+	c, _, err := lab.ParseSettings([]string{"loss=0%"})
+	if err != nil {
+		return "", err
+	}
+	if err := l.Set("wlan0", c); err != nil {
+		return "", err
+	}
+	yes := []lab.PortRule{{Proto: "udp", Port: 443}}
+	if err := l.Impair("wlan0", lab.ImpairChange{Block: &yes}); err != nil {
+		return "", err
+	}
+	acc := filepath.Join(info.Dir, "access.json")
+	fmt.Fprintf(out, "$ mptester lab exec -- mptester run --server %s --pin %s... --paths wlan0,wwan0 --patterns ping --transports quic --connect-timeout 2s\n", lab.ServerName, fp[:8])
+	if err := demoRunCmd(ctx, info, exe, "run", "--server", lab.ServerName, "--server-name", lab.Server4.String(), "--pin", fp,
+		"--paths", "wlan0,wwan0", "--patterns", "ping", "--transports", "quic", "--connect-timeout", "2s", "--pace", "0s",
+		"--log-level", "warn", "-o", acc); err != nil {
+		return "", err
+	}
+	d, err := readRunDoc(acc)
+	if err != nil {
+		return acc, err
+	}
+	planted := map[string]string{}
+	for _, im := range l.Status().Impairments {
+		planted[im.Path] = im.Setting
+	}
+	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "TRANSPORT\tPATH\tSTATUS\tCAUSE (measured / planted)")
+	for _, r := range d.Records {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s / %s\n", r.Config.Transport, r.Config.Path, r.Status, cmp.Or(r.Cause, "-"), cmp.Or(planted[r.Config.Path], "-"))
+	}
+	return acc, tw.Flush()
 }
 
 // demoRunCmd runs `mptester ARGS...` in the client namespace; exit 3
@@ -411,6 +461,7 @@ type runRecord struct {
 	} `json:"config"`
 	Status string `json:"status"`
 	Error  string `json:"error"`
+	Cause  string `json:"cause"`
 	Result struct {
 		MedianNS   float64 `json:"median_ns"`
 		GoodputBPS float64 `json:"goodput_bps"`
