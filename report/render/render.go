@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strconv"
 	"strings"
 	"unicode/utf8"
 
@@ -62,9 +63,9 @@ func each(w io.Writer, tables []analysis.Table, f func(io.Writer, analysis.Table
 // ECDFs to CSV).
 func framed(w io.Writer, t analysis.Table, titleFmt, noteFmt string, body func(*strings.Builder)) error {
 	var b strings.Builder
-	fmt.Fprintf(&b, titleFmt, t.Title)
+	fmt.Fprintf(&b, titleFmt, Printable(t.Title))
 	if t.Note != "" {
-		fmt.Fprintf(&b, noteFmt, t.Note)
+		fmt.Fprintf(&b, noteFmt, Printable(t.Note))
 	}
 	if t.Long {
 		fmt.Fprintf(&b, "(%d rows: write them with --format csv --section %s)\n", t.Len(), t.Name)
@@ -81,6 +82,7 @@ func Text(w io.Writer, t analysis.Table) error {
 }
 
 func textBody(b *strings.Builder, t analysis.Table) {
+	t = printableTable(t)
 	width := make([]int, len(t.Columns))
 	for i, c := range t.Columns {
 		width[i] = utf8.RuneCountInString(c)
@@ -130,6 +132,7 @@ func Markdown(w io.Writer, t analysis.Table) error {
 }
 
 func markdownBody(b *strings.Builder, t analysis.Table) {
+	t = printableTable(t)
 	row := func(cells []string) {
 		b.WriteString("|")
 		for _, c := range cells {
@@ -154,11 +157,80 @@ func CSV(w io.Writer, t analysis.Table) error {
 	if err := cw.Write(t.Columns); err != nil {
 		return err
 	}
+	cells := make([]string, 0, len(t.Columns))
 	for r := range t.All() { // rows made on demand are written as read back
-		if err := cw.Write(r); err != nil {
+		cells = cells[:0]
+		for _, c := range r {
+			cells = append(cells, CSVCell(c))
+		}
+		if err := cw.Write(cells); err != nil {
 			return err
 		}
 	}
 	cw.Flush()
 	return cw.Error()
+}
+
+// CSVCell neutralises a cell a spreadsheet would take for a formula
+// (OWASP, CSV injection): one starting with = + - @, a tab or a carriage
+// return gets a leading single quote, unless it is a number (a negative
+// RTT difference stays a number) or a lone "-".
+func CSVCell(c string) string {
+	if c == "" || c == "-" || !strings.ContainsRune("=+-@\t\r", rune(c[0])) {
+		return c // "-": a placeholder, not a formula
+	}
+	if _, err := strconv.ParseFloat(c, 64); err == nil {
+		return c
+	}
+	return "'" + c
+}
+
+// Printable escapes what a terminal would act on in a probe-reported
+// string (ESC sequences, BEL, CR, backspace: cursor moves, clipboard
+// writes through OSC 52): C0 and C1 controls and DEL become \xNN.
+func Printable(s string) string {
+	clean := utf8.ValidString(s)
+	for _, r := range s {
+		if isControl(r) {
+			clean = false
+			break
+		}
+	}
+	if clean {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); {
+		r, n := utf8.DecodeRuneInString(s[i:])
+		switch {
+		case r == utf8.RuneError && n == 1: // not UTF-8: the byte itself
+			fmt.Fprintf(&b, "\\x%02x", s[i])
+		case isControl(r):
+			fmt.Fprintf(&b, "\\x%02x", r)
+		default:
+			b.WriteString(s[i : i+n])
+		}
+		i += n
+	}
+	return b.String()
+}
+
+func isControl(r rune) bool { return r < 0x20 || r == 0x7f || (r >= 0x80 && r < 0xa0) }
+
+// printableTable is t with every heading and cell Printable.
+func printableTable(t analysis.Table) analysis.Table {
+	esc := func(cells []string) []string {
+		out := make([]string, len(cells))
+		for i, c := range cells {
+			out[i] = Printable(c)
+		}
+		return out
+	}
+	t.Columns = esc(t.Columns)
+	rows := make([][]string, len(t.Rows))
+	for i, r := range t.Rows {
+		rows[i] = esc(r)
+	}
+	t.Rows = rows
+	return t
 }
