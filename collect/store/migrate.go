@@ -23,12 +23,15 @@ var (
 		postgresDialect: "BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY",
 	}
 	blobType = map[dialect]string{sqliteDialect: "BLOB", postgresDialect: "BYTEA"}
+	// withoutRowid clusters a SQLite table by its primary key.
+	withoutRowid = map[dialect]string{sqliteDialect: " WITHOUT ROWID", postgresDialect: ""}
 )
 
 // migrate applies the embedded migrations newer than the recorded version,
 // each in its own transaction (a small goose-like migrator: files
 // NNNN_name.sql, statements separated by ";" at the end of a line,
-// {{seq_pk}} and {{blob}} replaced by the dialect's types).
+// {{seq_pk}}, {{blob}} and {{without_rowid}} replaced by the dialect's
+// words).
 func migrate(ctx context.Context, db *sql.DB, d dialect, lock func(*sql.Tx) error) error {
 	if _, err := db.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS schema_migrations (version BIGINT PRIMARY KEY, applied_at BIGINT NOT NULL)`); err != nil {
 		return fmt.Errorf("migrations table: %w", err)
@@ -49,7 +52,7 @@ func migrate(ctx context.Context, db *sql.DB, d dialect, lock func(*sql.Tx) erro
 		if err != nil {
 			return err
 		}
-		sql := strings.NewReplacer("{{seq_pk}}", seqPK[d], "{{blob}}", blobType[d]).Replace(string(body))
+		sql := strings.NewReplacer("{{seq_pk}}", seqPK[d], "{{blob}}", blobType[d], "{{without_rowid}}", withoutRowid[d]).Replace(string(body))
 		if err := applyOne(ctx, db, d, v, sql, lock); err != nil {
 			return fmt.Errorf("migration %s: %w", f.Name(), err)
 		}

@@ -365,6 +365,10 @@ func (s *sqlStore) AddRollups(ctx context.Context, rows []Rollup) error {
 	return s.inTx(ctx, func(tx *sql.Tx) error { return s.mergeRollups(ctx, tx, rows) })
 }
 
+// keySep joins a roll-up key's text columns in a read: a control byte no
+// probe, path, transport or pattern name holds (ingest refuses them).
+const keySep = "\x1f"
+
 // RollupFilter chooses roll-up rows of one width whose bucket starts in
 // [Since, Until) (zero: unbounded), of one probe if Probe is set.
 type RollupFilter struct {
@@ -391,20 +395,28 @@ func (s *sqlStore) Rollups(ctx context.Context, f RollupFilter, fn func(Rollup) 
 	if f.Probe != "" {
 		where, args = append(where, "probe = ?"), append(args, f.Probe)
 	}
-	rows, err := s.db.QueryContext(ctx, s.q(`SELECT `+rollupCols+`, runs, tests, ok, invalid, sketches FROM rollups
-		WHERE `+strings.Join(where, " AND ")), args...)
+	// The key's text columns as one (each column read costs more than its
+	// bytes: a fleet view reads tens of thousands of rows).
+	rows, err := s.db.QueryContext(ctx, s.q(`SELECT bucket, probe || '`+keySep+`' || command || '`+keySep+`' || cell || '`+keySep+`' || transport || '`+keySep+`' || pattern,
+		runs, tests, ok, invalid, sketches FROM rollups WHERE `+strings.Join(where, " AND ")), args...)
 	if err != nil {
 		return fmt.Errorf("read roll-ups: %w", err)
 	}
 	defer rows.Close()
 	var blob []byte
+	var key string
 	for rows.Next() {
-		var r Rollup
-		var w, b int64
-		if err := rows.Scan(&w, &b, &r.Probe, &r.Command, &r.Cell, &r.Transport, &r.Pattern, &r.Runs, &r.Tests, &r.OK, &r.Invalid, &blob); err != nil {
+		r := Rollup{RollupKey: RollupKey{Width: f.Width}}
+		var b int64
+		if err := rows.Scan(&b, &key, &r.Runs, &r.Tests, &r.OK, &r.Invalid, &blob); err != nil {
 			return fmt.Errorf("read roll-ups: %w", err)
 		}
-		r.Width, r.Bucket = time.Duration(w), time.Unix(0, b).UTC()
+		parts := strings.SplitN(key, keySep, 5)
+		if len(parts) != 5 {
+			return fmt.Errorf("read roll-ups: key %q", key)
+		}
+		r.Probe, r.Command, r.Cell, r.Transport, r.Pattern = parts[0], parts[1], parts[2], parts[3], parts[4]
+		r.Bucket = time.Unix(0, b).UTC()
 		if r.Sketches, err = decodeSketches(blob); err != nil {
 			return fmt.Errorf("roll-up %s %s: %w", r.Probe, r.Bucket.Format(time.RFC3339), err)
 		}

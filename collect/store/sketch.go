@@ -4,7 +4,6 @@ import (
 	"encoding/binary"
 	"errors"
 	"math"
-	"slices"
 )
 
 // SketchRelErr is a Sketch's stated error: a quantile it returns is
@@ -24,11 +23,32 @@ const sketchMin = 1e-9
 
 // Sketch is a mergeable quantile summary of non-negative values with
 // fixed logarithmic buckets: counts only, so merging is exact and the
-// same values give the same bytes on every backend.
+// same values give the same bytes on every backend. The counts are dense
+// from bucket off (a fleet view merges tens of thousands of sketches; a
+// slice adds them in a loop, a map did not).
 type Sketch struct {
-	N       int64
-	zero    int64
-	buckets map[int32]int64
+	N      int64
+	zero   int64
+	off    int32
+	counts []int64
+}
+
+func sketchIndex(v float64) int32 { return int32(math.Ceil(math.Log(v) / sketchLogGamma)) }
+
+// grow makes bucket indexes lo..hi addressable.
+func (s *Sketch) grow(lo, hi int32) {
+	if len(s.counts) == 0 {
+		s.off, s.counts = lo, make([]int64, hi-lo+1)
+		return
+	}
+	end := s.off + int32(len(s.counts)) - 1
+	if lo >= s.off && hi <= end {
+		return
+	}
+	nlo, nhi := min(lo, s.off), max(hi, end)
+	c := make([]int64, nhi-nlo+1)
+	copy(c[s.off-nlo:], s.counts)
+	s.off, s.counts = nlo, c
 }
 
 // Add counts v.
@@ -38,10 +58,9 @@ func (s *Sketch) Add(v float64) {
 		s.zero++
 		return
 	}
-	if s.buckets == nil {
-		s.buckets = map[int32]int64{}
-	}
-	s.buckets[int32(math.Ceil(math.Log(v)/sketchLogGamma))]++
+	k := sketchIndex(v)
+	s.grow(k, k)
+	s.counts[k-s.off]++
 }
 
 // Merge adds o's counts to s.
@@ -51,21 +70,14 @@ func (s *Sketch) Merge(o *Sketch) {
 	}
 	s.N += o.N
 	s.zero += o.zero
-	if len(o.buckets) > 0 && s.buckets == nil {
-		s.buckets = make(map[int32]int64, len(o.buckets))
+	if len(o.counts) == 0 {
+		return
 	}
-	for i, c := range o.buckets {
-		s.buckets[i] += c
+	s.grow(o.off, o.off+int32(len(o.counts))-1)
+	d := s.counts[o.off-s.off:]
+	for i, c := range o.counts {
+		d[i] += c
 	}
-}
-
-func (s *Sketch) keys() []int32 {
-	ks := make([]int32, 0, len(s.buckets))
-	for k := range s.buckets {
-		ks = append(ks, k)
-	}
-	slices.Sort(ks)
-	return ks
 }
 
 // Quantile estimates the sample value at rank ⌊q(N−1)⌋ of the sorted
@@ -80,14 +92,18 @@ func (s *Sketch) Quantile(q float64) float64 {
 		return 0
 	}
 	seen := s.zero
-	ks := s.keys()
-	for _, k := range ks {
-		seen += s.buckets[k]
+	last := s.off
+	for i, c := range s.counts {
+		if c == 0 {
+			continue
+		}
+		last = s.off + int32(i)
+		seen += c
 		if rank < seen {
-			return 2 * math.Pow(sketchGamma, float64(k)) / (sketchGamma + 1)
+			break
 		}
 	}
-	return 2 * math.Pow(sketchGamma, float64(ks[len(ks)-1])) / (sketchGamma + 1)
+	return 2 * math.Pow(sketchGamma, float64(last)) / (sketchGamma + 1)
 }
 
 // encode is the sketch's bytes: N and the zero count, then each bucket in
@@ -95,11 +111,21 @@ func (s *Sketch) Quantile(q float64) float64 {
 func (s *Sketch) encode(b []byte) []byte {
 	b = binary.AppendUvarint(b, uint64(s.N))
 	b = binary.AppendUvarint(b, uint64(s.zero))
-	b = binary.AppendUvarint(b, uint64(len(s.buckets)))
+	nb := 0
+	for _, c := range s.counts {
+		if c != 0 {
+			nb++
+		}
+	}
+	b = binary.AppendUvarint(b, uint64(nb))
 	prev := int32(0)
-	for _, k := range s.keys() {
+	for i, c := range s.counts {
+		if c == 0 {
+			continue
+		}
+		k := s.off + int32(i)
 		b = binary.AppendVarint(b, int64(k-prev))
-		b = binary.AppendUvarint(b, uint64(s.buckets[k]))
+		b = binary.AppendUvarint(b, uint64(c))
 		prev = k
 	}
 	return b
@@ -123,9 +149,12 @@ func decodeSketch(b []byte) (*Sketch, []byte, error) {
 	if b == nil || nb > uint64(len(b)) {
 		return nil, nil, errSketch
 	}
-	if nb > 0 {
-		s.buckets = make(map[int32]int64, nb)
+	type kc struct {
+		k int32
+		c int64
 	}
+	var tmp [128]kc
+	ks := tmp[:0]
 	prev := int64(0)
 	for range nb {
 		d, n := binary.Varint(b)
@@ -138,7 +167,19 @@ func decodeSketch(b []byte) (*Sketch, []byte, error) {
 			return nil, nil, errSketch
 		}
 		prev += d
-		s.buckets[int32(prev)] = int64(c)
+		if prev < math.MinInt32 || prev > math.MaxInt32 || (len(ks) > 0 && int32(prev) <= ks[len(ks)-1].k) {
+			return nil, nil, errSketch
+		}
+		ks = append(ks, kc{int32(prev), int64(c)})
+	}
+	if len(ks) > 0 {
+		if int64(ks[len(ks)-1].k)-int64(ks[0].k) > 1<<16 {
+			return nil, nil, errSketch // no real figure spans that (a factor of 10^567)
+		}
+		s.off, s.counts = ks[0].k, make([]int64, ks[len(ks)-1].k-ks[0].k+1)
+		for _, x := range ks {
+			s.counts[x.k-s.off] = x.c
+		}
 	}
 	return s, b, nil
 }

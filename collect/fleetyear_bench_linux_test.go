@@ -16,6 +16,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -123,7 +124,9 @@ func rssMB() (cur, peak float64) {
 // MPTESTER_BENCH_SAMPLE real raw uploads through the server, derived by it)
 // and times the fleet page and GET /v1/report?since=7d, each built cold
 // (windows of 7 days at different places, so no cache answers) and warm.
-// SQLite by default; MPTESTER_BENCH_PG=1 for a throwaway PostgreSQL.
+// SQLite by default; MPTESTER_BENCH_PG=1 for a throwaway PostgreSQL;
+// MPTESTER_BENCH_DB=FILE times a SQLite store filled before (a copy of
+// one this benchmark filled) without filling it again.
 //
 //	go test ./collect -run XXX -bench BenchmarkFleetYear -benchtime 1x -v
 func BenchmarkFleetYear(b *testing.B) {
@@ -135,11 +138,15 @@ func BenchmarkFleetYear(b *testing.B) {
 	if os.Getenv("MPTESTER_BENCH_PG") == "1" {
 		dsn = pgtest.Database(b, pgtest.Server(b))
 	}
+	reuse := os.Getenv("MPTESTER_BENCH_DB")
+	if reuse != "" {
+		dsn = reuse
+	}
 	st, err := store.Open(ctx, dsn)
 	require.NoError(b, err)
 	defer st.Close()
 	adminTok := collect.NewToken()
-	require.NoError(b, st.AddAdmin(ctx, "ops", collect.HashToken(adminTok), time.Now()))
+	require.NoError(b, st.AddAdmin(ctx, "ops-"+adminTok[:8], collect.HashToken(adminTok), time.Now()))
 	today := time.Now().UTC().Truncate(store.Day)
 	day0 := today.Add(-time.Duration(days) * store.Day)
 	names := make([]string, probes)
@@ -147,7 +154,12 @@ func BenchmarkFleetYear(b *testing.B) {
 	for p := range probes {
 		names[p] = fmt.Sprintf("probe-%04d", p)
 		toks[names[p]] = collect.NewToken()
-		require.NoError(b, st.AddProbe(ctx, names[p], collect.HashToken(toks[names[p]]), day0))
+		if reuse == "" {
+			require.NoError(b, st.AddProbe(ctx, names[p], collect.HashToken(toks[names[p]]), day0))
+		}
+	}
+	if reuse != "" {
+		probes, sample = 0, 0 // filled (and sampled) before
 	}
 	fill := time.Now()
 	var nrows int64
@@ -196,7 +208,7 @@ func BenchmarkFleetYear(b *testing.B) {
 	defer hs.Close()
 	rng := rand.New(rand.NewPCG(1, 2))
 	for i := range sample {
-		id, p := uuid.NewString(), names[i%probes]
+		id, p := uuid.NewString(), names[i%len(names)]
 		start := today.Add(-time.Duration(rng.IntN(7*24*3600)) * time.Second)
 		cmd := "run"
 		if i%10 == 0 {
@@ -220,6 +232,7 @@ func BenchmarkFleetYear(b *testing.B) {
 	require.NoError(b, err)
 	resp.Body.Close()
 	cookies := resp.Cookies()
+	var lastCPU time.Duration
 	get := func(path string, cookie bool) (time.Duration, int) {
 		req, _ := http.NewRequest(http.MethodGet, hs.URL+path, nil)
 		if cookie {
@@ -229,12 +242,13 @@ func BenchmarkFleetYear(b *testing.B) {
 		} else {
 			req.Header.Set("Authorization", "Bearer "+adminTok)
 		}
-		t0 := time.Now()
+		t0, c0 := time.Now(), cpuTime()
 		resp, err := http.DefaultClient.Do(req)
 		require.NoError(b, err)
 		n, _ := bufio.NewReader(resp.Body).Discard(1 << 30)
 		resp.Body.Close()
 		require.Equal(b, http.StatusOK, resp.StatusCode, path)
+		lastCPU = cpuTime() - c0
 		return time.Since(t0), n
 	}
 	runtime.GC()
@@ -274,16 +288,17 @@ func BenchmarkFleetYear(b *testing.B) {
 		{"/v1/report?since=7d", func(int) string { return "/v1/report?since=7d" }, false},
 		{"fleet page, 30-day window", func(int) string { return "/?since=30d" }, true},
 	} {
-		var ds []time.Duration
+		var ds, cs []time.Duration
 		size := 0
 		for i := range loads {
 			d, n := get(v.path(i), v.cookie)
-			ds, size = append(ds, d), n
+			ds, cs, size = append(ds, d), append(cs, lastCPU), n
 		}
-		first := ds[0]
+		first, firstCPU := ds[0], cs[0]
 		slices.Sort(ds)
-		b.Logf("%-34s first %7.1f ms  p50 %7.1f ms  p95 %7.1f ms  max %7.1f ms  (%d loads, %d kB)", v.name,
-			ms(first), ms(ds[len(ds)/2]), ms(ds[len(ds)*95/100]), ms(ds[len(ds)-1]), loads, size/1000)
+		slices.Sort(cs)
+		b.Logf("%-34s wall: first %7.1f ms  p50 %7.1f  p95 %7.1f  max %7.1f | CPU: first %6.1f ms  p50 %6.1f  p95 %6.1f  (%d loads, %d kB)", v.name,
+			ms(first), ms(ds[len(ds)/2]), ms(ds[len(ds)*95/100]), ms(ds[len(ds)-1]), ms(firstCPU), ms(cs[len(cs)/2]), ms(cs[len(cs)*95/100]), loads, size/1000)
 	}
 	close(stop)
 	<-sampled
@@ -292,3 +307,60 @@ func BenchmarkFleetYear(b *testing.B) {
 }
 
 func ms(d time.Duration) float64 { return float64(d) / 1e6 }
+
+// cpuTime is the process's user and system time so far.
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// BenchmarkFleetPageRuns: the fleet page's load time with 150 and 1,500
+// stored runs (10 probes, real uploads through the server spread over the
+// last 7 days, derived by it): it reads the roll-ups, so the second should
+// cost about the first. Each load is built (windows that hold the same
+// runs but differ, so no cache answers).
+//
+//	go test ./collect -run XXX -bench BenchmarkFleetPageRuns -benchtime 1x -v
+func BenchmarkFleetPageRuns(b *testing.B) {
+	for _, n := range []int{150, 1500} {
+		b.Run(strconv.Itoa(n), func(b *testing.B) {
+			e := newEnv(b, nil)
+			ctx := context.Background()
+			toks := map[string]string{"pi1": e.probeTok}
+			for p := 2; p <= 10; p++ {
+				name := fmt.Sprintf("pi%d", p)
+				toks[name] = collect.NewToken()
+				require.NoError(b, e.st.AddProbe(ctx, name, collect.HashToken(toks[name]), time.Now()))
+			}
+			rng := rand.New(rand.NewPCG(uint64(n), 3))
+			now := time.Now().UTC()
+			for i := range n {
+				id, p := uuid.NewString(), fmt.Sprintf("pi%d", i%10+1)
+				start := now.Add(-time.Duration(1+rng.IntN(6*24*3600)) * time.Second)
+				cmd := "run"
+				if i%10 == 0 {
+					cmd = "survey"
+				}
+				a := e.put(b, id, genFleetRun(b, rng, id, p, cmd, start, &fleetTruth{probes: map[string]bool{}}), toks[p], "")
+				require.Equal(b, http.StatusCreated, a.code, "%s", a.body)
+			}
+			require.Eventually(b, func() bool {
+				u, err := e.st.ListUnderived(ctx, 0)
+				return err == nil && len(u) == 0
+			}, 5*time.Minute, 100*time.Millisecond)
+			var ds []time.Duration
+			for i := range 10 {
+				since := now.Truncate(store.Day).Add(-time.Duration(7+i) * store.Day).Format(time.DateOnly)
+				t0 := time.Now()
+				a := e.page(b, "/?since="+since)
+				ds = append(ds, time.Since(t0))
+				require.Equal(b, http.StatusOK, a.code)
+			}
+			slices.Sort(ds)
+			b.Logf("%d stored runs: fleet page p50 %.1f ms, max %.1f ms (10 loads, each built; sign-in included)", n, ms(ds[5]), ms(ds[9]))
+		})
+	}
+}
