@@ -409,7 +409,7 @@ func listenMPQUIC(ctx context.Context, o ListenOptions) (Listener, error) {
 	if sc, ok := pc.(syscall.Conn); ok {
 		probe.RaiseReceiveBuffer(sc, mpquicSocketBuffer)
 	}
-	cfg := &tls.Config{Certificates: []tls.Certificate{o.Certificate}, MinVersion: tls.VersionTLS13, NextProtos: append([]string{h3.ALPN, alpnH1Q}, o.StreamALPNs...)}
+	cfg := &tls.Config{Certificates: []tls.Certificate{o.Certificate}, MinVersion: tls.VersionTLS13, NextProtos: append([]string{h3.ALPN, alpnH1Q, alpnHQ}, o.StreamALPNs...)}
 	mcfg := mpquicConfig(o.IdleTimeout, o.QlogDir, o.MPQUICCongestion)
 	mcfg.RequireRetry = o.MPQUICRetry
 	ln, err := mpquic.Listen(pc, cfg, mcfg)
@@ -423,7 +423,7 @@ func listenMPQUIC(ctx context.Context, o ListenOptions) (Listener, error) {
 func (l *mpquicListener) Addr() net.Addr { return l.ln.Addr() }
 
 func (l *mpquicListener) Describe() string {
-	return "HTTP/3 (or HTTP/1.1 on streams), stream patterns"
+	return "HTTP/3 (or HTTP/1.1 on streams, or hq-interop), stream patterns"
 }
 
 func (l *mpquicListener) Accept(ctx context.Context) (ServerConn, error) {
@@ -468,7 +468,7 @@ func (c *mpquicServerConn) Refuse(reason string) { _ = c.c.CloseWithError(quicCo
 // Handshake: the listener returns connections with the handshake done.
 func (c *mpquicServerConn) Handshake(context.Context) (string, bool, error) {
 	alpn := c.c.ConnectionState().NegotiatedProtocol
-	return alpn, alpn == h3.ALPN || alpn == alpnH1Q, nil
+	return alpn, alpn == h3.ALPN || alpn == alpnH1Q || alpn == alpnHQ, nil
 }
 
 // ServeHTTP serves HTTP/3, or HTTP/1.1 on every stream, until the
@@ -477,8 +477,12 @@ func (c *mpquicServerConn) ServeHTTP() {
 	ctx, stop := context.WithCancel(context.Background())
 	defer stop()
 	o := c.l.o
-	if c.c.ConnectionState().NegotiatedProtocol == h3.ALPN {
+	switch c.c.ConnectionState().NegotiatedProtocol {
+	case h3.ALPN:
 		_ = (&h3.Server{Handler: o.HTTP}).ServeConn(ctx, c.c)
+		return
+	case alpnHQ:
+		serveHQ(ctx, c.c, o.HTTP, o.ReadTimeout)
 		return
 	}
 	srv := &http.Server{Handler: o.HTTP, ReadHeaderTimeout: o.ReadTimeout, IdleTimeout: o.IdleTimeout}
