@@ -225,3 +225,39 @@ func TestFleetPageFromRollups(t *testing.T) {
 	assert.Equal(t, http.StatusBadRequest, a.code)
 	assert.Contains(t, string(a.body), "since")
 }
+
+// TestReindexRebuildsRollups: `collect reindex` (ReindexAll) rebuilds the
+// roll-ups from the raw uploads: a row no run makes (a changed
+// definition, or a bad write) is gone, the runs' rows are as the deriver
+// made them.
+func TestReindexRebuildsRollups(t *testing.T) {
+	e := newEnv(t, nil)
+	ctx := context.Background()
+	rng := rand.New(rand.NewPCG(49, 2))
+	tr := &fleetTruth{probes: map[string]bool{}}
+	for i := range 4 {
+		id, cmd := uuid.NewString(), []string{"run", "survey"}[i%2]
+		a := e.put(t, id, genFleetRun(t, rng, id, "pi1", cmd, time.Date(2026, 11, 2, i, 0, 0, 0, time.UTC), tr), e.probeTok, "")
+		require.Equal(t, http.StatusCreated, a.code, "%s", a.body)
+	}
+	require.Eventually(t, func() bool {
+		u, err := e.st.ListUnderived(ctx, 0)
+		return err == nil && len(u) == 0
+	}, 30*time.Second, 50*time.Millisecond)
+	read := func() map[store.RollupKey]store.Rollup {
+		m := map[store.RollupKey]store.Rollup{}
+		require.NoError(t, e.st.Rollups(ctx, store.RollupFilter{}, func(r store.Rollup) error { m[r.RollupKey] = r; return nil }))
+		return m
+	}
+	want := read()
+	require.NotEmpty(t, want)
+	stray := store.Rollup{RollupKey: store.RollupKey{Probe: "pi1", Width: store.Day, Bucket: time.Date(2026, 11, 2, 0, 0, 0, 0, time.UTC),
+		Command: "run", Cell: "wlan0", Transport: "tcp", Pattern: "ping"}, Runs: 5, Tests: 7}
+	require.NoError(t, e.st.AddRollups(ctx, []store.Rollup{stray, {RollupKey: store.RollupKey{Probe: "gone", Width: store.Day,
+		Bucket: stray.Bucket, Command: "run", Cell: store.RunCell, Pattern: "ok"}, Runs: 1}}))
+	require.NotEqual(t, want, read())
+	n, err := e.srv.ReindexAll(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, 4, n)
+	assert.Equal(t, want, read(), "rebuilt from the raw uploads alone")
+}

@@ -53,7 +53,7 @@ func gcRun(ctx context.Context, opts *GCOptions) error {
 func NewCmdReindex(f *cmdutil.Factory, co *Options, runF func(context.Context, *StoreOptions) error) *cobra.Command {
 	return storeCmd(f, co, &cobra.Command{
 		Use:   "reindex",
-		Short: "Rebuild the derived tables (survey cells and probe records, pattern tests and per-path bytes) from the raw uploads, and remove raw files no run names",
+		Short: "Rebuild the derived tables (survey cells and probe records, pattern tests and per-path bytes) and the fleet views' roll-ups from the raw uploads, and remove raw files no run names",
 	}, &StoreOptions{IO: f.IO, Collect: co}, runF, reindexRun)
 }
 
