@@ -2,6 +2,7 @@ package lab
 
 import (
 	"fmt"
+	"io"
 	"net/netip"
 	"slices"
 	"strconv"
@@ -349,3 +350,27 @@ func NAT64Of(name string) NAT64 {
 // IPv4OnlyARPA are the well-known addresses of ipv4only.arpa (RFC 7050
 // §2.2): a DNS64 synthesizes them into the NAT64 prefix.
 var IPv4OnlyARPA = []netip.Addr{netip.MustParseAddr("192.0.0.170"), netip.MustParseAddr("192.0.0.171")}
+
+// ParseTimeline parses a timeline file whose lines may carry impairments
+// beside the emulator's settings (emu.ParseTimeline's syntax), e.g.
+//
+//	t=5s wlan0 block=udp/443
+//	t=10s wlan0 block=off loss=1%
+func ParseTimeline(r io.Reader) ([]emu.Event, error) {
+	return emu.ParseTimelineExtra(r, func(tok string) (bool, error) {
+		_, ic, err := ParseSettings([]string{tok})
+		if err != nil {
+			if isImpairToken(tok) {
+				return false, err
+			}
+			return false, nil // the emulator's: it says what is wrong
+		}
+		return !ic.IsZero(), nil
+	})
+}
+
+// isImpairToken reports whether tok's key is an impairment's.
+func isImpairToken(tok string) bool {
+	key, _, _ := strings.Cut(strings.ToLower(tok), "=")
+	return impairKeys[key] || (key == "nat64" && !strings.Contains(tok, "="))
+}

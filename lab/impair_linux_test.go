@@ -150,3 +150,32 @@ func TestLabImpairments(t *testing.T) {
 		return
 	}
 }
+
+// A timeline plants and lifts impairments at its times; the truth records
+// each step with its impairment settings, and the status what holds now.
+func TestLabTimelineImpairments(t *testing.T) {
+	requireNft(t)
+	ev, err := lab.ParseTimeline(strings.NewReader("t=0 wlan0 block=udp/443\nt=200ms wlan0 block=off strip=mptcp\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := labtest.Start(t, lab.Options{Timeline: ev})
+	var st lab.Status
+	for range 100 {
+		if st = l.Status(t); st.Timeline != nil && st.Timeline.Done {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if st.Timeline == nil || !st.Timeline.Done || len(st.Timeline.Steps) != 2 {
+		t.Fatalf("timeline truth %+v", st.Timeline)
+	}
+	for i, want := range []string{"block=udp/443", "block=off strip=mptcp"} {
+		if s := st.Timeline.Steps[i]; s.Change != want || s.Error != "" {
+			t.Errorf("step %d: %q (error %q), want %q", i, s.Change, s.Error, want)
+		}
+	}
+	if len(st.Impairments) != 1 || st.Impairments[0].Setting != "strip=mptcp" {
+		t.Errorf("impairments after the timeline %+v, want strip=mptcp alone", st.Impairments)
+	}
+}

@@ -79,3 +79,19 @@ func TestNftRuleset(t *testing.T) {
 		t.Errorf("nft -c: %v: %s\n%s", err, out, s)
 	}
 }
+
+func TestParseTimelineImpairments(t *testing.T) {
+	ev, err := ParseTimeline(strings.NewReader("t=0 wlan0 block=udp/443 delay=5ms\nt=2s wwan0 pmtu=1280,icmp=drop\nt=3s wlan0 block=off\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ev) != 3 || !slices.Equal(ev[0].Extra, []string{"block=udp/443"}) || ev[0].Change.String() != "delay=5ms" ||
+		!slices.Equal(ev[1].Extra, []string{"pmtu=1280,icmp=drop"}) || !ev[1].Change.IsZero() {
+		t.Errorf("events %+v", ev)
+	}
+	for _, bad := range []string{"t=0 wlan0 block=icmp/1", "t=0 wlan0 delay=abc", "t=0 wlan0 strip=tcp"} {
+		if _, err := ParseTimeline(strings.NewReader(bad)); err == nil || !strings.Contains(err.Error(), "line 1") {
+			t.Errorf("%q: error %v, want one naming line 1", bad, err)
+		}
+	}
+}

@@ -2,6 +2,7 @@ package lab
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -528,16 +529,25 @@ func (l *Lab) StartTimeline(scenario string, events []emu.Event, kernelLink bool
 		if sock >= 0 {
 			defer unix.Close(sock)
 		}
+		impErr := map[int]string{}
 		err := emu.RunTimelineFunc(ctx, events, l.links, func(i int) {
 			if d := events[i].Change.Down; d != nil && *d {
 				setLink(i)
+			}
+			if ext := events[i].Extra; len(ext) > 0 {
+				if _, ic, err := ParseSettings(ext); err != nil {
+					impErr[i] = err.Error()
+				} else if err := l.Impair(events[i].Path, ic); err != nil {
+					impErr[i] = err.Error()
+				}
 			}
 		}, func(i int, at time.Time) {
 			e := events[i]
 			if d := e.Change.Down; d != nil && !*d {
 				setLink(i)
 			}
-			st := Step{At: e.At, Path: e.Path, Change: e.Change.String(), Applied: at, Kernel: kernel[i], Error: kernelErr[i]}
+			change := strings.TrimSpace(e.Change.String() + " " + strings.Join(e.Extra, " "))
+			st := Step{At: e.At, Path: e.Path, Change: change, Applied: at, Kernel: kernel[i], Error: cmp.Or(kernelErr[i], impErr[i])}
 			l.mu.Lock()
 			tr.Steps = append(tr.Steps, st)
 			l.mu.Unlock()

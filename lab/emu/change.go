@@ -333,6 +333,10 @@ type Event struct {
 	At     time.Duration
 	Path   string
 	Change Change
+	// Extra are the event's settings the emulator does not own (the lab's
+	// impairments), given by ParseTimelineExtra's extra; the caller of
+	// RunTimelineFunc applies them in its before hook.
+	Extra []string
 }
 
 // ParseTimeline parses a timeline file: one event per line,
@@ -342,7 +346,12 @@ type Event struct {
 //
 // Blank lines and '#' comments are ignored. Events are returned sorted by
 // time; events at the same time keep their file order. Errors name the line.
-func ParseTimeline(r io.Reader) ([]Event, error) {
+func ParseTimeline(r io.Reader) ([]Event, error) { return ParseTimelineExtra(r, nil) }
+
+// ParseTimelineExtra is ParseTimeline where extra (when not nil) claims
+// settings for Event.Extra: it returns an error for a bad one, and ok for
+// one it owns.
+func ParseTimelineExtra(r io.Reader, extra func(tok string) (ok bool, err error)) ([]Event, error) {
 	var evs []Event
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 0, 4096), 1<<20)
@@ -363,11 +372,25 @@ func ParseTimeline(r io.Reader) ([]Event, error) {
 		if err != nil || at < 0 {
 			return nil, fmt.Errorf("timeline line %d: bad time %q (e.g. t=5s)", ln, f[0])
 		}
-		c, err := ParseChange(f[2:])
+		var own, ext []string
+		for _, tok := range f[2:] {
+			if extra != nil {
+				ok, err := extra(tok)
+				if err != nil {
+					return nil, fmt.Errorf("timeline line %d: %w", ln, err)
+				}
+				if ok {
+					ext = append(ext, tok)
+					continue
+				}
+			}
+			own = append(own, tok)
+		}
+		c, err := ParseChange(own)
 		if err != nil {
 			return nil, fmt.Errorf("timeline line %d: %w", ln, err)
 		}
-		evs = append(evs, Event{At: at, Path: f[1], Change: c})
+		evs = append(evs, Event{At: at, Path: f[1], Change: c, Extra: ext})
 	}
 	if err := sc.Err(); err != nil {
 		return nil, fmt.Errorf("timeline: %w", err)

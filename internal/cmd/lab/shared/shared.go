@@ -68,7 +68,7 @@ func (b *BuildOptions) Flags(cmd *cobra.Command) {
 	fl.StringVar(&b.WorldFile, "world", "", "load the world from `file` (world.json) instead of generating it")
 	fl.StringSliceVar(&b.Shares, "world-share", nil, "generated world's `CATEGORY=FRACTION`s, e.g. differ=0.4,timeout=0.02,dead=0.05 (keys as in world.json's shares)")
 	fl.BoolVar(&b.CellBackup, "cell-backup", false, "mark the wwan0 MPTCP endpoint backup (used only when wlan0 fails)")
-	fl.StringVar(&b.Timeline, "timeline", "", "apply a scripted timeline `file` of path changes, or a named scenario: "+strings.Join(lab.ScenarioNames(), ", "))
+	fl.StringVar(&b.Timeline, "timeline", "", "apply a scripted timeline `file` of path changes (emulator settings and impairments, e.g. t=5s wlan0 block=udp/443), or a named scenario: "+strings.Join(lab.ScenarioNames(), ", "))
 	fl.StringVar(&b.WLAN, "wlan0", "", "initial wlan0 `settings`, e.g. 'delay=10ms jitter=1ms loss=1% rate=50mbit', and impairments (block=udp/443 strip=mptcp v6=blackhole pmtu=1280,icmp=drop; see lab set) (default: the world's base delay, 10ms; a delay set here becomes the base delay in truth.json)")
 	fl.StringVar(&b.WWAN, "wwan0", "", "initial wwan0 `settings` (default: the world's base delay, 30ms)")
 }
@@ -152,7 +152,7 @@ func (b *BuildOptions) LabOptions(w Where) (lab.Options, error) {
 			return o, cmdutil.FlagErrorf("--timeline: %v", err)
 		}
 		defer f.Close()
-		ev, err := emu.ParseTimeline(f)
+		ev, err := lab.ParseTimeline(f)
 		if err != nil {
 			return o, cmdutil.FlagErrorf("--timeline %s: %v", b.Timeline, err)
 		}
