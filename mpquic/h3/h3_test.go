@@ -10,6 +10,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
+	"errors"
 	"io"
 	"math/big"
 	"net"
@@ -218,4 +219,54 @@ func newGet(ctx context.Context, url string) (*http.Request, error) {
 func readAll(resp *http.Response) ([]byte, error) {
 	defer resp.Body.Close()
 	return io.ReadAll(resp.Body)
+}
+
+// A request stream whose HEADERS never complete is reset with
+// H3_REQUEST_INCOMPLETE once ReadHeaderTimeout passes; a request in time
+// is answered.
+func TestServerReadHeaderTimeout(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	stls, ctls, _, _ := testTLS(t)
+	ln, err := mpquic.ListenAddr("127.0.0.1:0", stls, &mpquic.Config{MaxIncomingUniStreams: 8, DisableMultipath: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	srv := &Server{Handler: testHandler(testData(1000, 5)), ReadHeaderTimeout: 300 * time.Millisecond}
+	go func() {
+		for {
+			c, err := ln.Accept(ctx)
+			if err != nil {
+				return
+			}
+			go srv.ServeConn(ctx, c)
+		}
+	}()
+	c, err := quic.DialAddr(ctx, ln.Addr().String(), ctls, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.CloseWithError(0, "")
+	s, err := c.OpenStreamSync(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Write([]byte{frameHeaders, 50, 0, 0, 0xd1}) // 3 of 50 bytes, then nothing
+	s.SetReadDeadline(time.Now().Add(10 * time.Second))
+	_, err = io.ReadAll(s)
+	var se *quic.StreamError
+	if !errors.As(err, &se) || se.ErrorCode != ErrCodeRequestIncomplete {
+		t.Fatalf("a stalled request: %v, want a reset with H3_REQUEST_INCOMPLETE", err)
+	}
+	tr := &http3.Transport{TLSClientConfig: ctls}
+	defer tr.Close()
+	req, _ := newGet(ctx, "https://"+ln.Addr().String()+"/bulk")
+	resp, err := tr.RoundTrip(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b, err := readAll(resp); err != nil || len(b) != 1000 {
+		t.Fatalf("a request in time: %d bytes, %v", len(b), err)
+	}
 }

@@ -8,8 +8,10 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"os"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/mptester/mptester/mpquic"
 )
@@ -20,6 +22,11 @@ type Server struct {
 	// MaxFieldSection bounds a request's decoded header section; default
 	// 64 KiB.
 	MaxFieldSection int
+	// ReadHeaderTimeout bounds reading a request's HEADERS frame from its
+	// stream's opening; 0: none. A stream that sends too little too slowly
+	// is reset (H3_REQUEST_INCOMPLETE), as net/http's ReadHeaderTimeout
+	// ends a slow HTTP/1.1 request.
+	ReadHeaderTimeout time.Duration
 }
 
 // ServeConn serves c's requests until c ends or ctx is done; c's ALPN must
@@ -51,7 +58,11 @@ var hopByHop = map[string]bool{"connection": true, "keep-alive": true, "proxy-co
 
 func (srv *Server) serveStream(sess *session, st *mpquic.Stream) {
 	fr := &frameReader{r: bufio.NewReaderSize(st, 16<<10)}
+	if srv.ReadHeaderTimeout > 0 {
+		st.SetReadDeadline(time.Now().Add(srv.ReadHeaderTimeout))
+	}
 	req, err := srv.readRequest(sess, fr, st)
+	st.SetReadDeadline(time.Time{})
 	if err != nil {
 		var e *Error
 		code := uint64(ErrCodeMessageError)
@@ -60,7 +71,7 @@ func (srv *Server) serveStream(sess *session, st *mpquic.Stream) {
 		} else if errors.Is(err, errDecompression) {
 			sess.closeWith(ErrCodeDecompressionFailed, err.Error())
 			return
-		} else if errors.Is(err, io.EOF) {
+		} else if errors.Is(err, io.EOF) || errors.Is(err, os.ErrDeadlineExceeded) {
 			code = ErrCodeRequestIncomplete
 		}
 		st.CancelRead(code)

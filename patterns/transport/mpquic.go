@@ -479,7 +479,7 @@ func (c *mpquicServerConn) ServeHTTP() {
 	o := c.l.o
 	switch c.c.ConnectionState().NegotiatedProtocol {
 	case h3.ALPN:
-		_ = (&h3.Server{Handler: o.HTTP}).ServeConn(ctx, c.c)
+		_ = (&h3.Server{Handler: o.HTTP, ReadHeaderTimeout: o.ReadTimeout}).ServeConn(ctx, c.c)
 		return
 	case alpnHQ:
 		serveHQ(ctx, c.c, o.HTTP, o.ReadTimeout)
