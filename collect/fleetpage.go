@@ -43,18 +43,29 @@ func (s *Server) fleetRoutes() {
 
 // cookieAdmin is the admin token of a read request's cookie, if valid.
 func (s *Server) cookieAdmin(r *http.Request) (store.Token, bool) {
+	tok, ok, _ := s.cookieState(r)
+	return tok, ok
+}
+
+// cookieState is cookieAdmin that also says when the cookie could not be
+// checked because the store is unavailable.
+func (s *Server) cookieState(r *http.Request) (tok store.Token, ok, unavailable bool) {
 	if r.Method != http.MethodGet && r.Method != http.MethodHead {
-		return store.Token{}, false
+		return store.Token{}, false, false
 	}
 	c, err := r.Cookie(adminCookie)
 	if err != nil || c.Value == "" {
-		return store.Token{}, false
+		return store.Token{}, false, false
 	}
-	tok, err := s.cfg.Store.LookupToken(r.Context(), HashToken(c.Value))
+	tok, err = s.cfg.Store.LookupToken(r.Context(), HashToken(c.Value))
+	if err != nil && !errors.Is(err, store.ErrNotFound) {
+		s.log.Warn("fleet page: token lookup", "err", err)
+		return store.Token{}, false, true
+	}
 	if err != nil || tok.Role != store.RoleAdmin {
-		return store.Token{}, false
+		return store.Token{}, false, false
 	}
-	return tok, true
+	return tok, true, false
 }
 
 var loginPage = template.Must(template.New("login").Parse(`<!DOCTYPE html>
@@ -223,7 +234,13 @@ func drillLink(probe string, since, until time.Time) string {
 // days by default) from the roll-ups, never the raw uploads; every probe,
 // day and probe-day links to its exact per-run report.
 func (s *Server) handleFleetPage(w http.ResponseWriter, r *http.Request) {
-	if _, ok := s.cookieAdmin(r); !ok {
+	_, ok, down := s.cookieState(r)
+	if down {
+		s.retryAfter(w)
+		writeLogin(w, http.StatusServiceUnavailable, "The collector's store is unavailable; reload in a few seconds.")
+		return
+	}
+	if !ok {
 		writeLogin(w, http.StatusOK, "")
 		return
 	}
@@ -247,7 +264,8 @@ func (s *Server) handleFleetPage(w http.ResponseWriter, r *http.Request) {
 		<-sem
 		if err != nil {
 			s.log.Error("fleet page", "err", err)
-			http.Error(w, "the store could not be read", http.StatusInternalServerError)
+			s.retryAfter(w)
+			writeLogin(w, http.StatusServiceUnavailable, "The collector's store is unavailable; reload in a few seconds.")
 			return
 		}
 		s.fleet.put(key, body, now)

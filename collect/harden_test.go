@@ -236,7 +236,7 @@ func TestErrorBodiesNameNoPaths(t *testing.T) {
 	// written.
 	require.NoError(t, os.WriteFile(filepath.Join(e.data, "raw", id[:2]), nil, 0o600))
 	a := e.put(t, id, bigDocument(t, id, 300<<10, -1), e.probeTok, "")
-	assert.Equal(t, http.StatusInternalServerError, a.code, "%s", a.body)
+	assert.Equal(t, http.StatusServiceUnavailable, a.code, "a store failing is an outage (retry later): %s", a.body)
 	assert.NotContains(t, string(a.body), e.data)
 	assert.NotContains(t, string(a.body), "/raw/")
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"net/url"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -56,4 +57,73 @@ func TestDerivedTablesHeal(t *testing.T) {
 	dd.down.Store(false)
 	require.Eventually(t, func() bool { return underived() == 0 }, 30*time.Second, 10*time.Millisecond, "healed without a restart")
 	require.Eventually(t, func() bool { return strings.Contains(health(), `"derive_backlog":"0"`) }, 30*time.Second, 10*time.Millisecond)
+}
+
+// downStore is a store that is unreachable while down is set.
+type downStore struct {
+	store.Store
+	down atomic.Bool
+}
+
+var errDown = errors.New("dial tcp 127.0.0.1:5432: connect: connection refused")
+
+func (d *downStore) PutRun(ctx context.Context, r store.Run, rep store.Report) (store.Run, store.Outcome, error) {
+	if d.down.Load() {
+		return store.Run{}, 0, errDown
+	}
+	return d.Store.PutRun(ctx, r, rep)
+}
+
+func (d *downStore) LookupToken(ctx context.Context, hash string) (store.Token, error) {
+	if d.down.Load() {
+		return store.Token{}, errDown
+	}
+	return d.Store.LookupToken(ctx, hash)
+}
+
+// TestStoreDownAnswers503: while the store is down an upload is answered
+// 503 with Retry-After (the probe backs off), and an admin endpoint says
+// the store is unavailable, not that the token is wrong.
+func TestStoreDownAnswers503(t *testing.T) {
+	ds := &downStore{}
+	e := newEnvWith(t, func(c *collect.Config) { ds.Store = c.Store; c.Store = ds })
+	ds.down.Store(true)
+	id := uuid.NewString()
+	a := e.put(t, id, stream(t, id, "pi1"), e.probeTok, "")
+	assert.Equal(t, http.StatusServiceUnavailable, a.code, "%s", a.body)
+	assert.NotEmpty(t, a.hdr.Get("Retry-After"))
+	g := e.get(t, "/v1/runs", e.adminTok)
+	assert.Equal(t, http.StatusServiceUnavailable, g.code)
+	assert.Contains(t, string(g.body), "store is unavailable")
+	assert.NotEmpty(t, g.hdr.Get("Retry-After"))
+	ds.down.Store(false)
+	a = e.put(t, id, stream(t, id, "pi1"), e.probeTok, "")
+	assert.Equal(t, http.StatusCreated, a.code, "%s", a.body)
+	// The token is known now (cached): the store failing at PutRun.
+	ds.down.Store(true)
+	id = uuid.NewString()
+	a = e.put(t, id, stream(t, id, "pi1"), e.probeTok, "")
+	assert.Equal(t, http.StatusServiceUnavailable, a.code, "%s", a.body)
+	assert.NotEmpty(t, a.hdr.Get("Retry-After"))
+}
+
+// TestFleetPageSaysStoreUnavailable: with the store down, a signed-in
+// browser is told so (503), not shown the sign-in page.
+func TestFleetPageSaysStoreUnavailable(t *testing.T) {
+	ds := &downStore{}
+	e := newEnvWith(t, func(c *collect.Config) { ds.Store = c.Store; c.Store = ds })
+	c := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	resp, err := c.PostForm(e.url+"/login", url.Values{"token": {e.adminTok}})
+	require.NoError(t, err)
+	resp.Body.Close()
+	ds.down.Store(true)
+	req, err := http.NewRequest(http.MethodGet, e.url+"/", nil)
+	require.NoError(t, err)
+	for _, ck := range resp.Cookies() {
+		req.AddCookie(ck)
+	}
+	a := do(t, req)
+	assert.Equal(t, http.StatusServiceUnavailable, a.code)
+	assert.Contains(t, string(a.body), "store is unavailable")
+	assert.NotEmpty(t, a.hdr.Get("Retry-After"))
 }

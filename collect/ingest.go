@@ -67,17 +67,22 @@ func (s *Server) handlePut(w http.ResponseWriter, r *http.Request) {
 	case errors.As(err, &rj):
 		s.m.rejects.WithLabelValues(rj.reason).Inc()
 		s.m.uploads.WithLabelValues("rejected").Inc()
-		if rj.code == http.StatusTooManyRequests {
-			w.Header().Set("Retry-After", strconv.Itoa(int(s.cfg.Limits.RetryAfter.Seconds()+0.999)))
+		if rj.code == http.StatusTooManyRequests || rj.code == http.StatusServiceUnavailable {
+			s.retryAfter(w)
 		}
 		dropBody(w)
 		writeJSON(w, rj.code, rj.body)
 	case err != nil:
 		s.m.uploads.WithLabelValues("error").Inc()
 		// The reason names no file or server detail: those go to the log.
-		code, reason := http.StatusInternalServerError, "the collector could not store the upload (see its log); retry later"
+		// The store (index or raw) failing is an outage, answered 503
+		// with Retry-After so probes back off; the upload itself was
+		// judged valid before.
+		code, reason := http.StatusServiceUnavailable, "the collector's store is unavailable (see its log); retry later"
 		if store.IsFull(err) {
 			code, reason = http.StatusInsufficientStorage, "the collector's storage is full; retry later"
+		} else {
+			s.retryAfter(w)
 		}
 		s.log.Error("upload not stored", "run_id", r.PathValue("run_id"), "err", err)
 		dropBody(w)
@@ -122,6 +127,9 @@ func (s *Server) ingest(w http.ResponseWriter, r *http.Request) (Receipt, error)
 	id := r.PathValue("run_id")
 	tok, code := s.authenticate(r)
 	if code != 0 {
+		if code == http.StatusServiceUnavailable {
+			return Receipt{}, reject(code, "unavailable", apiError{Reason: "the store is unavailable to check the token; retry later"})
+		}
 		reason := map[int]string{401: "unauthorized"}[code]
 		if reason == "" {
 			return Receipt{}, fmt.Errorf("authenticate: status %d", code)

@@ -40,7 +40,7 @@ func (s *Server) handleReport(w http.ResponseWriter, r *http.Request) {
 		tok, code = t, 0
 	}
 	if code != 0 {
-		writeJSON(w, code, apiError{Error: http.StatusText(code), Reason: "this endpoint needs a probe's or an admin token"})
+		s.authFailed(w, code, "a probe's or an admin token")
 		return
 	}
 	q := r.URL.Query()

@@ -223,11 +223,31 @@ func (s *Server) admin(h http.HandlerFunc) http.HandlerFunc {
 			code = http.StatusForbidden
 		}
 		if code != 0 {
-			writeJSON(w, code, apiError{Error: http.StatusText(code), Reason: "this endpoint needs an admin token"})
+			s.authFailed(w, code, "an admin token")
 			return
 		}
 		h(w, r)
 	}
+}
+
+// authFailed answers an authentication that did not pass with its own
+// reason: no or an unknown token (401), the wrong kind (403), or the
+// store unavailable to check it (503, retry later).
+func (s *Server) authFailed(w http.ResponseWriter, code int, need string) {
+	reason := "this endpoint needs " + need
+	switch code {
+	case http.StatusUnauthorized:
+		reason = "no valid token: this endpoint needs " + need + " (Authorization: Bearer)"
+	case http.StatusServiceUnavailable:
+		s.retryAfter(w)
+		reason = "the store is unavailable to check the token; retry later"
+	}
+	writeJSON(w, code, apiError{Error: http.StatusText(code), Reason: reason})
+}
+
+// retryAfter asks the client to come back after the configured pause.
+func (s *Server) retryAfter(w http.ResponseWriter) {
+	w.Header().Set("Retry-After", strconv.Itoa(int(s.cfg.Limits.RetryAfter.Seconds()+0.999)))
 }
 
 // authenticate returns the request's token, or the status to answer.
@@ -269,6 +289,7 @@ func (s *Server) unavailable(w http.ResponseWriter, err error) {
 		writeJSON(w, http.StatusInsufficientStorage, apiError{Error: "store full"})
 		return
 	}
+	s.retryAfter(w)
 	writeJSON(w, http.StatusServiceUnavailable, apiError{Error: "store unavailable", Reason: "see the collector's log"})
 }
 

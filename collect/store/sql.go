@@ -312,7 +312,8 @@ func (s *sqlStore) AddAdmin(ctx context.Context, name, hash string, now time.Tim
 
 func (s *sqlStore) Revoke(ctx context.Context, name string, now time.Time) error {
 	return s.inTx(ctx, func(tx *sql.Tx) error {
-		res, err := tx.ExecContext(ctx, s.q(`UPDATE tokens SET revoked_at = ? WHERE name = ? AND revoked_at IS NULL`), nanos(now), name)
+		// Probes only: an admin of the same name is another namespace.
+		res, err := tx.ExecContext(ctx, s.q(`UPDATE tokens SET revoked_at = ? WHERE name = ? AND role = ? AND revoked_at IS NULL`), nanos(now), name, RoleProbe)
 		if err != nil {
 			return err
 		}

@@ -120,7 +120,8 @@ type Store interface {
 	AddProbe(ctx context.Context, name, tokenHash string, now time.Time) error
 	// AddAdmin stores an admin token.
 	AddAdmin(ctx context.Context, name, tokenHash string, now time.Time) error
-	// Revoke revokes every token of name (and the probe); ErrNotFound if none.
+	// Revoke revokes every token of probe name (and the probe), never an
+	// admin token of the same name; ErrNotFound if none.
 	Revoke(ctx context.Context, name string, now time.Time) error
 	// LookupToken returns the live token with this hash, or ErrNotFound.
 	LookupToken(ctx context.Context, hash string) (Token, error)

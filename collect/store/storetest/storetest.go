@@ -211,6 +211,7 @@ func Run(t *testing.T, newDSN func(t *testing.T) string) {
 		require.NoError(t, s.AddProbe(ctx, "pi1", "hash1", t0))
 		assert.ErrorIs(t, s.AddProbe(ctx, "pi1", "hash2", t0), store.ErrExists)
 		require.NoError(t, s.AddAdmin(ctx, "ops", "hashA", t0))
+		require.NoError(t, s.AddAdmin(ctx, "pi1", "hashB", t0)) // an admin named as a probe
 		tok, err := s.LookupToken(ctx, "hash1")
 		require.NoError(t, err)
 		assert.Equal(t, store.Token{Hash: "hash1", Name: "pi1", Role: store.RoleProbe}, tok)
@@ -222,6 +223,9 @@ func Run(t *testing.T, newDSN func(t *testing.T) string) {
 		require.NoError(t, s.Revoke(ctx, "pi1", t0.Add(time.Hour)))
 		_, err = s.LookupToken(ctx, "hash1")
 		assert.ErrorIs(t, err, store.ErrNotFound, "a revoked token no longer authenticates")
+		tok, err = s.LookupToken(ctx, "hashB")
+		require.NoError(t, err, "probe and admin names are separate: revoking the probe leaves the admin")
+		assert.Equal(t, store.RoleAdmin, tok.Role)
 		assert.ErrorIs(t, s.Revoke(ctx, "pi1", t0), store.ErrNotFound)
 		ps, err := s.ListProbes(ctx)
 		require.NoError(t, err)
