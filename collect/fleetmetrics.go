@@ -83,7 +83,7 @@ func FleetFigures(f store.Fleet) fleetfig.Figures {
 		fp := probe(p.Name)
 		if p.LastSeen != nil {
 			fp.LastSeen = *p.LastSeen
-			fp.Spool = &fleetfig.Spool{Backlog: p.Backlog, Dropped: p.Dropped}
+			fp.Spool = &fleetfig.Spool{Backlog: p.Backlog, Dropped: &p.Dropped}
 		}
 	}
 	kinds := map[string]map[string]string{} // run -> path -> kind

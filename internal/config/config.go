@@ -283,6 +283,9 @@ type Agent struct {
 	// ScheduleKey pins the fleet operator's Ed25519 public key (base64,
 	// as `collect schedule keygen` prints it): only schedules it signed run.
 	ScheduleKey string `yaml:"schedule_key"`
+	// Textfile is node_exporter's textfile collector directory the
+	// agent writes its figures to (agent --textfile).
+	Textfile string `yaml:"textfile"`
 }
 
 // ScheduleKey decodes a pinned schedule key (base64 of 32 bytes).

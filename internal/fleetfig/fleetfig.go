@@ -41,8 +41,13 @@ type Probe struct {
 	Mobile *Mobile
 }
 
-// Spool is what a probe said about its spool.
-type Spool struct{ Backlog, Dropped int64 }
+// Spool is what a probe said about its spool: its backlog, and how many
+// results its quota dropped in all (nil where only a not-yet-reported
+// count is known, which is no counter).
+type Spool struct {
+	Backlog int64
+	Dropped *int64
+}
 
 // Survey is a probe's last survey.
 type Survey struct {
@@ -174,7 +179,9 @@ func (f Figures) WriteText(w io.Writer, at time.Time) error {
 		}
 		if p.Spool != nil {
 			byName[SpoolBacklog].add(float64(p.Spool.Backlog), "probe", p.Name)
-			byName[SpoolDropped].add(float64(p.Spool.Dropped), "probe", p.Name)
+			if p.Spool.Dropped != nil {
+				byName[SpoolDropped].add(float64(*p.Spool.Dropped), "probe", p.Name)
+			}
 		}
 		if s := p.Survey; s != nil {
 			byName[SurveyTime].add(unix(s.StartedAt), "probe", p.Name)

@@ -15,7 +15,7 @@ import (
 func TestWriteTextParses(t *testing.T) {
 	at := time.Unix(1_800_000_000, 500_000_000)
 	f := Figures{Probes: []Probe{
-		{Name: "b\"ad\\probe\nname", LastSeen: at, Spool: &Spool{Backlog: 2, Dropped: 7},
+		{Name: "b\"ad\\probe\nname", LastSeen: at, Spool: &Spool{Backlog: 2, Dropped: new(int64)},
 			Survey: &Survey{StartedAt: at, Cells: []Cell{{ProbePath: "wlan0", ResolvePath: "wwan0", Study: "WL", Targets: 0}}}},
 		{Name: "a", Run: &Run{StartedAt: at, Tests: []TestCount{{Transport: "tcp", Status: "success", Tests: 4}}},
 			Mobile: &Mobile{StartedAt: at, Handovers: []Handover{{Transport: "mptcp", MaxUpload: 1500 * time.Millisecond, MaxDown: time.Second}}}},

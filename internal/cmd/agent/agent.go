@@ -35,6 +35,9 @@ type Options struct {
 	Once  bool
 	State string
 	Poll  time.Duration
+	// Textfile is node_exporter's textfile directory (--textfile, or the
+	// config's agent.textfile).
+	Textfile string
 }
 
 // NewCmdAgent builds the command; runF replaces agentRun in tests.
@@ -59,7 +62,13 @@ the spool. A refused or budget-skipped task is logged and reported to the
 collector with the next upload.
 
 --once runs what is due and exits (cron, or the systemd timer shipped in
-the packages); without it the agent keeps running.`,
+the packages); without it the agent keeps running.
+
+--textfile DIR (or agent.textfile in the config) writes this probe's
+figures to DIR/mptester.prom after every pass, atomically, for
+node_exporter's textfile collector: the figures the collector serves on
+/metrics/fleet, from this probe's last survey, pattern run and mobile run
+(kept in the state directory), its spool backlog and the pass's time.`,
 		Example: `  mptester agent --once --config /etc/mptester/mptester.yaml`,
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -70,6 +79,7 @@ the packages); without it the agent keeps running.`,
 	cmd.Flags().BoolVar(&opts.Once, "once", false, "run what is due, upload, and exit")
 	cmd.Flags().StringVar(&opts.State, "state", "", "`directory` for the cached schedule and task state (default: next to the spool)")
 	cmd.Flags().DurationVar(&opts.Poll, "poll", 5*time.Minute, "without --once: how often to look for a new schedule")
+	cmd.Flags().StringVar(&opts.Textfile, "textfile", "", "write this probe's figures for Prometheus to `DIR`/"+TextfileName+" (node_exporter's textfile collector directory)")
 	return cmd
 }
 
@@ -80,6 +90,14 @@ func agentRun(ctx context.Context, opts *Options) error {
 	}
 	if opts.Poll <= 0 {
 		return cmdutil.FlagErrorf("--poll must be positive")
+	}
+	if opts.Textfile == "" && opts.F.Config != nil {
+		opts.Textfile = opts.F.Config.Agent.Textfile
+	}
+	if opts.Textfile != "" {
+		if st, err := os.Stat(opts.Textfile); err != nil || !st.IsDir() {
+			return cmdutil.FlagErrorf("--textfile: %s is not a directory", opts.Textfile)
+		}
 	}
 	if opts.State == "" {
 		opts.State = filepath.Join(filepath.Dir(set.SpoolDir), filepath.Base(set.SpoolDir)+"-agent")
@@ -96,6 +114,13 @@ func agentRun(ctx context.Context, opts *Options) error {
 	if err != nil {
 		return err
 	}
+	var tf *textfile
+	if opts.Textfile != "" {
+		tf = &textfile{dir: opts.Textfile, state: filepath.Join(opts.State, "figures.json"), probe: opts.F.ProbeID()}
+		if err := os.MkdirAll(opts.State, 0o700); err != nil {
+			return err
+		}
+	}
 	a := &agent.Agent{URL: set.URL, Token: set.Token, Probe: opts.F.ProbeID(), Dir: opts.State, Logger: opts.Logger,
 		HTTP: &http.Client{Transport: upload.Transport(set.Pin, nil), Timeout: time.Minute},
 		Caps: cp, Spool: sp, Local: localPrefixes, UploadPath: set.Path,
@@ -109,7 +134,16 @@ func agentRun(ctx context.Context, opts *Options) error {
 			inGroup(cmd, cutGrace)
 			cmd.Stdout = io.Discard // the result is in the spool
 			cmd.Stderr = opts.IO.ErrOut
+			var before map[string]bool
+			if tf != nil {
+				before = pending(sp)
+			}
 			err := cmd.Run()
+			if tf != nil {
+				if terr := tf.add(sp, before); terr != nil {
+					opts.Logger.Warn("textfile: figures of the result not kept", "err", terr)
+				}
+			}
 			var ee *exec.ExitError
 			if errors.As(err, &ee) && (ee.ExitCode() == cmdutil.ExitPartial || ee.ExitCode() == cmdutil.ExitInvalid) {
 				return nil // measured; the result says what went wrong
@@ -126,6 +160,11 @@ func agentRun(ctx context.Context, opts *Options) error {
 	}
 	for {
 		ran, err := a.RunOnce(ctx)
+		if tf != nil {
+			if terr := tf.write(sp, time.Now()); terr != nil {
+				opts.Logger.Warn("textfile not written", "dir", opts.Textfile, "err", terr)
+			}
+		}
 		switch {
 		case errors.Is(err, agent.ErrBusy):
 			opts.Logger.Info("another agent is measuring; leaving it to that one")
