@@ -21,6 +21,7 @@ import (
 //	strip=mptcp|mptcp-syn|off       remove MPTCP options (all segments, or SYNs only)
 //	v6=blackhole|ok                 IPv6 addresses and routes stay, nothing is delivered
 //	pmtu=1280,icmp=drop | pmtu=off  drop packets over 1280 bytes both ways, no ICMP
+//	quic-interfere=443|off          drop each UDP flow to 443 after its first packets
 //	nat64                           (lab up only) IPv6-only path behind a stateful
 //	                                NAT64 (tayga) with a DNS64 resolver (unbound)
 type Impair struct {
@@ -30,7 +31,16 @@ type Impair struct {
 	V6Blackhole bool       `json:"v6_blackhole,omitempty"`
 	PMTU        int        `json:"pmtu,omitempty"`
 	ICMPDrop    bool       `json:"icmp_drop,omitempty"`
+	// QUICInterfere: UDP flows to this port are cut after their first
+	// QUICInterfereAfter packets (0: none).
+	QUICInterfere int `json:"quic_interfere,omitempty"`
 }
+
+// QUICInterfereAfter is how many packets of a UDP flow a quic-interfere
+// middlebox lets through before it drops the rest (as one expecting DTLS
+// gives up on what it cannot parse): a QUIC handshake's first flight
+// passes, the connection then stalls.
+const QUICInterfereAfter = 3
 
 // PortRule is one proto/port of a block list.
 type PortRule struct {
@@ -42,17 +52,18 @@ func (r PortRule) String() string { return r.Proto + "/" + strconv.Itoa(r.Port) 
 
 // ImpairChange edits an Impair; nil fields are left unchanged.
 type ImpairChange struct {
-	NAT64       *bool
-	Block       *[]PortRule
-	Strip       *string
-	V6Blackhole *bool
-	PMTU        *int
-	ICMPDrop    *bool
+	NAT64         *bool
+	Block         *[]PortRule
+	Strip         *string
+	V6Blackhole   *bool
+	PMTU          *int
+	ICMPDrop      *bool
+	QUICInterfere *int
 }
 
 // IsZero reports whether c changes nothing.
 func (c ImpairChange) IsZero() bool {
-	return c.NAT64 == nil && c.Block == nil && c.Strip == nil && c.V6Blackhole == nil && c.PMTU == nil && c.ICMPDrop == nil
+	return c.NAT64 == nil && c.Block == nil && c.Strip == nil && c.V6Blackhole == nil && c.PMTU == nil && c.ICMPDrop == nil && c.QUICInterfere == nil
 }
 
 // Apply returns i with c applied, checked as a whole.
@@ -74,6 +85,9 @@ func (i Impair) Apply(c ImpairChange) (Impair, error) {
 	}
 	if c.ICMPDrop != nil {
 		i.ICMPDrop = *c.ICMPDrop
+	}
+	if c.QUICInterfere != nil {
+		i.QUICInterfere = *c.QUICInterfere
 	}
 	// The emulator drops oversized packets but sends no Packet Too Big:
 	// only the black hole is planted, and the setting must say so.
@@ -108,6 +122,9 @@ func (i Impair) Settings() []string {
 	if i.PMTU > 0 {
 		s = append(s, fmt.Sprintf("pmtu=%d,icmp=drop", i.PMTU))
 	}
+	if i.QUICInterfere > 0 {
+		s = append(s, fmt.Sprintf("quic-interfere=%d", i.QUICInterfere))
+	}
 	return s
 }
 
@@ -125,7 +142,7 @@ type ImpairmentTruth struct {
 
 // impairKeys are the settings keys that are impairments, not the
 // emulator's parameters.
-var impairKeys = map[string]bool{"block": true, "strip": true, "v6": true, "pmtu": true, "icmp": true}
+var impairKeys = map[string]bool{"block": true, "strip": true, "v6": true, "pmtu": true, "icmp": true, "quic-interfere": true}
 
 // ParseSettings splits settings tokens into the emulator's change and the
 // impairments' (each argument may hold several space-separated tokens;
@@ -222,6 +239,16 @@ func (c *ImpairChange) parseToken(tok string) error {
 			}
 		}
 		c.PMTU = &n
+	case "quic-interfere":
+		n := 0
+		if val != "off" {
+			var err error
+			n, err = strconv.Atoi(val)
+			if err != nil || n < 1 || n > 65535 {
+				return fmt.Errorf("want quic-interfere=PORT (1-65535) or quic-interfere=off")
+			}
+		}
+		c.QUICInterfere = &n
 	case "icmp":
 		var b bool
 		switch val {
@@ -261,6 +288,11 @@ func nftRuleset(p PathPlan, i Impair) (string, bool) {
 	}
 	for _, b := range i.Block {
 		in = append(in, fmt.Sprintf("%smeta l4proto %s th dport %d counter drop", iif, b.Proto, b.Port))
+	}
+	if i.QUICInterfere > 0 {
+		// Conntrack's per-flow packet count (an nft rule reading it turns
+		// the namespace's conntrack accounting on).
+		in = append(in, fmt.Sprintf("%sudp dport %d ct original packets > %d counter drop", iif, i.QUICInterfere, QUICInterfereAfter))
 	}
 	if len(pre)+len(in)+len(out) == 0 {
 		return "", false
@@ -305,6 +337,8 @@ func impairTruth(p PathPlan, ns string, i Impair, prev []ImpairmentTruth, now ti
 			t.Where = nft + fmt.Sprintf(", chain pre: every IPv6 packet from %s dropped (the client keeps its IPv6 addresses and routes)", p.Router)
 		case "pmtu":
 			t.Where = fmt.Sprintf("emulator of path %s: packets over %d bytes dropped both ways, no ICMP", p.Name, i.PMTU)
+		case "quic-interfere":
+			t.Where = nft + fmt.Sprintf(", chain in: every UDP flow from %s to port %d dropped after its first %d packets (conntrack's count)", p.Router, i.QUICInterfere, QUICInterfereAfter)
 		case "nat64":
 			n := NAT64Of(p.Name)
 			t.Prefix = n.Prefix.String()

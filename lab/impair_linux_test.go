@@ -179,3 +179,67 @@ func TestLabTimelineImpairments(t *testing.T) {
 		t.Errorf("impairments after the timeline %+v, want strip=mptcp alone", st.Impairments)
 	}
 }
+
+// quic-interfere=443 lets each UDP flow to 443 on wlan0 pass its first
+// QUICInterfereAfter packets and drops the rest; a new flow passes again;
+// wwan0 is untouched.
+func TestLabQUICInterfere(t *testing.T) {
+	requireNft(t)
+	l := labtest.Start(t, lab.Options{})
+	if !labtest.IsChild() {
+		pc, err := l.Lab.ListenUDP(":443")
+		if err != nil {
+			t.Fatal(err)
+		}
+		go func() {
+			buf := make([]byte, 2048)
+			for {
+				n, from, err := pc.ReadFrom(buf)
+				if err != nil {
+					return
+				}
+				_, _ = pc.WriteTo(buf[:n], from)
+			}
+		}()
+		l.Set(t, "wlan0", "quic-interfere=443")
+		if st := l.Status(t); len(st.Impairments) != 1 || st.Impairments[0].Setting != "quic-interfere=443" {
+			t.Errorf("status impairments %+v", st.Impairments)
+		}
+	}
+	if !l.InClient(t) {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	// answered counts the echoes of 6 datagrams sent one after the other
+	// on one socket (one flow).
+	answered := func(p probe.Path) int {
+		c, err := probe.ListenUDP(ctx, p, probe.Family4)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		to := net.UDPAddrFromAddrPort(netip.MustParseAddrPort("198.19.0.1:443"))
+		buf := make([]byte, 64)
+		n := 0
+		for range 6 {
+			if _, err := c.WriteTo([]byte("x"), to); err != nil {
+				t.Fatal(err)
+			}
+			_ = c.SetReadDeadline(time.Now().Add(300 * time.Millisecond))
+			if _, _, err := c.ReadFrom(buf); err == nil {
+				n++
+			}
+		}
+		return n
+	}
+	wlan, wwan := l.Path(t, "wlan0"), l.Path(t, "wwan0")
+	for i := range 2 { // the second flow passes its first packets again
+		if got := answered(wlan); got != lab.QUICInterfereAfter {
+			t.Errorf("wlan0 flow %d: %d of 6 answered, want the first %d", i+1, got, lab.QUICInterfereAfter)
+		}
+	}
+	if got := answered(wwan); got != 6 {
+		t.Errorf("wwan0: %d of 6 answered, want 6", got)
+	}
+}

@@ -8,7 +8,7 @@ import (
 )
 
 func TestParseSettings(t *testing.T) {
-	c, ic, err := ParseSettings([]string{"delay=10ms block=udp/443,tcp/80", "strip=mptcp-syn", "v6=blackhole", "pmtu=1280,icmp=drop"})
+	c, ic, err := ParseSettings([]string{"delay=10ms block=udp/443,tcp/80", "strip=mptcp-syn", "v6=blackhole", "pmtu=1280,icmp=drop", "quic-interfere=443"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -19,7 +19,7 @@ func TestParseSettings(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []string{"block=udp/443,tcp/80", "strip=mptcp-syn", "v6=blackhole", "pmtu=1280,icmp=drop"}
+	want := []string{"block=udp/443,tcp/80", "strip=mptcp-syn", "v6=blackhole", "pmtu=1280,icmp=drop", "quic-interfere=443"}
 	if got := im.Settings(); !slices.Equal(got, want) {
 		t.Errorf("settings %q, want %q", got, want)
 	}
@@ -31,14 +31,14 @@ func TestParseSettings(t *testing.T) {
 	if im2, _ := (Impair{}).Apply(ic2); !slices.Equal(im2.Settings(), want) {
 		t.Errorf("round trip %q, want %q", im2.Settings(), want)
 	}
-	_, off, err := ParseSettings([]string{"block=off strip=off v6=ok pmtu=off icmp=pass"})
+	_, off, err := ParseSettings([]string{"block=off strip=off v6=ok pmtu=off icmp=pass quic-interfere=off"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if cleared, err := im.Apply(off); err != nil || len(cleared.Settings()) != 0 {
 		t.Errorf("cleared: %q, %v; want none", cleared.Settings(), err)
 	}
-	for _, bad := range []string{"block=udp", "block=icmp/1", "block=tcp/0", "strip=tcp", "v6=maybe", "pmtu=100", "icmp=maybe"} {
+	for _, bad := range []string{"block=udp", "block=icmp/1", "block=tcp/0", "strip=tcp", "v6=maybe", "pmtu=100", "icmp=maybe", "quic-interfere=0"} {
 		if _, _, err := ParseSettings([]string{bad}); err == nil {
 			t.Errorf("%s: no error", bad)
 		}
@@ -61,11 +61,11 @@ func TestNftRuleset(t *testing.T) {
 	if _, ok := nftRuleset(p, Impair{PMTU: 1280, ICMPDrop: true}); ok {
 		t.Error("an MTU black hole alone needs no nftables table")
 	}
-	s, ok := nftRuleset(p, Impair{Block: []PortRule{{"udp", 443}, {"tcp", 80}}, Strip: "mptcp-syn", V6Blackhole: true})
+	s, ok := nftRuleset(p, Impair{Block: []PortRule{{"udp", 443}, {"tcp", 80}}, Strip: "mptcp-syn", V6Blackhole: true, QUICInterfere: 443})
 	if !ok {
 		t.Fatal("no ruleset")
 	}
-	for _, w := range []string{`iifname "r-wlan0" meta l4proto udp th dport 443 counter drop`, `reset tcp option mptcp`, `meta nfproto ipv6 counter drop`, `tcp flags & syn == syn`} {
+	for _, w := range []string{`iifname "r-wlan0" meta l4proto udp th dport 443 counter drop`, `reset tcp option mptcp`, `meta nfproto ipv6 counter drop`, `tcp flags & syn == syn`, `udp dport 443 ct original packets > 3 counter drop`} {
 		if !strings.Contains(s, w) {
 			t.Errorf("ruleset lacks %q:\n%s", w, s)
 		}

@@ -216,6 +216,8 @@ where and since when):
   v6=blackhole | v6=ok   IPv6 addresses and routes stay, nothing is delivered
   pmtu=1280,icmp=drop | pmtu=off   a path-MTU black hole (the emulator drops
                                    larger packets both ways, no ICMP)
+  quic-interfere=443 | quic-interfere=off   each UDP flow to the port is
+          dropped after its first 3 packets (a middlebox expecting DTLS)
   nat64   (lab up --wwan0 nat64 only) the path is IPv6-only behind a stateful
           NAT64 (tayga, prefix fd00:64::/96 on wwan0) whose resolver is a
           DNS64 (unbound)`,
