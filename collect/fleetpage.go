@@ -22,10 +22,12 @@ import (
 )
 
 // The fleet page: GET / shows the fleet to an admin in a browser. The
-// admin token is entered once in a form and kept in a cookie the page's
-// scripts cannot read (HttpOnly), sent only over HTTPS (Secure; browsers
-// treat loopback as secure) and never from another site (SameSite=Strict);
-// no token ever appears in a URL. The cookie authenticates reads only
+// admin token is entered once in a form; the browser keeps only a random
+// session id (server-side, ending at logout, after 12 hours or when the
+// admin is revoked) in a cookie the page's scripts cannot read
+// (HttpOnly), sent only over HTTPS (Secure; browsers treat loopback as
+// secure) and never from another site (SameSite=Strict); no token ever
+// appears in a URL or a cookie. The cookie authenticates reads only
 // (GET), so a forged form post from elsewhere can change nothing.
 
 const (
@@ -57,7 +59,7 @@ func (s *Server) cookieState(r *http.Request) (tok store.Token, ok, unavailable 
 	if err != nil || c.Value == "" {
 		return store.Token{}, false, false
 	}
-	tok, err = s.cfg.Store.LookupToken(r.Context(), HashToken(c.Value))
+	tok, err = s.cfg.Store.LookupSession(r.Context(), HashToken(c.Value), time.Now())
 	if err != nil && !errors.Is(err, store.ErrNotFound) {
 		s.log.Warn("fleet page: token lookup", "err", err)
 		return store.Token{}, false, true
@@ -87,7 +89,7 @@ button { font: inherit; padding: 0.4rem 1rem; }
 <input id="token" name="token" type="password" autocomplete="current-password" required>
 <button type="submit">Open the fleet page</button>
 </form>
-<p>The token is kept in a cookie of this browser for 12 hours; it is never put in a URL.</p>
+<p>This browser keeps a session for 12 hours (until you sign out); the token itself is never kept in a cookie or put in a URL.</p>
 </body></html>
 `))
 
@@ -102,6 +104,18 @@ func writeLogin(w http.ResponseWriter, code int, msg string) {
 func pageHeaders(w http.ResponseWriter) {
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
 	w.Header().Set("Cache-Control", "no-store")
+	securityHeaders(w)
+}
+
+// pageCSP is every HTML answer's policy, as an HTTP header (a <meta> tag
+// cannot say frame-ancestors, and comes after what it should guard): the
+// pages load nothing, run no script, post forms only here and are framed
+// nowhere.
+const pageCSP = "default-src 'none'; style-src 'unsafe-inline'; img-src data:; form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
+
+// securityHeaders are set on every HTML answer.
+func securityHeaders(w http.ResponseWriter) {
+	w.Header().Set("Content-Security-Policy", pageCSP)
 	w.Header().Set("X-Content-Type-Options", "nosniff")
 	w.Header().Set("X-Frame-Options", "DENY")
 	w.Header().Set("Referrer-Policy", "no-referrer")
@@ -133,12 +147,29 @@ func (s *Server) handleLogin(w http.ResponseWriter, r *http.Request) {
 		writeLogin(w, http.StatusForbidden, fmt.Sprintf("That is the token of probe %q: the fleet page needs an admin token.", tok.Name))
 		return
 	}
-	http.SetCookie(w, &http.Cookie{Name: adminCookie, Value: raw, Path: "/", MaxAge: int(adminCookieAge.Seconds()),
+	// The cookie holds a random session id, never the token: it ends at
+	// logout, after adminCookieAge, or when the admin is revoked.
+	sid := NewToken()
+	if err := s.cfg.Store.PutSession(r.Context(), HashToken(sid), tok.Hash, time.Now().Add(adminCookieAge)); err != nil {
+		s.log.Error("session", "err", err)
+		s.retryAfter(w)
+		writeLogin(w, http.StatusServiceUnavailable, "The store is unavailable; try again.")
+		return
+	}
+	http.SetCookie(w, &http.Cookie{Name: adminCookie, Value: sid, Path: "/", MaxAge: int(adminCookieAge.Seconds()),
 		HttpOnly: true, Secure: true, SameSite: http.SameSiteStrictMode})
 	http.Redirect(w, r, "/", http.StatusSeeOther)
 }
 
 func (s *Server) handleLogout(w http.ResponseWriter, r *http.Request) {
+	if c, err := r.Cookie(adminCookie); err == nil && c.Value != "" {
+		if err := s.cfg.Store.DeleteSession(r.Context(), HashToken(c.Value)); err != nil {
+			s.log.Error("logout: session not ended", "err", err)
+			s.retryAfter(w)
+			writeLogin(w, http.StatusServiceUnavailable, "The store is unavailable: you are still signed in; try again.")
+			return
+		}
+	}
 	http.SetCookie(w, &http.Cookie{Name: adminCookie, Value: "", Path: "/", MaxAge: -1,
 		HttpOnly: true, Secure: true, SameSite: http.SameSiteStrictMode})
 	http.Redirect(w, r, "/", http.StatusSeeOther)

@@ -127,3 +127,10 @@ func TestFleetPageSaysStoreUnavailable(t *testing.T) {
 	assert.Contains(t, string(a.body), "store is unavailable")
 	assert.NotEmpty(t, a.hdr.Get("Retry-After"))
 }
+
+func (d *downStore) LookupSession(ctx context.Context, hash string, now time.Time) (store.Token, error) {
+	if d.down.Load() {
+		return store.Token{}, errDown
+	}
+	return d.Store.LookupSession(ctx, hash, now)
+}

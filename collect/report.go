@@ -124,7 +124,7 @@ func (s *Server) handleReport(w http.ResponseWriter, r *http.Request) {
 	}
 	w.Header().Set("Content-Type", ct)
 	w.Header().Set("Cache-Control", "no-store")
-	w.Header().Set("X-Content-Type-Options", "nosniff")
+	securityHeaders(w)
 	_, _ = w.Write(b.Bytes())
 }
 
@@ -157,7 +157,7 @@ func (s *Server) fleetReport(w http.ResponseWriter, r *http.Request, win storein
 	}
 	w.Header().Set("Content-Type", ct)
 	w.Header().Set("Cache-Control", "no-store")
-	w.Header().Set("X-Content-Type-Options", "nosniff")
+	securityHeaders(w)
 	_, _ = w.Write(body)
 }
 

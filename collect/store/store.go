@@ -166,6 +166,13 @@ type Store interface {
 	Export(ctx context.Context, f ExportFilter, sink ExportSink) error
 	// Fleet reads the probes' last derived figures (fleet.go).
 	Fleet(ctx context.Context) (Fleet, error)
+	// PutSession keeps a fleet-page session (hash of its id) of the
+	// admin token tokenHash until expires; LookupSession returns that
+	// token while the session has not expired and the token is live
+	// (ErrNotFound otherwise); DeleteSession ends it (logout).
+	PutSession(ctx context.Context, hash, tokenHash string, expires time.Time) error
+	LookupSession(ctx context.Context, hash string, now time.Time) (Token, error)
+	DeleteSession(ctx context.Context, hash string) error
 	// Quarantine hides a stored run from ListRuns, the deriver and
 	// Export, keeping its row and raw upload; ErrNotFound if no such run.
 	Quarantine(ctx context.Context, runID, reason string, now time.Time) error

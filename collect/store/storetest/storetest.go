@@ -135,6 +135,23 @@ func Run(t *testing.T, newDSN func(t *testing.T) string) {
 		assert.Empty(t, ids(0))
 	})
 
+	t.Run("Sessions", func(t *testing.T) {
+		s := open(t, newDSN(t))
+		defer s.Close()
+		require.NoError(t, s.AddAdmin(ctx, "ops", "tokA", t0))
+		require.NoError(t, s.PutSession(ctx, "s1", "tokA", t0.Add(time.Hour)))
+		tok, err := s.LookupSession(ctx, "s1", t0)
+		require.NoError(t, err)
+		assert.Equal(t, store.Token{Hash: "tokA", Name: "ops", Role: store.RoleAdmin}, tok)
+		_, err = s.LookupSession(ctx, "s1", t0.Add(time.Hour))
+		assert.ErrorIs(t, err, store.ErrNotFound, "expired")
+		_, err = s.LookupSession(ctx, "nope", t0)
+		assert.ErrorIs(t, err, store.ErrNotFound)
+		require.NoError(t, s.DeleteSession(ctx, "s1"))
+		_, err = s.LookupSession(ctx, "s1", t0)
+		assert.ErrorIs(t, err, store.ErrNotFound, "logged out")
+	})
+
 	t.Run("Quarantine", func(t *testing.T) {
 		s := open(t, newDSN(t))
 		defer s.Close()
