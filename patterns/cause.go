@@ -19,6 +19,11 @@ const (
 	// alternate port over the same path and family (000 §III: middleboxes
 	// that treat UDP 443 specially).
 	CauseUDPBlocked = "udp-blocked"
+	// CauseUDPInterfered (with ":PORT"): a UDP transport connected on its
+	// port, then stalled, while a ping over the same transport on its
+	// alternate port ran to the end over the same path and family (a
+	// middlebox that lets a flow's first packets through, 000 §III).
+	CauseUDPInterfered = "udp-interfered"
 	// CauseV6Blackhole: IPv6 to the server timed out on the path while
 	// the same transport reached it over IPv4 on the same path.
 	CauseV6Blackhole = "v6-blackhole"
@@ -70,15 +75,21 @@ func (d *diagnoser) cause(ctx context.Context, t test, rec *Record) string {
 	default:
 		return ""
 	}
-	if len(rec.Connections) > 0 {
-		return "" // connected: not a blocked handshake
-	}
 	port := rec.Config.Server.Port()
 	// The listener's transport over the primary path alone: quic-handover
 	// is served by quic, and its handshake is quic's.
 	lis, err := transport.Get(desc.Listener())
 	if err != nil {
 		lis = desc
+	}
+	if len(rec.Connections) > 0 {
+		// Connected, then stalled.
+		if desc.Network == "udp" && rec.Status == StatusTimeout {
+			if alt := d.altPort(lis); alt != 0 && alt != port && d.pings(ctx, lis.Name, t, alt) {
+				return fmt.Sprintf("%s:%d", CauseUDPInterfered, port)
+			}
+		}
+		return ""
 	}
 	if desc.Network == "udp" {
 		alt := d.altPort(lis)
@@ -115,6 +126,26 @@ func (d *diagnoser) reaches(ctx context.Context, name string, t test, f probe.Fa
 	ok := d.handshake(ctx, name, t, f, port)
 	d.seen[key] = ok
 	d.o.Logger.Info("diagnostic handshake", "transport", name, "path", t.path.Name, "family", int(f), "port", port, "ok", ok)
+	return ok
+}
+
+// pings reports whether a short ping test over transport name runs to
+// the end from t's primary path alone, over t's family, on port.
+func (d *diagnoser) pings(ctx context.Context, name string, t test, port uint16) bool {
+	key := fmt.Sprintf("ping %s %s %d %d", name, t.path.Name, t.family, port)
+	if ok, done := d.seen[key]; done {
+		return ok
+	}
+	ok := false
+	ip, has := d.sv.addr(t.path, t.family)
+	if tr, err := newTransport(d.o, d.sv, name, roles(d.o, t.path, nil), t.family); err == nil && has {
+		cfg := TestConfig{Pattern: "ping", Transport: name, Path: t.path.Name, Family: int(t.family),
+			Server: netip.AddrPortFrom(ip, port), Params: Params{PingCount: 5, PingGap: 20 * time.Millisecond},
+			Timeout: diagnoseTimeout, ConnectTimeout: diagnoseTimeout}
+		ok = RunTest(ctx, tr, cfg, nil, d.o.Logger).Status == StatusSuccess
+	}
+	d.seen[key] = ok
+	d.o.Logger.Info("diagnostic ping", "transport", name, "path", t.path.Name, "family", int(t.family), "port", port, "ok", ok)
 	return ok
 }
 

@@ -185,8 +185,8 @@ type Record struct {
 	Status     Status     `json:"status"`
 	Error      string     `json:"error,omitempty"`
 	// Cause names the network's part in the status when a probe after
-	// the test showed it (cause.go): udp-blocked:443, v6-blackhole,
-	// mptcp-stripped, mptcp-not-offered.
+	// the test showed it (cause.go): udp-blocked:443, udp-interfered:443,
+	// v6-blackhole, mptcp-stripped, mptcp-not-offered.
 	Cause       string       `json:"cause,omitempty"`
 	Invalid     bool         `json:"invalid,omitempty"`
 	Result      any          `json:"result"`

@@ -8,8 +8,8 @@ import (
 )
 
 // The network's part in failed tests: each `run` record whose diagnosis
-// named a cause (udp-blocked:PORT, v6-blackhole, mptcp-stripped,
-// mptcp-not-offered) counted per primary path, cause and family, with
+// named a cause (udp-blocked:PORT, udp-interfered:PORT, v6-blackhole,
+// mptcp-stripped, mptcp-not-offered) counted per primary path, cause and family, with
 // the transports it hit. The findings lead with these rows.
 func init() {
 	register(31, "network-causes", func() Section { return &netCauses{by: map[causeKey]*causeAgg{}} })
@@ -89,6 +89,8 @@ func (s *netCauses) Tables() []Table {
 // causeMeaning says what a cause means, for the findings.
 func causeMeaning(cause string) string {
 	switch {
+	case strings.HasPrefix(cause, "udp-interfered:"):
+		return "UDP port " + strings.TrimPrefix(cause, "udp-interfered:") + " cut after the handshake (the alternate port works)"
 	case strings.HasPrefix(cause, "udp-blocked:"):
 		return "UDP port " + strings.TrimPrefix(cause, "udp-blocked:") + " blocked (the alternate port works)"
 	case cause == "v6-blackhole":

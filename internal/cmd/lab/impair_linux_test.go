@@ -71,7 +71,8 @@ func causes(recs []smokeRecord) []string {
 // lab: UDP 443 blocked on wlan0 (QUIC's alternate port 6121 works there),
 // IPv6 black-holed on wlan0 (IPv4 works), MPTCP options stripped on wlan0
 // (wwan0 negotiates MPTCP with the same server), and a server without
-// MPTCP (no path negotiates it); QUIC passes a path-MTU black hole.
+// MPTCP (no path negotiates it); QUIC passes a path-MTU black hole; a
+// middlebox cutting UDP flows to 443 after their first packets.
 func TestLabSmokeNamesCauses(t *testing.T) {
 	labtest.Require(t)
 	if _, err := exec.LookPath("nft"); err != nil {
@@ -134,8 +135,17 @@ func TestLabSmokeNamesCauses(t *testing.T) {
 		t.Errorf("pmtu=1280,icmp=drop: exit %d, causes %q, FAIL lines %q; want QUIC to pass", code, causes(recs), fails)
 	}
 
+	// A middlebox that cuts each UDP flow to 443 after its first packets:
+	// QUIC connects, then stalls; the alternate port runs a whole ping.
+	set("wlan0", "pmtu=off", "icmp=pass", "quic-interfere=443")
+	code, fails, recs = smoke(t, name, dir, server, "--transports", "quic", "--family", "4", "--timeout", "4s")
+	want = []string{"quic wlan0 4 udp-interfered:443"}
+	if code != cmdutil.ExitCheckFailed || !slices.Equal(causes(recs), want) || len(fails) != 1 || !strings.Contains(fails[0], "(cause udp-interfered:443)") {
+		t.Errorf("quic-interfere=443: exit %d, causes %q, FAIL lines %q; want exit 7, %q", code, causes(recs), fails, want)
+	}
+
 	// The clean lab through the same detectors: nothing named.
-	set("wlan0", "pmtu=off", "icmp=pass")
+	set("wlan0", "quic-interfere=off")
 	code, fails, recs = smoke(t, name, dir, server, "--transports", "tcp,quic,mptcp", "--family", "both")
 	if code != 0 || len(causes(recs)) != 0 || len(fails) != 0 {
 		t.Errorf("clean lab: exit %d, causes %q, FAIL lines %q; want 0 and none", code, causes(recs), fails)
