@@ -90,15 +90,18 @@ func TestFindingsLeadWithNetworkCauses(t *testing.T) {
 		rec("quic", "wlan0", 4, "tls-error", "udp-blocked:443"), rec("quic", "wlan0", 6, "tls-error", "udp-blocked:443"),
 		rec("quic-handover", "wlan0", 4, "tls-error", "udp-blocked:443"),
 		rec("tcp", "wwan0", 6, "connection-timeout", "v6-blackhole"),
-		rec("tcp", "wwan0", 4, "success", ""), rec("quic", "wwan0", 4, "success", ""))
+		rec("tcp", "wwan0", 4, "success", ""), rec("quic", "wwan0", 4, "success", ""),
+		rec("quic", "wlan0", 4, "io-timeout", "udp-interfered:443"))
 	rep, err := analysis.Analyze(analysis.Files(run))
 	require.NoError(t, err)
 	rows := rowsOf(t, rep, "findings")
-	require.GreaterOrEqual(t, len(rows), 2)
+	require.GreaterOrEqual(t, len(rows), 3)
 	assert.Equal(t, []string{"wlan0", "UDP port 443 blocked (the alternate port works): 3 tests over IPv4, IPv6 (quic, quic-handover)", "network-causes"}, rows[0])
-	assert.Equal(t, []string{"wwan0", "IPv6 black-holed (IPv4 to the same server works): 1 test over IPv6 (tcp)", "network-causes"}, rows[1])
+	assert.Equal(t, []string{"wlan0", "UDP port 443 cut after the handshake (the alternate port works): 1 test over IPv4 (quic)", "network-causes"}, rows[1])
+	assert.Equal(t, []string{"wwan0", "IPv6 black-holed (IPv4 to the same server works): 1 test over IPv6 (tcp)", "network-causes"}, rows[2])
 	nc := rowsOf(t, rep, "network-causes")
-	assert.Equal(t, [][]string{{"wlan0", "udp-blocked:443", "4", "2", "quic quic-handover"}, {"wlan0", "udp-blocked:443", "6", "1", "quic"}, {"wwan0", "v6-blackhole", "6", "1", "tcp"}}, nc)
+	assert.Equal(t, [][]string{{"wlan0", "udp-blocked:443", "4", "2", "quic quic-handover"}, {"wlan0", "udp-blocked:443", "6", "1", "quic"},
+		{"wlan0", "udp-interfered:443", "4", "1", "quic"}, {"wwan0", "v6-blackhole", "6", "1", "tcp"}}, nc)
 
 	clean := runDoc(t, dir, "clean.json", rec("tcp", "wwan0", 4, "success", ""))
 	rep, err = analysis.Analyze(analysis.Files(clean))
