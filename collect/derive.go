@@ -243,9 +243,11 @@ func (s *Server) deriver(ctx context.Context) {
 			retry = nil
 			again(s.catchUp(ctx))
 		case r := <-s.derive:
-			if err := s.Reindex(ctx, r); err != nil {
+			err := s.Reindex(ctx, r)
+			s.backlog.result(r.RunID, err) // before it leaves the queue: never uncounted meanwhile
+			s.backlog.unqueue(r.RunID)
+			if err != nil {
 				s.log.Warn("derived tables not filled; retried", "run_id", r.RunID, "err", err)
-				s.underived.Add(1)
 				again(1)
 			}
 			if len(s.derive) == 0 && s.missed.Swap(false) {
@@ -259,19 +261,19 @@ func (s *Server) deriver(ctx context.Context) {
 func (s *Server) deriveBacklog() prometheus.Collector {
 	return prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "mptester_collect_derive_backlog",
 		Help: "Stored runs waiting for their derived rows: queued, or failed and retried with backoff."},
-		func() float64 { return float64(s.underived.Load() + int64(len(s.derive))) })
+		func() float64 { return float64(s.backlog.size()) })
 }
 
 // catchUp derives every parsed run that has no derived rows yet and
 // returns how many it could not (1 if it could not list them).
 func (s *Server) catchUp(ctx context.Context) int {
-	n, failed := 0, 0
+	n, failed := 0, map[string]struct{}{}
 	var after int64
 	for ctx.Err() == nil {
 		page, err := s.cfg.Store.ListUnderived(ctx, after)
 		if err != nil {
 			s.log.Warn("derived tables: cannot list the runs to catch up; retried", "err", err)
-			return max(failed, 1)
+			return max(len(failed), 1)
 		}
 		if len(page) == 0 {
 			break
@@ -280,9 +282,11 @@ func (s *Server) catchUp(ctx context.Context) int {
 			if ctx.Err() != nil {
 				break // stopping: the rest are caught up at the next start
 			}
-			if err := s.Reindex(ctx, r); err != nil {
+			err := s.Reindex(ctx, r)
+			s.backlog.result(r.RunID, err)
+			if err != nil {
 				s.log.Warn("derived tables not filled; retried", "run_id", r.RunID, "err", err)
-				failed++
+				failed[r.RunID] = struct{}{}
 				continue
 			}
 			n++
@@ -290,12 +294,12 @@ func (s *Server) catchUp(ctx context.Context) int {
 		after = page[len(page)-1].Seq
 	}
 	if ctx.Err() == nil {
-		s.underived.Store(int64(failed))
+		s.backlog.keepFailed(failed)
 	}
 	if n > 0 {
-		s.log.Info("derived tables caught up", "runs", n, "failed", failed)
+		s.log.Info("derived tables caught up", "runs", n, "failed", len(failed))
 	}
-	return failed
+	return len(failed)
 }
 
 // deriveDocument streams a stored document's records one at a time (the

@@ -249,9 +249,11 @@ func (s *Server) ingest(w http.ResponseWriter, r *http.Request) (Receipt, error)
 	}
 	s.m.lastSeen.WithLabelValues(tok.Name).Set(float64(now.Unix()))
 	if p.parsed {
+		s.backlog.queue(got.RunID)
 		select {
 		case s.derive <- got:
 		default:
+			s.backlog.unqueue(got.RunID)
 			s.missed.Store(true) // the deriver catches up from the store
 		}
 	}

@@ -92,8 +92,9 @@ type Server struct {
 	derive chan store.Run
 	// missed: a run did not fit in derive; the deriver catches up.
 	missed atomic.Bool
-	// underived: runs whose derivation failed and waits for a retry.
-	underived atomic.Int64
+	// backlog: the runs queued for the deriver or failed and waiting for
+	// a retry.
+	backlog deriveBacklog
 	// reports bounds GET /v1/report's concurrent builds.
 	reports chan struct{}
 	// fleet bounds and caches the fleet page's builds.
@@ -300,7 +301,7 @@ func (s *Server) handleHealth(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithTimeout(r.Context(), 5*time.Second)
 	defer cancel()
 	st := map[string]string{"status": "ok", "index": "ok", "raw": "ok",
-		"derive_backlog": strconv.FormatInt(s.underived.Load()+int64(len(s.derive)), 10)}
+		"derive_backlog": strconv.Itoa(s.backlog.size())}
 	code := http.StatusOK
 	if _, err := s.cfg.Store.GetRun(ctx, "-"); err != nil && !errors.Is(err, store.ErrNotFound) {
 		s.log.Warn("health: index unavailable", "err", err)
