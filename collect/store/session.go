@@ -34,3 +34,14 @@ func (s *sqlStore) DeleteSession(ctx context.Context, hash string) error {
 	_, err := s.wdb.ExecContext(ctx, s.q(`DELETE FROM sessions WHERE hash = ?`), hash)
 	return err
 }
+
+func (s *sqlStore) RevokeAdmin(ctx context.Context, name string, now time.Time) error {
+	res, err := s.wdb.ExecContext(ctx, s.q(`UPDATE tokens SET revoked_at = ? WHERE name = ? AND role = ? AND revoked_at IS NULL`), nanos(now), name, RoleAdmin)
+	if err != nil {
+		return fmt.Errorf("revoke admin: %w", err)
+	}
+	if n, _ := res.RowsAffected(); n == 0 {
+		return fmt.Errorf("admin %s: no live token: %w", name, ErrNotFound)
+	}
+	return nil
+}

@@ -173,6 +173,9 @@ type Store interface {
 	PutSession(ctx context.Context, hash, tokenHash string, expires time.Time) error
 	LookupSession(ctx context.Context, hash string, now time.Time) (Token, error)
 	DeleteSession(ctx context.Context, hash string) error
+	// RevokeAdmin revokes every admin token of name (so its sessions end),
+	// never a probe's; ErrNotFound if none.
+	RevokeAdmin(ctx context.Context, name string, now time.Time) error
 	// Quarantine hides a stored run from ListRuns, the deriver and
 	// Export, keeping its row and raw upload; ErrNotFound if no such run.
 	Quarantine(ctx context.Context, runID, reason string, now time.Time) error

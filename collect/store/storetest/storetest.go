@@ -150,6 +150,14 @@ func Run(t *testing.T, newDSN func(t *testing.T) string) {
 		require.NoError(t, s.DeleteSession(ctx, "s1"))
 		_, err = s.LookupSession(ctx, "s1", t0)
 		assert.ErrorIs(t, err, store.ErrNotFound, "logged out")
+		require.NoError(t, s.PutSession(ctx, "s2", "tokA", t0.Add(time.Hour)))
+		require.NoError(t, s.AddProbe(ctx, "ops", "tokP", t0)) // a probe named as the admin
+		require.NoError(t, s.RevokeAdmin(ctx, "ops", t0))
+		_, err = s.LookupSession(ctx, "s2", t0)
+		assert.ErrorIs(t, err, store.ErrNotFound, "the admin revoked: its sessions end")
+		_, err = s.LookupToken(ctx, "tokP")
+		assert.NoError(t, err, "the probe of the same name is untouched")
+		assert.ErrorIs(t, s.RevokeAdmin(ctx, "ops", t0), store.ErrNotFound)
 	})
 
 	t.Run("Quarantine", func(t *testing.T) {

@@ -126,7 +126,7 @@ func newCmdProbe(f *cmdutil.Factory, opts *Options) *cobra.Command {
 
 func newCmdAdmin(f *cmdutil.Factory, opts *Options) *cobra.Command {
 	cmd := &cobra.Command{Use: "admin", Short: "Admin tokens for the read and management endpoints"}
-	cmd.AddCommand(NewCmdAdminAdd(f, opts, nil))
+	cmd.AddCommand(NewCmdAdminAdd(f, opts, nil), NewCmdAdminRevoke(f, opts, nil))
 	return cmd
 }
 

@@ -66,3 +66,18 @@ func TestExportWarnsUnderived(t *testing.T) {
 	_, err = execute(t, "--data", data, "export", "-o", out, "--strict", "--probe", "pi2")
 	assert.NoError(t, err, "out of range")
 }
+
+// TestAdminRevoke: collect admin revoke ends the admin's tokens; an
+// unknown admin is a usage error; probe revoke never touches an admin.
+func TestAdminRevoke(t *testing.T) {
+	data := t.TempDir()
+	_, err := execute(t, "--data", data, "admin", "add", "ops")
+	require.NoError(t, err)
+	_, err = execute(t, "--data", data, "probe", "revoke", "ops")
+	assert.ErrorIs(t, err, cmdutil.ErrUsage, "no probe ops: the admin is another namespace")
+	out, err := execute(t, "--data", data, "admin", "revoke", "ops")
+	require.NoError(t, err)
+	assert.Equal(t, "revoked admin ops\n", out)
+	_, err = execute(t, "--data", data, "admin", "revoke", "ops")
+	assert.ErrorIs(t, err, cmdutil.ErrUsage)
+}
