@@ -7,43 +7,12 @@ package mpquic
 import (
 	"context"
 	"errors"
-	"fmt"
-	"os"
-	"os/exec"
-	"runtime"
-	"runtime/debug"
-	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/mptester/mptester/internal/rsstest"
 )
-
-// rssMB is this process's resident set (VmRSS; peak: VmHWM) in MB, or
-// the Go runtime's memory from the OS where /proc is missing.
-func rssMB(field string) float64 {
-	b, err := os.ReadFile("/proc/self/status")
-	if err == nil {
-		for _, l := range strings.Split(string(b), "\n") {
-			if v, ok := strings.CutPrefix(l, field+":"); ok {
-				var kb float64
-				if _, err := fmt.Sscanf(strings.TrimSpace(v), "%f kB", &kb); err == nil {
-					return kb / 1024
-				}
-			}
-		}
-	}
-	var m runtime.MemStats
-	runtime.ReadMemStats(&m)
-	return float64(m.Sys) / (1 << 20)
-}
-
-// resetPeakRSS restarts VmHWM from the current RSS (Linux >= 4.0), so the
-// peak read later is this test's.
-func resetPeakRSS() {
-	runtime.GC()
-	debug.FreeOSMemory()
-	_ = os.WriteFile("/proc/self/clear_refs", []byte("5"), 0)
-}
 
 // hostileFragments makes c send, after whatever it sends anyway, one-byte
 // STREAM frames on stream 0 at offsets 10, 10+step, 10+2*step, ...
@@ -78,7 +47,7 @@ func TestHostileFragments(t *testing.T) {
 	if testing.Short() {
 		t.Skip("4 M fragments")
 	}
-	if !inFreshProcess(t) {
+	if !rsstest.InFreshProcess(t) {
 		return
 	}
 	const total = 4 << 20
@@ -98,8 +67,8 @@ func TestHostileFragments(t *testing.T) {
 			go echoServe(ctx, l) // the hostile stream's Read waits for byte 0
 			_, open := dialTest(t, ctx, l.Addr().String(), ctls)
 
-			resetPeakRSS()
-			base := rssMB("VmRSS")
+			rsstest.ResetPeak()
+			base := rsstest.MB("VmRSS")
 			bad, err := DialAddr(ctx, l.Addr().String(), ctls, nil)
 			if err != nil {
 				t.Fatal(err)
@@ -132,7 +101,7 @@ func TestHostileFragments(t *testing.T) {
 			}
 			elapsed := time.Since(start)
 			<-echoed
-			peak := rssMB("VmHWM")
+			peak := rsstest.MB("VmHWM")
 			t.Logf("%d fragments in %v, RSS %.0f MB before, peak %.0f MB, connection: %v", sent.Load(), elapsed.Round(time.Millisecond), base, peak, bad.Err())
 			if tc.wantClose {
 				select {
@@ -155,22 +124,4 @@ func TestHostileFragments(t *testing.T) {
 			}
 		})
 	}
-}
-
-// inFreshProcess runs the calling test again in a new process of this
-// test binary and reports whether the caller is that process: a resident
-// set measured in a process that ran other tests first starts from their
-// heap, and the garbage collector lets it grow in proportion.
-func inFreshProcess(t *testing.T) bool {
-	if os.Getenv("MPTESTER_FRESH_PROCESS") == t.Name() {
-		return true
-	}
-	cmd := exec.Command(os.Args[0], "-test.run=^"+t.Name()+"$", "-test.v", "-test.count=1")
-	cmd.Env = append(os.Environ(), "MPTESTER_FRESH_PROCESS="+t.Name())
-	out, err := cmd.CombinedOutput()
-	t.Logf("in a fresh process:\n%s", out)
-	if err != nil {
-		t.Fatalf("the test in a fresh process: %v", err)
-	}
-	return false
 }

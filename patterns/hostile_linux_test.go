@@ -10,11 +10,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
-	"os"
-	"os/exec"
-	"runtime"
-	"runtime/debug"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -22,28 +17,10 @@ import (
 	"time"
 
 	"github.com/mptester/mptester/internal/certs"
+	"github.com/mptester/mptester/internal/rsstest"
 	"github.com/mptester/mptester/mpquic"
 	"github.com/mptester/mptester/patterns/wire"
 )
-
-// procStatusMB is a field of /proc/self/status (VmRSS, VmHWM) in MB.
-func procStatusMB(t *testing.T, field string) float64 {
-	b, err := os.ReadFile("/proc/self/status")
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, l := range strings.Split(string(b), "\n") {
-		if v, ok := strings.CutPrefix(l, field+":"); ok {
-			kb, err := strconv.ParseFloat(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 64)
-			if err != nil {
-				t.Fatal(err)
-			}
-			return kb / 1024
-		}
-	}
-	t.Fatalf("no %s in /proc/self/status", field)
-	return 0
-}
 
 // TestHostileNeverReadingClients is the second attack on serve's
 // mpquic listener: 40 clients from 40 addresses each open 100 streams
@@ -60,7 +37,7 @@ func TestHostileNeverReadingClients(t *testing.T) {
 	if testing.Short() {
 		t.Skip("4,000 streams")
 	}
-	if !inFreshProcess(t) {
+	if !rsstest.InFreshProcess(t) {
 		return
 	}
 	const clients, streams, perClient = 40, 100, 4
@@ -99,12 +76,10 @@ func TestHostileNeverReadingClients(t *testing.T) {
 	}
 	hello := wire.Hello{Version: wire.Version, Kind: wire.KindIperfDownload, Duration: 30 * time.Second}.Encode()
 
-	runtime.GC()
-	debug.FreeOSMemory()
-	if err := os.WriteFile("/proc/self/clear_refs", []byte("5"), 0); err != nil {
-		t.Fatalf("reset VmHWM: %v", err)
+	if !rsstest.ResetPeak() {
+		t.Fatal("the kernel did not reset VmHWM")
 	}
-	before := procStatusMB(t, "VmRSS")
+	before := rsstest.MB("VmRSS")
 	var hostile []*mpquic.Conn
 	var opened [][]*mpquic.Stream
 	var mu sync.Mutex
@@ -134,9 +109,9 @@ func TestHostileNeverReadingClients(t *testing.T) {
 		return
 	}
 
-	t.Logf("after the hostile streams: peak %.0f MB", procStatusMB(t, "VmHWM"))
+	t.Logf("after the hostile streams: peak %.0f MB", rsstest.MB("VmHWM"))
 	time.Sleep(2 * time.Second)
-	t.Logf("2 s later: peak %.0f MB", procStatusMB(t, "VmHWM"))
+	t.Logf("2 s later: peak %.0f MB", rsstest.MB("VmHWM"))
 	// A well-behaved client downloads for 2 s meanwhile.
 	good := dial(net.IPv4(127, 0, 0, 1), nil)
 	gs, err := good.OpenStream(ctx)
@@ -165,7 +140,7 @@ func TestHostileNeverReadingClients(t *testing.T) {
 		break
 	}
 
-	t.Logf("after the good download: peak %.0f MB", procStatusMB(t, "VmHWM"))
+	t.Logf("after the good download: peak %.0f MB", rsstest.MB("VmHWM"))
 	// What each hostile stream was answered: data, or the refusal.
 	var served, refused, failed atomic.Int64
 	var firstErr atomic.Value
@@ -194,7 +169,7 @@ func TestHostileNeverReadingClients(t *testing.T) {
 		}
 	}
 	wg.Wait()
-	peak := procStatusMB(t, "VmHWM")
+	peak := rsstest.MB("VmHWM")
 	if n := failed.Load(); n > 0 {
 		t.Errorf("%d streams answered neither data nor the refusal, first %v", n, firstErr.Load())
 	}
@@ -210,7 +185,7 @@ func TestHostileNeverReadingClients(t *testing.T) {
 		c.CloseWithError(0, "")
 	}
 	good.CloseWithError(0, "")
-	left := procStatusMB(t, "VmRSS")
+	left := rsstest.MB("VmRSS")
 	deadline := time.Now().Add(20 * time.Second)
 	for srv.lim.inUse() > 0 && time.Now().Before(deadline) {
 		time.Sleep(100 * time.Millisecond)
@@ -220,30 +195,12 @@ func TestHostileNeverReadingClients(t *testing.T) {
 	}
 	// The server gives the freed memory back once the last session ended
 	// (the runtime alone kept it for minutes).
-	rss := procStatusMB(t, "VmRSS")
-	for end := time.Now().Add(10 * time.Second); rss > 100 && time.Now().Before(end); rss = procStatusMB(t, "VmRSS") {
+	rss := rsstest.MB("VmRSS")
+	for end := time.Now().Add(10 * time.Second); rss > 100 && time.Now().Before(end); rss = rsstest.MB("VmRSS") {
 		time.Sleep(100 * time.Millisecond)
 	}
 	t.Logf("RSS %.0f MB when the clients left, %.0f MB once the last session ended", left, rss)
 	if rss > 100 {
 		t.Errorf("RSS %.0f MB after the last session ended, want the freed memory returned (under 100 MB)", rss)
 	}
-}
-
-// inFreshProcess runs the calling test again in a new process of this
-// test binary and reports whether the caller is that process: a resident
-// set measured in a process that ran other tests first starts from their
-// heap, and the garbage collector lets it grow in proportion.
-func inFreshProcess(t *testing.T) bool {
-	if os.Getenv("MPTESTER_FRESH_PROCESS") == t.Name() {
-		return true
-	}
-	cmd := exec.Command(os.Args[0], "-test.run=^"+t.Name()+"$", "-test.v", "-test.count=1")
-	cmd.Env = append(os.Environ(), "MPTESTER_FRESH_PROCESS="+t.Name())
-	out, err := cmd.CombinedOutput()
-	t.Logf("in a fresh process:\n%s", out)
-	if err != nil {
-		t.Fatalf("the test in a fresh process: %v", err)
-	}
-	return false
 }
