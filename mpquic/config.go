@@ -50,6 +50,9 @@ type Config struct {
 	MaxPathID uint32
 	// DisableMultipath leaves initial_max_path_id out: plain QUIC v1.
 	DisableMultipath bool
+	// DisableECN sends every packet Not-ECT (RFC 9000 §13.4); received
+	// codepoints are still counted and reported to the peer.
+	DisableECN bool
 	// MinFailureTimeout is the least time without a packet received on a
 	// path before a PTO marks it potentially failed; default 0 (the PTO
 	// alone). A floor keeps one spurious PTO of a starved timer on a

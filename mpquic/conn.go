@@ -56,7 +56,13 @@ type pnSpace struct {
 
 	crypto   sendBuf
 	cryptoIn recvBuf
-	buffered [][]byte // packets that arrived before our keys
+	buffered [][]byte // packets that arrived before our keys, each followed by its ECN codepoint
+
+	// ECN (ecn.go): packets received by codepoint, packets sent ECT(0),
+	// the counts the peer last reported.
+	ecnRecv [4]uint64
+	ectSent uint64
+	peerECN ECNCounts
 
 	kind  int   // spaceInitial, spaceHandshake or spaceApp
 	path  *path // whose recovery state it uses (path 0 for the handshake spaces)
@@ -74,6 +80,7 @@ type datagram struct {
 	buf  *[]byte // pooled buffer to return, may be nil
 	from net.Addr
 	to   netip.Addr // the local address it was sent to, when the listener knows it
+	ecn  byte       // the ECN codepoint it arrived with (ecnNotECT when unknown)
 }
 
 var bufPool = sync.Pool{New: func() any { b := make([]byte, readBufSize); return &b }}
@@ -182,6 +189,7 @@ type Conn struct {
 	from           net.Addr   // where the datagram being handled came from
 	local          netip.Addr // and the local address it was sent to (server, pktinfo)
 	fromLen        int        // and its size
+	rxECN          byte       // and its ECN codepoint
 	pathsValidated int
 
 	// Closing (RFC 9000 §10.2).
@@ -526,7 +534,7 @@ func (c *Conn) handleDatagramPackets(d datagram, now time.Time) bool {
 			return any
 		}
 		first = false
-		c.from, c.local, c.fromLen = d.from, d.to, len(d.b)
+		c.from, c.local, c.fromLen, c.rxECN = d.from, d.to, len(d.b), d.ecn
 		if p := c.handlePacket(h, pkt, now, false); p != nil {
 			any = true
 			if !c.isClient && !counted {
@@ -567,7 +575,7 @@ func (c *Conn) handlePacket(h Header, pkt []byte, now time.Time, replay bool) *p
 	}
 	if ks.open == nil {
 		if len(ks.buffered) < maxBufferedPkts && !replay {
-			ks.buffered = append(ks.buffered, append([]byte(nil), pkt...))
+			ks.buffered = append(ks.buffered, append(append(make([]byte, 0, len(pkt)+1), pkt...), c.rxECN))
 		}
 		return nil
 	}
@@ -700,6 +708,7 @@ func (c *Conn) handlePacket(h Header, pkt []byte, now time.Time, replay bool) *p
 		c.onPeerAddress(p, now)
 	}
 	sp.recvd.add(o.PN, o.PN)
+	sp.ecnRecv[c.rxECN&ecnMask]++
 	if len(sp.recvd) > 4*maxAckRanges {
 		sp.recvd = append(sp.recvd[:0], sp.recvd[len(sp.recvd)-2*maxAckRanges:]...)
 		sp.minTracked = sp.recvd[0].lo
@@ -712,7 +721,9 @@ func (c *Conn) handlePacket(h Header, pkt []byte, now time.Time, replay bool) *p
 		sp.elicitingUnacked++
 		delay := localMaxAckDelay
 		outOfOrder := int64(o.PN) < sp.largestRecv || (len(sp.recvd) > 1)
-		if si != spaceApp || sp.elicitingUnacked >= ackElicitingMax || outOfOrder {
+		// A CE mark is acknowledged at once, so the sender reacts within
+		// the round trip (RFC 9000 §13.2.1).
+		if si != spaceApp || sp.elicitingUnacked >= ackElicitingMax || outOfOrder || c.rxECN&ecnMask == ecnCE {
 			delay = 0
 		}
 		if at := now.Add(delay); sp.ackAt.IsZero() || at.Before(sp.ackAt) {
@@ -904,12 +915,15 @@ func (c *Conn) replayBuffered(si int) {
 	pkts := sp.buffered
 	sp.buffered = nil
 	now := time.Now()
+	ecn := c.rxECN
 	for _, p := range pkts {
+		c.rxECN, p = p[len(p)-1], p[:len(p)-1]
 		h, n, err := ParseHeader(p, connIDLen)
 		if err == nil {
 			c.handlePacket(h, p[:n], now, true)
 		}
 	}
+	c.rxECN = ecn
 }
 
 func (c *Conn) setPeerParams(b []byte) error {
@@ -992,7 +1006,8 @@ func (c *Conn) discardSpace(si int) {
 			sp.path.cc.Discard(p.Size)
 		}
 	}
-	*sp = pnSpace{discarded: true, largestRecv: -1, kind: sp.kind, path: sp.path}
+	// The ECN counts stay: the path's records count every space.
+	*sp = pnSpace{discarded: true, largestRecv: -1, kind: sp.kind, path: sp.path, ecnRecv: sp.ecnRecv, ectSent: sp.ectSent, peerECN: sp.peerECN}
 	sp.History.Reset()
 	sp.path.ptoCount = 0
 }
@@ -1008,14 +1023,24 @@ func (c *Conn) onAck(sp *pnSpace, f AckFrame, now time.Time) error {
 	if sp.kind == spaceApp {
 		c.ackedInPhase(path.id, largest)
 	}
+	raised := int64(largest) > sp.LargestAcked
 	newly := sp.OnAck(f.Ranges, c.ackedScratch[:0])
 	if len(newly) == 0 {
+		if raised {
+			c.onAckECN(sp, f.ECN, 0, time.Time{}, now)
+		}
 		return nil
 	}
 	last := newly[len(newly)-1]
-	eliciting := false
+	eliciting, newlyECT := false, 0
 	for _, p := range newly {
 		eliciting = eliciting || p.AckEliciting
+		if p.ECT {
+			newlyECT++
+		}
+	}
+	if raised {
+		c.onAckECN(sp, f.ECN, newlyECT, last.Time, now)
 	}
 	if last.PN == largest && eliciting {
 		var delay time.Duration
@@ -1115,6 +1140,9 @@ func (c *Conn) onPacketLost(sp *pnSpace, p *recovery.SentPacket, now time.Time) 
 	}
 	c.packetsLost++
 	sp.path.packetsLost++
+	if p.ECT {
+		sp.path.ecn.onLost()
+	}
 	if p.InFlight {
 		sp.path.cc.OnLost(p.Size, p.Time, now)
 	}

@@ -86,9 +86,10 @@ func (c *Conn) readLoop(p *path) {
 		var n int
 		var from net.Addr
 		var err error
+		var ecn byte
 		if br != nil {
 			var b []byte
-			if b, from, err = br.nextDatagram(); err == nil {
+			if b, from, ecn, err = br.nextDatagram(); err == nil {
 				n = copy(*bp, b) // a datagram is at most readBufSize
 			}
 		} else {
@@ -112,7 +113,7 @@ func (c *Conn) readLoop(p *path) {
 		// caused, which the peer's sender rightly declared (hundreds of
 		// packets a second over a fast second path).
 		select {
-		case c.in <- datagram{b: (*bp)[:n], buf: bp, from: from}:
+		case c.in <- datagram{b: (*bp)[:n], buf: bp, from: from, ecn: ecn}:
 		case <-c.done:
 			return
 		}

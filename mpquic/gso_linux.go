@@ -34,7 +34,7 @@ func controlUDP(pc net.PacketConn, f func(fd int)) bool {
 	return rc.Control(func(fd uintptr) { f(int(fd)) }) == nil
 }
 
-func writeGSO(pc net.PacketConn, b []byte, seg int, to net.Addr, src netip.Addr, oob *[]byte) error {
+func writeGSO(pc net.PacketConn, b []byte, seg int, to net.Addr, src netip.Addr, cp byte, oob *[]byte) error {
 	uc, ok := pc.(*net.UDPConn)
 	ua, ok2 := to.(*net.UDPAddr)
 	if !ok || !ok2 {
@@ -49,6 +49,7 @@ func writeGSO(pc net.PacketConn, b []byte, seg int, to net.Addr, src netip.Addr,
 	if src.IsValid() {
 		o = appendSrc(o, src)
 	}
+	o = appendECN(o, to, cp)
 	*oob = o
 	_, _, err := uc.WriteMsgUDP(b, o, ua)
 	return err

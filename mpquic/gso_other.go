@@ -14,7 +14,7 @@ func gsoCapable(net.PacketConn) bool { return false }
 // starting datagram size (no PMTU probes that the kernel could fragment).
 func setDontFragment(net.PacketConn) bool { return false }
 
-func writeGSO(net.PacketConn, []byte, int, net.Addr, netip.Addr, *[]byte) error {
+func writeGSO(net.PacketConn, []byte, int, net.Addr, netip.Addr, byte, *[]byte) error {
 	return errors.ErrUnsupported
 }
 

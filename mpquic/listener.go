@@ -168,12 +168,12 @@ func (l *Listener) Close() error {
 
 func (l *Listener) readLoop() {
 	var oob []byte
-	if enableDstInfo(l.pconn) {
+	if dst, ecn := enableDstInfo(l.pconn), enableECN(l.pconn); dst || ecn {
 		oob = make([]byte, 128)
 	}
 	for {
 		bp := bufPool.Get().(*[]byte)
-		n, from, to, err := readWithDst(l.pconn, *bp, oob)
+		n, from, to, ecn, err := readWithDst(l.pconn, *bp, oob)
 		if err != nil {
 			bufPool.Put(bp)
 			select {
@@ -186,7 +186,7 @@ func (l *Listener) readLoop() {
 			}
 			continue
 		}
-		if !l.dispatch(datagram{b: (*bp)[:n], buf: bp, from: from, to: to}) {
+		if !l.dispatch(datagram{b: (*bp)[:n], buf: bp, from: from, to: to, ecn: ecn}) {
 			bufPool.Put(bp)
 		}
 	}

@@ -85,8 +85,9 @@ type path struct {
 	socketRecv  atomic.Uint64
 
 	gso         bool
-	df          bool  // the socket sets don't-fragment: the path may probe its MTU
-	mtu         pmtud // pmtud.go
+	df          bool    // the socket sets don't-fragment: the path may probe its MTU
+	ecn         pathECN // ecn.go
+	mtu         pmtud   // pmtud.go
 	oob         []byte
 	local       netip.Addr    // server: the address the peer sends to, our source (pktinfo)
 	reader      bool          // a readLoop of ours reads pconn (client paths)
@@ -95,13 +96,13 @@ type path struct {
 	doneCh      chan struct{} // closed when abandoned
 }
 
-// write sends one datagram (or GSO train) on p, from p.local when known.
+// write sends one datagram (or GSO train) on p, from p.local when known,
+// with the ECN codepoint of the packets sendOnPath is sending (ecn.go).
 func (p *path) write(b []byte) error {
 	if p.local.IsValid() {
-		return writeFrom(p.pconn, b, p.remote, p.local, &p.oob)
+		return writeFrom(p.pconn, b, p.remote, p.local, p.ecn.out, &p.oob)
 	}
-	_, err := p.pconn.WriteTo(b, p.remote)
-	return err
+	return writeECN(p.pconn, b, p.remote, p.ecn.out, &p.oob)
 }
 
 func (c *Conn) newPath(id uint32, pconn net.PacketConn, remote net.Addr) *path {
@@ -109,6 +110,7 @@ func (c *Conn) newPath(id uint32, pconn net.PacketConn, remote net.Addr) *path {
 		validatedCh: make(chan struct{}), doneCh: make(chan struct{})}
 	p.space = newSpace()
 	p.space.kind, p.space.path = spaceApp, p
+	p.ecn.capable = enableECN(pconn) && !c.conf.DisableECN // reads the field even when not marking
 	p.lastRecv = time.Now()
 	p.local = c.local
 	c.paths[id] = p
@@ -610,6 +612,16 @@ type PathStats struct {
 	// PersistentCongestions its collapses to the minimum window (RFC 9002
 	// §7.6).
 	CongestionEvents, PersistentCongestions uint64
+	// ECN is the path's ECN validation (ecn.go); ECNCE the CE marks the
+	// peer reported on packets we sent on the path, ECNCEEvents the window
+	// reductions they caused (also in CongestionEvents), ECNCEReceived the
+	// CE-marked packets that arrived on it (every space it carries).
+	// ECNUnreported counts the ECT(0) packets sent on the path whose
+	// arrival the peer's counts do not cover yet (in flight, lost, or
+	// ACK-only packets the peer had no reason to acknowledge yet): CE
+	// marks on them are not in ECNCE.
+	ECN                                              ECNState
+	ECNCE, ECNCEEvents, ECNCEReceived, ECNUnreported uint64
 }
 
 func (c *Conn) pathStats(p *path) PathStats {
@@ -625,7 +637,33 @@ func (c *Conn) pathStats(p *path) PathStats {
 		PTO: (p.rtt.PTO() + c.peerParams.MaxAckDelay) << p.ptoCount, PTOBackoff: p.ptoCount,
 		BytesSent: p.socketSent, BytesReceived: p.socketRecv.Load(),
 		MaxDatagramSize: c.pathMSS(p), MTUProbesSent: p.mtu.probesSent, MTUProbesLost: p.mtu.probesLost, MTUBlackHoles: p.mtu.blackHoles,
-		CongestionEvents: p.cc.CongestionEvents, PersistentCongestions: p.persistentCongestions}
+		CongestionEvents: p.cc.CongestionEvents, PersistentCongestions: p.persistentCongestions,
+		ECN: p.ecn.state, ECNCE: p.ecn.ce, ECNCEEvents: p.ecn.ceEvents, ECNCEReceived: c.ceReceived(p),
+		ECNUnreported: c.ectUnreported(p)}
+}
+
+// ectUnreported is PathStats.ECNUnreported.
+func (c *Conn) ectUnreported(p *path) uint64 {
+	var n uint64
+	for _, sp := range c.spaceList {
+		if sp.path == p {
+			r := sp.peerECN
+			n += sp.ectSent - min(sp.ectSent, r.ECT0+r.ECT1+r.CE)
+		}
+	}
+	return n
+}
+
+// ceReceived counts the CE-marked packets of p's spaces (path 0 carries
+// the handshake's too).
+func (c *Conn) ceReceived(p *path) uint64 {
+	n := p.space.ecnRecv[ecnCE]
+	if p.id == 0 {
+		for _, sp := range c.spaces[:spaceApp] { // p.space is spaces[spaceApp]
+			n += sp.ecnRecv[ecnCE]
+		}
+	}
+	return n
 }
 
 // Stats samples the path.
@@ -656,6 +694,7 @@ func (s PathStats) String() string {
 	if s.Abandoned {
 		st += " abandoned"
 	}
-	return fmt.Sprintf("path %d %s srtt %v cwnd %d inflight %d sent %d lost %d ptos %d bytes %d/%d",
-		s.ID, st, s.SmoothedRTT, s.CongestionWindow, s.BytesInFlight, s.PacketsSent, s.PacketsLost, s.PTOCount, s.BytesSent, s.BytesReceived)
+	return fmt.Sprintf("path %d %s srtt %v cwnd %d inflight %d sent %d lost %d ptos %d bytes %d/%d ecn %v ce %d/%d",
+		s.ID, st, s.SmoothedRTT, s.CongestionWindow, s.BytesInFlight, s.PacketsSent, s.PacketsLost, s.PTOCount, s.BytesSent, s.BytesReceived,
+		s.ECN, s.ECNCE, s.ECNCEReceived)
 }

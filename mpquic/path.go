@@ -42,6 +42,8 @@ func (c *Conn) onPeerAddress(p *path, now time.Time) {
 		fresh.InFlight = p.cc.InFlight
 		p.cc = fresh
 		p.rtt, p.firstSample = recovery.RTTStats{}, time.Time{}
+		// A new network path: ECN is validated anew (RFC 9000 §13.4.2).
+		p.ecn = pathECN{capable: p.ecn.capable, ce: p.ecn.ce, ceEvents: p.ecn.ceEvents}
 	}
 	// What is in flight went to the old address: its loss is the move's,
 	// not congestion (a port-only change keeps the window, §9.4, and a
@@ -109,7 +111,7 @@ func (c *Conn) sendResponsesAway(now time.Time, p *path) {
 		}
 		b, _ := c.sealPlan(now, p, &pl, nil)
 		if r.from.IsValid() {
-			writeFrom(p.pconn, b, r.to, r.from, &p.oob)
+			writeFrom(p.pconn, b, r.to, r.from, ecnNotECT, &p.oob)
 		} else {
 			p.pconn.WriteTo(b, r.to)
 		}

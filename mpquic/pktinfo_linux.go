@@ -24,19 +24,19 @@ func enableDstInfo(pc net.PacketConn) bool {
 	}) && on
 }
 
-// readWithDst reads one datagram and the address it was sent to (invalid
-// if the kernel gave none).
-func readWithDst(pc net.PacketConn, b, oob []byte) (int, net.Addr, netip.Addr, error) {
+// readWithDst reads one datagram, the address it was sent to (invalid
+// if the kernel gave none) and its ECN codepoint (ecn_linux.go).
+func readWithDst(pc net.PacketConn, b, oob []byte) (int, net.Addr, netip.Addr, byte, error) {
 	uc, ok := pc.(*net.UDPConn)
 	if !ok || oob == nil {
 		n, from, err := pc.ReadFrom(b)
-		return n, from, netip.Addr{}, err
+		return n, from, netip.Addr{}, ecnNotECT, err
 	}
 	n, oobn, _, from, err := uc.ReadMsgUDP(b, oob)
 	if err != nil {
-		return n, nil, netip.Addr{}, err
+		return n, nil, netip.Addr{}, ecnNotECT, err
 	}
-	return n, from, parseDst(oob[:oobn]), nil
+	return n, from, parseDst(oob[:oobn]), parseECN(oob[:oobn]), nil
 }
 
 func parseDst(oob []byte) netip.Addr {
@@ -79,15 +79,15 @@ func appendSrc(oob []byte, src netip.Addr) []byte {
 	return oob
 }
 
-// writeFrom sends b to to from the local address src.
-func writeFrom(pc net.PacketConn, b []byte, to net.Addr, src netip.Addr, oob *[]byte) error {
+// writeFrom sends b to to from the local address src, with ECN codepoint cp.
+func writeFrom(pc net.PacketConn, b []byte, to net.Addr, src netip.Addr, cp byte, oob *[]byte) error {
 	uc, ok := pc.(*net.UDPConn)
 	ua, ok2 := to.(*net.UDPAddr)
 	if !ok || !ok2 {
 		_, err := pc.WriteTo(b, to)
 		return err
 	}
-	*oob = appendSrc((*oob)[:0], src)
+	*oob = appendECN(appendSrc((*oob)[:0], src), to, cp)
 	_, _, err := uc.WriteMsgUDP(b, *oob, ua)
 	return err
 }

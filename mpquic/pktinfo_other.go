@@ -9,12 +9,12 @@ import (
 
 func enableDstInfo(net.PacketConn) bool { return false }
 
-func readWithDst(pc net.PacketConn, b, _ []byte) (int, net.Addr, netip.Addr, error) {
+func readWithDst(pc net.PacketConn, b, _ []byte) (int, net.Addr, netip.Addr, byte, error) {
 	n, from, err := pc.ReadFrom(b)
-	return n, from, netip.Addr{}, err
+	return n, from, netip.Addr{}, ecnNotECT, err
 }
 
-func writeFrom(pc net.PacketConn, b []byte, to net.Addr, _ netip.Addr, _ *[]byte) error {
+func writeFrom(pc net.PacketConn, b []byte, to net.Addr, _ netip.Addr, _ byte, _ *[]byte) error {
 	_, err := pc.WriteTo(b, to)
 	return err
 }

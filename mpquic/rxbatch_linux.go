@@ -25,8 +25,9 @@ type batchReader struct {
 	oobs  [][]byte
 	gro   bool
 
-	n, next, off int // messages read; the one being handed out; offset in it
-	seg          int // its segment size
+	n, next, off int  // messages read; the one being handed out; offset in it
+	seg          int  // its segment size
+	ecn          byte // its ECN codepoint (every segment of a GRO message has the first's TOS)
 	from         net.Addr
 	lastName     unix.RawSockaddrInet6
 	lastFrom     net.Addr
@@ -116,37 +117,39 @@ func (r *batchReader) start() {
 	}
 	i := r.next
 	r.seg = int(r.msgs[i].Len)
+	oob := r.oobs[i][:controlLen(&r.msgs[i].Hdr)]
 	if r.gro {
-		if s := groSegment(r.oobs[i][:controlLen(&r.msgs[i].Hdr)]); s > 0 {
+		if s := groSegment(oob); s > 0 {
 			r.seg = s
 		}
 	}
+	r.ecn = parseECN(oob)
 	if r.lastFrom == nil || r.names[i] != r.lastName {
 		r.lastName, r.lastFrom = r.names[i], sockaddrUDP(&r.names[i])
 	}
 	r.from = r.lastFrom
 }
 
-// nextDatagram returns the next datagram (valid until the next call) and
-// its sender, reading a batch when the last one is used up.
-func (r *batchReader) nextDatagram() ([]byte, net.Addr, error) {
+// nextDatagram returns the next datagram (valid until the next call), its
+// sender and ECN codepoint, reading a batch when the last one is used up.
+func (r *batchReader) nextDatagram() ([]byte, net.Addr, byte, error) {
 	for r.next >= r.n {
 		if err := r.read(); err != nil {
-			return nil, nil, err
+			return nil, nil, 0, err
 		}
 	}
 	i := r.next
 	total := int(r.msgs[i].Len)
 	end := min(r.off+r.seg, total)
 	b := r.bufs[i][r.off:end]
-	from := r.from
+	from, ecn := r.from, r.ecn
 	r.off = end
 	if r.off >= total || r.seg == 0 {
 		r.next++
 		r.off = 0
 		r.start()
 	}
-	return b, from, nil
+	return b, from, ecn, nil
 }
 
 func controlLen(h *unix.Msghdr) int { return int(h.Controllen) }

@@ -34,7 +34,7 @@ func TestBatchReaderSplitsGRO(t *testing.T) {
 		}
 		var oob []byte
 		if n > 1 {
-			if err := writeGSO(pc, buf, seg, recv.LocalAddr(), netip.Addr{}, &oob); err != nil {
+			if err := writeGSO(pc, buf, seg, recv.LocalAddr(), netip.Addr{}, ecnNotECT, &oob); err != nil {
 				t.Skipf("no UDP GSO here: %v", err)
 			}
 			return
@@ -51,7 +51,7 @@ func TestBatchReaderSplitsGRO(t *testing.T) {
 	}
 	recv.SetReadDeadline(time.Now().Add(5 * time.Second))
 	for i := range want {
-		d, from, err := br.nextDatagram()
+		d, from, _, err := br.nextDatagram()
 		if err != nil {
 			t.Fatalf("datagram %d: %v", i, err)
 		}

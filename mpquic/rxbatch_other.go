@@ -10,4 +10,6 @@ type batchReader struct{}
 
 func newBatchReader(net.PacketConn) *batchReader { return nil }
 
-func (*batchReader) nextDatagram() ([]byte, net.Addr, error) { return nil, nil, net.ErrClosed }
+func (*batchReader) nextDatagram() ([]byte, net.Addr, byte, error) {
+	return nil, nil, 0, net.ErrClosed
+}

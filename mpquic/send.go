@@ -72,6 +72,10 @@ func (c *Conn) sendOnPath(now time.Time, p *path) bool {
 		c.batch = nil
 		batchPool.Put(bp)
 	}()
+	// The codepoint of everything this call sends on p, fixed for the
+	// call so a GSO train and the packets' records agree (ecn.go).
+	p.ecn.out = p.ecn.mark()
+	defer func() { p.ecn.out = ecnNotECT }()
 	c.maybeProbeMTU(now, p)
 	c.sendResponsesAway(now, p)
 	batch := c.batch[:0]
@@ -123,7 +127,7 @@ func (c *Conn) flush(p *path, b []byte, seg, nseg int) {
 		return
 	}
 	if nseg > 1 && p.gso {
-		if err := writeGSO(p.pconn, b, seg, p.remote, p.local, &p.oob); err == nil {
+		if err := writeGSO(p.pconn, b, seg, p.remote, p.local, p.ecn.out, &p.oob); err == nil {
 			c.socketSent += uint64(len(b))
 			p.socketSent += uint64(len(b))
 			return
@@ -299,6 +303,11 @@ func (c *Conn) sealPlan(now time.Time, p *path, pl *plan, buf []byte) ([]byte, *
 	sp.nextPN++
 	c.packetsSent++
 	p.packetsSent++
+	ect := p.ecn.out == ecnECT0
+	if ect {
+		sp.ectSent++
+		p.ecn.onSent()
+	}
 	if pl.si == spaceApp {
 		c.sentInPhase(pid, pl.pn)
 	}
@@ -312,7 +321,7 @@ func (c *Conn) sealPlan(now time.Time, p *path, pl *plan, buf []byte) ([]byte, *
 	if !pl.eliciting {
 		return buf, nil
 	}
-	sent := &recovery.SentPacket{PN: pl.pn, Time: now, Size: len(pkt), AckEliciting: true, InFlight: true, LargestAcked: pl.largestAckSent, Frames: pl.frames}
+	sent := &recovery.SentPacket{PN: pl.pn, Time: now, Size: len(pkt), AckEliciting: true, InFlight: true, LargestAcked: pl.largestAckSent, Frames: pl.frames, ECT: ect}
 	sp.OnSent(sent)
 	p.cc.OnSent(sent.Size)
 	p.cc.OnPaced(sent.Size)
@@ -381,6 +390,7 @@ func (c *Conn) ackFrame(sp *pnSpace, now time.Time) AckFrame {
 	if sp.kind == spaceApp {
 		f.AckDelay = uint64(now.Sub(sp.largestRecvTime).Microseconds()) >> DefaultAckDelayExponent
 	}
+	f.ECN = sp.ackECN()
 	return f
 }
 

@@ -15,7 +15,8 @@ import (
 // Change is a set of parameter edits in settings syntax, shared by
 // `mptester lab set` and timelines:
 //
-//	delay=200ms jitter=5ms loss=30% rate=10mbit queue=64kb ge=p,r,lossgood,lossbad down up
+//	delay=200ms jitter=5ms loss=30% rate=10mbit queue=64kb ge=p,r,lossgood,lossbad
+//	ecn=bleach|ce/N|off down up
 //
 // Keys may be prefixed "up." or "down." to hit one direction; unprefixed
 // keys set both. Nil fields are left unchanged.
@@ -32,10 +33,11 @@ type FieldChange struct {
 	GE         **GilbertElliott // points to nil for ge=off
 	RateBps    *int64
 	QueueBytes *int
+	ECN        *ECN
 }
 
 func (f FieldChange) empty() bool {
-	return f.Delay == nil && f.Jitter == nil && f.Loss == nil && f.GE == nil && f.RateBps == nil && f.QueueBytes == nil
+	return f.Delay == nil && f.Jitter == nil && f.Loss == nil && f.GE == nil && f.RateBps == nil && f.QueueBytes == nil && f.ECN == nil
 }
 
 func (f FieldChange) apply(p *Params) {
@@ -56,6 +58,9 @@ func (f FieldChange) apply(p *Params) {
 	}
 	if f.QueueBytes != nil {
 		p.QueueBytes = *f.QueueBytes
+	}
+	if f.ECN != nil {
+		p.ECN = *f.ECN
 	}
 }
 
@@ -91,8 +96,8 @@ func (c Change) String() string {
 }
 
 // tokens renders each field ("" when unset) in a fixed order.
-func (f FieldChange) tokens() [6]string {
-	var t [6]string
+func (f FieldChange) tokens() [7]string {
+	var t [7]string
 	if f.Delay != nil {
 		t[0] = "delay=" + f.Delay.String()
 	}
@@ -114,6 +119,9 @@ func (f FieldChange) tokens() [6]string {
 	}
 	if f.QueueBytes != nil {
 		t[5] = "queue=" + strconv.Itoa(*f.QueueBytes) + "b"
+	}
+	if f.ECN != nil {
+		t[6] = "ecn=" + f.ECN.String()
 	}
 	return t
 }
@@ -190,8 +198,14 @@ func (c *Change) parseToken(tok string) error {
 			return err
 		}
 		set = func(f *FieldChange) { f.QueueBytes = &q }
+	case "ecn":
+		e, err := parseECN(val)
+		if err != nil {
+			return err
+		}
+		set = func(f *FieldChange) { f.ECN = &e }
 	default:
-		return fmt.Errorf("unknown key %q (want delay, jitter, loss, ge, rate or queue, optionally prefixed up. or down.)", key)
+		return fmt.Errorf("unknown key %q (want delay, jitter, loss, ge, rate, queue or ecn, optionally prefixed up. or down.)", key)
 	}
 	for _, d := range dirs {
 		set(&c.Dir[d])

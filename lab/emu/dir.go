@@ -37,6 +37,7 @@ type direction struct {
 	lastDep  int64 // when the rate queue finishes sending what it holds
 	lastPath int64 // deliver time of the previous packet before target extra (FIFO)
 	seq      uint64
+	ectSeen  uint64 // ECN-capable packets admitted, for ECN.CEEvery
 
 	mu         sync.Mutex
 	q          []packet // min-heap by (at, seq)
@@ -46,6 +47,7 @@ type direction struct {
 	dropLoss, dropQueue, dropBlock, dropDown atomic.Uint64
 	dropInvalid, writeErrs, dropMTU          atomic.Uint64
 	late1, late10, late100, dropOverflow     atomic.Uint64
+	ecnBleached, ecnMarkedCE                 atomic.Uint64
 	lateMu                                   sync.Mutex
 	late                                     []int64
 	lateNext                                 int
@@ -149,6 +151,9 @@ func (d *direction) handle(pkt []byte, now int64) {
 		b = &s
 	}
 	copy(*b, pkt)
+	if p.ECN != (ECN{}) {
+		d.applyECN((*b)[:n], p.ECN)
+	}
 	d.seq++
 	d.push(packet{at: at, seq: d.seq, buf: b, n: n})
 }
@@ -325,6 +330,7 @@ func (d *direction) stats() DirStats {
 		DropLoss: d.dropLoss.Load(), DropQueue: d.dropQueue.Load(), DropBlock: d.dropBlock.Load(),
 		DropDown: d.dropDown.Load(), DropInvalid: d.dropInvalid.Load(), DropMTU: d.dropMTU.Load(), WriteErrs: d.writeErrs.Load(),
 		DropOverflow: d.dropOverflow.Load(), LateOver1ms: d.late1.Load(), LateOver10ms: d.late10.Load(), LateOver100ms: d.late100.Load(),
+		ECNBleached: d.ecnBleached.Load(), ECNMarkedCE: d.ecnMarkedCE.Load(),
 	}
 	d.lateMu.Lock()
 	late := slices.Clone(d.late)

@@ -58,6 +58,7 @@ type Params struct {
 	GE         *GilbertElliott // optional burst loss; when set it replaces Loss
 	RateBps    int64           // bits/s; 0 = unlimited
 	QueueBytes int             // tail-drop limit of the rate queue; 0 = DefaultQueueBytes(p)
+	ECN        ECN             // bleach or CE-mark the packets the queue admits (ecn.go)
 }
 
 // GilbertElliott is a two-state burst loss model. P: good->bad and R:
@@ -99,6 +100,9 @@ func (p Params) String() string {
 	}
 	if p.RateBps > 0 {
 		s += fmt.Sprintf(" rate=%dbit queue=%db", p.RateBps, p.queueLimit())
+	}
+	if p.ECN != (ECN{}) {
+		s += " ecn=" + p.ECN.String()
 	}
 	return s
 }
@@ -150,6 +154,9 @@ type DirStats struct {
 	LateOver1ms, LateOver10ms, LateOver100ms uint64
 	// Activity: when the direction last carried packets and data.
 	Activity Activity
+	// ECNBleached and ECNMarkedCE count the packets whose ECN field
+	// Params.ECN cleared or set to CE.
+	ECNBleached, ECNMarkedCE uint64
 }
 
 // LabLoss is what the emulator itself lost or delayed by more than late

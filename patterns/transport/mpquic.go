@@ -334,6 +334,19 @@ type MPQUICPath struct {
 	Abandoned         bool   `json:"abandoned"`
 	PotentiallyFailed bool   `json:"potentially_failed"`
 	MaxDatagramSize   int    `json:"max_datagram_size"` // after path MTU discovery
+	// ECN is the path's ECN validation (RFC 9000 §13.4.2): validated,
+	// bleached, mangled, not-tried (not marked: disabled or not Linux) or
+	// testing (no marked packet acknowledged yet). CESent counts the CE
+	// marks the peer reported on the packets this side sent on the path
+	// (each one a congestion signal once validated), CEReceived the
+	// CE-marked packets that arrived on it. ECTUnreported counts the
+	// ECT(0) packets sent whose arrival the peer has not reported yet
+	// (ACK-only packets are acknowledged late or never): CE marks on
+	// them are missing from CESent.
+	ECN           string `json:"ecn"`
+	CESent        uint64 `json:"ce_sent"`
+	CEReceived    uint64 `json:"ce_received"`
+	ECTUnreported uint64 `json:"ect_unreported"`
 }
 
 // PathStates implements PathStater.
@@ -384,7 +397,8 @@ func sampleMPQUIC(c *mpquic.Conn, names map[uint32]string) State {
 			SRTT: p.SmoothedRTT, RTO: p.PTO, RTOs: uint32(p.PTOBackoff),
 			InFlight: uint64(p.BytesInFlight), Sent: p.BytesSent, Received: p.BytesReceived},
 			ID: p.ID, CongestionWindow: uint64(p.CongestionWindow), PacketsSent: p.PacketsSent, PacketsLost: p.PacketsLost,
-			Validated: p.Validated, Abandoned: p.Abandoned, PotentiallyFailed: p.PotentiallyFailed, MaxDatagramSize: p.MaxDatagramSize})
+			Validated: p.Validated, Abandoned: p.Abandoned, PotentiallyFailed: p.PotentiallyFailed, MaxDatagramSize: p.MaxDatagramSize,
+			ECN: p.ECN.String(), CESent: p.ECNCE, CEReceived: p.ECNCEReceived, ECTUnreported: p.ECNUnreported})
 	}
 	return State{Key: keyMPQUIC, Data: st}
 }

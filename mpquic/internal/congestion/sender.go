@@ -45,7 +45,7 @@ type Sender struct {
 	// it and lost went to the old address, which is no sign of
 	// congestion on the new one.
 	AddrChanged time.Time
-	// CongestionEvents counts window reductions on loss.
+	// CongestionEvents counts window reductions on loss or ECN-CE.
 	CongestionEvents uint64
 
 	ssthresh      int
@@ -150,6 +150,22 @@ func (cc *Sender) OnLost(size int, sent, now time.Time) {
 	if !sent.After(cc.recoveryStart) || !sent.After(cc.AddrChanged) {
 		return
 	}
+	cc.congestion(now)
+}
+
+// OnCE takes an increase of the peer's ECN-CE count (RFC 9002 §7.1, B.7)
+// as a congestion event, sent being when the largest newly acknowledged
+// packet was sent: like a loss, at most one reduction per round trip.
+// True if the window was reduced.
+func (cc *Sender) OnCE(sent, now time.Time) bool {
+	if !sent.After(cc.recoveryStart) {
+		return false
+	}
+	cc.congestion(now)
+	return true
+}
+
+func (cc *Sender) congestion(now time.Time) {
 	cc.CongestionEvents++
 	cc.recoveryStart = now
 	cc.ssthresh = cc.ctrl.OnCongestion(cc.Cwnd, cc.MSS)

@@ -199,3 +199,23 @@ func TestSenderGrowsForEveryPacketOfAnAckFrame(t *testing.T) {
 		t.Errorf("ten packets grew the window by %d bytes in one ACK frame, %d in ten; want both about %d", ten, one, want)
 	}
 }
+
+// RFC 9002 §7.1, B.7: a CE increase reduces the window like a loss, once
+// per recovery period: a second CE report for packets sent before the
+// reduction does nothing, one for a packet sent after it reduces again.
+func TestSenderCEOncePerRoundTrip(t *testing.T) {
+	cc := NewSender(mss, &NewReno{})
+	t0 := time.Unix(1000, 0)
+	cc.Cwnd = 40 * mss
+	cc.ssthresh = 20 * mss // congestion avoidance
+	at := t0.Add(50 * time.Millisecond)
+	if !cc.OnCE(t0.Add(10*time.Millisecond), at) || cc.Cwnd != 20*mss || cc.CongestionEvents != 1 {
+		t.Fatalf("first CE: cwnd %d (want %d), events %d", cc.Cwnd, 20*mss, cc.CongestionEvents)
+	}
+	if cc.OnCE(t0.Add(40*time.Millisecond), at.Add(10*time.Millisecond)) || cc.Cwnd != 20*mss {
+		t.Fatalf("CE for a packet sent before the reduction reduced again: cwnd %d", cc.Cwnd)
+	}
+	if !cc.OnCE(at.Add(time.Millisecond), at.Add(60*time.Millisecond)) || cc.Cwnd != 10*mss || cc.CongestionEvents != 2 {
+		t.Fatalf("CE a round trip later: cwnd %d (want %d), events %d", cc.Cwnd, 10*mss, cc.CongestionEvents)
+	}
+}

@@ -34,6 +34,7 @@ type SentPacket struct {
 	LargestAcked int64 // the largest packet its ACK frame acknowledged, -1 without one
 	Frames       []SentFrame
 	MTUProbe     bool // a PMTU probe: its loss is no congestion signal
+	ECT          bool // sent with ECT(0): counted by ECN validation when acknowledged
 	// AckedAfter: a packet sent after this one and before the next one
 	// still held was acknowledged (what breaks a persistent congestion
 	// period, RFC 9002 §7.6.2).

@@ -207,6 +207,8 @@ func NewCmdSet(f *cmdutil.Factory, runF func(context.Context, *SetOptions) error
 directions unless prefixed with up. or down. (client->Internet and back):
   delay=200ms jitter=5ms loss=30% ge=P,R,LOSSGOOD,LOSSBAD rate=10mbit queue=64kb
   up.rate=2mbit down.delay=50ms
+  ecn=bleach | ecn=ce/N | ecn=off   clear the ECN field, or mark every Nth
+          ECN-capable packet CE (lab status counts both per direction)
   down | up   (the whole path)
 Impairments of the access network (nftables in the Internet namespace, on
 the path's router side; they compose; lab status --json records each with

@@ -1,0 +1,114 @@
+package mpquic
+
+import (
+	"context"
+	"runtime"
+	"testing"
+	"time"
+)
+
+// TestECNVerdict: RFC 9000 §13.4.2.1's validation of one ACK frame.
+func TestECNVerdict(t *testing.T) {
+	c := func(ect0, ect1, ce uint64) *ECNCounts { return &ECNCounts{ECT0: ect0, ECT1: ect1, CE: ce} }
+	for _, tc := range []struct {
+		name     string
+		prev     ECNCounts
+		got      *ECNCounts
+		newlyECT int
+		sent     uint64
+		want     ECNState
+		ce       uint64
+	}{
+		{"counts match", ECNCounts{}, c(5, 0, 0), 5, 5, ECNValidated, 0},
+		{"more counted than acked (ACK-only packets are marked too)", ECNCounts{}, c(7, 0, 0), 5, 9, ECNValidated, 0},
+		{"CE counts as marked", *c(5, 0, 0), c(7, 0, 3), 5, 12, ECNValidated, 3},
+		{"all CE", ECNCounts{}, c(0, 0, 4), 4, 4, ECNValidated, 4},
+		{"no counts for marked packets: bleached", ECNCounts{}, nil, 3, 3, ECNBleached, 0},
+		{"counts did not move: bleached", *c(5, 0, 0), c(5, 0, 0), 3, 8, ECNBleached, 0},
+		{"fewer than acked: mangled", ECNCounts{}, c(2, 0, 0), 5, 5, ECNMangled, 0},
+		{"ECT(1) we never send: mangled", ECNCounts{}, c(5, 1, 0), 5, 5, ECNMangled, 0},
+		{"more than sent marked: mangled", ECNCounts{}, c(6, 0, 0), 5, 5, ECNMangled, 0},
+		{"count went down: mangled", *c(5, 0, 2), c(6, 0, 1), 1, 9, ECNMangled, 0},
+		{"nothing marked newly acked: no verdict", *c(5, 0, 0), c(5, 0, 0), 0, 5, ECNTesting, 0},
+		{"no counts, nothing marked acked: no verdict", ECNCounts{}, nil, 0, 0, ECNTesting, 0},
+		{"CE without marked packets acked", *c(5, 0, 0), c(5, 0, 1), 0, 6, ECNTesting, 1},
+	} {
+		got, ce := ecnVerdict(tc.prev, tc.got, tc.newlyECT, tc.sent)
+		if got != tc.want || ce != tc.ce {
+			t.Errorf("%s: %v, CE +%d; want %v, +%d", tc.name, got, ce, tc.want, tc.ce)
+		}
+	}
+}
+
+// TestECNTestingPackets: a path marks its first ten packets, then waits
+// for a verdict; all ten lost fails validation; validated keeps marking.
+func TestECNTestingPackets(t *testing.T) {
+	e := pathECN{capable: true}
+	for i := range ecnTestPackets {
+		if e.out = e.mark(); e.out != ecnECT0 {
+			t.Fatalf("packet %d not marked", i)
+		}
+		e.onSent()
+	}
+	if e.state != ECNTesting || e.mark() != ecnNotECT {
+		t.Fatalf("after %d test packets: %v, mark %d; want testing, not marking", ecnTestPackets, e.state, e.mark())
+	}
+	for range ecnTestPackets - 1 {
+		e.onLost()
+	}
+	if e.state != ECNTesting {
+		t.Fatalf("9 of 10 lost: %v", e.state)
+	}
+	e.onLost()
+	if e.state != ECNMangled || e.mark() != ecnNotECT {
+		t.Fatalf("all 10 lost: %v, mark %d", e.state, e.mark())
+	}
+	v := pathECN{capable: true, state: ECNValidated, testSent: 50}
+	if v.mark() != ecnECT0 {
+		t.Fatal("a validated path does not mark")
+	}
+	if (&pathECN{}).mark() != ecnNotECT {
+		t.Fatal("a socket without ECN marks")
+	}
+}
+
+// TestECNLoopback: over real UDP sockets on loopback (which keep the ECN
+// field), every path of a two-path connection validates ECN both ways,
+// and a client with DisableECN stays not-tried while still reporting the
+// server's marks, which validate the server's paths.
+func TestECNLoopback(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("ECN is read and marked on Linux only (ecn_other.go)")
+	}
+	for _, disable := range []bool{false, true} {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		mp := newMPPair(t, ctx, udpLoopback(t), nil, &Config{DisableECN: disable})
+		if _, err := mp.c.AddPath(ctx, udpLoopback(t), mp.l.Addr()); err != nil {
+			t.Fatal(err)
+		}
+		exchange(t, ctx, mp.open, testData(1<<20, 3))
+		want := ECNValidated
+		if disable {
+			want = ECNNotTried
+		}
+		for _, st := range mp.c.PathStats() {
+			t.Logf("disable %v client %v", disable, st)
+			if st.ECN != want || st.ECNCE != 0 || st.ECNCEReceived != 0 {
+				t.Errorf("DisableECN %v: client path %d: ecn %v ce %d/%d, want %v and no CE", disable, st.ID, st.ECN, st.ECNCE, st.ECNCEReceived, want)
+			}
+		}
+		srv := mp.server(t)
+		sts := srv.PathStats()
+		if len(sts) != 2 {
+			t.Errorf("server has %d paths, want 2", len(sts))
+		}
+		for _, st := range sts {
+			t.Logf("disable %v server %v", disable, st)
+			if st.ECN != ECNValidated {
+				t.Errorf("DisableECN %v: server path %d: ecn %v, want validated", disable, st.ID, st.ECN)
+			}
+		}
+		mp.c.CloseWithError(0, "")
+		cancel()
+	}
+}
