@@ -14,6 +14,7 @@ import (
 	"strconv"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -38,14 +39,14 @@ import (
 // LIA beside one flow takes about half, at most 60% (the bar asserted);
 // two uncoupled paths take about two thirds.
 //
-// The rival is a kernel TCP flow (CUBIC), and then a single-path mpquic
-// flow with the uncoupled controller the multipath one generalizes: the
-// same sender and pacer on both sides, so what differs is the coupling
-// alone. A single-path mpquic CUBIC flow beside kernel TCP shows what a
-// user comparing the two transports on a shared link sees. (Beside kernel
-// TCP every mpquic controller takes less than its share, though with
-// bursts of a few packets it loses about as large a part of its packets
-// at the queue as TCP does; see docs/benchmarks.md.)
+// The rival is a kernel TCP flow with CUBIC set on its socket (the
+// namespace's default is the host's, BBR here), and then a single-path
+// mpquic flow with the uncoupled controller the multipath one
+// generalizes: the same sender and pacer on both sides, so what differs is
+// the coupling alone. A single-path mpquic CUBIC flow beside kernel TCP
+// shows what a user comparing the two transports on a shared link sees:
+// 40-60% asserted (the mean of shareRuns runs); two uncoupled CUBIC paths
+// at most 80% (the issue's 75% is about their mean here).
 //
 // The shares are the bytes each flow's server socket read over the
 // measured window (after a warm-up); the qdisc's own counter checks that
@@ -170,7 +171,7 @@ func TestLabSharedBottleneck(t *testing.T) {
 	}
 	shares := map[run]float64{}
 	var besideTCP bottleneckRun // the beside-TCP rows' packet counts, summed
-	tcpRows := 0
+	tcpRows, tcpRuns := 0, 0
 	for _, r := range []run{
 		{mpquic.CongestionCUBIC, "", true},
 		{mpquic.CongestionCUBIC, "", false}, {mpquic.CongestionNewReno, "", false}, {mpquic.CongestionLIA, "", false},
@@ -184,31 +185,62 @@ func TestLabSharedBottleneck(t *testing.T) {
 			name = string(r.cc) + "/single-path-beside-tcp"
 		}
 		t.Run(name, func(t *testing.T) {
-			m := env.run(t, r.cc, r.rival, r.single)
-			shares[r] = m.share
-			// A row where mpquic's RTT is far above TCP's through the
-			// same queue, or the link was not full, measured mpquic short
-			// of CPU (its packets wait in the host, and it declares them
-			// lost), not the pacer.
-			if r.rival == "" && 2*m.srtt <= 3*m.tcpSRTT && m.linkBps >= 0.85*bottleneckRate {
-				besideTCP.sent += m.sent
-				besideTCP.lost += m.lost
-				besideTCP.tcpSent += m.tcpSent
-				besideTCP.tcpRetrans += m.tcpRetrans
-				tcpRows++
+			runs := 1
+			twoCUBIC := r.cc == mpquic.CongestionCUBIC && !r.single && r.rival == ""
+			if r.single || twoCUBIC {
+				runs = shareRuns
 			}
-			// Ground truth for the setup: the link carried about its rate
-			// (the qdisc counts IP packets as the TUN device takes them)
-			// and its queue overflowed, so the flows competed for it
-			// rather than for CPU.
-			if m.linkBps < 0.85*bottleneckRate || m.linkBps > 1.05*bottleneckRate || m.dropped == 0 {
-				t.Errorf("the bottleneck forwarded %.2f Mbit/s and dropped %d packets, want about %.0f Mbit/s and a full queue", m.linkBps/1e6, m.dropped, bottleneckRate/1e6)
+			var sum float64
+			var got []string
+			for range runs {
+				m := env.run(t, r.cc, r.rival, r.single)
+				shares[r] = m.share
+				// A row where mpquic's RTT is far above TCP's through the
+				// same queue, or the link was not full, measured mpquic short
+				// of CPU (its packets wait in the host, and it declares them
+				// lost), not the pacer.
+				if r.rival == "" && 2*m.srtt <= 3*m.tcpSRTT && m.linkBps >= 0.85*bottleneckRate {
+					besideTCP.sent += m.sent
+					besideTCP.lost += m.lost
+					besideTCP.tcpSent += m.tcpSent
+					besideTCP.tcpRetrans += m.tcpRetrans
+					tcpRows++
+				}
+				tcpRuns += map[bool]int{true: 1}[r.rival == ""]
+				// Ground truth for the setup: the link carried about its rate
+				// (the qdisc counts IP packets as the TUN device takes them)
+				// and its queue overflowed, so the flows competed for it
+				// rather than for CPU.
+				if m.linkBps < 0.85*bottleneckRate || m.linkBps > 1.05*bottleneckRate || m.dropped == 0 {
+					t.Errorf("the bottleneck forwarded %.2f Mbit/s and dropped %d packets, want about %.0f Mbit/s and a full queue", m.linkBps/1e6, m.dropped, bottleneckRate/1e6)
+				}
+				if m.ownBps+m.rivalBps > m.linkBps {
+					t.Errorf("the flows read %.2f Mbit/s, more than the link's %.2f", (m.ownBps+m.rivalBps)/1e6, m.linkBps/1e6)
+				}
+				if r.cc == mpquic.CongestionLIA && m.share > 0.6 {
+					t.Errorf("LIA's two paths took %.0f%% of the shared bottleneck, want at most 60%% (RFC 6356 §2, goal 2)", 100*m.share)
+				}
+				sum += m.share
+				got = append(got, fmt.Sprintf("%.0f%%", 100*m.share))
 			}
-			if m.ownBps+m.rivalBps > m.linkBps {
-				t.Errorf("the flows read %.2f Mbit/s, more than the link's %.2f", (m.ownBps+m.rivalBps)/1e6, m.linkBps/1e6)
+			// Over shareRuns runs (each on a full link, checked above;
+			// one run's share moves with where the sawtooths stand,
+			// 36-66% in eighteen single-path runs here, their mean far
+			// less): one mpquic CUBIC flow beside one kernel TCP CUBIC
+			// flow through the same queue takes a fair share, 40-60%;
+			// two uncoupled CUBIC paths about two thirds or a little
+			// more (63-84%, mean 71% in eight runs: TCP's window of 15
+			// segments meets its losses with timeouts), at most 80%.
+			mean := sum / float64(runs)
+			shares[r] = mean
+			if runs > 1 {
+				t.Logf("%s: %s, mean %.1f%% over %d runs", name, strings.Join(got, ", "), 100*mean, runs)
 			}
-			if r.cc == mpquic.CongestionLIA && m.share > 0.6 {
-				t.Errorf("LIA's two paths took %.0f%% of the shared bottleneck, want at most 60%% (RFC 6356 §2, goal 2)", 100*m.share)
+			if r.single && (mean < 0.40 || mean > 0.60) {
+				t.Errorf("single-path mpquic CUBIC beside one TCP CUBIC flow took %.1f%% of the link over %d runs (%s), want 40-60%%", 100*mean, runs, strings.Join(got, ", "))
+			}
+			if twoCUBIC && mean > 0.80 {
+				t.Errorf("two uncoupled CUBIC paths took %.1f%% beside one TCP CUBIC flow over %d runs (%s), want at most 80%%", 100*mean, runs, strings.Join(got, ", "))
 			}
 		})
 	}
@@ -219,7 +251,7 @@ func TestLabSharedBottleneck(t *testing.T) {
 	if tcpRows >= 2 && besideTCP.sent > 0 && besideTCP.tcpSent > 0 {
 		own := float64(besideTCP.lost) / float64(besideTCP.sent)
 		tcp := float64(besideTCP.tcpRetrans) / float64(besideTCP.tcpSent)
-		t.Logf("beside TCP (%d rows of 4: a full link, mpquic's RTT at most 1.5 times TCP's) mpquic lost %.1f%% of its packets, TCP retransmitted %.1f%% of its segments", tcpRows, 100*own, 100*tcp)
+		t.Logf("beside TCP (%d runs of %d: a full link, mpquic's RTT at most 1.5 times TCP's) mpquic lost %.1f%% of its packets, TCP retransmitted %.1f%% of its segments", tcpRows, tcpRuns, 100*own, 100*tcp)
 		if own > 2.5*tcp {
 			t.Errorf("beside TCP mpquic lost %.1f%% of its packets at the queue, more than 2.5 times the %.1f%% TCP retransmitted (the pacer's bursts too long?)", 100*own, 100*tcp)
 		}
@@ -243,6 +275,47 @@ func TestLabSharedBottleneck(t *testing.T) {
 }
 
 const bottleneckRate = 20e6
+
+// The rows with a bar on the share beside TCP (single-path CUBIC 40-60%,
+// two CUBIC paths at most 80%) run shareRuns times, a fresh connection
+// and TCP flow each, and are judged by their mean share.
+const shareRuns = 3
+
+// dialCUBIC connects the TCP rival with CUBIC set on its socket
+// (TCP_CONGESTION): a namespace takes the host's default controller, BBR
+// on this machine, and the acceptance compares with kernel CUBIC. BBR
+// ignores the losses that CUBIC backs off on and took 75-85% of the link
+// beside mpquic (and beside quic-go): that was the measured gap.
+func dialCUBIC(ctx context.Context, to *net.TCPAddr) (net.Conn, error) {
+	var serr error
+	d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP("198.18.61.2")}, Control: func(_, _ string, c syscall.RawConn) error {
+		if err := c.Control(func(fd uintptr) {
+			serr = unix.SetsockoptString(int(fd), unix.IPPROTO_TCP, unix.TCP_CONGESTION, "cubic")
+		}); err != nil {
+			return err
+		}
+		if serr != nil {
+			return fmt.Errorf("TCP_CONGESTION cubic: %w", serr)
+		}
+		return nil
+	}}
+	c, err := d.DialContext(ctx, "tcp", to.String())
+	if err != nil {
+		return nil, err
+	}
+	raw, err := c.(*net.TCPConn).SyscallConn()
+	if err != nil {
+		c.Close()
+		return nil, err
+	}
+	var cc string
+	raw.Control(func(fd uintptr) { cc, serr = unix.GetsockoptString(int(fd), unix.IPPROTO_TCP, unix.TCP_CONGESTION) })
+	if serr != nil || strings.TrimRight(cc, "\x00") != "cubic" {
+		c.Close()
+		return nil, fmt.Errorf("the TCP rival's controller is %q (%v), want cubic", cc, serr)
+	}
+	return c, nil
+}
 
 // bottleneck is the topology a run uses.
 type bottleneck struct {
@@ -289,8 +362,7 @@ func (b *bottleneck) run(t *testing.T, cc, rival mpquic.CongestionControl, singl
 			pc3, err = net.ListenUDP("udp", &net.UDPAddr{IP: net.ParseIP("198.18.61.2")})
 			return err
 		}
-		d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP("198.18.61.2")}}
-		tc, err = d.DialContext(ctx, "tcp", b.tcpAddr.String())
+		tc, err = dialCUBIC(ctx, b.tcpAddr)
 		return err
 	})
 	defer pc1.Close()
@@ -372,7 +444,11 @@ func (b *bottleneck) run(t *testing.T, cc, rival mpquic.CongestionControl, singl
 	for try := 0; ; try++ {
 		w := watchHost()
 		o0, r0, l0, p0, at0 = own.Load(), other.Load(), qdiscSent(t, b.rtrNS, "s0"), sc.PathStats(), time.Now()
-		time.Sleep(window)
+		if f := os.Getenv("MPTESTER_BOTTLENECK_TRACE"); f != "" && try == 0 {
+			traceBottleneck(t, f+"-"+strings.ReplaceAll(t.Name(), "/", "_"), c, tc, b.cliNS, window)
+		} else {
+			time.Sleep(window)
+		}
 		o1, r1, l1, p1, at1 = own.Load(), other.Load(), qdiscSent(t, b.rtrNS, "s0"), sc.PathStats(), time.Now()
 		host = w.end()
 		if !host.stalled() || try == 1 {
@@ -579,8 +655,7 @@ func (b *bottleneck) runQuicGo(t *testing.T) bottleneckRun {
 		if pc, err = net.ListenUDP("udp", &net.UDPAddr{IP: net.ParseIP("198.18.61.2")}); err != nil {
 			return err
 		}
-		d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP("198.18.61.2")}}
-		tc, err = d.DialContext(ctx, "tcp", b.tcpAddr.String())
+		tc, err = dialCUBIC(ctx, b.tcpAddr)
 		return err
 	})
 	tr := &quic.Transport{Conn: pc}
@@ -651,4 +726,41 @@ func (b *bottleneck) runQuicGo(t *testing.T) bottleneckRun {
 	t.Logf("quic-go: %.2f Mbit/s, TCP %.2f Mbit/s, link %.2f Mbit/s (%d packets, %d dropped): quic-go's share %.1f%% [%s; host: %v]",
 		m.ownBps/1e6, m.rivalBps/1e6, m.linkBps/1e6, l1.pkts-l0.pkts, l1.dropped-l0.dropped, 100*m.share, tcpInfo, host)
 	return m
+}
+
+// traceBottleneck samples, every 10 ms for d, the mpquic client's paths
+// (cwnd, bytes in flight, congestion events, packets sent and lost,
+// smoothed RTT) and the TCP rival's TCP_INFO (what ss -ti shows: cwnd,
+// ssthresh, unacked, retransmits, RTT) into file, one line a sample, and
+// appends `ss -tin` of the client namespace at the end (diagnosis only:
+// MPTESTER_BOTTLENECK_TRACE=prefix).
+func traceBottleneck(t *testing.T, file string, c *mpquic.Conn, tc net.Conn, ns string, d time.Duration) {
+	f, err := os.Create(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	fmt.Fprintln(f, "ms path cwnd inflight events lost sent srtt_us | tcp_cwnd tcp_ssthresh tcp_unacked tcp_retrans tcp_lost tcp_rtt_us tcp_segs_out")
+	start := time.Now()
+	for time.Since(start) < d {
+		ms := time.Since(start).Milliseconds()
+		var q string
+		for _, p := range c.PathStats() {
+			q += fmt.Sprintf("%d %d %d %d %d %d %d ", p.ID, p.CongestionWindow, p.BytesInFlight, p.CongestionEvents, p.PacketsLost, p.PacketsSent, p.SmoothedRTT.Microseconds())
+		}
+		var tcp string
+		if tc != nil {
+			if raw, err := tc.(*net.TCPConn).SyscallConn(); err == nil {
+				raw.Control(func(fd uintptr) {
+					if ti, err := unix.GetsockoptTCPInfo(int(fd), unix.IPPROTO_TCP, unix.TCP_INFO); err == nil {
+						tcp = fmt.Sprintf("%d %d %d %d %d %d %d", ti.Snd_cwnd, ti.Snd_ssthresh, ti.Unacked, ti.Total_retrans, ti.Lost, ti.Rtt, ti.Segs_out)
+					}
+				})
+			}
+		}
+		fmt.Fprintf(f, "%d %s| %s\n", ms, q, tcp)
+		time.Sleep(10 * time.Millisecond)
+	}
+	out, _ := exec.Command("ip", "netns", "exec", ns, "ss", "-tin").CombinedOutput()
+	fmt.Fprintf(f, "# ss -tin:\n%s", out)
 }
