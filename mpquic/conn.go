@@ -182,7 +182,10 @@ type Conn struct {
 	sendWaiters    []*Stream
 	// testFrames, set only by tests, appends the frames of a misbehaving
 	// peer to each 1-RTT packet (not tracked for loss).
-	testFrames     func(b []byte, avail int) []byte
+	testFrames func(b []byte, avail int) []byte
+	// testECN, set only by tests, rewrites the ECN codepoint datagrams
+	// arrived with (a router that marks CE).
+	testECN        func(byte) byte
 	dataConsumed   uint64
 	sendMaxData    bool
 	blockedAt      uint64     // DATA_BLOCKED sent at this limit
@@ -535,6 +538,9 @@ func (c *Conn) handleDatagramPackets(d datagram, now time.Time) bool {
 		}
 		first = false
 		c.from, c.local, c.fromLen, c.rxECN = d.from, d.to, len(d.b), d.ecn
+		if c.testECN != nil {
+			c.rxECN = c.testECN(d.ecn)
+		}
 		if p := c.handlePacket(h, pkt, now, false); p != nil {
 			any = true
 			if !c.isClient && !counted {

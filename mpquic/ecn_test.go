@@ -112,3 +112,42 @@ func TestECNLoopback(t *testing.T) {
 		cancel()
 	}
 }
+
+// TestECNCEReducesTheWindow: the server's receive path marks every ECT(0)
+// packet CE (a router marking as hard as it can); the client's path learns
+// the marks from the server's ACK_ECN counts and takes them as congestion
+// (RFC 9002 §7.1, B.7): its window falls to the minimum of two packets,
+// every reduction a CE one (loopback loses nothing), at most one per two
+// marks (a round trip carries two packets). That it is at most one per
+// round trip whatever the marks is TestSenderCEOncePerRoundTrip's: here
+// the server acknowledges both packets of a round trip in one frame.
+func TestECNCEReducesTheWindow(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("ECN is read and marked on Linux only (ecn_other.go)")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	mp := newMPPair(t, ctx, udpLoopback(t), nil, &Config{DisableMultipath: true})
+	exchange(t, ctx, mp.open, []byte("hello")) // the server's connection exists
+	srv := mp.server(t)
+	srv.mu.Lock()
+	srv.testECN = func(cp byte) byte {
+		if cp == ecnECT0 {
+			return ecnCE
+		}
+		return cp
+	}
+	srv.mu.Unlock()
+	exchange(t, ctx, mp.open, testData(4<<20, 4))
+	st := pathStat(t, mp.c, 0)
+	t.Logf("client %v: CE %d, reductions %d (CE %d), lost %d", st, st.ECNCE, st.CongestionEvents, st.ECNCEEvents, st.PacketsLost)
+	if st.ECN != ECNValidated || st.ECNCE < 100 {
+		t.Fatalf("ecn %v, %d CE reported: want validated and the server's marks", st.ECN, st.ECNCE)
+	}
+	if st.ECNCEEvents == 0 || st.ECNCEEvents > st.CongestionEvents {
+		t.Errorf("%d CE reductions of %d congestion events: want CE reductions, counted among the events", st.ECNCEEvents, st.CongestionEvents)
+	}
+	if 2*st.ECNCEEvents > st.ECNCE+10 || st.CongestionWindow > 2*st.MaxDatagramSize {
+		t.Errorf("%d reductions for %d CE marks, window %d: want at most one per two marks and the minimum window", st.ECNCEEvents, st.ECNCE, st.CongestionWindow)
+	}
+}
