@@ -1147,7 +1147,9 @@ func (c *Conn) onPacketLost(sp *pnSpace, p *recovery.SentPacket, now time.Time) 
 	c.packetsLost++
 	sp.path.packetsLost++
 	if p.ECT {
+		old := sp.path.ecn.state
 		sp.path.ecn.onLost()
+		c.ecnChanged(sp.path, old, now)
 	}
 	if p.InFlight {
 		sp.path.cc.OnLost(p.Size, p.Time, now)

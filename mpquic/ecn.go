@@ -159,6 +159,7 @@ func (c *Conn) onAckECN(sp *pnSpace, got *ECNCounts, newlyECT int, largestSent t
 	if e.state == ECNNotTried || e.state.failed() {
 		return
 	}
+	defer c.ecnChanged(sp.path, e.state, now)
 	verdict, ce := ecnVerdict(sp.peerECN, got, newlyECT, sp.ectSent)
 	if verdict.failed() {
 		e.state = verdict
@@ -173,6 +174,13 @@ func (c *Conn) onAckECN(sp *pnSpace, got *ECNCounts, newlyECT int, largestSent t
 	e.ce += ce
 	if ce > 0 && e.state == ECNValidated && sp.path.cc.OnCE(largestSent, now) {
 		e.ceEvents++
+	}
+}
+
+// ecnChanged traces a path's ECN state leaving old.
+func (c *Conn) ecnChanged(p *path, old ECNState, now time.Time) {
+	if c.qlog != nil && p.ecn.state != old {
+		c.qlog.ecnUpdated(now, p.id, old, p.ecn.state)
 	}
 }
 

@@ -1,8 +1,10 @@
 package mpquic
 
 import (
+	"bytes"
 	"context"
 	"runtime"
+	"strings"
 	"testing"
 	"time"
 )
@@ -149,5 +151,48 @@ func TestECNCEReducesTheWindow(t *testing.T) {
 	}
 	if 2*st.ECNCEEvents > st.ECNCE+10 || st.CongestionWindow > 2*st.MaxDatagramSize {
 		t.Errorf("%d reductions for %d CE marks, window %d: want at most one per two marks and the minimum window", st.ECNCEEvents, st.ECNCE, st.CongestionWindow)
+	}
+}
+
+// TestQlogECNState: each side's trace shows each path's ECN validation
+// (recovery:ecn_state_updated): testing with its first marked packet,
+// then capable once the peer's counts matched.
+func TestQlogECNState(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("ECN is read and marked on Linux only (ecn_other.go)")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	sink := &qlogSink{traces: map[bool]*bytes.Buffer{}, closed: map[bool]bool{}}
+	conf := &Config{Qlog: sink.open}
+	mp := newMPPair(t, ctx, udpLoopback(t), conf, conf)
+	if _, err := mp.c.AddPath(ctx, udpLoopback(t), mp.l.Addr()); err != nil {
+		t.Fatal(err)
+	}
+	exchange(t, ctx, mp.open, testData(256<<10, 7))
+	srv := mp.server(t)
+	mp.c.CloseWithError(0, "")
+	for _, c := range []*Conn{mp.c, srv} {
+		select {
+		case <-c.Done():
+		case <-time.After(5 * time.Second):
+			t.Fatal("connection did not end")
+		}
+	}
+	for _, isClient := range []bool{true, false} {
+		sink.mu.Lock()
+		_, evs := parseQlog(t, sink.traces[isClient].Bytes())
+		sink.mu.Unlock()
+		states := map[uint32][]string{}
+		for _, e := range evs {
+			if e.Name == "recovery:ecn_state_updated" {
+				states[*e.Data.PathID] = append(states[*e.Data.PathID], e.Data.New)
+			}
+		}
+		for _, id := range []uint32{0, 1} {
+			if got := strings.Join(states[id], ","); got != "testing,capable" {
+				t.Errorf("client %v path %d: ECN states %q, want testing,capable", isClient, id, got)
+			}
+		}
 	}
 }

@@ -248,6 +248,34 @@ func (q *qlogWriter) pathUpdated(now time.Time, pid uint32, state string) {
 	q.end(b)
 }
 
+// ecnUpdated writes recovery:ecn_state_updated for a path (qlog's states:
+// testing, capable, failed with what failed it).
+func (q *qlogWriter) ecnUpdated(now time.Time, pid uint32, old, state ECNState) {
+	b := q.event(now, "recovery:ecn_state_updated")
+	b = appendKeyInt(b, "path_id", uint64(pid))
+	b = append(b, `,"old":"`...)
+	b = append(b, qlogECN(old)...)
+	b = append(b, `","new":"`...)
+	b = append(b, qlogECN(state)...)
+	b = append(b, '"')
+	if state.failed() {
+		b = append(b, `,"trigger":"`...)
+		b = append(b, state.String()...)
+		b = append(b, '"')
+	}
+	q.end(b)
+}
+
+func qlogECN(s ECNState) string {
+	switch {
+	case s == ECNValidated:
+		return "capable"
+	case s.failed():
+		return "failed"
+	}
+	return "testing"
+}
+
 // closed writes transport:connection_closed and closes the trace.
 func (q *qlogWriter) close(now time.Time, err error) {
 	b := q.event(now, "transport:connection_closed")

@@ -56,6 +56,7 @@ type qlogEvent struct {
 		} `json:"frames"`
 		PathID  *uint32 `json:"path_id"`
 		State   string  `json:"state"`
+		New     string  `json:"new"`
 		Trigger string  `json:"trigger"`
 	} `json:"data"`
 }

@@ -306,7 +306,9 @@ func (c *Conn) sealPlan(now time.Time, p *path, pl *plan, buf []byte) ([]byte, *
 	ect := p.ecn.out == ecnECT0
 	if ect {
 		sp.ectSent++
+		old := p.ecn.state
 		p.ecn.onSent()
+		c.ecnChanged(p, old, now)
 	}
 	if pl.si == spaceApp {
 		c.sentInPhase(pid, pl.pn)
