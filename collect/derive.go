@@ -31,8 +31,12 @@ type derivedLine struct {
 		Unresponsive    int64   `json:"unresponsive"`
 		UnresponsivePct float64 `json:"unresponsive_pct"`
 		RTT             struct {
-			P50  float64 `json:"p50"`
-			Mean float64 `json:"mean"`
+			P10  *float64 `json:"p10"`
+			P25  *float64 `json:"p25"`
+			P50  float64  `json:"p50"`
+			P75  *float64 `json:"p75"`
+			P90  *float64 `json:"p90"`
+			Mean float64  `json:"mean"`
 		} `json:"rtt_ms"`
 	} `json:"cells"`
 	// patterns "pattern_test"
@@ -90,7 +94,8 @@ func addDerived(sink store.DerivedSink, raw []byte) error {
 	case "summary":
 		for _, c := range l.Cells {
 			if err := sink.Cell(store.SurveyCell{ProbePath: c.ProbePath, ResolvePath: c.ResolvePath, Targets: c.Targets,
-				Responsive: c.Responsive, Unresponsive: c.Unresponsive, UnresponsivePct: c.UnresponsivePct, RTTP50ms: c.RTT.P50, RTTMeanms: c.RTT.Mean}); err != nil {
+				Responsive: c.Responsive, Unresponsive: c.Unresponsive, UnresponsivePct: c.UnresponsivePct, RTTP50ms: c.RTT.P50, RTTMeanms: c.RTT.Mean,
+				RTTP10ms: c.RTT.P10, RTTP25ms: c.RTT.P25, RTTP75ms: c.RTT.P75, RTTP90ms: c.RTT.P90}); err != nil {
 				return err
 			}
 		}

@@ -40,9 +40,11 @@ func TestDerivedTables(t *testing.T) {
 	a := e.put(t, rid, []byte(doc), e.probeTok, "")
 	require.Equal(t, http.StatusCreated, a.code, "%s", a.body)
 
+	ms := func(v float64) *float64 { return &v }
 	wantSurvey := store.Derived{
 		Cells: []store.SurveyCell{
-			{ProbePath: "wlan0", ResolvePath: "wlan0", Targets: 3, Responsive: 2, Unresponsive: 1, UnresponsivePct: 33.3, RTTP50ms: 10.5, RTTMeanms: 12.25},
+			{ProbePath: "wlan0", ResolvePath: "wlan0", Targets: 3, Responsive: 2, Unresponsive: 1, UnresponsivePct: 33.3, RTTP50ms: 10.5, RTTMeanms: 12.25,
+				RTTP10ms: ms(1), RTTP25ms: ms(1.5), RTTP75ms: ms(20), RTTP90ms: ms(20.5)},
 			{ProbePath: "wwan0", ResolvePath: "wlan0", Targets: 3, Responsive: 3, RTTP50ms: 40.125, RTTMeanms: 41}},
 		Probes: []store.SurveyProbe{
 			{ProbePath: "wlan0", ResolvePath: "wwan0", Address: "198.18.9.1", Method: "tcp-syn", Sent: 10, Received: 9, Responsive: true, Valid: true},
@@ -87,7 +89,7 @@ func derivableSurvey(t testing.TB, sid string) string {
 	recs := []string{
 		`{"type":"probe","probe_path":"wlan0","resolve_path":"wwan0","resolve_paths":["wwan0"],"address":"198.18.9.1","domains":["a.example"],"method":"tcp-syn","sent":10,"received":9,"rtts_ms":[1],"answer":"syn-ack","responsive":true,"bytes":600,"valid":true}`,
 		`{"type":"probe","probe_path":"wwan0","resolve_path":"wwan0","resolve_paths":["wwan0"],"address":"fd00::9","domains":["a.example"],"method":"tcp-syn","sent":10,"received":0,"rtts_ms":[],"answer":"","responsive":false,"bytes":600,"valid":true}`,
-		`{"type":"summary","status":"ok","cells":[{"probe_path":"wlan0","resolve_path":"wlan0","targets":3,"responsive":2,"unresponsive":1,"unresponsive_pct":33.3,"rtt_ms":{"min":1,"p10":1,"p25":1,"p50":10.5,"p75":20,"p90":20,"max":20,"mean":12.25}},{"probe_path":"wwan0","resolve_path":"wlan0","targets":3,"responsive":3,"unresponsive":0,"unresponsive_pct":0,"rtt_ms":{"p50":40.125,"mean":41}}]}`,
+		`{"type":"summary","status":"ok","cells":[{"probe_path":"wlan0","resolve_path":"wlan0","targets":3,"responsive":2,"unresponsive":1,"unresponsive_pct":33.3,"rtt_ms":{"min":1,"p10":1,"p25":1.5,"p50":10.5,"p75":20,"p90":20.5,"max":20,"mean":12.25}},{"probe_path":"wwan0","resolve_path":"wlan0","targets":3,"responsive":3,"unresponsive":0,"unresponsive_pct":0,"rtt_ms":{"p50":40.125,"mean":41}}]}`,
 	}
 	trailer := strings.Replace(lines[3], `"records":2`, fmt.Sprintf(`"records":%d`, 2+len(recs)), 1)
 	return strings.Join(append(append(lines[:3:3], recs...), trailer), "\n") + "\n"

@@ -102,7 +102,7 @@ func FleetFigures(f store.Fleet) fleetfig.Figures {
 		}
 		p.Survey.Cells = append(p.Survey.Cells, fleetfig.Cell{ProbePath: c.ProbePath, ResolvePath: c.ResolvePath,
 			Study: fleetfig.Study(kinds[c.RunID], c.ProbePath, c.ResolvePath), Targets: c.Targets, Responsive: c.Responsive,
-			RTTMedian: msDuration(c.RTTP50ms), RTTMean: msDuration(c.RTTMeanms)})
+			RTTMedian: msDuration(c.RTTP50ms), RTTMean: msDuration(c.RTTMeanms), RTTQuantiles: CellQuantiles(c.SurveyCell)})
 	}
 	for _, t := range f.Tests {
 		p := probe(t.Probe)
@@ -110,6 +110,16 @@ func FleetFigures(f store.Fleet) fleetfig.Figures {
 			p.Run = &fleetfig.Run{StartedAt: t.StartedAt}
 		}
 		p.Run.Tests = append(p.Run.Tests, fleetfig.TestCount{Transport: t.Transport, Status: t.Status, Tests: t.Tests})
+	}
+	samples := map[string][]fleetfig.GoodputSample{}
+	for _, g := range f.Goodputs {
+		samples[g.Probe] = append(samples[g.Probe], fleetfig.GoodputSample{Transport: g.Transport, Pattern: g.Pattern,
+			Bulk: g.Bulk, Upload: g.Upload, Download: g.Download})
+	}
+	for name, s := range samples {
+		if p := probe(name); p.Run != nil {
+			p.Run.Goodputs = fleetfig.MeanGoodputs(s)
+		}
 	}
 	for _, h := range f.Handovers {
 		p := probe(h.Probe)
@@ -121,6 +131,21 @@ func FleetFigures(f store.Fleet) fleetfig.Figures {
 	out := fleetfig.Figures{}
 	for _, n := range order {
 		out.Probes = append(out.Probes, *byName[n])
+	}
+	return out
+}
+
+// CellQuantiles are a derived cell's RTT quantiles besides the median
+// (the probe's textfile uses it too, so the two agree).
+func CellQuantiles(c store.SurveyCell) []fleetfig.Quantile {
+	var out []fleetfig.Quantile
+	for _, q := range []struct {
+		q  float64
+		ms *float64
+	}{{0.1, c.RTTP10ms}, {0.25, c.RTTP25ms}, {0.75, c.RTTP75ms}, {0.9, c.RTTP90ms}} {
+		if q.ms != nil {
+			out = append(out, fleetfig.Quantile{Q: q.q, Value: msDuration(*q.ms)})
+		}
 	}
 	return out
 }

@@ -20,7 +20,7 @@ import (
 
 // TestFleetMetricsCardinality: 1,000 probes with two paths, a survey and
 // a run over six transports each stay within the stated bound of
-// series per probe (fleetfig's doc: 3 + 3 + 4·P² + T·S + 2·T).
+// series per probe (fleetfig's doc: 3 + 3 + 8·P² + T·S + 5·T + 2·T).
 func TestFleetMetricsCardinality(t *testing.T) {
 	if testing.Short() {
 		t.Skip("plants 2,000 runs")
@@ -34,7 +34,8 @@ func TestFleetMetricsCardinality(t *testing.T) {
 		var cells []store.SurveyCell
 		for _, p := range []string{"wlan0", "wwan0"} {
 			for _, r := range []string{"wlan0", "wwan0"} {
-				cells = append(cells, store.SurveyCell{ProbePath: p, ResolvePath: r, Targets: 100, Responsive: int64(i % 100), RTTP50ms: 10, RTTMeanms: 11})
+				cells = append(cells, store.SurveyCell{ProbePath: p, ResolvePath: r, Targets: 100, Responsive: int64(i%100) + 1, RTTP50ms: 10, RTTMeanms: 11,
+					RTTP10ms: f64(5), RTTP25ms: f64(7), RTTP75ms: f64(20), RTTP90ms: f64(40)})
 			}
 		}
 		plantRun(t, e.st, name, "survey", t0, wifiCell, store.Derived{Cells: cells})
@@ -44,8 +45,11 @@ func TestFleetMetricsCardinality(t *testing.T) {
 			if (i+j)%3 == 0 {
 				st = "timeout"
 			}
-			tests = append(tests, store.PatternTest{Index: int64(2 * j), Pattern: "ping", Transport: tr, Path: "wlan0", Status: st},
-				store.PatternTest{Index: int64(2*j + 1), Pattern: "bulk", Transport: tr, Path: "wlan0", Status: "success"})
+			tests = append(tests, store.PatternTest{Index: int64(3 * j), Pattern: "ping", Transport: tr, Path: "wlan0", Status: st},
+				store.PatternTest{Index: int64(3*j + 1), Pattern: "bulk", Transport: tr, Path: "wlan0", Status: "success",
+					Result: &store.TestResult{Goodput: f64(1e7)}},
+				store.PatternTest{Index: int64(3*j + 2), Pattern: "iperf", Transport: tr, Path: "wlan0", Status: "success",
+					Result: &store.TestResult{Upload: &store.TestDirection{GoodputBps: f64(1e7)}, Download: &store.TestDirection{GoodputBps: f64(2e7)}}})
 		}
 		plantRun(t, e.st, name, "run", t0, wifiCell, store.Derived{Tests: tests})
 	}
@@ -55,9 +59,12 @@ func TestFleetMetricsCardinality(t *testing.T) {
 	require.Equal(t, http.StatusOK, a.code)
 	t.Logf("uncached /metrics/fleet over %d probes took %v (SQLite; a figure, not a bound)", probes, took)
 	series := bytes.Count(a.body, []byte("\n")) - bytes.Count(a.body, []byte("\n#"))
-	perProbe := 3 + 3 + 4*paths*paths + transports*statuses + 2*transports
+	perProbe := 3 + 3 + 8*paths*paths + transports*statuses + 5*transports + 2*transports
 	bound := probes*perProbe + 2
 	t.Logf("%d probes: %d series (bound %d), %d bytes", probes, series, bound, len(a.body))
 	assert.LessOrEqual(t, series, bound)
-	assert.Greater(t, series, probes*(3+1+4*3), "figures missing")
+	// Every probe (planted without a report of its own): its survey (1 +
+	// 4 cells x 8), its run (1, tests of at least 6 transports, 3 goodputs
+	// of each).
+	assert.GreaterOrEqual(t, series, probes*(1+4*8+1+6+6*3), "figures missing")
 }

@@ -74,6 +74,8 @@ next:
 	return 0, false
 }
 
+func f64(v float64) *float64 { return &v }
+
 var wifiCell = []store.Path{{Name: "wlan0", Kind: "wifi"}, {Name: "wwan0", Kind: "cellular"}}
 
 // TestFleetMetrics: /metrics/fleet (admin token only) gives per probe the
@@ -91,17 +93,23 @@ func TestFleetMetrics(t *testing.T) {
 		{ProbePath: "wlan0", ResolvePath: "wlan0", Targets: 10, Responsive: 1, RTTP50ms: 900, RTTMeanms: 900}}})
 	last := t0.Add(-time.Hour)
 	plantRun(t, e.st, "pi1", "survey", last, wifiCell, store.Derived{Cells: []store.SurveyCell{
-		{ProbePath: "wlan0", ResolvePath: "wlan0", Targets: 200, Responsive: 150, Unresponsive: 50, UnresponsivePct: 25, RTTP50ms: 12.5, RTTMeanms: 20},
+		{ProbePath: "wlan0", ResolvePath: "wlan0", Targets: 200, Responsive: 150, Unresponsive: 50, UnresponsivePct: 25, RTTP50ms: 12.5, RTTMeanms: 20,
+			RTTP10ms: f64(8), RTTP25ms: f64(10.25), RTTP75ms: f64(30), RTTP90ms: f64(61.5)},
 		{ProbePath: "wlan0", ResolvePath: "wwan0", Targets: 200, Responsive: 100, RTTP50ms: 14, RTTMeanms: 22.5},
 		{ProbePath: "wwan0", ResolvePath: "wlan0", Targets: 100, Responsive: 0},
 		{ProbePath: "wwan0", ResolvePath: "wwan0", Targets: 100, Responsive: 80, RTTP50ms: 45.25, RTTMeanms: 60}}})
 	plantRun(t, e.st, "pi1", "run", old, wifiCell, store.Derived{Tests: []store.PatternTest{
-		{Index: 0, Pattern: "bulk", Transport: "tcp", Path: "wlan0", Status: "timeout"}}})
+		{Index: 0, Pattern: "bulk", Transport: "tcp", Path: "wlan0", Status: "success", Result: &store.TestResult{Goodput: f64(1e6)}}}})
 	plantRun(t, e.st, "pi1", "run", last, wifiCell, store.Derived{Tests: []store.PatternTest{
-		{Index: 0, Pattern: "bulk", Transport: "mptcp", Path: "wlan0", Status: "success"},
-		{Index: 1, Pattern: "ping", Transport: "mptcp", Path: "wlan0", Status: "success"},
+		{Index: 0, Pattern: "bulk", Transport: "mptcp", Path: "wlan0", Status: "success", Result: &store.TestResult{Goodput: f64(40e6)}},
+		{Index: 1, Pattern: "ping", Transport: "mptcp", Path: "wlan0", Status: "success", Result: &store.TestResult{Delays: []int64{1e7}}},
 		{Index: 2, Pattern: "ping", Transport: "quic", Path: "wwan0", Status: "timeout"},
-		{Index: 3, Pattern: "bulk", Transport: "quic", Path: "wlan0", Status: "success", Invalid: true}}})
+		{Index: 3, Pattern: "bulk", Transport: "quic", Path: "wlan0", Status: "success", Invalid: true, Result: &store.TestResult{Goodput: f64(99e6)}},
+		{Index: 4, Pattern: "bulk", Transport: "mptcp", Path: "wwan0", Status: "success", Result: &store.TestResult{Goodput: f64(20e6)}},
+		{Index: 5, Pattern: "iperf", Transport: "mptcp", Path: "wlan0", Status: "success", Result: &store.TestResult{
+			Upload: &store.TestDirection{GoodputBps: f64(8e6)}, Download: &store.TestDirection{GoodputBps: f64(16e6)}}},
+		{Index: 6, Pattern: "iperf", Transport: "quic", Path: "wlan0", Status: "timeout", Result: &store.TestResult{
+			Upload: &store.TestDirection{GoodputBps: f64(1e6)}}}}})
 	plantRun(t, e.st, "pi1", "run", last.Add(time.Minute), wifiCell, store.Derived{Mobile: []store.MobileSummary{
 		{Index: 0, Transport: "mptcp", Upload: store.Delays{Max: 1271000000}, Download: store.Delays{Max: 1072000000}},
 		{Index: 1, Transport: "mpquic", Upload: store.Delays{Max: 81000000}, Download: store.Delays{Max: 61000000}}}})
@@ -134,8 +142,16 @@ func TestFleetMetrics(t *testing.T) {
 		{fleetfig.SurveyRTT, append(cell("wwan0", "wwan0", "LL"), "quantile", "0.5"), 0.04525},
 		{fleetfig.SurveyRTTMean, cell("wlan0", "wwan0", "WL"), 0.0225},
 		{fleetfig.RunTime, []string{"probe", "pi1"}, float64(last.Unix())},
-		{fleetfig.RunTests, []string{"probe", "pi1", "transport", "mptcp", "status", "success"}, 2},
-		{fleetfig.RunTests, []string{"probe", "pi1", "transport", "quic", "status", "timeout"}, 1},
+		{fleetfig.SurveyRTT, append(cell("wlan0", "wlan0", "WW"), "quantile", "0.1"), 0.008},
+		{fleetfig.SurveyRTT, append(cell("wlan0", "wlan0", "WW"), "quantile", "0.25"), 0.01025},
+		{fleetfig.SurveyRTT, append(cell("wlan0", "wlan0", "WW"), "quantile", "0.75"), 0.03},
+		{fleetfig.SurveyRTT, append(cell("wlan0", "wlan0", "WW"), "quantile", "0.9"), 0.0615},
+		{fleetfig.RunTests, []string{"probe", "pi1", "transport", "mptcp", "status", "success"}, 4},
+		{fleetfig.RunTests, []string{"probe", "pi1", "transport", "quic", "status", "timeout"}, 2},
+		// Bulk: the mean of the two successful mptcp tests' 40 and 20 Mbit/s.
+		{fleetfig.RunGoodput, []string{"probe", "pi1", "transport", "mptcp", "pattern", "bulk", "direction", "download"}, 30e6 / 8},
+		{fleetfig.RunGoodput, []string{"probe", "pi1", "transport", "mptcp", "pattern", "iperf", "direction", "upload"}, 1e6},
+		{fleetfig.RunGoodput, []string{"probe", "pi1", "transport", "mptcp", "pattern", "iperf", "direction", "download"}, 2e6},
 		{fleetfig.RunTests, []string{"probe", "pi1", "transport", "quic", "status", "invalid"}, 1},
 		{fleetfig.MobileTime, []string{"probe", "pi1"}, float64(last.Add(time.Minute).Unix())},
 		{fleetfig.HandoverDelay, []string{"probe", "pi1", "transport", "mptcp", "direction", "upload"}, 1.271},
@@ -155,6 +171,10 @@ func TestFleetMetrics(t *testing.T) {
 	assert.False(t, ok, "an RTT for a cell without answers")
 	assert.Len(t, fams[fleetfig.SurveyReach].Metric, 4)
 	assert.Len(t, fams[fleetfig.RunTests].Metric, 3)
+	// Neither an invalid, a failed, an older nor a goodput-less test has a goodput.
+	assert.Len(t, fams[fleetfig.RunGoodput].Metric, 3)
+	// Quantiles only where derived: 5 for WW, the median for WL and LL.
+	assert.Len(t, fams[fleetfig.SurveyRTT].Metric, 7)
 	for name, f := range fams {
 		if name == fleetfig.SpoolDropped {
 			assert.Equal(t, dto.MetricType_COUNTER, f.GetType(), name)
@@ -183,16 +203,21 @@ func plantFleet(t testing.TB, st store.Store) {
 	t0 := time.Date(2026, 11, 1, 12, 0, 0, 0, time.UTC)
 	for i, cells := range [][]store.SurveyCell{
 		{{ProbePath: "wlan0", ResolvePath: "wlan0", Targets: 10, Responsive: 1, RTTP50ms: 900, RTTMeanms: 900}},
-		{{ProbePath: "wlan0", ResolvePath: "wlan0", Targets: 200, Responsive: 150, RTTP50ms: 12.5, RTTMeanms: 20},
+		{{ProbePath: "wlan0", ResolvePath: "wlan0", Targets: 200, Responsive: 150, RTTP50ms: 12.5, RTTMeanms: 20,
+			RTTP10ms: f64(1.5), RTTP25ms: f64(3), RTTP75ms: f64(40.125), RTTP90ms: f64(80)},
 			{ProbePath: "wwan0", ResolvePath: "wlan0", Targets: 100, Responsive: 0}},
 	} {
 		plantRun(t, st, "pi1", "survey", t0.Add(time.Duration(i)*time.Hour), wifiCell, store.Derived{Cells: cells})
 	}
 	plantRun(t, st, "pi1", "run", t0, wifiCell, store.Derived{Tests: []store.PatternTest{{Pattern: "bulk", Transport: "tcp", Path: "wlan0", Status: "timeout"}}})
 	plantRun(t, st, "pi1", "run", t0.Add(time.Hour), wifiCell, store.Derived{Tests: []store.PatternTest{
-		{Index: 0, Pattern: "bulk", Transport: "mptcp", Path: "wlan0", Status: "success"},
+		{Index: 0, Pattern: "bulk", Transport: "mptcp", Path: "wlan0", Status: "success", Result: &store.TestResult{Goodput: f64(12.5e6)}},
 		{Index: 1, Pattern: "ping", Transport: "mptcp", Path: "wlan0", Status: "success"},
-		{Index: 2, Pattern: "bulk", Transport: "quic", Path: "wlan0", Status: "success", Invalid: true}}})
+		{Index: 2, Pattern: "bulk", Transport: "quic", Path: "wlan0", Status: "success", Invalid: true},
+		{Index: 3, Pattern: "iperf", Transport: "mptcp", Path: "wwan0", Status: "success", Result: &store.TestResult{
+			Upload: &store.TestDirection{GoodputBps: f64(3e6)}, Download: &store.TestDirection{GoodputBps: f64(7e6)}}},
+		{Index: 4, Pattern: "iperf", Transport: "mptcp", Path: "wlan0", Status: "success", Result: &store.TestResult{
+			Upload: &store.TestDirection{GoodputBps: f64(5e6)}}}}})
 	plantRun(t, st, "pi1", "run", t0.Add(2*time.Hour), wifiCell, store.Derived{Mobile: []store.MobileSummary{
 		{Transport: "mptcp", Upload: store.Delays{Max: 1271000000}, Download: store.Delays{Max: 1072000000}}}})
 	plantRun(t, st, "pi2", "survey", t0, []store.Path{{Name: "eth0", Kind: "ethernet"}}, store.Derived{Cells: []store.SurveyCell{
@@ -217,5 +242,7 @@ func TestFleetPostgresAgrees(t *testing.T) {
 	lite := page(t.TempDir() + "/fleet.db")
 	require.Contains(t, lite, `mptester_fleet_run_tests{probe="pi1",transport="quic",status="invalid"} 1`)
 	require.Contains(t, lite, `mptester_fleet_survey_reachable_ratio{probe="pi2",probe_path="eth0",resolve_path="eth0",cell=""} 1`)
+	require.Contains(t, lite, `mptester_fleet_survey_rtt_seconds{probe="pi1",probe_path="wlan0",resolve_path="wlan0",cell="WW",quantile="0.75"} 0.040125`)
+	require.Contains(t, lite, `mptester_fleet_run_goodput_bytes_per_second{probe="pi1",transport="mptcp",pattern="iperf",direction="upload"} 500000`)
 	assert.Equal(t, lite, page(pgtest.DSN(t)))
 }

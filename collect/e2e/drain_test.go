@@ -91,8 +91,11 @@ func TestDrainOnSIGTERM(t *testing.T) {
 		// A dial that meets the listener as it closes can be reset: the
 		// kernel completed its handshake, then reset it with the rest of
 		// the closed listener's accept queue (never accepted by the
-		// collector). The next dial must be refused.
-		if err != nil && !errors.Is(err, syscall.ECONNRESET) {
+		// collector). A dial can also time out: a SYN the kernel dropped
+		// while the accept queue was full is retransmitted only after a
+		// second (seen once at load 4). The next dial must be refused.
+		var ne net.Error
+		if err != nil && !errors.Is(err, syscall.ECONNRESET) && !(errors.As(err, &ne) && ne.Timeout()) {
 			assert.ErrorIs(t, err, syscall.ECONNREFUSED)
 			t.Logf("refused %v after SIGTERM", time.Since(t0))
 			break

@@ -27,6 +27,12 @@ type SurveyCell struct {
 	UnresponsivePct float64 `json:"unresponsive_pct"`
 	RTTP50ms        float64 `json:"rtt_p50_ms"`
 	RTTMeanms       float64 `json:"rtt_mean_ms"`
+	// The other quantiles of the cell's per-target RTTs (the summary's);
+	// nil in rows derived before they were stored.
+	RTTP10ms *float64 `json:"rtt_p10_ms,omitempty"`
+	RTTP25ms *float64 `json:"rtt_p25_ms,omitempty"`
+	RTTP75ms *float64 `json:"rtt_p75_ms,omitempty"`
+	RTTP90ms *float64 `json:"rtt_p90_ms,omitempty"`
 }
 
 // SurveyProbe is one probe record of a survey.
@@ -69,6 +75,23 @@ type TestResult struct {
 	Goodput    *float64       `json:"goodput_bps"`   // bulk
 	Upload     *TestDirection `json:"upload"`        // iperf, interactive
 	Download   *TestDirection `json:"download"`
+}
+
+// Goodputs are the test's goodput in bit/s: a bulk test's, and an iperf
+// or interactive test's per direction; nil where the record has none.
+// They are stored whatever the status: readers keep successful tests.
+func (r *TestResult) Goodputs() (bulk, upload, download *float64) {
+	if r == nil {
+		return nil, nil, nil
+	}
+	bulk = r.Goodput
+	if r.Upload != nil {
+		upload = r.Upload.GoodputBps
+	}
+	if r.Download != nil {
+		download = r.Download.GoodputBps
+	}
+	return bulk, upload, download
 }
 
 // TestDirection is one direction of an iperf or interactive test.
@@ -244,7 +267,7 @@ type derivedTx struct {
 
 func (k *derivedTx) Cell(c SurveyCell) error {
 	if _, err := k.cell.ExecContext(k.ctx, k.runID, c.ProbePath, c.ResolvePath, c.Targets, c.Responsive,
-		c.Unresponsive, c.UnresponsivePct, c.RTTP50ms, c.RTTMeanms); err != nil {
+		c.Unresponsive, c.UnresponsivePct, c.RTTP50ms, c.RTTMeanms, c.RTTP10ms, c.RTTP25ms, c.RTTP75ms, c.RTTP90ms); err != nil {
 		return fmt.Errorf("insert cell: %w", err)
 	}
 	return nil
@@ -263,7 +286,8 @@ func (k *derivedTx) Probe(p SurveyProbe) error {
 }
 
 func (k *derivedTx) Test(t PatternTest) error {
-	if _, err := k.test.ExecContext(k.ctx, k.runID, t.Index, t.Pattern, t.Transport, t.Path, t.Status, t.Invalid); err != nil {
+	good, up, down := t.Result.Goodputs()
+	if _, err := k.test.ExecContext(k.ctx, k.runID, t.Index, t.Pattern, t.Transport, t.Path, t.Status, t.Invalid, good, up, down); err != nil {
 		return fmt.Errorf("insert test: %w", err)
 	}
 	for _, b := range t.PathBytes {
@@ -296,11 +320,12 @@ const (
 		mptcp_ratio_upload, mptcp_ratio_download) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 		ON CONFLICT DO NOTHING`
 	qInsertCell = `INSERT INTO survey_cells (run_id, probe_path, resolve_path, targets, responsive, unresponsive,
-		unresponsive_pct, rtt_p50_ms, rtt_mean_ms) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`
+		unresponsive_pct, rtt_p50_ms, rtt_mean_ms, rtt_p10_ms, rtt_p25_ms, rtt_p75_ms, rtt_p90_ms)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
 	qInsertProbe = `INSERT INTO survey_probes (run_id, seq, probe_path, resolve_path, address, method, sent, received,
 		responsive, valid) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
-	qInsertTest = `INSERT INTO pattern_tests (run_id, idx, pattern, transport, path, status, invalid)
-		VALUES (?, ?, ?, ?, ?, ?, ?)`
+	qInsertTest = `INSERT INTO pattern_tests (run_id, idx, pattern, transport, path, status, invalid,
+		goodput_bps, upload_goodput_bps, download_goodput_bps) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
 	qInsertPathBytes = `INSERT INTO pattern_path_bytes (run_id, idx, path, bytes_sent, bytes_received)
 		VALUES (?, ?, ?, ?, ?)`
 )
@@ -330,13 +355,14 @@ func (s *sqlStore) ListUnderived(ctx context.Context, after int64) ([]Run, error
 func (s *sqlStore) GetDerived(ctx context.Context, runID string) (Derived, error) {
 	var d Derived
 	rows, err := s.db.QueryContext(ctx, s.q(`SELECT probe_path, resolve_path, targets, responsive, unresponsive, unresponsive_pct,
-		rtt_p50_ms, rtt_mean_ms FROM survey_cells WHERE run_id = ? ORDER BY probe_path, resolve_path`), runID)
+		rtt_p50_ms, rtt_mean_ms, rtt_p10_ms, rtt_p25_ms, rtt_p75_ms, rtt_p90_ms FROM survey_cells WHERE run_id = ? ORDER BY probe_path, resolve_path`), runID)
 	if err != nil {
 		return d, err
 	}
 	for rows.Next() {
 		var c SurveyCell
-		if err := rows.Scan(&c.ProbePath, &c.ResolvePath, &c.Targets, &c.Responsive, &c.Unresponsive, &c.UnresponsivePct, &c.RTTP50ms, &c.RTTMeanms); err != nil {
+		if err := rows.Scan(&c.ProbePath, &c.ResolvePath, &c.Targets, &c.Responsive, &c.Unresponsive, &c.UnresponsivePct, &c.RTTP50ms, &c.RTTMeanms,
+			&c.RTTP10ms, &c.RTTP25ms, &c.RTTP75ms, &c.RTTP90ms); err != nil {
 			rows.Close()
 			return d, err
 		}

@@ -15,7 +15,18 @@ type Fleet struct {
 	Probes    []Probe
 	Cells     []FleetCell
 	Tests     []FleetTests
+	Goodputs  []FleetGoodput
 	Handovers []FleetHandover
+}
+
+// FleetGoodput is one successful test of a probe's last pattern run with
+// its goodputs in bit/s (nil: none, or derived before they were stored),
+// in the run's test order.
+type FleetGoodput struct {
+	Probe, RunID           string
+	StartedAt              time.Time
+	Transport, Pattern     string
+	Bulk, Upload, Download *float64
 }
 
 // FleetCell is one cell of a probe's last survey; Kinds are the kinds of
@@ -63,7 +74,7 @@ func (s *sqlStore) Fleet(ctx context.Context) (Fleet, error) {
 	}
 	rows, err := s.db.QueryContext(ctx, lastRuns("survey_cells")+`SELECT l.probe_id, l.run_id, l.started_at,
 		c.probe_path, c.resolve_path, c.targets, c.responsive, c.unresponsive, c.unresponsive_pct, c.rtt_p50_ms, c.rtt_mean_ms,
-		COALESCE(pp.kind, ''), COALESCE(rp.kind, '')
+		c.rtt_p10_ms, c.rtt_p25_ms, c.rtt_p75_ms, c.rtt_p90_ms, COALESCE(pp.kind, ''), COALESCE(rp.kind, '')
 		FROM last l JOIN survey_cells c ON c.run_id = l.run_id
 		LEFT JOIN paths pp ON pp.run_id = l.run_id AND pp.name = c.probe_path
 		LEFT JOIN paths rp ON rp.run_id = l.run_id AND rp.name = c.resolve_path
@@ -75,7 +86,7 @@ func (s *sqlStore) Fleet(ctx context.Context) (Fleet, error) {
 		var c FleetCell
 		var at int64
 		if err := rows.Scan(&c.Probe, &c.RunID, &at, &c.ProbePath, &c.ResolvePath, &c.Targets, &c.Responsive, &c.Unresponsive,
-			&c.UnresponsivePct, &c.RTTP50ms, &c.RTTMeanms, &c.ProbeKind, &c.ResolveKind); err != nil {
+			&c.UnresponsivePct, &c.RTTP50ms, &c.RTTMeanms, &c.RTTP10ms, &c.RTTP25ms, &c.RTTP75ms, &c.RTTP90ms, &c.ProbeKind, &c.ResolveKind); err != nil {
 			rows.Close()
 			return f, fmt.Errorf("fleet cells: %w", err)
 		}
@@ -107,6 +118,29 @@ func (s *sqlStore) Fleet(ctx context.Context) (Fleet, error) {
 	rows.Close()
 	if err := rows.Err(); err != nil {
 		return f, fmt.Errorf("fleet tests: %w", err)
+	}
+
+	rows, err = s.db.QueryContext(ctx, lastRuns("pattern_tests")+`SELECT l.probe_id, l.run_id, l.started_at, t.transport, t.pattern,
+		t.goodput_bps, t.upload_goodput_bps, t.download_goodput_bps
+		FROM last l JOIN pattern_tests t ON t.run_id = l.run_id WHERE l.n = 1 AND t.status = 'success' AND NOT t.invalid
+		AND (t.goodput_bps IS NOT NULL OR t.upload_goodput_bps IS NOT NULL OR t.download_goodput_bps IS NOT NULL)
+		ORDER BY l.probe_id, t.idx`)
+	if err != nil {
+		return f, fmt.Errorf("fleet goodputs: %w", err)
+	}
+	for rows.Next() {
+		var g FleetGoodput
+		var at int64
+		if err := rows.Scan(&g.Probe, &g.RunID, &at, &g.Transport, &g.Pattern, &g.Bulk, &g.Upload, &g.Download); err != nil {
+			rows.Close()
+			return f, fmt.Errorf("fleet goodputs: %w", err)
+		}
+		g.StartedAt = fromNanos(at)
+		f.Goodputs = append(f.Goodputs, g)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return f, fmt.Errorf("fleet goodputs: %w", err)
 	}
 
 	rows, err = s.db.QueryContext(ctx, lastRuns("mobile_summaries")+`SELECT l.probe_id, l.run_id, l.started_at, m.transport,

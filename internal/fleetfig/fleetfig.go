@@ -7,9 +7,11 @@
 // Names follow Prometheus' conventions (base units: _seconds, _ratio;
 // _timestamp_seconds for Unix times). Labels are bounded: probe, the
 // probe's paths and the study cell, transport, status (the run statuses'
-// vocabulary) and direction; never a target address or a run id. Per probe
-// at most 3 + 3 + 4·P² + T·S + 2·T series for P paths, T transports and S
-// statuses seen in its last run.
+// vocabulary), pattern and direction; never a target address or a run
+// id. Per probe at most 3 + 3 + 8·P² + T·S + 5·T + 2·T series for P
+// paths, T transports and S statuses seen in its last run: per cell its
+// targets, reachable ratio, mean and five RTT quantiles; per transport up
+// to five goodputs (bulk; iperf and interactive, each direction).
 package fleetfig
 
 import (
@@ -62,12 +64,69 @@ type Cell struct {
 	ProbePath, ResolvePath, Study string
 	Targets, Responsive           int64
 	RTTMedian, RTTMean            time.Duration
+	// RTTQuantiles are the other quantiles of the per-target RTTs, by
+	// quantile (0.1, 0.25, 0.75, 0.9); absent ones have no series.
+	RTTQuantiles []Quantile `json:",omitempty"`
 }
 
-// Run is a probe's last pattern run: its tests by transport and status.
+// Quantile is one quantile of a distribution.
+type Quantile struct {
+	Q     float64
+	Value time.Duration
+}
+
+// Run is a probe's last pattern run: its tests by transport and status,
+// and the mean goodput of its successful tests by transport, pattern and
+// direction.
 type Run struct {
 	StartedAt time.Time
 	Tests     []TestCount
+	Goodputs  []Goodput `json:",omitempty"`
+}
+
+// Goodput is the mean goodput of a run's successful tests of one
+// transport, pattern and direction (over its paths and families).
+type Goodput struct {
+	Transport, Pattern, Direction string
+	BytesPerSecond                float64
+	Tests                         int64
+}
+
+// GoodputSample is one successful test's goodputs in bit/s, as its record
+// has them: a bulk download's, an iperf or interactive test's per
+// direction (nil: none).
+type GoodputSample struct {
+	Transport, Pattern     string
+	Bulk, Upload, Download *float64
+}
+
+// MeanGoodputs averages samples (in the run's test order) per transport,
+// pattern and direction, in bytes per second, ordered by transport,
+// pattern and direction: the collector and the probe call it on the same
+// tests in the same order, so their figures are equal to the bit.
+func MeanGoodputs(samples []GoodputSample) []Goodput {
+	type key struct{ t, p, d string }
+	sum := map[key]float64{}
+	n := map[key]int64{}
+	add := func(k key, v *float64) {
+		if v != nil && !math.IsNaN(*v) && !math.IsInf(*v, 0) {
+			sum[k] += *v / 8
+			n[k]++
+		}
+	}
+	for _, s := range samples {
+		add(key{s.Transport, s.Pattern, "download"}, s.Bulk)
+		add(key{s.Transport, s.Pattern, "upload"}, s.Upload)
+		add(key{s.Transport, s.Pattern, "download"}, s.Download)
+	}
+	var out []Goodput
+	for k, c := range n {
+		out = append(out, Goodput{Transport: k.t, Pattern: k.p, Direction: k.d, BytesPerSecond: sum[k] / float64(c), Tests: c})
+	}
+	slices.SortFunc(out, func(a, b Goodput) int {
+		return strings.Compare(a.Transport+"\x00"+a.Pattern+"\x00"+a.Direction, b.Transport+"\x00"+b.Pattern+"\x00"+b.Direction)
+	})
+	return out
 }
 
 // TestCount is how many tests of a transport ended with a status.
@@ -139,11 +198,22 @@ const (
 	SurveyRTTMean = "mptester_fleet_survey_rtt_mean_seconds"
 	RunTime       = "mptester_fleet_run_timestamp_seconds"
 	RunTests      = "mptester_fleet_run_tests"
+	RunGoodput    = "mptester_fleet_run_goodput_bytes_per_second"
 	MobileTime    = "mptester_fleet_mobile_timestamp_seconds"
 	HandoverDelay = "mptester_fleet_handover_max_delay_seconds"
 	FiguresTime   = "mptester_fleet_figures_timestamp_seconds"
 	FiguresProbes = "mptester_fleet_probes"
 )
+
+func cmpFloat(a, b float64) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
 
 func unix(t time.Time) float64 { return float64(t.UnixNano()) / 1e9 }
 
@@ -162,6 +232,7 @@ func (f Figures) WriteText(w io.Writer, at time.Time) error {
 		{name: SurveyRTTMean, help: "Mean RTT of the cell's responsive targets in the last survey."},
 		{name: RunTime, help: "Unix time the probe's last pattern run started."},
 		{name: RunTests, help: "Tests of the last pattern run by transport and status (success, a failure status, or invalid)."},
+		{name: RunGoodput, help: "Mean goodput of the last pattern run's successful tests per transport, pattern and direction (over paths and families; bulk is a download)."},
 		{name: MobileTime, help: "Unix time the probe's last mobile-mode run started."},
 		{name: HandoverDelay, help: "Largest chunk delay per transport and direction in the last mobile-mode run (the handover's cost)."},
 		{name: FiguresTime, help: "Unix time these figures were computed."},
@@ -194,7 +265,11 @@ func (f Figures) WriteText(w io.Writer, at time.Time) error {
 				}
 				byName[SurveyReach].add(ratio, l...)
 				if c.Responsive > 0 {
-					byName[SurveyRTT].add(c.RTTMedian.Seconds(), append(l, "quantile", "0.5")...)
+					qs := append([]Quantile{{Q: 0.5, Value: c.RTTMedian}}, c.RTTQuantiles...)
+					slices.SortStableFunc(qs, func(a, b Quantile) int { return cmpFloat(a.Q, b.Q) })
+					for _, q := range qs {
+						byName[SurveyRTT].add(q.Value.Seconds(), append(slices.Clone(l), "quantile", formatValue(q.Q))...)
+					}
 					byName[SurveyRTTMean].add(c.RTTMean.Seconds(), l...)
 				}
 			}
@@ -203,6 +278,9 @@ func (f Figures) WriteText(w io.Writer, at time.Time) error {
 			byName[RunTime].add(unix(r.StartedAt), "probe", p.Name)
 			for _, t := range r.Tests {
 				byName[RunTests].add(float64(t.Tests), "probe", p.Name, "transport", t.Transport, "status", t.Status)
+			}
+			for _, g := range r.Goodputs {
+				byName[RunGoodput].add(g.BytesPerSecond, "probe", p.Name, "transport", g.Transport, "pattern", g.Pattern, "direction", g.Direction)
 			}
 		}
 		if m := p.Mobile; m != nil {

@@ -61,3 +61,31 @@ func TestStudy(t *testing.T) {
 		t.Errorf("two Wi-Fi paths: %q", got)
 	}
 }
+
+// TestMeanGoodputs: per transport, pattern and direction the mean in
+// bytes per second; a bulk test's goodput is a download; a missing or
+// non-finite figure is no sample; ordered by the three labels.
+func TestMeanGoodputs(t *testing.T) {
+	v := func(x float64) *float64 { return &x }
+	got := MeanGoodputs([]GoodputSample{
+		{Transport: "tcp", Pattern: "iperf", Upload: v(8e6), Download: v(16e6)},
+		{Transport: "mptcp", Pattern: "bulk", Bulk: v(80e6)},
+		{Transport: "tcp", Pattern: "iperf", Upload: v(24e6), Download: v(math.NaN())},
+		{Transport: "mptcp", Pattern: "bulk", Bulk: v(40e6)},
+		{Transport: "mptcp", Pattern: "bulk", Bulk: v(math.Inf(1))},
+		{Transport: "quic", Pattern: "interactive"},
+	})
+	want := []Goodput{
+		{Transport: "mptcp", Pattern: "bulk", Direction: "download", BytesPerSecond: 7.5e6, Tests: 2},
+		{Transport: "tcp", Pattern: "iperf", Direction: "download", BytesPerSecond: 2e6, Tests: 1},
+		{Transport: "tcp", Pattern: "iperf", Direction: "upload", BytesPerSecond: 2e6, Tests: 2},
+	}
+	if len(got) != len(want) {
+		t.Fatalf("got %+v, want %+v", got, want)
+	}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Errorf("goodput %d: got %+v, want %+v", i, got[i], want[i])
+		}
+	}
+}

@@ -144,12 +144,18 @@ func TestDashboardQueries(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	ms := func(v float64) *float64 { return &v }
 	for i, probe := range []string{"pi1", "pi2"} {
 		plant(probe, "survey", t0, store.Derived{Cells: []store.SurveyCell{
-			{ProbePath: "wlan0", ResolvePath: "wlan0", Targets: 200, Responsive: int64(150 - 10*i), RTTP50ms: 12.5, RTTMeanms: 20},
+			{ProbePath: "wlan0", ResolvePath: "wlan0", Targets: 200, Responsive: int64(150 - 10*i), RTTP50ms: 12.5, RTTMeanms: 20,
+				RTTP10ms: ms(2.5), RTTP25ms: ms(6), RTTP75ms: ms(31.25), RTTP90ms: ms(float64(70 + i))},
 			{ProbePath: "wwan0", ResolvePath: "wlan0", Targets: 100, Responsive: 40, RTTP50ms: 48.25, RTTMeanms: 50}}})
 		plant(probe, "run", t0.Add(time.Minute), store.Derived{
-			Tests:  []store.PatternTest{{Index: 0, Pattern: "bulk", Transport: "mptcp", Status: "success"}, {Index: 1, Pattern: "ping", Transport: "quic", Status: "timeout"}},
+			Tests: []store.PatternTest{
+				{Index: 0, Pattern: "bulk", Transport: "mptcp", Status: "success", Result: &store.TestResult{Goodput: ms(float64(40e6 + 8e6*i))}},
+				{Index: 1, Pattern: "ping", Transport: "quic", Status: "timeout"},
+				{Index: 3, Pattern: "iperf", Transport: "quic", Status: "success", Result: &store.TestResult{
+					Upload: &store.TestDirection{GoodputBps: ms(12e6)}, Download: &store.TestDirection{GoodputBps: ms(24e6)}}}},
 			Mobile: []store.MobileSummary{{Index: 2, Transport: "mptcp", Upload: store.Delays{Max: int64(1271+i) * 1e6}, Download: store.Delays{Max: 1072e6}}}})
 	}
 	srv, err := collect.New(collect.Config{Store: st, Data: filepath.Join(dir, "data"), Limits: collect.DefaultLimits()})
@@ -172,8 +178,10 @@ func TestDashboardQueries(t *testing.T) {
 	}
 	var tf bytes.Buffer
 	local := fleetfig.Probe{Name: "pi-local", LastSeen: t0, Spool: &fleetfig.Spool{Backlog: 5},
-		Survey: &fleetfig.Survey{StartedAt: t0, Cells: []fleetfig.Cell{{ProbePath: "eth0", ResolvePath: "eth0", Targets: 10, Responsive: 9, RTTMedian: 3 * time.Millisecond, RTTMean: 4 * time.Millisecond}}},
-		Run:    &fleetfig.Run{StartedAt: t0, Tests: []fleetfig.TestCount{{Transport: "tcp", Status: "success", Tests: 4}}}}
+		Survey: &fleetfig.Survey{StartedAt: t0, Cells: []fleetfig.Cell{{ProbePath: "eth0", ResolvePath: "eth0", Targets: 10, Responsive: 9, RTTMedian: 3 * time.Millisecond, RTTMean: 4 * time.Millisecond,
+			RTTQuantiles: []fleetfig.Quantile{{Q: 0.1, Value: time.Millisecond}, {Q: 0.9, Value: 9 * time.Millisecond}}}}},
+		Run: &fleetfig.Run{StartedAt: t0, Tests: []fleetfig.TestCount{{Transport: "tcp", Status: "success", Tests: 4}},
+			Goodputs: []fleetfig.Goodput{{Transport: "tcp", Pattern: "bulk", Direction: "download", BytesPerSecond: 6.25e6, Tests: 4}}}}
 	if err := (fleetfig.Figures{Probes: []fleetfig.Probe{local}}).WriteText(&tf, t0); err != nil {
 		t.Fatal(err)
 	}

@@ -3,12 +3,14 @@ package agent
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -153,7 +155,8 @@ func (k *keptFigures) derive(r io.Reader, document bool) (bool, error) {
 		for _, c := range d.Cells {
 			s.Cells = append(s.Cells, fleetfig.Cell{ProbePath: c.ProbePath, ResolvePath: c.ResolvePath,
 				Study: fleetfig.Study(kinds, c.ProbePath, c.ResolvePath), Targets: c.Targets, Responsive: c.Responsive,
-				RTTMedian: time.Duration(c.RTTP50ms * float64(time.Millisecond)), RTTMean: time.Duration(c.RTTMeanms * float64(time.Millisecond))})
+				RTTMedian: time.Duration(c.RTTP50ms * float64(time.Millisecond)), RTTMean: time.Duration(c.RTTMeanms * float64(time.Millisecond)),
+				RTTQuantiles: collect.CellQuantiles(c)})
 		}
 		if k.Survey == nil || !s.StartedAt.Before(k.Survey.StartedAt) {
 			k.Survey, changed = s, true
@@ -177,6 +180,19 @@ func (k *keptFigures) derive(r io.Reader, document bool) (bool, error) {
 		for _, key := range order {
 			run.Tests = append(run.Tests, fleetfig.TestCount{Transport: key[0], Status: key[1], Tests: counts[key]})
 		}
+		// In the run's test order, as the collector reads them.
+		tests := slices.Clone(d.Tests)
+		slices.SortStableFunc(tests, func(a, b store.PatternTest) int { return cmp.Compare(a.Index, b.Index) })
+		var samples []fleetfig.GoodputSample
+		for _, t := range tests {
+			if t.Status != "success" || t.Invalid {
+				continue
+			}
+			if bulk, up, down := t.Result.Goodputs(); bulk != nil || up != nil || down != nil {
+				samples = append(samples, fleetfig.GoodputSample{Transport: t.Transport, Pattern: t.Pattern, Bulk: bulk, Upload: up, Download: down})
+			}
+		}
+		run.Goodputs = fleetfig.MeanGoodputs(samples)
 		if k.Run == nil || !run.StartedAt.Before(k.Run.StartedAt) {
 			k.Run, changed = run, true
 		}

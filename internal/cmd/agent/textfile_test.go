@@ -24,14 +24,15 @@ import (
 const (
 	tfPaths  = `"paths":[{"name":"wlan0","kind":"wifi"},{"name":"wwan0","kind":"cellular"}]`
 	tfSurvey = `{"type":"header","schema_version":"1.1","run_id":"11111111-1111-4111-8111-111111111111","probe_id":"pi1","command":"survey","started_at":"2026-11-22T10:00:00Z",` + tfPaths + `}
-{"type":"summary","cells":[{"probe_path":"wlan0","resolve_path":"wlan0","targets":200,"responsive":150,"rtt_ms":{"p50":12.5,"mean":20}},{"probe_path":"wwan0","resolve_path":"wlan0","targets":100,"responsive":0}]}
+{"type":"summary","cells":[{"probe_path":"wlan0","resolve_path":"wlan0","targets":200,"responsive":150,"rtt_ms":{"p10":4.25,"p25":8,"p50":12.5,"p75":30,"p90":55.5,"mean":20}},{"probe_path":"wwan0","resolve_path":"wlan0","targets":100,"responsive":0}]}
 {"type":"trailer","status":"ok"}
 `
 	tfRun = `{"schema_version":"1.1","run_id":"22222222-2222-4222-8222-222222222222","probe_id":"pi1","command":"run","started_at":"2026-11-22T11:00:00Z",` + tfPaths + `,"records":[
-{"type":"pattern_test","index":0,"config":{"pattern":"bulk","transport":"mptcp","path":"wlan0"},"status":"success","path_bytes":[]},
+{"type":"pattern_test","index":0,"config":{"pattern":"bulk","transport":"mptcp","path":"wlan0"},"status":"success","path_bytes":[],"result":{"goodput_bps":41000000}},
+{"type":"pattern_test","index":5,"config":{"pattern":"iperf","transport":"mptcp","path":"wwan0"},"status":"success","path_bytes":[],"result":{"upload":{"goodput_bps":9000000},"download":{"goodput_bps":17000000}}},
 {"type":"pattern_test","index":1,"config":{"pattern":"ping","transport":"mptcp","path":"wlan0"},"status":"success","path_bytes":[]},
 {"type":"pattern_test","index":2,"config":{"pattern":"ping","transport":"quic","path":"wwan0"},"status":"timeout","path_bytes":[]},
-{"type":"pattern_test","index":3,"config":{"pattern":"bulk","transport":"quic","path":"wlan0"},"status":"success","invalid":true,"path_bytes":[]},
+{"type":"pattern_test","index":3,"config":{"pattern":"bulk","transport":"quic","path":"wlan0"},"status":"success","invalid":true,"path_bytes":[],"result":{"goodput_bps":1000}},
 {"type":"mobile_summary","primary":"wlan0","backup":"wwan0","transports":[{"transport":"mptcp","index":4,"status":"success","upload_delays":{"max_ns":1271000000},"download_delays":{"max_ns":1072000000}}]}
 ],"finished_at":"2026-11-22T11:01:00Z","status":"ok"}
 `
@@ -119,7 +120,11 @@ func TestTextfile(t *testing.T) {
 	var page bytes.Buffer
 	require.NoError(t, collect.FleetFigures(f).WriteText(&page, now))
 	want := figureLines(page.String())
-	require.Len(t, want, 14, "%s", page.String())
+	// 14 figures, 4 more RTT quantiles, 3 goodputs (mptcp bulk; iperf up
+	// and down; not the invalid quic test's).
+	require.Len(t, want, 21, "%s", page.String())
+	assert.Contains(t, want, `mptester_fleet_run_goodput_bytes_per_second{probe="pi1",transport="mptcp",pattern="iperf",direction="upload"} 1.125e+06`)
+	assert.Contains(t, want, `mptester_fleet_survey_rtt_seconds{probe="pi1",probe_path="wlan0",resolve_path="wlan0",cell="WW",quantile="0.9"} 0.0555`)
 	assert.Equal(t, want, figureLines(string(b)))
 
 	// A later pass that ran nothing still writes the kept figures.
