@@ -3,6 +3,8 @@ package mpquic
 import (
 	"bytes"
 	"context"
+	"io"
+	"net"
 	"runtime"
 	"strings"
 	"testing"
@@ -194,5 +196,61 @@ func TestQlogECNState(t *testing.T) {
 				t.Errorf("client %v path %d: ECN states %q, want testing,capable", isClient, id, got)
 			}
 		}
+	}
+}
+
+// TestECNFamilies: ECN validates over IPv6 (IPV6_TCLASS) and through a
+// dual-stack listener reached over IPv4, whose replies go to a mapped
+// address (IP_TOS on an IPv6 socket), with the codepoint read on both.
+func TestECNFamilies(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("ECN is read and marked on Linux only (ecn_other.go)")
+	}
+	for _, tc := range []struct{ listen, client, dial string }{
+		{"[::1]:0", "[::1]:0", "[::1]"},
+		{"[::]:0", "127.0.0.1:0", "127.0.0.1"},
+	} {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		stls, ctls := testTLS(t)
+		l, err := ListenAddr(tc.listen, stls, nil)
+		if err != nil {
+			t.Skipf("%s: %v", tc.listen, err)
+		}
+		accepted := make(chan *Conn, 1)
+		go serveEach(ctx, func(ctx context.Context) (*Conn, error) {
+			c, err := l.Accept(ctx)
+			if err == nil {
+				select {
+				case accepted <- c:
+				default:
+				}
+			}
+			return c, err
+		}, (*Conn).AcceptStream, func(s *Stream) {
+			io.Copy(s, s)
+			s.Close()
+		})
+		pc, err := net.ListenPacket("udp", tc.client)
+		if err != nil {
+			t.Skipf("%s: %v", tc.client, err)
+		}
+		_, port, _ := net.SplitHostPort(l.Addr().String())
+		raddr, _ := net.ResolveUDPAddr("udp", net.JoinHostPort(strings.Trim(tc.dial, "[]"), port))
+		c, err := Dial(ctx, pc, raddr, ctls, nil)
+		if err != nil {
+			t.Fatalf("%s -> %s: %v", tc.client, tc.listen, err)
+		}
+		exchange(t, ctx, func(ctx context.Context) (io.ReadWriteCloser, error) { return c.OpenStream(ctx) }, testData(256<<10, 8))
+		st := pathStat(t, c, 0)
+		if st.ECN != ECNValidated {
+			t.Errorf("%s -> %s: client ecn %v, want validated", tc.client, tc.listen, st.ECN)
+		}
+		if s := pathStat(t, <-accepted, 0); s.ECN != ECNValidated {
+			t.Errorf("%s -> %s: server ecn %v, want validated", tc.client, tc.listen, s.ECN)
+		}
+		c.CloseWithError(0, "")
+		pc.Close()
+		l.Close()
+		cancel()
 	}
 }
