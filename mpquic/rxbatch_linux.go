@@ -25,9 +25,11 @@ type batchReader struct {
 	oobs  [][]byte
 	gro   bool
 
-	n, next, off int  // messages read; the one being handed out; offset in it
-	seg          int  // its segment size
-	ecn          byte // its ECN codepoint (every segment of a GRO message has the first's TOS)
+	n, next, off int        // messages read; the one being handed out; offset in it
+	seg          int        // its segment size
+	ecn          byte       // its ECN codepoint (every segment of a GRO message has the first's TOS)
+	to           netip.Addr // its destination, where the socket asked for it (IP_PKTINFO)
+	dst          bool       // parse destinations
 	from         net.Addr
 	lastName     unix.RawSockaddrInet6
 	lastFrom     net.Addr
@@ -36,7 +38,7 @@ type batchReader struct {
 const (
 	batchMsgs    = 8       // messages a recvmmsg
 	groBufSize   = 1 << 16 // a GRO message is at most 64 KiB
-	batchOOBSize = 64
+	batchOOBSize = 128     // GRO, TOS/TCLASS and IPv6 PKTINFO messages together
 )
 
 // newBatchReader returns nil where pc is not a plain UDP socket (a test's
@@ -124,6 +126,9 @@ func (r *batchReader) start() {
 		}
 	}
 	r.ecn = parseECN(oob)
+	if r.dst {
+		r.to = parseDst(oob)
+	}
 	if r.lastFrom == nil || r.names[i] != r.lastName {
 		r.lastName, r.lastFrom = r.names[i], sockaddrUDP(&r.names[i])
 	}
@@ -151,6 +156,24 @@ func (r *batchReader) nextDatagram() ([]byte, net.Addr, byte, error) {
 	}
 	return b, from, ecn, nil
 }
+
+// nextDatagramTo is nextDatagram with the datagram's destination address
+// (invalid unless wantDst was called and the kernel gave one): a
+// listener's reads.
+func (r *batchReader) nextDatagramTo() ([]byte, net.Addr, netip.Addr, byte, error) {
+	for r.next >= r.n {
+		if err := r.read(); err != nil {
+			return nil, nil, netip.Addr{}, 0, err
+		}
+	}
+	to := r.to
+	b, from, ecn, err := r.nextDatagram()
+	return b, from, to, ecn, err
+}
+
+// wantDst makes the reader parse each datagram's destination (the socket
+// must have IP_PKTINFO / IPV6_RECVPKTINFO on: enableDstInfo).
+func (r *batchReader) wantDst() { r.dst = true }
 
 func controlLen(h *unix.Msghdr) int { return int(h.Controllen) }
 

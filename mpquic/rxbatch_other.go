@@ -2,7 +2,10 @@
 
 package mpquic
 
-import "net"
+import (
+	"net"
+	"net/netip"
+)
 
 // batchReader: batched reads are Linux's (rxbatch_linux.go); elsewhere a
 // client reads one datagram a call.
@@ -13,3 +16,9 @@ func newBatchReader(net.PacketConn) *batchReader { return nil }
 func (*batchReader) nextDatagram() ([]byte, net.Addr, byte, error) {
 	return nil, nil, 0, net.ErrClosed
 }
+
+func (*batchReader) nextDatagramTo() ([]byte, net.Addr, netip.Addr, byte, error) {
+	return nil, nil, netip.Addr{}, 0, net.ErrClosed
+}
+
+func (*batchReader) wantDst() {}
