@@ -408,3 +408,48 @@ func isImpairToken(tok string) bool {
 	key, _, _ := strings.Cut(strings.ToLower(tok), "=")
 	return impairKeys[key] || (key == "nat64" && !strings.Contains(tok, "="))
 }
+
+// ParseImpairSetting reads one whole impairment setting of a path
+// ("block=udp/443 strip=mptcp"; "" or "none" is a clean path) as the change
+// that sets exactly it: every impairment it does not name is cleared, so
+// applying it after any other leaves nothing of the earlier one (a sweep's
+// cells). Emulator parameters and nat64 (a path's build) are refused.
+func ParseImpairSetting(s string) (ImpairChange, error) {
+	var ic ImpairChange
+	if t := strings.TrimSpace(s); t != "" && !strings.EqualFold(t, "none") {
+		c, parsed, err := ParseSettings([]string{t})
+		if err != nil {
+			return ImpairChange{}, err
+		}
+		if c != (emu.Change{}) {
+			return ImpairChange{}, fmt.Errorf("%q: only impairments here (block, strip, v6, pmtu, icmp, quic-interfere), not emulator parameters", s)
+		}
+		if parsed.NAT64 != nil {
+			return ImpairChange{}, fmt.Errorf("%q: nat64 is how a path is built (lab up --PATH nat64), not a per-cell setting", s)
+		}
+		ic = parsed
+	}
+	noRules, none, off, zero := []PortRule{}, "", false, 0
+	if ic.Block == nil {
+		ic.Block = &noRules
+	}
+	if ic.Strip == nil {
+		ic.Strip = &none
+	}
+	if ic.V6Blackhole == nil {
+		ic.V6Blackhole = &off
+	}
+	if ic.PMTU == nil {
+		ic.PMTU = &zero
+	}
+	if ic.ICMPDrop == nil {
+		ic.ICMPDrop = &off
+	}
+	if ic.QUICInterfere == nil {
+		ic.QUICInterfere = &zero
+	}
+	if _, err := (Impair{}).Apply(ic); err != nil {
+		return ImpairChange{}, fmt.Errorf("%q: %w", s, err)
+	}
+	return ic, nil
+}

@@ -23,6 +23,7 @@ import (
 
 	"gopkg.in/yaml.v3"
 
+	"github.com/mptester/mptester/lab"
 	"github.com/mptester/mptester/patterns/transport"
 )
 
@@ -40,6 +41,10 @@ type PathGrid struct {
 	Loss []float64
 	// RateBps per direction; 0 is unlimited.
 	RateBps []int64
+	// Impair: the path's middlebox impairments, each value one whole
+	// setting in `lab set` syntax ("block=udp/443 strip=mptcp"; "" is a
+	// clean path), checked at load by lab.ParseImpairSetting.
+	Impair []string
 }
 
 // Spec is a whole sweep.
@@ -63,6 +68,7 @@ type PathConfig struct {
 	Jitter  time.Duration `json:"jitter_ns"`
 	Loss    float64       `json:"loss"`
 	RateBps int64         `json:"rate_bps"`
+	Impair  string        `json:"impair,omitempty"`
 }
 
 // Settings renders p in `lab set` syntax.
@@ -93,6 +99,11 @@ func (c Cell) Key() string {
 	var b strings.Builder
 	for _, p := range c.Paths {
 		fmt.Fprintf(&b, "%s:%s;", p.Name, p.Settings())
+		if p.Impair != "" {
+			// Only when set, so a grid without impairments keeps its
+			// fingerprint (resumes across this change).
+			fmt.Fprintf(&b, "impair=%s;", p.Impair)
+		}
 	}
 	fmt.Fprintf(&b, "%d;%s;%s", c.Size, c.Transport, c.Primary)
 	return b.String()
@@ -131,7 +142,9 @@ func (s Spec) pathConfigs() [][]PathConfig {
 			for _, l := range orZero(g.Loss) {
 				for _, j := range orZero(g.Jitter) {
 					for _, r := range orZero(g.RateBps) {
-						per[i] = append(per[i], PathConfig{Name: n, Delay: d, RTT: 2 * d, Jitter: j, Loss: l, RateBps: r})
+						for _, im := range orZero(g.Impair) {
+							per[i] = append(per[i], PathConfig{Name: n, Delay: d, RTT: 2 * d, Jitter: j, Loss: l, RateBps: r, Impair: im})
+						}
 					}
 				}
 			}
@@ -209,6 +222,14 @@ func (s Spec) Validate() error {
 				return fieldErr(fmt.Sprintf("paths.%s.rate[%d]", n, i), "negative rate %d", r)
 			}
 		}
+		for i, im := range g.Impair {
+			if _, err := lab.ParseImpairSetting(im); err != nil {
+				return fieldErr(fmt.Sprintf("paths.%s.impair[%d]", n, i), "%v", err)
+			}
+			if slices.Index(g.Impair, im) != i {
+				return fieldErr(fmt.Sprintf("paths.%s.impair[%d]", n, i), "%q given twice", im)
+			}
+		}
 	}
 	if len(s.Sizes) == 0 {
 		return fieldErr("sizes", "at least one transfer size needed")
@@ -254,7 +275,7 @@ func (s Spec) Validate() error {
 	n := 1
 	for _, pc := range PathNames {
 		g := s.Paths[pc]
-		n *= max(1, len(g.Delay)) * max(1, len(g.Jitter)) * max(1, len(g.Loss)) * max(1, len(g.RateBps))
+		n *= max(1, len(g.Delay)) * max(1, len(g.Jitter)) * max(1, len(g.Loss)) * max(1, len(g.RateBps)) * max(1, len(g.Impair))
 		if n > MaxRuns {
 			break
 		}
@@ -283,6 +304,7 @@ type filePath struct {
 	Jitter []string `yaml:"jitter"`
 	Loss   []string `yaml:"loss"`
 	Rate   []string `yaml:"rate"`
+	Impair []string `yaml:"impair"`
 }
 
 // Parse reads a sweep file (YAML; JSON is YAML too). Unknown keys, bad
@@ -319,6 +341,7 @@ func Parse(b []byte) (Spec, error) {
 		if g.RateBps, err = ParseList(pre+"rate", p.Rate, ParseRate); err != nil {
 			return Spec{}, err
 		}
+		g.Impair = p.Impair
 		s.Paths[n] = g
 	}
 	var err error
@@ -423,6 +446,7 @@ func (s Spec) MarshalJSON() ([]byte, error) {
 		Jitter  []time.Duration `json:"jitter_ns,omitempty"`
 		Loss    []float64       `json:"loss,omitempty"`
 		RateBps []int64         `json:"rate_bps,omitempty"`
+		Impair  []string        `json:"impair,omitempty"`
 	}
 	paths := map[string]grid{}
 	for n, g := range s.Paths {

@@ -81,13 +81,15 @@ A sweep file:
   name: my-sweep
   paths:
     wlan0: {rtt: [20ms], loss: ["0.1%"]}
-    wwan0: {rtt: [20ms, 100ms, 300ms], jitter: [2ms], loss: ["0.1%"], rate: [50mbit]}
+    wwan0: {rtt: [20ms, 100ms, 300ms], jitter: [2ms], loss: ["0.1%"], rate: [50mbit],
+            impair: ["", "strip=mptcp", "block=udp/443"]}
   sizes: [128KiB, 2MiB]
   transports: [mptcp, tcp]
   primaries: [wlan0, wwan0]
   repetitions: 10
 
-(delay: one-way, or rtt: twice that; loss in % or as a probability.)
+(delay: one-way, or rtt: twice that; loss in % or as a probability;
+impair: a path's whole middlebox setting per cell in lab set syntax, "" clean.)
 --resume OLD copies OLD's runs into the new output and runs only the rest.`,
 		Example: `  sudo mptester lab sweep --preset 004-rtt --quick -o rtt.jsonl --csv rtt.csv
   sudo mptester lab sweep --preset 004-loss -o loss.jsonl
@@ -386,6 +388,16 @@ func (e *labEnv) Configure(_ context.Context, paths []sweep.PathConfig) error {
 		fc := emu.FieldChange{Delay: &d, Jitter: &j, Loss: &l, RateBps: &r, QueueBytes: &q, GE: &ge}
 		if err := e.l.Set(p.Name, emu.Change{Dir: [2]emu.FieldChange{fc, fc}}); err != nil {
 			return err
+		}
+		// Every cell sets its whole impairment (a clean one clears the
+		// previous cell's rules); checked at load, so an error here is the
+		// lab's (nft missing, ...).
+		ic, err := lab.ParseImpairSetting(p.Impair)
+		if err != nil {
+			return fmt.Errorf("%s: %w", p.Name, err)
+		}
+		if err := e.l.Impair(p.Name, ic); err != nil {
+			return fmt.Errorf("%s: %w", p.Name, err)
 		}
 		want := emu.Params{Delay: d, Jitter: j, Loss: l, RateBps: r}
 		for _, dir := range []emu.Direction{emu.Up, emu.Down} {
