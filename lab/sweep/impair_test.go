@@ -31,6 +31,26 @@ func TestParseImpair(t *testing.T) {
 	if strings.Join(got, "|") != "|strip=mptcp|block=udp/443 v6=blackhole" || len(keys) != 3 {
 		t.Errorf("impairments %q, %d distinct keys", got, len(keys))
 	}
+	// The summaries name each cell's impairment (text and CSV).
+	var sums []CellSummary
+	for _, c := range cells {
+		sums = append(sums, CellSummary{Cell: c})
+	}
+	var txt, csvb strings.Builder
+	if err := WriteText(&txt, sums); err != nil {
+		t.Fatal(err)
+	}
+	if err := WriteCSV(&csvb, sums); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"impairments", "  -\n", "wwan0:strip=mptcp\n", "wwan0:block=udp/443 v6=blackhole\n"} {
+		if !strings.Contains(txt.String(), want) {
+			t.Errorf("text table lacks %q:\n%s", want, txt.String())
+		}
+	}
+	if !strings.Contains(csvb.String(), ",wlan0_impair,wwan0_impair\n") || !strings.Contains(csvb.String(), ",,strip=mptcp\n") {
+		t.Errorf("csv lacks the impairment columns:\n%s", csvb.String())
+	}
 	clean, err := Parse([]byte(base + "paths:\n  wwan0:\n    rtt: [20ms]\n"))
 	if err != nil {
 		t.Fatal(err)

@@ -7,6 +7,7 @@ import (
 	"math"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 )
 
@@ -123,6 +124,9 @@ func WriteCSV(w io.Writer, sums []CellSummary) error {
 	for _, n := range PathNames {
 		head = append(head, "emu_share_"+n)
 	}
+	for _, n := range PathNames {
+		head = append(head, n+"_impair") // last: earlier columns keep their places
+	}
 	if err := cw.Write(head); err != nil {
 		return err
 	}
@@ -141,6 +145,9 @@ func WriteCSV(w io.Writer, sums []CellSummary) error {
 		for _, v := range s.EmuShare {
 			row = append(row, f(v))
 		}
+		for _, p := range s.Paths {
+			row = append(row, p.Impair)
+		}
 		if err := cw.Write(row); err != nil {
 			return err
 		}
@@ -151,6 +158,12 @@ func WriteCSV(w io.Writer, sums []CellSummary) error {
 
 // WriteText writes the summaries as an aligned table for a terminal.
 func WriteText(w io.Writer, sums []CellSummary) error {
+	impaired := false
+	for _, s := range sums {
+		for _, p := range s.Paths {
+			impaired = impaired || p.Impair != ""
+		}
+	}
 	fmt.Fprintf(w, "%4s %-13s %-7s %8s", "cell", "transport", "primary", "size")
 	for _, n := range PathNames {
 		fmt.Fprintf(w, " %9s %7s", n+" rtt", "loss")
@@ -158,6 +171,9 @@ func WriteText(w io.Writer, sums []CellSummary) error {
 	fmt.Fprintf(w, " %5s %10s %19s %10s", "ok", "goodput", "p25-p75 Mbit/s", "complete")
 	for _, n := range PathNames {
 		fmt.Fprintf(w, " %7s", n)
+	}
+	if impaired {
+		fmt.Fprint(w, "  impairments")
 	}
 	fmt.Fprintln(w)
 	for _, s := range sums {
@@ -169,6 +185,19 @@ func WriteText(w io.Writer, sums []CellSummary) error {
 			s.CompletionMedian.Round(time.Millisecond))
 		for _, v := range s.Share {
 			fmt.Fprintf(w, " %6.1f%%", v*100)
+		}
+		if impaired {
+			// Cells differing only in impairment must not print alike.
+			var im []string
+			for _, p := range s.Paths {
+				if p.Impair != "" {
+					im = append(im, p.Name+":"+p.Impair)
+				}
+			}
+			if len(im) == 0 {
+				im = []string{"-"}
+			}
+			fmt.Fprint(w, "  "+strings.Join(im, " "))
 		}
 		fmt.Fprintln(w)
 	}
