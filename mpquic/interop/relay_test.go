@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"net"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -25,6 +26,10 @@ type relay struct {
 	fault  func(d dir, b []byte, now time.Time) verdict
 	log    []seen
 	closed bool
+	// forwardECN makes the relay carry each datagram's ECN codepoint
+	// (the ecn case); otherwise it sends every datagram Not-ECT, a
+	// bleaching path, as plain sockets do.
+	forwardECN atomic.Bool
 }
 
 type back struct {
@@ -68,6 +73,7 @@ type seen struct {
 	first   byte   // the first byte (long header: form and type are not protected)
 	version uint32 // long header's version, 0 for a short header
 	back    string // the server-side socket's address
+	ecn     byte   // the ECN codepoint it arrived with
 	verdict verdict
 }
 
@@ -90,6 +96,7 @@ func newRelay(t *testing.T, server net.Addr) *relay {
 	if err != nil {
 		t.Fatal(err)
 	}
+	enableTOS(front)
 	r := &relay{t: t, front: front, server: server.(*net.UDPAddr), backs: map[string]*back{}}
 	t.Cleanup(r.close)
 	go r.fromClients()
@@ -118,9 +125,9 @@ func (r *relay) setFault(f func(d dir, b []byte, now time.Time) verdict) {
 // apply logs b and says what to do with it; a corrupted datagram has one
 // byte flipped past its first (the runner's corruption flips bits
 // anywhere; the first byte's flip would mostly make it unparseable).
-func (r *relay) apply(d dir, b []byte, backAddr string) verdict {
+func (r *relay) apply(d dir, b []byte, backAddr string, ecn byte) verdict {
 	now := time.Now()
-	s := seen{dir: d, at: now, size: len(b), back: backAddr}
+	s := seen{dir: d, at: now, size: len(b), back: backAddr, ecn: ecn}
 	if len(b) > 0 {
 		s.first = b[0]
 		if b[0]&0x80 != 0 && len(b) >= 5 {
@@ -137,9 +144,9 @@ func (r *relay) apply(d dir, b []byte, backAddr string) verdict {
 }
 
 func (r *relay) fromClients() {
-	buf := make([]byte, 65536)
+	buf, oob := make([]byte, 65536), make([]byte, 128)
 	for {
-		n, from, err := r.front.ReadFromUDP(buf)
+		n, oobn, _, from, err := r.front.ReadMsgUDP(buf, oob)
 		if err != nil {
 			return
 		}
@@ -147,15 +154,25 @@ func (r *relay) fromClients() {
 		if err != nil {
 			return
 		}
-		v := r.apply(toServer, buf[:n], b.conn.LocalAddr().String())
+		ecn := ecnOf(oob[:oobn])
+		v := r.apply(toServer, buf[:n], b.conn.LocalAddr().String(), ecn)
 		if v == drop {
 			continue
 		}
 		if v == corrupt {
 			flip(buf[:n])
 		}
-		b.conn.WriteToUDP(buf[:n], r.server)
+		r.write(b.conn, buf[:n], r.server, ecn)
 	}
+}
+
+// write sends b to, with its ECN codepoint when the relay carries them.
+func (r *relay) write(c *net.UDPConn, b []byte, to *net.UDPAddr, ecn byte) {
+	if r.forwardECN.Load() && ecn != 0 {
+		c.WriteMsgUDP(b, ecnMsg(ecn), to)
+		return
+	}
+	c.WriteToUDP(b, to)
 }
 
 func (r *relay) backFor(from *net.UDPAddr) (*back, error) {
@@ -176,6 +193,7 @@ func (r *relay) newBackLocked(client net.Addr, ip string) (*back, error) {
 	if err != nil {
 		return nil, err
 	}
+	enableTOS(c)
 	b := &back{conn: c, client: client, live: true, used: true}
 	r.backs[client.String()] = b
 	go r.fromServer(b)
@@ -183,23 +201,24 @@ func (r *relay) newBackLocked(client net.Addr, ip string) (*back, error) {
 }
 
 func (r *relay) fromServer(b *back) {
-	buf := make([]byte, 65536)
+	buf, oob := make([]byte, 65536), make([]byte, 128)
 	for {
-		n, _, err := b.conn.ReadFromUDP(buf)
+		n, oobn, _, _, err := b.conn.ReadMsgUDP(buf, oob)
 		if err != nil {
 			return
 		}
+		ecn := ecnOf(oob[:oobn])
 		r.mu.Lock()
 		live := b.live || (b.next != nil && !b.next.used)
 		r.mu.Unlock()
-		v := r.apply(toClient, buf[:n], b.conn.LocalAddr().String())
+		v := r.apply(toClient, buf[:n], b.conn.LocalAddr().String(), ecn)
 		if !live || v == drop {
 			continue
 		}
 		if v == corrupt {
 			flip(buf[:n])
 		}
-		r.front.WriteTo(buf[:n], b.client)
+		r.write(r.front, buf[:n], b.client.(*net.UDPAddr), ecn)
 	}
 }
 

@@ -60,6 +60,7 @@ type opts struct {
 	bigCert   bool // a server certificate chain far above 3x a client Initial
 	migrate   bool // the client moves to a new address mid-transfer
 	chacha    bool // TLS_CHACHA20_POLY1305_SHA256 only, where the peer can say so
+	ecn       bool // the relay carries ECN codepoints (else it bleaches them)
 }
 
 // idle is every side's idle timeout: 20 s, 60 s in the handshake loss
@@ -201,6 +202,7 @@ var cases = []tcase{
 		fault: func(*run) func(dir, []byte, time.Time) verdict { return lossy(0.30, corrupt, 3) }, check: checkFaults(corrupt)},
 	{name: "transfercorruption", setup: func(o *opts) { o.files = files(2 << 20) },
 		fault: func(*run) func(dir, []byte, time.Time) verdict { return lossy(0.02, corrupt, 4) }, check: checkFaults(corrupt)},
+	{name: "ecn", setup: func(o *opts) { o.files = files(2 << 20); o.ecn = true }, check: checkECN},
 	{name: "blackhole", setup: func(o *opts) { o.files = files(3 << 20) }, fault: blackholeAt, check: checkFaults(drop)},
 }
 
@@ -251,6 +253,7 @@ func runCase(t *testing.T, p peer, c tcase, ro role) {
 		addr, ev := p.serve(t, ctx, o, stls)
 		r.peerEv = ev
 		r.relay = newRelay(t, addr)
+		r.relay.forwardECN.Store(o.ecn)
 		if c.fault != nil {
 			r.relay.setFault(c.fault(r))
 		}
@@ -263,6 +266,7 @@ func runCase(t *testing.T, p peer, c tcase, ro role) {
 		ln, accepted := mpquicServe(t, ctx, o, stls)
 		r.ln = ln
 		r.relay = newRelay(t, ln.Addr())
+		r.relay.forwardECN.Store(o.ecn)
 		if c.fault != nil {
 			r.relay.setFault(c.fault(r))
 		}
@@ -894,5 +898,43 @@ func blackholeAt(r *run) func(dir, []byte, time.Time) verdict {
 			return drop
 		}
 		return pass
+	}
+}
+
+// checkECN is the runner's ecn case (RFC 9000 §13.4): through a relay
+// that carries codepoints, both ends mark their datagrams ECT, and each
+// keeps marking to the end, which a sender does only while the other's
+// ACK frames report the marks it sent (§13.4.2.1: a path whose counts do
+// not add up stops marking after its test packets). On mpquic's side the
+// path's validation says so itself; the peer's is read from the wire:
+// more than half of its datagrams marked (its first 10 are marked in any
+// case).
+func checkECN(t *testing.T, r *run) {
+	t.Helper()
+	var marked, total [2]int
+	for _, s := range r.relay.seenLog() {
+		total[s.dir]++
+		if s.ecn == 1 || s.ecn == 2 {
+			marked[s.dir]++
+		}
+	}
+	ours, theirs := toServer, toClient
+	if r.role == mpquicServer {
+		ours, theirs = toClient, toServer
+	}
+	t.Logf("ECT datagrams: mpquic %d of %d, %s %d of %d", marked[ours], total[ours], r.peer.name(), marked[theirs], total[theirs])
+	if total[ours] == 0 || marked[ours]*10 < total[ours]*9 {
+		t.Errorf("mpquic marked %d of its %d datagrams ECT", marked[ours], total[ours])
+	}
+	if total[theirs] == 0 || marked[theirs]*2 <= total[theirs] {
+		t.Errorf("%s marked %d of its %d datagrams ECT: it stopped (its validation of mpquic's ACK_ECN counts failed) or never marked",
+			r.peer.name(), marked[theirs], total[theirs])
+	}
+	for _, c := range r.conns {
+		for _, ps := range c.PathStats() {
+			if ps.ECN != mpquic.ECNValidated {
+				t.Errorf("mpquic's path %d: ECN %v, want validated (the peer's ACK frames carry counts matching its marks)", ps.ID, ps.ECN)
+			}
+		}
 	}
 }

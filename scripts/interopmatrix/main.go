@@ -152,8 +152,9 @@ func write(w io.Writer, peers []*peerRun) {
 	fmt.Fprintln(w)
 	fmt.Fprintln(w, "Runner cases not in the suite yet, for want on mpquic's side: zerortt")
 	fmt.Fprintln(w, "(mpquic has no 0-RTT), v2 (no QUIC v2, RFC 9369, nor compatible version")
-	fmt.Fprintln(w, "negotiation, RFC 9368; ngtcp2 0.12 speaks only v2's draft), ecn, goodput")
-	fmt.Fprintln(w, "and crosstraffic.")
+	fmt.Fprintln(w, "negotiation, RFC 9368; ngtcp2 0.12 speaks only v2's draft), goodput and")
+	fmt.Fprintln(w, "crosstraffic. The ecn case runs through the relay carrying each")
+	fmt.Fprintln(w, "datagram's codepoint (every other case's relay bleaches them).")
 	for _, p := range peers {
 		fmt.Fprintln(w)
 		fmt.Fprintf(w, "## %s %s\n\n", p.name, p.version)
