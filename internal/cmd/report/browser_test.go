@@ -82,7 +82,7 @@ func TestHTMLInHeadlessChromium(t *testing.T) {
 	for _, src := range []struct {
 		name string
 		args []string
-	}{{"files", inputs}, {"fleet", []string{"--db", dsn}}} {
+	}{{"files", inputs}, {"fleet", []string{"--db", dsn, "--since", "2026-10-01"}}} {
 		page := filepath.Join(dir, src.name+".html")
 		_, _, err := execute(t, append([]string{"--format", "html", "-o", page}, src.args...)...)
 		require.NoError(t, err)
@@ -95,7 +95,7 @@ func TestHTMLInHeadlessChromium(t *testing.T) {
 	b.Headers = map[string]string{"Authorization": "Bearer " + srv.admin}
 	// (For one probe: the exact report; the fleet's week would be the
 	// roll-ups, which this harness's handler never derives.)
-	checkPage(ctx, t, b, art, "server", srv.url+"/v1/report?probe=p1", readJSON(t, "--db", dsn, "--probe", "p1").Figures)
+	checkPage(ctx, t, b, art, "server", srv.url+"/v1/report?probe=p1", readJSON(t, "--db", dsn, "--probe", "p1", "--since", "2026-10-01").Figures)
 	b.Headers = nil
 
 	// The detector's control: a page that fetches and logs is caught.

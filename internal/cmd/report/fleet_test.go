@@ -170,7 +170,15 @@ func plantFleet(t *testing.T, f *fleetServer) []planted {
 	for _, p := range runs {
 		f.upload(t, p)
 	}
+	f.rollUp(t)
 	return runs
+}
+
+// rollUp derives the uploads (the handler-only server has no deriver
+// running), which writes the roll-ups.
+func (f *fleetServer) rollUp(t *testing.T) {
+	_, err := f.srv.ReindexAll(context.Background())
+	require.NoError(t, err)
 }
 
 func wantSeries(runs []planted, keep func(planted) bool) []string {
@@ -213,7 +221,8 @@ func csvRows(t *testing.T, args ...string) []string {
 func testDBReport(t *testing.T, dsn, data string, dbArgs ...string) {
 	f := newFleetServer(t, dsn, data, []string{"p1", "p2", "p3"})
 	runs := plantFleet(t, f)
-	db := append([]string{"--db", dsn}, dbArgs...)
+	// The planted runs are older than the default window (the last 7 days).
+	db := append([]string{"--db", dsn, "--since", "2026-10-01"}, dbArgs...)
 	all := func(planted) bool { return true }
 	assert.Equal(t, wantSeries(runs, all), csvRows(t, append(db, "--section", "fleet-series")...))
 	assert.Equal(t, wantSeries(runs, func(p planted) bool { return p.probe == "p2" }),
@@ -234,10 +243,60 @@ func testDBReport(t *testing.T, dsn, data string, dbArgs ...string) {
 	}
 	sort.Strings(cells)
 	assert.Equal(t, cells, csvRows(t, append(db, "--section", "fleet-cells")...))
-	// Runs per day: p1 on 11-02 has 2 pattern runs and its survey.
-	assert.Contains(t, csvRows(t, append(db, "--section", "fleet-runs")...), "p1,2026-11-02,3,run=2 survey=1,ok=3")
+	// The fleet per probe and day, from the roll-ups, equals the raw
+	// uploads' exactly (runs, statuses, tests, reachability, survey
+	// targets and responsiveness), over the whole window and over one day.
+	type pd struct{ probe, day string }
+	type agg struct{ runs, tests, ok, stests, sok int }
+	truth := func(keep func(planted) bool) []string {
+		m := map[pd]*agg{}
+		for _, p := range runs {
+			if !keep(p) {
+				continue
+			}
+			k := pd{p.probe, p.start.Format(time.DateOnly)}
+			if m[k] == nil {
+				m[k] = &agg{}
+			}
+			a := m[k]
+			a.runs++
+			if p.command == "survey" {
+				a.stests += p.tests
+				a.sok += p.ok
+			} else {
+				a.tests += p.tests
+				a.ok += p.ok
+			}
+		}
+		var rows []string
+		for k, a := range m {
+			rows = append(rows, fmt.Sprintf("%s,%s,%d,ok=%d,%d,%.2f,0,%d,%.2f", k.probe, k.day, a.runs, a.runs, a.tests,
+				100*float64(a.ok)/float64(a.tests), a.stests, 100*float64(a.sok)/float64(max(a.stests, 1))))
+		}
+		sort.Strings(rows)
+		return rows
+	}
+	fromRollups := func(args ...string) []string {
+		var rows []string
+		for _, r := range csvRows(t, append(append(slices.Clone(db), args...), "--section", "fleet-probe-buckets")...) {
+			c := strings.Split(r, ",")
+			if c[9] == "0" {
+				c[10] = "0.00" // no survey that day: the truth's share of nothing
+			}
+			rows = append(rows, strings.Join(append(c[:7:7], c[9], c[10]), ","))
+		}
+		sort.Strings(rows)
+		return rows
+	}
+	assert.Equal(t, truth(all), fromRollups())
+	assert.Equal(t, truth(func(p planted) bool { return p.probe == "p2" }), fromRollups("--probe", "p2"))
+	assert.Equal(t, truth(func(p planted) bool { return !p.start.Before(day1) && p.start.Before(day2) }),
+		fromRollups("--since", "2026-11-02", "--until", "2026-11-03"))
+	win := csvRows(t, append(db, "--until", "2026-11-03", "--section", "fleet-window")...)
+	require.Len(t, win, 1)
+	assert.True(t, strings.HasPrefix(win[0], "2026-10-01T00:00:00Z,2026-11-03T00:00:00Z,day,all,"), win[0])
 	prov := csvRows(t, append(db, "--probe", "p2", "--section", "provenance")...)
-	assert.Contains(t, prov, "filters,probe=p2")
+	assert.Contains(t, strings.Join(prov, "\n"), "filters,probe=p2 since=2026-10-01T00:00:00Z until=")
 	assert.Contains(t, prov, "inputs,7")
 
 	// The fleet figures are drawn (per probe: three probes, three series).
@@ -333,9 +392,9 @@ func TestDBBadFlags(t *testing.T) {
 const nanoLayout = "2006-01-02T15:04:05.000000000Z"
 
 // TestDBUnparsedUploadIsListed: an upload the server kept raw but could not
-// parse (a newer schema major: 202, status unparsed) is listed in the
-// inputs table as not read, and the rest is reported (the fleet views
-// leave it out: its start time is unknown).
+// parse (a newer schema major: 202, status unparsed) does not break the
+// report: the rest is reported (its start time is unknown, so no window
+// holds it).
 func TestDBUnparsedUploadIsListed(t *testing.T) {
 	dir := t.TempDir()
 	dsn := filepath.Join(dir, "collect.db")
@@ -351,12 +410,13 @@ func TestDBUnparsedUploadIsListed(t *testing.T) {
 	require.NoError(t, err)
 	resp.Body.Close()
 	require.Equal(t, http.StatusAccepted, resp.StatusCode)
-	rows := csvRows(t, "--db", dsn, "--section", "inputs")
-	require.Len(t, rows, 2)
-	assert.Contains(t, rows[1], "db:"+id)
-	assert.Contains(t, rows[1], "not read: the server could not parse this upload")
+	// Its start is unknown: it is in no window (report --db always has
+	// one now), so it is listed only where the store lists all runs.
+	rows := csvRows(t, "--db", dsn, "--since", "2026-10-01", "--section", "inputs")
+	require.Len(t, rows, 1)
+	assert.NotContains(t, rows[0], "db:"+id)
 	// Its start is unknown: the fleet views hold the run that was read.
-	assert.Equal(t, wantSeries([]planted{ok}, func(planted) bool { return true }), csvRows(t, "--db", dsn, "--section", "fleet-series"))
+	assert.Equal(t, wantSeries([]planted{ok}, func(planted) bool { return true }), csvRows(t, "--db", dsn, "--since", "2026-10-01", "--section", "fleet-series"))
 }
 
 // TestDBReportPostgresS3: a collector on a real PostgreSQL keeps every
@@ -402,7 +462,7 @@ func TestDBReportPostgresS3(t *testing.T) {
 	require.NoError(t, err)
 	hs := httptest.NewServer(cs.Handler())
 	t.Cleanup(hs.Close)
-	f.url = hs.URL
+	f.url, f.srv = hs.URL, cs
 	runs := plantFleet(t, f)
 	n := 0
 	require.NoError(t, raw.List(ctx, func(rawstore.Info) error { n++; return nil }))
@@ -431,34 +491,74 @@ func TestDBReportPostgresS3(t *testing.T) {
 	for _, probe := range []string{"", "p2"} {
 		cli := args
 		if probe != "" {
-			cli = append(slices.Clone(args), "--probe", probe)
+			// The server's probe report is all its runs: the same window.
+			cli = append(slices.Clone(args), "--probe", probe, "--since", "2026-10-01")
 		} else {
 			cli = append(slices.Clone(args), "--since", "2026-11-02", "--until", "2026-11-03")
 		}
 		want, got := get(probe), readJSON(t, cli...)
 		require.NotEmpty(t, want.Tables)
 		// Provenance names the source (collect server / db postgres); the
-		// rest is the same report.
+		// fleet's aggregates come from the roll-ups in report --db (the
+		// server's exact path reads them from the runs); the rest is the
+		// same report.
+		rolled := map[string]bool{"provenance": true, "fleet-runs": true, "fleet-reachability": true, "fleet-rtt": true}
 		keep := func(r jsonReport) map[string]any {
 			m := map[string]any{}
 			for _, tb := range r.Tables {
-				if tb.Name != "provenance" {
+				if !rolled[tb.Name] && !strings.HasPrefix(tb.Name, "fleet-window") && !strings.HasPrefix(tb.Name, "fleet-buckets") &&
+					!strings.HasPrefix(tb.Name, "fleet-probe-") && tb.Name != "fleet-figures" {
 					m[tb.Name] = tb
 				}
 			}
 			for _, fg := range r.Figures {
-				m["figure "+fg.Name] = fg
+				if !rolled[fg.Name] {
+					m["figure "+fg.Name] = fg
+				}
 			}
 			return m
 		}
 		assert.Equal(t, keep(want), keep(got), "probe %q", probe)
 	}
-	assert.Equal(t, wantSeries(runs, func(planted) bool { return true }), csvRows(t, append(args, "--section", "fleet-series")...))
+	assert.Equal(t, wantSeries(runs, func(planted) bool { return true }), csvRows(t, append(args, "--since", "2026-10-01", "--section", "fleet-series")...))
 
 	// The uploads are not in a data directory.
-	_, _, err = execute(t, "--db", dsn, "--data", t.TempDir())
+	_, _, err = execute(t, "--db", dsn, "--since", "2026-10-01", "--data", t.TempDir())
 	require.Error(t, err)
 	_, _, err = execute(t, append(args, "--data", dir)...)
 	assert.ErrorContains(t, err, "give it without --data")
 	assert.Equal(t, cmdutil.ExitUsage, cmdutil.ExitCode(err))
+}
+
+// TestDBReportDefaultWindow: without --since/--until report --db covers
+// the last 7 UTC days, as the fleet page, and says so; a run of 10 days
+// ago is left out of every section, and is in with --since.
+func TestDBReportDefaultWindow(t *testing.T) {
+	dir := t.TempDir()
+	dsn := filepath.Join(dir, "collect.db")
+	f := newFleetServer(t, dsn, dir, []string{"p1"})
+	rng := rand.New(rand.NewPCG(7, 7))
+	now := time.Now().UTC()
+	old := genRun(headerLine(t), rng, "p1", "run", now.Add(-10*24*time.Hour), 4, 3, 5)
+	recent := genRun(headerLine(t), rng, "p1", "run", now.Add(-time.Hour), 4, 2, 5)
+	f.upload(t, old)
+	f.upload(t, recent)
+	f.rollUp(t)
+	one := func(planted) bool { return true }
+	assert.Equal(t, wantSeries([]planted{recent}, one), csvRows(t, "--db", dsn, "--section", "fleet-series"))
+	runsIn := func(args ...string) string {
+		rows := csvRows(t, append([]string{"--db", dsn, "--section", "fleet-probe-window"}, args...)...)
+		require.Len(t, rows, 1)
+		return strings.Split(rows[0], ",")[1]
+	}
+	assert.Equal(t, "1", runsIn())
+	win := csvRows(t, "--db", dsn, "--section", "fleet-window")
+	require.Len(t, win, 1)
+	since := now.Truncate(24 * time.Hour).Add(-6 * 24 * time.Hour)
+	assert.True(t, strings.HasPrefix(win[0], since.Format(time.RFC3339)+","+since.Add(7*24*time.Hour).Format(time.RFC3339)+",day,"), win[0])
+	prov := strings.Join(csvRows(t, "--db", dsn, "--section", "provenance"), "\n")
+	assert.Contains(t, prov, "since="+since.Format(time.RFC3339))
+	// With --since (a span back, as the fleet page takes it) both are in.
+	assert.Equal(t, wantSeries([]planted{old, recent}, one), csvRows(t, "--db", dsn, "--since", "14d", "--section", "fleet-series"))
+	assert.Equal(t, "2", runsIn("--since", "14d"))
 }

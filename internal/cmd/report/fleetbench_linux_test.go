@@ -233,7 +233,7 @@ func BenchmarkFleetMonth(b *testing.B) {
 	for _, sc := range []struct {
 		name string
 		args []string
-	}{{"week", []string{"--until", week}}, {"month", nil}} {
+	}{{"week", []string{"--until", week}}, {"month", []string{"--since", "2026-10-01", "--until", "2026-11-01"}}} {
 		b.Run(sc.name, func(b *testing.B) {
 			for range b.N {
 				out := filepath.Join(dir, sc.name+".html")

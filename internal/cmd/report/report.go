@@ -74,9 +74,13 @@ source and its filters.
 with --data DIR naming the server's data directory, or with --raw
 s3://BUCKET/PREFIX and the --s3-* flags naming its bucket as collect
 takes them) instead of files:
---probe, --type, --since and --until choose the runs, streamed one at a
-time through the same reader, and the report adds the fleet views (runs
-per probe per day, reachability and RTT per run over time).`,
+--since and --until choose the window (the last 7 UTC days by default,
+stated in the report): the fleet views (runs by status, reachability and
+RTT quantiles per day, per probe and per cell or path) come from the
+roll-ups as on the collect server's fleet page; --probe and --type choose
+the runs whose raw uploads are read, one at a time through the same
+reader, for the sections that need records (per run over time, survey
+cells, patterns).`,
 		Example: `  mptester report survey.jsonl.gz
   mptester report --format md -o report.md run-*.json survey.jsonl
   mptester report --format csv --section rtt-cdf survey.jsonl > cdf.csv
@@ -101,8 +105,8 @@ per probe per day, reachability and RTT per run over time).`,
 	opts.Raw.Add(cmd.Flags())
 	cmd.Flags().StringVar(&opts.Probe, "probe", "", "with --db: only this probe's runs")
 	cmd.Flags().StringVar(&opts.Type, "type", "", "with --db: only runs of this command (run or survey)")
-	cmd.Flags().StringVar(&opts.Since, "since", "", "with --db: runs started at or after this time (RFC 3339 or YYYY-MM-DD, UTC)")
-	cmd.Flags().StringVar(&opts.Until, "until", "", "with --db: runs started before this time (RFC 3339 or YYYY-MM-DD, UTC)")
+	cmd.Flags().StringVar(&opts.Since, "since", "", "with --db: the window's start (RFC 3339, YYYY-MM-DD UTC, or 7d/36h back; default: 7 UTC days before --until)")
+	cmd.Flags().StringVar(&opts.Until, "until", "", "with --db: the window's end, exclusive (as --since; default: the end of today, UTC)")
 	return cmd
 }
 
@@ -124,7 +128,7 @@ func reportRun(ctx context.Context, opts *Options) error {
 		}
 	default:
 		var err error
-		if filter, err = dbFilter(opts); err != nil {
+		if filter, err = dbFilter(opts, time.Now()); err != nil {
 			return cmdutil.Usage(err)
 		}
 	}
@@ -232,7 +236,7 @@ func reportRun(ctx context.Context, opts *Options) error {
 	return closeOut()
 }
 
-func dbFilter(opts *Options) (storeinput.Filter, error) {
+func dbFilter(opts *Options, now time.Time) (storeinput.Filter, error) {
 	f := storeinput.Filter{Probe: opts.Probe, Command: opts.Type}
 	if f.Command != "" && f.Command != "run" && f.Command != "survey" {
 		return f, fmt.Errorf("--type %q: want run or survey", f.Command)
@@ -244,11 +248,20 @@ func dbFilter(opts *Options) (storeinput.Filter, error) {
 		if t.v == "" {
 			continue
 		}
-		v, err := storeinput.ParseTime(t.v)
+		v, err := storeinput.ParseWhen(t.v, now)
 		if err != nil {
 			return f, fmt.Errorf("%s %w", t.flag, err)
 		}
 		*t.to = v
+	}
+	// The fleet views' window, as the fleet page's: the last 7 UTC days
+	// unless asked, never all history; stated in the provenance.
+	def := storeinput.DefaultWindow(now)
+	if f.Until.IsZero() {
+		f.Until = def.Until
+	}
+	if f.Since.IsZero() {
+		f.Since = f.Until.Add(-storeinput.DefaultDays * store.Day)
 	}
 	if !f.Since.IsZero() && !f.Until.IsZero() && !f.Until.After(f.Since) {
 		return f, errors.New("--until must be after --since")
@@ -291,10 +304,45 @@ func fromStore(ctx context.Context, opts *Options, f storeinput.Filter, aopts an
 	if err != nil {
 		return nil, cmdutil.Usage(err)
 	}
+	// The fleet's aggregates come from the roll-ups (the fleet page's
+	// views); the raw uploads are read, inside the window, only for the
+	// sections that need records (per run, per pattern, per cell).
+	win, err := storeinput.NewWindow(f.Since, f.Until, f.Probe, time.Now())
+	if err != nil {
+		return nil, cmdutil.Usage(err)
+	}
+	fleet, err := storeinput.FleetViews(ctx, st, win, nil)
+	if err != nil {
+		return nil, err
+	}
 	src := storeinput.New(st, raw)
 	aopts.Source, aopts.Filters, aopts.Fleet, aopts.SkipBad = storeinput.Kind(opts.DB), f.Strings(), true, true
 	seq, done := src.Inputs(ctx, f)
-	return analysis.AnalyzeSeq(seq, done, aopts)
+	rep, err := analysis.AnalyzeSeq(seq, done, aopts)
+	if err != nil {
+		return nil, err
+	}
+	withRollups(rep, fleet, f.Command != "")
+	return rep, nil
+}
+
+// withRollups puts the roll-ups' fleet views into rep in place of the
+// per-day aggregates the runs read would give (same names win for the
+// roll-ups: one rendering, the fleet page's).
+func withRollups(rep *analysis.Report, fleet storeinput.Fleet, typed bool) {
+	if typed && len(fleet.Tables) > 0 {
+		fleet.Tables[0].Note += "; --type does not filter the roll-ups (every command is counted)"
+	}
+	names := map[string]bool{"fleet-runs": true}
+	for _, t := range fleet.Tables {
+		names[t.Name] = true
+	}
+	rep.Tables = append(slices.DeleteFunc(rep.Tables, func(t analysis.Table) bool { return names[t.Name] }), fleet.Tables...)
+	names = map[string]bool{}
+	for _, g := range fleet.Figures {
+		names[g.Name] = true
+	}
+	rep.Figures = append(slices.DeleteFunc(rep.Figures, func(g analysis.Figure) bool { return names[g.Name] }), fleet.Figures...)
 }
 
 // checkDir accepts a directory flag naming a directory, or one that does not
