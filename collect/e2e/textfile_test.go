@@ -3,6 +3,7 @@
 package e2e
 
 import (
+	"bytes"
 	"fmt"
 	"io"
 	"net/http"
@@ -41,9 +42,9 @@ func runFigureLines(page, probe string) []string {
 // and quic against `mptester serve` on loopback) and writes DIR/mptester.prom;
 // its run figures (tests by status, goodput per transport) are the
 // collector's /metrics/fleet figures for the same upload, line for line;
-// Debian's node_exporter reads the file, Debian's Prometheus scrapes it,
-// and every query of the shipped dashboard over those metrics returns the
-// file's values.
+// Debian's Prometheus scrapes the collector and Debian's node_exporter
+// reading the file, and every query of the shipped dashboard over those
+// metrics returns the collector's and the file's values.
 func TestAgentTextfileInPrometheus(t *testing.T) {
 	if testing.Short() {
 		t.Skip("real processes")
@@ -98,13 +99,30 @@ func TestAgentTextfileInPrometheus(t *testing.T) {
 	}
 	require.Equal(t, 2, goodputs, "a bulk goodput for tcp and for quic:\n%s", tf)
 
+	// Prometheus scrapes the collector and node_exporter over the
+	// textfile at once; the probe's own figures are told apart by a
+	// relabelled probe name (the file's and the collector's are the same
+	// probe).
 	want := map[string]float64{}
-	promtest.Parse(t, tf, want)
+	promtest.Parse(t, page, want)
+	promtest.Parse(t, bytes.ReplaceAll(tf, []byte(`probe="pi-prom"`), []byte(`probe="pi-prom-textfile"`)), want)
+	tok := filepath.Join(t.TempDir(), "admin.token")
+	require.NoError(t, os.WriteFile(tok, admin, 0o600))
 	node := promtest.NodeExporter(t, tdir)
-	prom := promtest.Prometheus(t, fmt.Sprintf("  - job_name: node\n    static_configs: [{targets: [\"127.0.0.1:%d\"]}]\n", node))
+	prom := promtest.Prometheus(t, fmt.Sprintf(`  - job_name: mptester-fleet
+    scheme: https
+    metrics_path: /metrics/fleet
+    authorization: {credentials_file: %s}
+    tls_config: {insecure_skip_verify: true}
+    static_configs: [{targets: ["%s"]}]
+  - job_name: node
+    static_configs: [{targets: ["127.0.0.1:%d"]}]
+    metric_relabel_configs:
+      - {source_labels: [probe], regex: pi-prom, target_label: probe, replacement: pi-prom-textfile}
+`, tok, c.addr, node))
 	dash := promtest.LoadDashboard(t, "../../packaging/grafana/mptester-fleet.json")
-	// The file has no survey and no mobile run: those panels have nothing
-	// to show here (TestDashboardQueries checks them with planted runs).
+	// Neither has a survey or a mobile run: those panels have nothing to
+	// show here (TestDashboardQueries checks them with planted runs).
 	checked := dash.Check(t, prom, want, true)
 	assert.Equal(t, 4, checked, "last seen, spool backlog, tests and goodput")
 }

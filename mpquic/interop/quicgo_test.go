@@ -214,7 +214,16 @@ func (q quicgo) fetch(t *testing.T, ctx context.Context, o *opts, addr net.Addr,
 				body = append(body, buf[:n]...)
 				mu.Lock()
 				read += n
+				pause := o.migrate && shared != nil && read > o.total()/3
 				mu.Unlock()
+				if pause {
+					// The rest waits in the server's flow control for
+					// the switch, so it goes to the new address.
+					select {
+					case <-migrated:
+					case <-ctx.Done():
+					}
+				}
 				if err == io.EOF {
 					break
 				}

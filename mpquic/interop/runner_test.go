@@ -191,7 +191,11 @@ var cases = []tcase{
 		fault: rebindAt("127.0.0.1"), check: checkRebound},
 	{name: "rebind-addr", setup: func(o *opts) { o.files = files(3 << 20) },
 		fault: rebindAt("127.0.0.2"), check: checkRebound},
-	{name: "connectionmigration", setup: func(o *opts) { o.files = files(3 << 20); o.migrate = true }, check: checkMigrated},
+	// 16 MiB, and quic-go's client stops reading at a third until it has
+	// switched: with 3 MiB the server had sent the rest into the client's
+	// autotuned window before the switch in 2-7 runs of 100, with nothing
+	// left to send to the new address (the test's race, not a defect).
+	{name: "connectionmigration", setup: func(o *opts) { o.files = files(16 << 20); o.migrate = true }, check: checkMigrated},
 	{name: "amplificationlimit", setup: func(o *opts) { o.files = files(8 << 10); o.bigCert = true },
 		fault: holdClient, check: checkAmplification},
 	{name: "handshakeloss", setup: func(o *opts) { o.files = files(1<<10, 1<<10, 1<<10, 1<<10, 1<<10); o.perConn = true },
