@@ -185,16 +185,20 @@ func TestLabSharedBottleneck(t *testing.T) {
 			name = string(r.cc) + "/single-path-beside-tcp"
 		}
 		t.Run(name, func(t *testing.T) {
+			// The rows with a bar on their share are judged by their
+			// mean over shareRuns runs: one run's share moves with where
+			// the sawtooths stand (LIA beside NewReno took 60.3% in one
+			// CI run against its 60% bar, 50-56% in the others).
 			runs := 1
 			twoCUBIC := r.cc == mpquic.CongestionCUBIC && !r.single && r.rival == ""
-			if r.single || twoCUBIC {
+			lia := r.cc == mpquic.CongestionLIA
+			if r.single || twoCUBIC || lia {
 				runs = shareRuns
 			}
 			var sum float64
 			var got []string
 			for range runs {
 				m := env.run(t, r.cc, r.rival, r.single)
-				shares[r] = m.share
 				// A row where mpquic's RTT is far above TCP's through the
 				// same queue, or the link was not full, measured mpquic short
 				// of CPU (its packets wait in the host, and it declares them
@@ -206,7 +210,9 @@ func TestLabSharedBottleneck(t *testing.T) {
 					besideTCP.tcpRetrans += m.tcpRetrans
 					tcpRows++
 				}
-				tcpRuns += map[bool]int{true: 1}[r.rival == ""]
+				if r.rival == "" {
+					tcpRuns++
+				}
 				// Ground truth for the setup: the link carried about its rate
 				// (the qdisc counts IP packets as the TUN device takes them)
 				// and its queue overflowed, so the flows competed for it
@@ -216,9 +222,6 @@ func TestLabSharedBottleneck(t *testing.T) {
 				}
 				if m.ownBps+m.rivalBps > m.linkBps {
 					t.Errorf("the flows read %.2f Mbit/s, more than the link's %.2f", (m.ownBps+m.rivalBps)/1e6, m.linkBps/1e6)
-				}
-				if r.cc == mpquic.CongestionLIA && m.share > 0.6 {
-					t.Errorf("LIA's two paths took %.0f%% of the shared bottleneck, want at most 60%% (RFC 6356 §2, goal 2)", 100*m.share)
 				}
 				sum += m.share
 				got = append(got, fmt.Sprintf("%.0f%%", 100*m.share))
@@ -238,6 +241,12 @@ func TestLabSharedBottleneck(t *testing.T) {
 			}
 			if r.single && (mean < 0.40 || mean > 0.60) {
 				t.Errorf("single-path mpquic CUBIC beside one TCP CUBIC flow took %.1f%% of the link over %d runs (%s), want 40-60%%", 100*mean, runs, strings.Join(got, ", "))
+			}
+			// RFC 6356 §2, goal 2 is about throughput over time: the
+			// coupled paths take no more than one flow would, here at
+			// most 60% beside one.
+			if lia && mean > 0.6 {
+				t.Errorf("LIA's two paths took %.1f%% of the shared bottleneck over %d runs (%s), want at most 60%% (RFC 6356 §2, goal 2)", 100*mean, runs, strings.Join(got, ", "))
 			}
 			if twoCUBIC && mean > 0.80 {
 				t.Errorf("two uncoupled CUBIC paths took %.1f%% beside one TCP CUBIC flow over %d runs (%s), want at most 80%%", 100*mean, runs, strings.Join(got, ", "))
@@ -276,9 +285,10 @@ func TestLabSharedBottleneck(t *testing.T) {
 
 const bottleneckRate = 20e6
 
-// The rows with a bar on the share beside TCP (single-path CUBIC 40-60%,
-// two CUBIC paths at most 80%) run shareRuns times, a fresh connection
-// and TCP flow each, and are judged by their mean share.
+// The rows with a bar on their share (single-path CUBIC beside TCP
+// 40-60%, two CUBIC paths beside TCP at most 80%, LIA beside TCP or a
+// single-path flow at most 60%) run shareRuns times, a fresh connection
+// and rival each, and are judged by their mean share.
 const shareRuns = 3
 
 // dialCUBIC connects the TCP rival with CUBIC set on its socket
