@@ -28,29 +28,6 @@ func enableECN(pc net.PacketConn) bool {
 	}) && on
 }
 
-// parseECN finds the received ECN codepoint in a datagram's control
-// messages; ecnNotECT if none.
-func parseECN(oob []byte) byte {
-	hdr := syscall.CmsgSpace(0)
-	for len(oob) >= hdr {
-		h := (*syscall.Cmsghdr)(unsafe.Pointer(&oob[0]))
-		l := int(h.Len)
-		if l < hdr || l > len(oob) {
-			return ecnNotECT
-		}
-		data := oob[syscall.CmsgLen(0):l]
-		switch {
-		case h.Level == syscall.IPPROTO_IP && h.Type == syscall.IP_TOS && len(data) >= 1:
-			return data[0] & ecnMask
-		case h.Level == syscall.IPPROTO_IPV6 && h.Type == syscall.IPV6_TCLASS && len(data) >= 4:
-			// An int in host order; its low byte is the traffic class.
-			return byte(*(*int32)(unsafe.Pointer(&data[0]))) & ecnMask
-		}
-		oob = oob[min(syscall.CmsgSpace(l-syscall.CmsgLen(0)), len(oob)):]
-	}
-	return ecnNotECT
-}
-
 // appendECN appends the control message that sends with codepoint cp to
 // to: IP_TOS toward an IPv4 address (also from an IPv6 socket, which
 // sends a mapped address as IPv4 and reads only IPv4 options for it),

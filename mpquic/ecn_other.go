@@ -9,8 +9,6 @@ import "net"
 
 func enableECN(net.PacketConn) bool { return false }
 
-func parseECN([]byte) byte { return ecnNotECT }
-
 func appendECN(oob []byte, _ net.Addr, _ byte) []byte { return oob }
 
 func writeECN(pc net.PacketConn, b []byte, to net.Addr, _ byte, _ *[]byte) error {

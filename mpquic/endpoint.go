@@ -89,7 +89,7 @@ func (c *Conn) readLoop(p *path) {
 		var ecn byte
 		if br != nil {
 			var b []byte
-			if b, from, ecn, err = br.nextDatagram(); err == nil {
+			if b, from, _, ecn, err = br.nextDatagram(); err == nil {
 				n = copy(*bp, b) // a datagram is at most readBufSize
 			}
 		} else {

@@ -175,9 +175,6 @@ func (l *Listener) readLoop() {
 	// Batched reads (recvmmsg and GRO) where the socket allows: one
 	// recvmsg per datagram was a quarter of an upload's CPU at the server.
 	br := newBatchReader(l.pconn)
-	if br != nil && dst {
-		br.wantDst()
-	}
 	for {
 		bp := bufPool.Get().(*[]byte)
 		var n int
@@ -187,7 +184,7 @@ func (l *Listener) readLoop() {
 		var err error
 		if br != nil {
 			var b []byte
-			if b, from, to, ecn, err = br.nextDatagramTo(); err == nil {
+			if b, from, to, ecn, err = br.nextDatagram(); err == nil {
 				n = copy(*bp, b) // a datagram is at most readBufSize
 			}
 		} else {

@@ -36,24 +36,8 @@ func readWithDst(pc net.PacketConn, b, oob []byte) (int, net.Addr, netip.Addr, b
 	if err != nil {
 		return n, nil, netip.Addr{}, ecnNotECT, err
 	}
-	return n, from, parseDst(oob[:oobn]), parseECN(oob[:oobn]), nil
-}
-
-func parseDst(oob []byte) netip.Addr {
-	msgs, err := syscall.ParseSocketControlMessage(oob)
-	if err != nil {
-		return netip.Addr{}
-	}
-	for _, m := range msgs {
-		switch {
-		case m.Header.Level == syscall.IPPROTO_IP && m.Header.Type == syscall.IP_PKTINFO && len(m.Data) >= 12:
-			// struct in_pktinfo { int ifindex; in_addr spec_dst; in_addr addr; }: addr is the header's.
-			return netip.AddrFrom4([4]byte(m.Data[8:12]))
-		case m.Header.Level == syscall.IPPROTO_IPV6 && m.Header.Type == syscall.IPV6_PKTINFO && len(m.Data) >= 16:
-			return netip.AddrFrom16([16]byte(m.Data[:16])).Unmap()
-		}
-	}
-	return netip.Addr{}
+	c := parseControl(oob[:oobn])
+	return n, from, c.dst, c.ecn, nil
 }
 
 // appendSrc appends the control message that sends from src.

@@ -28,8 +28,7 @@ type batchReader struct {
 	n, next, off int        // messages read; the one being handed out; offset in it
 	seg          int        // its segment size
 	ecn          byte       // its ECN codepoint (every segment of a GRO message has the first's TOS)
-	to           netip.Addr // its destination, where the socket asked for it (IP_PKTINFO)
-	dst          bool       // parse destinations
+	to           netip.Addr // its destination, where the socket asks for it (IP_PKTINFO: a listener)
 	from         net.Addr
 	lastName     unix.RawSockaddrInet6
 	lastFrom     net.Addr
@@ -119,16 +118,11 @@ func (r *batchReader) start() {
 	}
 	i := r.next
 	r.seg = int(r.msgs[i].Len)
-	oob := r.oobs[i][:controlLen(&r.msgs[i].Hdr)]
-	if r.gro {
-		if s := groSegment(oob); s > 0 {
-			r.seg = s
-		}
+	c := parseControl(r.oobs[i][:controlLen(&r.msgs[i].Hdr)])
+	if r.gro && c.seg > 0 {
+		r.seg = c.seg
 	}
-	r.ecn = parseECN(oob)
-	if r.dst {
-		r.to = parseDst(oob)
-	}
+	r.ecn, r.to = c.ecn, c.dst
 	if r.lastFrom == nil || r.names[i] != r.lastName {
 		r.lastName, r.lastFrom = r.names[i], sockaddrUDP(&r.names[i])
 	}
@@ -136,63 +130,29 @@ func (r *batchReader) start() {
 }
 
 // nextDatagram returns the next datagram (valid until the next call), its
-// sender and ECN codepoint, reading a batch when the last one is used up.
-func (r *batchReader) nextDatagram() ([]byte, net.Addr, byte, error) {
+// sender, its destination (invalid unless the socket asks for it) and ECN
+// codepoint, reading a batch when the last one is used up.
+func (r *batchReader) nextDatagram() ([]byte, net.Addr, netip.Addr, byte, error) {
 	for r.next >= r.n {
 		if err := r.read(); err != nil {
-			return nil, nil, 0, err
+			return nil, nil, netip.Addr{}, 0, err
 		}
 	}
 	i := r.next
 	total := int(r.msgs[i].Len)
 	end := min(r.off+r.seg, total)
 	b := r.bufs[i][r.off:end]
-	from, ecn := r.from, r.ecn
+	from, to, ecn := r.from, r.to, r.ecn
 	r.off = end
 	if r.off >= total || r.seg == 0 {
 		r.next++
 		r.off = 0
 		r.start()
 	}
-	return b, from, ecn, nil
+	return b, from, to, ecn, nil
 }
-
-// nextDatagramTo is nextDatagram with the datagram's destination address
-// (invalid unless wantDst was called and the kernel gave one): a
-// listener's reads.
-func (r *batchReader) nextDatagramTo() ([]byte, net.Addr, netip.Addr, byte, error) {
-	for r.next >= r.n {
-		if err := r.read(); err != nil {
-			return nil, nil, netip.Addr{}, 0, err
-		}
-	}
-	to := r.to
-	b, from, ecn, err := r.nextDatagram()
-	return b, from, to, ecn, err
-}
-
-// wantDst makes the reader parse each datagram's destination (the socket
-// must have IP_PKTINFO / IPV6_RECVPKTINFO on: enableDstInfo).
-func (r *batchReader) wantDst() { r.dst = true }
 
 func controlLen(h *unix.Msghdr) int { return int(h.Controllen) }
-
-// groSegment finds the UDP_GRO control message's segment size; 0 if none.
-func groSegment(oob []byte) int {
-	hdr := unix.CmsgSpace(0)
-	for len(oob) >= hdr {
-		h := (*unix.Cmsghdr)(unsafe.Pointer(&oob[0]))
-		l := int(h.Len)
-		if l < hdr || l > len(oob) {
-			return 0
-		}
-		if h.Level == unix.IPPROTO_UDP && h.Type == unix.UDP_GRO && l >= unix.CmsgLen(4) {
-			return int(binary.NativeEndian.Uint32(oob[unix.CmsgLen(0):]))
-		}
-		oob = oob[min(unix.CmsgSpace(l-unix.CmsgLen(0)), len(oob)):]
-	}
-	return 0
-}
 
 func sockaddrUDP(sa *unix.RawSockaddrInet6) net.Addr {
 	switch sa.Family {

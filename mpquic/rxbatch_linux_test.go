@@ -51,7 +51,7 @@ func TestBatchReaderSplitsGRO(t *testing.T) {
 	}
 	recv.SetReadDeadline(time.Now().Add(5 * time.Second))
 	for i := range want {
-		d, from, _, err := br.nextDatagram()
+		d, from, _, _, err := br.nextDatagram()
 		if err != nil {
 			t.Fatalf("datagram %d: %v", i, err)
 		}

@@ -13,12 +13,6 @@ type batchReader struct{}
 
 func newBatchReader(net.PacketConn) *batchReader { return nil }
 
-func (*batchReader) nextDatagram() ([]byte, net.Addr, byte, error) {
-	return nil, nil, 0, net.ErrClosed
-}
-
-func (*batchReader) nextDatagramTo() ([]byte, net.Addr, netip.Addr, byte, error) {
+func (*batchReader) nextDatagram() ([]byte, net.Addr, netip.Addr, byte, error) {
 	return nil, nil, netip.Addr{}, 0, net.ErrClosed
 }
-
-func (*batchReader) wantDst() {}
