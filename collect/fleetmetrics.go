@@ -104,22 +104,17 @@ func FleetFigures(f store.Fleet) fleetfig.Figures {
 			Study: fleetfig.Study(kinds[c.RunID], c.ProbePath, c.ResolvePath), Targets: c.Targets, Responsive: c.Responsive,
 			RTTMedian: msDuration(c.RTTP50ms), RTTMean: msDuration(c.RTTMeanms), RTTQuantiles: CellQuantiles(c.SurveyCell)})
 	}
-	for _, t := range f.Tests {
-		p := probe(t.Probe)
-		if p.Run == nil {
-			p.Run = &fleetfig.Run{StartedAt: t.StartedAt}
+	// Each probe's last run, its tests in the run's order (the store
+	// reads them so, probe by probe).
+	for i := 0; i < len(f.Tests); {
+		first := f.Tests[i]
+		var tests []fleetfig.Test
+		for ; i < len(f.Tests) && f.Tests[i].Probe == first.Probe; i++ {
+			t := f.Tests[i]
+			tests = append(tests, fleetfig.Test{Transport: t.Transport, Pattern: t.Pattern, Status: t.Status, Invalid: t.Invalid,
+				Bulk: t.Bulk, Upload: t.Upload, Download: t.Download})
 		}
-		p.Run.Tests = append(p.Run.Tests, fleetfig.TestCount{Transport: t.Transport, Status: t.Status, Tests: t.Tests})
-	}
-	samples := map[string][]fleetfig.GoodputSample{}
-	for _, g := range f.Goodputs {
-		samples[g.Probe] = append(samples[g.Probe], fleetfig.GoodputSample{Transport: g.Transport, Pattern: g.Pattern,
-			Bulk: g.Bulk, Upload: g.Upload, Download: g.Download})
-	}
-	for name, s := range samples {
-		if p := probe(name); p.Run != nil {
-			p.Run.Goodputs = fleetfig.MeanGoodputs(s)
-		}
+		probe(first.Probe).Run = fleetfig.NewRun(first.StartedAt, tests)
 	}
 	for _, h := range f.Handovers {
 		p := probe(h.Probe)

@@ -8,25 +8,14 @@ import (
 
 // Fleet is what the fleet's Prometheus figures are made of, read from the
 // probes table and the derived tables only (never the raw uploads): per
-// probe its report, and the cells of its last derived survey, the test
-// statuses of its last derived pattern run and the handovers of its last
-// derived mobile run.
+// probe its report, and the cells of its last derived survey, the tests
+// of its last derived pattern run and the handovers of its last derived
+// mobile run.
 type Fleet struct {
 	Probes    []Probe
 	Cells     []FleetCell
-	Tests     []FleetTests
-	Goodputs  []FleetGoodput
+	Tests     []FleetTest
 	Handovers []FleetHandover
-}
-
-// FleetGoodput is one successful test of a probe's last pattern run with
-// its goodputs in bit/s (nil: none, or derived before they were stored),
-// in the run's test order.
-type FleetGoodput struct {
-	Probe, RunID           string
-	StartedAt              time.Time
-	Transport, Pattern     string
-	Bulk, Upload, Download *float64
 }
 
 // FleetCell is one cell of a probe's last survey; Kinds are the kinds of
@@ -38,13 +27,15 @@ type FleetCell struct {
 	ProbeKind, ResolveKind string
 }
 
-// FleetTests counts the tests of a probe's last pattern run by transport
-// and status.
-type FleetTests struct {
-	Probe, RunID      string
-	StartedAt         time.Time
-	Transport, Status string
-	Tests             int64
+// FleetTest is one test of a probe's last pattern run, in the run's
+// order, with its goodputs in bit/s (nil: none, or derived before they
+// were stored).
+type FleetTest struct {
+	Probe, RunID               string
+	StartedAt                  time.Time
+	Transport, Pattern, Status string
+	Invalid                    bool
+	Bulk, Upload, Download     *float64
 }
 
 // FleetHandover is one transport of a probe's last mobile run: its
@@ -98,49 +89,25 @@ func (s *sqlStore) Fleet(ctx context.Context) (Fleet, error) {
 		return f, fmt.Errorf("fleet cells: %w", err)
 	}
 
-	rows, err = s.db.QueryContext(ctx, lastRuns("pattern_tests")+`SELECT l.probe_id, l.run_id, l.started_at, t.transport,
-		CASE WHEN t.invalid THEN 'invalid' ELSE t.status END AS st, COUNT(*)
-		FROM last l JOIN pattern_tests t ON t.run_id = l.run_id WHERE l.n = 1
-		GROUP BY l.probe_id, l.run_id, l.started_at, t.transport, st ORDER BY l.probe_id, t.transport, st`)
+	rows, err = s.db.QueryContext(ctx, lastRuns("pattern_tests")+`SELECT l.probe_id, l.run_id, l.started_at, t.transport, t.pattern,
+		t.status, t.invalid, t.goodput_bps, t.upload_goodput_bps, t.download_goodput_bps
+		FROM last l JOIN pattern_tests t ON t.run_id = l.run_id WHERE l.n = 1 ORDER BY l.probe_id, t.idx`)
 	if err != nil {
 		return f, fmt.Errorf("fleet tests: %w", err)
 	}
 	for rows.Next() {
-		var t FleetTests
+		var x FleetTest
 		var at int64
-		if err := rows.Scan(&t.Probe, &t.RunID, &at, &t.Transport, &t.Status, &t.Tests); err != nil {
+		if err := rows.Scan(&x.Probe, &x.RunID, &at, &x.Transport, &x.Pattern, &x.Status, &x.Invalid, &x.Bulk, &x.Upload, &x.Download); err != nil {
 			rows.Close()
 			return f, fmt.Errorf("fleet tests: %w", err)
 		}
-		t.StartedAt = fromNanos(at)
-		f.Tests = append(f.Tests, t)
+		x.StartedAt = fromNanos(at)
+		f.Tests = append(f.Tests, x)
 	}
 	rows.Close()
 	if err := rows.Err(); err != nil {
 		return f, fmt.Errorf("fleet tests: %w", err)
-	}
-
-	rows, err = s.db.QueryContext(ctx, lastRuns("pattern_tests")+`SELECT l.probe_id, l.run_id, l.started_at, t.transport, t.pattern,
-		t.goodput_bps, t.upload_goodput_bps, t.download_goodput_bps
-		FROM last l JOIN pattern_tests t ON t.run_id = l.run_id WHERE l.n = 1 AND t.status = 'success' AND NOT t.invalid
-		AND (t.goodput_bps IS NOT NULL OR t.upload_goodput_bps IS NOT NULL OR t.download_goodput_bps IS NOT NULL)
-		ORDER BY l.probe_id, t.idx`)
-	if err != nil {
-		return f, fmt.Errorf("fleet goodputs: %w", err)
-	}
-	for rows.Next() {
-		var g FleetGoodput
-		var at int64
-		if err := rows.Scan(&g.Probe, &g.RunID, &at, &g.Transport, &g.Pattern, &g.Bulk, &g.Upload, &g.Download); err != nil {
-			rows.Close()
-			return f, fmt.Errorf("fleet goodputs: %w", err)
-		}
-		g.StartedAt = fromNanos(at)
-		f.Goodputs = append(f.Goodputs, g)
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		return f, fmt.Errorf("fleet goodputs: %w", err)
 	}
 
 	rows, err = s.db.QueryContext(ctx, lastRuns("mobile_summaries")+`SELECT l.probe_id, l.run_id, l.started_at, m.transport,

@@ -16,6 +16,7 @@ package fleetfig
 
 import (
 	"bufio"
+	"cmp"
 	"fmt"
 	"io"
 	"math"
@@ -92,19 +93,50 @@ type Goodput struct {
 	Tests                         int64
 }
 
-// GoodputSample is one successful test's goodputs in bit/s, as its record
+// Test is one test of a pattern run as the figures need it: its
+// transport, pattern and status, and its goodputs in bit/s as its record
 // has them: a bulk download's, an iperf or interactive test's per
 // direction (nil: none).
-type GoodputSample struct {
-	Transport, Pattern     string
-	Bulk, Upload, Download *float64
+type Test struct {
+	Transport, Pattern, Status string
+	Invalid                    bool
+	Bulk, Upload, Download     *float64
+}
+
+// NewRun is a run's figures from its tests in the run's order: the tests
+// by transport and status (an invalid one as status "invalid"), and the
+// mean goodputs of the successful valid ones. The collector (from its
+// derived tables) and the probe (from its result files) both call it, so
+// their figures for the same run are the same to the bit.
+func NewRun(started time.Time, tests []Test) *Run {
+	r := &Run{StartedAt: started}
+	counts := map[[2]string]int64{}
+	var ok []Test
+	for _, t := range tests {
+		st := t.Status
+		if t.Invalid {
+			st = "invalid"
+		}
+		counts[[2]string{t.Transport, st}]++
+		if st == "success" {
+			ok = append(ok, t)
+		}
+	}
+	for k, n := range counts {
+		r.Tests = append(r.Tests, TestCount{Transport: k[0], Status: k[1], Tests: n})
+	}
+	slices.SortFunc(r.Tests, func(a, b TestCount) int {
+		return cmp.Or(strings.Compare(a.Transport, b.Transport), strings.Compare(a.Status, b.Status))
+	})
+	r.Goodputs = MeanGoodputs(ok)
+	return r
 }
 
 // MeanGoodputs averages samples (in the run's test order) per transport,
 // pattern and direction, in bytes per second, ordered by transport,
 // pattern and direction: the collector and the probe call it on the same
 // tests in the same order, so their figures are equal to the bit.
-func MeanGoodputs(samples []GoodputSample) []Goodput {
+func MeanGoodputs(samples []Test) []Goodput {
 	type key struct{ t, p, d string }
 	sum := map[key]float64{}
 	n := map[key]int64{}
@@ -124,7 +156,7 @@ func MeanGoodputs(samples []GoodputSample) []Goodput {
 		out = append(out, Goodput{Transport: k.t, Pattern: k.p, Direction: k.d, BytesPerSecond: sum[k] / float64(c), Tests: c})
 	}
 	slices.SortFunc(out, func(a, b Goodput) int {
-		return strings.Compare(a.Transport+"\x00"+a.Pattern+"\x00"+a.Direction, b.Transport+"\x00"+b.Pattern+"\x00"+b.Direction)
+		return cmp.Or(strings.Compare(a.Transport, b.Transport), strings.Compare(a.Pattern, b.Pattern), strings.Compare(a.Direction, b.Direction))
 	})
 	return out
 }

@@ -3,6 +3,7 @@ package fleetfig
 import (
 	"bytes"
 	"math"
+	"slices"
 	"testing"
 	"time"
 
@@ -67,7 +68,7 @@ func TestStudy(t *testing.T) {
 // non-finite figure is no sample; ordered by the three labels.
 func TestMeanGoodputs(t *testing.T) {
 	v := func(x float64) *float64 { return &x }
-	got := MeanGoodputs([]GoodputSample{
+	got := MeanGoodputs([]Test{
 		{Transport: "tcp", Pattern: "iperf", Upload: v(8e6), Download: v(16e6)},
 		{Transport: "mptcp", Pattern: "bulk", Bulk: v(80e6)},
 		{Transport: "tcp", Pattern: "iperf", Upload: v(24e6), Download: v(math.NaN())},
@@ -87,5 +88,27 @@ func TestMeanGoodputs(t *testing.T) {
 		if got[i] != want[i] {
 			t.Errorf("goodput %d: got %+v, want %+v", i, got[i], want[i])
 		}
+	}
+}
+
+// TestNewRun: tests counted by transport and status (an invalid one as
+// "invalid", whatever its status), goodputs from the successful valid
+// tests only.
+func TestNewRun(t *testing.T) {
+	v := func(x float64) *float64 { return &x }
+	at := time.Unix(1_800_000_000, 0)
+	r := NewRun(at, []Test{
+		{Transport: "tcp", Pattern: "bulk", Status: "success", Bulk: v(8e6)},
+		{Transport: "tcp", Pattern: "bulk", Status: "success", Invalid: true, Bulk: v(800e6)},
+		{Transport: "tcp", Pattern: "bulk", Status: "timeout", Bulk: v(1e3)},
+		{Transport: "quic", Pattern: "ping", Status: "success"},
+	})
+	wantTests := []TestCount{{"quic", "success", 1}, {"tcp", "invalid", 1}, {"tcp", "success", 1}, {"tcp", "timeout", 1}}
+	if !r.StartedAt.Equal(at) || !slices.Equal(r.Tests, wantTests) {
+		t.Errorf("tests %+v, want %+v", r.Tests, wantTests)
+	}
+	wantGood := []Goodput{{Transport: "tcp", Pattern: "bulk", Direction: "download", BytesPerSecond: 1e6, Tests: 1}}
+	if !slices.Equal(r.Goodputs, wantGood) {
+		t.Errorf("goodputs %+v, want %+v", r.Goodputs, wantGood)
 	}
 }

@@ -163,37 +163,16 @@ func (k *keptFigures) derive(r io.Reader, document bool) (bool, error) {
 		}
 	}
 	if len(d.Tests) > 0 {
-		run := &fleetfig.Run{StartedAt: hdr.StartedAt}
-		counts := map[[2]string]int64{}
-		var order [][2]string
-		for _, t := range d.Tests {
-			st := t.Status
-			if t.Invalid {
-				st = "invalid"
-			}
-			key := [2]string{t.Transport, st}
-			if counts[key] == 0 {
-				order = append(order, key)
-			}
-			counts[key]++
-		}
-		for _, key := range order {
-			run.Tests = append(run.Tests, fleetfig.TestCount{Transport: key[0], Status: key[1], Tests: counts[key]})
-		}
 		// In the run's test order, as the collector reads them.
 		tests := slices.Clone(d.Tests)
 		slices.SortStableFunc(tests, func(a, b store.PatternTest) int { return cmp.Compare(a.Index, b.Index) })
-		var samples []fleetfig.GoodputSample
+		var ft []fleetfig.Test
 		for _, t := range tests {
-			if t.Status != "success" || t.Invalid {
-				continue
-			}
-			if bulk, up, down := t.Result.Goodputs(); bulk != nil || up != nil || down != nil {
-				samples = append(samples, fleetfig.GoodputSample{Transport: t.Transport, Pattern: t.Pattern, Bulk: bulk, Upload: up, Download: down})
-			}
+			bulk, up, down := t.Result.Goodputs()
+			ft = append(ft, fleetfig.Test{Transport: t.Transport, Pattern: t.Pattern, Status: t.Status, Invalid: t.Invalid,
+				Bulk: bulk, Upload: up, Download: down})
 		}
-		run.Goodputs = fleetfig.MeanGoodputs(samples)
-		if k.Run == nil || !run.StartedAt.Before(k.Run.StartedAt) {
+		if run := fleetfig.NewRun(hdr.StartedAt, ft); k.Run == nil || !run.StartedAt.Before(k.Run.StartedAt) {
 			k.Run, changed = run, true
 		}
 	}
