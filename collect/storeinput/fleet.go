@@ -36,6 +36,18 @@ func DefaultWindow(now time.Time) Window {
 	return Window{Since: end.Add(-DefaultDays * store.Day), Until: end, Width: store.Day}
 }
 
+// Bounds fills in a window's unset bounds: until the end of today (UTC),
+// since DefaultDays before until.
+func Bounds(since, until, now time.Time) (time.Time, time.Time) {
+	if until.IsZero() {
+		until = DefaultWindow(now).Until
+	}
+	if since.IsZero() {
+		since = until.Add(-DefaultDays * store.Day)
+	}
+	return since, until
+}
+
 // ParseWhen reads a window bound: RFC 3339, a UTC date, or a span back
 // from now ("7d", "36h").
 func ParseWhen(s string, now time.Time) (time.Time, error) {
@@ -59,13 +71,7 @@ func ParseWhen(s string, now time.Time) (time.Time, error) {
 // (store.HourRetention) and at most two days long, UTC days otherwise.
 // Zero bounds take DefaultWindow's.
 func NewWindow(since, until time.Time, probe string, now time.Time) (Window, error) {
-	def := DefaultWindow(now)
-	if until.IsZero() {
-		until = def.Until
-	}
-	if since.IsZero() {
-		since = until.Add(-DefaultDays * store.Day)
-	}
+	since, until = Bounds(since, until, now)
 	if !until.After(since) {
 		return Window{}, fmt.Errorf("until must be after since")
 	}

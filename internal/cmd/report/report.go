@@ -256,14 +256,8 @@ func dbFilter(opts *Options, now time.Time) (storeinput.Filter, error) {
 	}
 	// The fleet views' window, as the fleet page's: the last 7 UTC days
 	// unless asked, never all history; stated in the provenance.
-	def := storeinput.DefaultWindow(now)
-	if f.Until.IsZero() {
-		f.Until = def.Until
-	}
-	if f.Since.IsZero() {
-		f.Since = f.Until.Add(-storeinput.DefaultDays * store.Day)
-	}
-	if !f.Since.IsZero() && !f.Until.IsZero() && !f.Until.After(f.Since) {
+	f.Since, f.Until = storeinput.Bounds(f.Since, f.Until, now)
+	if !f.Until.After(f.Since) {
 		return f, errors.New("--until must be after --since")
 	}
 	s3, err := opts.Raw.Config("")
