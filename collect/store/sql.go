@@ -192,6 +192,12 @@ func (s *sqlStore) seenTx(ctx context.Context, q querier, rep Report, status str
 	return nil
 }
 
+// runTime is when a run happened for RunFilter's window: its start, or
+// for an upload the server could not parse (no start time, stored as 0)
+// when it was stored, so that a window still lists it (as not read)
+// instead of losing it from every windowed view.
+const runTime = "(CASE WHEN started_at = 0 THEN stored_at ELSE started_at END)"
+
 const runColumns = `seq, run_id, probe_id, command, schema_version, status, parsed, started_at, finished_at,
 	records, bytes, sha256, raw_path, content_type, upload_path, stored_at`
 
@@ -255,10 +261,10 @@ func (s *sqlStore) ListRuns(ctx context.Context, f RunFilter) ([]Run, error) {
 		where, args = append(where, "command = ?"), append(args, f.Command)
 	}
 	if !f.Since.IsZero() {
-		where, args = append(where, "started_at >= ?"), append(args, nanos(f.Since))
+		where, args = append(where, runTime+" >= ?"), append(args, nanos(f.Since))
 	}
 	if !f.Until.IsZero() {
-		where, args = append(where, "started_at < ?"), append(args, nanos(f.Until))
+		where, args = append(where, runTime+" < ?"), append(args, nanos(f.Until))
 	}
 	if f.Limit <= 0 || f.Limit > MaxPage {
 		f.Limit = MaxPage

@@ -91,6 +91,8 @@ type Token struct {
 }
 
 // RunFilter selects runs for GET /v1/runs; After is the last Seq seen.
+// Since (inclusive) and Until (exclusive) bound a run's start time, or
+// for a run the server could not parse, which has none, its stored time.
 type RunFilter struct {
 	Probe, Command string
 	Since, Until   time.Time

@@ -228,6 +228,19 @@ func Run(t *testing.T, newDSN func(t *testing.T) string) {
 		got, err = s.ListRuns(ctx, store.RunFilter{Since: t0.Add(10 * time.Minute), Until: t0.Add(20 * time.Minute)})
 		require.NoError(t, err)
 		assert.Len(t, got, 10, "since inclusive, until exclusive")
+		// An upload the server could not parse has no start time: a
+		// window holds it by when it was stored.
+		un := store.Run{RunID: "unparsed", ProbeID: "pi1", Command: "run", SchemaVersion: "9.0", Status: "unparsed",
+			SHA256: "u", RawPath: "raw/unparsed", ContentType: "application/x-ndjson", StoredAt: t0.Add(15 * time.Minute)}
+		_, _, err = s.PutRun(ctx, un, store.Report{})
+		require.NoError(t, err)
+		got, err = s.ListRuns(ctx, store.RunFilter{Since: t0.Add(10 * time.Minute), Until: t0.Add(20 * time.Minute)})
+		require.NoError(t, err)
+		require.Len(t, got, 11, "the unparsed upload stored inside the window")
+		assert.Equal(t, "unparsed", got[10].RunID)
+		got, err = s.ListRuns(ctx, store.RunFilter{Since: t0.Add(20 * time.Minute)})
+		require.NoError(t, err)
+		assert.Len(t, got, 5, "... and not outside it")
 	})
 
 	t.Run("Tokens", func(t *testing.T) {

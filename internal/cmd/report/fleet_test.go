@@ -392,9 +392,10 @@ func TestDBBadFlags(t *testing.T) {
 const nanoLayout = "2006-01-02T15:04:05.000000000Z"
 
 // TestDBUnparsedUploadIsListed: an upload the server kept raw but could not
-// parse (a newer schema major: 202, status unparsed) does not break the
-// report: the rest is reported (its start time is unknown, so no window
-// holds it).
+// parse (a newer schema major: 202, status unparsed) is listed in the
+// inputs table as not read (the window holds it by when it was stored: it
+// has no start time), and the rest is reported (the fleet views leave it
+// out).
 func TestDBUnparsedUploadIsListed(t *testing.T) {
 	dir := t.TempDir()
 	dsn := filepath.Join(dir, "collect.db")
@@ -410,11 +411,11 @@ func TestDBUnparsedUploadIsListed(t *testing.T) {
 	require.NoError(t, err)
 	resp.Body.Close()
 	require.Equal(t, http.StatusAccepted, resp.StatusCode)
-	// Its start is unknown: it is in no window (report --db always has
-	// one now), so it is listed only where the store lists all runs.
+	// Its start is unknown: a window holds it by when it was stored (now).
 	rows := csvRows(t, "--db", dsn, "--since", "2026-10-01", "--section", "inputs")
-	require.Len(t, rows, 1)
-	assert.NotContains(t, rows[0], "db:"+id)
+	require.Len(t, rows, 2)
+	assert.Contains(t, rows[1], "db:"+id)
+	assert.Contains(t, rows[1], "not read: the server could not parse this upload")
 	// Its start is unknown: the fleet views hold the run that was read.
 	assert.Equal(t, wantSeries([]planted{ok}, func(planted) bool { return true }), csvRows(t, "--db", dsn, "--since", "2026-10-01", "--section", "fleet-series"))
 }
