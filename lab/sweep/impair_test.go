@@ -68,6 +68,8 @@ func TestParseImpair(t *testing.T) {
 		{"'block=udp/99999'", "paths.wwan0.impair[0]", ""},
 		{"'pmtu=1280'", "paths.wwan0.impair[0]", "icmp=drop"},
 		{"['', strip=mptcp, strip=mptcp]", "paths.wwan0.impair[2]", "twice"},
+		{"['', none]", "paths.wwan0.impair[1]", "twice"},
+		{"['strip=mptcp block=udp/443', 'block=udp/443 strip=mptcp']", "paths.wwan0.impair[1]", "twice"},
 	} {
 		v := bad.val
 		if !strings.HasPrefix(v, "[") {

@@ -222,13 +222,20 @@ func (s Spec) Validate() error {
 				return fieldErr(fmt.Sprintf("paths.%s.rate[%d]", n, i), "negative rate %d", r)
 			}
 		}
+		// Two spellings of one setting ("" and "none", tokens in
+		// another order) would be two cells measuring the same thing.
+		seen := map[string]int{}
 		for i, im := range g.Impair {
-			if _, err := lab.ParseImpairSetting(im); err != nil {
+			ic, err := lab.ParseImpairSetting(im)
+			if err != nil {
 				return fieldErr(fmt.Sprintf("paths.%s.impair[%d]", n, i), "%v", err)
 			}
-			if slices.Index(g.Impair, im) != i {
-				return fieldErr(fmt.Sprintf("paths.%s.impair[%d]", n, i), "%q given twice", im)
+			imp, _ := lab.Impair{}.Apply(ic) // checked by ParseImpairSetting
+			key := strings.Join(imp.Settings(), " ")
+			if j, dup := seen[key]; dup {
+				return fieldErr(fmt.Sprintf("paths.%s.impair[%d]", n, i), "%q given twice (as impair[%d])", im, j)
 			}
+			seen[key] = i
 		}
 	}
 	if len(s.Sizes) == 0 {
