@@ -3,11 +3,14 @@
 package patterns
 
 import (
+	"context"
 	"testing"
 	"time"
 
+	"github.com/mptester/mptester/internal/certs"
 	"github.com/mptester/mptester/lab"
 	"github.com/mptester/mptester/patterns/transport"
+	"github.com/mptester/mptester/probe"
 )
 
 // TestLabMPQUICECN: the emulator bleaches the ECN field on wlan0 and marks
@@ -102,6 +105,93 @@ func TestLabMPQUICECN(t *testing.T) {
 		}
 		if g.ceRecv > pl[1] || g.ceRecv+slack < pl[1] {
 			t.Errorf("wwan0: CE on the server's packets: recorded %d received, the emulator marked %d (tolerance -%d)", g.ceRecv, pl[1], slack)
+		}
+	}
+}
+
+// TestLabQUICECN: the same planted paths as TestLabMPQUICECN, iperf over
+// quic (quic-go, one path each) with its ECN recorded: wlan0 `ecn:
+// bleached` with no CE, wwan0 `ecn: validated` with CE counts equal to the
+// emulator's marks: on the server's packets (CE received, within a few
+// packets: the last sample is taken as the test ends) and on the client's
+// (CE the server reported in its ACKs: short by at most the marks on the
+// client's last packets, whose ACKs may not have arrived: 5 per
+// connection).
+func TestLabQUICECN(t *testing.T) {
+	l, ok := startRatedLab(t, 15, 10)
+	if !ok {
+		return
+	}
+	l.Set(t, "wlan0", "ecn=bleach")
+	l.Set(t, "wwan0", "ecn=ce/20")
+	defer l.Set(t, "wlan0", "ecn=off")
+	defer l.Set(t, "wwan0", "ecn=off")
+	tlsCfg, _ := certs.ClientTLS("", "", true)
+	for _, name := range lab.PathNames {
+		before := l.Status(t)
+		o := transport.Single(l.Path(t, name), probe.Family4, tlsCfg)
+		o.QUICECN = true
+		tr, err := transport.New("quic", o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		params := Params{Duration: 2 * time.Second}
+		cfg := TestConfig{Pattern: "iperf", Transport: "quic", Path: name, Family: int(probe.Family4),
+			Server: labServer(probe.Family4), Params: params, Timeout: DefaultTimeout("iperf", params)}
+		rec := RunTest(context.Background(), tr, cfg, []string{"wlan0", "wwan0"}, nil)
+		if rec.Status != StatusSuccess {
+			t.Fatalf("iperf over quic on %s: %s: %s", name, rec.Status, rec.Error)
+		}
+		after := l.Status(t)
+		var ecn []string
+		var ceSent, ceRecv, conns uint64
+		for _, c := range rec.Connections {
+			if len(c.Samples) == 0 {
+				continue
+			}
+			st, ok := c.Samples[len(c.Samples)-1].Data.(*transport.QUICStats)
+			if !ok || st.QUICECN == nil {
+				t.Fatalf("%s: quic sample without ECN: %#v", name, c.Samples[len(c.Samples)-1].Data)
+			}
+			ecn = append(ecn, st.ECN)
+			ceSent += st.CESent
+			ceRecv += st.CEReceived
+			conns++
+		}
+		var up, down, bleached uint64
+		for i, p := range after.Paths {
+			if p.Name == name {
+				b := before.Paths[i].Stats
+				up, down = p.Stats.Up.ECNMarkedCE-b.Up.ECNMarkedCE, p.Stats.Down.ECNMarkedCE-b.Down.ECNMarkedCE
+				bleached = p.Stats.Up.ECNBleached - b.Up.ECNBleached + p.Stats.Down.ECNBleached - b.Down.ECNBleached
+			}
+		}
+		t.Logf("%s: recorded ecn %v, CE sent %d received %d (%d connections); emulator marked CE up %d down %d, bleached %d",
+			name, ecn, ceSent, ceRecv, conns, up, down, bleached)
+		if conns == 0 {
+			t.Fatalf("%s: no quic connection sampled", name)
+		}
+		want := map[string]string{"wlan0": "bleached", "wwan0": "validated"}[name]
+		for _, e := range ecn {
+			if e != want {
+				t.Errorf("%s: ecn %s, want %s", name, e, want)
+			}
+		}
+		switch name {
+		case "wlan0":
+			if ceSent != 0 || ceRecv != 0 || bleached == 0 {
+				t.Errorf("wlan0 (bleached): CE %d/%d, the emulator bleached %d packets; want no CE and some bleached", ceSent, ceRecv, bleached)
+			}
+		case "wwan0":
+			if up < 10 || down < 10 {
+				t.Errorf("the emulator marked only %d up, %d down: too few to compare", up, down)
+			}
+			if ceSent > up || ceSent+5*conns < up {
+				t.Errorf("wwan0: CE on the client's packets: recorded %d, the emulator marked %d (tolerance -%d)", ceSent, up, 5*conns)
+			}
+			if ceRecv > down || ceRecv+3 < down {
+				t.Errorf("wwan0: CE on the server's packets: recorded %d received, the emulator marked %d (tolerance -3)", ceRecv, down)
+			}
 		}
 	}
 }

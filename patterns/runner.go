@@ -55,6 +55,8 @@ type RunOptions struct {
 	MPTCPService nw.Service
 	// MPQUICCongestion is mpquic's congestion control (empty: CUBIC).
 	MPQUICCongestion mpquic.CongestionControl
+	// QUICECN records quic-go's ECN per connection (transport.Options).
+	QUICECN bool
 	// AltPorts: a listener's alternate port the diagnosis of a failed
 	// UDP handshake tries (missing: the transport's AltPort; 0: none).
 	AltPorts map[string]uint16
@@ -285,7 +287,7 @@ func newTransport(o RunOptions, sv server, name string, paths []transport.PathRo
 	if err != nil {
 		return nil, err
 	}
-	return transport.New(name, transport.Options{Paths: paths, Family: f, TLS: tlsCfg, HTTP1: o.HTTP1, QlogDir: o.QlogDir, MPTCPService: o.MPTCPService, MPQUICCongestion: o.MPQUICCongestion})
+	return transport.New(name, transport.Options{Paths: paths, Family: f, TLS: tlsCfg, HTTP1: o.HTTP1, QlogDir: o.QlogDir, MPTCPService: o.MPTCPService, MPQUICCongestion: o.MPQUICCongestion, QUICECN: o.QUICECN})
 }
 
 // primaryOf is the first path that is not a backup (the first path when

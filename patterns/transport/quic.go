@@ -125,14 +125,18 @@ func (t *quicTransport) Dial(ctx context.Context, addr netip.AddrPort, family st
 	cfg := t.o.TLS.Clone()
 	cfg.NextProtos = offered(family, []string{alpnH3})
 	qcfg := QUICConfig(t.o.IdleTimeout)
-	qcfg.Tracer = quicTracer(t.o.QlogDir, nil)
+	var ecn *ecnTrace
+	if t.o.QUICECN || t.o.QlogDir != "" {
+		ecn = &ecnTrace{}
+		qcfg.Tracer = quicTracer(t.o.QlogDir, ecn)
+	}
 	qc, err := dialQUICGo(ctx, tr, addr, cfg, qcfg)
 	if err != nil {
 		tr.Close()
 		udp.Close()
 		return nil, wrap(opQUICHandshake, err, quicSetupStatus)
 	}
-	return &quicConn{c: qc, tr: tr, udp: sock, info: Info{Transport: nameQUIC, Local: qc.LocalAddr().String(),
+	return &quicConn{c: qc, tr: tr, udp: sock, ecn: ecn, info: Info{Transport: nameQUIC, Local: qc.LocalAddr().String(),
 		Remote: qc.RemoteAddr().String(), ALPN: qc.ConnectionState().TLS.NegotiatedProtocol, Setup: time.Since(start)}}, nil
 }
 
@@ -151,6 +155,7 @@ type quicConn struct {
 	c    *quic.Conn
 	tr   *quic.Transport
 	udp  *countedUDP
+	ecn  *ecnTrace // nil: not recorded
 	info Info
 	rt   *http3.ClientConn
 }
@@ -174,7 +179,13 @@ func (c *quicConn) RoundTripper() http.RoundTripper {
 
 func (c *quicConn) Info() Info { return c.info }
 
-func (c *quicConn) Sample() State { return sampleQUIC(c.c, nil, c.udp) }
+func (c *quicConn) Sample() State {
+	s := sampleQUIC(c.c, nil, c.udp)
+	if c.ecn != nil {
+		s.Data.(*QUICStats).QUICECN = c.ecn.stats()
+	}
+	return s
+}
 
 func (c *quicConn) Close() error {
 	err := c.c.CloseWithError(0, "")

@@ -288,6 +288,23 @@ type QUICStats struct {
 	SocketBytesReceived     uint64 `json:"socket_bytes_received,omitempty"`
 	PacketsDroppedQueueFull uint64 `json:"packets_dropped_queue_full,omitempty"`
 	BytesDroppedQueueFull   uint64 `json:"bytes_dropped_queue_full,omitempty"`
+	// ECN of a quic connection when recorded (Options.QUICECN or a qlog
+	// trace); absent otherwise, and on mpquic, whose paths carry their own.
+	*QUICECN
+}
+
+// QUICECN is quic-go's ECN validation of the connection (RFC 9000
+// §13.4.2), in mpquic's words: validated, bleached (the peer's ACKs carry
+// no ECN counts), mangled (any other failure quic-go names), testing (no
+// verdict yet) or not-tried (quic-go never marked: ECN off or not
+// supported on the platform). CESent counts the CE marks the peer
+// reported on the packets this side sent (the largest count of each packet
+// number space's ACK frames, summed), CEReceived the CE-marked packets
+// that arrived.
+type QUICECN struct {
+	ECN        string `json:"ecn"`
+	CESent     uint64 `json:"ce_sent"`
+	CEReceived uint64 `json:"ce_received"`
 }
 
 // Retransmissions: TCP total_retrans segments.

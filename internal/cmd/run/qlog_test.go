@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -81,5 +82,29 @@ func TestQlogFlag(t *testing.T) {
 	}
 	if titles["mptester mpquic qlog"] < 1 || titles["quic-go qlog"] < 1 {
 		t.Fatalf("client traces by writer %v (%d files): want quic-go's and mpquic's", titles, len(clients))
+	}
+}
+
+// --quic-ecn: quic's connection samples carry quic-go's ECN validation
+// (loopback keeps the ECN field: validated) and CE counts; without the
+// flag they carry none, and mpquic's paths carry theirs either way.
+func TestQUICECNFlag(t *testing.T) {
+	_, qp, _, pin := startServerQlog(t, false, "")
+	for _, flag := range []bool{false, true} {
+		args := []string{"--server", "127.0.0.1", "--quic-port", fmt.Sprint(qp), "--pin", pin, "--paths", "lo",
+			"--transports", "quic", "--patterns", "ping", "--ping-count", "20", "--interval", "10ms", "--pace", "0"}
+		if flag {
+			args = append(args, "--quic-ecn")
+		}
+		out, errOut, err := execute(t, nil, args...)
+		if err != nil {
+			t.Fatalf("--quic-ecn=%v: %v\n%s", flag, err, errOut)
+		}
+		// The first sample, taken as the handshake ends, may precede
+		// quic-go's first marked packet (not-tried); later ones validate.
+		has := regexp.MustCompile(`"ecn":\s*"validated",\s*"ce_sent":\s*0,\s*"ce_received":\s*0`).MatchString(out)
+		if has != flag || (!flag && strings.Contains(out, `"ecn":`)) {
+			t.Errorf("--quic-ecn=%v: ECN recorded %v in\n%s", flag, has, out)
+		}
 	}
 }

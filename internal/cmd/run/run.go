@@ -61,9 +61,11 @@ type Options struct {
 	QlogDir  string
 	// MPQUICCC is mpquic's congestion control (--mpquic-cc).
 	MPQUICCC string
-	Seed     int64
-	Pace     time.Duration
-	Timeout  time.Duration
+	// QUICECN records quic-go's ECN per quic connection (--quic-ecn).
+	QUICECN bool
+	Seed    int64
+	Pace    time.Duration
+	Timeout time.Duration
 	// ConnectTimeout bounds each connect and handshake, apart from Timeout.
 	ConnectTimeout time.Duration
 	// StallTimeout ends an HTTP transfer that receives nothing this long.
@@ -249,6 +251,7 @@ MPTCP's max-delay ratio to each other transport (000 Fig. 8).`,
 	fl.StringVar(&opts.MPTCPService, "mptcp-service", nw.DefaultService.String(), "macOS: Network.framework's multipath `SERVICE` for mptcp: "+strings.Join(nw.ServiceNames, ", ")+" (aggregate needs a developer setting on the Mac); rejected on Linux, whose kernel path manager decides")
 	fl.StringVar(&opts.QlogDir, "qlog", "", "write a qlog trace of every QUIC connection (quic, quic-handover, mpquic) to `DIR`/ODCID_client.sqlog")
 	fl.StringVar(&opts.MPQUICCC, "mpquic-cc", string(mpquic.CongestionCUBIC), "mpquic's congestion control of the paths it sends on: cubic, newreno, or lia (coupled, RFC 6356)")
+	fl.BoolVar(&opts.QUICECN, "quic-ecn", false, "record quic-go's ECN validation and CE counts on each quic connection (mpquic always records them per path); quic-go reports them only by tracing every packet, which costs it about 5% CPU per byte")
 	fl.Int64Var(&opts.Seed, "seed", 0, "order of the tests (default: random, recorded in the output)")
 	fl.DurationVar(&opts.Pace, "pace", time.Second, "pause between tests")
 	fl.DurationVar(&opts.Timeout, "timeout", 0, "per-test timeout (default: from the pattern's duration)")
@@ -529,6 +532,7 @@ func runRun(ctx context.Context, opts *Options) error {
 		Patterns: opts.Patterns, Transports: opts.Transports, Paths: paths, Backup: opts.Backup, Families: fams, Params: opts.Params,
 		Seed: opts.Seed, Pace: opts.Pace, Timeout: opts.Timeout, ConnectTimeout: opts.ConnectTimeout, StallTimeout: opts.StallTimeout, Stable: opts.Stable, Discover: opts.Discover, PollEvery: opts.PollEvery,
 		HTTP1: opts.HTTP1, QlogDir: opts.QlogDir, Logger: opts.Logger, MPTCPService: mptcpService(opts), MPQUICCongestion: mpquic.CongestionControl(opts.MPQUICCC),
+		QUICECN: opts.QUICECN,
 		TLS: func(host string) (*tls.Config, error) {
 			name := opts.ServerName
 			if name == "" {
