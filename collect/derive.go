@@ -185,6 +185,20 @@ func (s *Server) Reindex(ctx context.Context, run store.Run) error {
 	return nil
 }
 
+// Quarantine hides a run from every view and export (store.Quarantine)
+// and rolls its probe's other runs of that day up again at once, from
+// their raw uploads: the fleet views need neither a reindex nor a
+// collector restart to leave the run out.
+func (s *Server) Quarantine(ctx context.Context, runID, reason string) error {
+	if err := s.cfg.Store.Quarantine(ctx, runID, reason, time.Now()); err != nil {
+		return err
+	}
+	if failed := s.catchUp(ctx); failed > 0 {
+		return fmt.Errorf("run %s is quarantined, but %d runs were not rolled up again (their raw uploads could not be read): the collector's catch-up or `mptester collect reindex` adds them", runID, failed)
+	}
+	return nil
+}
+
 // ReindexAll rebuilds every run's derived rows and the roll-ups and
 // returns how many runs it read. Interrupted, the runs not yet read are
 // rolled up by the collector's catch-up (ListUnderived lists them).

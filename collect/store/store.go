@@ -180,6 +180,9 @@ type Store interface {
 	RevokeAdmin(ctx context.Context, name string, now time.Time) error
 	// Quarantine hides a stored run from ListRuns, the deriver and
 	// Export, keeping its row and raw upload; ErrNotFound if no such run.
+	// Its probe's roll-ups of the run's day are emptied and the probe's
+	// other runs of that day listed by ListUnderived, to be rolled up
+	// again without it.
 	Quarantine(ctx context.Context, runID, reason string, now time.Time) error
 	Close() error
 }

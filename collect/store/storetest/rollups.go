@@ -360,3 +360,78 @@ func runRollups(t *testing.T, s store.Store) {
 	assert.Empty(t, readRollups(t, s, store.RollupFilter{Width: store.Hour}), "hour rows pruned")
 	assert.NotEmpty(t, readRollups(t, s, store.RollupFilter{Width: store.Day}), "day rows kept")
 }
+
+// runRollupsQuarantine: a quarantined run leaves the roll-ups. Its probe's
+// other runs of its day, and only those, wait to be rolled up again; once
+// the catch-up has derived them, every day and hour row equals the
+// suite's recomputation over the fleet without the run (other probes'
+// rows of that day and the probe's other days untouched). Quarantined
+// again, nothing is listed anew.
+func runRollupsQuarantine(t *testing.T, s store.Store) {
+	ctx := context.Background()
+	defer s.Close()
+	now := time.Now().UTC()
+	f := newRollupFleet(now)
+	for _, p := range []string{"pi0", "pi1", "pi2"} {
+		require.NoError(t, s.AddProbe(ctx, p, "h"+p, f.runs[0].StartedAt))
+	}
+	for _, r := range f.runs {
+		_, _, err := s.PutRun(ctx, r, store.Report{})
+		require.NoError(t, err)
+		require.NoError(t, s.PutDerived(ctx, r.RunID, f.der[r.RunID]))
+	}
+	// pi1's first run of the first day (three more of pi1 that day: two
+	// runs and a survey), and the recent run (hour rows; alone in its day).
+	day0 := f.runs[0].StartedAt.UTC().Truncate(store.Day)
+	var victims []string
+	wantListed := map[string]bool{}
+	for _, r := range f.runs {
+		if r.ProbeID == "pi1" && r.StartedAt.UTC().Truncate(store.Day).Equal(day0) {
+			if len(victims) == 0 {
+				victims = append(victims, r.RunID)
+			} else {
+				wantListed[r.RunID] = true
+			}
+		}
+	}
+	recent := f.runs[len(f.runs)-1]
+	require.Less(t, now.Sub(recent.StartedAt), store.HourRetention)
+	victims = append(victims, recent.RunID)
+	require.Len(t, wantListed, 3)
+	for _, id := range victims {
+		require.NoError(t, s.Quarantine(ctx, id, "test", now))
+	}
+	listed := func() map[string]bool {
+		under, err := s.ListUnderived(ctx, 0)
+		require.NoError(t, err)
+		got := map[string]bool{}
+		for _, r := range under {
+			got[r.RunID] = true
+		}
+		return got
+	}
+	assert.Equal(t, wantListed, listed(), "the probe's other runs of the day wait to be rolled up again")
+	for id := range wantListed { // the catch-up
+		require.NoError(t, s.PutDerived(ctx, id, f.der[id]))
+	}
+	kept := rollupFleet{der: f.der}
+	for _, r := range f.runs {
+		if !slices.Contains(victims, r.RunID) {
+			kept.runs = append(kept.runs, r)
+		}
+	}
+	want := expectRollups(kept, now)
+	for _, w := range []time.Duration{store.Day, store.Hour} {
+		got := readRollups(t, s, store.RollupFilter{Width: w})
+		checkRollups(t, want, got, w)
+		n := 0
+		for k := range want {
+			if k.Width == w {
+				n++
+			}
+		}
+		assert.Len(t, got, n, "no row left of the quarantined runs alone (width %s)", w)
+	}
+	require.NoError(t, s.Quarantine(ctx, victims[0], "again", now))
+	assert.Empty(t, listed(), "quarantined again: nothing to roll up anew")
+}

@@ -486,6 +486,7 @@ func Run(t *testing.T, newDSN func(t *testing.T) string) {
 	})
 
 	t.Run("Rollups", func(t *testing.T) { runRollups(t, open(t, newDSN(t))) })
+	t.Run("RollupsQuarantine", func(t *testing.T) { runRollupsQuarantine(t, open(t, newDSN(t))) })
 }
 
 // exportIDs is an ExportSink keeping the run ids and counting cells.

@@ -4,10 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"time"
 
 	"github.com/spf13/cobra"
 
+	"github.com/mptester/mptester/collect"
 	"github.com/mptester/mptester/collect/store"
 	"github.com/mptester/mptester/internal/cmdutil"
 )
@@ -31,15 +31,15 @@ func newCmdRun(f *cmdutil.Factory, opts *Options) *cobra.Command {
 func NewCmdRunQuarantine(f *cmdutil.Factory, co *Options, runF func(context.Context, *QuarantineOptions) error) *cobra.Command {
 	opts := &QuarantineOptions{IO: f.IO, Collect: co}
 	cmd := storeCmd(f, co, &cobra.Command{Use: "quarantine RUN_ID",
-		Short: "Hide a stored run from every view, report and export; its raw upload and index row are kept"},
+		Short: "Hide a stored run from every view, report and export, and roll its probe's other runs of that day up again without it; its raw upload and index row are kept"},
 		opts, runF, runQuarantineRun, &opts.RunID)
 	cmd.Flags().StringVar(&opts.Reason, "reason", "", "why, kept with the run")
 	return cmd
 }
 
 func runQuarantineRun(ctx context.Context, opts *QuarantineOptions) error {
-	return withStore(ctx, opts.Collect, func(st store.Store) error {
-		if err := st.Quarantine(ctx, opts.RunID, opts.Reason, time.Now()); err != nil {
+	return withServer(ctx, opts.Collect, func(srv *collect.Server) error {
+		if err := srv.Quarantine(ctx, opts.RunID, opts.Reason); err != nil {
 			if errors.Is(err, store.ErrNotFound) {
 				return cmdutil.FlagErrorf("%v", err)
 			}
