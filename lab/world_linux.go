@@ -9,6 +9,7 @@ import (
 
 	"github.com/mptester/mptester/lab/emu"
 	"github.com/mptester/mptester/lab/world"
+	"github.com/mptester/mptester/probe"
 )
 
 // worldState is the synthetic Internet served by the lab.
@@ -93,11 +94,28 @@ func (l *Lab) startWorld(ctx context.Context) error {
 			link.Block(netip.PrefixFrom(op.Resolv4, 32))
 			link.Block(netip.PrefixFrom(op.Resolv6, 128))
 		}
+		// On a NAT64 path an IPv4 target is reached at its synthesized
+		// address (the emulator sees IPv6 before the translator): it gets
+		// the target's planted fate there too, so a survey through the
+		// translator meets the same truth as one over IPv4.
+		isNAT64, pfx := l.opts.nat64Paths()[name], NAT64Of(name).Prefix
+		also := func(a netip.Addr) (netip.Addr, bool) {
+			if !isNAT64 || !a.Is4() {
+				return netip.Addr{}, false
+			}
+			return probe.Embed4(pfx, a)
+		}
 		for _, a := range w.Unreachable(name) {
 			link.Block(netip.PrefixFrom(a, a.BitLen()))
+			if s, ok := also(a); ok {
+				link.Block(netip.PrefixFrom(s, 128))
+			}
 		}
 		for a, d := range extra {
 			link.SetTargetDelay(netip.PrefixFrom(a, a.BitLen()), d)
+			if s, ok := also(a); ok {
+				link.SetTargetDelay(netip.PrefixFrom(s, 128), d)
+			}
 		}
 		views := []netip.Addr{p.Resolv4, p.Resolv6}
 		if l.opts.nat64Paths()[name] {
@@ -138,7 +156,11 @@ var staticNames = map[string][]netip.Addr{
 // writeTruth writes truth.json: the ground truth of a survey of both
 // paths, both families.
 func (l *Lab) writeTruth() error {
-	t, err := l.world.w.Truth(world.ExpectOptions{})
+	nat64 := map[string]netip.Prefix{}
+	for name := range l.opts.nat64Paths() {
+		nat64[name] = NAT64Of(name).Prefix
+	}
+	t, err := l.world.w.Truth(world.ExpectOptions{NAT64: nat64})
 	if err != nil {
 		return fmt.Errorf("world truth: %w", err)
 	}

@@ -27,6 +27,46 @@ type Policy struct {
 	// runs so unless the probe's owner allows private targets.
 	NoPrivate bool
 	Local     []netip.Prefix
+	// NAT64 is, per path name, the NAT64 prefix RFC 7050 discovery found
+	// on it (DiscoverNAT64). An IPv4 target on a path with a prefix and no
+	// IPv4 source is probed through the translator (ViaNAT64) instead of
+	// skipped as no-source-address; AAAA answers inside a resolution
+	// path's prefix are synthesized and stand for their IPv4 (Unsynthesize).
+	NAT64 map[string]netip.Prefix
+}
+
+// ViaNAT64 returns the address a probe to a from probePath is sent to
+// when it goes through the path's NAT64 (RFC 6052 §2.2 synthesis, as iOS
+// does for IPv4 literals on such networks): a is IPv4, the path has no
+// IPv4 source but an IPv6 one and a discovered prefix.
+func (pol Policy) ViaNAT64(probePath probe.Path, a netip.Addr) (netip.Addr, bool) {
+	a = a.Unmap()
+	pfx, ok := pol.NAT64[probePath.Name]
+	if !ok || !a.Is4() {
+		return netip.Addr{}, false
+	}
+	if _, has4 := probePath.SourceAddr(probe.Family4); has4 {
+		return netip.Addr{}, false
+	}
+	if _, has6 := probePath.SourceAddr(probe.Family6); !has6 {
+		return netip.Addr{}, false
+	}
+	return probe.Embed4(pfx, a)
+}
+
+// Unsynthesize maps an AAAA answer of resolution path rp inside its NAT64
+// prefix (a DNS64's synthesis, RFC 6147) to the IPv4 address it embeds, so
+// the overlap and the cells count one server once; other addresses are
+// returned as they are.
+func (pol Policy) Unsynthesize(rp string, a netip.Addr) netip.Addr {
+	pfx, ok := pol.NAT64[rp]
+	if !ok || !a.Is6() || a.Is4In6() || !pfx.Contains(a) {
+		return a
+	}
+	if v4, ok := probe.Extract4(a, pfx.Bits()); ok {
+		return v4
+	}
+	return a
 }
 
 // NeverProbe reports addresses no survey may send to: multicast,
@@ -57,6 +97,9 @@ func (pol Policy) Check(probePath, resolve probe.Path, a netip.Addr) string {
 		return SkipCrossPrivate
 	}
 	if _, ok := probePath.SourceAddr(probe.FamilyOf(a)); !ok {
+		if _, via := pol.ViaNAT64(probePath, a); via {
+			return ""
+		}
 		return SkipNoSource
 	}
 	return ""

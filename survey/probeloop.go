@@ -257,7 +257,7 @@ func (l *probeLoop) admit(now time.Time) (closed, heldFull bool) {
 			continue
 		}
 		pp := r.probePath(t)
-		reserved := int64(l.count * l.perProbe(t.addr))
+		reserved := int64(l.count * l.perProbe(r.dest(t)))
 		if limit := r.cfg.MaxBytes[pp]; limit > 0 && r.bytes[pp].Load()+reserved > limit {
 			r.overBudget(t)
 			continue
@@ -318,7 +318,7 @@ func (l *probeLoop) send(ctx context.Context, now time.Time) int64 {
 		j.n++
 		r.probes.Add(1)
 		cookie := l.cookieOf(ji, i)
-		tg := Target{Addr: j.t.addr, Port: r.cfg.Port}
+		tg := Target{Addr: r.dest(j.t), Port: r.cfg.Port}
 		if l.batch[j.pr] != nil {
 			l.reqs[j.pr] = append(l.reqs[j.pr], rawprobe.Req{Dst: tg.Addr, Port: uint16(tg.Port), Cookie: cookie})
 			continue
@@ -483,7 +483,7 @@ func (l *probeLoop) jobDone(ji uint32) {
 		if j.attempt == 0 {
 			r.health.countReprobe()
 		}
-		more := int64(l.count * l.perProbe(t.addr))
+		more := int64(l.count * l.perProbe(r.dest(t)))
 		if limit := r.cfg.MaxBytes[pp]; j.attempt == maxReprobes || (limit > 0 && r.bytes[pp].Load()+more > limit) {
 			rec.HostOverloaded = true
 			r.health.countMarked()
@@ -577,7 +577,7 @@ func (l *probeLoop) stop(ctx context.Context) {
 		// Probes sent without a verdict cost their packet.
 		for _, p := range l.res[ji*l.count : ji*l.count+j.n] {
 			if p.status == 0 {
-				j.sent += int64(rawprobe.ProbeBytes(j.t.addr))
+				j.sent += int64(rawprobe.ProbeBytes(l.r.dest(j.t)))
 			}
 		}
 		l.r.bytes[l.r.probePath(j.t)].Add(j.sent - j.reserved)

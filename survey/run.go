@@ -296,8 +296,15 @@ func (r *runner) summary(resolvers map[string]*Resolver) Summary {
 		Status: r.statusOf, Addrs: r.eachAddr, Probe: r.targetResult, Skipped: r.skipped,
 		Allowed: func(p, rp string, a netip.Addr) bool {
 			return r.cfg.Policy.Check(r.paths[p], r.paths[rp], a) == ""
+		},
+		Via: func(pi int, a netip.Addr) bool {
+			_, ok := r.cfg.Policy.ViaNAT64(r.paths[r.names[pi]], a)
+			return ok
 		}}
 	s := computeSummary(in)
+	for i := range s.Resolution {
+		s.Resolution[i].NAT64Prefix = r.cfg.Policy.NAT64[s.Resolution[i].Path]
+	}
 	s.BytesSent = map[string]int64{}
 	for _, n := range r.names {
 		s.BytesSent[n] = r.bytes[n].Load()

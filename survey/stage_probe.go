@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/mptester/mptester/probe"
 	"github.com/mptester/mptester/survey/internal/rawprobe"
 	"github.com/mptester/mptester/survey/list"
 )
@@ -74,6 +75,7 @@ type heldRecord struct {
 // addResolved indexes the addresses domain di resolved to on path rpi and
 // queues the targets they create.
 func (r *runner) addResolved(rpi, di int, addrs []netip.Addr) {
+	addrs = r.unsynthesize(rpi, addrs)
 	var queue []queuedTarget
 	r.mu.Lock()
 	for j, a := range addrs {
@@ -113,6 +115,41 @@ func (r *runner) addResolved(rpi, di int, addrs []netip.Addr) {
 	r.mu.Unlock()
 	r.probeStage.grow(len(queue) * r.cfg.Count)
 	r.queue.push(queue)
+}
+
+// unsynthesize maps the AAAA answers a DNS64 synthesized on resolution
+// path rpi to their IPv4 addresses (Policy.Unsynthesize): the server is
+// the IPv4 one, probed directly from paths with IPv4 and through the
+// translator from the others. Not in an IPv6-only survey (--family 6),
+// which probes IPv6 addresses only.
+func (r *runner) unsynthesize(rpi int, addrs []netip.Addr) []netip.Addr {
+	if len(r.cfg.Policy.NAT64) == 0 || r.cfg.Family == probe.Family6 {
+		return addrs
+	}
+	rp := r.names[rpi]
+	var out []netip.Addr
+	for i, a := range addrs {
+		m := r.cfg.Policy.Unsynthesize(rp, a)
+		if m != a && out == nil {
+			out = slices.Clone(addrs[:i])
+		}
+		if out != nil {
+			out = append(out, m)
+		}
+	}
+	if out == nil {
+		return addrs
+	}
+	return out
+}
+
+// dest is where t's probes go: its address, or the address synthesized
+// for it under its probe path's NAT64 prefix.
+func (r *runner) dest(t target) netip.Addr {
+	if d, ok := r.cfg.Policy.ViaNAT64(r.paths[r.probePath(t)], t.addr); ok {
+		return d
+	}
+	return t.addr
 }
 
 // probePath is the name of t's probe path.
@@ -348,6 +385,9 @@ func (r *runner) resolutionDone() {
 
 func (r *runner) record(t target, results []Result) ProbeRecord {
 	rec := ProbeRecord{Type: "probe", ProbePath: r.probePath(t), Address: t.addr, Method: r.cfg.Method, RTTsMs: []float64{}}
+	if d := r.dest(t); d != t.addr {
+		rec.Route, rec.Dest, rec.NAT64Prefix = RouteViaNAT64, d, r.cfg.Policy.NAT64[rec.ProbePath]
+	}
 	if r.cfg.Method != "icmp" {
 		rec.Port = r.cfg.Port
 	}

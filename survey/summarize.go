@@ -45,6 +45,9 @@ type summaryInput struct {
 	Probe func(i int, a netip.Addr) (TargetResult, bool)
 	// Allowed reports the policy decision for (probe, resolve, addr).
 	Allowed func(probe, resolve string, a netip.Addr) bool
+	// Via, if set, reports whether a is probed from Paths[i] through the
+	// path's NAT64 (Policy.ViaNAT64).
+	Via     func(i int, a netip.Addr) bool
 	Skipped map[skipKey]int
 }
 
@@ -195,7 +198,7 @@ func computeSummary(in summaryInput) Summary {
 	for pi, p := range in.Paths {
 		for k, r := range in.ResolvePaths {
 			c := Cell{ProbePath: p, ResolvePath: r}
-			var medians []float64
+			var medians, viaMedians []float64
 			in.Addrs(func(a netip.Addr, doms []uint32) {
 				if onPaths(doms)&(1<<rpis[k]) == 0 || !in.Allowed(p, r, a) {
 					return
@@ -205,7 +208,15 @@ func computeSummary(in summaryInput) Summary {
 					return
 				}
 				c.Targets++
+				via := in.Via != nil && in.Via(pi, a)
+				if via {
+					c.ViaNAT64++
+				}
 				switch {
+				case tr.Responsive && via:
+					c.Responsive++
+					c.ViaNAT64Responsive++
+					viaMedians = append(viaMedians, tr.MedianMs)
 				case tr.Responsive:
 					c.Responsive++
 					medians = append(medians, tr.MedianMs)
@@ -218,6 +229,10 @@ func computeSummary(in summaryInput) Summary {
 				c.UnresponsivePct = 100 * float64(c.Unresponsive) / float64(measured)
 			}
 			c.RTTms = rttStats(medians)
+			if c.ViaNAT64 > 0 {
+				st := rttStats(viaMedians)
+				c.RTTViaNAT64ms = &st
+			}
 			s.Cells = append(s.Cells, c)
 		}
 	}

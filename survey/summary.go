@@ -1,5 +1,7 @@
 package survey
 
+import "net/netip"
+
 // Summary is the final "summary" record of a survey run. The lab writes the
 // expected Summary for its world into truth.json, so the two are compared
 // field by field. Definitions (shared by the survey and lab/world, which
@@ -18,7 +20,8 @@ package survey
 //     marked host_overloaded): in Targets, neither Responsive nor
 //     Unresponsive. UnresponsivePct = 100*Unresponsive/(Targets-
 //     HostOverloaded) (0 when none; HostOverloaded is 0 unless Degraded).
-//   - RTTms summarises the per-target median RTTs of the responsive targets;
+//   - RTTms summarises the per-target median RTTs of the responsive targets
+//     probed directly (RTTViaNAT64ms those probed through a NAT64);
 //     percentiles interpolate linearly between closest ranks (numpy default).
 //   - Overlap is between the first two paths: OverlapPct = 100*common/|A∪B|;
 //     DomainsDifferPct = 100*(domains resolved on both paths whose address
@@ -48,11 +51,14 @@ type Summary struct {
 
 // PathResolution counts the resolution outcome of one path.
 type PathResolution struct {
-	Path     string         `json:"path"`
-	Domains  int            `json:"domains"`
-	Resolved int            `json:"resolved"`
-	Failed   int            `json:"failed"`
-	ByStatus map[string]int `json:"by_status"`
+	Path string `json:"path"`
+	// NAT64Prefix is the prefix RFC 7050 discovery found on the path: its
+	// AAAA answers inside it were synthesized and count as their IPv4.
+	NAT64Prefix netip.Prefix   `json:"nat64_prefix,omitzero"`
+	Domains     int            `json:"domains"`
+	Resolved    int            `json:"resolved"`
+	Failed      int            `json:"failed"`
+	ByStatus    map[string]int `json:"by_status"`
 }
 
 // Overlap compares the address sets of the first two paths (004 §III: 58.74%).
@@ -76,7 +82,14 @@ type Cell struct {
 	Unresponsive    int      `json:"unresponsive"`
 	UnresponsivePct float64  `json:"unresponsive_pct"`
 	HostOverloaded  int      `json:"host_overloaded,omitempty"`
-	RTTms           RTTStats `json:"rtt_ms"`
+	RTTms           RTTStats `json:"rtt_ms"` // of the targets probed directly
+	// ViaNAT64 of the Targets were probed through the probe path's NAT64
+	// (records with route via-nat64), ViaNAT64Responsive of them answered;
+	// their RTTs are kept apart from the direct ones (the translator's
+	// path is another path).
+	ViaNAT64           int       `json:"via_nat64,omitempty"`
+	ViaNAT64Responsive int       `json:"via_nat64_responsive,omitempty"`
+	RTTViaNAT64ms      *RTTStats `json:"rtt_via_nat64_ms,omitempty"`
 }
 
 // RTTStats summarises the per-target median RTTs of a cell, in ms.

@@ -21,6 +21,12 @@ type ExpectOptions struct {
 	Family            int      // 0: A and AAAA, 4: A only, 6: AAAA only
 	Paths             []string // resolve and probe paths, in order; default the world's paths
 	AllowCrossPrivate bool     // probe private addresses from every path
+	// NAT64 is, per path, the prefix of its NAT64 (the path has no IPv4;
+	// its resolver is a DNS64): the survey probes IPv4 targets from it
+	// through the translator (via-nat64, their RTTs apart in the cells)
+	// and maps the synthesized AAAA back to their IPv4, so the address
+	// sets are the world's.
+	NAT64 map[string]netip.Prefix
 }
 
 // Resolution is a domain's expected resolution on one path, restricted to
@@ -49,6 +55,7 @@ type Truth struct {
 	Family            int                               `json:"family"`
 	Paths             []string                          `json:"paths"`
 	AllowCrossPrivate bool                              `json:"allow_cross_private"`
+	NAT64             map[string]netip.Prefix           `json:"nat64,omitempty"` // ExpectOptions.NAT64
 	Domains           []DomainTruth                     `json:"domains"`
 	Unreachable       map[string][]netip.Addr           `json:"unreachable"`
 	ExpectedRTTms     map[string]map[netip.Addr]float64 `json:"expected_rtt_ms"`
@@ -94,8 +101,13 @@ func (w *World) Truth(opt ExpectOptions) (*Truth, error) {
 	if opt.Family != 0 && opt.Family != 4 && opt.Family != 6 {
 		return nil, fmt.Errorf("world: truth: family %d is not 0, 4 or 6", opt.Family)
 	}
+	if opt.Family != 0 && len(opt.NAT64) > 0 {
+		// Family 4 has no source on the path, family 6 probes the
+		// synthesized addresses as IPv6 targets: not modelled.
+		return nil, fmt.Errorf("world: truth: family %d with a NAT64 path is not modelled (only both families)", opt.Family)
+	}
 	t := &Truth{
-		Seed: w.Seed, Family: opt.Family, Paths: slices.Clone(paths), AllowCrossPrivate: opt.AllowCrossPrivate,
+		Seed: w.Seed, Family: opt.Family, Paths: slices.Clone(paths), AllowCrossPrivate: opt.AllowCrossPrivate, NAT64: opt.NAT64,
 		Domains:       make([]DomainTruth, len(w.Domains)),
 		Unreachable:   make(map[string][]netip.Addr),
 		ExpectedRTTms: make(map[string]map[netip.Addr]float64),
@@ -131,7 +143,13 @@ func (w *World) Truth(opt ExpectOptions) (*Truth, error) {
 			return 0, false, false
 		}
 		return ms(w.ExpectedRTT(probe, a)), false, true
+	}, func(probe string, a netip.Addr) bool {
+		_, ok := opt.NAT64[probe]
+		return ok && a.Is4()
 	})
+	for i := range t.Summary.Resolution {
+		t.Summary.Resolution[i].NAT64Prefix = opt.NAT64[t.Summary.Resolution[i].Path]
+	}
 	return t, nil
 }
 
@@ -152,7 +170,7 @@ type probeFunc func(probe, resolve string, a netip.Addr) (rtt float64, skip, ok 
 
 // summarize follows the definitions of survey.Summary. res is indexed
 // [path][domain].
-func summarize(paths []string, res [][]Resolution, probe probeFunc) survey.Summary {
+func summarize(paths []string, res [][]Resolution, probe probeFunc, via func(probe string, a netip.Addr) bool) survey.Summary {
 	s := survey.Summary{Type: "summary", Status: "ok"}
 	nd := 0
 	if len(res) > 0 {
@@ -182,19 +200,31 @@ func summarize(paths []string, res [][]Resolution, probe probeFunc) survey.Summa
 		for ri, r := range paths {
 			c := survey.Cell{ProbePath: p, ResolvePath: r}
 			skipped := 0
-			var rtts []float64
+			var rtts, viaRTTs []float64
 			for _, a := range sets[ri] {
 				rtt, skip, ok := probe(p, r, a)
-				switch {
-				case skip:
+				if skip {
 					skipped++
 					continue
+				}
+				c.Targets++
+				v := via(p, a)
+				if v {
+					c.ViaNAT64++
+				}
+				switch {
+				case ok && v:
+					viaRTTs = append(viaRTTs, rtt)
 				case ok:
 					rtts = append(rtts, rtt)
 				}
-				c.Targets++
 			}
-			c.Responsive = len(rtts)
+			c.ViaNAT64Responsive = len(viaRTTs)
+			if c.ViaNAT64 > 0 {
+				st := Stats(viaRTTs)
+				c.RTTViaNAT64ms = &st
+			}
+			c.Responsive = len(rtts) + len(viaRTTs)
 			c.Unresponsive = c.Targets - c.Responsive
 			c.UnresponsivePct = pct(c.Unresponsive, c.Targets)
 			c.RTTms = Stats(rtts)

@@ -27,7 +27,11 @@ type probeRecord struct {
 	Valid          bool      `json:"valid"`
 	HostOverloaded bool      `json:"host_overloaded"`
 	Bytes          int64     `json:"bytes"`
+	Route          string    `json:"route"` // "via-nat64": probed through the probe path's NAT64
 }
+
+// routeViaNAT64 is survey.RouteViaNAT64 (the survey's record says it).
+const routeViaNAT64 = "via-nat64"
 
 // resolvePaths are the cells' resolve paths (resolve_path alone in a
 // record without the list).
@@ -53,7 +57,11 @@ type cellKey struct{ probe, resolve string }
 
 type cellAgg struct {
 	targets, responsive, overloaded, invalid int
-	medians                                  Sample // one per responsive target, spilled past a bound
+	medians                                  Sample // one per responsive target probed directly, spilled past a bound
+	// Targets probed through a NAT64 (route via-nat64): counted in
+	// targets and responsive too, their RTTs kept apart in viaMedians.
+	via, viaResponsive int
+	viaMedians         Sample
 }
 
 type cells struct {
@@ -105,7 +113,15 @@ func (c *cells) Add(rec Record) error {
 			continue
 		}
 		a.targets++
+		via := r.Route == routeViaNAT64
+		if via {
+			a.via++
+		}
 		switch {
+		case r.Responsive && via:
+			a.responsive++
+			a.viaResponsive++
+			a.viaMedians.Add(med)
 		case r.Responsive:
 			a.responsive++
 			a.medians.Add(med)
@@ -177,10 +193,39 @@ func (c *cells) label(k cellKey) string {
 	return CellName(k.probe, k.resolve)
 }
 
+// anyVia reports whether some target was probed through a NAT64: only
+// then do the tables get their route columns (a survey without NAT64
+// reads as before).
+func (c *cells) anyVia() bool {
+	for _, a := range c.by {
+		if a.via > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// routeSample is a cell's RTT sample of one route.
+type routeSample struct {
+	name string
+	s    *Sample
+}
+
+// routes are the RTT samples of cell a by route: direct, then via-nat64
+// when there are targets through the translator.
+func (c *cells) routes(a *cellAgg, via bool) []routeSample {
+	out := []routeSample{{"direct", &a.medians}}
+	if via && a.via > 0 {
+		out = append(out, routeSample{routeViaNAT64, &a.viaMedians})
+	}
+	return out
+}
+
 func (c *cells) Tables() []Table {
 	if len(c.by) == 0 {
 		return nil
 	}
+	via := c.anyVia()
 	un := Table{Name: "unresponsive", Title: "Unresponsive servers per cell (004 Table I)",
 		Note:    "cell = probe path / resolve path (study_cell: 004's letters, W Wi-Fi, L cellular, probing path first); unresponsive % of targets measured (targets - host overloaded); invalid records (a path changed) are not counted",
 		Columns: []string{"cell", "targets", "responsive", "unresponsive", "unresponsive_pct", "host_overloaded", "invalid", "study_cell"}}
@@ -190,20 +235,43 @@ func (c *cells) Tables() []Table {
 	cdf := Table{Name: "rtt-cdf", Title: "RTT ECDF per cell (004 Fig. 2), exact", Long: true,
 		Note:    "every distinct per-target median RTT with the share of the cell's responsive targets at or below it",
 		Columns: []string{"cell", "rtt_ms", "cdf"}}
+	if via {
+		un.Note += "; via_nat64: targets probed through the probe path's NAT64 (in targets too), via_nat64_responsive: those that answered"
+		un.Columns = append(un.Columns, "via_nat64", "via_nat64_responsive")
+		rtt.Note += "; route: direct, or via-nat64 (through the probe path's NAT64: its RTTs kept apart)"
+		rtt.Columns = append(rtt.Columns, "route")
+		cdf.Columns = []string{"cell", "route", "rtt_ms", "cdf"}
+	}
 	keys := c.keys()
 	for _, k := range keys {
 		a := c.by[k]
 		name := CellName(k.probe, k.resolve)
-		un.Rows = append(un.Rows, []string{name, fmt.Sprint(a.targets), fmt.Sprint(a.responsive),
+		row := []string{name, fmt.Sprint(a.targets), fmt.Sprint(a.responsive),
 			fmt.Sprint(a.targets - a.responsive - a.overloaded), pct(a.targets-a.responsive-a.overloaded, a.targets-a.overloaded),
-			fmt.Sprint(a.overloaded), fmt.Sprint(a.invalid), c.letters(k)})
-		st := a.medians.Stats()
-		rtt.Rows = append(rtt.Rows, []string{name, fmt.Sprint(a.medians.Len()), ms(st.Min), ms(st.P10), ms(st.P25),
-			ms(st.P50), ms(st.P75), ms(st.P90), ms(st.Max), ms(st.Mean), c.letters(k)})
+			fmt.Sprint(a.overloaded), fmt.Sprint(a.invalid), c.letters(k)}
+		if via {
+			row = append(row, fmt.Sprint(a.via), fmt.Sprint(a.viaResponsive))
+		}
+		un.Rows = append(un.Rows, row)
+		for _, rt := range c.routes(a, via) {
+			st := rt.s.Stats()
+			row := []string{name, fmt.Sprint(rt.s.Len()), ms(st.Min), ms(st.P10), ms(st.P25),
+				ms(st.P50), ms(st.P75), ms(st.P90), ms(st.Max), ms(st.Mean), c.letters(k)}
+			if via {
+				row = append(row, rt.name)
+			}
+			rtt.Rows = append(rtt.Rows, row)
+		}
 	}
 	var parts []ecdfPart
 	for _, k := range keys {
-		parts = append(parts, ecdfPart{[]string{CellName(k.probe, k.resolve)}, &c.by[k].medians})
+		for _, rt := range c.routes(c.by[k], via) {
+			cells := []string{CellName(k.probe, k.resolve)}
+			if via {
+				cells = append(cells, rt.name)
+			}
+			parts = append(parts, ecdfPart{cells, rt.s})
+		}
 	}
 	ecdfRows(&cdf, parts, ms)
 	return []Table{un, rtt, cdf}
@@ -213,6 +281,7 @@ func (c *cells) Tables() []Table {
 func (c *cells) Close() {
 	for _, a := range c.by {
 		a.medians.Close()
+		a.viaMedians.Close()
 	}
 }
 
@@ -220,6 +289,9 @@ func (c *cells) Close() {
 func (c *cells) Err() error {
 	for _, a := range c.by {
 		if err := a.medians.Err(); err != nil {
+			return err
+		}
+		if err := a.viaMedians.Err(); err != nil {
 			return err
 		}
 	}
@@ -258,6 +330,11 @@ func (c *cells) Figures() []Figure {
 		name := c.label(k)
 		if a.medians.Len() > 0 {
 			ser, thin := a.medians.Series(name)
+			cdf.Series = append(cdf.Series, ser)
+			cdf.Downsampled = cdf.Downsampled || thin
+		}
+		if a.viaMedians.Len() > 0 {
+			ser, thin := a.viaMedians.Series(name + " " + routeViaNAT64)
 			cdf.Series = append(cdf.Series, ser)
 			cdf.Downsampled = cdf.Downsampled || thin
 		}

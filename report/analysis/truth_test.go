@@ -78,6 +78,11 @@ func surveyOf(t *testing.T, w *world.World, tr *world.Truth) ([]byte, map[string
 			}
 			rec := survey.ProbeRecord{Type: "probe", ProbePath: probe, ResolvePath: cells[0], ResolvePaths: cells, Address: a,
 				Method: "tcp-syn", Sent: len(jitter), RTTsMs: []float64{}, Valid: true}
+			key := func(c string) string { return analysis.CellName(probe, c) }
+			if pfx, ok := tr.NAT64[probe]; ok && a.Is4() {
+				rec.Route, rec.NAT64Prefix = survey.RouteViaNAT64, pfx
+				key = func(c string) string { return analysis.CellName(probe, c) + " " + survey.RouteViaNAT64 }
+			}
 			if rtt, ok := tr.ExpectedRTTms[probe][a]; ok {
 				rec.Responsive, rec.Received = true, len(jitter)
 				for _, j := range jitter {
@@ -85,7 +90,7 @@ func surveyOf(t *testing.T, w *world.World, tr *world.Truth) ([]byte, map[string
 				}
 				rec.Median = rtt
 				for _, c := range cells {
-					truth[analysis.CellName(probe, c)] = append(truth[analysis.CellName(probe, c)], rtt)
+					truth[key(c)] = append(truth[key(c)], rtt)
 				}
 			}
 			require.NoError(t, s.Write(rec))
@@ -187,6 +192,64 @@ func TestSurveyTablesEqualLabTruth(t *testing.T) {
 	require.Greater(t, tr.Summary.Cells[1].Unresponsive, 0)
 	require.NotEqual(t, tr.Summary.Cells[0].RTTms.P10, tr.Summary.Cells[0].RTTms.P90)
 	require.Positive(t, tr.Summary.Comparisons[0].ASlowerPct+tr.Summary.Comparisons[1].ASlowerPct)
+}
+
+// TestSurveyTablesViaNAT64: a survey whose second path probed its IPv4
+// targets through a NAT64 (route via-nat64): the unresponsive table gets
+// via_nat64 and via_nat64_responsive columns equal to the truth's cells,
+// the rtt table a route column with a direct and a via-nat64 row per cell
+// of that path, each equal to the truth's rtt_ms and rtt_via_nat64_ms
+// (the translator's RTTs kept apart); a survey without NAT64 has neither
+// (TestSurveyTablesEqualLabTruth reads its columns as before).
+func TestSurveyTablesViaNAT64(t *testing.T) {
+	w, err := world.Generate(world.Options{Seed: 14, Domains: 300})
+	require.NoError(t, err)
+	nat := w.Paths[1]
+	tr, err := w.Truth(world.ExpectOptions{NAT64: map[string]netip.Prefix{nat: netip.MustParsePrefix("fd00:64::/96")}})
+	require.NoError(t, err)
+	stream, medians := surveyOf(t, w, tr)
+	file := filepath.Join(t.TempDir(), "survey.jsonl")
+	require.NoError(t, os.WriteFile(file, stream, 0o644))
+	rep, err := analysis.Analyze(analysis.Files(file))
+	require.NoError(t, err)
+	un, _ := rep.Table("unresponsive")
+	rtt, _ := rep.Table("rtt")
+	require.Equal(t, []string{"via_nat64", "via_nat64_responsive"}, un.Columns[len(un.Columns)-2:])
+	require.Equal(t, "route", rtt.Columns[len(rtt.Columns)-1])
+	require.Len(t, un.Rows, len(tr.Summary.Cells))
+	i := 0
+	for k, c := range tr.Summary.Cells {
+		name := analysis.CellName(c.ProbePath, c.ResolvePath)
+		row := un.Rows[k]
+		assert.Equal(t, []string{name, fmt.Sprint(c.Targets), fmt.Sprint(c.Responsive), fmt.Sprint(c.Unresponsive)}, row[:4])
+		assert.Equal(t, []string{fmt.Sprint(c.ViaNAT64), fmt.Sprint(c.ViaNAT64Responsive)}, row[len(row)-2:], name)
+		want := []struct {
+			route string
+			st    survey.RTTStats
+			key   string
+		}{{"direct", c.RTTms, name}}
+		if c.ProbePath == nat {
+			require.Positive(t, c.ViaNAT64, name)
+			require.NotNil(t, c.RTTViaNAT64ms, name)
+			want = append(want, struct {
+				route string
+				st    survey.RTTStats
+				key   string
+			}{survey.RouteViaNAT64, *c.RTTViaNAT64ms, name + " " + survey.RouteViaNAT64})
+		} else {
+			assert.Zero(t, c.ViaNAT64, name)
+		}
+		for _, wr := range want {
+			q := rtt.Rows[i]
+			i++
+			require.Equal(t, []string{name, wr.route}, []string{q[0], q[len(q)-1]})
+			require.Equal(t, wr.st, world.Stats(medians[wr.key]), "%s %s: the test's records against the truth", name, wr.route)
+			for j, v := range []float64{wr.st.Min, wr.st.P10, wr.st.P25, wr.st.P50, wr.st.P75, wr.st.P90, wr.st.Max, wr.st.Mean} {
+				assert.InDelta(t, v, num(t, q[2+j]), 0.001, "%s %s %s", name, wr.route, rtt.Columns[2+j])
+			}
+		}
+	}
+	assert.Len(t, rtt.Rows, i)
 }
 
 // toDocument turns a stream into the run document of the same run.

@@ -58,6 +58,7 @@ type Options struct {
 	Rate              float64
 	AllowCrossPrivate bool
 	NoPrivate         bool
+	NoNAT64           bool
 	PublicPrefixes    []string
 	MaxBytes          []string
 	DNSTimeout        time.Duration
@@ -95,6 +96,15 @@ Methods: tcp-syn (raw SYN like hping3 -S; default with root or CAP_NET_RAW), tcp
 (unprivileged; each attempt is capped at 900 ms, below the first SYN
 retransmission, so a retransmitted SYN never inflates an RTT) and icmp.
 SYN-ACK and RST both count as answers and are told apart.
+
+NAT64: at start each path's resolvers are asked for ipv4only.arpa's AAAA
+(RFC 7050, one query per path; --no-nat64 skips it). On a path with a
+NAT64 prefix and no IPv4 address, IPv4 targets are probed through the
+translator at the synthesized address (RFC 6052) and recorded with route
+"via-nat64" and the prefix, their RTTs kept apart in the cells
+(rtt_via_nat64_ms); AAAA answers inside a path's prefix are a DNS64's
+synthesis and count as the IPv4 address they embed, in the overlap and the
+cells. The prefixes are in the header (nat64_prefixes) and the summary.
 
 Overload: the prober watches its own sockets' drops, the host's input
 drops, how late it reads replies and sends probes, and lowers --rate while
@@ -139,6 +149,7 @@ OLD's resolution and probe records, then only what is missing is measured.`,
 	fl.DurationVar(&opts.Spacing, "spacing", 100*time.Millisecond, "minimum time between two probes of one target")
 	fl.Float64Var(&opts.Rate, "rate", 100, "probes per second over all paths")
 	fl.BoolVar(&opts.AllowCrossPrivate, "allow-cross-private", false, "probe private/reserved addresses from paths other than the one that resolved them")
+	fl.BoolVar(&opts.NoNAT64, "no-nat64", false, "skip RFC 7050 NAT64 prefix discovery: IPv4 targets on IPv6-only paths stay no-source-address, synthesized AAAA count as IPv6")
 	fl.BoolVar(&opts.NoPrivate, "no-private", false, "probe no private/reserved address and none on this host's own subnets, from any path (the fleet agent's default)")
 	_ = fl.MarkHidden("no-private")
 	fl.StringArrayVar(&opts.PublicPrefixes, "public-prefix", nil, "treat `PREFIX` as public despite the bogon table (repeatable)")
@@ -312,6 +323,10 @@ func surveyRun(ctx context.Context, opts *Options) error {
 	spooled, err := cmdutil.OpenSpool(opts.Spool, opts.NoUpload)
 	if err != nil {
 		return err
+	}
+	if !opts.NoNAT64 {
+		cfg.Policy.NAT64 = survey.DiscoverNAT64(ctx, cfg.Paths, cfg.DNSTimeout, log)
+		hdrCfg["nat64_prefixes"] = cfg.Policy.NAT64
 	}
 	hdr, err := report.NewHeader("survey", opts.ProbeID(), cfg.Paths, hdrCfg)
 	if err != nil {

@@ -1,0 +1,114 @@
+//go:build linux && !race
+
+package survey_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"math"
+	"net/netip"
+	"slices"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/mptester/mptester/lab"
+	"github.com/mptester/mptester/lab/labtest"
+	"github.com/mptester/mptester/lab/world"
+	"github.com/mptester/mptester/probe"
+	. "github.com/mptester/mptester/survey"
+)
+
+// TestLabSurveyNAT64 surveys the lab's nat64 world (wwan0 IPv6-only
+// behind tayga, its resolver unbound's DNS64) and compares it with the
+// truth: discovery finds wwan0's prefix and none on wlan0; every IPv4
+// target from wwan0 is probed through the translator (route via-nat64,
+// dest its synthesized address, none skipped as no-source-address) and
+// answers exactly when the truth says it is reachable; no synthesized
+// address is a target (they count as their IPv4), so the resolution,
+// overlap, cells (targets, unresponsive, via-nat64 counts) and the
+// comparisons' domains equal the truth's exactly. RTTs through the
+// translator: every median within 2 ms of the planted RTT (tayga is a
+// userspace hop), the errors' p50 within 1 ms.
+func TestLabSurveyNAT64(t *testing.T) {
+	yes := true
+	l := labtest.Start(t, lab.Options{Domains: 150, WorldSeed: 11, Impair: map[string]lab.ImpairChange{"wwan0": {NAT64: &yes}}})
+	if !l.InClient(t) {
+		return
+	}
+	var truth world.Truth
+	l.Truth(t, &truth)
+	pfx := lab.NAT64Of("wwan0").Prefix
+	cfg := labConfig(t, l, &truth, "tcp-syn")
+	cfg.Policy.NAT64 = DiscoverNAT64(context.Background(), cfg.Paths, cfg.DNSTimeout, nil)
+	require.Equal(t, map[string]netip.Prefix{"wwan0": pfx}, cfg.Policy.NAT64, "RFC 7050 discovery per path")
+
+	got, out := runLab(t, cfg)
+	assertCountsMatch(t, truth.Summary, got)
+	viaCells := 0
+	for i, w := range truth.Summary.Cells {
+		g := got.Cells[i]
+		assert.Equal(t, w.ViaNAT64, g.ViaNAT64, "via-nat64 targets of %s/%s", w.ProbePath, w.ResolvePath)
+		assert.Equal(t, w.ViaNAT64Responsive, g.ViaNAT64Responsive, "via-nat64 responsive of %s/%s", w.ProbePath, w.ResolvePath)
+		if w.ProbePath == "wwan0" {
+			require.Positive(t, w.ViaNAT64, "the world has IPv4 targets")
+			require.NotNil(t, g.RTTViaNAT64ms)
+			viaCells++
+		} else {
+			assert.Zero(t, g.ViaNAT64)
+			assert.Nil(t, g.RTTViaNAT64ms)
+		}
+	}
+	assert.Equal(t, 2, viaCells)
+	for _, s := range got.Skipped {
+		assert.NotEqual(t, SkipNoSource, s.Reason, "%+v: an IPv4 target skipped on the NAT64 path", s)
+	}
+	for _, r := range got.Resolution {
+		if r.Path == "wwan0" {
+			assert.Equal(t, pfx, r.NAT64Prefix)
+		} else {
+			assert.False(t, r.NAT64Prefix.IsValid(), r.Path)
+		}
+	}
+
+	var via, direct int
+	var errs []float64
+	for line := range bytes.Lines(out) {
+		var p ProbeRecord
+		require.NoError(t, json.Unmarshal(line, &p))
+		if p.Type != "probe" {
+			continue
+		}
+		assert.False(t, pfx.Contains(p.Address), "synthesized %s probed as a target of its own", p.Address)
+		wantVia := p.ProbePath == "wwan0" && p.Address.Is4()
+		if wantVia {
+			via++
+			syn, _ := probe.Embed4(pfx, p.Address)
+			assert.Equal(t, RouteViaNAT64, p.Route, "%s from wwan0", p.Address)
+			assert.Equal(t, syn, p.Dest, "%s from wwan0", p.Address)
+			assert.Equal(t, pfx, p.NAT64Prefix)
+		} else {
+			direct++
+			assert.Empty(t, p.Route, "%s from %s", p.Address, p.ProbePath)
+			assert.False(t, p.Dest.IsValid())
+		}
+		rtt, reachable := truth.ExpectedRTTms[p.ProbePath][p.Address]
+		if !assert.Equal(t, reachable, p.Responsive, "%s from %s (route %q)", p.Address, p.ProbePath, p.Route) || !reachable || !wantVia {
+			continue
+		}
+		e := math.Abs(p.Median - rtt)
+		errs = append(errs, e)
+		assert.LessOrEqual(t, e, 2.0, "median RTT of %s via NAT64 %.3f ms, truth %.3f ms", p.Address, p.Median, rtt)
+	}
+	require.Greater(t, len(errs), 10, "responsive via-nat64 targets")
+	t.Logf("%d targets via NAT64, %d direct; via-nat64 |median-truth| p50 %.3f ms, max %.3f ms", via, direct, percentile(errs, 50), percentile(errs, 100))
+	assert.LessOrEqual(t, percentile(errs, 50), 1.0)
+}
+
+func percentile(xs []float64, p float64) float64 {
+	s := slices.Clone(xs)
+	slices.Sort(s)
+	return world.Percentile(s, p)
+}
