@@ -40,12 +40,25 @@ func cellFindings(by map[string]Table) [][]string {
 	if !ok {
 		return nil
 	}
-	rtt := by["rtt"]
-	median := map[string][2]string{} // cell -> p50, n
-	for r := range rtt.All() {
-		median[rtt.cell(r, "cell")] = [2]string{rtt.cell(r, "p50"), rtt.cell(r, "n")}
-	}
 	var rows [][]string
+	if n, ok := by["nat64"]; ok {
+		// Behind a NAT64 every IPv4 figure of the path crossed a
+		// translator: that qualifies the cells, so it comes first.
+		for r := range n.All() {
+			rows = append(rows, []string{"path " + n.cell(r, "path"),
+				fmt.Sprintf("IPv6-only behind NAT64 %s: %s IPv4 targets probed through the translator, %s answered (%s%%)",
+					n.cell(r, "nat64_prefix"), n.cell(r, "targets"), n.cell(r, "responsive"), n.cell(r, "responsive_pct")), "nat64"})
+		}
+	}
+	rtt := by["rtt"]
+	median := map[[2]string][2]string{} // cell, route -> p50, n
+	for r := range rtt.All() {
+		route := rtt.cell(r, "route")
+		if route == "" {
+			route = "direct"
+		}
+		median[[2]string{rtt.cell(r, "cell"), route}] = [2]string{rtt.cell(r, "p50"), rtt.cell(r, "n")}
+	}
 	for r := range un.All() {
 		cell, letters := un.cell(r, "cell"), un.cell(r, "study_cell")
 		subject := "cell " + cell
@@ -53,12 +66,25 @@ func cellFindings(by map[string]Table) [][]string {
 			subject = "cell " + letters + " (" + cell + ")"
 		}
 		f := fmt.Sprintf("%s of %s targets unresponsive (%s%%)", un.cell(r, "unresponsive"), un.cell(r, "targets"), un.cell(r, "unresponsive_pct"))
-		if m, ok := median[cell]; ok && m[1] != "0" {
+		if m, ok := median[[2]string{cell, "direct"}]; ok && m[1] != "0" {
 			f += fmt.Sprintf("; median RTT %s ms over %s responsive targets", m[0], m[1])
+		}
+		if v := un.cell(r, "via_nat64_responsive"); v != "" && un.cell(r, "via_nat64") != "0" {
+			f += fmt.Sprintf("; %s%% of its targets reached via NAT64", pctOf(v, un.cell(r, "targets")))
+			if m, ok := median[[2]string{cell, routeViaNAT64}]; ok && m[1] != "0" {
+				f += fmt.Sprintf(" (median RTT %s ms)", m[0])
+			}
 		}
 		rows = append(rows, []string{subject, f, "unresponsive, rtt"})
 	}
 	return rows
+}
+
+// pctOf is pct of two printed counts.
+func pctOf(n, of string) string {
+	a, _ := strconv.Atoi(n)
+	b, _ := strconv.Atoi(of)
+	return pct(a, b)
 }
 
 // goodputFindings reads pattern-metrics rows: mode, pattern, transport,

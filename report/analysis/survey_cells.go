@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"slices"
 	"sort"
+	"strings"
 )
 
 // The survey's cells (study 004 §III): a probe record measures one address
@@ -28,6 +29,7 @@ type probeRecord struct {
 	HostOverloaded bool      `json:"host_overloaded"`
 	Bytes          int64     `json:"bytes"`
 	Route          string    `json:"route"` // "via-nat64": probed through the probe path's NAT64
+	NAT64Prefix    string    `json:"nat64_prefix"`
 }
 
 // routeViaNAT64 is survey.RouteViaNAT64 (the survey's record says it).
@@ -64,10 +66,17 @@ type cellAgg struct {
 	viaMedians         Sample
 }
 
+// nat64Path is what one probe path's targets through a NAT64 gave.
+type nat64Path struct {
+	prefixes            []string
+	targets, responsive int // unique per run and address: a record is one target
+}
+
 type cells struct {
 	by    map[cellKey]*cellAgg
-	order []string          // paths in first-seen header order
-	kinds map[string]string // path name -> kind ("wifi", "cellular", ...)
+	nat64 map[string]*nat64Path // probe path -> its targets via NAT64
+	order []string              // paths in first-seen header order
+	kinds map[string]string     // path name -> kind ("wifi", "cellular", ...)
 }
 
 func (c *cells) AppliesTo(cmd string) bool { return cmd == "survey" }
@@ -101,6 +110,23 @@ func (c *cells) Add(rec Record) error {
 		return fmt.Errorf("probe record of %s without resolve_paths", r.Address)
 	}
 	med := r.median()
+	if r.Route == routeViaNAT64 && r.Valid {
+		if c.nat64 == nil {
+			c.nat64 = map[string]*nat64Path{}
+		}
+		n := c.nat64[r.ProbePath]
+		if n == nil {
+			n = &nat64Path{}
+			c.nat64[r.ProbePath] = n
+		}
+		if r.NAT64Prefix != "" && !slices.Contains(n.prefixes, r.NAT64Prefix) {
+			n.prefixes = append(n.prefixes, r.NAT64Prefix)
+		}
+		n.targets++
+		if r.Responsive {
+			n.responsive++
+		}
+	}
 	for _, rp := range resolve {
 		k := cellKey{r.ProbePath, rp}
 		a := c.by[k]
@@ -274,7 +300,28 @@ func (c *cells) Tables() []Table {
 		}
 	}
 	ecdfRows(&cdf, parts, ms)
-	return []Table{un, rtt, cdf}
+	if !via {
+		return []Table{un, rtt, cdf}
+	}
+	return []Table{un, rtt, cdf, c.nat64Table()}
+}
+
+// nat64Table: per probe path that probed through a NAT64, its prefix and
+// its IPv4 targets reached through the translator.
+func (c *cells) nat64Table() Table {
+	t := Table{Name: "nat64", Title: "Probe paths behind a NAT64",
+		Note:    "IPv4 targets probed from an IPv6-only path through its NAT64 (RFC 7050 prefix, RFC 6052 synthesis): route via-nat64; targets are (run, address) records",
+		Columns: []string{"path", "nat64_prefix", "targets", "responsive", "responsive_pct"}}
+	var paths []string
+	for p := range c.nat64 {
+		paths = append(paths, p)
+	}
+	pathOrder(c.order, paths)
+	for _, p := range paths {
+		n := c.nat64[p]
+		t.Rows = append(t.Rows, []string{p, strings.Join(n.prefixes, " "), fmt.Sprint(n.targets), fmt.Sprint(n.responsive), pct(n.responsive, n.targets)})
+	}
+	return t
 }
 
 // Close removes the spilled samples.

@@ -250,6 +250,54 @@ func TestSurveyTablesViaNAT64(t *testing.T) {
 		}
 	}
 	assert.Len(t, rtt.Rows, i)
+
+	// The path table and the findings: the path behind the NAT64 leads,
+	// each of its cells says how many targets the translator reached.
+	nt, ok := rep.Table("nat64")
+	require.True(t, ok)
+	via, resp := 0, 0
+	for _, c := range tr.Summary.Cells {
+		if c.ProbePath == nat {
+			via, resp = via+c.ViaNAT64, resp+c.ViaNAT64Responsive
+		}
+	}
+	require.Len(t, nt.Rows, 1)
+	// A record is one target however many cells list it: at most the
+	// cells' sum, and all of the path's IPv4 records.
+	v4, v4resp := 0, 0
+	for a, tg := range w.Targets {
+		if a.Is4() && slices.ContainsFunc(tr.Domains, func(d world.DomainTruth) bool {
+			return slices.ContainsFunc(tr.Paths, func(p string) bool {
+				return d.Paths[p].Status == world.StatusNoError && slices.Contains(d.Paths[p].Addrs, a) &&
+					(p == nat || !tg.Private) // cross-path private: skipped
+			})
+		}) {
+			v4++
+			if _, ok := tr.ExpectedRTTms[nat][a]; ok {
+				v4resp++
+			}
+		}
+	}
+	assert.Equal(t, []string{nat, "fd00:64::/96", fmt.Sprint(v4), fmt.Sprint(v4resp)}, nt.Rows[0][:4])
+	assert.LessOrEqual(t, v4, via)
+	f, _ := rep.Table("findings")
+	require.NotEmpty(t, f.Rows)
+	assert.Equal(t, "path "+nat, f.Rows[0][0])
+	assert.Contains(t, f.Rows[0][1], "IPv6-only behind NAT64 fd00:64::/96: "+fmt.Sprint(v4)+" IPv4 targets probed through the translator, "+fmt.Sprint(v4resp)+" answered")
+	for _, row := range f.Rows[1:] {
+		for _, c := range tr.Summary.Cells {
+			if row[0] != "cell "+analysis.CellName(c.ProbePath, c.ResolvePath) {
+				continue
+			}
+			if c.ProbePath == nat {
+				assert.Contains(t, row[1], fmt.Sprintf("; %.2f%% of its targets reached via NAT64 (median RTT %s ms)",
+					100*float64(c.ViaNAT64Responsive)/float64(c.Targets), fmt.Sprintf("%.3f", c.RTTViaNAT64ms.P50)), row[0])
+			} else {
+				assert.NotContains(t, row[1], "NAT64", row[0])
+			}
+			assert.Contains(t, row[1], fmt.Sprintf("median RTT %.3f ms over %d responsive targets", c.RTTms.P50, c.Responsive-c.ViaNAT64Responsive), row[0])
+		}
+	}
 }
 
 // toDocument turns a stream into the run document of the same run.

@@ -1,0 +1,107 @@
+//go:build linux && !race
+
+package survey
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/mptester/mptester/lab"
+	"github.com/mptester/mptester/lab/labtest"
+	"github.com/mptester/mptester/lab/world"
+	"github.com/mptester/mptester/survey"
+)
+
+// TestLabSurveyCommandNAT64 runs `mptester survey` in the lab's nat64
+// world (wwan0 IPv6-only behind tayga and unbound's DNS64): the command
+// discovers wwan0's prefix (RFC 7050) and records it in the header and
+// the summary; its cells count the IPv4 targets through the translator as
+// the truth does. With --no-nat64 the same targets are skipped as
+// no-source-address (never unresponsive), one skip per truth target.
+func TestLabSurveyCommandNAT64(t *testing.T) {
+	yes := true
+	l := labtest.Start(t, lab.Options{Domains: 60, WorldSeed: 3, Impair: map[string]lab.ImpairChange{"wwan0": {NAT64: &yes}}})
+	if !l.InClient(t) {
+		return
+	}
+	var truth world.Truth
+	l.Truth(t, &truth)
+	info := l.Config()
+	pfx := lab.NAT64Of("wwan0").Prefix.String()
+	args := []string{"--list", info.Files.Tranco, "--paths", "wlan0,wwan0", "--method", "tcp-syn", "--count", "2",
+		"--rate", "1500", "--spacing", "5ms", "--timeout", "1s", "--dns-timeout", "800ms"}
+	for _, p := range info.Paths {
+		args = append(args, "--dns", p.Name+"="+p.Resolv6.String())
+		if p.Name != "wwan0" { // IPv6-only: its resolver is the DNS64 on the IPv6 address
+			args = append(args, "--dns", p.Name+"="+p.Resolv4.String())
+		}
+	}
+	for _, p := range info.PublicPrefixes {
+		args = append(args, "--public-prefix", p.String())
+	}
+	run := func(extra ...string) (map[string]any, survey.Summary) {
+		t.Helper()
+		out, errOut, err := runCLI(t, append(slices.Clone(args), extra...)...)
+		require.NoError(t, err, errOut)
+		var hdr struct {
+			Config map[string]any `json:"config"`
+		}
+		var sum survey.Summary
+		sc := bufio.NewScanner(strings.NewReader(out))
+		sc.Buffer(nil, 1<<24)
+		for sc.Scan() {
+			var typ struct {
+				Type string `json:"type"`
+			}
+			require.NoError(t, json.Unmarshal(sc.Bytes(), &typ))
+			switch typ.Type {
+			case "header":
+				require.NoError(t, json.Unmarshal(sc.Bytes(), &hdr))
+			case "summary":
+				require.NoError(t, json.Unmarshal(sc.Bytes(), &sum))
+			}
+		}
+		require.NotEmpty(t, sum.Cells, out)
+		return hdr.Config, sum
+	}
+
+	cfg, sum := run()
+	assert.Equal(t, map[string]any{"wwan0": pfx}, cfg["nat64_prefixes"], "header")
+	for i, w := range truth.Summary.Cells {
+		g := sum.Cells[i]
+		cell := w.ProbePath + "/" + w.ResolvePath
+		assert.Equal(t, [4]int{w.Targets, w.Unresponsive, w.ViaNAT64, w.ViaNAT64Responsive},
+			[4]int{g.Targets, g.Unresponsive, g.ViaNAT64, g.ViaNAT64Responsive}, "%s: targets, unresponsive, via_nat64, via_nat64_responsive", cell)
+	}
+	assert.Equal(t, truth.Summary.Overlap, sum.Overlap, "overlap with synthesized AAAA mapped to their IPv4")
+	for _, s := range sum.Skipped {
+		assert.NotEqual(t, survey.SkipNoSource, s.Reason)
+	}
+
+	cfg, sum = run("--no-nat64")
+	assert.NotContains(t, cfg, "nat64_prefixes")
+	skipped := map[string]int{}
+	for _, s := range sum.Skipped {
+		if s.Reason == survey.SkipNoSource {
+			skipped[s.ProbePath+"/"+s.ResolvePath] = s.Count
+		}
+	}
+	want := map[string]int{}
+	for _, c := range truth.Summary.Cells {
+		if c.ViaNAT64 > 0 {
+			want[c.ProbePath+"/"+c.ResolvePath] = c.ViaNAT64
+		}
+	}
+	require.NotEmpty(t, want)
+	assert.Equal(t, want, skipped, "without a prefix every IPv4 target of wwan0 is no-source-address")
+	for _, c := range sum.Cells {
+		assert.Zero(t, c.ViaNAT64, fmt.Sprint(c.ProbePath, "/", c.ResolvePath))
+	}
+}
