@@ -95,6 +95,10 @@ type Config struct {
 	// RequireRetry has every new connection prove its address with a
 	// Retry first (RFC 9000 §8.1.2), at the cost of a round trip.
 	RequireRetry bool
+	// Allow0RTT has a Listener's session tickets allow early data and
+	// accept it (zerortt.go): the application then sees requests that an
+	// attacker may replay (RFC 9001 §9.2).
+	Allow0RTT bool
 	// RetryAboveHalfOpen and RetryAboveRate require a Retry of new
 	// connections while more than this many are half-open (default 256)
 	// or more than this many handshakes began in the last second

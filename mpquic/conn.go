@@ -219,6 +219,9 @@ type Conn struct {
 	ownsConn   bool
 
 	injectFrames []Frame // fault injection: frames a test makes us send
+
+	early    earlyState       // 0-RTT (zerortt.go)
+	tlsClock func() time.Time // a client's TLS clock (ticketClock)
 }
 
 func newConn(isClient bool, pconn net.PacketConn, remote net.Addr, conf Config, tlsConf *tls.Config) *Conn {
@@ -232,6 +235,7 @@ func newConn(isClient bool, pconn net.PacketConn, remote net.Addr, conf Config, 
 		done: make(chan struct{}), handshakeCh: make(chan struct{}), ending: make(chan struct{}), closeSent: make(chan struct{}),
 		sendScratch: make([]byte, 0, maxDatagramSize+64),
 		idleTimeout: conf.MaxIdleTimeout,
+		early:       earlyState{ready: make(chan struct{}, 1)},
 	}
 	p0 := c.newPath(0, pconn, remote)
 	for i := range c.spaces {
@@ -249,7 +253,12 @@ func newConn(isClient bool, pconn net.PacketConn, remote net.Addr, conf Config, 
 	}
 	tlsConf = tlsConf.Clone()
 	tlsConf.MinVersion = tls.VersionTLS13 // QUIC is TLS 1.3 only (RFC 9001 §4.2)
-	qc := &tls.QUICConfig{TLSConfig: tlsConf}
+	if isClient {
+		tlsConf.Time = c.ticketClock(tlsConf.Time)
+		c.tlsClock = tlsConf.Time
+	}
+	// Session events: 0-RTT's memory of parameters (zerortt.go).
+	qc := &tls.QUICConfig{TLSConfig: tlsConf, EnableSessionEvents: true}
 	if isClient {
 		c.tls = tls.QUICClient(qc)
 	} else {
@@ -530,7 +539,7 @@ func (c *Conn) handleDatagramPackets(d datagram, now time.Time) bool {
 			}
 			return true
 		}
-		if !c.ours(h.DCID) && !(h.Type == PacketInitial && !c.isClient && string(h.DCID) == string(c.initialDCID())) {
+		if !c.ours(h.DCID) && !((h.Type == PacketInitial || h.Type == Packet0RTT) && !c.isClient && string(h.DCID) == string(c.initialDCID())) {
 			if first || h.Type != Packet1RTT {
 				continue
 			}
@@ -572,14 +581,22 @@ func spaceOf(t PacketType) int {
 // if it was dropped.
 func (c *Conn) handlePacket(h Header, pkt []byte, now time.Time, replay bool) *path {
 	si := spaceOf(h.Type)
+	early := h.Type == Packet0RTT // in the application space (zerortt.go)
+	if early && !c.isClient {
+		si = spaceApp
+	}
 	if si < 0 {
-		return nil // 0-RTT is not supported: dropped
+		return nil
 	}
 	ks := c.spaces[si] // the keys; for 1-RTT path 0's space holds them
 	if ks.discarded {
 		return nil
 	}
-	if ks.open == nil {
+	if early && c.early.open == nil {
+		c.bufferEarly(pkt, replay)
+		return nil
+	}
+	if ks.open == nil && !early {
 		if len(ks.buffered) < maxBufferedPkts && !replay {
 			ks.buffered = append(ks.buffered, append(append(make([]byte, 0, len(pkt)+1), pkt...), c.rxECN))
 		}
@@ -589,7 +606,7 @@ func (c *Conn) handlePacket(h Header, pkt []byte, now time.Time, replay bool) *p
 	// (draft-ietf-quic-multipath-21 §"Path Identifier").
 	sp, pid := ks, uint32(0)
 	var p *path
-	if si == spaceApp {
+	if si == spaceApp && !early {
 		pid = c.localCIDs[string(h.DCID)].path
 		p = c.paths[pid]
 		if p != nil {
@@ -602,15 +619,21 @@ func (c *Conn) handlePacket(h Header, pkt []byte, now time.Time, replay bool) *p
 		} else {
 			sp = newSpace() // a new path's first packet: decrypt before keeping state
 		}
+	} else if early {
+		p = c.p0()
+		sp = p.space
 	}
 	keys := ks.open
+	if early {
+		keys = c.early.open
+	}
 	o, err := keys.UnprotectHeader(pkt, h.PNOffset, sp.largestRecv)
 	if err != nil {
 		return nil
 	}
 	keyUpdate, guessedOld := false, false
 	var saved []byte
-	if si == spaceApp {
+	if si == spaceApp && !early {
 		keys, keyUpdate = c.openKeys(ks, pid, o.KeyPhase(), o.PN, now)
 		if _, seen := c.kp.firstRecv[pid]; keys == c.prevOpen && keys != ks.open && !seen {
 			guessedOld, saved = true, append([]byte(nil), pkt...) // a failed Open may clobber pkt
@@ -636,6 +659,8 @@ func (c *Conn) handlePacket(h Header, pkt []byte, now time.Time, replay bool) *p
 		return nil
 	}
 	switch {
+	case early:
+		c.early.recv++
 	case keyUpdate:
 		if err := c.peerUpdated(ks, keys, pid, o.PN, now); err != nil {
 			c.closeTransport(err)
@@ -660,7 +685,11 @@ func (c *Conn) handlePacket(h Header, pkt []byte, now time.Time, replay bool) *p
 		return nil
 	}
 	if c.qlog != nil {
-		c.qlog.packet(now, "transport:packet_received", si, pid, o.PN, len(pkt), frames)
+		qsi := si
+		if early {
+			qsi = siZeroRTT
+		}
+		c.qlog.packet(now, "transport:packet_received", qsi, pid, o.PN, len(pkt), frames)
 	}
 	if si == spaceApp && p == nil {
 		p = c.acceptPath(pid, sp)
@@ -710,7 +739,7 @@ func (c *Conn) handlePacket(h Header, pkt []byte, now time.Time, replay bool) *p
 	if sp.discarded {
 		return p
 	}
-	if si == spaceApp && !replay && !probing && newest {
+	if si == spaceApp && !early && !replay && !probing && newest {
 		c.onPeerAddress(p, now)
 	}
 	sp.recvd.add(o.PN, o.PN)
@@ -847,9 +876,15 @@ func (c *Conn) handleTLSEvents() error {
 		case tls.QUICNoEvent:
 			return nil
 		case tls.QUICSetReadSecret, tls.QUICSetWriteSecret:
+			if ev.Level == tls.QUICEncryptionLevelEarly {
+				if err := c.onEarlySecret(ev); err != nil {
+					return err
+				}
+				continue
+			}
 			si := levelSpace(ev.Level)
 			if si < 0 {
-				continue // 0-RTT
+				continue
 			}
 			k, err := NewKeys(ev.Suite, append([]byte(nil), ev.Data...))
 			if err != nil {
@@ -858,6 +893,9 @@ func (c *Conn) handleTLSEvents() error {
 			sp := c.spaces[si]
 			if ev.Kind == tls.QUICSetWriteSecret {
 				sp.seal = k
+				if si == spaceApp {
+					c.early.seal = nil // 1-RTT from now on (RFC 9001 §4.9.3)
+				}
 				if c.isClient && si == spaceHandshake && sp.LastEliciting.IsZero() {
 					// The anti-deadlock PTO (RFC 9002 §6.2.2.1) runs from
 					// here: a client whose Initial was acknowledged and
@@ -886,14 +924,24 @@ func (c *Conn) handleTLSEvents() error {
 			if !c.isClient {
 				// A session ticket (NewSessionTicket in 1-RTT CRYPTO),
 				// so a client with a tls.Config.ClientSessionCache
-				// resumes next time (RFC 9001 §4.6). No early data:
-				// 0-RTT is not supported.
-				_ = c.tls.SendSessionTicket(tls.QUICSessionTicketOptions{})
+				// resumes next time (RFC 9001 §4.6), with 0-RTT when
+				// allowed (zerortt.go). 0-RTT packets after this wait
+				// no more: the client retransmits them in 1-RTT.
+				_ = c.tls.SendSessionTicket(c.sessionTicket())
+				c.early.open, c.early.buffered = nil, nil
 				c.sendHandshakeDone = true
 				c.confirm()
 				c.announce()
 			}
 			close(c.handshakeCh)
+		case tls.QUICResumeSession:
+			c.onResumeSession(ev.SessionState)
+		case tls.QUICStoreSession:
+			if err := c.onStoreSession(ev.SessionState); err != nil {
+				return err
+			}
+		case tls.QUICRejectedEarlyData:
+			c.onEarlyRejected()
 		case tls.QUICErrorEvent:
 			return tlsError(ev.Err)
 		}

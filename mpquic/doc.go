@@ -38,8 +38,9 @@
 // above a half-open count or handshake rate (listener.go), and it creates
 // connection state only for Initials that decrypt. A Listener sends a
 // session ticket once a handshake completes, so a client with a
-// tls.Config.ClientSessionCache resumes (RFC 9001 §4.6); 0-RTT is out of
-// scope; a Version Negotiation packet is parsed so that a client fails
+// tls.Config.ClientSessionCache resumes (RFC 9001 §4.6); with
+// Config.Allow0RTT the ticket allows early data, which DialEarly sends in
+// 0-RTT packets (zerortt.go); a Version Negotiation packet is parsed so that a client fails
 // cleanly. Unidirectional streams (unistream.go) carry HTTP/3's control
 // and QPACK streams (package mpquic/h3). The package imports nothing from the rest of mptester but its own internal layers;
 // patterns/transport wraps it.

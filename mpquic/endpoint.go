@@ -11,11 +11,15 @@ import (
 // Dial opens a QUIC v1 connection to raddr over pconn, which it reads from
 // until the connection ends, and returns once the handshake completed.
 func Dial(ctx context.Context, pconn net.PacketConn, raddr net.Addr, tlsConf *tls.Config, conf *Config) (*Conn, error) {
-	return dial(ctx, pconn, raddr, tlsConf, conf, false)
+	return dialEarly(ctx, pconn, raddr, tlsConf, conf, false, false)
 }
 
 // DialAddr is Dial over a new UDP socket that the connection owns.
 func DialAddr(ctx context.Context, addr string, tlsConf *tls.Config, conf *Config) (*Conn, error) {
+	return dialAddr(ctx, addr, tlsConf, conf, false)
+}
+
+func dialAddr(ctx context.Context, addr string, tlsConf *tls.Config, conf *Config, early bool) (*Conn, error) {
 	raddr, err := net.ResolveUDPAddr("udp", addr)
 	if err != nil {
 		return nil, err
@@ -25,14 +29,16 @@ func DialAddr(ctx context.Context, addr string, tlsConf *tls.Config, conf *Confi
 		return nil, err
 	}
 	raiseBuffers(pconn)
-	c, err := dial(ctx, pconn, raddr, tlsConf, conf, true)
+	c, err := dialEarly(ctx, pconn, raddr, tlsConf, conf, true, early)
 	if err != nil {
 		pconn.Close()
 	}
 	return c, err
 }
 
-func dial(ctx context.Context, pconn net.PacketConn, raddr net.Addr, tlsConf *tls.Config, conf *Config, owns bool) (*Conn, error) {
+// dialEarly returns when the handshake completed, or, if early, when 0-RTT
+// keys are there.
+func dialEarly(ctx context.Context, pconn net.PacketConn, raddr net.Addr, tlsConf *tls.Config, conf *Config, owns, early bool) (*Conn, error) {
 	cfg, err := conf.withDefaults()
 	if err != nil {
 		return nil, err
@@ -53,8 +59,14 @@ func dial(ctx context.Context, pconn net.PacketConn, raddr net.Addr, tlsConf *tl
 	}
 	go c.readLoop(c.p0())
 	go c.run()
+	var earlyReady chan struct{} // nil: never
+	if early {
+		earlyReady = c.early.ready
+	}
 	select {
 	case <-c.handshakeCh:
+		return c, nil
+	case <-earlyReady:
 		return c, nil
 	case <-c.ending:
 		// The CONNECTION_CLOSE goes out first; the connection then stays

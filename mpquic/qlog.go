@@ -79,6 +79,8 @@ func qlogPacketType(si int) string {
 		return "initial"
 	case spaceHandshake:
 		return "handshake"
+	case siZeroRTT:
+		return "0RTT"
 	}
 	return "1RTT"
 }

@@ -21,10 +21,11 @@ type plan struct {
 	hasAck         bool
 	largestAckSent int64
 	pathProbe      bool // carries PATH_CHALLENGE or PATH_RESPONSE
+	early          bool // a client's 0-RTT packet (zerortt.go)
 }
 
 func (c *Conn) hdrLen(p *path, si, pnLen, payloadLen int) int {
-	if si == spaceApp {
+	if si == spaceApp && (p.id != 0 || c.early.seal == nil) {
 		return 1 + len(p.dcid) + pnLen
 	}
 	n := 1 + 4 + 1 + len(p.dcid) + 1 + len(c.scid) + VarintLen(uint64(pnLen+payloadLen+tagLen)) + pnLen
@@ -191,7 +192,8 @@ func (c *Conn) buildDatagram(now time.Time, p *path, dst []byte) []byte {
 	remaining := limit
 	for _, sp := range spaces {
 		si := sp.kind
-		if c.spaces[si].seal == nil || sp.discarded {
+		early := si == spaceApp && c.spaces[si].seal == nil && c.early.seal != nil && p.id == 0
+		if (c.spaces[si].seal == nil && !early) || sp.discarded {
 			continue
 		}
 		pn := sp.nextPN
@@ -200,7 +202,7 @@ func (c *Conn) buildDatagram(now time.Time, p *path, dst []byte) []byte {
 		if avail < 32 {
 			break
 		}
-		pl := plan{sp: sp, si: si, pn: pn, pnLen: pnLen, largestAckSent: -1}
+		pl := plan{sp: sp, si: si, pn: pn, pnLen: pnLen, largestAckSent: -1, early: early}
 		c.fillPayload(&pl, avail, now, dataOK || (sp.probe > 0 && !p.potentiallyFailed))
 		if len(pl.payload) == 0 {
 			continue
@@ -278,10 +280,15 @@ func (c *Conn) sealPlan(now time.Time, p *path, pl *plan, buf []byte) ([]byte, *
 	start := len(buf)
 	var err error
 	pid := uint32(0)
-	if pl.si == spaceApp {
+	seal := c.spaces[pl.si].seal
+	switch {
+	case pl.early:
+		seal = c.early.seal
+		buf, err = AppendLongHeader(buf, LongHeader{Type: Packet0RTT, DCID: p.dcid, SCID: c.scid}, pl.pn, pl.pnLen, len(pl.payload))
+	case pl.si == spaceApp:
 		pid = p.id
 		buf, err = AppendShortHeader(buf, ShortHeader{DCID: p.dcid, KeyPhase: c.keyPhase}, pl.pn, pl.pnLen)
-	} else {
+	default:
 		buf, err = AppendLongHeader(buf, c.longHeader(pl.si, p), pl.pn, pl.pnLen, len(pl.payload))
 	}
 	if err != nil {
@@ -295,7 +302,7 @@ func (c *Conn) sealPlan(now time.Time, p *path, pl *plan, buf []byte) ([]byte, *
 		frames, _ = ParseFrames(pl.payload, spacePacketTypes[pl.si], c.multipath)
 	}
 	buf = append(buf, pl.payload...)
-	pkt, err := c.spaces[pl.si].seal.ProtectInPlace(buf[start:], hl, pl.pn, pid)
+	pkt, err := seal.ProtectInPlace(buf[start:], hl, pl.pn, pid)
 	if err != nil {
 		panic("mpquic: " + err.Error())
 	}
@@ -310,11 +317,16 @@ func (c *Conn) sealPlan(now time.Time, p *path, pl *plan, buf []byte) ([]byte, *
 		p.ecn.onSent()
 		c.ecnChanged(p, old, now)
 	}
-	if pl.si == spaceApp {
+	qsi := pl.si
+	switch {
+	case pl.early:
+		c.early.sent++
+		qsi = siZeroRTT
+	case pl.si == spaceApp:
 		c.sentInPhase(pid, pl.pn)
 	}
 	if c.qlog != nil {
-		c.qlog.packet(now, "transport:packet_sent", pl.si, pid, pl.pn, len(pkt), frames)
+		c.qlog.packet(now, "transport:packet_sent", qsi, pid, pl.pn, len(pkt), frames)
 	}
 	if pl.hasAck {
 		sp.ackAt = time.Time{}
@@ -341,7 +353,7 @@ func (c *Conn) fillPayload(pl *plan, avail int, now time.Time, dataOK bool) {
 	b := c.payloadBuf(pl.si, avail)
 	ackDue := !sp.ackAt.IsZero() && !sp.ackAt.After(now)
 	ackOwed := !sp.ackAt.IsZero() || (len(sp.recvd) > 0 && dataOK && sp.elicitingUnacked > 0)
-	if ackOwed && len(sp.recvd) > 0 {
+	if ackOwed && len(sp.recvd) > 0 && !pl.early { // no ACK in 0-RTT (RFC 9000 §12.4)
 		f := c.ackFrame(sp, now)
 		var b2 []byte
 		if sp.kind == spaceApp && sp.path.id != 0 {
@@ -356,7 +368,7 @@ func (c *Conn) fillPayload(pl *plan, avail int, now time.Time, dataOK bool) {
 		}
 	}
 	ackLen := len(b)
-	if pl.si == spaceApp {
+	if pl.si == spaceApp && !pl.early {
 		b = c.fillPathFrames(pl, b, avail)
 	}
 	if dataOK {

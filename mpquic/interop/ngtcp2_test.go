@@ -266,8 +266,12 @@ func (ngtcp2) fetch(t *testing.T, ctx context.Context, o *opts, addr net.Addr, t
 	}
 	if o.resume {
 		// gtlsclient writes the session (its ticket) to the file and
-		// resumes from it.
+		// resumes from it; with the server's transport parameters
+		// remembered too, it sends its requests in 0-RTT.
 		args = append(args, "--session-file", filepath.Join(t.TempDir(), "session"))
+		if o.zeroRTT {
+			args = append(args, "--tp-file", filepath.Join(t.TempDir(), "tp"))
+		}
 	}
 	if o.perConn {
 		var wg sync.WaitGroup

@@ -85,16 +85,36 @@ func (q quicgo) serve(t *testing.T, ctx context.Context, o *opts, tc *tls.Config
 	if o.retry {
 		tr.VerifySourceAddress = func(net.Addr) bool { return true }
 	}
-	ln, err := tr.Listen(tc, q.config(o, ev))
-	if err != nil {
-		t.Fatal(err)
+	conf := q.config(o, ev)
+	var (
+		accept func(context.Context) (*quic.Conn, error)
+		lnc    func() error
+	)
+	if o.zeroRTT {
+		// Its early listener hands out connections before their
+		// handshake completes, so requests in 0-RTT are answered.
+		conf.Allow0RTT = true
+		ln, err := tr.ListenEarly(tc, conf)
+		if err != nil {
+			t.Fatal(err)
+		}
+		accept, lnc = ln.Accept, ln.Close
+	} else {
+		ln, err := tr.Listen(tc, conf)
+		if err != nil {
+			t.Fatal(err)
+		}
+		accept, lnc = ln.Accept, ln.Close
 	}
-	t.Cleanup(func() { ln.Close(); tr.Close(); pc.Close() })
+	t.Cleanup(func() { lnc(); tr.Close(); pc.Close() })
 	go func() {
 		for {
-			c, err := ln.Accept(ctx)
+			c, err := accept(ctx)
 			if err != nil {
 				return
+			}
+			if o.zeroRTT {
+				go quicgoEarly(ctx, c, ev)
 			}
 			st := c.ConnectionState()
 			ev.mu.Lock()
@@ -142,9 +162,16 @@ func (q quicgo) fetch(t *testing.T, ctx context.Context, o *opts, addr net.Addr,
 		}
 		tr := &quic.Transport{Conn: pc}
 		t.Cleanup(func() { tr.Close(); pc.Close() })
-		c, err := tr.Dial(ctx, addr, tc, q.config(o, ev))
+		dial := tr.Dial
+		if o.zeroRTT {
+			dial = tr.DialEarly
+		}
+		c, err := dial(ctx, addr, tc, q.config(o, ev))
 		if err != nil {
 			return nil, nil, err
+		}
+		if o.zeroRTT {
+			go quicgoEarly(ctx, c, ev)
 		}
 		t.Cleanup(func() { c.CloseWithError(0, "") })
 		st := c.ConnectionState()
@@ -269,3 +296,18 @@ func quicgoMigrate(ctx context.Context, t *testing.T, c *quic.Conn) error {
 }
 
 func TestInteropQuicGo(t *testing.T) { runSuite(t, quicgo{}) }
+
+// quicgoEarly records, once c's handshake completed, whether quic-go says
+// it used 0-RTT.
+func quicgoEarly(ctx context.Context, c *quic.Conn, ev *evidence) {
+	select {
+	case <-c.HandshakeComplete():
+	case <-ctx.Done():
+		return
+	}
+	if c.ConnectionState().Used0RTT {
+		ev.mu.Lock()
+		ev.early++
+		ev.mu.Unlock()
+	}
+}

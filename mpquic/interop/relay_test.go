@@ -74,6 +74,7 @@ type seen struct {
 	version uint32 // long header's version, 0 for a short header
 	back    string // the server-side socket's address
 	ecn     byte   // the ECN codepoint it arrived with
+	zeroRTT int    // 0-RTT packets in it, coalesced ones too (zerortt_test.go)
 	verdict verdict
 }
 
@@ -132,6 +133,7 @@ func (r *relay) apply(d dir, b []byte, backAddr string, ecn byte) verdict {
 		s.first = b[0]
 		if b[0]&0x80 != 0 && len(b) >= 5 {
 			s.version = binary.BigEndian.Uint32(b[1:5])
+			s.zeroRTT = zeroRTTPackets(b)
 		}
 	}
 	r.mu.Lock()

@@ -55,6 +55,7 @@ type opts struct {
 	files     map[string][]byte
 	perConn   bool // each file on a connection of its own (the handshake cases)
 	resume    bool // ... one after the other, resuming the first's TLS session
+	zeroRTT   bool // ... the second sending its request in 0-RTT (zerortt_test.go)
 	retry     bool // the server requires a Retry
 	keyUpdate bool // the client updates its keys
 	bigCert   bool // a server certificate chain far above 3x a client Initial
@@ -101,6 +102,7 @@ type evidence struct {
 	version uint32
 	alpn    string
 	resumed int // connections the peer says resumed a session
+	early   int // connections the peer says used 0-RTT (a peer in this process)
 	// onCheck, when set, gathers what the peer wrote (its qlog files)
 	// before the checks.
 	onCheck func()
@@ -185,6 +187,7 @@ var cases = []tcase{
 		check: func(t *testing.T, r *run) { checkConnections(t, r, 1) }},
 	{name: "retry", setup: func(o *opts) { o.files = files(64 << 10); o.retry = true }, check: checkRetry},
 	{name: "resumption", setup: func(o *opts) { o.files = files(1<<10, 2<<10); o.perConn, o.resume = true, true }, check: checkResumed},
+	{name: "zerortt", setup: setupZeroRTT, check: checkZeroRTT},
 	{name: "keyupdate", setup: func(o *opts) { o.files = files(2 << 20); o.keyUpdate = true }, check: checkKeyUpdate},
 	{name: "chacha20", setup: func(o *opts) { o.files = files(1 << 20); o.chacha = true }, check: checkChaCha},
 	{name: "rebind-port", setup: func(o *opts) { o.files = files(3 << 20) },
@@ -307,8 +310,12 @@ func mpquicFetch(ctx context.Context, o *opts, addr *net.UDPAddr, ctls *tls.Conf
 		conns []*mpquic.Conn
 		first error
 	)
+	dialAddr := mpquic.DialAddr
+	if o.zeroRTT {
+		dialAddr = mpquic.DialAddrEarly // returns at once when 0-RTT is possible
+	}
 	dial := func() (*mpquic.Conn, error) {
-		c, err := mpquic.DialAddr(ctx, addr.String(), ctls, conf)
+		c, err := dialAddr(ctx, addr.String(), ctls, conf)
 		var pe *mpquic.PeerCloseError
 		if errors.As(err, &pe) && pe.Err.Code == mpquic.InvalidToken && !o.retry {
 			// Our Initials carry no token here: the server read a token
@@ -495,7 +502,7 @@ func h3Client(c *mpquic.Conn) (*h3.ClientConn, error) {
 // connections it accepted so far.
 func mpquicServe(t *testing.T, ctx context.Context, o *opts, stls *tls.Config) (*mpquic.Listener, func() []*mpquic.Conn) {
 	t.Helper()
-	conf := &mpquic.Config{DisableMultipath: true, RequireRetry: o.retry, MaxIdleTimeout: o.idle(), HandshakeTimeout: handshakeTimeout, MaxIncomingUniStreams: 8}
+	conf := &mpquic.Config{DisableMultipath: true, RequireRetry: o.retry, Allow0RTT: o.zeroRTT, MaxIdleTimeout: o.idle(), HandshakeTimeout: handshakeTimeout, MaxIncomingUniStreams: 8}
 	ln, err := mpquic.ListenAddr("127.0.0.1:0", stls, conf)
 	if err != nil {
 		t.Fatal(err)
