@@ -30,6 +30,9 @@ type relay struct {
 	// (the ecn case); otherwise it sends every datagram Not-ECT, a
 	// bleaching path, as plain sockets do.
 	forwardECN atomic.Bool
+	// link, when set, carries the datagrams both ways (the goodput
+	// cases' bottleneck), after the fault.
+	link atomic.Pointer[link]
 }
 
 type back struct {
@@ -164,8 +167,17 @@ func (r *relay) fromClients() {
 		if v == corrupt {
 			flip(buf[:n])
 		}
-		r.write(b.conn, buf[:n], r.server, ecn)
+		r.forward(toServer, b.conn, buf[:n], r.server, ecn)
 	}
+}
+
+// forward writes b on, across the link when there is one.
+func (r *relay) forward(d dir, c *net.UDPConn, b []byte, to *net.UDPAddr, ecn byte) {
+	if l := r.link.Load(); l != nil {
+		l.send(d, r, b, func(b []byte) { r.write(c, b, to, ecn) })
+		return
+	}
+	r.write(c, b, to, ecn)
 }
 
 // write sends b to, with its ECN codepoint when the relay carries them.
@@ -220,7 +232,7 @@ func (r *relay) fromServer(b *back) {
 		if v == corrupt {
 			flip(buf[:n])
 		}
-		r.write(r.front, buf[:n], b.client.(*net.UDPAddr), ecn)
+		r.forward(toClient, r.front, buf[:n], b.client.(*net.UDPAddr), ecn)
 	}
 }
 

@@ -117,6 +117,16 @@ func read(r io.Reader) ([]*peerRun, error) {
 	return order, sc.Err()
 }
 
+// figure is what a measuring case logged as its figure ("" if none).
+func (r *result) figure() string {
+	for _, l := range r.output {
+		if _, f, ok := strings.Cut(l, "figure: "); ok {
+			return f
+		}
+	}
+	return ""
+}
+
 // reason is what a skipped or failed case said.
 func (r *result) reason() string {
 	for _, l := range r.output {
@@ -152,9 +162,17 @@ func write(w io.Writer, peers []*peerRun) {
 	fmt.Fprintln(w)
 	fmt.Fprintln(w, "Runner cases not in the suite yet, for want on mpquic's side:")
 	fmt.Fprintln(w, "v2 (no QUIC v2, RFC 9369, nor compatible version")
-	fmt.Fprintln(w, "negotiation, RFC 9368; ngtcp2 0.12 speaks only v2's draft), goodput and")
-	fmt.Fprintln(w, "crosstraffic. The ecn case runs through the relay carrying each")
-	fmt.Fprintln(w, "datagram's codepoint (every other case's relay bleaches them).")
+	fmt.Fprintln(w, "negotiation, RFC 9368; ngtcp2 0.12 speaks only v2's draft). The ecn")
+	fmt.Fprintln(w, "case runs through the relay carrying each datagram's codepoint (every")
+	fmt.Fprintln(w, "other case's relay bleaches them).")
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "goodput and crosstraffic are the runner's measurements: a 4 MiB file")
+	fmt.Fprintln(w, "(the runner's: 10 MB, 25 MB) over its link, 10 Mbit/s, 15 ms each way,")
+	fmt.Fprintln(w, "a drop-tail queue of 25 datagrams, emulated in the relay; crosstraffic")
+	fmt.Fprintln(w, "beside a competing bulk flow on the same queue (quic-go's CUBIC over")
+	fmt.Fprintln(w, "QUIC; the runner's is iperf's TCP). A cell gives mpquic's figure and the")
+	fmt.Fprintln(w, "peer-to-peer one (the peer's client and server over the same link in")
+	fmt.Fprintln(w, "the same run), which it must reach 80 % of (50 % with crosstraffic).")
 	for _, p := range peers {
 		fmt.Fprintln(w)
 		fmt.Fprintf(w, "## %s %s\n\n", p.name, p.version)
@@ -169,6 +187,9 @@ func write(w io.Writer, peers []*peerRun) {
 					cells[i] = "not run"
 				case r.action == "pass":
 					cells[i] = "pass"
+					if f := r.figure(); f != "" {
+						cells[i] = "pass (" + f + ")"
+					}
 				case r.action == "skip":
 					foot = append(foot, fmt.Sprintf("%s/%s: %s", c, role, r.reason()))
 					cells[i] = fmt.Sprintf("unsupported [%d]", len(foot))

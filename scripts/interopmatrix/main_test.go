@@ -17,6 +17,8 @@ const sample = `{"Action":"run","Test":"TestInteropQuicGo"}
 {"Action":"output","Test":"TestInteropQuicGo/connectionmigration/mpquic-client","Output":"        runner_test.go:200: unsupported: no preferred_address\n"}
 {"Action":"skip","Test":"TestInteropQuicGo/connectionmigration/mpquic-client"}
 {"Action":"pass","Test":"TestInteropQuicGo/connectionmigration/mpquic-server"}
+{"Action":"output","Test":"TestInteropQuicGo/goodput/mpquic-client","Output":"        runner_test.go:293: figure: 9568 kbps, peer-to-peer 9595 kbps\n"}
+{"Action":"pass","Test":"TestInteropQuicGo/goodput/mpquic-client"}
 not json: build output
 `
 
@@ -33,6 +35,7 @@ func TestMatrix(t *testing.T) {
 		"| handshake | pass | **FAIL** [1] |",
 		"| amplificationlimit | pass | not run |",
 		"| connectionmigration | unsupported [2] | pass |",
+		"| goodput | pass (9568 kbps, peer-to-peer 9595 kbps) | not run |",
 		"1. handshake/mpquic-server: 3 mpquic connections, want 1",
 		"2. connectionmigration/mpquic-client: no preferred_address",
 		"- amplificationlimit/mpquic-client: overshoots by one datagram: 7680 bytes",
