@@ -6,10 +6,12 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"math"
 	"net/netip"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -31,7 +33,9 @@ import (
 // overlap, cells (targets, unresponsive, via-nat64 counts) and the
 // comparisons' domains equal the truth's exactly. RTTs through the
 // translator: every median within 2 ms of the planted RTT (tayga is a
-// userspace hop), the errors' p50 within 1 ms.
+// userspace hop), the errors' p50 within 1 ms; as in
+// TestLabSurveyMatchesTruth a failed RTT check (a loaded machine) runs the
+// survey once more after a pause, and the second attempt must pass.
 func TestLabSurveyNAT64(t *testing.T) {
 	yes := true
 	l := labtest.Start(t, lab.Options{Domains: 150, WorldSeed: 11, Impair: map[string]lab.ImpairChange{"wwan0": {NAT64: &yes}}})
@@ -45,6 +49,25 @@ func TestLabSurveyNAT64(t *testing.T) {
 	cfg.Policy.NAT64 = DiscoverNAT64(context.Background(), cfg.Paths, cfg.DNSTimeout, nil)
 	require.Equal(t, map[string]netip.Prefix{"wwan0": pfx}, cfg.Policy.NAT64, "RFC 7050 discovery per path")
 
+	for attempt := 1; ; attempt++ {
+		problems := surveyNAT64Once(t, cfg, &truth, pfx)
+		if len(problems) == 0 {
+			return
+		}
+		if attempt == 2 {
+			for _, p := range problems {
+				t.Error(p)
+			}
+			return
+		}
+		t.Logf("attempt 1: RTT check failed (%d problems, first: %s); the host may be overloaded (tayga is a userspace hop), running again in %v", len(problems), problems[0], retryPause)
+		time.Sleep(retryPause)
+	}
+}
+
+// surveyNAT64Once runs the survey, asserts every count and status, and
+// returns the RTT tolerance violations.
+func surveyNAT64Once(t *testing.T, cfg Config, truth *world.Truth, pfx netip.Prefix) []string {
 	got, out := runLab(t, cfg)
 	assertCountsMatch(t, truth.Summary, got)
 	viaCells := 0
@@ -73,11 +96,34 @@ func TestLabSurveyNAT64(t *testing.T) {
 		}
 	}
 
-	var via, direct int
+	var problems []string
+	var via, direct, mapped int
 	var errs []float64
 	for line := range bytes.Lines(out) {
 		var p ProbeRecord
 		require.NoError(t, json.Unmarshal(line, &p))
+		if p.Type == "resolution" {
+			// The record keeps the DNS64's answers and says what they
+			// count as: each synthesized AAAA as its IPv4.
+			var rr ResolutionRecord
+			require.NoError(t, json.Unmarshal(line, &rr))
+			syn := slices.ContainsFunc(rr.Answers, pfx.Contains)
+			if !syn {
+				assert.Nil(t, rr.AnswersMapped, "%s on %s", rr.Domain, rr.Path)
+				continue
+			}
+			mapped++
+			require.Equal(t, "wwan0", rr.Path, rr.Domain)
+			require.Len(t, rr.AnswersMapped, len(rr.Answers), rr.Domain)
+			for i, a := range rr.Answers {
+				want := a
+				if pfx.Contains(a) {
+					want, _ = probe.Extract4(a, 96)
+				}
+				assert.Equal(t, want, rr.AnswersMapped[i], "%s answer %d", rr.Domain, i)
+			}
+			continue
+		}
 		if p.Type != "probe" {
 			continue
 		}
@@ -100,11 +146,17 @@ func TestLabSurveyNAT64(t *testing.T) {
 		}
 		e := math.Abs(p.Median - rtt)
 		errs = append(errs, e)
-		assert.LessOrEqual(t, e, 2.0, "median RTT of %s via NAT64 %.3f ms, truth %.3f ms", p.Address, p.Median, rtt)
+		if e > 2 {
+			problems = append(problems, fmt.Sprintf("median RTT of %s via NAT64 %.3f ms, truth %.3f ms", p.Address, p.Median, rtt))
+		}
 	}
 	require.Greater(t, len(errs), 10, "responsive via-nat64 targets")
-	t.Logf("%d targets via NAT64, %d direct; via-nat64 |median-truth| p50 %.3f ms, max %.3f ms", via, direct, percentile(errs, 50), percentile(errs, 100))
-	assert.LessOrEqual(t, percentile(errs, 50), 1.0)
+	require.Positive(t, mapped, "domains with synthesized AAAA on wwan0")
+	t.Logf("%d domains with synthesized AAAA; %d targets via NAT64, %d direct; via-nat64 |median-truth| p50 %.3f ms, max %.3f ms", mapped, via, direct, percentile(errs, 50), percentile(errs, 100))
+	if p50 := percentile(errs, 50); p50 > 1 {
+		problems = append(problems, fmt.Sprintf("via-nat64 median absolute RTT error %.3f ms > 1 ms", p50))
+	}
+	return problems
 }
 
 func percentile(xs []float64, p float64) float64 {

@@ -11,17 +11,22 @@ import (
 
 // ResolutionRecord is one "resolution" line: one domain on one path.
 type ResolutionRecord struct {
-	Type    string        `json:"type"` // "resolution"
-	Domain  string        `json:"domain"`
-	Rank    int           `json:"rank"`
-	Path    string        `json:"path"`
-	Status  string        `json:"status"`
-	Answers []netip.Addr  `json:"answers"`
-	CNAMEs  []string      `json:"cname_chain,omitempty"`
-	TimeMs  float64       `json:"time_ms"`
-	Queries []QueryResult `json:"queries"`
-	Bytes   int64         `json:"bytes"` // bytes sent for these queries, earlier tries of a lookup done again included (IP packets, estimated for TCP)
-	Valid   bool          `json:"valid"`
+	Type    string       `json:"type"` // "resolution"
+	Domain  string       `json:"domain"`
+	Rank    int          `json:"rank"`
+	Path    string       `json:"path"`
+	Status  string       `json:"status"`
+	Answers []netip.Addr `json:"answers"`
+	// AnswersMapped is Answers with the AAAA a DNS64 synthesized (inside
+	// the path's NAT64 prefix) replaced by the IPv4 they embed: the
+	// addresses the overlap and the cells count. Absent when no answer
+	// was synthesized.
+	AnswersMapped []netip.Addr  `json:"answers_mapped,omitempty"`
+	CNAMEs        []string      `json:"cname_chain,omitempty"`
+	TimeMs        float64       `json:"time_ms"`
+	Queries       []QueryResult `json:"queries"`
+	Bytes         int64         `json:"bytes"` // bytes sent for these queries, earlier tries of a lookup done again included (IP packets, estimated for TCP)
+	Valid         bool          `json:"valid"`
 }
 
 // QueryResult is one A or AAAA query, after retries.

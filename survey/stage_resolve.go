@@ -191,6 +191,11 @@ func (r *runner) resolvePath(ctx context.Context, name string, res *Resolver, st
 			r.mu.Lock()
 			r.status[name][d.i] = r.codes.code(d.rec.Status)
 			r.mu.Unlock()
+			if d.rec.Status == StatusNoError {
+				if m := r.unsynthesize(pi, d.rec.Answers); !slices.Equal(m, d.rec.Answers) {
+					d.rec.AnswersMapped = m
+				}
+			}
 			r.write(d.rec)
 			stage.add(1)
 			if d.rec.Status == StatusNoError {

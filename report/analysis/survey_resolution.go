@@ -24,7 +24,10 @@ type resolutionRecord struct {
 	Path    string   `json:"path"`
 	Status  string   `json:"status"`
 	Answers []string `json:"answers"`
-	Bytes   int64    `json:"bytes"`
+	// AnswersMapped: the answers with a DNS64's synthesized AAAA mapped to
+	// their IPv4 (the survey counts these; absent when none was).
+	AnswersMapped []string `json:"answers_mapped"`
+	Bytes         int64    `json:"bytes"`
 }
 
 type domainRes struct {
@@ -79,6 +82,9 @@ func (s *resolution) Add(rec Record) error {
 	d := domainRes{ok: r.Status == "NOERROR"}
 	if d.ok {
 		as := slices.Clone(r.Answers)
+		if len(r.AnswersMapped) > 0 {
+			as = slices.Clone(r.AnswersMapped)
+		}
 		sort.Strings(as)
 		as = slices.Compact(as)
 		h := fnv.New64a()

@@ -49,8 +49,21 @@ func surveyOf(t *testing.T, w *world.World, tr *world.Truth) ([]byte, map[string
 		sets[p] = map[netip.Addr]bool{}
 		for _, d := range tr.Domains {
 			r := d.Paths[p]
-			require.NoError(t, s.Write(survey.ResolutionRecord{Type: "resolution", Domain: d.Name, Rank: d.Rank, Path: p,
-				Status: r.Status, Answers: slices.Clone(r.Addrs), Valid: true}))
+			rec := survey.ResolutionRecord{Type: "resolution", Domain: d.Name, Rank: d.Rank, Path: p,
+				Status: r.Status, Answers: slices.Clone(r.Addrs), Valid: true}
+			if pfx, ok := tr.NAT64[p]; ok && r.Status == world.StatusNoError && !slices.ContainsFunc(r.Addrs, netip.Addr.Is6) {
+				// A DNS64 answers AAAA synthesized from the A records
+				// (RFC 6052 /96: the IPv4 in the last 4 bytes).
+				rec.AnswersMapped = slices.Clone(r.Addrs)
+				for _, a := range r.Addrs {
+					b := pfx.Addr().As16()
+					v := a.As4()
+					copy(b[12:], v[:])
+					rec.Answers = append(rec.Answers, netip.AddrFrom16(b))
+					rec.AnswersMapped = append(rec.AnswersMapped, a)
+				}
+			}
+			require.NoError(t, s.Write(rec))
 			if r.Status != world.StatusNoError {
 				continue
 			}
@@ -250,6 +263,14 @@ func TestSurveyTablesViaNAT64(t *testing.T) {
 		}
 	}
 	assert.Len(t, rtt.Rows, i)
+
+	// The overlap counts each synthesized AAAA as its IPv4, as the truth.
+	ov, _ := rep.Table("overlap")
+	require.Len(t, ov.Rows, 1)
+	o := tr.Summary.Overlap
+	assert.Equal(t, []string{o.PathA, o.PathB, fmt.Sprint(o.IPsPathA), fmt.Sprint(o.IPsPathB), fmt.Sprint(o.IPsCommon)}, ov.Rows[0][1:6])
+	assert.InDelta(t, o.OverlapPct, num(t, ov.Rows[0][6]), 0.005)
+	assert.InDelta(t, o.DomainsDifferPct, num(t, ov.Rows[0][8]), 0.005)
 
 	// The path table and the findings: the path behind the NAT64 leads,
 	// each of its cells says how many targets the translator reached.
