@@ -146,6 +146,7 @@ type Conn struct {
 	packetsSent uint64
 	packetsLost uint64
 	ptos        uint64
+	speedUps    int // early Initial CRYPTO resends (RFC 9002 §6.2.3)
 
 	peerParams        TransportParameters
 	haveParams        bool
@@ -599,6 +600,9 @@ func (c *Conn) handlePacket(h Header, pkt []byte, now time.Time, replay bool) *p
 	if ks.open == nil && !early {
 		if len(ks.buffered) < maxBufferedPkts && !replay {
 			ks.buffered = append(ks.buffered, append(append(make([]byte, 0, len(pkt)+1), pkt...), c.rxECN))
+			if c.isClient && si == spaceHandshake {
+				c.speedUp() // the server's Initial with its keys was lost
+			}
 		}
 		return nil
 	}
@@ -805,6 +809,9 @@ func (c *Conn) handleFrame(sp *pnSpace, f Frame, now time.Time) error {
 	case CryptoFrame:
 		if sp.kind == spaceApp {
 			sp = c.spaces[spaceApp] // one CRYPTO stream for every path
+		}
+		if !c.isClient && sp.kind == spaceInitial && f.Offset+uint64(len(f.Data)) <= sp.cryptoIn.contiguous() {
+			c.speedUp() // the client sent its Initial again: ours was lost
 		}
 		if f.Offset+uint64(len(f.Data)) > sp.cryptoIn.contiguous()+64<<10 {
 			return transportErr(CryptoBufferExceeded, FrameCrypto, "crypto data %d bytes ahead", f.Offset-sp.cryptoIn.contiguous())
@@ -1306,6 +1313,30 @@ func (c *Conn) lossDetectionTimer() (time.Time, *pnSpace, bool) {
 		}
 	}
 	return pto, psp, true
+}
+
+// maxSpeedUps bounds the early resends of a connection's Initial CRYPTO
+// data (§6.2.3 asks for a limited number).
+const maxSpeedUps = 2
+
+// speedUp resends this side's unacknowledged Initial CRYPTO data now,
+// not at the PTO (RFC 9002 §6.2.3), when the peer's packets say it was
+// lost: a server receives the client's CRYPTO data again, a client
+// receives Handshake packets before it has their keys. Under heavy loss
+// the PTO has backed off to seconds by then (1, 2, 4, 8 s...), and the
+// handshake timeout is near. Sending stays within the amplification
+// limit (buildDatagram).
+func (c *Conn) speedUp() {
+	sp := c.spaces[spaceInitial]
+	if c.speedUps >= maxSpeedUps || sp.discarded || !sp.AckElicitingInFlight() {
+		return
+	}
+	c.speedUps++
+	for _, p := range sp.Sent {
+		if p.AckEliciting {
+			c.requeue(sp, p)
+		}
+	}
 }
 
 func (c *Conn) onLossTimer(now time.Time) {

@@ -1,5 +1,7 @@
 package mpquic
 
+import "github.com/mptester/mptester/mpquic/internal/recovery"
+
 // maxAckRanges is the most ranges an ACK frame carries.
 const maxAckRanges = 64
 
@@ -23,3 +25,13 @@ const (
 	sfMaxPathID
 	sfMaxStreamsUni
 )
+
+// hasCrypto says whether a sent packet carried CRYPTO data.
+func hasCrypto(p *recovery.SentPacket) bool {
+	for _, f := range p.Frames {
+		if f.Kind == sfCrypto {
+			return true
+		}
+	}
+	return false
+}

@@ -341,6 +341,14 @@ func (c *Conn) sealPlan(now time.Time, p *path, pl *plan, buf []byte) ([]byte, *
 	p.cc.OnPaced(sent.Size)
 	if sp.probe > 0 {
 		sp.probe--
+		// A handshake space whose first probe took all the CRYPTO data
+		// left to send puts it in the second probe too (RFC 9002 §6.2.4
+		// allows copies), not a PING: under loss either datagram arriving
+		// completes the flight, where a lost data probe cost a whole
+		// doubled PTO period.
+		if sp.probe > 0 && sp.kind != spaceApp && !sp.crypto.pending() && hasCrypto(sent) {
+			c.requeue(sp, sent)
+		}
 	}
 	return buf, sent
 }
