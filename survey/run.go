@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"net/netip"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -150,6 +151,7 @@ type runner struct {
 	resolvedCh chan struct{}
 	probeStage *stageProgress
 	skipped    map[skipKey]int
+	synthDoms  []int // per path, domains with a synthesized AAAA; guarded by mu
 	bytes      map[string]*atomic.Int64
 	watch      *watcher
 	prog       *progress
@@ -179,7 +181,7 @@ func Run(ctx context.Context, cfg Config, out *report.Stream) (Summary, error) {
 		status: map[string][]uint8{}, results: map[string]map[netip.Addr]TargetResult{},
 		queue: newTargetQueue(), resolvedCh: make(chan struct{}),
 		skipped: map[skipKey]int{}, bytes: map[string]*atomic.Int64{}, watch: newWatcher(),
-		lim: NewLimiter(cfg.Rate, cfg.Burst), addrs: newAddrIndex(len(cfg.Paths))}
+		lim: NewLimiter(cfg.Rate, cfg.Burst), addrs: newAddrIndex(len(cfg.Paths)), synthDoms: make([]int, len(cfg.Paths))}
 	r.held = newHeldStore(testNoSpill)
 	for _, p := range cfg.Paths {
 		r.names = append(r.names, p.Name)
@@ -304,6 +306,7 @@ func (r *runner) summary(resolvers map[string]*Resolver) Summary {
 	s := computeSummary(in)
 	for i := range s.Resolution {
 		s.Resolution[i].NAT64Prefix = r.cfg.Policy.NAT64[s.Resolution[i].Path]
+		s.Resolution[i].Synthesized = r.synthDoms[slices.Index(r.names, s.Resolution[i].Path)]
 	}
 	s.BytesSent = map[string]int64{}
 	for _, n := range r.names {

@@ -75,9 +75,14 @@ type heldRecord struct {
 // addResolved indexes the addresses domain di resolved to on path rpi and
 // queues the targets they create.
 func (r *runner) addResolved(rpi, di int, addrs []netip.Addr) {
-	addrs = r.unsynthesize(rpi, addrs)
+	mapped := r.unsynthesize(rpi, addrs)
+	synth := !slices.Equal(mapped, addrs)
+	addrs = mapped
 	var queue []queuedTarget
 	r.mu.Lock()
+	if synth {
+		r.synthDoms[rpi]++
+	}
 	for j, a := range addrs {
 		if slices.Contains(addrs[:j], a) {
 			continue // listed twice in one answer

@@ -59,6 +59,9 @@ type PathResolution struct {
 	Resolved    int            `json:"resolved"`
 	Failed      int            `json:"failed"`
 	ByStatus    map[string]int `json:"by_status"`
+	// Synthesized counts the resolved domains whose answers held a
+	// synthesized AAAA (each counted as its IPv4).
+	Synthesized int `json:"domains_synthesized,omitempty"`
 }
 
 // Overlap compares the address sets of the first two paths (004 §III: 58.74%).

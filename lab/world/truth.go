@@ -147,8 +147,19 @@ func (w *World) Truth(opt ExpectOptions) (*Truth, error) {
 		_, ok := opt.NAT64[probe]
 		return ok && a.Is4()
 	})
-	for i := range t.Summary.Resolution {
-		t.Summary.Resolution[i].NAT64Prefix = opt.NAT64[t.Summary.Resolution[i].Path]
+	for pi, p := range paths {
+		pr := &t.Summary.Resolution[pi]
+		if pr.NAT64Prefix = opt.NAT64[p]; !pr.NAT64Prefix.IsValid() {
+			continue
+		}
+		// The DNS64 synthesizes AAAA for a name with A records and none
+		// of its own (RFC 6147 §5.1).
+		for di := range w.Domains {
+			v := w.Domains[di].View(p)
+			if res[pi][di].Status == StatusNoError && len(v.A) > 0 && len(v.AAAA) == 0 {
+				pr.Synthesized++
+			}
+		}
 	}
 	return t, nil
 }
