@@ -9,9 +9,27 @@ import (
 
 	"github.com/mptester/mptester/internal/certs"
 	"github.com/mptester/mptester/lab"
+	"github.com/mptester/mptester/lab/labtest"
 	"github.com/mptester/mptester/patterns/transport"
 	"github.com/mptester/mptester/probe"
 )
+
+// startECNLab is a rated lab (10 Mbit/s paths) whose emulator bleaches
+// the ECN field on wlan0 and marks every 20th ECN-capable packet CE on
+// wwan0, both ways.
+func startECNLab(t *testing.T, seed int64) (*labtest.Lab, bool) {
+	l, ok := startRatedLab(t, seed, 10)
+	if !ok {
+		return l, false
+	}
+	l.Set(t, "wlan0", "ecn=bleach")
+	l.Set(t, "wwan0", "ecn=ce/20")
+	t.Cleanup(func() {
+		l.Set(t, "wlan0", "ecn=off")
+		l.Set(t, "wwan0", "ecn=off")
+	})
+	return l, true
+}
 
 // TestLabMPQUICECN: the emulator bleaches the ECN field on wlan0 and marks
 // every 20th ECN-capable packet CE on wwan0, both ways; iperf over mpquic
@@ -24,14 +42,10 @@ import (
 // reported yet (every 20th of the record's ect_unreported, +2 per
 // connection).
 func TestLabMPQUICECN(t *testing.T) {
-	l, ok := startRatedLab(t, 14, 10)
+	l, ok := startECNLab(t, 14)
 	if !ok {
 		return
 	}
-	l.Set(t, "wlan0", "ecn=bleach")
-	l.Set(t, "wwan0", "ecn=ce/20")
-	defer l.Set(t, "wlan0", "ecn=off")
-	defer l.Set(t, "wwan0", "ecn=off")
 	before := l.Status(t)
 	_, _, rec := mpquicIperf(t, l, true, 3*time.Second)
 	after := l.Status(t)
@@ -118,14 +132,10 @@ func TestLabMPQUICECN(t *testing.T) {
 // client's last packets, whose ACKs may not have arrived: 5 per
 // connection).
 func TestLabQUICECN(t *testing.T) {
-	l, ok := startRatedLab(t, 15, 10)
+	l, ok := startECNLab(t, 15)
 	if !ok {
 		return
 	}
-	l.Set(t, "wlan0", "ecn=bleach")
-	l.Set(t, "wwan0", "ecn=ce/20")
-	defer l.Set(t, "wlan0", "ecn=off")
-	defer l.Set(t, "wwan0", "ecn=off")
 	tlsCfg, _ := certs.ClientTLS("", "", true)
 	for _, name := range lab.PathNames {
 		before := l.Status(t)

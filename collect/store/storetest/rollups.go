@@ -116,6 +116,18 @@ func newRollupFleet(now time.Time) rollupFleet {
 	return f
 }
 
+// store enrols the fleet's probes and stores its runs (not derived).
+func (f rollupFleet) store(t *testing.T, s store.Store) {
+	ctx := context.Background()
+	for _, p := range []string{"pi0", "pi1", "pi2"} {
+		require.NoError(t, s.AddProbe(ctx, p, "h"+p, f.runs[0].StartedAt))
+	}
+	for _, r := range f.runs {
+		_, _, err := s.PutRun(ctx, r, store.Report{})
+		require.NoError(t, err)
+	}
+}
+
 // rollupWant is the suite's own recomputation from the derived rows: the
 // counts, and every figure's values, per row key.
 type rollupWant struct {
@@ -268,13 +280,7 @@ func runRollups(t *testing.T, s store.Store) {
 	defer s.Close()
 	now := time.Now().UTC()
 	f := newRollupFleet(now)
-	for _, p := range []string{"pi0", "pi1", "pi2"} {
-		require.NoError(t, s.AddProbe(ctx, p, "h"+p, f.runs[0].StartedAt))
-	}
-	for _, r := range f.runs {
-		_, _, err := s.PutRun(ctx, r, store.Report{})
-		require.NoError(t, err)
-	}
+	f.store(t, s)
 	// Derived concurrently (replicas on PostgreSQL): rows of one
 	// probe-day are shared by many runs.
 	var wg sync.WaitGroup
@@ -372,12 +378,8 @@ func runRollupsQuarantine(t *testing.T, s store.Store) {
 	defer s.Close()
 	now := time.Now().UTC()
 	f := newRollupFleet(now)
-	for _, p := range []string{"pi0", "pi1", "pi2"} {
-		require.NoError(t, s.AddProbe(ctx, p, "h"+p, f.runs[0].StartedAt))
-	}
+	f.store(t, s)
 	for _, r := range f.runs {
-		_, _, err := s.PutRun(ctx, r, store.Report{})
-		require.NoError(t, err)
 		require.NoError(t, s.PutDerived(ctx, r.RunID, f.der[r.RunID]))
 	}
 	// pi1's first run of the first day (three more of pi1 that day: two
