@@ -50,7 +50,7 @@ func TestLabSurveyNAT64(t *testing.T) {
 	require.Equal(t, map[string]netip.Prefix{"wwan0": pfx}, cfg.Policy.NAT64, "RFC 7050 discovery per path")
 
 	for attempt := 1; ; attempt++ {
-		problems := surveyNAT64Once(t, cfg, &truth, pfx)
+		problems := surveyNAT64Once(t, l, cfg, &truth, pfx)
 		if len(problems) == 0 {
 			return
 		}
@@ -67,8 +67,11 @@ func TestLabSurveyNAT64(t *testing.T) {
 
 // surveyNAT64Once runs the survey, asserts every count and status, and
 // returns the RTT tolerance violations.
-func surveyNAT64Once(t *testing.T, cfg Config, truth *world.Truth, pfx netip.Prefix) []string {
+func surveyNAT64Once(t *testing.T, l *labtest.Lab, cfg Config, truth *world.Truth, pfx netip.Prefix) []string {
+	before := upBytes(t, l)
 	got, out := runLab(t, cfg)
+	// bytes_sent counts the probes at their synthesized (IPv6) size.
+	assertBytesSent(t, cfg.Method, got, before, upBytes(t, l))
 	dns64Timeouts(t, truth.Summary, &got)
 	assertCountsMatch(t, truth.Summary, got)
 	viaCells := 0
