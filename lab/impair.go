@@ -22,10 +22,16 @@ import (
 //	v6=blackhole|ok                 IPv6 addresses and routes stay, nothing is delivered
 //	pmtu=1280,icmp=drop | pmtu=off  drop packets over 1280 bytes both ways, no ICMP
 //	quic-interfere=443|off          drop each UDP flow to 443 after its first packets
+//	portal|portal=off               a captive portal: every name resolves to the
+//	                                portal, HTTP answers 302 to its login page,
+//	                                HTTPS fails verification, nothing else passes
 //	nat64                           (lab up only) IPv6-only path behind a stateful
 //	                                NAT64 (tayga) with a DNS64 resolver (unbound)
+//	cgnat                           (lab up only) the path's IPv4 address is in
+//	                                100.64.0.0/10 behind a stateful NAT (nftables)
 type Impair struct {
 	NAT64       bool       `json:"nat64,omitempty"`
+	CGNAT       bool       `json:"cgnat,omitempty"`
 	Block       []PortRule `json:"block,omitempty"`
 	Strip       string     `json:"strip,omitempty"`
 	V6Blackhole bool       `json:"v6_blackhole,omitempty"`
@@ -33,7 +39,8 @@ type Impair struct {
 	ICMPDrop    bool       `json:"icmp_drop,omitempty"`
 	// QUICInterfere: UDP flows to this port are cut after their first
 	// QUICInterfereAfter packets (0: none).
-	QUICInterfere int `json:"quic_interfere,omitempty"`
+	QUICInterfere int  `json:"quic_interfere,omitempty"`
+	Portal        bool `json:"portal,omitempty"`
 }
 
 // QUICInterfereAfter is how many packets of a UDP flow a quic-interfere
@@ -53,23 +60,28 @@ func (r PortRule) String() string { return r.Proto + "/" + strconv.Itoa(r.Port) 
 // ImpairChange edits an Impair; nil fields are left unchanged.
 type ImpairChange struct {
 	NAT64         *bool
+	CGNAT         *bool
 	Block         *[]PortRule
 	Strip         *string
 	V6Blackhole   *bool
 	PMTU          *int
 	ICMPDrop      *bool
 	QUICInterfere *int
+	Portal        *bool
 }
 
 // IsZero reports whether c changes nothing.
 func (c ImpairChange) IsZero() bool {
-	return c.NAT64 == nil && c.Block == nil && c.Strip == nil && c.V6Blackhole == nil && c.PMTU == nil && c.ICMPDrop == nil && c.QUICInterfere == nil
+	return c.NAT64 == nil && c.CGNAT == nil && c.Block == nil && c.Strip == nil && c.V6Blackhole == nil && c.PMTU == nil && c.ICMPDrop == nil && c.QUICInterfere == nil && c.Portal == nil
 }
 
 // Apply returns i with c applied, checked as a whole.
 func (i Impair) Apply(c ImpairChange) (Impair, error) {
 	if c.NAT64 != nil {
 		i.NAT64 = *c.NAT64
+	}
+	if c.CGNAT != nil {
+		i.CGNAT = *c.CGNAT
 	}
 	if c.Block != nil {
 		i.Block = slices.Clone(*c.Block)
@@ -89,6 +101,9 @@ func (i Impair) Apply(c ImpairChange) (Impair, error) {
 	if c.QUICInterfere != nil {
 		i.QUICInterfere = *c.QUICInterfere
 	}
+	if c.Portal != nil {
+		i.Portal = *c.Portal
+	}
 	// The emulator drops oversized packets but sends no Packet Too Big:
 	// only the black hole is planted, and the setting must say so.
 	if i.PMTU > 0 && !i.ICMPDrop {
@@ -96,6 +111,9 @@ func (i Impair) Apply(c ImpairChange) (Impair, error) {
 	}
 	if i.ICMPDrop && i.PMTU == 0 {
 		return i, fmt.Errorf("icmp=drop only goes with pmtu=N (a path-MTU black hole)")
+	}
+	if i.NAT64 && i.CGNAT {
+		return i, fmt.Errorf("nat64 and cgnat exclude each other: a nat64 path has no IPv4 address to put behind a CGNAT")
 	}
 	return i, nil
 }
@@ -105,6 +123,9 @@ func (i Impair) Settings() []string {
 	var s []string
 	if i.NAT64 {
 		s = append(s, "nat64")
+	}
+	if i.CGNAT {
+		s = append(s, "cgnat")
 	}
 	if len(i.Block) > 0 {
 		var r []string
@@ -125,6 +146,9 @@ func (i Impair) Settings() []string {
 	if i.QUICInterfere > 0 {
 		s = append(s, fmt.Sprintf("quic-interfere=%d", i.QUICInterfere))
 	}
+	if i.Portal {
+		s = append(s, "portal")
+	}
 	return s
 }
 
@@ -136,13 +160,23 @@ type ImpairmentTruth struct {
 	Setting string `json:"setting"` // as lab set takes it, e.g. block=udp/443
 	Where   string `json:"where"`
 	// Prefix is a NAT64 path's translator prefix (RFC 6052).
-	Prefix string    `json:"prefix,omitempty"`
-	Since  time.Time `json:"since"`
+	Prefix string `json:"prefix,omitempty"`
+	// A cgnat path's client address (100.64.0.0/10), the NAT's public
+	// address servers see, and the cellular core server reachable only
+	// from that path.
+	Address string    `json:"address,omitempty"`
+	Public  string    `json:"public,omitempty"`
+	Core    string    `json:"core,omitempty"`
+	Since   time.Time `json:"since"`
 }
 
 // impairKeys are the settings keys that are impairments, not the
 // emulator's parameters.
-var impairKeys = map[string]bool{"block": true, "strip": true, "v6": true, "pmtu": true, "icmp": true, "quic-interfere": true}
+var impairKeys = map[string]bool{"block": true, "strip": true, "v6": true, "pmtu": true, "icmp": true, "quic-interfere": true, "portal": true}
+
+// buildKeys are the bare settings that say how a path is built (lab up
+// only).
+var buildKeys = map[string]bool{"nat64": true, "cgnat": true}
 
 // ParseSettings splits settings tokens into the emulator's change and the
 // impairments' (each argument may hold several space-separated tokens;
@@ -153,9 +187,18 @@ func ParseSettings(args []string) (emu.Change, ImpairChange, error) {
 	for _, arg := range args {
 		for _, tok := range strings.Fields(arg) {
 			key, _, _ := strings.Cut(strings.ToLower(tok), "=")
-			if key == "nat64" && !strings.Contains(tok, "=") {
+			if buildKeys[key] && !strings.Contains(tok, "=") {
 				t := true
-				ic.NAT64 = &t
+				if key == "nat64" {
+					ic.NAT64 = &t
+				} else {
+					ic.CGNAT = &t
+				}
+				continue
+			}
+			if key == "portal" && !strings.Contains(tok, "=") {
+				t := true
+				ic.Portal = &t
 				continue
 			}
 			if !impairKeys[key] {
@@ -249,6 +292,16 @@ func (c *ImpairChange) parseToken(tok string) error {
 			}
 		}
 		c.QUICInterfere = &n
+	case "portal":
+		var b bool
+		switch val {
+		case "on":
+			b = true
+		case "off":
+		default:
+			return fmt.Errorf("want portal, portal=on or portal=off")
+		}
+		c.Portal = &b
 	case "icmp":
 		var b bool
 		switch val {
@@ -289,12 +342,22 @@ func nftRuleset(p PathPlan, i Impair) (string, bool) {
 	for _, b := range i.Block {
 		in = append(in, fmt.Sprintf("%smeta l4proto %s th dport %d counter drop", iif, b.Proto, b.Port))
 	}
+	var nat []string
+	if i.Portal {
+		// A captive portal before login: the path's DNS answers the portal
+		// (world.Portal), TCP 80 and 443 to anywhere land on the portal's
+		// servers, everything else but DNS is dropped.
+		pre = append(pre, iif+"meta l4proto udp udp dport != 53 counter drop",
+			iif+"meta l4proto tcp tcp dport != { 53, 80, 443 } counter drop")
+		nat = append(nat, fmt.Sprintf("%stcp dport 80 counter redirect to :%d", iif, PortPortalHTTP),
+			fmt.Sprintf("%stcp dport 443 counter redirect to :%d", iif, PortPortalHTTPS))
+	}
 	if i.QUICInterfere > 0 {
 		// Conntrack's per-flow packet count (an nft rule reading it turns
 		// the namespace's conntrack accounting on).
 		in = append(in, fmt.Sprintf("%sudp dport %d ct original packets > %d counter drop", iif, i.QUICInterfere, QUICInterfereAfter))
 	}
-	if len(pre)+len(in)+len(out) == 0 {
+	if len(pre)+len(in)+len(out)+len(nat) == 0 {
 		return "", false
 	}
 	t := nftTable(p)
@@ -303,14 +366,14 @@ func nftRuleset(p PathPlan, i Impair) (string, bool) {
 	// exists; the whole script is one transaction.
 	fmt.Fprintf(&s, "table inet %s {}\ndelete table inet %s\ntable inet %s {\n", t, t, t)
 	for _, c := range []struct {
-		name, hook string
-		prio       int
-		rules      []string
-	}{{"pre", "prerouting", -300, pre}, {"in", "input", 0, in}, {"out", "output", -300, out}} {
+		name, typ, hook string
+		prio            int
+		rules           []string
+	}{{"pre", "filter", "prerouting", -300, pre}, {"portal", "nat", "prerouting", -100, nat}, {"in", "filter", "input", 0, in}, {"out", "filter", "output", -300, out}} {
 		if len(c.rules) == 0 {
 			continue
 		}
-		fmt.Fprintf(&s, "\tchain %s {\n\t\ttype filter hook %s priority %d; policy accept;\n", c.name, c.hook, c.prio)
+		fmt.Fprintf(&s, "\tchain %s {\n\t\ttype %s hook %s priority %d; policy accept;\n", c.name, c.typ, c.hook, c.prio)
 		for _, r := range c.rules {
 			fmt.Fprintf(&s, "\t\t%s\n", r)
 		}
@@ -339,11 +402,20 @@ func impairTruth(p PathPlan, ns string, i Impair, prev []ImpairmentTruth, now ti
 			t.Where = fmt.Sprintf("emulator of path %s: packets over %d bytes dropped both ways, no ICMP", p.Name, i.PMTU)
 		case "quic-interfere":
 			t.Where = nft + fmt.Sprintf(", chain in: every UDP flow from %s to port %d dropped after its first %d packets (conntrack's count)", p.Router, i.QUICInterfere, QUICInterfereAfter)
+		case "portal":
+			t.Address = PortalAddr4.String() + " " + PortalAddr6.String()
+			t.Where = nft + fmt.Sprintf(", chains pre and portal: TCP 80/443 from %s redirected to the portal's HTTP :%d (302 to its login page) and HTTPS :%d (a certificate for %s only), other traffic but DNS dropped; the path's DNS answers every name with the portal's addresses",
+				p.Router, PortPortalHTTP, PortPortalHTTPS, PortalName)
 		case "nat64":
 			n := NAT64Of(p.Name)
 			t.Prefix = n.Prefix.String()
 			t.Where = fmt.Sprintf("tayga (stateful NAT64, pool %s) on TUN %s and unbound (DNS64) on [%s]:53 in namespace %s; the client's %s has no IPv4",
 				n.Pool, n.TUN, p.Resolv6, ns, p.Name)
+		case "cgnat":
+			c := CGNATOf(p.Name)
+			t.Address, t.Public, t.Core = c.Client4.String(), c.Public.String(), c.Core.String()
+			t.Where = fmt.Sprintf("nftables table ip %s in namespace %s: %s's %s translated to %s (nat input), no new connection towards %s (filter output), %s served only to %s",
+				cgnatTable(p.Name), ns, p.Name, c.Subnet4, c.Public, c.Subnet4, c.Core, p.Router)
 		}
 		for _, o := range prev {
 			if o.Path == t.Path && o.Setting == t.Setting {
@@ -399,6 +471,9 @@ func ParseTimeline(r io.Reader) ([]emu.Event, error) {
 			}
 			return false, nil // the emulator's: it says what is wrong
 		}
+		if ic.NAT64 != nil || ic.CGNAT != nil {
+			return false, fmt.Errorf("%s is how a path is built (lab up --PATH %s), not a timeline step", tok, tok)
+		}
 		return !ic.IsZero(), nil
 	})
 }
@@ -406,7 +481,7 @@ func ParseTimeline(r io.Reader) ([]emu.Event, error) {
 // isImpairToken reports whether tok's key is an impairment's.
 func isImpairToken(tok string) bool {
 	key, _, _ := strings.Cut(strings.ToLower(tok), "=")
-	return impairKeys[key] || (key == "nat64" && !strings.Contains(tok, "="))
+	return impairKeys[key] || (buildKeys[key] && !strings.Contains(tok, "="))
 }
 
 // ParseImpairSetting reads one whole impairment setting of a path
@@ -422,10 +497,10 @@ func ParseImpairSetting(s string) (ImpairChange, error) {
 			return ImpairChange{}, err
 		}
 		if c != (emu.Change{}) {
-			return ImpairChange{}, fmt.Errorf("%q: only impairments here (block, strip, v6, pmtu, icmp, quic-interfere), not emulator parameters", s)
+			return ImpairChange{}, fmt.Errorf("%q: only impairments here (block, strip, v6, pmtu, icmp, quic-interfere, portal), not emulator parameters", s)
 		}
-		if parsed.NAT64 != nil {
-			return ImpairChange{}, fmt.Errorf("%q: nat64 is how a path is built (lab up --PATH nat64), not a per-cell setting", s)
+		if parsed.NAT64 != nil || parsed.CGNAT != nil {
+			return ImpairChange{}, fmt.Errorf("%q: nat64 and cgnat are how a path is built (lab up --PATH nat64|cgnat), not a per-cell setting", s)
 		}
 		ic = parsed
 	}
@@ -447,6 +522,9 @@ func ParseImpairSetting(s string) (ImpairChange, error) {
 	}
 	if ic.QUICInterfere == nil {
 		ic.QUICInterfere = &zero
+	}
+	if ic.Portal == nil {
+		ic.Portal = &off
 	}
 	if _, err := (Impair{}).Apply(ic); err != nil {
 		return ImpairChange{}, fmt.Errorf("%q: %w", s, err)

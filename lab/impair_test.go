@@ -1,6 +1,7 @@
 package lab
 
 import (
+	"fmt"
 	"os/exec"
 	"slices"
 	"strings"
@@ -93,5 +94,69 @@ func TestParseTimelineImpairments(t *testing.T) {
 		if _, err := ParseTimeline(strings.NewReader(bad)); err == nil || !strings.Contains(err.Error(), "line 1") {
 			t.Errorf("%q: error %v, want one naming line 1", bad, err)
 		}
+	}
+}
+
+// cgnat is a bare build setting like nat64; the two exclude each other,
+// and a sweep cell cannot set it.
+func TestParseCGNAT(t *testing.T) {
+	_, ic, err := ParseSettings([]string{"cgnat delay=5ms"})
+	if err != nil || ic.CGNAT == nil || !*ic.CGNAT {
+		t.Fatalf("cgnat: %+v, %v", ic, err)
+	}
+	im, err := Impair{}.Apply(ic)
+	if err != nil || !slices.Equal(im.Settings(), []string{"cgnat"}) {
+		t.Errorf("settings %q, %v; want cgnat", im.Settings(), err)
+	}
+	_, both, _ := ParseSettings([]string{"nat64 cgnat"})
+	if _, err := (Impair{}).Apply(both); err == nil {
+		t.Error("nat64 with cgnat: no error")
+	}
+	if _, err := ParseImpairSetting("cgnat"); err == nil {
+		t.Error("sweep cell cgnat: no error")
+	}
+	if _, err := ParseTimeline(strings.NewReader("t=1s wwan0 cgnat\n")); err == nil {
+		t.Error("timeline step cgnat: no error")
+	}
+	if _, err := exec.LookPath("nft"); err != nil {
+		t.Skip("nft not installed: syntax not checked")
+	}
+	p, _ := Plan("wwan0")
+	cmd := exec.Command("nft", "-c", "-f", "-")
+	cmd.Stdin = strings.NewReader(cgnatRuleset(p))
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Errorf("nft -c: %v: %s\n%s", err, out, cgnatRuleset(p))
+	}
+}
+
+func TestParsePortal(t *testing.T) {
+	for _, tok := range []string{"portal", "portal=on"} {
+		_, ic, err := ParseSettings([]string{tok})
+		if err != nil || ic.Portal == nil || !*ic.Portal {
+			t.Errorf("%s: %+v, %v", tok, ic, err)
+		}
+	}
+	_, off, err := ParseSettings([]string{"portal=off"})
+	if err != nil || off.Portal == nil || *off.Portal {
+		t.Errorf("portal=off: %+v, %v", off, err)
+	}
+	if _, _, err := ParseSettings([]string{"portal=maybe"}); err == nil {
+		t.Error("portal=maybe: no error")
+	}
+	if ic, err := ParseImpairSetting("block=udp/443"); err != nil || ic.Portal == nil || *ic.Portal {
+		t.Errorf("a sweep cell without portal does not clear it: %+v, %v", ic, err)
+	}
+	p, _ := Plan("wlan0")
+	s, ok := nftRuleset(p, Impair{Portal: true})
+	if !ok || !strings.Contains(s, "type nat hook prerouting") || !strings.Contains(s, fmt.Sprintf("tcp dport 443 counter redirect to :%d", PortPortalHTTPS)) {
+		t.Fatalf("portal ruleset:\n%s", s)
+	}
+	if _, err := exec.LookPath("nft"); err != nil {
+		t.Skip("nft not installed: syntax not checked")
+	}
+	cmd := exec.Command("nft", "-c", "-f", "-")
+	cmd.Stdin = strings.NewReader(s)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Errorf("nft -c: %v: %s\n%s", err, out, s)
 	}
 }

@@ -75,7 +75,15 @@ var (
 	PublicPrefixes = []netip.Prefix{netip.MustParsePrefix("198.19.0.0/17"), netip.MustParsePrefix("fd00:ff::/64")}
 	// PrivatePrefixes are AnyIP target prefixes treated as private/reserved.
 	PrivatePrefixes = []netip.Prefix{netip.MustParsePrefix("198.19.128.0/17"), netip.MustParsePrefix("fd00:fe::/64")}
+	// PortalAddr4 and PortalAddr6 are the captive portal's addresses: a
+	// portal path's DNS answers them for every name.
+	PortalAddr4 = netip.MustParseAddr("198.18.199.1")
+	PortalAddr6 = netip.MustParseAddr("fd00:199::1")
 )
+
+// PortalName is the captive portal's host: its login page's and its
+// certificate's only name.
+const PortalName = "portal.lab"
 
 // Ports of the servers every lab runs in the Internet namespace, on every
 // address (test servers and AnyIP targets alike).
@@ -85,6 +93,11 @@ const (
 	PortSink  = 5001 // MPTCP/TCP: reads until EOF, then writes the byte count as 8 bytes big endian
 	PortSrc   = 5002 // MPTCP/TCP: reads an 8-byte big endian count N, writes N bytes, closes
 	PortEcho  = 7    // UDP echo, replying from the address it was reached on (AnyIP targets too)
+	// The captive portal's HTTP (302 to its login page) and HTTPS (a
+	// certificate for PortalName only); a portal path's TCP 80 and 443
+	// are redirected to them.
+	PortPortalHTTP  = 8180
+	PortPortalHTTPS = 8143
 )
 
 // Options of a lab.

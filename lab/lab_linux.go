@@ -17,6 +17,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -48,6 +49,8 @@ type Lab struct {
 	impMu    sync.Mutex // serialises Impair
 	impair   map[string]Impair
 	impTruth []ImpairmentTruth // guarded by mu
+	// portal: the path's DNS answers the captive portal (world.Portal).
+	portal map[string]*atomic.Bool
 }
 
 // Up builds a lab: namespaces, emulated paths, routing, MPTCP, the
@@ -81,7 +84,10 @@ func Up(ctx context.Context, opts Options) (_ *Lab, err error) {
 	}
 	lctx, cancel := context.WithCancel(context.Background())
 	l := &Lab{opts: opts, log: opts.Logger, started: time.Now(), ctx: lctx, cancel: cancel,
-		links: map[string]*emu.Link{}, impair: map[string]Impair{}}
+		links: map[string]*emu.Link{}, impair: map[string]Impair{}, portal: map[string]*atomic.Bool{}}
+	for _, n := range PathNames {
+		l.portal[n] = new(atomic.Bool)
+	}
 	l.info = l.buildInfo()
 	defer func() {
 		if err != nil {
@@ -97,6 +103,9 @@ func Up(ctx context.Context, opts Options) (_ *Lab, err error) {
 		return nil, err
 	}
 	if err := l.startServers(); err != nil {
+		return nil, err
+	}
+	if err := l.startPortal(); err != nil {
 		return nil, err
 	}
 	for _, name := range PathNames {
@@ -134,7 +143,7 @@ func (l *Lab) buildInfo() Info {
 		CellBackup: l.opts.CellBackup, WorldSeed: l.opts.WorldSeed, Domains: l.opts.Domains,
 		Files: FilesIn(l.opts.Dir)}
 	for _, n := range PathNames {
-		p, _ := Plan(n)
+		p := l.opts.plan(n)
 		i.Paths = append(i.Paths, p)
 		i.Resolvers[n] = []string{p.Resolv4.String(), p.Resolv6.String()}
 		if l.opts.nat64Paths()[n] {
@@ -215,9 +224,9 @@ func (l *Lab) topology(ctx context.Context) error {
 	var cl, il []string
 	cl = append(cl, "link set lo up")
 	il = append(il, "link set lo up")
-	v6only := l.opts.nat64Paths()
+	v6only, cgnat := l.opts.nat64Paths(), l.opts.cgnatPaths()
 	for _, name := range PathNames {
-		p, _ := Plan(name)
+		p := l.opts.plan(name)
 		tbl := fmt.Sprint(p.Table)
 		cl = append(cl, "link set "+p.Name+" up")
 		if !v6only[name] {
@@ -241,6 +250,15 @@ func (l *Lab) topology(ctx context.Context) error {
 			fmt.Sprintf("rule add from %s lookup %s pref %d", p.Client4, tbl, 1000+p.Table),
 			fmt.Sprintf("-6 rule add from %s lookup %s pref %d", p.Client6, tbl, 1000+p.Table),
 		)
+		if cgnat[name] {
+			// The NAT's public side keeps the usual plan's subnet (its
+			// public address is routed back over the path as before); the
+			// core server is on the Internet namespace's lo, fenced by
+			// cgnatRuleset.
+			pub, _ := Plan(name)
+			il = append(il, fmt.Sprintf("addr add %s/24 dev %s", pub.Gateway4, p.Router),
+				fmt.Sprintf("addr add %s/32 dev lo", CGNATOf(name).Core))
+		}
 		il = append(il,
 			"link set "+p.Router+" up",
 			fmt.Sprintf("addr add %s/24 dev %s", p.Gateway4, p.Router),
@@ -251,7 +269,9 @@ func (l *Lab) topology(ctx context.Context) error {
 	}
 	il = append(il,
 		fmt.Sprintf("addr add %s/32 dev lo", Server4),
-		fmt.Sprintf("addr add %s/128 dev lo nodad", Server6))
+		fmt.Sprintf("addr add %s/128 dev lo nodad", Server6),
+		fmt.Sprintf("addr add %s/32 dev lo", PortalAddr4),
+		fmt.Sprintf("addr add %s/128 dev lo nodad", PortalAddr6))
 	for _, pfx := range append(append([]netip.Prefix{}, PublicPrefixes...), PrivatePrefixes...) {
 		il = append(il, fmt.Sprintf("route add local %s dev lo", pfx))
 	}
@@ -265,7 +285,7 @@ func (l *Lab) topology(ctx context.Context) error {
 		if l.opts.CellBackup {
 			flags = "subflow backup"
 		}
-		w, _ := Plan("wwan0")
+		w := l.opts.plan("wwan0")
 		cl = append(cl, "mptcp limits set subflows 2 add_addr_accepted 2")
 		if !v6only["wwan0"] {
 			cl = append(cl, fmt.Sprintf("mptcp endpoint add %s dev wwan0 %s", w.Client4, flags))
@@ -276,7 +296,17 @@ func (l *Lab) topology(ctx context.Context) error {
 	if err := ipBatch(ctx, cns, cl); err != nil {
 		return err
 	}
-	return ipBatch(ctx, ins, il)
+	if err := ipBatch(ctx, ins, il); err != nil {
+		return err
+	}
+	for _, name := range PathNames {
+		if cgnat[name] {
+			if err := nft(ctx, ins, cgnatRuleset(l.opts.plan(name))); err != nil {
+				return fmt.Errorf("path %s: cgnat: %w", name, err)
+			}
+		}
+	}
+	return nil
 }
 
 // sysctls makes a namespace behave like a host with several uplinks: no
@@ -439,12 +469,13 @@ func (l *Lab) Impair(name string, c ImpairChange) error {
 	defer l.impMu.Unlock()
 	cur := l.impair[name]
 	cur.NAT64 = l.opts.nat64Paths()[name]
+	cur.CGNAT = l.opts.cgnatPaths()[name]
 	next, err := cur.Apply(c)
 	if err != nil {
 		return err
 	}
-	if next.NAT64 != cur.NAT64 {
-		return fmt.Errorf("nat64 is how a path is built: set it with lab up --%s nat64", name)
+	if next.NAT64 != cur.NAT64 || next.CGNAT != cur.CGNAT {
+		return fmt.Errorf("nat64 and cgnat are how a path is built: set them with lab up --%s nat64|cgnat", name)
 	}
 	ctx, cancel := context.WithTimeout(l.ctx, 10*time.Second)
 	defer cancel()
@@ -461,6 +492,7 @@ func (l *Lab) Impair(name string, c ImpairChange) error {
 		return err
 	}
 	l.links[name].SetMTU(next.PMTU)
+	l.portal[name].Store(next.Portal)
 	l.impair[name] = next
 	l.mu.Lock()
 	var keep []ImpairmentTruth

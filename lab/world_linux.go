@@ -135,7 +135,8 @@ func (l *Lab) startWorld(ctx context.Context) error {
 			l.Go(func(ctx context.Context) {
 				h, err := w.DNSHandler(name)
 				if err == nil {
-					err = world.ServeHandler(ctx, world.Static{Names: staticNames, Next: h}, udp, tcp)
+					h = world.Static{Names: staticNames, Next: h}
+					err = world.ServeHandler(ctx, world.Portal{On: l.portal[name].Load, Addrs: []netip.Addr{PortalAddr4, PortalAddr6}, Next: h}, udp, tcp)
 				}
 				if err != nil && ctx.Err() == nil {
 					l.log.Error("resolver stopped", "path", name, "addr", ap, "err", err)

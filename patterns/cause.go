@@ -1,9 +1,16 @@
 package patterns
 
 import (
+	"bufio"
 	"context"
+	"crypto/tls"
 	"fmt"
+	"io"
+	"net/http"
 	"net/netip"
+	"net/url"
+	"strings"
+	"syscall"
 	"time"
 
 	"github.com/mptester/mptester/patterns/transport"
@@ -35,7 +42,23 @@ const (
 	// CauseMPTCPNotOffered: no path negotiated MPTCP with the server.
 	// (Every path stripping the options looks the same.)
 	CauseMPTCPNotOffered = "mptcp-not-offered"
+	// CausePortal: a plain HTTP request to the server's address on port
+	// 80 over the path was answered by a redirect to another host or 511
+	// Network Authentication Required (RFC 6585 §6): a captive portal
+	// holds the path, whatever the test's own failure looked like.
+	CausePortal = "portal"
+	// CausePMTUBlackhole: a TLS handshake over TCP that never completed
+	// completes from the same path and family to the same server and port
+	// when the connection's MSS is clamped to diagnoseMSS (so every
+	// segment, the server's certificate flight too, is small): large
+	// packets vanish on the path and no ICMP says so (RFC 4821 §1).
+	CausePMTUBlackhole = "pmtu-blackhole"
 )
+
+// diagnoseMSS is the clamped MSS of the pmtu-blackhole check: IPv4's
+// default (RFC 879), under any path MTU the lab or a real access network
+// plants.
+const diagnoseMSS = 536
 
 // diagnoseTimeout bounds each diagnostic handshake.
 const diagnoseTimeout = 3 * time.Second
@@ -70,9 +93,17 @@ func (d *diagnoser) cause(ctx context.Context, t test, rec *Record) string {
 	}
 	// A handshake that never completed: quic-go reports its handshake
 	// timeout as a TLS error.
+	// A portal may also answer in the server's place (a client that does
+	// not verify the certificate meets its HTTP answers: protocol-error).
 	switch rec.Status {
-	case StatusConnectionTimeout, StatusTimeout, StatusUnreachable, StatusTLSError:
+	case StatusConnectionTimeout, StatusTimeout, StatusUnreachable, StatusTLSError, StatusProtocolError:
 	default:
+		return ""
+	}
+	if d.portal(ctx, t.path, t.family) {
+		return CausePortal
+	}
+	if rec.Status == StatusProtocolError {
 		return ""
 	}
 	port := rec.Config.Server.Port()
@@ -98,6 +129,9 @@ func (d *diagnoser) cause(ctx context.Context, t test, rec *Record) string {
 				return fmt.Sprintf("%s:%d", CauseUDPBlocked, port)
 			}
 		}
+	}
+	if desc.Network == "tcp" && t.transport == "tcp" && d.smallSegments(ctx, t, port) {
+		return CausePMTUBlackhole
 	}
 	if t.family == probe.Family6 {
 		if d.reaches(ctx, lis.Name, t, probe.Family4, port) {
@@ -222,4 +256,119 @@ func (d *diagnoser) mptcpNegotiates(ctx context.Context, p probe.Path, f probe.F
 	}
 	c.Close()
 	return c.Negotiated
+}
+
+// portal reports whether a captive portal answers plain HTTP on port 80
+// of the server's address over path p and family f (once per path and
+// family): 511, or a redirect whose Location names another host. The
+// request is half-closed so a server that answers nothing (a sink) ends
+// the check at once instead of at its deadline.
+func (d *diagnoser) portal(ctx context.Context, p probe.Path, f probe.Family) bool {
+	key := fmt.Sprintf("portal %s %d", p.Name, f)
+	if ok, done := d.seen[key]; done {
+		return ok
+	}
+	ok, detail := false, ""
+	if ip, has := d.sv.addr(p, f); has {
+		ok, detail = portalAnswers(ctx, p, netip.AddrPortFrom(ip, 80))
+	}
+	d.seen[key] = ok
+	d.o.Logger.Info("diagnostic portal check", "path", p.Name, "family", int(f), "portal", ok, "answer", detail)
+	return ok
+}
+
+// portalAnswers sends GET / to ap over p and reads the answer: a captive
+// portal's when it is 511 or a redirect to another host.
+func portalAnswers(ctx context.Context, p probe.Path, ap netip.AddrPort) (bool, string) {
+	hctx, cancel := context.WithTimeout(ctx, diagnoseTimeout)
+	defer cancel()
+	host := ap.String()
+	c, err := probe.DialContext(hctx, p, "tcp", host)
+	if err != nil {
+		return false, err.Error()
+	}
+	defer c.Close()
+	if dl, ok := hctx.Deadline(); ok {
+		_ = c.SetDeadline(dl)
+	}
+	if _, err := fmt.Fprintf(c, "GET / HTTP/1.1\r\nHost: %s\r\nUser-Agent: mptester\r\nConnection: close\r\n\r\n", host); err != nil {
+		return false, err.Error()
+	}
+	if cw, ok := c.(interface{ CloseWrite() error }); ok {
+		_ = cw.CloseWrite()
+	}
+	resp, err := http.ReadResponse(bufio.NewReader(io.LimitReader(c, 64<<10)), nil)
+	if err != nil {
+		return false, err.Error()
+	}
+	resp.Body.Close()
+	detail := resp.Status
+	if resp.StatusCode == http.StatusNetworkAuthenticationRequired {
+		return true, detail
+	}
+	switch resp.StatusCode {
+	case http.StatusMovedPermanently, http.StatusFound, http.StatusSeeOther, http.StatusTemporaryRedirect, http.StatusPermanentRedirect:
+		loc, err := url.Parse(resp.Header.Get("Location"))
+		if err != nil {
+			return false, detail
+		}
+		detail += " to " + loc.String()
+		// A relative Location stays on the server: not a portal.
+		return loc.Host != "" && !strings.EqualFold(loc.Host, host) && !strings.EqualFold(loc.Hostname(), ap.Addr().String()), detail
+	}
+	return false, detail
+}
+
+// smallSegments reports whether a TLS handshake with the server completes
+// over t's path and family with the MSS clamped to diagnoseMSS while one
+// with the usual MSS does not (once per path, family and port; the
+// clamped one first, so a path where neither works costs one handshake).
+func (d *diagnoser) smallSegments(ctx context.Context, t test, port uint16) bool {
+	key := fmt.Sprintf("mss %s %d %d", t.path.Name, t.family, port)
+	if ok, done := d.seen[key]; done {
+		return ok
+	}
+	ok := false
+	if ip, has := d.sv.addr(t.path, t.family); has {
+		ap := netip.AddrPortFrom(ip, port)
+		ok = tlsHandshakes(ctx, t.path, ap, diagnoseMSS) && !tlsHandshakes(ctx, t.path, ap, 0)
+	}
+	d.seen[key] = ok
+	d.o.Logger.Info("diagnostic small-segment handshake", "path", t.path.Name, "family", int(t.family), "port", port, "mss", diagnoseMSS, "pmtu_blackhole", ok)
+	return ok
+}
+
+// tlsHandshakes reports whether a TLS handshake with ap completes over p
+// (mss > 0: with the MSS clamped). Only whether the server's flight
+// arrives matters here, not who the server is: the certificate is not
+// verified.
+func tlsHandshakes(ctx context.Context, p probe.Path, ap netip.AddrPort, mss int) bool {
+	network := "tcp4"
+	if ap.Addr().Is6() {
+		network = "tcp6"
+	}
+	dl, err := p.Dialer(network, probe.FamilyOf(ap.Addr()))
+	if err != nil {
+		return false
+	}
+	if mss > 0 {
+		ctl := dl.ControlContext
+		dl.ControlContext = func(ctx context.Context, network, address string, c syscall.RawConn) error {
+			if ctl != nil {
+				if err := ctl(ctx, network, address, c); err != nil {
+					return err
+				}
+			}
+			return setMSS(c, mss)
+		}
+	}
+	hctx, cancel := context.WithTimeout(ctx, diagnoseTimeout)
+	defer cancel()
+	raw, err := dl.DialContext(hctx, network, ap.String())
+	if err != nil {
+		return false
+	}
+	defer raw.Close()
+	tc := tls.Client(raw, &tls.Config{InsecureSkipVerify: true, MinVersion: tls.VersionTLS12})
+	return tc.HandshakeContext(hctx) == nil
 }

@@ -235,6 +235,24 @@ func (s Static) ServeDNS(rw dns.ResponseWriter, req *dns.Msg) {
 	_ = rw.WriteMsg(m)
 }
 
+// Portal answers every A and AAAA query with Addrs while On reports true
+// (a captive portal's DNS before login) and passes the rest, and
+// everything while it is off, to Next.
+type Portal struct {
+	On    func() bool
+	Addrs []netip.Addr
+	Next  dns.Handler
+}
+
+func (p Portal) ServeDNS(rw dns.ResponseWriter, req *dns.Msg) {
+	if !p.On() || len(req.Question) != 1 || req.Opcode != dns.OpcodeQuery ||
+		(req.Question[0].Qtype != dns.TypeA && req.Question[0].Qtype != dns.TypeAAAA) {
+		p.Next.ServeDNS(rw, req)
+		return
+	}
+	Static{Names: map[string][]netip.Addr{strings.ToLower(req.Question[0].Name): p.Addrs}, Next: p.Next}.ServeDNS(rw, req)
+}
+
 // ServeHandler serves h on udp and tcp (either may be nil) until ctx is
 // done.
 func ServeHandler(ctx context.Context, h dns.Handler, udp net.PacketConn, tcp net.Listener) error {

@@ -9,7 +9,7 @@ import (
 
 // The network's part in failed tests: each `run` record whose diagnosis
 // named a cause (udp-blocked:PORT, udp-interfered:PORT, v6-blackhole,
-// mptcp-stripped, mptcp-not-offered) counted per primary path, cause and family, with
+// mptcp-stripped, mptcp-not-offered, portal, pmtu-blackhole) counted per primary path, cause and family, with
 // the transports it hit. The findings lead with these rows.
 func init() {
 	register(31, "network-causes", func() Section { return &netCauses{by: map[causeKey]*causeAgg{}} })
@@ -99,6 +99,10 @@ func causeMeaning(cause string) string {
 		return "MPTCP options stripped on the path (another path negotiates MPTCP)"
 	case cause == "mptcp-not-offered":
 		return "the server did not offer MPTCP on any path"
+	case cause == "portal":
+		return "a captive portal answers in the servers' place"
+	case cause == "pmtu-blackhole":
+		return "path-MTU black hole (TLS over TCP completes only with small segments)"
 	}
 	return cause
 }

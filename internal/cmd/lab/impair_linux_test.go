@@ -71,8 +71,10 @@ func causes(recs []smokeRecord) []string {
 // lab: UDP 443 blocked on wlan0 (QUIC's alternate port 6121 works there),
 // IPv6 black-holed on wlan0 (IPv4 works), MPTCP options stripped on wlan0
 // (wwan0 negotiates MPTCP with the same server), and a server without
-// MPTCP (no path negotiates it); QUIC passes a path-MTU black hole; a
-// middlebox cutting UDP flows to 443 after their first packets.
+// MPTCP (no path negotiates it); QUIC passes a path-MTU black hole, TLS
+// over TCP names it; a
+// middlebox cutting UDP flows to 443 after their first packets; a
+// captive portal.
 func TestLabSmokeNamesCauses(t *testing.T) {
 	labtest.Require(t)
 	if _, err := exec.LookPath("nft"); err != nil {
@@ -134,6 +136,14 @@ func TestLabSmokeNamesCauses(t *testing.T) {
 	if code != 0 || len(causes(recs)) != 0 || len(fails) != 0 {
 		t.Errorf("pmtu=1280,icmp=drop: exit %d, causes %q, FAIL lines %q; want QUIC to pass", code, causes(recs), fails)
 	}
+	// TLS over TCP does not pass it (the server's certificate flight is
+	// in full-size segments): the run names pmtu-blackhole, from a
+	// handshake with a clamped MSS that completes.
+	code, fails, recs = smoke(t, name, dir, server, "--transports", "tcp", "--family", "4")
+	want = []string{"tcp wlan0 4 pmtu-blackhole"}
+	if code != cmdutil.ExitCheckFailed || !slices.Equal(causes(recs), want) || len(fails) != 1 || !strings.Contains(fails[0], "(cause pmtu-blackhole)") {
+		t.Errorf("pmtu=1280,icmp=drop over TCP: exit %d, causes %q, FAIL lines %q; want exit 7, %q", code, causes(recs), fails, want)
+	}
 
 	// A middlebox that cuts each UDP flow to 443 after its first packets:
 	// QUIC connects, then stalls; the alternate port runs a whole ping.
@@ -144,8 +154,23 @@ func TestLabSmokeNamesCauses(t *testing.T) {
 		t.Errorf("quic-interfere=443: exit %d, causes %q, FAIL lines %q; want exit 7, %q", code, causes(recs), fails, want)
 	}
 
+	// A captive portal on wlan0: its tests fail (TCP meets the portal's
+	// certificate, QUIC is dropped) and each names portal, from the
+	// portal's answer to plain HTTP; wwan0 passes.
+	set("wlan0", "quic-interfere=off", "portal")
+	code, fails, recs = smoke(t, name, dir, server, "--transports", "tcp,quic", "--family", "4")
+	want = []string{"quic wlan0 4 portal", "quic wlan0 4 portal", "tcp wlan0 4 portal"}
+	if code != cmdutil.ExitCheckFailed || !slices.Equal(causes(recs), want) || len(fails) != 3 {
+		t.Errorf("portal: exit %d, causes %q, FAIL lines %q; want exit 7, %q", code, causes(recs), fails, want)
+	}
+	for _, f := range fails {
+		if !strings.Contains(f, "over wlan0") || !strings.Contains(f, "(cause portal)") {
+			t.Errorf("FAIL line %q: want wlan0 and the cause", f)
+		}
+	}
+
 	// The clean lab through the same detectors: nothing named.
-	set("wlan0", "quic-interfere=off")
+	set("wlan0", "portal=off")
 	code, fails, recs = smoke(t, name, dir, server, "--transports", "tcp,quic,mptcp", "--family", "both")
 	if code != 0 || len(causes(recs)) != 0 || len(fails) != 0 {
 		t.Errorf("clean lab: exit %d, causes %q, FAIL lines %q; want 0 and none", code, causes(recs), fails)
@@ -244,6 +269,59 @@ func TestLabIfacesNAT64(t *testing.T) {
 	}
 	if seen != 2 {
 		t.Errorf("ifaces listed %d of the lab's paths:\n%s", seen, out)
+	}
+	if code, _, stderr := run(t, "lab", "down", "--purge", "--name", name, "--dir", dir); code != 0 {
+		t.Errorf("lab down: exit %d: %s", code, stderr)
+	}
+}
+
+// In a lab with a cgnat wwan0, ifaces and doctor name wwan0's CGNAT
+// address (measured on the interface) and nothing on wlan0.
+func TestLabIfacesCGNAT(t *testing.T) {
+	labtest.Require(t)
+	if _, err := exec.LookPath("nft"); err != nil {
+		nstest.SkipUnless(t, "cgnat lab tests need nftables (nft)")
+	}
+	t.Setenv(envMain, "1")
+	name, dir := uniqueName(), shortDir(t)
+	t.Cleanup(func() { _ = lab.CleanStale(context.Background(), name, dir) })
+	if code, _, stderr := run(t, "lab", "up", "--name", name, "--dir", dir, "--domains", "0", "--no-serve", "--wwan0", "cgnat"); code != 0 {
+		t.Fatalf("lab up: exit %d: %s", code, stderr)
+	}
+	exe, _ := os.Executable()
+	code, out, stderr := run(t, "lab", "exec", "--name", name, "--dir", dir, "--", exe, "ifaces", "--json")
+	if code != 0 {
+		t.Fatalf("ifaces: exit %d: %s", code, stderr)
+	}
+	var paths []struct {
+		Name  string   `json:"name"`
+		Notes []string `json:"notes"`
+	}
+	if err := json.Unmarshal([]byte(out), &paths); err != nil {
+		t.Fatalf("ifaces --json: %v\n%s", err, out)
+	}
+	addr := lab.CGNATOf("wwan0").Client4.String()
+	seen := 0
+	for _, p := range paths {
+		switch p.Name {
+		case "wwan0":
+			seen++
+			if len(p.Notes) != 1 || !strings.Contains(p.Notes[0], "CGNAT address "+addr) {
+				t.Errorf("wwan0 notes %q, want one naming CGNAT address %s", p.Notes, addr)
+			}
+		case "wlan0":
+			seen++
+			if len(p.Notes) != 0 {
+				t.Errorf("wlan0 notes %q, want none", p.Notes)
+			}
+		}
+	}
+	if seen != 2 {
+		t.Errorf("ifaces listed %d of the lab's paths:\n%s", seen, out)
+	}
+	_, out, stderr = run(t, "lab", "exec", "--name", name, "--dir", dir, "--", exe, "doctor", "--json")
+	if !strings.Contains(out, `"id": "access.wwan0.cgnat"`) || !strings.Contains(out, addr+" is in 100.64.0.0/10") || strings.Contains(out, "access.wlan0.cgnat") {
+		t.Errorf("doctor does not name wwan0's CGNAT address %s (and only it):\n%s\n%s", addr, out, stderr)
 	}
 	if code, _, stderr := run(t, "lab", "down", "--purge", "--name", name, "--dir", dir); code != 0 {
 		t.Errorf("lab down: exit %d: %s", code, stderr)

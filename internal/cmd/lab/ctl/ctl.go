@@ -220,9 +220,16 @@ where and since when):
                                    larger packets both ways, no ICMP)
   quic-interfere=443 | quic-interfere=off   each UDP flow to the port is
           dropped after its first 3 packets (a middlebox expecting DTLS)
+  portal | portal=off   a captive portal: the path's DNS answers the portal
+          for every name, HTTP answers 302 to its login page, HTTPS fails
+          verification, nothing else but DNS passes
   nat64   (lab up --wwan0 nat64 only) the path is IPv6-only behind a stateful
           NAT64 (tayga, prefix fd00:64::/96 on wwan0) whose resolver is a
-          DNS64 (unbound)`,
+          DNS64 (unbound)
+  cgnat   (lab up only) the path's IPv4 address is 100.64.N.2 (RFC 6598)
+          behind a stateful NAT (nftables): servers see the NAT's address,
+          nothing connects in; 100.64.254.N is a server in the cellular
+          core that only this path reaches`,
 		Example: `  mptester lab set wlan0 delay=200ms loss=30%
   mptester lab set wlan0 down
   mptester lab set wlan0 block=udp/443 strip=mptcp`,
