@@ -95,6 +95,10 @@ type Config struct {
 	// RequireRetry has every new connection prove its address with a
 	// Retry first (RFC 9000 §8.1.2), at the cost of a round trip.
 	RequireRetry bool
+	// Version is the QUIC version a client dials: Version1 (default) or
+	// Version2 (RFC 9369). A Listener speaks both, each connection in
+	// its client's.
+	Version uint32
 	// Allow0RTT has a Listener's session tickets allow early data and
 	// accept it (zerortt.go): the application then sees requests that an
 	// attacker may replay (RFC 9001 §9.2).
@@ -120,6 +124,12 @@ func (c *Config) withDefaults() (Config, error) {
 	}
 	if o.MinFailureTimeout < 0 {
 		return o, fmt.Errorf("mpquic: MinFailureTimeout %v is negative", o.MinFailureTimeout)
+	}
+	if o.Version == 0 {
+		o.Version = Version1
+	}
+	if !supportedVersion(o.Version) {
+		return o, fmt.Errorf("mpquic: QUIC version 0x%08x is not supported (Version1 or Version2)", o.Version)
 	}
 	if o.Congestion == "" {
 		o.Congestion = CongestionCUBIC

@@ -221,6 +221,7 @@ type Conn struct {
 
 	injectFrames []Frame // fault injection: frames a test makes us send
 
+	version  uint32           // the connection's QUIC version (version2.go)
 	early    earlyState       // 0-RTT (zerortt.go)
 	tlsClock func() time.Time // a client's TLS clock (ticketClock)
 }
@@ -237,6 +238,7 @@ func newConn(isClient bool, pconn net.PacketConn, remote net.Addr, conf Config, 
 		sendScratch: make([]byte, 0, maxDatagramSize+64),
 		idleTimeout: conf.MaxIdleTimeout,
 		early:       earlyState{ready: make(chan struct{}, 1)},
+		version:     Version1,
 	}
 	p0 := c.newPath(0, pconn, remote)
 	for i := range c.spaces {
@@ -323,7 +325,7 @@ func (c *Conn) start() error {
 	}
 	p := c.localParams()
 	c.tls.SetTransportParameters(p.Append(nil))
-	client, server := InitialKeys(c.initialDCID())
+	client, server := InitialKeysVersion(c.initialDCID(), c.version)
 	in := c.spaces[spaceInitial]
 	if c.isClient {
 		in.seal, in.open = client, server
@@ -526,7 +528,7 @@ func (c *Conn) handleDatagramPackets(d datagram, now time.Time) bool {
 		if h.Type == PacketVersionNegotiation {
 			if c.isClient && first && !c.peerSCIDSeen && string(h.DCID) == string(c.scid) {
 				for _, v := range h.SupportedVersions {
-					if v == Version1 {
+					if v == c.version {
 						return true // a forged or stale list: ignore (RFC 9000 §6.2)
 					}
 				}
@@ -893,7 +895,7 @@ func (c *Conn) handleTLSEvents() error {
 			if si < 0 {
 				continue
 			}
-			k, err := NewKeys(ev.Suite, append([]byte(nil), ev.Data...))
+			k, err := newKeysVersion(ev.Suite, append([]byte(nil), ev.Data...), c.version)
 			if err != nil {
 				return transportErr(InternalError, 0, "%v", err)
 			}

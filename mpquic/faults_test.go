@@ -265,7 +265,7 @@ func TestVersionNegotiationConn(t *testing.T) {
 		t.Fatal(err)
 	}
 	vs, err := ParseVersionNegotiation(b[:n])
-	if err != nil || len(vs) != 1 || vs[0] != Version1 {
+	if err != nil || len(vs) != 2 || vs[0] != Version1 || vs[1] != Version2 {
 		t.Fatalf("answer %x: versions %v, %v", b[:n], vs, err)
 	}
 }

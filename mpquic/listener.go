@@ -279,13 +279,13 @@ func (l *Listener) newConn(d datagram, now time.Time) *Conn {
 	h, n, err := ParseHeader(d.b, connIDLen)
 	if errors.Is(err, ErrUnsupportedVersion) && len(d.b) >= minDatagramSize {
 		// RFC 9000 §6.1: answer with the versions we speak.
-		l.pconn.WriteTo(AppendVersionNegotiation(nil, h.SCID, h.DCID, Version1), d.from)
+		l.pconn.WriteTo(AppendVersionNegotiation(nil, h.SCID, h.DCID, Version1, Version2), d.from)
 		return nil
 	}
 	if err != nil || h.Type != PacketInitial || len(d.b) < minDatagramSize || len(h.DCID) < 8 {
 		return nil // §14.1: a client's Initial datagram is at least 1200 bytes
 	}
-	if !l.check.opens(d.b[:n], h) {
+	if !(h.Version == Version2 && initialOpensV2(d.b[:n], h) || h.Version == Version1 && l.check.opens(d.b[:n], h)) {
 		l.undecryptable.Add(1)
 		return nil
 	}
@@ -314,6 +314,7 @@ func (l *Listener) newConn(d datagram, now time.Time) *Conn {
 	}
 
 	c := newConn(false, l.pconn, d.from, l.conf, l.tlsConf)
+	c.version = h.Version // the client's (RFC 9369: no compatible negotiation here)
 	c.p0().local = d.to
 	c.initDCID = append([]byte(nil), h.DCID...)
 	c.origDCID = c.initDCID
@@ -418,7 +419,11 @@ func (l *Listener) sendRetry(h Header, to net.Addr, now time.Time) {
 	scid := randomID(connIDLen)
 	t := l.tokens
 	token := t.seal(now, to, h.DCID, scid)
-	l.pconn.WriteTo(appendRetry(t.buf[:0], t.integrity, t.pseudo[:], 0xf0, h.SCID, scid, h.DCID, token), to)
+	if h.Version == Version2 { // type bits 0b00 (RFC 9369 §3.2)
+		l.pconn.WriteTo(appendRetry(t.buf[:0], retryAEAD(Version2), t.pseudo[:], 0xcf, Version2, h.SCID, scid, h.DCID, token), to)
+	} else {
+		l.pconn.WriteTo(appendRetry(t.buf[:0], t.integrity, t.pseudo[:], 0xf0, Version1, h.SCID, scid, h.DCID, token), to)
+	}
 	l.retries.Add(1)
 }
 

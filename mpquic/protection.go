@@ -52,6 +52,7 @@ func HKDFExpandLabel(h func() hash.Hash, secret []byte, label string, length int
 // connection's send or receive loop): it keeps scratch space so that
 // protecting a packet allocates nothing.
 type Keys struct {
+	v2     bool // QUIC version 2's labels (version2.go)
 	suite  uint16
 	hash   func() hash.Hash
 	secret []byte
@@ -79,15 +80,19 @@ func suiteParams(suite uint16) (h func() hash.Hash, keyLen int, err error) {
 // NewKeys derives the packet protection keys from a TLS traffic secret
 // (RFC 9001 §5.1): "quic key", "quic iv", "quic hp".
 func NewKeys(suite uint16, secret []byte) (*Keys, error) {
+	return newKeysVersion(suite, secret, Version1)
+}
+
+func newKeysVersion(suite uint16, secret []byte, version uint32) (*Keys, error) {
 	h, keyLen, err := suiteParams(suite)
 	if err != nil {
 		return nil, err
 	}
-	k := &Keys{suite: suite, hash: h}
+	k := &Keys{suite: suite, hash: h, v2: version == Version2}
 	if err := k.setSecret(secret, keyLen); err != nil {
 		return nil, err
 	}
-	hp := HKDFExpandLabel(h, secret, "quic hp", keyLen)
+	hp := HKDFExpandLabel(h, secret, k.label("hp"), keyLen)
 	if suite == tls.TLS_CHACHA20_POLY1305_SHA256 {
 		k.hpKey = hp
 	} else if k.hpAES, err = aes.NewCipher(hp); err != nil {
@@ -97,8 +102,8 @@ func NewKeys(suite uint16, secret []byte) (*Keys, error) {
 }
 
 func (k *Keys) setSecret(secret []byte, keyLen int) error {
-	key := HKDFExpandLabel(k.hash, secret, "quic key", keyLen)
-	copy(k.iv[:], HKDFExpandLabel(k.hash, secret, "quic iv", 12))
+	key := HKDFExpandLabel(k.hash, secret, k.label("key"), keyLen)
+	copy(k.iv[:], HKDFExpandLabel(k.hash, secret, k.label("iv"), 12))
 	k.secret = secret
 	if k.suite == tls.TLS_CHACHA20_POLY1305_SHA256 {
 		a, err := chacha20poly1305.New(key)
@@ -117,8 +122,8 @@ func (k *Keys) setSecret(secret []byte, keyLen int) error {
 // from "quic ku", new AEAD key and IV, and the same header protection key.
 func (k *Keys) NextKeys() (*Keys, error) {
 	_, keyLen, _ := suiteParams(k.suite)
-	n := &Keys{suite: k.suite, hash: k.hash, hpAES: k.hpAES, hpKey: k.hpKey}
-	next := HKDFExpandLabel(k.hash, k.secret, "quic ku", k.hash().Size())
+	n := &Keys{v2: k.v2, suite: k.suite, hash: k.hash, hpAES: k.hpAES, hpKey: k.hpKey}
+	next := HKDFExpandLabel(k.hash, k.secret, k.label("ku"), k.hash().Size())
 	if err := n.setSecret(next, keyLen); err != nil {
 		return nil, err
 	}
@@ -128,11 +133,24 @@ func (k *Keys) NextKeys() (*Keys, error) {
 // InitialKeys derives both directions' Initial keys from the client's first
 // Destination Connection ID (RFC 9001 §5.2).
 func InitialKeys(dcid []byte) (client, server *Keys) {
-	initial := initialSecret(dcid)
+	return InitialKeysVersion(dcid, Version1)
+}
+
+// InitialKeysVersion is InitialKeys for a version: 1, or 2 with its own
+// salt (RFC 9369 §3.3.1).
+func InitialKeysVersion(dcid []byte, version uint32) (client, server *Keys) {
+	salt := initialSaltV1
+	if version == Version2 {
+		salt = initialSaltV2
+	}
+	initial, err := hkdf.Extract(sha256.New, dcid, salt)
+	if err != nil {
+		panic("mpquic: HKDF-Extract: " + err.Error())
+	}
 	c := HKDFExpandLabel(sha256.New, initial, "client in", 32)
 	s := HKDFExpandLabel(sha256.New, initial, "server in", 32)
-	client, _ = NewKeys(tls.TLS_AES_128_GCM_SHA256, c)
-	server, _ = NewKeys(tls.TLS_AES_128_GCM_SHA256, s)
+	client, _ = newKeysVersion(tls.TLS_AES_128_GCM_SHA256, c, version)
+	server, _ = newKeysVersion(tls.TLS_AES_128_GCM_SHA256, s, version)
 	return client, server
 }
 
@@ -332,14 +350,21 @@ var (
 // mptester does not follow Retries, but a client must tell a forged one
 // from a real one before failing on it.
 func VerifyRetry(packet, originalDCID []byte) bool {
+	return verifyRetryVersion(packet, originalDCID, Version1)
+}
+
+func verifyRetryVersion(packet, originalDCID []byte, version uint32) bool {
 	if len(packet) < tagLen || len(originalDCID) > 255 {
 		return false
 	}
-	block, _ := aes.NewCipher(retryKeyV1[:])
-	gcm, _ := cipher.NewGCM(block)
+	gcm := retryAEAD(version)
+	nonce := retryNonceV1
+	if version == Version2 {
+		nonce = retryNonceV2
+	}
 	body := packet[:len(packet)-tagLen]
 	pseudo := make([]byte, 0, 1+len(originalDCID)+len(body))
 	pseudo = append(append(append(pseudo, byte(len(originalDCID))), originalDCID...), body...)
-	_, err := gcm.Open(nil, retryNonceV1[:], packet[len(body):], pseudo)
+	_, err := gcm.Open(nil, nonce[:], packet[len(body):], pseudo)
 	return err == nil
 }

@@ -22,9 +22,14 @@ import (
 // it at once, retransmissions included within a handshake timeout.
 const retryTokenLifetime = 10 * time.Second
 
-// retryAEAD returns version 1's Retry integrity AEAD (RFC 9001 §5.8).
-func retryAEAD() cipher.AEAD {
-	block, _ := aes.NewCipher(retryKeyV1[:])
+// retryAEAD returns a version's Retry integrity AEAD (RFC 9001 §5.8,
+// RFC 9369 §3.3.3).
+func retryAEAD(version uint32) cipher.AEAD {
+	key := retryKeyV1
+	if version == Version2 {
+		key = retryKeyV2
+	}
+	block, _ := aes.NewCipher(key[:])
 	gcm, _ := cipher.NewGCM(block)
 	return gcm
 }
@@ -34,23 +39,27 @@ func retryAEAD() cipher.AEAD {
 // odcid the destination ID of the client's first Initial (the integrity
 // tag covers it, RFC 9001 §5.8).
 func AppendRetry(b []byte, dcid, scid, odcid, token []byte) []byte {
-	return appendRetry(b, retryAEAD(), nil, 0xf0, dcid, scid, odcid, token)
+	return appendRetry(b, retryAEAD(Version1), nil, 0xf0, Version1, dcid, scid, odcid, token)
 }
 
 // appendRetry takes the integrity AEAD, a scratch buffer for the pseudo
 // packet (a listener keeps both) and the first byte (its low 4 bits are
 // unused; the RFC 9001 test vector sets them).
-func appendRetry(b []byte, aead cipher.AEAD, scratch []byte, first byte, dcid, scid, odcid, token []byte) []byte {
+func appendRetry(b []byte, aead cipher.AEAD, scratch []byte, first byte, version uint32, dcid, scid, odcid, token []byte) []byte {
 	start := len(b)
 	b = append(b, first)
-	b = binary.BigEndian.AppendUint32(b, Version1)
+	b = binary.BigEndian.AppendUint32(b, version)
 	b = append(b, byte(len(dcid)))
 	b = append(b, dcid...)
 	b = append(b, byte(len(scid)))
 	b = append(b, scid...)
 	b = append(b, token...)
 	pseudo := append(append(append(scratch[:0], byte(len(odcid))), odcid...), b[start:]...)
-	return aead.Seal(b, retryNonceV1[:], nil, pseudo)
+	nonce := retryNonceV1
+	if version == Version2 {
+		nonce = retryNonceV2
+	}
+	return aead.Seal(b, nonce[:], nil, pseudo)
 }
 
 // retryTokens seals and opens the listener's Retry tokens. Used by the
@@ -66,7 +75,7 @@ type retryTokens struct {
 
 func newRetryTokens() *retryTokens {
 	var key [16]byte
-	t := &retryTokens{integrity: retryAEAD()}
+	t := &retryTokens{integrity: retryAEAD(Version1)}
 	if _, err := rand.Read(key[:]); err != nil {
 		panic(err) // crypto/rand does not fail on supported platforms
 	}
@@ -152,13 +161,13 @@ func (t *retryTokens) open(now time.Time, token []byte, from net.Addr, dcid []by
 func (c *Conn) onRetry(h Header, pkt []byte) {
 	p := c.p0()
 	if !c.isClient || c.peerSCIDSeen || c.retrySCID != nil || len(h.Token) == 0 ||
-		string(h.DCID) != string(c.scid) || string(h.SCID) == string(p.dcid) || !VerifyRetry(pkt, c.origDCID) {
+		string(h.DCID) != string(c.scid) || string(h.SCID) == string(p.dcid) || !verifyRetryVersion(pkt, c.origDCID, c.version) {
 		return
 	}
 	c.retrySCID = append([]byte{}, h.SCID...)
 	c.retryToken = append([]byte(nil), h.Token...)
 	p.dcid = c.retrySCID
-	client, server := InitialKeys(c.retrySCID)
+	client, server := InitialKeysVersion(c.retrySCID, c.version)
 	in := c.spaces[spaceInitial]
 	in.seal, in.open = client, server
 	for _, sp := range in.Sent {

@@ -19,7 +19,7 @@ import (
 // client's first DCID 8394c8f03e515708).
 func TestAppendRetryRFC9001Vector(t *testing.T) {
 	want := hextest.Unhex(t, "ff000000010008f067a5502a4262b5746f6b656e04a265ba2eff4d829058fb3f0f2496ba")
-	got := appendRetry(nil, retryAEAD(), nil, 0xff, nil, hextest.Unhex(t, "f067a5502a4262b5"), rfcDCID, []byte("token"))
+	got := appendRetry(nil, retryAEAD(Version1), nil, 0xff, Version1, nil, hextest.Unhex(t, "f067a5502a4262b5"), rfcDCID, []byte("token"))
 	if !bytes.Equal(got, want) {
 		t.Fatalf("Retry\n got %x\nwant %x", got, want)
 	}

@@ -265,7 +265,7 @@ func (c *Conn) buildDatagram(now time.Time, p *path, dst []byte) []byte {
 // longHeader is a long header of space si on path p: a client's Initials
 // after a Retry carry its token (RFC 9000 §17.2.5.2).
 func (c *Conn) longHeader(si int, p *path) LongHeader {
-	h := LongHeader{Type: spacePacketTypes[si], DCID: p.dcid, SCID: c.scid}
+	h := LongHeader{Type: spacePacketTypes[si], Version: c.version, DCID: p.dcid, SCID: c.scid}
 	if si == spaceInitial {
 		h.Token = c.retryToken
 	}
@@ -284,7 +284,7 @@ func (c *Conn) sealPlan(now time.Time, p *path, pl *plan, buf []byte) ([]byte, *
 	switch {
 	case pl.early:
 		seal = c.early.seal
-		buf, err = AppendLongHeader(buf, LongHeader{Type: Packet0RTT, DCID: p.dcid, SCID: c.scid}, pl.pn, pl.pnLen, len(pl.payload))
+		buf, err = AppendLongHeader(buf, LongHeader{Type: Packet0RTT, Version: c.version, DCID: p.dcid, SCID: c.scid}, pl.pn, pl.pnLen, len(pl.payload))
 	case pl.si == spaceApp:
 		pid = p.id
 		buf, err = AppendShortHeader(buf, ShortHeader{DCID: p.dcid, KeyPhase: c.keyPhase}, pl.pn, pl.pnLen)

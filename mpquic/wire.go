@@ -159,6 +159,9 @@ func ParseFrames(payload []byte, pt PacketType, multipath bool) ([]Frame, error)
 // Version1 is QUIC version 1 (RFC 9000 §15).
 const Version1 = wire.Version1
 
+// Version2 is QUIC version 2 (RFC 9369).
+const Version2 = wire.Version2
+
 // MaxConnIDLen is the longest connection ID version 1 allows (RFC 9000 §17.2).
 const MaxConnIDLen = wire.MaxConnIDLen
 

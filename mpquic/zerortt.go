@@ -96,7 +96,7 @@ func DialAddrEarly(ctx context.Context, addr string, tlsConf *tls.Config, conf *
 
 // onEarlySecret takes the 0-RTT key.
 func (c *Conn) onEarlySecret(ev tls.QUICEvent) error {
-	k, err := NewKeys(ev.Suite, append([]byte(nil), ev.Data...))
+	k, err := newKeysVersion(ev.Suite, append([]byte(nil), ev.Data...), c.version)
 	if err != nil {
 		return transportErr(InternalError, 0, "%v", err)
 	}

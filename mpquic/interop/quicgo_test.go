@@ -62,7 +62,11 @@ func (quicgo) amplificationSlack() (int, string) {
 }
 
 func (q quicgo) config(o *opts, ev *evidence) *quic.Config {
-	return &quic.Config{MaxIdleTimeout: o.idle(), HandshakeIdleTimeout: handshakeTimeout,
+	var versions []quic.Version // nil: its default, v1 first
+	if o.v2 {
+		versions = []quic.Version{quic.Version2}
+	}
+	return &quic.Config{Versions: versions, MaxIdleTimeout: o.idle(), HandshakeIdleTimeout: handshakeTimeout,
 		Tracer: func(_ context.Context, isClient bool, odcid quic.ConnectionID) qlogwriter.Trace {
 			fs := qlogwriter.NewConnectionFileSeq(nopCloser{ev}, isClient, odcid)
 			go fs.Run()

@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/mptester/mptester/mpquic"
 )
 
 // The zerortt case: two connections one after the other, the second
@@ -116,4 +118,18 @@ func varint(b []byte) (uint64, int) {
 		v = v<<8 | uint64(c)
 	}
 	return v, k
+}
+
+// checkV2: every long header on the wire carried version 2 (RFC 9369),
+// and the peer says it spoke it.
+func checkV2(t *testing.T, r *run) {
+	t.Helper()
+	checkVersion(t, r, mpquic.Version2)
+	checkConnections(t, r, 1)
+	r.peerEv.mu.Lock()
+	v := r.peerEv.version
+	r.peerEv.mu.Unlock()
+	if v != mpquic.Version2 {
+		t.Errorf("the peer says version 0x%x", v)
+	}
 }

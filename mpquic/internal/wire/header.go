@@ -9,6 +9,27 @@ import (
 // Version1 is QUIC version 1 (RFC 9000 §15).
 const Version1 uint32 = 0x00000001
 
+// Version2 is QUIC version 2 (RFC 9369 §3.1): version 1 with other
+// salts, labels and long-header type bits.
+const Version2 uint32 = 0x6b3343cf
+
+// longTypeBits maps a long header's type bits to the packet type:
+// version 1's order (RFC 9000 §17.2), and version 2's, rotated by one
+// (RFC 9369 §3.2: Initial 0b01, 0-RTT 0b10, Handshake 0b11, Retry 0b00).
+func longTypeBits(version uint32, bits byte) PacketType {
+	if version == Version2 {
+		return PacketType((bits + 3) & 3)
+	}
+	return PacketType(bits)
+}
+
+func typeLongBits(version uint32, t PacketType) byte {
+	if version == Version2 {
+		return (byte(t) + 1) & 3
+	}
+	return byte(t)
+}
+
 // MaxConnIDLen is the longest connection ID version 1 allows (RFC 9000 §17.2).
 const MaxConnIDLen = 20
 
@@ -100,7 +121,7 @@ func ParseHeader(b []byte, shortDCIDLen int) (h Header, n int, err error) {
 		}
 		return h, len(b), nil
 	}
-	if h.Version != Version1 {
+	if h.Version != Version1 && h.Version != Version2 {
 		return h, len(b), fmt.Errorf("%w: 0x%08x", ErrUnsupportedVersion, h.Version)
 	}
 	if b[0]&0x40 == 0 {
@@ -109,7 +130,7 @@ func ParseHeader(b []byte, shortDCIDLen int) (h Header, n int, err error) {
 	if dcidLen > MaxConnIDLen || scidLen > MaxConnIDLen {
 		return h, 0, invalid("connection ID longer than %d bytes", MaxConnIDLen)
 	}
-	h.Type = PacketType((b[0] >> 4) & 3)
+	h.Type = longTypeBits(h.Version, (b[0]>>4)&3)
 	switch h.Type {
 	case PacketRetry:
 		if len(r.b) < 16 {
@@ -207,6 +228,7 @@ func AppendVersionNegotiation(b []byte, dcid, scid []byte, versions ...uint32) [
 // LongHeader is what a sender puts in an Initial, 0-RTT or Handshake header.
 type LongHeader struct {
 	Type       PacketType
+	Version    uint32 // 0: Version1
 	DCID, SCID []byte
 	Token      []byte // Initial only
 }
@@ -224,8 +246,12 @@ func AppendLongHeader(b []byte, h LongHeader, pn uint64, pnLen, payloadLen int) 
 	if pnLen < 1 || pnLen > 4 {
 		return b, fmt.Errorf("mpquic: packet number length %d", pnLen)
 	}
-	b = append(b, 0xc0|byte(h.Type)<<4|byte(pnLen-1))
-	b = binary.BigEndian.AppendUint32(b, Version1)
+	v := h.Version
+	if v == 0 {
+		v = Version1
+	}
+	b = append(b, 0xc0|typeLongBits(v, h.Type)<<4|byte(pnLen-1))
+	b = binary.BigEndian.AppendUint32(b, v)
 	b = append(b, byte(len(h.DCID)))
 	b = append(b, h.DCID...)
 	b = append(b, byte(len(h.SCID)))
