@@ -39,6 +39,7 @@ type resRun struct {
 	run      *Run
 	paths    []string
 	byStatus map[string]map[string]int // path -> status -> domains
+	synth    map[string]int            // path -> domains answered with a synthesized AAAA (answers_mapped)
 	addrs    map[string]map[string]struct{}
 	pathIdx  map[string]int
 	domains  map[string][]domainRes // domain -> result by path index (a slice: a map per domain costs more than the answers)
@@ -49,6 +50,7 @@ type resRun struct {
 type resolution struct {
 	runs    map[*Run]*resRun
 	res, ov [][]string
+	synth   []int // per row of res: domains answered with a synthesized AAAA
 }
 
 func (s *resolution) AppliesTo(cmd string) bool { return cmd == "survey" }
@@ -79,6 +81,12 @@ func (s *resolution) Add(rec Record) error {
 		rr.addrs[r.Path] = map[string]struct{}{}
 	}
 	rr.byStatus[r.Path][r.Status]++
+	if len(r.AnswersMapped) > 0 {
+		if rr.synth == nil {
+			rr.synth = map[string]int{}
+		}
+		rr.synth[r.Path]++
+	}
 	d := domainRes{ok: r.Status == "NOERROR"}
 	if d.ok {
 		as := slices.Clone(r.Answers)
@@ -116,6 +124,15 @@ func (s *resolution) Tables() []Table {
 		Note:    "overlap = common / union of unique addresses; differ = domains resolved on both paths with different address sets, over all domains",
 		Columns: []string{"run", "path_a", "path_b", "ips_a", "ips_b", "ips_common", "overlap_pct", "domains", "domains_differ_pct", "unresolved_somewhere_pct"}}
 	res.Rows, ov.Rows = s.res, s.ov
+	if slices.ContainsFunc(s.synth, func(n int) bool { return n > 0 }) {
+		// Only a survey through a DNS64 has the column: others read as before.
+		res.Note += "; synthesized = resolved domains answered with a DNS64's synthesized AAAA (counted as the IPv4 they embed)"
+		res.Columns = append(res.Columns, "synthesized")
+		res.Rows = nil
+		for i, row := range s.res {
+			res.Rows = append(res.Rows, append(slices.Clone(row), fmt.Sprint(s.synth[i])))
+		}
+	}
 	return []Table{res, ov}
 }
 
@@ -139,6 +156,7 @@ func (s *resolution) EndRun(run *Run) {
 			}
 			sort.Strings(sts)
 			res.Rows = append(res.Rows, []string{shortID(run), p, fmt.Sprint(n), fmt.Sprint(ok), fmt.Sprint(n - ok), strings.Join(sts, " ")})
+			s.synth = append(s.synth, rr.synth[p])
 		}
 		if len(rr.paths) < 2 {
 			s.res = append(s.res, res.Rows...)

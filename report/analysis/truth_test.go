@@ -272,6 +272,17 @@ func TestSurveyTablesViaNAT64(t *testing.T) {
 	assert.InDelta(t, o.OverlapPct, num(t, ov.Rows[0][6]), 0.005)
 	assert.InDelta(t, o.DomainsDifferPct, num(t, ov.Rows[0][8]), 0.005)
 
+	// The resolution table counts the domains the DNS64 synthesized for.
+	res, _ := rep.Table("resolution")
+	require.Equal(t, "synthesized", res.Columns[len(res.Columns)-1])
+	require.Len(t, res.Rows, len(tr.Summary.Resolution))
+	for i, pr := range tr.Summary.Resolution {
+		if pr.Path == nat {
+			require.Positive(t, pr.Synthesized)
+		}
+		assert.Equal(t, []string{pr.Path, fmt.Sprint(pr.Synthesized)}, []string{res.Rows[i][1], res.Rows[i][len(res.Rows[i])-1]})
+	}
+
 	// The path table and the findings: the path behind the NAT64 leads,
 	// each of its cells says how many targets the translator reached.
 	nt, ok := rep.Table("nat64")
