@@ -5,6 +5,7 @@ import (
 	"cmp"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"time"
@@ -231,19 +232,27 @@ func (s *Server) ReindexAll(ctx context.Context) (int, error) {
 // or the collector stopped first) are caught up from the store: at start,
 // and whenever the queue has drained after it overflowed. Runs whose
 // derivation failed (the store was down) are caught up again after a
-// backoff, until none is left: the tables heal without a restart.
+// backoff, until none is left: the tables heal without a restart. While
+// that backoff runs the stores are checked, and once they were seen down
+// and are back the catch-up runs at once: a long outage grows the backoff
+// to minutes, which must not delay the healing by as much.
 func (s *Server) deriver(ctx context.Context) {
 	first := cmp.Or(s.cfg.DeriveRetry, 2*time.Second)
+	every := cmp.Or(s.cfg.StoreCheck, time.Second)
 	wait := first
-	var retry <-chan time.Time
+	var retry, check <-chan time.Time
+	sawDown := false
 	again := func(failed int) {
 		if failed == 0 {
-			wait, retry = first, nil
+			wait, retry, check, sawDown = first, nil, nil, false
 			return
 		}
 		if retry == nil {
 			retry = time.After(wait)
 			wait = min(wait*2, first*64)
+		}
+		if check == nil {
+			check = time.After(every)
 		}
 	}
 	again(s.catchUp(ctx))
@@ -261,6 +270,25 @@ func (s *Server) deriver(ctx context.Context) {
 		case <-retry:
 			retry = nil
 			again(s.catchUp(ctx))
+		case <-check:
+			check = nil
+			up := s.storesUp(ctx)
+			switch {
+			case !up:
+				sawDown = true
+			case sawDown:
+				// Back after an outage: retry now, with the backoff
+				// started over (a failure left with the stores up waits
+				// for it as before: no retry loop on a run that cannot
+				// be derived).
+				s.log.Info("stores are back; deriving the runs that failed")
+				sawDown, retry, wait = false, nil, first
+				again(s.catchUp(ctx))
+				continue
+			}
+			if retry != nil {
+				check = time.After(every)
+			}
 		case r := <-s.derive:
 			err := s.Reindex(ctx, r)
 			s.backlog.result(r.RunID, err) // before it leaves the queue: never uncounted meanwhile
@@ -274,6 +302,17 @@ func (s *Server) deriver(ctx context.Context) {
 			}
 		}
 	}
+}
+
+// storesUp says whether the index and the raw store answer (as /healthz
+// checks them).
+func (s *Server) storesUp(ctx context.Context) bool {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	if _, err := s.cfg.Store.GetRun(ctx, "-"); err != nil && !errors.Is(err, store.ErrNotFound) {
+		return false
+	}
+	return s.raw.Check(ctx) == nil
 }
 
 // deriveBacklog is the metric of the runs waiting for their derived rows.

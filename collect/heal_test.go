@@ -59,6 +59,51 @@ func TestDerivedTablesHeal(t *testing.T) {
 	require.Eventually(t, func() bool { return strings.Contains(health(), `"derive_backlog":"0"`) }, 30*time.Second, 10*time.Millisecond)
 }
 
+// downIndex is downDerive whose index does not answer either while
+// down: what the deriver's store check sees of an outage.
+type downIndex struct {
+	downDerive
+	refused atomic.Int64 // GetRun calls answered down
+}
+
+func (d *downIndex) GetRun(ctx context.Context, id string) (store.Run, error) {
+	if d.down.Load() {
+		d.refused.Add(1)
+		return store.Run{}, errDown
+	}
+	return d.Store.GetRun(ctx, id)
+}
+
+// TestDerivedTablesHealWhenStoresReturn: a long outage has grown the
+// deriver's backoff (here an hour from the first failure on); the runs
+// are derived as soon as the stores are back, not when the backoff ends.
+func TestDerivedTablesHealWhenStoresReturn(t *testing.T) {
+	dd := &downIndex{}
+	dd.down.Store(true)
+	e := newEnvWith(t, func(c *collect.Config) {
+		dd.Store = c.Store
+		c.Store = dd
+		c.DeriveRetry, c.StoreCheck = time.Hour, 10*time.Millisecond
+	})
+	ctx := context.Background()
+	for range 3 {
+		id := uuid.NewString()
+		require.Equal(t, http.StatusCreated, e.put(t, id, stream(t, id, "pi1"), e.probeTok, "").code)
+	}
+	underived := func() int {
+		rs, err := dd.Store.ListUnderived(ctx, 0)
+		require.NoError(t, err)
+		return len(rs)
+	}
+	require.Eventually(t, func() bool {
+		return underived() == 3 && strings.Contains(string(e.get(t, "/healthz", "").body), `"derive_backlog":"3"`)
+	}, 30*time.Second, 10*time.Millisecond, "derivations failed")
+	dd.refused.Store(0) // /healthz's checks: only the deriver's from here on
+	require.Eventually(t, func() bool { return dd.refused.Load() > 0 }, 30*time.Second, 10*time.Millisecond, "the deriver saw the outage")
+	dd.down.Store(false)
+	require.Eventually(t, func() bool { return underived() == 0 }, 30*time.Second, 10*time.Millisecond, "healed once the stores are back")
+}
+
 // downStore is a store that is unreachable while down is set.
 type downStore struct {
 	store.Store

@@ -77,6 +77,10 @@ type Config struct {
 	// DeriveRetry is the first wait before runs whose derivation failed
 	// are tried again (doubling up to 64 times it); 0: 2 s.
 	DeriveRetry time.Duration
+	// StoreCheck is how often, while such a retry waits, the deriver
+	// checks whether the stores are back (then it retries at once);
+	// 0: 1 s.
+	StoreCheck time.Duration
 }
 
 // Server is the collect HTTP API.

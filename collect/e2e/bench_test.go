@@ -189,13 +189,17 @@ func surveyStream(size int) []byte {
 	buf.WriteString(lines[0])
 	n := 0
 	for buf.Len() < size {
-		a, d := n/250%250, n%250
-		fmt.Fprintf(&buf, `{"type":"probe","probe_path":"wlan0","resolve_path":"wwan0","resolve_paths":["wwan0","wlan0"],"address":"198.18.%d.%d","port":443,"domains":["d%d.example"],"method":"tcp-syn","sent":10,"received":10,"rtts_ms":[%d.125,%d.25,%d.5,%d.75,%d.875,%d.125,%d.25,%d.5,%d.75,%d.875],"rtt_ms":%d.5,"answer":"syn-ack","answer_counts":{"syn-ack":10},"responsive":true,"bytes":1200,"valid":true}`+"\n",
-			a, d, n, n%97, n%89, n%83, n%79, n%73, n%71, n%67, n%61, n%59, n%53, n%97)
+		buf.WriteString(surveyProbeRecord(n))
 		n++
 	}
 	buf.WriteString(`{"type":"trailer","run_id":"0f8c3f6e-3c1a-4c36-9a55-1f2d1c5e7a10","status":"ok","records":` + strconv.Itoa(n) + `,"finished_at":"2026-11-22T10:00:03.000000123Z"}` + "\n")
 	return buf.Bytes()
+}
+
+// surveyProbeRecord is the n-th survey probe record (one line).
+func surveyProbeRecord(n int) string {
+	return fmt.Sprintf(`{"type":"probe","probe_path":"wlan0","resolve_path":"wwan0","resolve_paths":["wwan0","wlan0"],"address":"198.18.%d.%d","port":443,"domains":["d%d.example"],"method":"tcp-syn","sent":10,"received":10,"rtts_ms":[%d.125,%d.25,%d.5,%d.75,%d.875,%d.125,%d.25,%d.5,%d.75,%d.875],"rtt_ms":%d.5,"answer":"syn-ack","answer_counts":{"syn-ack":10},"responsive":true,"bytes":1200,"valid":true}`+"\n",
+		n/250%250, n%250, n, n%97, n%89, n%83, n%79, n%73, n%71, n%67, n%61, n%59, n%53, n%97)
 }
 
 // pgUse is what a PostgreSQL server has done so far: the CPU seconds of

@@ -42,6 +42,39 @@ func Server(t testing.TB) string {
 	return startServer(t, bin)
 }
 
+// Ctl is a throwaway server a test can stop and start again (fault
+// tests); its data outlives a stop.
+type Ctl struct {
+	DSN   string // the server's default database
+	start func(t testing.TB)
+	stop  func(t testing.TB, mode string)
+}
+
+// Controlled starts a throwaway server the test may stop; it skips (fails
+// under CI) as Server does, and skips with MPTESTER_TEST_PG_DSN, a server
+// the test must not stop.
+func Controlled(t testing.TB) *Ctl {
+	t.Helper()
+	if os.Getenv(EnvDSN) != "" {
+		t.Skipf("stops the server: needs a throwaway one, not %s", EnvDSN)
+	}
+	bin := binDir()
+	if bin == "" || os.Geteuid() != 0 {
+		if os.Getenv("CI") != "" {
+			t.Fatalf("PostgreSQL tests need root and the postgresql package")
+		}
+		t.Skipf("PostgreSQL tests need root and /usr/lib/postgresql/*/bin")
+	}
+	return newServer(t, bin)
+}
+
+// Stop shuts the server down as an operator would (pg_ctl -m fast: open
+// sessions are ended).
+func (c *Ctl) Stop(t testing.TB) { t.Helper(); c.stop(t, "fast") }
+
+// Start starts a stopped server again.
+func (c *Ctl) Start(t testing.TB) { t.Helper(); c.start(t) }
+
 // binDir is the newest /usr/lib/postgresql/N/bin with initdb.
 func binDir() string {
 	dirs, _ := filepath.Glob("/usr/lib/postgresql/*/bin/initdb")

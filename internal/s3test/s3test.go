@@ -84,8 +84,13 @@ func repoRoot() string {
 // Server is a running SeaweedFS with an S3 gateway.
 type Server struct {
 	Endpoint string // http://127.0.0.1:PORT
-	cmd      *exec.Cmd
+	bin      string
+	args     []string
 	dir      string
+	mu       sync.Mutex
+	cmd      *exec.Cmd
+	done     chan struct{}
+	log      *os.File
 }
 
 // freePort returns a loopback port p with p+10000 free too (weed's gRPC
@@ -131,44 +136,77 @@ func Start(t testing.TB, config string) *Server {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(bin, args...)
-	cmd.Stdout, cmd.Stderr = log, log
+	s := &Server{Endpoint: fmt.Sprintf("http://127.0.0.1:%d", s3), bin: bin, args: args, dir: dir, log: log}
+	t.Cleanup(func() {
+		s.Stop()
+		log.Close()
+	})
+	s.run(t)
+	return s
+}
+
+// run starts weed and waits until the S3 port answers.
+func (s *Server) run(t testing.TB) {
+	t.Helper()
+	cmd := exec.Command(s.bin, s.args...)
+	cmd.Stdout, cmd.Stderr = s.log, s.log
 	cmd.SysProcAttr = sysProcAttr()
 	if err := cmd.Start(); err != nil {
 		t.Fatalf("start weed: %v", err)
 	}
-	s := &Server{Endpoint: fmt.Sprintf("http://127.0.0.1:%d", s3), cmd: cmd, dir: dir}
-	t.Cleanup(func() {
-		_ = cmd.Process.Signal(syscall.SIGTERM)
-		done := make(chan struct{})
-		go func() { _ = cmd.Wait(); close(done) }()
-		select {
-		case <-done:
-		case <-time.After(10 * time.Second):
-			_ = cmd.Process.Kill()
-			<-done
-		}
-		log.Close()
-	})
-	// Up when the S3 port answers and a volume takes writes.
+	done := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(done) }()
+	s.mu.Lock()
+	s.cmd, s.done = cmd, done
+	s.mu.Unlock()
 	deadline := time.Now().Add(90 * time.Second)
 	for {
 		resp, err := http.Get(s.Endpoint + "/")
 		if err == nil {
 			resp.Body.Close()
-			break
+			return
 		}
 		if time.Now().After(deadline) {
-			b, _ := os.ReadFile(filepath.Join(dir, "weed.log"))
+			b, _ := os.ReadFile(filepath.Join(s.dir, "weed.log"))
 			t.Fatalf("weed S3 did not come up on %s: %v\n%s", s.Endpoint, err, tail(b))
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
-	return s
+}
+
+// Stop ends the server (SIGTERM, SIGKILL after 10 s); its data stays for
+// Restart. Fault tests use it for an outage.
+func (s *Server) Stop() {
+	s.mu.Lock()
+	cmd, done := s.cmd, s.done
+	s.cmd = nil
+	s.mu.Unlock()
+	if cmd == nil {
+		return
+	}
+	_ = cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		_ = cmd.Process.Kill()
+		<-done
+	}
+}
+
+// Restart starts a stopped server again on the same ports and data and
+// waits until the S3 port answers.
+func (s *Server) Restart(t testing.TB) {
+	t.Helper()
+	s.Stop()
+	s.run(t)
 }
 
 // Pid is the server's process (benchmarks read its CPU time).
-func (s *Server) Pid() int { return s.cmd.Process.Pid }
+func (s *Server) Pid() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.cmd.Process.Pid
+}
 
 func tail(b []byte) []byte {
 	if len(b) > 4000 {
