@@ -50,6 +50,14 @@ func cellFindings(by map[string]Table) [][]string {
 					n.cell(r, "nat64_prefix"), n.cell(r, "targets"), n.cell(r, "responsive"), n.cell(r, "responsive_pct")), "nat64"})
 		}
 	}
+	if res, ok := by["resolution"]; ok && slices.Contains(res.Columns, "synthesized") {
+		for r := range res.All() {
+			if n := res.cell(r, "synthesized"); n != "0" {
+				rows = append(rows, []string{"path " + res.cell(r, "path"),
+					fmt.Sprintf("%s of %s resolved domains answered by a DNS64 (synthesized AAAA, counted as the IPv4 they embed)", n, res.cell(r, "resolved")), "resolution"})
+			}
+		}
+	}
 	rtt := by["rtt"]
 	median := map[[2]string][2]string{} // cell, route -> p50, n
 	for r := range rtt.All() {

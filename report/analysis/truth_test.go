@@ -316,7 +316,15 @@ func TestSurveyTablesViaNAT64(t *testing.T) {
 	require.NotEmpty(t, f.Rows)
 	assert.Equal(t, "path "+nat, f.Rows[0][0])
 	assert.Contains(t, f.Rows[0][1], "IPv6-only behind NAT64 fd00:64::/96: "+fmt.Sprint(v4)+" IPv4 targets probed through the translator, "+fmt.Sprint(v4resp)+" answered")
-	for _, row := range f.Rows[1:] {
+	var synth int
+	for _, pr := range tr.Summary.Resolution {
+		if pr.Path == nat {
+			synth = pr.Synthesized
+			assert.Equal(t, []string{"path " + nat, fmt.Sprintf("%d of %d resolved domains answered by a DNS64 (synthesized AAAA, counted as the IPv4 they embed)", pr.Synthesized, pr.Resolved), "resolution"}, f.Rows[1])
+		}
+	}
+	require.Positive(t, synth)
+	for _, row := range f.Rows[2:] {
 		for _, c := range tr.Summary.Cells {
 			if row[0] != "cell "+analysis.CellName(c.ProbePath, c.ResolvePath) {
 				continue
