@@ -754,6 +754,7 @@ func (c *Conn) handlePacket(h Header, pkt []byte, now time.Time, replay bool) *p
 		sp.recvd = append(sp.recvd[:0], sp.recvd[len(sp.recvd)-2*maxAckRanges:]...)
 		sp.minTracked = sp.recvd[0].lo
 	}
+	outOfOrder := reorderedOrGap(sp, int64(o.PN))
 	if int64(o.PN) > sp.largestRecv {
 		sp.largestRecv = int64(o.PN)
 		sp.largestRecvTime = now
@@ -761,7 +762,6 @@ func (c *Conn) handlePacket(h Header, pkt []byte, now time.Time, replay bool) *p
 	if eliciting {
 		sp.elicitingUnacked++
 		delay := localMaxAckDelay
-		outOfOrder := int64(o.PN) < sp.largestRecv || (len(sp.recvd) > 1)
 		// A CE mark is acknowledged at once, so the sender reacts within
 		// the round trip (RFC 9000 §13.2.1).
 		if si != spaceApp || sp.elicitingUnacked >= ackElicitingMax || outOfOrder || c.rxECN&ecnMask == ecnCE {
@@ -772,6 +772,17 @@ func (c *Conn) handlePacket(h Header, pkt []byte, now time.Time, replay bool) *p
 		}
 	}
 	return p
+}
+
+// reorderedOrGap says whether packet pn, just received in sp (before
+// sp.largestRecv takes it), is acknowledged at once (RFC 9000 §13.2.1): it arrived out of order or
+// opened a new gap. Not every packet after a loss: the gap a lost packet
+// left stays in sp.recvd, and taking any gap there acknowledged each
+// packet alone for the rest of a connection that lost one (twice the
+// ACK frames, and every frame one packet, so growth per ACK frame and
+// per byte could not be told apart in the lab).
+func reorderedOrGap(sp *pnSpace, pn int64) bool {
+	return pn < sp.largestRecv || pn > sp.largestRecv+1
 }
 
 // acceptPath is the server's side of a new path: the first packet on a path

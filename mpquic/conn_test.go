@@ -12,6 +12,7 @@ import (
 	"crypto/x509/pkix"
 	"io"
 	"math/big"
+	"slices"
 	"testing"
 	"time"
 )
@@ -167,4 +168,26 @@ func dialTest(t *testing.T, ctx context.Context, addr string, ctls *tls.Config) 
 		t.Fatalf("ALPN %q", p)
 	}
 	return c, func(ctx context.Context) (io.ReadWriteCloser, error) { return c.OpenStream(ctx) }
+}
+
+// RFC 9000 §13.2.1: a packet is acknowledged at once when it arrived out
+// of order or opened a new gap, not every packet after a loss whose gap
+// stays in the ranges (fails with any gap in the ranges counted).
+func TestAckAtOnceOnlyForReorderOrNewGap(t *testing.T) {
+	receive := func(pns ...int64) (*pnSpace, []bool) {
+		sp := &pnSpace{largestRecv: -1}
+		var now []bool
+		for _, pn := range pns {
+			sp.recvd.add(uint64(pn), uint64(pn))
+			now = append(now, reorderedOrGap(sp, pn))
+			sp.largestRecv = max(sp.largestRecv, pn)
+		}
+		return sp, now
+	}
+	// 3 is lost: 4 opens the gap (at once), 5 and 6 follow in order.
+	_, got := receive(0, 1, 2, 4, 5, 6, 3)
+	want := []bool{false, false, false, true, false, false, true}
+	if !slices.Equal(got, want) {
+		t.Errorf("at once for 0,1,2,4,5,6,3: %v, want %v", got, want)
+	}
 }
