@@ -1,15 +1,10 @@
 package patterns
 
 import (
-	"bufio"
 	"context"
 	"crypto/tls"
 	"fmt"
-	"io"
-	"net/http"
 	"net/netip"
-	"net/url"
-	"strings"
 	"syscall"
 	"time"
 
@@ -277,46 +272,11 @@ func (d *diagnoser) portal(ctx context.Context, p probe.Path, f probe.Family) bo
 	return ok
 }
 
-// portalAnswers sends GET / to ap over p and reads the answer: a captive
-// portal's when it is 511 or a redirect to another host.
+// portalAnswers is probe.CheckPortal bounded by diagnoseTimeout.
 func portalAnswers(ctx context.Context, p probe.Path, ap netip.AddrPort) (bool, string) {
 	hctx, cancel := context.WithTimeout(ctx, diagnoseTimeout)
 	defer cancel()
-	host := ap.String()
-	c, err := probe.DialContext(hctx, p, "tcp", host)
-	if err != nil {
-		return false, err.Error()
-	}
-	defer c.Close()
-	if dl, ok := hctx.Deadline(); ok {
-		_ = c.SetDeadline(dl)
-	}
-	if _, err := fmt.Fprintf(c, "GET / HTTP/1.1\r\nHost: %s\r\nUser-Agent: mptester\r\nConnection: close\r\n\r\n", host); err != nil {
-		return false, err.Error()
-	}
-	if cw, ok := c.(interface{ CloseWrite() error }); ok {
-		_ = cw.CloseWrite()
-	}
-	resp, err := http.ReadResponse(bufio.NewReader(io.LimitReader(c, 64<<10)), nil)
-	if err != nil {
-		return false, err.Error()
-	}
-	resp.Body.Close()
-	detail := resp.Status
-	if resp.StatusCode == http.StatusNetworkAuthenticationRequired {
-		return true, detail
-	}
-	switch resp.StatusCode {
-	case http.StatusMovedPermanently, http.StatusFound, http.StatusSeeOther, http.StatusTemporaryRedirect, http.StatusPermanentRedirect:
-		loc, err := url.Parse(resp.Header.Get("Location"))
-		if err != nil {
-			return false, detail
-		}
-		detail += " to " + loc.String()
-		// A relative Location stays on the server: not a portal.
-		return loc.Host != "" && !strings.EqualFold(loc.Host, host) && !strings.EqualFold(loc.Hostname(), ap.Addr().String()), detail
-	}
-	return false, detail
+	return probe.CheckPortal(hctx, p, ap)
 }
 
 // smallSegments reports whether a TLS handshake with the server completes

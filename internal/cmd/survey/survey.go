@@ -324,6 +324,16 @@ func surveyRun(ctx context.Context, opts *Options) error {
 	if err != nil {
 		return err
 	}
+	// A path held by a captive portal would record the portal's address
+	// for every domain: its part of the survey stops here, the header
+	// says why (survey.DetectPortals measures it).
+	if stopped := survey.DetectPortals(ctx, cfg.Paths, cfg.DNSTimeout, log); len(stopped) > 0 {
+		hdrCfg["stopped_paths"] = stopped
+		cfg.Paths = slices.DeleteFunc(cfg.Paths, func(p probe.Path) bool { return stopped[p.Name] != "" })
+		if len(cfg.Paths) == 0 {
+			return fmt.Errorf("every path is held by a captive portal, nothing to survey: %v", stopped)
+		}
+	}
 	if !opts.NoNAT64 {
 		cfg.Policy.NAT64 = survey.DiscoverNAT64(ctx, cfg.Paths, cfg.DNSTimeout, log)
 		hdrCfg["nat64_prefixes"] = cfg.Policy.NAT64

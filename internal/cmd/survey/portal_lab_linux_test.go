@@ -1,0 +1,91 @@
+//go:build linux && !race
+
+package survey
+
+import (
+	"bufio"
+	"encoding/json"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/mptester/mptester/lab"
+	"github.com/mptester/mptester/lab/labtest"
+	"github.com/mptester/mptester/lab/world"
+	"github.com/mptester/mptester/survey"
+)
+
+// TestLabSurveyCommandPortal: with a captive portal on wlan0 the survey
+// stops wlan0's part at start (the header names it, with what was
+// measured) and surveys wwan0 as the truth says; with the portal lifted
+// the same survey stops nothing and has all four cells.
+func TestLabSurveyCommandPortal(t *testing.T) {
+	on := true
+	l := labtest.Start(t, lab.Options{Domains: 30, WorldSeed: 5, Impair: map[string]lab.ImpairChange{"wlan0": {Portal: &on}}})
+	if !l.InClient(t) {
+		return
+	}
+	var truth world.Truth
+	l.Truth(t, &truth)
+	info := l.Config()
+	args := []string{"--list", info.Files.Tranco, "--paths", "wlan0,wwan0", "--method", "tcp-syn", "--count", "2",
+		"--rate", "1500", "--spacing", "5ms", "--timeout", "1s", "--dns-timeout", "800ms"}
+	for _, p := range info.Paths {
+		args = append(args, "--dns", p.Name+"="+p.Resolv4.String(), "--dns", p.Name+"="+p.Resolv6.String())
+	}
+	for _, p := range info.PublicPrefixes {
+		args = append(args, "--public-prefix", p.String())
+	}
+	run := func() (map[string]any, survey.Summary) {
+		t.Helper()
+		out, errOut, err := runCLI(t, slices.Clone(args)...)
+		require.NoError(t, err, errOut)
+		var hdr struct {
+			Config map[string]any `json:"config"`
+		}
+		var sum survey.Summary
+		sc := bufio.NewScanner(strings.NewReader(out))
+		sc.Buffer(nil, 1<<24)
+		for sc.Scan() {
+			var typ struct {
+				Type string `json:"type"`
+			}
+			require.NoError(t, json.Unmarshal(sc.Bytes(), &typ))
+			switch typ.Type {
+			case "header":
+				require.NoError(t, json.Unmarshal(sc.Bytes(), &hdr))
+			case "summary":
+				require.NoError(t, json.Unmarshal(sc.Bytes(), &sum))
+			}
+		}
+		require.NotEmpty(t, sum.Cells, out)
+		return hdr.Config, sum
+	}
+	truthCell := func(probePath, resolvePath string) survey.Cell {
+		for _, c := range truth.Summary.Cells {
+			if c.ProbePath == probePath && c.ResolvePath == resolvePath {
+				return c
+			}
+		}
+		t.Fatalf("no truth cell %s/%s", probePath, resolvePath)
+		return survey.Cell{}
+	}
+
+	cfg, sum := run()
+	stopped, _ := cfg["stopped_paths"].(map[string]any)
+	why, _ := stopped["wlan0"].(string)
+	assert.Len(t, stopped, 1, "stopped paths %v", cfg["stopped_paths"])
+	assert.True(t, strings.HasPrefix(why, "portal: ") && strings.Contains(why, lab.PortalAddr4.String()) && strings.Contains(why, "http://"+lab.PortalName+lab.PortalLoginPath),
+		"wlan0's stop %q: want portal, its address and login page", why)
+	require.Len(t, sum.Cells, 1, "only wwan0/wwan0 is surveyed")
+	w, g := truthCell("wwan0", "wwan0"), sum.Cells[0]
+	assert.Equal(t, []any{"wwan0", "wwan0", w.Targets, w.Unresponsive}, []any{g.ProbePath, g.ResolvePath, g.Targets, g.Unresponsive})
+
+	l.Set(t, "wlan0", "portal=off")
+	cfg, sum = run()
+	assert.NotContains(t, cfg, "stopped_paths", "clean lab")
+	assert.Len(t, sum.Cells, 4)
+}
