@@ -940,6 +940,9 @@ func (c *Conn) handleTLSEvents() error {
 			p := c.localParams()
 			c.tls.SetTransportParameters(p.Append(nil))
 		case tls.QUICHandshakeDone:
+			if err := c.checkEarlyLimits(); err != nil {
+				return err
+			}
 			c.handshakeComplete = true
 			if !c.isClient {
 				// A session ticket (NewSessionTicket in 1-RTT CRYPTO),

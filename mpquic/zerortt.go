@@ -39,6 +39,7 @@ type earlyState struct {
 	rejected   bool     // client: the server declined
 	sent, recv uint64   // 0-RTT packets sent (client), opened (server)
 	ready      chan struct{}
+	remembered TransportParameters // client: the limits 0-RTT kept to
 	// clockBack is how far the client's TLS clock runs behind (ticketClock).
 	clockBack atomic.Int64
 }
@@ -153,7 +154,7 @@ func (c *Conn) onResumeSession(ss *tls.SessionState) {
 		ss.EarlyData = false
 		return
 	}
-	c.peerParams = r
+	c.peerParams, c.early.remembered = r, r
 	c.peerMaxData = r.InitialMaxData
 	c.peerMaxBidi = r.InitialMaxStreamsBidi
 	c.uni.peerMax = r.InitialMaxStreamsUni
@@ -173,6 +174,15 @@ func (c *Conn) onStoreSession(ss *tls.SessionState) error {
 		return tlsError(err)
 	}
 	return nil
+}
+
+// checkEarlyLimits: a server that accepted our 0-RTT must not have lowered
+// a limit we kept to (RFC 9000 §7.4.1: PROTOCOL_VIOLATION).
+func (c *Conn) checkEarlyLimits() error {
+	if !c.isClient || !c.early.offered || c.early.rejected || !paramsReduced(c.peerParams, c.early.remembered) {
+		return nil
+	}
+	return transportErr(ProtocolViolation, 0, "0-RTT accepted under transport parameters below those remembered")
 }
 
 // sessionTicket is what a server's ticket says: early data when allowed,

@@ -1,9 +1,12 @@
 package mpquic
 
 import (
+	"bytes"
 	"context"
 	"crypto/tls"
+	"errors"
 	"io"
+	"strings"
 	"testing"
 	"time"
 
@@ -26,7 +29,8 @@ func TestZeroRTT(t *testing.T) {
 		time.Sleep(50 * time.Millisecond)
 		return nil, nil
 	}
-	mpq := listenLoopback(t, stls, &Config{Allow0RTT: true})
+	sink := &qlogSink{traces: map[bool]*bytes.Buffer{}, closed: map[bool]bool{}}
+	mpq := listenLoopback(t, stls, &Config{Allow0RTT: true, Qlog: sink.open})
 	accepted := make(chan *Conn, 16)
 	go serveEach(ctx, func(ctx context.Context) (*Conn, error) {
 		c, err := mpq.Accept(ctx)
@@ -96,6 +100,12 @@ func TestZeroRTT(t *testing.T) {
 		}
 		if s := mpquicServerSaw(t); !s.Accepted || s.PacketsReceived == 0 {
 			t.Fatalf("server: %+v, want 0-RTT packets received", s)
+		}
+		sink.mu.Lock()
+		trace := sink.traces[false].String() // the last server connection's
+		sink.mu.Unlock()
+		if !strings.Contains(trace, `"name":"transport:packet_received","data":{"header":{"packet_type":"0RTT"`) {
+			t.Error(`the server's qlog has no 0RTT packet received`)
 		}
 	})
 	t.Run("mpquic-to-quic-go", func(t *testing.T) {
@@ -200,6 +210,22 @@ func TestZeroRTTTicketLimits(t *testing.T) {
 	client.onResumeSession(ss)
 	if !ss.EarlyData || client.peerMaxData != 12345 || client.peerMaxBidi != 7 {
 		t.Errorf("client: early %v, max_data %d, max_streams %d; want the remembered 12345, 7", ss.EarlyData, client.peerMaxData, client.peerMaxBidi)
+	}
+	// The server accepted 0-RTT: its parameters may not lower a limit
+	// the client kept to (RFC 9000 §7.4.1).
+	client.early.offered = true
+	client.peerParams.InitialMaxData = 12345
+	if err := client.checkEarlyLimits(); err != nil {
+		t.Errorf("equal limits: %v", err)
+	}
+	client.peerParams.InitialMaxData = 12344
+	var te *TransportError
+	if err := client.checkEarlyLimits(); !errors.As(err, &te) || te.Code != ProtocolViolation {
+		t.Errorf("lowered max_data after accepting 0-RTT: %v, want PROTOCOL_VIOLATION", err)
+	}
+	client.early.rejected = true
+	if err := client.checkEarlyLimits(); err != nil {
+		t.Errorf("rejected 0-RTT binds no limits: %v", err)
 	}
 }
 
