@@ -70,10 +70,12 @@ func TestZeroRTT(t *testing.T) {
 	// mpquicServerSaw is the 0-RTT of the next connection mpquic's
 	// server accepted (its Accept may come after the client's exchange:
 	// the answer went before the handshake completed).
+	var lastServer *Conn
 	mpquicServerSaw := func(t *testing.T) EarlyDataState {
 		t.Helper()
 		select {
 		case c := <-accepted:
+			lastServer = c
 			return c.EarlyData()
 		case <-ctx.Done():
 			t.Fatal("mpquic's server accepted no connection")
@@ -100,6 +102,12 @@ func TestZeroRTT(t *testing.T) {
 		}
 		if s := mpquicServerSaw(t); !s.Accepted || s.PacketsReceived == 0 {
 			t.Fatalf("server: %+v, want 0-RTT packets received", s)
+		}
+		// The trace is complete once the connection ended (the client
+		// closed it): the qlog is buffered until then.
+		select {
+		case <-lastServer.Done():
+		case <-ctx.Done():
 		}
 		sink.mu.Lock()
 		trace := sink.traces[false].String() // the last server connection's
