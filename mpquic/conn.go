@@ -219,6 +219,10 @@ type Conn struct {
 	batch      []byte // datagrams being built for one (GSO) write
 	ownsConn   bool
 
+	// readStop ends the reader of path 0's current socket after an
+	// active migration (migrate.go); nil: path 0's own stopRead.
+	readStop *atomic.Bool
+
 	injectFrames []Frame // fault injection: frames a test makes us send
 
 	version  uint32           // the connection's QUIC version (version2.go)

@@ -30,7 +30,10 @@
 // loss recovery and CUBIC (uncoupled), Conn.AddPath with path validation,
 // a lowest-RTT scheduler with backup paths and reinjection off a
 // potentially failed path, PATH_ABANDON, PATH_STATUS_*, MAX_PATH_ID and
-// PATHS_BLOCKED.
+// PATHS_BLOCKED. Without multipath, a client moves its one path to a new
+// socket with Conn.Migrate (migrate.go: RFC 9000 §9.2, an unused connection
+// ID, path validation), and a server follows a client's move or NAT
+// rebinding (path.go).
 //
 // Retry both ways (retry.go): a client follows one Retry (RFC 9000
 // §17.2.5); a Listener sends Retries with stateless, expiring tokens bound

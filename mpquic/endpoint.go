@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"net"
+	"sync/atomic"
 	"time"
 )
 
@@ -92,8 +93,12 @@ func (c *Conn) err() error {
 
 // readLoop feeds a client connection the datagrams of one path's socket,
 // in batches where the socket allows (rxbatch_linux.go).
-func (c *Conn) readLoop(p *path) {
-	br := newBatchReader(p.pconn)
+func (c *Conn) readLoop(p *path) { c.readSocket(p, p.pconn, &p.stopRead) }
+
+// readSocket is readLoop on pconn, until stop (a path's socket it moved
+// from stops before the path does: migrate.go).
+func (c *Conn) readSocket(p *path, pconn net.PacketConn, stop *atomic.Bool) {
+	br := newBatchReader(pconn)
 	for {
 		bp := bufPool.Get().(*[]byte)
 		var n int
@@ -106,16 +111,16 @@ func (c *Conn) readLoop(p *path) {
 				n = copy(*bp, b) // a datagram is at most readBufSize
 			}
 		} else {
-			n, from, err = p.pconn.ReadFrom(*bp)
+			n, from, err = pconn.ReadFrom(*bp)
 		}
 		if err != nil {
 			bufPool.Put(bp)
-			if c.readFailed(p, err) {
+			if c.readFailed(p, stop, err) {
 				return
 			}
 			continue
 		}
-		if p.stopRead.Load() {
+		if stop.Load() {
 			bufPool.Put(bp)
 			return
 		}
@@ -134,8 +139,8 @@ func (c *Conn) readLoop(p *path) {
 }
 
 // readFailed handles a path socket's read error: true if the reader ends.
-func (c *Conn) readFailed(p *path, err error) bool {
-	if c.isDone() || p.stopRead.Load() {
+func (c *Conn) readFailed(p *path, stop *atomic.Bool, err error) bool {
+	if c.isDone() || stop.Load() {
 		return true
 	}
 	var ne net.Error
@@ -179,8 +184,13 @@ func (c *Conn) ConnectionState() tls.ConnectionState {
 	return c.tls.ConnectionState()
 }
 
-// LocalAddr is the socket's address.
-func (c *Conn) LocalAddr() net.Addr { return c.pconn.LocalAddr() }
+// LocalAddr is the address of path 0's socket (the one it migrated to,
+// after Migrate).
+func (c *Conn) LocalAddr() net.Addr {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.p0().pconn.LocalAddr()
+}
 
 // RemoteAddr is the peer's address.
 func (c *Conn) RemoteAddr() net.Addr {

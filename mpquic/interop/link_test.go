@@ -100,10 +100,11 @@ func (p *pipe) deliver() {
 		if w := time.Until(pkt.at); w > 0 {
 			time.Sleep(w)
 		}
-		pkt.send(pkt.b)
+		// Logged first: whoever gets it may read the log at once.
 		p.logMu.Lock()
 		p.log = append(p.log, delivery{at: pkt.at, size: len(pkt.b), flow: pkt.flow, short: len(pkt.b) > 0 && pkt.b[0]&0x80 == 0})
 		p.logMu.Unlock()
+		pkt.send(pkt.b)
 	}
 }
 

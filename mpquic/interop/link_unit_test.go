@@ -34,6 +34,9 @@ func TestLinkRateAndQueue(t *testing.T) {
 		t.Errorf("%d dropped, want 3", d)
 	}
 	ds := l.deliveries(toClient)
+	if len(ds) != 5 {
+		t.Fatalf("%d deliveries logged, want 5", len(ds))
+	}
 	for i, d := range ds {
 		// Computed times: exact whatever the scheduler did.
 		want := 80*time.Millisecond*time.Duration(i+1) + 10*time.Millisecond

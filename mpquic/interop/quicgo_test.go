@@ -47,9 +47,6 @@ func (quicgo) keyUpdated(ev *evidence, initiated bool) (bool, string) {
 }
 
 func (quicgo) unsupported(c string, r role) string {
-	if c == "connectionmigration" && r == mpquicClient {
-		return "quic-go's server offers no preferred_address, and mpquic's client moves only by adding a path (multipath, which quic-go does not speak)"
-	}
 	return ""
 }
 

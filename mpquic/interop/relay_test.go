@@ -74,6 +74,7 @@ type seen struct {
 	at      time.Time
 	size    int
 	first   byte   // the first byte (long header: form and type are not protected)
+	head    []byte // the first 32 bytes: the header's connection IDs (migrate_test.go)
 	version uint32 // long header's version, 0 for a short header
 	back    string // the server-side socket's address
 	ecn     byte   // the ECN codepoint it arrived with
@@ -134,6 +135,7 @@ func (r *relay) apply(d dir, b []byte, backAddr string, ecn byte) verdict {
 	s := seen{dir: d, at: now, size: len(b), back: backAddr, ecn: ecn}
 	if len(b) > 0 {
 		s.first = b[0]
+		s.head = append([]byte(nil), b[:min(len(b), 32)]...)
 		if b[0]&0x80 != 0 && len(b) >= 5 {
 			s.version = binary.BigEndian.Uint32(b[1:5])
 			s.zeroRTT = zeroRTTPackets(b)

@@ -361,6 +361,10 @@ func mpquicFetch(ctx context.Context, o *opts, addr *net.UDPAddr, ctls *tls.Conf
 			}
 		}()
 	}
+	moved := func() error { return nil }
+	if o.migrate && shared != nil {
+		ctx, moved = withMigration(ctx, o, shared, logf)
+	}
 	if o.resume {
 		ctls = ctls.Clone()
 		ctls.ClientSessionCache = tls.NewLRUClientSessionCache(4)
@@ -393,6 +397,7 @@ func mpquicFetch(ctx context.Context, o *opts, addr *net.UDPAddr, ctls *tls.Conf
 		})
 	}
 	wg.Wait()
+	first = cmpErr(first, moved())
 	return got, conns, first
 }
 
@@ -416,7 +421,7 @@ func hqGet(ctx context.Context, c *mpquic.Conn, path string) ([]byte, error) {
 	if dl, ok := ctx.Deadline(); ok {
 		s.SetReadDeadline(dl)
 	}
-	return io.ReadAll(s)
+	return io.ReadAll(gated(ctx, s))
 }
 
 // waitTicket waits (up to 2 s) for a session ticket in cache: a server
@@ -483,7 +488,7 @@ func h3Get(ctx context.Context, c *mpquic.Conn, path string) ([]byte, error) {
 	if resp.StatusCode != http.StatusOK {
 		return nil, fmt.Errorf("GET %s: %s", path, resp.Status)
 	}
-	return io.ReadAll(resp.Body)
+	return io.ReadAll(gated(ctx, resp.Body))
 }
 
 var (
@@ -812,6 +817,7 @@ func checkMigrated(t *testing.T, r *run) {
 	if backs[moved] < 10 {
 		t.Errorf("the server sent %d datagrams to the client's new address %s (%v)", backs[moved], moved, backs)
 	}
+	checkNewDCID(t, r)
 	if r.role == mpquicServer {
 		for _, c := range r.conns {
 			if ra := c.PathStats()[0].RemoteAddr.String(); ra != moved {

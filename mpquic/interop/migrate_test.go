@@ -1,0 +1,132 @@
+package interop
+
+import (
+	"context"
+	"encoding/hex"
+	"errors"
+	"io"
+	"net"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/mptester/mptester/mpquic"
+)
+
+// connectionmigration in role mpquic-client: mpquic's client moves its
+// one path to a new local socket (RFC 9000 §9.2, mpquic's Migrate) once
+// a third of the file has been read. Reading waits meanwhile, so that
+// the rest waits in the server's flow control and crosses the new path
+// (as quic-go's client does in the other role).
+
+// gate holds a body's reader at a byte count until it opens.
+type gate struct {
+	at      int
+	read    atomic.Int64
+	reached chan struct{} // closed when the reader got to at
+	open    chan struct{}
+	once    sync.Once
+}
+
+type gateKey struct{}
+
+// gated is r, held by ctx's gate if it has one.
+func gated(ctx context.Context, r io.Reader) io.Reader {
+	g, ok := ctx.Value(gateKey{}).(*gate)
+	if !ok {
+		return r
+	}
+	return readerFunc(func(b []byte) (int, error) {
+		n, err := r.Read(b)
+		if g.read.Add(int64(n)) > int64(g.at) {
+			g.once.Do(func() { close(g.reached) })
+			select {
+			case <-g.open:
+			case <-ctx.Done():
+			}
+		}
+		return n, err
+	})
+}
+
+type readerFunc func([]byte) (int, error)
+
+func (f readerFunc) Read(b []byte) (int, error) { return f(b) }
+
+// withMigration arms the move of c for o's transfer: the returned
+// context carries the gate, and done reports the move's error once the
+// transfer ended.
+func withMigration(ctx context.Context, o *opts, c *mpquic.Conn, logf func(string, ...any)) (context.Context, func() error) {
+	g := &gate{at: o.total() / 3, reached: make(chan struct{}), open: make(chan struct{})}
+	errc := make(chan error, 1)
+	go func() {
+		defer close(g.open)
+		select {
+		case <-g.reached:
+		case <-ctx.Done():
+			errc <- ctx.Err()
+			return
+		}
+		pc, err := net.ListenUDP("udp", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
+		if err != nil {
+			errc <- err
+			return
+		}
+		go func() { <-ctx.Done(); pc.Close() }()
+		mctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+		from := c.LocalAddr()
+		if err := c.Migrate(mctx, pc); err != nil {
+			errc <- errors.Join(errors.New("mpquic client migration"), err)
+			return
+		}
+		logf("mpquic's client moved from %s to %s, new path validated", from, c.LocalAddr())
+		errc <- nil
+	}()
+	return context.WithValue(ctx, gateKey{}, g), func() error {
+		select {
+		case err := <-errc:
+			return err
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+// checkNewDCID is the runner's check of an active migration: the
+// client's first packet from a new address carries a connection ID it
+// did not use from the old one (RFC 9000 §9.5). The server's IDs are as
+// long as the Source Connection ID of its first long header.
+func checkNewDCID(t *testing.T, r *run) {
+	t.Helper()
+	log := r.relay.seenLog()
+	n := -1
+	for _, s := range log {
+		if s.dir == toClient && s.version != 0 && len(s.head) > 6 && int(6+s.head[5]) < len(s.head) {
+			n = int(s.head[6+s.head[5]])
+			break
+		}
+	}
+	if n <= 0 || 1+n > 32 {
+		t.Fatalf("no server connection ID length on the wire (%d)", n)
+	}
+	var back, dcid string
+	moves := 0
+	for _, s := range log {
+		if s.dir != toServer || s.version != 0 || len(s.head) < 1+n {
+			continue
+		}
+		id := hex.EncodeToString(s.head[1 : 1+n])
+		if back != "" && s.back != back {
+			moves++
+			if id == dcid {
+				t.Errorf("the client's first packet from its new address (relay socket %s) carries the old connection ID %s", s.back, id)
+			}
+		}
+		back, dcid = s.back, id
+	}
+	if moves == 0 {
+		t.Error("no short-header packet of the client's from a second address")
+	}
+}
