@@ -6,6 +6,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"net/netip"
+	"slices"
 	"strconv"
 	"time"
 )
@@ -118,9 +119,17 @@ func (g *generator) host(cls int) host {
 	case r < t4:
 		unreach = []string{p1}
 	}
+	unreach6 := unreach
+	if s.FirstPathV6Block > 0 && space != 1 && !slices.Contains(unreach, p0) && g.rng.Float64() < s.FirstPathV6Block {
+		unreach6 = append(slices.Clone(unreach), p0)
+	}
 	for _, a := range []netip.Addr{h.v4, h.v6} {
+		u := unreach
+		if a == h.v6 {
+			u = unreach6
+		}
 		g.w.Targets[a] = &Target{Addr: a, ExtraDelay: time.Duration(extra) * time.Millisecond,
-			UnreachableFrom: unreach, Private: space == 1}
+			UnreachableFrom: u, Private: space == 1}
 	}
 	return h
 }

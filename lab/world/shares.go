@@ -22,6 +22,7 @@ func (s *Shares) fields() []struct {
 		{"large", &s.Large}, {"private", &s.Private}, {"cname", &s.CNAME},
 		{"dead", &s.Dead}, {"carrier_nat", &s.CarrierNAT},
 		{"first_path_block", &s.FirstPathBlock}, {"second_path_block", &s.SecondPathBlock},
+		{"first_path_v6_block", &s.FirstPathV6Block},
 	}
 }
 

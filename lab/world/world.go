@@ -118,6 +118,11 @@ type Shares struct {
 	CarrierNAT      float64 `json:"carrier_nat"`       // second-path replicas unreachable from the first path
 	FirstPathBlock  float64 `json:"first_path_block"`  // any host unreachable from the first path only
 	SecondPathBlock float64 `json:"second_path_block"` // any host unreachable from the second path only
+	// FirstPathV6Block: hosts whose IPv6 address (only) is unreachable
+	// from the first path (a Wi-Fi whose IPv6 is black-holed towards some
+	// networks). Drawn apart, and only when set, so worlds without it
+	// stay as they were.
+	FirstPathV6Block float64 `json:"first_path_v6_block,omitempty"`
 }
 
 // DefaultShares roughly follow study 004 §III.

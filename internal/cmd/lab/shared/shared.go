@@ -65,7 +65,7 @@ func (b *BuildOptions) Flags(cmd *cobra.Command) {
 	fl := cmd.Flags()
 	fl.Int64Var(&b.WorldSeed, "world-seed", 1, "`seed` of the generated synthetic Internet")
 	fl.IntVar(&b.Domains, "domains", 200, "number of domains of the generated world")
-	fl.StringVar(&b.WorldFile, "world", "", "load the world from `file` (world.json) instead of generating it")
+	fl.StringVar(&b.WorldFile, "world", "", "load the world from `file` (world.json) instead of generating it, or a named world: "+strings.Join(lab.WorldPresetNames(), ", ")+" (IPv6-only cellular behind NAT64/DNS64, Wi-Fi with IPv6 black-holed towards some hosts)")
 	fl.StringSliceVar(&b.Shares, "world-share", nil, "generated world's `CATEGORY=FRACTION`s, e.g. differ=0.4,timeout=0.02,dead=0.05 (keys as in world.json's shares)")
 	fl.BoolVar(&b.CellBackup, "cell-backup", false, "mark the wwan0 MPTCP endpoint backup (used only when wlan0 fails)")
 	fl.StringVar(&b.Timeline, "timeline", "", "apply a scripted timeline `file` of path changes (emulator settings and impairments, e.g. t=5s wlan0 block=udp/443), or a named scenario: "+strings.Join(lab.ScenarioNames(), ", "))
@@ -103,6 +103,11 @@ func (b *BuildOptions) LabOptions(w Where) (lab.Options, error) {
 		CellBackup: b.CellBackup, Seed: b.WorldSeed, Params: map[string]emu.Change{}}
 	if b.Domains < 0 {
 		return o, cmdutil.FlagErrorf("--domains must be >= 0, got %d", b.Domains)
+	}
+	preset := ""
+	if _, ok := lab.WorldPresets[b.WorldFile]; ok && !fileExists(b.WorldFile) {
+		preset, b.WorldFile = b.WorldFile, "" // a named world, not a file
+		defer func() { b.WorldFile = preset }()
 	}
 	if b.WorldFile != "" {
 		abs, err := filepath.Abs(b.WorldFile)
@@ -162,6 +167,12 @@ func (b *BuildOptions) LabOptions(w Where) (lab.Options, error) {
 			}
 		}
 		b.Timeline, o.Timeline = abs, ev
+	}
+	if preset != "" {
+		lab.ApplyWorldPreset(preset, &o)
+		if _, err := (lab.Impair{}).Apply(o.Impair["wwan0"]); err != nil {
+			return o, cmdutil.FlagErrorf("--world %s: --wwan0: %v", preset, err)
+		}
 	}
 	return o, nil
 }
