@@ -55,6 +55,11 @@ const (
 // plants.
 const diagnoseMSS = 536
 
+// smallSegmentsTimeout bounds the clamped handshake: where large packets
+// are the only trouble it completes in round trips, and a server that
+// answers nothing (every failed TCP test asks) costs no more than this.
+const smallSegmentsTimeout = time.Second
+
 // diagnoseTimeout bounds each diagnostic handshake.
 const diagnoseTimeout = 3 * time.Second
 
@@ -291,7 +296,7 @@ func (d *diagnoser) smallSegments(ctx context.Context, t test, port uint16) bool
 	ok := false
 	if ip, has := d.sv.addr(t.path, t.family); has {
 		ap := netip.AddrPortFrom(ip, port)
-		ok = tlsHandshakes(ctx, t.path, ap, diagnoseMSS) && !tlsHandshakes(ctx, t.path, ap, 0)
+		ok = tlsHandshakes(ctx, t.path, ap, diagnoseMSS, smallSegmentsTimeout) && !tlsHandshakes(ctx, t.path, ap, 0, diagnoseTimeout)
 	}
 	d.seen[key] = ok
 	d.o.Logger.Info("diagnostic small-segment handshake", "path", t.path.Name, "family", int(t.family), "port", port, "mss", diagnoseMSS, "pmtu_blackhole", ok)
@@ -302,7 +307,7 @@ func (d *diagnoser) smallSegments(ctx context.Context, t test, port uint16) bool
 // (mss > 0: with the MSS clamped). Only whether the server's flight
 // arrives matters here, not who the server is: the certificate is not
 // verified.
-func tlsHandshakes(ctx context.Context, p probe.Path, ap netip.AddrPort, mss int) bool {
+func tlsHandshakes(ctx context.Context, p probe.Path, ap netip.AddrPort, mss int, timeout time.Duration) bool {
 	network := "tcp4"
 	if ap.Addr().Is6() {
 		network = "tcp6"
@@ -322,7 +327,7 @@ func tlsHandshakes(ctx context.Context, p probe.Path, ap netip.AddrPort, mss int
 			return setMSS(c, mss)
 		}
 	}
-	hctx, cancel := context.WithTimeout(ctx, diagnoseTimeout)
+	hctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	raw, err := dl.DialContext(hctx, network, ap.String())
 	if err != nil {

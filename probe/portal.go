@@ -3,12 +3,16 @@ package probe
 import (
 	"bufio"
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"fmt"
 	"io"
 	"net/http"
 	"net/netip"
 	"net/url"
 	"strings"
+	"sync"
+	"time"
 )
 
 // CheckPortal sends a plain HTTP GET / to ap over path p and reports
@@ -51,4 +55,43 @@ func CheckPortal(ctx context.Context, p Path, ap netip.AddrPort) (portal bool, d
 		return loc.Host != "" && !strings.EqualFold(loc.Host, host) && !strings.EqualFold(loc.Hostname(), ap.Addr().String()), detail
 	}
 	return false, detail
+}
+
+// DetectPortal returns what shows a captive portal on p ("" when nothing
+// does): two names that cannot exist (RFC 6761 .invalid) both resolve
+// through the path's own DNS, and plain HTTP to the address they resolve
+// to answers as a portal does (CheckPortal). Two DNS queries, and one
+// HTTP request only when both resolve; each bounded by timeout.
+func DetectPortal(ctx context.Context, p Path, timeout time.Duration) string {
+	f := Family4
+	if _, ok := p.SourceAddr(f); !ok {
+		f = Family6
+	}
+	r, err := NewResolver(p, ResolverOptions{Timeout: timeout, Retries: 1})
+	if err != nil {
+		return ""
+	}
+	var (
+		wg      sync.WaitGroup
+		answers [2][]netip.Addr
+	)
+	for i := range answers {
+		wg.Go(func() {
+			b := make([]byte, 8)
+			_, _ = rand.Read(b)
+			answers[i] = r.Lookup(ctx, "mptester-"+hex.EncodeToString(b)+".invalid", f).Answers
+		})
+	}
+	wg.Wait()
+	if len(answers[0]) == 0 || len(answers[1]) == 0 {
+		return "" // names that cannot exist do not resolve: no hijacking DNS
+	}
+	ap := netip.AddrPortFrom(answers[0][0], 80)
+	hctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	portal, detail := CheckPortal(hctx, p, ap)
+	if !portal {
+		return ""
+	}
+	return fmt.Sprintf("portal: names that cannot exist resolve to %s; %s answers %s", answers[0][0], ap, detail)
 }

@@ -22,10 +22,11 @@ type Options struct {
 	IO       *cmdutil.IOStreams
 	Discover func(ctx context.Context, dnsFlags []string) ([]probe.Path, error)
 
-	DNS   []string
-	JSON  bool
-	All   bool
-	NAT64 bool
+	DNS    []string
+	JSON   bool
+	All    bool
+	NAT64  bool
+	Portal bool
 }
 
 // NewCmdIfaces builds the command; runF replaces ifacesRun in tests.
@@ -58,6 +59,7 @@ prefix.`,
 	cmd.Flags().StringArrayVar(&opts.DNS, "dns", nil, "use `IFACE=ADDR[,ADDR]` as the resolvers of IFACE (repeatable)")
 	cmd.Flags().BoolVar(&opts.JSON, "json", false, "print JSON")
 	cmd.Flags().BoolVar(&opts.NAT64, "nat64", false, "discover each path's NAT64 prefix through its DNS (RFC 7050: one query per path)")
+	cmd.Flags().BoolVar(&opts.Portal, "portal", false, "check each path for a captive portal (two DNS queries for names under .invalid per path; one plain HTTP request when both resolve)")
 	return cmd
 }
 
@@ -68,14 +70,16 @@ type pathInfo struct {
 	// path's resolver is no DNS64).
 	NAT64 []netip.Prefix `json:"nat64_prefixes,omitempty"`
 	// NAT64Error: the discovery failed (no DNS server, no answer).
-	NAT64Error string   `json:"nat64_error,omitempty"`
-	Notes      []string `json:"notes,omitempty"`
+	NAT64Error string `json:"nat64_error,omitempty"`
+	// Portal: what showed a captive portal on the path (--portal).
+	Portal string   `json:"portal,omitempty"`
+	Notes  []string `json:"notes,omitempty"`
 }
 
 // cgnat is the shared address space of carrier-grade NAT (RFC 6598).
 var cgnat = netip.MustParsePrefix("100.64.0.0/10")
 
-func describe(ctx context.Context, p probe.Path, nat64 bool) pathInfo {
+func describe(ctx context.Context, p probe.Path, nat64, portal bool) pathInfo {
 	pi := pathInfo{Path: p}
 	_, has4 := p.SourceAddr(probe.Family4)
 	_, has6 := p.SourceAddr(probe.Family6)
@@ -87,7 +91,16 @@ func describe(ctx context.Context, p probe.Path, nat64 bool) pathInfo {
 			pi.Notes = append(pi.Notes, fmt.Sprintf("CGNAT address %s (RFC 6598): behind a carrier-grade NAT, unsolicited inbound impossible", a.IP))
 		}
 	}
-	if !nat64 || !p.Up || p.Kind == probe.KindLoopback {
+	if !p.Up || p.Kind == probe.KindLoopback {
+		return pi
+	}
+	if portal {
+		if why := probe.DetectPortal(ctx, p, time.Second); why != "" {
+			pi.Portal = why
+			pi.Notes = append(pi.Notes, "captive portal ("+why+"): measurements there reach the portal, not the Internet")
+		}
+	}
+	if !nat64 {
 		return pi
 	}
 	r, err := probe.NewResolver(p, probe.ResolverOptions{Timeout: time.Second, Retries: 1})
@@ -116,7 +129,7 @@ func ifacesRun(ctx context.Context, opts *Options) error {
 	var wg sync.WaitGroup
 	for i, p := range paths {
 		wg.Add(1)
-		go func() { defer wg.Done(); infos[i] = describe(ctx, p, opts.NAT64) }()
+		go func() { defer wg.Done(); infos[i] = describe(ctx, p, opts.NAT64, opts.Portal) }()
 	}
 	wg.Wait()
 	if opts.JSON {

@@ -327,3 +327,52 @@ func TestLabIfacesCGNAT(t *testing.T) {
 		t.Errorf("lab down: exit %d: %s", code, stderr)
 	}
 }
+
+// In a lab with a portal on wlan0, ifaces --portal names it on wlan0 (from
+// what it measured) and nothing on wwan0.
+func TestLabIfacesPortal(t *testing.T) {
+	labtest.Require(t)
+	if _, err := exec.LookPath("nft"); err != nil {
+		nstest.SkipUnless(t, "portal lab tests need nftables (nft)")
+	}
+	t.Setenv(envMain, "1")
+	name, dir := uniqueName(), shortDir(t)
+	t.Cleanup(func() { _ = lab.CleanStale(context.Background(), name, dir) })
+	if code, _, stderr := run(t, "lab", "up", "--name", name, "--dir", dir, "--domains", "0", "--no-serve", "--wlan0", "portal"); code != 0 {
+		t.Fatalf("lab up: exit %d: %s", code, stderr)
+	}
+	exe, _ := os.Executable()
+	code, out, stderr := run(t, "lab", "exec", "--name", name, "--dir", dir, "--", exe, "ifaces", "--portal", "--json")
+	if code != 0 {
+		t.Fatalf("ifaces: exit %d: %s", code, stderr)
+	}
+	var paths []struct {
+		Name   string   `json:"name"`
+		Portal string   `json:"portal"`
+		Notes  []string `json:"notes"`
+	}
+	if err := json.Unmarshal([]byte(out), &paths); err != nil {
+		t.Fatalf("ifaces --json: %v\n%s", err, out)
+	}
+	seen := 0
+	for _, p := range paths {
+		switch p.Name {
+		case "wlan0":
+			seen++
+			if !strings.Contains(p.Portal, lab.PortalAddr4.String()) || len(p.Notes) != 1 || !strings.HasPrefix(p.Notes[0], "captive portal") {
+				t.Errorf("wlan0: portal %q, notes %q; want the portal at %s", p.Portal, p.Notes, lab.PortalAddr4)
+			}
+		case "wwan0":
+			seen++
+			if p.Portal != "" || len(p.Notes) != 0 {
+				t.Errorf("wwan0: portal %q, notes %q; want none", p.Portal, p.Notes)
+			}
+		}
+	}
+	if seen != 2 {
+		t.Errorf("ifaces listed %d of the lab's paths:\n%s", seen, out)
+	}
+	if code, _, stderr := run(t, "lab", "down", "--purge", "--name", name, "--dir", dir); code != 0 {
+		t.Errorf("lab down: exit %d: %s", code, stderr)
+	}
+}
