@@ -20,7 +20,8 @@ func sameAddr(a, b net.Addr) bool {
 	ua, ok1 := a.(*net.UDPAddr)
 	ub, ok2 := b.(*net.UDPAddr)
 	if ok1 && ok2 {
-		return ua.AddrPort() == ub.AddrPort()
+		// A dual-stack socket reads an IPv4 peer as ::ffff:a.b.c.d.
+		return ua.AddrPort().Addr().Unmap() == ub.AddrPort().Addr().Unmap() && ua.Port == ub.Port
 	}
 	return a.String() == b.String()
 }
@@ -28,7 +29,7 @@ func sameAddr(a, b net.Addr) bool {
 func sameHost(a, b net.Addr) bool {
 	ua, ok1 := a.(*net.UDPAddr)
 	ub, ok2 := b.(*net.UDPAddr)
-	return ok1 && ok2 && ua.AddrPort().Addr() == ub.AddrPort().Addr()
+	return ok1 && ok2 && ua.AddrPort().Addr().Unmap() == ub.AddrPort().Addr().Unmap()
 }
 
 func (c *Conn) onPeerAddress(p *path, now time.Time) {
@@ -109,7 +110,9 @@ func (c *Conn) sendResponsesAway(now time.Time, p *path) {
 		if pad := min(minDatagramSize, r.limit) - c.hdrLen(p, spaceApp, pl.pnLen, 0) - len(pl.payload) - tagLen; pad > 0 {
 			pl.payload = append(pl.payload, make([]byte, pad)...)
 		}
-		b, _ := c.sealPlan(now, p, &pl, nil)
+		// Room for the AEAD tag: sealing appends it in place, and a
+		// buffer grown to the bare packet panicked (a small limit).
+		b, _ := c.sealPlan(now, p, &pl, make([]byte, 0, minDatagramSize+tagLen+64))
 		if r.from.IsValid() {
 			writeFrom(p.pconn, b, r.to, r.from, ecnNotECT, &p.oob)
 		} else {

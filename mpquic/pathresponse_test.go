@@ -2,6 +2,7 @@ package mpquic
 
 import (
 	"context"
+	"net"
 	"testing"
 	"time"
 )
@@ -69,5 +70,43 @@ func TestPathResponseOnProbedAddress(t *testing.T) {
 	srv.mu.Unlock()
 	if after != before {
 		t.Errorf("server moved path 0 to %s (was %s) on a probing packet", after, before)
+	}
+}
+
+// A PATH_RESPONSE sent away from the path's address is sealed into a
+// buffer of its own: for every anti-amplification limit (its padding
+// follows it) the packet goes out, none panics for want of room for
+// the AEAD tag (a limit of ~90 bytes did).
+func TestPathResponseAwayAnyLimit(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	mp := newMPPair(t, ctx, udpLoopback(t), nil, nil)
+	c := mp.c
+	probe := udpLoopback(t)
+	func() {
+		c.mu.Lock()
+		defer c.mu.Unlock() // a panic must not leave the cleanup waiting
+		p := c.p0()
+		for limit := 0; limit <= 1300; limit++ {
+			p.responses = append(p.responses, pathResponse{data: [8]byte{byte(limit)}, to: probe.LocalAddr(), limit: limit})
+			c.sendResponsesAway(time.Now(), p)
+		}
+	}()
+	probe.SetReadDeadline(time.Now().Add(3 * time.Second))
+	if _, _, err := probe.ReadFrom(make([]byte, 2048)); err != nil {
+		t.Fatalf("no PATH_RESPONSE at the other address: %v", err)
+	}
+}
+
+// sameAddr and sameHost see an IPv4 peer read by a dual-stack socket
+// (::ffff:a.b.c.d) as the IPv4 address it is.
+func TestSameAddrIPv4Mapped(t *testing.T) {
+	v4 := &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1).To4(), Port: 4433}
+	mapped := &net.UDPAddr{IP: net.ParseIP("::ffff:127.0.0.1"), Port: 4433}
+	if !sameAddr(v4, mapped) || !sameHost(v4, mapped) {
+		t.Error("127.0.0.1:4433 and [::ffff:127.0.0.1]:4433 differ")
+	}
+	if sameAddr(v4, &net.UDPAddr{IP: net.ParseIP("::ffff:127.0.0.1"), Port: 4434}) {
+		t.Error("ports 4433 and 4434 are the same")
 	}
 }

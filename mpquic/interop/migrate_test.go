@@ -3,9 +3,11 @@ package interop
 import (
 	"context"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"io"
 	"net"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -129,4 +131,62 @@ func checkNewDCID(t *testing.T, r *run) {
 	if moves == 0 {
 		t.Error("no short-header packet of the client's from a second address")
 	}
+}
+
+// checkPathValidation is the runner's check that PATH_CHALLENGE and
+// PATH_RESPONSE frames were sent and received, read in the peer's own
+// qlog, both ways: mpquic's challenge (its client validating the new
+// path, or its server the client's new address) came back answered with
+// its data, and so did the peer's.
+func checkPathValidation(t *testing.T, r *run) {
+	t.Helper()
+	type frame struct {
+		Type string `json:"frame_type"`
+		Data string `json:"data"`
+	}
+	var ev struct {
+		Name string `json:"name"`
+		Data struct {
+			Frames []frame `json:"frames"`
+		} `json:"data"`
+	}
+	waitQlog(r.peerEv, `"path_response"`)
+	// by direction (sent by the peer or received) and frame type: the data
+	challenges := map[bool]map[string]bool{true: {}, false: {}}
+	responses := map[bool]map[string]bool{true: {}, false: {}}
+	for _, l := range strings.Split(r.peerEv.qlogText(), "\n") {
+		l = strings.TrimLeft(l, "\x1e")
+		if !strings.Contains(l, `"path_`) || json.Unmarshal([]byte(l), &ev) != nil {
+			continue
+		}
+		sent := strings.HasSuffix(ev.Name, "packet_sent")
+		if !sent && !strings.HasSuffix(ev.Name, "packet_received") {
+			continue
+		}
+		for _, f := range ev.Data.Frames {
+			switch f.Type {
+			case "path_challenge":
+				challenges[sent][f.Data] = true
+			case "path_response":
+				responses[sent][f.Data] = true
+			}
+		}
+	}
+	answered := func(challengeSent bool) int {
+		n := 0
+		for d := range challenges[challengeSent] {
+			if responses[!challengeSent][d] {
+				n++
+			}
+		}
+		return n
+	}
+	ours, theirs := answered(false), answered(true)
+	if ours == 0 {
+		t.Errorf("%s's qlog shows no PATH_CHALLENGE of mpquic's received and answered (%d received)", r.peer.name(), len(challenges[false]))
+	}
+	if theirs == 0 {
+		t.Errorf("%s's qlog shows no PATH_CHALLENGE of its own answered by mpquic (%d sent)", r.peer.name(), len(challenges[true]))
+	}
+	t.Logf("path validation in %s's qlog: %d of mpquic's challenges answered, %d of its own", r.peer.name(), ours, theirs)
 }

@@ -818,6 +818,7 @@ func checkMigrated(t *testing.T, r *run) {
 		t.Errorf("the server sent %d datagrams to the client's new address %s (%v)", backs[moved], moved, backs)
 	}
 	checkNewDCID(t, r)
+	checkPathValidation(t, r)
 	if r.role == mpquicServer {
 		for _, c := range r.conns {
 			if ra := c.PathStats()[0].RemoteAddr.String(); ra != moved {
