@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"net/netip"
 	"slices"
+	"sync"
+	"time"
 )
 
 // NAT64 prefixes (RFC 6052) and their discovery (RFC 7050).
@@ -107,4 +109,41 @@ func DiscoverNAT64(ctx context.Context, r *Resolver) ([]netip.Prefix, error) {
 		return nil, fmt.Errorf("ipv4only.arpa on %s: %s", r.Path().Name, lk.Status)
 	}
 	return NAT64Prefixes(aaaa), nil
+}
+
+// NAT64Discovery is one path's RFC 7050 discovery: the prefixes found, or
+// why none could be asked for or found.
+type NAT64Discovery struct {
+	Prefixes []netip.Prefix
+	Err      error
+}
+
+// DiscoverNAT64Paths runs DiscoverNAT64 on every path with DNS servers,
+// all at once, each through its own resolvers (timeout per query, one
+// retry): the result per path name.
+func DiscoverNAT64Paths(ctx context.Context, paths []Path, timeout time.Duration) map[string]NAT64Discovery {
+	var (
+		mu  sync.Mutex
+		wg  sync.WaitGroup
+		out = map[string]NAT64Discovery{}
+	)
+	for _, p := range paths {
+		if len(p.DNS) == 0 {
+			continue
+		}
+		wg.Go(func() {
+			var d NAT64Discovery
+			r, err := NewResolver(p, ResolverOptions{Timeout: timeout, Retries: 1})
+			if err != nil {
+				d.Err = fmt.Errorf("no resolver: %w", err)
+			} else {
+				d.Prefixes, d.Err = DiscoverNAT64(ctx, r)
+			}
+			mu.Lock()
+			out[p.Name] = d
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+	return out
 }

@@ -1,8 +1,14 @@
 package probe
 
 import (
+	"context"
 	"net/netip"
 	"testing"
+	"time"
+
+	"github.com/miekg/dns"
+
+	"github.com/mptester/mptester/internal/dnstest"
 )
 
 // RFC 6052 §2.4's table: 192.0.2.33 under each prefix length.
@@ -72,4 +78,32 @@ func FuzzNAT64(f *testing.F) {
 		}
 		_ = NAT64Prefixes([]netip.Addr{s, a})
 	})
+}
+
+// TestDiscoverNAT64Paths: a path asks its own DNS servers: a DNS64's
+// path gets its prefix, a plain resolver's none, a failing one its error;
+// a path without DNS servers is not asked. (One loopback path per call:
+// a path's name is the interface its queries are bound to.)
+func TestDiscoverNAT64Paths(t *testing.T) {
+	ask := func(z dns.Handler) (NAT64Discovery, bool) {
+		p := loopbackPath(t)
+		if z != nil {
+			p = loopbackPath(t, serveZone(t, z))
+		}
+		d, ok := DiscoverNAT64Paths(context.Background(), []Path{p}, time.Second)[p.Name]
+		return d, ok
+	}
+	if d, _ := ask(&dnstest.Zone{AAAA: map[string][]string{"ipv4only.arpa.": {"fd00:64::c000:aa", "fd00:64::c000:ab"}}}); d.Err != nil ||
+		len(d.Prefixes) != 1 || d.Prefixes[0] != netip.MustParsePrefix("fd00:64::/96") {
+		t.Errorf("a DNS64: %+v", d)
+	}
+	if d, _ := ask(&dnstest.Zone{}); d.Err != nil || len(d.Prefixes) != 0 {
+		t.Errorf("a plain resolver: %+v", d)
+	}
+	if d, _ := ask(&dnstest.Zone{Rcode: map[string]int{"ipv4only.arpa.": dns.RcodeServerFailure}}); d.Err == nil {
+		t.Errorf("a failing resolver: %+v, want an error", d)
+	}
+	if d, ok := ask(nil); ok {
+		t.Errorf("a path without DNS servers was asked: %+v", d)
+	}
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"log/slog"
 	"net/netip"
-	"sync"
 	"time"
 
 	"github.com/mptester/mptester/probe"
@@ -19,34 +18,21 @@ func DiscoverNAT64(ctx context.Context, paths []probe.Path, timeout time.Duratio
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	var (
-		mu  sync.Mutex
-		wg  sync.WaitGroup
-		out = map[string]netip.Prefix{}
-	)
+	var asked []probe.Path
 	for _, p := range paths {
-		if len(p.DNS) == 0 || !p.Up || p.Kind == probe.KindLoopback {
-			continue
+		if p.Up && p.Kind != probe.KindLoopback {
+			asked = append(asked, p)
 		}
-		wg.Go(func() {
-			r, err := probe.NewResolver(p, probe.ResolverOptions{Timeout: timeout, Retries: 1})
-			if err != nil {
-				log.Warn("NAT64 discovery: no resolver", "path", p.Name, "err", err)
-				return
-			}
-			pfx, err := probe.DiscoverNAT64(ctx, r)
-			if err != nil {
-				log.Warn("NAT64 discovery failed: the path is taken as without translator", "path", p.Name, "err", err)
-				return
-			}
-			if len(pfx) > 0 {
-				log.Info("NAT64 prefix discovered", "path", p.Name, "prefix", pfx[0], "all", pfx)
-				mu.Lock()
-				out[p.Name] = pfx[0]
-				mu.Unlock()
-			}
-		})
 	}
-	wg.Wait()
+	out := map[string]netip.Prefix{}
+	for name, d := range probe.DiscoverNAT64Paths(ctx, asked, timeout) {
+		switch {
+		case d.Err != nil:
+			log.Warn("NAT64 discovery failed: the path is taken as without translator", "path", name, "err", d.Err)
+		case len(d.Prefixes) > 0:
+			log.Info("NAT64 prefix discovered", "path", name, "prefix", d.Prefixes[0], "all", d.Prefixes)
+			out[name] = d.Prefixes[0]
+		}
+	}
 	return out
 }

@@ -6,7 +6,6 @@ import (
 	"log/slog"
 	"net/netip"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/mptester/mptester/internal/bogon"
@@ -63,24 +62,12 @@ func publicHas(pub []netip.Prefix, a netip.Addr) bool {
 // address it embeds. A path without DNS servers, or whose discovery
 // fails, keeps the well-known prefix only (logged).
 func pathNAT64(ctx context.Context, paths []probe.Path, logger *slog.Logger) map[string][]netip.Prefix {
-	out := make(map[string][]netip.Prefix, len(paths))
-	var mu sync.Mutex
-	var wg sync.WaitGroup
-	for _, p := range paths {
-		r, err := probe.NewResolver(p, probe.ResolverOptions{Timeout: time.Second, Retries: 1})
-		if err != nil {
-			continue
+	out := map[string][]netip.Prefix{}
+	for name, d := range probe.DiscoverNAT64Paths(ctx, paths, time.Second) {
+		if d.Err != nil && logger != nil {
+			logger.Warn("--no-private: NAT64 prefix discovery failed; the well-known prefix only", "path", name, "err", d.Err)
 		}
-		wg.Go(func() {
-			pfx, err := probe.DiscoverNAT64(ctx, r)
-			if err != nil && logger != nil {
-				logger.Warn("--no-private: NAT64 prefix discovery failed; the well-known prefix only", "path", p.Name, "err", err)
-			}
-			mu.Lock()
-			out[p.Name] = pfx
-			mu.Unlock()
-		})
+		out[name] = d.Prefixes
 	}
-	wg.Wait()
 	return out
 }
