@@ -39,16 +39,7 @@ func TestDerivedTablesHeal(t *testing.T) {
 	dd := &downDerive{}
 	dd.down.Store(true)
 	e := newEnvWith(t, func(c *collect.Config) { dd.Store = c.Store; c.Store = dd; c.DeriveRetry = 20 * time.Millisecond })
-	ctx := context.Background()
-	for range 3 {
-		id := uuid.NewString()
-		require.Equal(t, http.StatusCreated, e.put(t, id, stream(t, id, "pi1"), e.probeTok, "").code)
-	}
-	underived := func() int {
-		rs, err := dd.Store.ListUnderived(ctx, 0)
-		require.NoError(t, err)
-		return len(rs)
-	}
+	underived := uploadThree(t, e, dd.Store)
 	health := func() string { return string(e.get(t, "/healthz", "").body) }
 	require.Eventually(t, func() bool { return underived() == 3 && strings.Contains(health(), `"derive_backlog":"3"`) },
 		30*time.Second, 10*time.Millisecond, "the backlog is shown")
@@ -57,6 +48,20 @@ func TestDerivedTablesHeal(t *testing.T) {
 	dd.down.Store(false)
 	require.Eventually(t, func() bool { return underived() == 0 }, 30*time.Second, 10*time.Millisecond, "healed without a restart")
 	require.Eventually(t, func() bool { return strings.Contains(health(), `"derive_backlog":"0"`) }, 30*time.Second, 10*time.Millisecond)
+}
+
+// uploadThree uploads three runs and returns how many runs st lists as
+// underived, for each call.
+func uploadThree(t *testing.T, e *env, st store.Store) func() int {
+	for range 3 {
+		id := uuid.NewString()
+		require.Equal(t, http.StatusCreated, e.put(t, id, stream(t, id, "pi1"), e.probeTok, "").code)
+	}
+	return func() int {
+		rs, err := st.ListUnderived(context.Background(), 0)
+		require.NoError(t, err)
+		return len(rs)
+	}
 }
 
 // downIndex is downDerive whose index does not answer either while
@@ -85,16 +90,7 @@ func TestDerivedTablesHealWhenStoresReturn(t *testing.T) {
 		c.Store = dd
 		c.DeriveRetry, c.StoreCheck = time.Hour, 10*time.Millisecond
 	})
-	ctx := context.Background()
-	for range 3 {
-		id := uuid.NewString()
-		require.Equal(t, http.StatusCreated, e.put(t, id, stream(t, id, "pi1"), e.probeTok, "").code)
-	}
-	underived := func() int {
-		rs, err := dd.Store.ListUnderived(ctx, 0)
-		require.NoError(t, err)
-		return len(rs)
-	}
+	underived := uploadThree(t, e, dd.Store)
 	require.Eventually(t, func() bool {
 		return underived() == 3 && strings.Contains(string(e.get(t, "/healthz", "").body), `"derive_backlog":"3"`)
 	}, 30*time.Second, 10*time.Millisecond, "derivations failed")

@@ -3,11 +3,9 @@
 package survey
 
 import (
-	"bufio"
-	"encoding/json"
 	"fmt"
+	"net/netip"
 	"slices"
-	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -35,41 +33,14 @@ func TestLabSurveyCommandNAT64(t *testing.T) {
 	l.Truth(t, &truth)
 	info := l.Config()
 	pfx := lab.NAT64Of("wwan0").Prefix.String()
-	args := []string{"--list", info.Files.Tranco, "--paths", "wlan0,wwan0", "--method", "tcp-syn", "--count", "2",
-		"--rate", "1500", "--spacing", "5ms", "--timeout", "1s", "--dns-timeout", "800ms"}
-	for _, p := range info.Paths {
-		args = append(args, "--dns", p.Name+"="+p.Resolv6.String())
-		if p.Name != "wwan0" { // IPv6-only: its resolver is the DNS64 on the IPv6 address
-			args = append(args, "--dns", p.Name+"="+p.Resolv4.String())
+	args := labSurveyArgs(info, func(p lab.PathPlan) []netip.Addr {
+		if p.Name == "wwan0" { // IPv6-only: its resolver is the DNS64 on the IPv6 address
+			return []netip.Addr{p.Resolv6}
 		}
-	}
-	for _, p := range info.PublicPrefixes {
-		args = append(args, "--public-prefix", p.String())
-	}
+		return []netip.Addr{p.Resolv6, p.Resolv4}
+	})
 	run := func(extra ...string) (map[string]any, survey.Summary) {
-		t.Helper()
-		out, errOut, err := runCLI(t, append(slices.Clone(args), extra...)...)
-		require.NoError(t, err, errOut)
-		var hdr struct {
-			Config map[string]any `json:"config"`
-		}
-		var sum survey.Summary
-		sc := bufio.NewScanner(strings.NewReader(out))
-		sc.Buffer(nil, 1<<24)
-		for sc.Scan() {
-			var typ struct {
-				Type string `json:"type"`
-			}
-			require.NoError(t, json.Unmarshal(sc.Bytes(), &typ))
-			switch typ.Type {
-			case "header":
-				require.NoError(t, json.Unmarshal(sc.Bytes(), &hdr))
-			case "summary":
-				require.NoError(t, json.Unmarshal(sc.Bytes(), &sum))
-			}
-		}
-		require.NotEmpty(t, sum.Cells, out)
-		return hdr.Config, sum
+		return runSurveyDoc(t, append(slices.Clone(args), extra...)...)
 	}
 
 	cfg, sum := run()

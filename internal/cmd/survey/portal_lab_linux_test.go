@@ -3,9 +3,7 @@
 package survey
 
 import (
-	"bufio"
-	"encoding/json"
-	"slices"
+	"net/netip"
 	"strings"
 	"testing"
 
@@ -31,39 +29,8 @@ func TestLabSurveyCommandPortal(t *testing.T) {
 	var truth world.Truth
 	l.Truth(t, &truth)
 	info := l.Config()
-	args := []string{"--list", info.Files.Tranco, "--paths", "wlan0,wwan0", "--method", "tcp-syn", "--count", "2",
-		"--rate", "1500", "--spacing", "5ms", "--timeout", "1s", "--dns-timeout", "800ms"}
-	for _, p := range info.Paths {
-		args = append(args, "--dns", p.Name+"="+p.Resolv4.String(), "--dns", p.Name+"="+p.Resolv6.String())
-	}
-	for _, p := range info.PublicPrefixes {
-		args = append(args, "--public-prefix", p.String())
-	}
-	run := func() (map[string]any, survey.Summary) {
-		t.Helper()
-		out, errOut, err := runCLI(t, slices.Clone(args)...)
-		require.NoError(t, err, errOut)
-		var hdr struct {
-			Config map[string]any `json:"config"`
-		}
-		var sum survey.Summary
-		sc := bufio.NewScanner(strings.NewReader(out))
-		sc.Buffer(nil, 1<<24)
-		for sc.Scan() {
-			var typ struct {
-				Type string `json:"type"`
-			}
-			require.NoError(t, json.Unmarshal(sc.Bytes(), &typ))
-			switch typ.Type {
-			case "header":
-				require.NoError(t, json.Unmarshal(sc.Bytes(), &hdr))
-			case "summary":
-				require.NoError(t, json.Unmarshal(sc.Bytes(), &sum))
-			}
-		}
-		require.NotEmpty(t, sum.Cells, out)
-		return hdr.Config, sum
-	}
+	args := labSurveyArgs(info, func(p lab.PathPlan) []netip.Addr { return []netip.Addr{p.Resolv4, p.Resolv6} })
+	run := func() (map[string]any, survey.Summary) { return runSurveyDoc(t, args...) }
 	truthCell := func(probePath, resolvePath string) survey.Cell {
 		for _, c := range truth.Summary.Cells {
 			if c.ProbePath == probePath && c.ResolvePath == resolvePath {
