@@ -222,157 +222,101 @@ func TestLabSmokeNamesCauses(t *testing.T) {
 	}
 }
 
-// TestLabIfacesNAT64: ifaces --nat64 names the NAT64 prefix a nat64 path's
-// DNS64 reveals (RFC 7050) and the path's IPv6-only addressing, and
-// nothing on the dual-stack path.
-func TestLabIfacesNAT64(t *testing.T) {
+// ifacesPath is a path of `ifaces --json` with what the lab tests read.
+type ifacesPath struct {
+	Name   string   `json:"name"`
+	NAT64  []string `json:"nat64_prefixes"`
+	Err    string   `json:"nat64_error"`
+	Portal string   `json:"portal"`
+	Notes  []string `json:"notes"`
+}
+
+// labIfaces brings a lab up with one path's impairment (tools: the
+// binaries it needs), runs `ifaces --json` with flags inside it and
+// returns wlan0's and wwan0's entries (both must be listed), and a way to
+// run another mptester command inside the lab; the lab goes down (and
+// must) when the test ends.
+func labIfaces(t *testing.T, path, impairment string, tools []string, flags ...string) (map[string]ifacesPath, func(args ...string) (int, string, string)) {
+	t.Helper()
 	labtest.Require(t)
-	for _, bin := range []string{"tayga", "unbound"} {
+	for _, bin := range tools {
 		if _, err := exec.LookPath(bin); err != nil {
-			nstest.SkipUnless(t, "nat64 lab tests need "+bin)
+			nstest.SkipUnless(t, impairment+" lab tests need "+bin)
 		}
 	}
 	t.Setenv(envMain, "1")
 	name, dir := uniqueName(), shortDir(t)
 	t.Cleanup(func() { _ = lab.CleanStale(context.Background(), name, dir) })
-	if code, _, stderr := run(t, "lab", "up", "--name", name, "--dir", dir, "--domains", "0", "--no-serve", "--wwan0", "nat64"); code != 0 {
+	if code, _, stderr := run(t, "lab", "up", "--name", name, "--dir", dir, "--domains", "0", "--no-serve", "--"+path, impairment); code != 0 {
 		t.Fatalf("lab up: exit %d: %s", code, stderr)
 	}
+	t.Cleanup(func() {
+		if code, _, stderr := run(t, "lab", "down", "--purge", "--name", name, "--dir", dir); code != 0 {
+			t.Errorf("lab down: exit %d: %s", code, stderr)
+		}
+	})
 	exe, _ := os.Executable()
-	code, out, stderr := run(t, "lab", "exec", "--name", name, "--dir", dir, "--", exe, "ifaces", "--nat64", "--json")
+	inLab := func(args ...string) (int, string, string) {
+		return run(t, append([]string{"lab", "exec", "--name", name, "--dir", dir, "--", exe}, args...)...)
+	}
+	code, out, stderr := inLab(append([]string{"ifaces", "--json"}, flags...)...)
 	if code != 0 {
 		t.Fatalf("ifaces: exit %d: %s", code, stderr)
 	}
-	var paths []struct {
-		Name  string   `json:"name"`
-		NAT64 []string `json:"nat64_prefixes"`
-		Err   string   `json:"nat64_error"`
-		Notes []string `json:"notes"`
-	}
-	if err := json.Unmarshal([]byte(out), &paths); err != nil {
+	var list []ifacesPath
+	if err := json.Unmarshal([]byte(out), &list); err != nil {
 		t.Fatalf("ifaces --json: %v\n%s", err, out)
 	}
-	seen := 0
-	for _, p := range paths {
-		switch p.Name {
-		case "wwan0":
-			seen++
-			if !slices.Equal(p.NAT64, []string{lab.NAT64Of("wwan0").Prefix.String()}) || len(p.Notes) != 2 || !strings.HasPrefix(p.Notes[0], "IPv6-only") {
-				t.Errorf("wwan0: nat64 %v (%s), notes %q; want %s, IPv6-only and NAT64 notes", p.NAT64, p.Err, p.Notes, lab.NAT64Of("wwan0").Prefix)
-			}
-		case "wlan0":
-			seen++
-			if len(p.NAT64) != 0 || p.Err != "" || len(p.Notes) != 0 {
-				t.Errorf("wlan0: nat64 %v (%s), notes %q; want none", p.NAT64, p.Err, p.Notes)
-			}
+	paths := map[string]ifacesPath{}
+	for _, p := range list {
+		paths[p.Name] = p
+	}
+	for _, want := range lab.PathNames {
+		if _, ok := paths[want]; !ok {
+			t.Fatalf("ifaces did not list %s:\n%s", want, out)
 		}
 	}
-	if seen != 2 {
-		t.Errorf("ifaces listed %d of the lab's paths:\n%s", seen, out)
+	return paths, inLab
+}
+
+// TestLabIfacesNAT64: ifaces --nat64 names the NAT64 prefix a nat64 path's
+// DNS64 reveals (RFC 7050) and the path's IPv6-only addressing, and
+// nothing on the dual-stack path.
+func TestLabIfacesNAT64(t *testing.T) {
+	paths, _ := labIfaces(t, "wwan0", "nat64", []string{"tayga", "unbound"}, "--nat64")
+	if p := paths["wwan0"]; !slices.Equal(p.NAT64, []string{lab.NAT64Of("wwan0").Prefix.String()}) || len(p.Notes) != 2 || !strings.HasPrefix(p.Notes[0], "IPv6-only") {
+		t.Errorf("wwan0: nat64 %v (%s), notes %q; want %s, IPv6-only and NAT64 notes", p.NAT64, p.Err, p.Notes, lab.NAT64Of("wwan0").Prefix)
 	}
-	if code, _, stderr := run(t, "lab", "down", "--purge", "--name", name, "--dir", dir); code != 0 {
-		t.Errorf("lab down: exit %d: %s", code, stderr)
+	if p := paths["wlan0"]; len(p.NAT64) != 0 || p.Err != "" || len(p.Notes) != 0 {
+		t.Errorf("wlan0: nat64 %v (%s), notes %q; want none", p.NAT64, p.Err, p.Notes)
 	}
 }
 
 // In a lab with a cgnat wwan0, ifaces and doctor name wwan0's CGNAT
 // address (measured on the interface) and nothing on wlan0.
 func TestLabIfacesCGNAT(t *testing.T) {
-	labtest.Require(t)
-	if _, err := exec.LookPath("nft"); err != nil {
-		nstest.SkipUnless(t, "cgnat lab tests need nftables (nft)")
-	}
-	t.Setenv(envMain, "1")
-	name, dir := uniqueName(), shortDir(t)
-	t.Cleanup(func() { _ = lab.CleanStale(context.Background(), name, dir) })
-	if code, _, stderr := run(t, "lab", "up", "--name", name, "--dir", dir, "--domains", "0", "--no-serve", "--wwan0", "cgnat"); code != 0 {
-		t.Fatalf("lab up: exit %d: %s", code, stderr)
-	}
-	exe, _ := os.Executable()
-	code, out, stderr := run(t, "lab", "exec", "--name", name, "--dir", dir, "--", exe, "ifaces", "--json")
-	if code != 0 {
-		t.Fatalf("ifaces: exit %d: %s", code, stderr)
-	}
-	var paths []struct {
-		Name  string   `json:"name"`
-		Notes []string `json:"notes"`
-	}
-	if err := json.Unmarshal([]byte(out), &paths); err != nil {
-		t.Fatalf("ifaces --json: %v\n%s", err, out)
-	}
+	paths, inLab := labIfaces(t, "wwan0", "cgnat", []string{"nft"})
 	addr := lab.CGNATOf("wwan0").Client4.String()
-	seen := 0
-	for _, p := range paths {
-		switch p.Name {
-		case "wwan0":
-			seen++
-			if len(p.Notes) != 1 || !strings.Contains(p.Notes[0], "CGNAT address "+addr) {
-				t.Errorf("wwan0 notes %q, want one naming CGNAT address %s", p.Notes, addr)
-			}
-		case "wlan0":
-			seen++
-			if len(p.Notes) != 0 {
-				t.Errorf("wlan0 notes %q, want none", p.Notes)
-			}
-		}
+	if p := paths["wwan0"]; len(p.Notes) != 1 || !strings.Contains(p.Notes[0], "CGNAT address "+addr) {
+		t.Errorf("wwan0 notes %q, want one naming CGNAT address %s", p.Notes, addr)
 	}
-	if seen != 2 {
-		t.Errorf("ifaces listed %d of the lab's paths:\n%s", seen, out)
+	if p := paths["wlan0"]; len(p.Notes) != 0 {
+		t.Errorf("wlan0 notes %q, want none", p.Notes)
 	}
-	_, out, stderr = run(t, "lab", "exec", "--name", name, "--dir", dir, "--", exe, "doctor", "--json")
+	_, out, stderr := inLab("doctor", "--json")
 	if !strings.Contains(out, `"id": "access.wwan0.cgnat"`) || !strings.Contains(out, addr+" is in 100.64.0.0/10") || strings.Contains(out, "access.wlan0.cgnat") {
 		t.Errorf("doctor does not name wwan0's CGNAT address %s (and only it):\n%s\n%s", addr, out, stderr)
-	}
-	if code, _, stderr := run(t, "lab", "down", "--purge", "--name", name, "--dir", dir); code != 0 {
-		t.Errorf("lab down: exit %d: %s", code, stderr)
 	}
 }
 
 // In a lab with a portal on wlan0, ifaces --portal names it on wlan0 (from
 // what it measured) and nothing on wwan0.
 func TestLabIfacesPortal(t *testing.T) {
-	labtest.Require(t)
-	if _, err := exec.LookPath("nft"); err != nil {
-		nstest.SkipUnless(t, "portal lab tests need nftables (nft)")
+	paths, _ := labIfaces(t, "wlan0", "portal", []string{"nft"}, "--portal")
+	if p := paths["wlan0"]; !strings.Contains(p.Portal, lab.PortalAddr4.String()) || len(p.Notes) != 1 || !strings.HasPrefix(p.Notes[0], "captive portal") {
+		t.Errorf("wlan0: portal %q, notes %q; want the portal at %s", p.Portal, p.Notes, lab.PortalAddr4)
 	}
-	t.Setenv(envMain, "1")
-	name, dir := uniqueName(), shortDir(t)
-	t.Cleanup(func() { _ = lab.CleanStale(context.Background(), name, dir) })
-	if code, _, stderr := run(t, "lab", "up", "--name", name, "--dir", dir, "--domains", "0", "--no-serve", "--wlan0", "portal"); code != 0 {
-		t.Fatalf("lab up: exit %d: %s", code, stderr)
-	}
-	exe, _ := os.Executable()
-	code, out, stderr := run(t, "lab", "exec", "--name", name, "--dir", dir, "--", exe, "ifaces", "--portal", "--json")
-	if code != 0 {
-		t.Fatalf("ifaces: exit %d: %s", code, stderr)
-	}
-	var paths []struct {
-		Name   string   `json:"name"`
-		Portal string   `json:"portal"`
-		Notes  []string `json:"notes"`
-	}
-	if err := json.Unmarshal([]byte(out), &paths); err != nil {
-		t.Fatalf("ifaces --json: %v\n%s", err, out)
-	}
-	seen := 0
-	for _, p := range paths {
-		switch p.Name {
-		case "wlan0":
-			seen++
-			if !strings.Contains(p.Portal, lab.PortalAddr4.String()) || len(p.Notes) != 1 || !strings.HasPrefix(p.Notes[0], "captive portal") {
-				t.Errorf("wlan0: portal %q, notes %q; want the portal at %s", p.Portal, p.Notes, lab.PortalAddr4)
-			}
-		case "wwan0":
-			seen++
-			if p.Portal != "" || len(p.Notes) != 0 {
-				t.Errorf("wwan0: portal %q, notes %q; want none", p.Portal, p.Notes)
-			}
-		}
-	}
-	if seen != 2 {
-		t.Errorf("ifaces listed %d of the lab's paths:\n%s", seen, out)
-	}
-	if code, _, stderr := run(t, "lab", "down", "--purge", "--name", name, "--dir", dir); code != 0 {
-		t.Errorf("lab down: exit %d: %s", code, stderr)
+	if p := paths["wwan0"]; p.Portal != "" || len(p.Notes) != 0 {
+		t.Errorf("wwan0: portal %q, notes %q; want none", p.Portal, p.Notes)
 	}
 }
