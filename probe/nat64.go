@@ -111,6 +111,10 @@ func DiscoverNAT64(ctx context.Context, r *Resolver) ([]netip.Prefix, error) {
 	return NAT64Prefixes(aaaa), nil
 }
 
+// CGNAT is the shared address space of carrier-grade NAT (RFC 6598): a
+// path with an address in it is behind one.
+var CGNAT = netip.MustParsePrefix("100.64.0.0/10")
+
 // NAT64Discovery is one path's RFC 7050 discovery: the prefixes found, or
 // why none could be asked for or found.
 type NAT64Discovery struct {

@@ -8,7 +8,6 @@ package doctor
 import (
 	"context"
 	"fmt"
-	"net/netip"
 	"os"
 	"os/exec"
 	"slices"
@@ -98,9 +97,6 @@ func Run(ctx context.Context, env Env) []Check {
 	return append(runOS(ctx, &env), accessChecks(outwardPaths(env.Paths))...)
 }
 
-// cgnat is the shared address space of carrier-grade NAT (RFC 6598).
-var cgnat = netip.MustParsePrefix("100.64.0.0/10")
-
 // accessChecks say what a path's addressing means for measurements (only
 // for paths where it means something): IPv6-only (IPv4 targets skipped
 // unless a NAT64 translates them) and carrier-grade NAT (no inbound).
@@ -116,7 +112,7 @@ func accessChecks(paths []probe.Path) []Check {
 				Fix: "mptester ifaces --nat64"})
 		}
 		for _, a := range p.Addrs {
-			if cgnat.Contains(a.IP) {
+			if probe.CGNAT.Contains(a.IP) {
 				out = append(out, Check{ID: "access." + p.Name + ".cgnat", Title: p.Name + " is behind carrier-grade NAT", Status: StatusOK,
 					Detail: fmt.Sprintf("%s is in 100.64.0.0/10 (RFC 6598): traffic leaves through a shared NAT; nothing can connect to %s from outside, so 'mptester serve' is unreachable there", a.IP, p.Name)})
 				break

@@ -76,9 +76,6 @@ type pathInfo struct {
 	Notes  []string `json:"notes,omitempty"`
 }
 
-// cgnat is the shared address space of carrier-grade NAT (RFC 6598).
-var cgnat = netip.MustParsePrefix("100.64.0.0/10")
-
 func describe(ctx context.Context, p probe.Path, nat64, portal bool) pathInfo {
 	pi := pathInfo{Path: p}
 	_, has4 := p.SourceAddr(probe.Family4)
@@ -87,7 +84,7 @@ func describe(ctx context.Context, p probe.Path, nat64, portal bool) pathInfo {
 		pi.Notes = append(pi.Notes, "IPv6-only: IPv4 targets are skipped unless a NAT64 translates them")
 	}
 	for _, a := range p.Addrs {
-		if cgnat.Contains(a.IP) {
+		if probe.CGNAT.Contains(a.IP) {
 			pi.Notes = append(pi.Notes, fmt.Sprintf("CGNAT address %s (RFC 6598): behind a carrier-grade NAT, unsolicited inbound impossible", a.IP))
 		}
 	}
