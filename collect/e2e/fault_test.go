@@ -76,6 +76,18 @@ func TestFaultsPostgresAndS3(t *testing.T) {
 	var passes []faultPass
 	var errs []error
 	fail := func(err error) { mu.Lock(); errs = append(errs, err); mu.Unlock() }
+	// pass runs one upload pass of p and keeps it; false when it failed.
+	pass := func(ctx context.Context, p *probeEnv) (faultPass, bool) {
+		ps, err := runPass(ctx, p)
+		if err != nil {
+			fail(err)
+			return ps, false
+		}
+		mu.Lock()
+		passes = append(passes, ps)
+		mu.Unlock()
+		return ps, true
+	}
 
 	start := time.Now()
 	loadEnd := start.Add(faultS3Stop + faultDown + faultTail)
@@ -120,14 +132,9 @@ func TestFaultsPostgresAndS3(t *testing.T) {
 						return
 					}
 				}
-				pass, err := runPass(ctx, p)
-				if err != nil {
-					fail(err)
+				if _, ok := pass(ctx, p); !ok {
 					return
 				}
-				mu.Lock()
-				passes = append(passes, pass)
-				mu.Unlock()
 				time.Sleep(200*time.Millisecond + rand.N(500*time.Millisecond))
 			}
 		}()
@@ -179,15 +186,11 @@ func TestFaultsPostgresAndS3(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			for ctx.Err() == nil {
-				pass, err := runPass(ctx, p)
-				if err != nil {
-					fail(err)
+				ps, ok := pass(ctx, p)
+				if !ok {
 					return
 				}
-				mu.Lock()
-				passes = append(passes, pass)
-				mu.Unlock()
-				if len(pass.before) == len(pass.uploaded)+len(pass.rejected) {
+				if len(ps.before) == len(ps.uploaded)+len(ps.rejected) {
 					return
 				}
 				time.Sleep(300 * time.Millisecond)
