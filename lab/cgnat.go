@@ -38,10 +38,17 @@ func cgnatTable(name string) string { return "mpt_cgnat_" + name }
 // cgnatRuleset is the CGNAT of path p as an nft script. The lab's servers
 // are local to the Internet namespace, so the translation is a nat input
 // chain (postrouting never sees locally delivered packets); conntrack
-// reverses it on the replies.
-func cgnatRuleset(p PathPlan) string {
+// reverses it on the replies. Behind a NAT64 (nat64) the NAT's inside is
+// the translator's IPv4 side (its TUN), and the core server is reached
+// through the translator: the path's NAT64 prefix then serves the path's
+// own clients only, or another path could reach the core through it.
+func cgnatRuleset(p PathPlan, nat64 bool) string {
 	c := CGNATOf(p.Name)
-	return fmt.Sprintf(`table ip %[1]s {
+	inside := p.Router
+	if nat64 {
+		inside = NAT64Behind(p.Name, true).TUN
+	}
+	s := fmt.Sprintf(`table ip %[1]s {
 	chain pre {
 		type filter hook prerouting priority -300; policy accept;
 		ip daddr %[4]s iifname != %[2]q counter drop
@@ -58,7 +65,29 @@ func cgnatRuleset(p PathPlan) string {
 		oifname %[2]q ip daddr %[3]s ct state new counter drop
 	}
 }
-`, cgnatTable(p.Name), p.Router, c.Subnet4, c.Core, c.Public)
+`, cgnatTable(p.Name), inside, c.Subnet4, c.Core, c.Public)
+	if nat64 {
+		s += fmt.Sprintf(`table ip6 %[1]s {
+	chain pre {
+		type filter hook prerouting priority -300; policy accept;
+		ip6 daddr %[2]s iifname != %[3]q counter drop
+	}
+}
+`, cgnatTable(p.Name), NAT64Of(p.Name).Prefix, p.Router)
+	}
+	return s
+}
+
+// nat64Paths are the paths built IPv6-only behind a NAT64 (lab up's
+// "nat64" setting).
+func (o *Options) nat64Paths() map[string]bool {
+	m := map[string]bool{}
+	for name, c := range o.Impair {
+		if c.NAT64 != nil && *c.NAT64 {
+			m[name] = true
+		}
+	}
+	return m
 }
 
 // cgnatPaths are the paths built behind a CGNAT (lab up's "cgnat").
@@ -73,10 +102,11 @@ func (o *Options) cgnatPaths() map[string]bool {
 }
 
 // plan is path name's address plan as this lab builds it: a cgnat path's
-// client IPv4 side is in 100.64.0.0/10.
+// client IPv4 side is in 100.64.0.0/10 (behind a NAT64 the client has no
+// IPv4: the translator's side is, NAT64Behind).
 func (o *Options) plan(name string) PathPlan {
 	p, _ := Plan(name)
-	if o.cgnatPaths()[name] {
+	if o.cgnatPaths()[name] && !o.nat64Paths()[name] {
 		c := CGNATOf(name)
 		p.Client4, p.Gateway4, p.Subnet4 = c.Client4, c.Gateway4, c.Subnet4.String()
 	}

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/mptester/mptester/lab/emu"
+	"github.com/mptester/mptester/probe"
 )
 
 // Impairments of one access path: what a real access network does to
@@ -28,7 +29,8 @@ import (
 //	nat64                           (lab up only) IPv6-only path behind a stateful
 //	                                NAT64 (tayga) with a DNS64 resolver (unbound)
 //	cgnat                           (lab up only) the path's IPv4 address is in
-//	                                100.64.0.0/10 behind a stateful NAT (nftables)
+//	                                100.64.0.0/10 behind a stateful NAT (nftables);
+//	                                with nat64 it is the translator's IPv4 side
 type Impair struct {
 	NAT64       bool       `json:"nat64,omitempty"`
 	CGNAT       bool       `json:"cgnat,omitempty"`
@@ -111,9 +113,6 @@ func (i Impair) Apply(c ImpairChange) (Impair, error) {
 	}
 	if i.ICMPDrop && i.PMTU == 0 {
 		return i, fmt.Errorf("icmp=drop only goes with pmtu=N (a path-MTU black hole)")
-	}
-	if i.NAT64 && i.CGNAT {
-		return i, fmt.Errorf("nat64 and cgnat exclude each other: a nat64 path has no IPv4 address to put behind a CGNAT")
 	}
 	return i, nil
 }
@@ -407,15 +406,24 @@ func impairTruth(p PathPlan, ns string, i Impair, prev []ImpairmentTruth, now ti
 			t.Where = nft + fmt.Sprintf(", chains pre and portal: TCP 80/443 from %s redirected to the portal's HTTP :%d (302 to its login page) and HTTPS :%d (a certificate for %s only), other traffic but DNS dropped; the path's DNS answers every name with the portal's addresses",
 				p.Router, PortPortalHTTP, PortPortalHTTPS, PortalName)
 		case "nat64":
-			n := NAT64Of(p.Name)
+			n := NAT64Behind(p.Name, i.CGNAT)
 			t.Prefix = n.Prefix.String()
 			t.Where = fmt.Sprintf("tayga (stateful NAT64, pool %s) on TUN %s and unbound (DNS64) on [%s]:53 in namespace %s; the client's %s has no IPv4",
 				n.Pool, n.TUN, p.Resolv6, ns, p.Name)
+			if i.CGNAT {
+				t.Where += fmt.Sprintf("; tayga maps %s to %s (its IPv4 side, behind the CGNAT)", p.Client6, n.Client4)
+			}
 		case "cgnat":
 			c := CGNATOf(p.Name)
 			t.Address, t.Public, t.Core = c.Client4.String(), c.Public.String(), c.Core.String()
 			t.Where = fmt.Sprintf("nftables table ip %s in namespace %s: %s's %s translated to %s (nat input), no new connection towards %s (filter output), %s served only to %s",
 				cgnatTable(p.Name), ns, p.Name, c.Subnet4, c.Public, c.Subnet4, c.Core, p.Router)
+			if i.NAT64 {
+				n := NAT64Behind(p.Name, true)
+				core, _ := probe.Embed4(n.Prefix, c.Core)
+				t.Where = fmt.Sprintf("nftables table ip %s in namespace %s: the NAT64's IPv4 side %s (from TUN %s) translated to %s (nat input), no new connection towards %s (filter output), %s served only through %s's NAT64 (at %s)",
+					cgnatTable(p.Name), ns, c.Subnet4, n.TUN, c.Public, c.Subnet4, c.Core, p.Name, core)
+			}
 		}
 		for _, o := range prev {
 			if o.Path == t.Path && o.Setting == t.Setting {
@@ -437,6 +445,29 @@ type NAT64 struct {
 	Host4  netip.Addr   // the Internet namespace's address on the TUN
 	Host6  netip.Addr
 	TUN    string
+	// Behind a CGNAT: the translator's IPv4 side is the path's 100.64/10
+	// subnet (Routed, towards the TUN), the client's IPv6 address is
+	// mapped to Client4 in it (a tayga static map), and nftables SNAT
+	// translates it to the CGNAT's public address.
+	Routed  netip.Prefix
+	Client4 netip.Addr
+}
+
+// NAT64Behind returns the NAT64 plan of path name, its IPv4 side behind
+// the path's CGNAT when cgnat (lab up --PATH "nat64 cgnat").
+func NAT64Behind(name string, cgnat bool) NAT64 {
+	n := NAT64Of(name)
+	if !cgnat {
+		n.Routed = n.Pool
+		return n
+	}
+	c := CGNATOf(name)
+	a := c.Subnet4.Addr().As4()
+	at := func(last byte) netip.Addr { a[3] = last; return netip.AddrFrom4(a) }
+	n.Routed, n.Client4 = c.Subnet4, c.Client4
+	n.Pool = netip.PrefixFrom(at(128), 25) // other IPv6 sources than the client's
+	n.Tayga4, n.Host4 = at(1), at(254)
+	return n
 }
 
 // NAT64Of returns the NAT64 plan of path name.

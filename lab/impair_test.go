@@ -97,8 +97,9 @@ func TestParseTimelineImpairments(t *testing.T) {
 	}
 }
 
-// cgnat is a bare build setting like nat64; the two exclude each other,
-// and a sweep cell cannot set it.
+// cgnat is a bare build setting like nat64; the two compose (the
+// translator's IPv4 side behind the CGNAT), and a sweep cell cannot set
+// it.
 func TestParseCGNAT(t *testing.T) {
 	_, ic, err := ParseSettings([]string{"cgnat delay=5ms"})
 	if err != nil || ic.CGNAT == nil || !*ic.CGNAT {
@@ -109,8 +110,8 @@ func TestParseCGNAT(t *testing.T) {
 		t.Errorf("settings %q, %v; want cgnat", im.Settings(), err)
 	}
 	_, both, _ := ParseSettings([]string{"nat64 cgnat"})
-	if _, err := (Impair{}).Apply(both); err == nil {
-		t.Error("nat64 with cgnat: no error")
+	if im, err := (Impair{}).Apply(both); err != nil || !slices.Equal(im.Settings(), []string{"nat64", "cgnat"}) {
+		t.Errorf("nat64 with cgnat: %q, %v", im.Settings(), err)
 	}
 	if _, err := ParseImpairSetting("cgnat"); err == nil {
 		t.Error("sweep cell cgnat: no error")
@@ -122,10 +123,12 @@ func TestParseCGNAT(t *testing.T) {
 		t.Skip("nft not installed: syntax not checked")
 	}
 	p, _ := Plan("wwan0")
-	cmd := exec.Command("nft", "-c", "-f", "-")
-	cmd.Stdin = strings.NewReader(cgnatRuleset(p))
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Errorf("nft -c: %v: %s\n%s", err, out, cgnatRuleset(p))
+	for _, nat64 := range []bool{false, true} {
+		cmd := exec.Command("nft", "-c", "-f", "-")
+		cmd.Stdin = strings.NewReader(cgnatRuleset(p, nat64))
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Errorf("nft -c (nat64 %v): %v: %s\n%s", nat64, err, out, cgnatRuleset(p, nat64))
+		}
 	}
 }
 

@@ -254,10 +254,12 @@ func (l *Lab) topology(ctx context.Context) error {
 			// The NAT's public side keeps the usual plan's subnet (its
 			// public address is routed back over the path as before); the
 			// core server is on the Internet namespace's lo, fenced by
-			// cgnatRuleset.
-			pub, _ := Plan(name)
-			il = append(il, fmt.Sprintf("addr add %s/24 dev %s", pub.Gateway4, p.Router),
-				fmt.Sprintf("addr add %s/32 dev lo", CGNATOf(name).Core))
+			// cgnatRuleset. Behind a NAT64 the plan is the usual one.
+			if !v6only[name] {
+				pub, _ := Plan(name)
+				il = append(il, fmt.Sprintf("addr add %s/24 dev %s", pub.Gateway4, p.Router))
+			}
+			il = append(il, fmt.Sprintf("addr add %s/32 dev lo", CGNATOf(name).Core))
 		}
 		il = append(il,
 			"link set "+p.Router+" up",
@@ -301,7 +303,7 @@ func (l *Lab) topology(ctx context.Context) error {
 	}
 	for _, name := range PathNames {
 		if cgnat[name] {
-			if err := nft(ctx, ins, cgnatRuleset(l.opts.plan(name))); err != nil {
+			if err := nft(ctx, ins, cgnatRuleset(l.opts.plan(name), v6only[name])); err != nil {
 				return fmt.Errorf("path %s: cgnat: %w", name, err)
 			}
 		}

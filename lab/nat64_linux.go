@@ -12,18 +12,6 @@ import (
 	"time"
 )
 
-// nat64Paths are the paths built IPv6-only behind a NAT64 (lab up's
-// "nat64" setting).
-func (o *Options) nat64Paths() map[string]bool {
-	m := map[string]bool{}
-	for name, c := range o.Impair {
-		if c.NAT64 != nil && *c.NAT64 {
-			m[name] = true
-		}
-	}
-	return m
-}
-
 // startNAT64 gives path name a stateful NAT64 (Debian's tayga on a TUN
 // device in the Internet namespace) and a DNS64 resolver (unbound's dns64
 // module on the path's IPv6 resolver address, forwarding to the path's
@@ -36,15 +24,20 @@ func (l *Lab) startNAT64(ctx context.Context, name string) error {
 		}
 	}
 	p, _ := Plan(name)
-	n := NAT64Of(name)
+	n := NAT64Behind(name, l.opts.cgnatPaths()[name])
 	ns := l.info.Namespaces.Internet
 	dir := filepath.Join(l.opts.Dir, "nat64-"+name)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
 	conf := filepath.Join(dir, "tayga.conf")
-	if err := os.WriteFile(conf, []byte(fmt.Sprintf("tun-device %s\nipv4-addr %s\nprefix %s\ndynamic-pool %s\ndata-dir %s\n",
-		n.TUN, n.Tayga4, n.Prefix, n.Pool, dir)), 0o644); err != nil {
+	tc := fmt.Sprintf("tun-device %s\nipv4-addr %s\nprefix %s\ndynamic-pool %s\ndata-dir %s\n",
+		n.TUN, n.Tayga4, n.Prefix, n.Pool, dir)
+	if n.Client4.IsValid() {
+		// Behind a CGNAT the client's IPv4 side is fixed (the truth names it).
+		tc += fmt.Sprintf("map %s %s\n", n.Client4, p.Client6)
+	}
+	if err := os.WriteFile(conf, []byte(tc), 0o644); err != nil {
 		return err
 	}
 	if err := run(ctx, "ip", "netns", "exec", ns, "tayga", "-c", conf, "--mktun"); err != nil {
@@ -68,7 +61,7 @@ func (l *Lab) startNAT64(ctx context.Context, name string) error {
 		"link set " + n.TUN + " up",
 		fmt.Sprintf("addr add %s/32 dev %s", n.Host4, n.TUN),
 		fmt.Sprintf("addr add %s/128 dev %s nodad", n.Host6, n.TUN),
-		fmt.Sprintf("route add %s dev %s", n.Pool, n.TUN),
+		fmt.Sprintf("route add %s dev %s", n.Routed, n.TUN),
 		fmt.Sprintf("route add %s dev %s", n.Prefix, n.TUN),
 	}); err != nil {
 		return err

@@ -22,8 +22,9 @@ func TestWorldPresetFlag(t *testing.T) {
 	if !slices.Contains(b.Args(), "--world=mobile-v6only") {
 		t.Errorf("daemon args %q lack --world=mobile-v6only", b.Args())
 	}
-	bad := shared.BuildOptions{WorldFile: "mobile-v6only", WWAN: "cgnat"}
-	if _, err := bad.LabOptions(shared.Where{Name: "x", Dir: t.TempDir()}); err == nil {
-		t.Error("mobile-v6only with --wwan0 cgnat: no error")
+	both := shared.BuildOptions{WorldFile: "mobile-v6only", WWAN: "cgnat"}
+	o, err = both.LabOptions(shared.Where{Name: "x", Dir: t.TempDir()})
+	if c := o.Impair["wwan0"]; err != nil || c.NAT64 == nil || !*c.NAT64 || c.CGNAT == nil || !*c.CGNAT {
+		t.Errorf("mobile-v6only with --wwan0 cgnat: %+v, %v; want nat64 and cgnat on wwan0", c, err)
 	}
 }

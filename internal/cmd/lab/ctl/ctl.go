@@ -229,7 +229,9 @@ where and since when):
   cgnat   (lab up only) the path's IPv4 address is 100.64.N.2 (RFC 6598)
           behind a stateful NAT (nftables): servers see the NAT's address,
           nothing connects in; 100.64.254.N is a server in the cellular
-          core that only this path reaches`,
+          core that only this path reaches; with nat64 ("nat64 cgnat") the
+          translator's IPv4 side is 100.64.N.2 behind that NAT and the core
+          server is reached through the NAT64`,
 		Example: `  mptester lab set wlan0 delay=200ms loss=30%
   mptester lab set wlan0 down
   mptester lab set wlan0 block=udp/443 strip=mptcp`,
