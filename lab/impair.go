@@ -18,7 +18,8 @@ import (
 // compose; each is ground truth in Status().Impairments. Settings syntax
 // (lab set, lab up --wlan0/--wwan0, beside the emulator's settings):
 //
-//	block=udp/443[,tcp/80...]|off   drop client->Internet packets to these ports
+//	block=udp/443[,tcp/80...]|off   drop client->Internet packets to these ports;
+//	block=udp/443@198.18.40.0/24    only towards that destination prefix
 //	strip=mptcp|mptcp-syn|off       remove MPTCP options (all segments, or SYNs only)
 //	v6=blackhole|ok                 IPv6 addresses and routes stay, nothing is delivered
 //	pmtu=1280,icmp=drop | pmtu=off  drop packets over 1280 bytes both ways, no ICMP
@@ -51,13 +52,62 @@ type Impair struct {
 // passes, the connection then stalls.
 const QUICInterfereAfter = 3
 
-// PortRule is one proto/port of a block list.
+// PortRule is one proto/port of a block list, towards every destination
+// or only towards Prefix (a middlebox filtering some networks: 000 §III's
+// UDP 443 blocked for some servers and not others).
 type PortRule struct {
-	Proto string `json:"proto"` // "udp" or "tcp"
-	Port  int    `json:"port"`
+	Proto  string       `json:"proto"` // "udp" or "tcp"
+	Port   int          `json:"port"`
+	Prefix netip.Prefix `json:"prefix,omitzero"`
 }
 
-func (r PortRule) String() string { return r.Proto + "/" + strconv.Itoa(r.Port) }
+func (r PortRule) String() string {
+	s := r.Proto + "/" + strconv.Itoa(r.Port)
+	if r.Prefix.IsValid() {
+		s += "@" + r.Prefix.String()
+	}
+	return s
+}
+
+// parsePortRule reads PROTO/PORT[@PREFIX] (a bare address is its host
+// prefix).
+func parsePortRule(r string) (PortRule, error) {
+	r, at, scoped := strings.Cut(r, "@")
+	proto, port, ok := strings.Cut(r, "/")
+	n, err := strconv.Atoi(port)
+	if !ok || (proto != "udp" && proto != "tcp") || err != nil || n < 1 || n > 65535 {
+		return PortRule{}, fmt.Errorf("want block=PROTO/PORT[@PREFIX][,...] with PROTO udp or tcp and PORT 1-65535, or block=off (got %q)", r)
+	}
+	rule := PortRule{Proto: proto, Port: n}
+	if scoped {
+		pfx, err := netip.ParsePrefix(at)
+		if a, aerr := netip.ParseAddr(at); err != nil && aerr == nil {
+			pfx, err = a.Prefix(a.BitLen())
+		}
+		switch {
+		case err != nil:
+			return PortRule{}, fmt.Errorf("block %s/%d@%s: want a destination prefix such as 198.18.40.0/24 or fd00:40::/32: %v", proto, n, at, err)
+		case pfx.Addr().Zone() != "":
+			return PortRule{}, fmt.Errorf("block %s/%d@%s: a prefix has no zone", proto, n, at)
+		case pfx != pfx.Masked():
+			return PortRule{}, fmt.Errorf("block %s/%d@%s: host bits set (the prefix is %s)", proto, n, at, pfx.Masked())
+		}
+		rule.Prefix = pfx
+	}
+	return rule, nil
+}
+
+// nftMatch is r as an nft match (without the verdict).
+func (r PortRule) nftMatch() string {
+	m := fmt.Sprintf("meta l4proto %s th dport %d", r.Proto, r.Port)
+	switch {
+	case !r.Prefix.IsValid():
+		return m
+	case r.Prefix.Addr().Is4():
+		return fmt.Sprintf("ip daddr %s %s", r.Prefix, m)
+	}
+	return fmt.Sprintf("ip6 daddr %s %s", r.Prefix, m)
+}
 
 // ImpairChange edits an Impair; nil fields are left unchanged.
 type ImpairChange struct {
@@ -163,10 +213,13 @@ type ImpairmentTruth struct {
 	// A cgnat path's client address (100.64.0.0/10), the NAT's public
 	// address servers see, and the cellular core server reachable only
 	// from that path.
-	Address string    `json:"address,omitempty"`
-	Public  string    `json:"public,omitempty"`
-	Core    string    `json:"core,omitempty"`
-	Since   time.Time `json:"since"`
+	Address string `json:"address,omitempty"`
+	Public  string `json:"public,omitempty"`
+	Core    string `json:"core,omitempty"`
+	// Rules are a block's proto/ports, each with its destination prefix
+	// when it has one.
+	Rules []PortRule `json:"rules,omitempty"`
+	Since time.Time  `json:"since"`
 }
 
 // impairKeys are the settings keys that are impairments, not the
@@ -241,13 +294,12 @@ func (c *ImpairChange) parseToken(tok string) error {
 		rules := []PortRule{}
 		if val != "off" && val != "none" {
 			for _, r := range strings.Split(val, ",") {
-				proto, port, ok := strings.Cut(r, "/")
-				n, err := strconv.Atoi(port)
-				if !ok || (proto != "udp" && proto != "tcp") || err != nil || n < 1 || n > 65535 {
-					return fmt.Errorf("want block=PROTO/PORT[,...] with PROTO udp or tcp and PORT 1-65535, or block=off (got %q)", r)
+				rule, err := parsePortRule(r)
+				if err != nil {
+					return err
 				}
-				if !slices.Contains(rules, PortRule{proto, n}) {
-					rules = append(rules, PortRule{proto, n})
+				if !slices.Contains(rules, rule) {
+					rules = append(rules, rule)
 				}
 			}
 		}
@@ -339,7 +391,7 @@ func nftRuleset(p PathPlan, i Impair) (string, bool) {
 		out = append(out, oif+m+"reset tcp option mptcp counter")
 	}
 	for _, b := range i.Block {
-		in = append(in, fmt.Sprintf("%smeta l4proto %s th dport %d counter drop", iif, b.Proto, b.Port))
+		in = append(in, iif+b.nftMatch()+" counter drop")
 	}
 	var nat []string
 	if i.Portal {
@@ -392,7 +444,8 @@ func impairTruth(p PathPlan, ns string, i Impair, prev []ImpairmentTruth, now ti
 		t := ImpairmentTruth{Path: p.Name, Kind: kind, Setting: s, Since: now}
 		switch kind {
 		case "block":
-			t.Where = nft + fmt.Sprintf(", chain in: packets from %s to these ports dropped", p.Router)
+			t.Rules = slices.Clone(i.Block)
+			t.Where = nft + fmt.Sprintf(", chain in: packets from %s to these ports dropped (towards the prefix after @ only, where one is named)", p.Router)
 		case "strip":
 			t.Where = nft + fmt.Sprintf(", chains pre and out: MPTCP options reset to NOPs on %s both ways", p.Router)
 		case "v6":

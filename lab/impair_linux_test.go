@@ -243,3 +243,74 @@ func TestLabQUICInterfere(t *testing.T) {
 		t.Errorf("wwan0: %d of 6 answered, want 6", got)
 	}
 }
+
+// block=udp/443@PREFIX drops UDP 443 from wlan0 towards the named
+// prefixes only: the same port elsewhere, and other ports there, pass;
+// wwan0 is untouched; the truth lists the rules with their prefixes.
+func TestLabBlockPrefix(t *testing.T) {
+	requireNft(t)
+	l := labtest.Start(t, lab.Options{})
+	const setting = "block=udp/443@198.19.127.0/24,udp/443@fd00:ff::ffff:0/112"
+	if !labtest.IsChild() {
+		for _, port := range []string{":443", ":7443"} {
+			pc, err := l.Lab.ListenUDP(port)
+			if err != nil {
+				t.Fatal(err)
+			}
+			go func() {
+				buf := make([]byte, 2048)
+				for {
+					n, from, err := pc.ReadFrom(buf)
+					if err != nil {
+						return
+					}
+					_, _ = pc.WriteTo(buf[:n], from)
+				}
+			}()
+		}
+		l.Set(t, "wlan0", setting)
+		st := l.Status(t)
+		if len(st.Impairments) != 1 || st.Impairments[0].Setting != setting || len(st.Impairments[0].Rules) != 2 ||
+			st.Impairments[0].Rules[1].Prefix != netip.MustParsePrefix("fd00:ff::ffff:0/112") {
+			t.Errorf("status impairments %+v, want wlan0 %s with its two rules", st.Impairments, setting)
+		}
+	}
+	if !l.InClient(t) {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	echo := func(p probe.Path, dst string) bool {
+		ap := netip.MustParseAddrPort(dst)
+		fam := probe.Family4
+		if ap.Addr().Is6() {
+			fam = probe.Family6
+		}
+		c, err := probe.ListenUDP(ctx, p, fam)
+		if err != nil {
+			t.Fatalf("%s: %v", p.Name, err)
+		}
+		defer c.Close()
+		buf := make([]byte, 64)
+		for range 3 {
+			if _, err := c.WriteTo([]byte("x"), net.UDPAddrFromAddrPort(ap)); err != nil {
+				t.Fatalf("%s: send to %s: %v", p.Name, dst, err)
+			}
+			_ = c.SetReadDeadline(time.Now().Add(300 * time.Millisecond))
+			if _, _, err := c.ReadFrom(buf); err == nil {
+				return true
+			}
+		}
+		return false
+	}
+	blocked := []string{"198.19.127.1:443", "[fd00:ff::ffff:1]:443"}
+	for _, name := range lab.PathNames {
+		p := l.Path(t, name)
+		for _, dst := range []string{"198.19.127.1:443", "198.19.126.1:443", "198.19.127.1:7443", "[fd00:ff::ffff:1]:443", "[fd00:ff::fffe:1]:443", "[fd00:ff::ffff:1]:7443"} {
+			want := !(name == "wlan0" && slices.Contains(blocked, dst))
+			if got := echo(p, dst); got != want {
+				t.Errorf("%s: UDP to %s answered %v, planted %v", name, dst, got, want)
+			}
+		}
+	}
+}

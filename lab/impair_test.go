@@ -1,11 +1,14 @@
 package lab
 
 import (
+	"encoding/json"
 	"fmt"
+	"net/netip"
 	"os/exec"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestParseSettings(t *testing.T) {
@@ -62,11 +65,15 @@ func TestNftRuleset(t *testing.T) {
 	if _, ok := nftRuleset(p, Impair{PMTU: 1280, ICMPDrop: true}); ok {
 		t.Error("an MTU black hole alone needs no nftables table")
 	}
-	s, ok := nftRuleset(p, Impair{Block: []PortRule{{"udp", 443}, {"tcp", 80}}, Strip: "mptcp-syn", V6Blackhole: true, QUICInterfere: 443})
+	s, ok := nftRuleset(p, Impair{Block: []PortRule{{Proto: "udp", Port: 443}, {Proto: "tcp", Port: 80},
+		{Proto: "udp", Port: 443, Prefix: netip.MustParsePrefix("198.18.40.0/24")}, {Proto: "udp", Port: 443, Prefix: netip.MustParsePrefix("fd00:40::/32")}},
+		Strip: "mptcp-syn", V6Blackhole: true, QUICInterfere: 443})
 	if !ok {
 		t.Fatal("no ruleset")
 	}
-	for _, w := range []string{`iifname "r-wlan0" meta l4proto udp th dport 443 counter drop`, `reset tcp option mptcp`, `meta nfproto ipv6 counter drop`, `tcp flags & syn == syn`, `udp dport 443 ct original packets > 3 counter drop`} {
+	for _, w := range []string{`iifname "r-wlan0" meta l4proto udp th dport 443 counter drop`,
+		`iifname "r-wlan0" ip daddr 198.18.40.0/24 meta l4proto udp th dport 443 counter drop`,
+		`iifname "r-wlan0" ip6 daddr fd00:40::/32 meta l4proto udp th dport 443 counter drop`, `reset tcp option mptcp`, `meta nfproto ipv6 counter drop`, `tcp flags & syn == syn`, `udp dport 443 ct original packets > 3 counter drop`} {
 		if !strings.Contains(s, w) {
 			t.Errorf("ruleset lacks %q:\n%s", w, s)
 		}
@@ -78,6 +85,53 @@ func TestNftRuleset(t *testing.T) {
 	cmd.Stdin = strings.NewReader(s)
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Errorf("nft -c: %v: %s\n%s", err, out, s)
+	}
+}
+
+// block= may name a destination prefix per proto/port: lab up, lab set,
+// timelines and sweep cells all read it; the setting round-trips, the
+// truth's rules carry the prefix, and a bad prefix is named.
+func TestParseBlockPrefix(t *testing.T) {
+	const set = "block=udp/443@198.18.40.0/24,udp/443@FD00:40::/32,tcp/80,udp/443@198.19.0.1"
+	_, ic, err := ParseSettings([]string{set})
+	if err != nil {
+		t.Fatal(err)
+	}
+	im, err := Impair{}.Apply(ic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "block=udp/443@198.18.40.0/24,udp/443@fd00:40::/32,tcp/80,udp/443@198.19.0.1/32"
+	if got := im.Settings(); !slices.Equal(got, []string{want}) {
+		t.Errorf("settings %q, want %q", got, want)
+	}
+	if im.Block[0].Prefix != netip.MustParsePrefix("198.18.40.0/24") || im.Block[2].Prefix.IsValid() {
+		t.Errorf("rules %+v", im.Block)
+	}
+	p, _ := Plan("wlan0")
+	tr := impairTruth(p, "ns", im, nil, time.Time{})
+	if len(tr) != 1 || !slices.Equal(tr[0].Rules, im.Block) || tr[0].Setting != want {
+		t.Errorf("truth %+v", tr)
+	}
+	b, _ := json.Marshal(tr[0].Rules[:3])
+	if string(b) != `[{"proto":"udp","port":443,"prefix":"198.18.40.0/24"},{"proto":"udp","port":443,"prefix":"fd00:40::/32"},{"proto":"tcp","port":80}]` {
+		t.Errorf("truth rules JSON %s", b)
+	}
+	if ev, err := ParseTimeline(strings.NewReader("t=1s wlan0 " + set + "\n")); err != nil || len(ev) != 1 || !slices.Equal(ev[0].Extra, []string{set}) {
+		t.Errorf("timeline: %+v, %v", ev, err)
+	}
+	if c, err := ParseImpairSetting(set); err != nil || c.Block == nil || len(*c.Block) != 4 {
+		t.Errorf("sweep cell: %+v, %v", c, err)
+	}
+	for bad, says := range map[string]string{
+		"block=udp/443@198.18.40.1/24": "host bits set (the prefix is 198.18.40.0/24)",
+		"block=udp/443@nowhere":        "want a destination prefix",
+		"block=udp/443@":               "want a destination prefix",
+		"block=udp@198.18.40.0/24":     "want block=PROTO/PORT",
+	} {
+		if _, _, err := ParseSettings([]string{bad}); err == nil || !strings.Contains(err.Error(), says) {
+			t.Errorf("%s: error %v, want one saying %q", bad, err, says)
+		}
 	}
 }
 

@@ -31,6 +31,11 @@ func TestParseImpair(t *testing.T) {
 	if strings.Join(got, "|") != "|strip=mptcp|block=udp/443 v6=blackhole" || len(keys) != 3 {
 		t.Errorf("impairments %q, %d distinct keys", got, len(keys))
 	}
+	// A block towards some prefixes only is its own cell.
+	scoped, err := Parse([]byte(base + "paths:\n  wwan0:\n    impair: ['block=udp/443', 'block=udp/443@198.19.0.0/24,udp/443@fd00:ff::/80']\n"))
+	if err != nil || len(scoped.Cells()) != 2 || scoped.Cells()[0].Key() == scoped.Cells()[1].Key() {
+		t.Errorf("scoped block cells: %v", err)
+	}
 	// The summaries name each cell's impairment (text and CSV).
 	var sums []CellSummary
 	for _, c := range cells {
@@ -70,6 +75,8 @@ func TestParseImpair(t *testing.T) {
 		{"['', strip=mptcp, strip=mptcp]", "paths.wwan0.impair[2]", "twice"},
 		{"['', none]", "paths.wwan0.impair[1]", "twice"},
 		{"['strip=mptcp block=udp/443', 'block=udp/443 strip=mptcp']", "paths.wwan0.impair[1]", "twice"},
+		{"['', 'block=udp/443@198.19.0.1/16']", "paths.wwan0.impair[1]", "host bits set"},
+		{"['block=udp/443@198.19.0.0/24', 'block=udp/443@198.19.0.0/24']", "paths.wwan0.impair[1]", "twice"},
 	} {
 		v := bad.val
 		if !strings.HasPrefix(v, "[") {

@@ -214,6 +214,7 @@ Impairments of the access network (nftables in the Internet namespace, on
 the path's router side; they compose; lab status --json records each with
 where and since when):
   block=udp/443[,tcp/80...] | block=off   drop client->Internet packets to these ports
+  block=udp/443@198.19.0.0/24[,...]   only towards that destination prefix
   strip=mptcp | strip=mptcp-syn | strip=off   a middlebox removing MPTCP options
   v6=blackhole | v6=ok   IPv6 addresses and routes stay, nothing is delivered
   pmtu=1280,icmp=drop | pmtu=off   a path-MTU black hole (the emulator drops
