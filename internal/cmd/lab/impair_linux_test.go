@@ -3,7 +3,9 @@ package lab_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net"
+	"net/netip"
 	"os"
 	"os/exec"
 	"slices"
@@ -318,5 +320,63 @@ func TestLabIfacesPortal(t *testing.T) {
 	}
 	if p := paths["wwan0"]; p.Portal != "" || len(p.Notes) != 0 {
 		t.Errorf("wwan0: portal %q, notes %q; want none", p.Portal, p.Notes)
+	}
+}
+
+// TestLabSmokeMobileV6Only: run --smoke in the mobile-v6only world names
+// udp-blocked:443 exactly where the truth's prefix-limited blocks cover
+// the test server (wlan0 over IPv4: its /24 is blocked there), and
+// nothing on wlan0's IPv6 nor on wwan0 (IPv6-only behind NAT64 and
+// CGNAT), whose tests pass.
+func TestLabSmokeMobileV6Only(t *testing.T) {
+	labtest.Require(t)
+	for _, bin := range []string{"nft", "tayga", "unbound"} {
+		if _, err := exec.LookPath(bin); err != nil {
+			nstest.SkipUnless(t, "the mobile-v6only world needs "+bin)
+		}
+	}
+	t.Setenv(envMain, "1")
+	name, dir := uniqueName(), shortDir(t)
+	t.Cleanup(func() { _ = lab.CleanStale(context.Background(), name, dir) })
+	if code, _, stderr := run(t, "lab", "up", "--name", name, "--dir", dir, "--domains", "0", "--world", "mobile-v6only"); code != 0 {
+		t.Fatalf("lab up: exit %d: %s", code, stderr)
+	}
+	t.Cleanup(func() { run(t, "lab", "down", "--purge", "--name", name, "--dir", dir) })
+	code, out, stderr := run(t, "lab", "status", "--name", name, "--dir", dir, "--json")
+	var st lab.Status
+	if err := json.Unmarshal([]byte(out), &st); code != 0 || err != nil {
+		t.Fatalf("lab status: exit %d, %v: %s", code, err, stderr)
+	}
+	// The causes the truth predicts: UDP 443 blocked towards a prefix
+	// holding the test server's address of that family.
+	var want []string
+	kinds := map[string]bool{}
+	for _, im := range st.Impairments {
+		kinds[im.Path+" "+im.Kind] = true
+		for _, r := range im.Rules {
+			for f, a := range map[int]netip.Addr{4: lab.Server4, 6: lab.Server6} {
+				if r.Proto == "udp" && r.Port == 443 && (!r.Prefix.IsValid() || r.Prefix.Contains(a)) {
+					want = append(want, fmt.Sprintf("quic %s %d udp-blocked:443", im.Path, f))
+				}
+			}
+		}
+	}
+	if !kinds["wwan0 nat64"] || !kinds["wwan0 cgnat"] || !kinds["wlan0 block"] || len(want) != 1 {
+		t.Fatalf("truth %+v: want wwan0 nat64 and cgnat, wlan0 blocking UDP 443 towards the server over one family (%q)", st.Impairments, want)
+	}
+	code, fails, recs := smoke(t, name, dir, "--server="+lab.ServerName, "--transports", "tcp,quic", "--family", "both")
+	if code != cmdutil.ExitCheckFailed || !slices.Equal(causes(recs), want) || len(fails) != 1 || !strings.Contains(fails[0], "(cause udp-blocked:443)") {
+		t.Errorf("exit %d, causes %q, FAIL lines %q; want exit 7, %q on one line", code, causes(recs), fails, want)
+	}
+	passed := map[string]bool{}
+	for _, r := range recs {
+		if r.Status == "success" {
+			passed[fmt.Sprintf("%s %s %d", r.Config.Transport, r.Config.Path, r.Config.Family)] = true
+		}
+	}
+	for _, k := range []string{"tcp wlan0 4", "tcp wlan0 6", "quic wlan0 6", "tcp wwan0 6", "quic wwan0 6"} {
+		if !passed[k] {
+			t.Errorf("%s did not pass (records %+v)", k, recs)
+		}
 	}
 }
