@@ -1,7 +1,9 @@
 package doctor
 
 import (
+	"context"
 	"net/netip"
+	"os"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -36,4 +38,32 @@ func TestAccessChecks(t *testing.T) {
 	assert.Equal(t, "mptester ifaces --nat64", checks[0].Fix)
 	assert.Contains(t, checks[1].Detail, "100.64.7.9")
 	assert.Equal(t, StatusOK, checks[1].Status)
+}
+
+// With a portal detector, doctor names a captive portal per path from
+// what it measured there (fail, with what it means) and says none on the
+// others; without one it makes no portal check (no traffic).
+func TestPortalChecks(t *testing.T) {
+	paths := []probe.Path{accessPath("wlan0", "198.18.1.2/24"), accessPath("wwan0", "198.18.2.2/24")}
+	detect := func(_ context.Context, p probe.Path) string {
+		if p.Name == "wlan0" {
+			return "portal: names that cannot exist resolve to 198.18.199.1"
+		}
+		return ""
+	}
+	checks := portalChecks(context.Background(), paths, detect)
+	if assert.Len(t, checks, 2) {
+		assert.Equal(t, "access.wlan0.portal", checks[0].ID)
+		assert.Equal(t, StatusFail, checks[0].Status)
+		assert.Contains(t, checks[0].Detail, "198.18.199.1")
+		assert.Contains(t, checks[0].Detail, "reach the portal, not the Internet")
+		assert.Equal(t, "access.wwan0.portal", checks[1].ID)
+		assert.Equal(t, StatusOK, checks[1].Status)
+	}
+	var ids []string
+	for _, c := range Run(context.Background(), Env{Paths: paths, ReadFile: func(string) ([]byte, error) { return nil, os.ErrNotExist },
+		Command: func(context.Context, string, ...string) ([]byte, error) { return nil, os.ErrNotExist }}) {
+		ids = append(ids, c.ID)
+	}
+	assert.NotContains(t, ids, "access.wlan0.portal", "no detector, no portal check")
 }

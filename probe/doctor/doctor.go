@@ -12,6 +12,7 @@ import (
 	"os/exec"
 	"slices"
 	"strings"
+	"sync"
 
 	"github.com/mptester/mptester/probe"
 )
@@ -47,6 +48,11 @@ type Env struct {
 	Executable string
 	// Euid is the effective user id; nil means os.Geteuid().
 	Euid *int
+	// Portal, when set, measures each outward path for a captive portal
+	// and returns what showed one ("" for none): probe.DetectPortal, which
+	// sends DNS queries and an HTTP request, so only on request
+	// (doctor --portal).
+	Portal func(ctx context.Context, p probe.Path) string
 }
 
 func (e *Env) fill(ctx context.Context) error {
@@ -94,7 +100,36 @@ func Run(ctx context.Context, env Env) []Check {
 		return []Check{{ID: "paths", Title: "Network interfaces", Status: StatusFail,
 			Detail: fmt.Sprintf("cannot list interfaces: %v", err)}}
 	}
-	return append(runOS(ctx, &env), accessChecks(outwardPaths(env.Paths))...)
+	out := append(runOS(ctx, &env), accessChecks(outwardPaths(env.Paths))...)
+	if env.Portal != nil {
+		out = append(out, portalChecks(ctx, outwardPaths(env.Paths), env.Portal)...)
+	}
+	return out
+}
+
+// portalChecks name a captive portal per path from what detect measured
+// there, with what it means for measurements; a path without one says so
+// (the check ran).
+func portalChecks(ctx context.Context, paths []probe.Path, detect func(context.Context, probe.Path) string) []Check {
+	found := make([]string, len(paths))
+	var wg sync.WaitGroup
+	for i, p := range paths {
+		wg.Go(func() { found[i] = detect(ctx, p) })
+	}
+	wg.Wait()
+	out := make([]Check, 0, len(paths))
+	for i, p := range paths {
+		c := Check{ID: "access." + p.Name + ".portal", Title: "Captive portal on " + p.Name, Status: StatusOK,
+			Detail: "none seen: names that cannot exist (.invalid) do not resolve to a portal through " + p.Name + "'s DNS"}
+		if why := found[i]; why != "" {
+			c.Title = p.Name + " is behind a captive portal"
+			c.Status = StatusFail
+			c.Detail = why + ". Until someone logs in there, every name resolves to the portal and HTTPS fails verification: " +
+				"measurements over " + p.Name + " reach the portal, not the Internet (survey stops the path: stopped_paths; run names the cause portal)"
+		}
+		out = append(out, c)
+	}
+	return out
 }
 
 // accessChecks say what a path's addressing means for measurements (only

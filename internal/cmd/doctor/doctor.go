@@ -26,6 +26,8 @@ type Options struct {
 
 	DNS  []string
 	JSON bool
+	// Portal: measure each path for a captive portal (network traffic).
+	Portal bool
 }
 
 // checkRecord is one check in the --json envelope.
@@ -39,10 +41,14 @@ const RecordType = "check"
 
 // NewCmdDoctor builds the command; runF replaces doctorRun in tests.
 func NewCmdDoctor(f *cmdutil.Factory, runF func(context.Context, *Options) error) *cobra.Command {
-	opts := &Options{IO: f.IO, Discover: f.DiscoverPaths, ProbeID: f.ProbeID,
-		Checks: func(ctx context.Context, paths []probe.Path) []doctor.Check {
-			return doctor.Run(ctx, doctor.Env{Paths: paths})
-		}}
+	opts := &Options{IO: f.IO, Discover: f.DiscoverPaths, ProbeID: f.ProbeID}
+	opts.Checks = func(ctx context.Context, paths []probe.Path) []doctor.Check {
+		env := doctor.Env{Paths: paths}
+		if opts.Portal {
+			env.Portal = func(ctx context.Context, p probe.Path) string { return probe.DetectPortal(ctx, p, time.Second) }
+		}
+		return doctor.Run(ctx, env)
+	}
 	cmd := &cobra.Command{
 		Use:   "doctor",
 		Short: "Check this host is set up for multipath measurement, with the command that fixes each problem",
@@ -53,13 +59,18 @@ On macOS: privileges, per-path DNS, the macOS version, Network.framework
 (which carries MPTCP there), whether it lists each interface, and what
 aggregate mode needs.
 
+With --portal it also measures each path for a captive portal (two DNS
+queries for names under .invalid per path, one plain HTTP request when
+both resolve) and fails naming it: measurements there reach the portal.
+
 Each problem comes with the exact command that fixes it. The primary path
 is the one with the lowest-metric default route; every other path with a
 global address and a default route is a non-primary path.
 
 Exit status 7 when a check fails; warnings exit 0.`,
 		Example: `  mptester doctor
-  mptester doctor --json`,
+  mptester doctor --json
+  mptester doctor --portal`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return cmdutil.Dispatch(cmd.Context(), opts, runF, doctorRun)
@@ -67,6 +78,7 @@ Exit status 7 when a check fails; warnings exit 0.`,
 	}
 	cmd.Flags().StringArrayVar(&opts.DNS, "dns", nil, "use `IFACE=ADDR[,ADDR]` as the resolvers of IFACE (repeatable)")
 	cmd.Flags().BoolVar(&opts.JSON, "json", false, "print the result envelope as JSON")
+	cmd.Flags().BoolVar(&opts.Portal, "portal", false, "check each path for a captive portal (two DNS queries for names under .invalid per path; one plain HTTP request when both resolve)")
 	return cmd
 }
 
@@ -77,7 +89,7 @@ func doctorRun(ctx context.Context, opts *Options) error {
 	}
 	var hdr report.Header
 	if opts.JSON {
-		if hdr, err = report.NewHeader("doctor", opts.ProbeID(), paths, map[string]any{"dns": opts.DNS}); err != nil {
+		if hdr, err = report.NewHeader("doctor", opts.ProbeID(), paths, map[string]any{"dns": opts.DNS, "portal": opts.Portal}); err != nil {
 			return err
 		}
 	}

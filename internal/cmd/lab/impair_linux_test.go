@@ -311,15 +311,35 @@ func TestLabIfacesCGNAT(t *testing.T) {
 	}
 }
 
-// In a lab with a portal on wlan0, ifaces --portal names it on wlan0 (from
-// what it measured) and nothing on wwan0.
+// In a lab with a portal on wlan0, ifaces --portal and doctor --portal
+// name it on wlan0 (from what they measured) and nothing on wwan0; doctor
+// fails (exit 7) saying what the portal means for measurements.
 func TestLabIfacesPortal(t *testing.T) {
-	paths, _ := labIfaces(t, "wlan0", "portal", []string{"nft"}, "--portal")
+	paths, inLab := labIfaces(t, "wlan0", "portal", []string{"nft"}, "--portal")
 	if p := paths["wlan0"]; !strings.Contains(p.Portal, lab.PortalAddr4.String()) || len(p.Notes) != 1 || !strings.HasPrefix(p.Notes[0], "captive portal") {
 		t.Errorf("wlan0: portal %q, notes %q; want the portal at %s", p.Portal, p.Notes, lab.PortalAddr4)
 	}
 	if p := paths["wwan0"]; p.Portal != "" || len(p.Notes) != 0 {
 		t.Errorf("wwan0: portal %q, notes %q; want none", p.Portal, p.Notes)
+	}
+	code, out, stderr := inLab("doctor", "--portal", "--json")
+	var doc struct {
+		Records []struct{ ID, Status, Detail string } `json:"records"`
+	}
+	if err := json.Unmarshal([]byte(out), &doc); err != nil {
+		t.Fatalf("doctor --portal --json: exit %d, %v\n%s\n%s", code, err, out, stderr)
+	}
+	checks := map[string][2]string{}
+	for _, r := range doc.Records {
+		if strings.HasSuffix(r.ID, ".portal") {
+			checks[r.ID] = [2]string{r.Status, r.Detail}
+		}
+	}
+	if c := checks["access.wlan0.portal"]; code != cmdutil.ExitCheckFailed || c[0] != "fail" || !strings.Contains(c[1], lab.PortalAddr4.String()) || !strings.Contains(c[1], "reach the portal") {
+		t.Errorf("doctor --portal: exit %d, wlan0 %q; want exit 7 and a failed check naming the portal %s and what it means", code, c, lab.PortalAddr4)
+	}
+	if c := checks["access.wwan0.portal"]; c[0] != "ok" || len(checks) != 2 {
+		t.Errorf("doctor --portal: wwan0 %q, portal checks %v; want ok and one check per path", c, checks)
 	}
 }
 
