@@ -41,6 +41,14 @@ func cellFindings(by map[string]Table) [][]string {
 		return nil
 	}
 	var rows [][]string
+	if st, ok := by["stopped-paths"]; ok {
+		// A stopped path has no cells at all in those runs: that
+		// qualifies every cell line below, so it comes first.
+		for r := range st.All() {
+			rows = append(rows, []string{"path " + st.cell(r, "path"),
+				fmt.Sprintf("survey stopped at start in %s of %s runs (%s): no cell measured through it there", st.cell(r, "runs"), st.cell(r, "of_runs"), st.cell(r, "why")), "stopped-paths"})
+		}
+	}
 	if n, ok := by["nat64"]; ok {
 		// Behind a NAT64 every IPv4 figure of the path crossed a
 		// translator: that qualifies the cells, so it comes first.

@@ -115,3 +115,40 @@ func TestFindingsLeadWithNetworkCauses(t *testing.T) {
 		}
 	}
 }
+
+// TestFindingsNameStoppedPaths: a survey whose header says a path's part
+// stopped at start (stopped_paths: a captive portal) leads the cell
+// findings with it, in how many of the runs and why, and gets a
+// stopped-paths table; a survey that stopped nothing has neither.
+func TestFindingsNameStoppedPaths(t *testing.T) {
+	b, err := os.ReadFile("../../internal/cmd/report/testdata/survey.jsonl")
+	require.NoError(t, err)
+	dir := t.TempDir()
+	const why = "portal: names that cannot exist resolve to 198.18.199.1; 198.18.199.1:80 answers HTTP 302 Found to http://portal.lab/login"
+	stopped := bytes.Replace(b, []byte(`"config":{}`), []byte(`"config":{"stopped_paths":{"wlan0":"`+why+`"}}`), 1)
+	stopped = bytes.ReplaceAll(stopped, []byte("33333333-2222"), []byte("44444444-2222"))
+	p1, p2 := filepath.Join(dir, "stopped.jsonl"), filepath.Join(dir, "clean.jsonl")
+	require.NoError(t, os.WriteFile(p1, stopped, 0o644))
+	require.NoError(t, os.WriteFile(p2, b, 0o644))
+	rep, err := analysis.Analyze(analysis.Files(p1, p2))
+	require.NoError(t, err)
+	rows := rowsOf(t, rep, "findings")
+	require.NotEmpty(t, rows)
+	var cellRows [][]string
+	for _, r := range rows {
+		if r[2] != "network-causes" {
+			cellRows = append(cellRows, r)
+		}
+	}
+	require.NotEmpty(t, cellRows)
+	assert.Equal(t, []string{"path wlan0", "survey stopped at start in 1 of 2 runs (" + why + "): no cell measured through it there", "stopped-paths"}, cellRows[0])
+	assert.Equal(t, [][]string{{"wlan0", "1", "2", why}}, rowsOf(t, rep, "stopped-paths"))
+
+	clean, err := analysis.Analyze(analysis.Files(p2))
+	require.NoError(t, err)
+	_, ok := clean.Table("stopped-paths")
+	assert.False(t, ok, "a survey that stopped nothing has no stopped-paths table")
+	for _, r := range rowsOf(t, clean, "findings") {
+		assert.NotContains(t, r[1], "stopped")
+	}
+}

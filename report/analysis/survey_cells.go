@@ -1,6 +1,7 @@
 package analysis
 
 import (
+	"encoding/json"
 	"fmt"
 	"slices"
 	"sort"
@@ -77,6 +78,48 @@ type cells struct {
 	nat64 map[string]*nat64Path // probe path -> its targets via NAT64
 	order []string              // paths in first-seen header order
 	kinds map[string]string     // path name -> kind ("wifi", "cellular", ...)
+	// runs are the survey runs seen; stopped, per path, the runs whose
+	// header says the path's part stopped at start (stopped_paths: a
+	// captive portal), with the first reason given.
+	runs    map[*Run]bool
+	stopped map[string]*stoppedPath
+}
+
+// stoppedPath is a path the survey stopped in some runs.
+type stoppedPath struct {
+	runs int
+	why  string
+}
+
+// noteRun reads a run's header once: the paths its survey stopped.
+func (c *cells) noteRun(run *Run) error {
+	if c.runs[run] {
+		return nil
+	}
+	if c.runs == nil {
+		c.runs = map[*Run]bool{}
+	}
+	c.runs[run] = true
+	var cfg struct {
+		Stopped map[string]string `json:"stopped_paths"`
+	}
+	if len(run.Header.Config) > 0 {
+		if err := json.Unmarshal(run.Header.Config, &cfg); err != nil {
+			return fmt.Errorf("survey header config: stopped_paths: %w", err)
+		}
+	}
+	for p, why := range cfg.Stopped {
+		if c.stopped == nil {
+			c.stopped = map[string]*stoppedPath{}
+		}
+		sp := c.stopped[p]
+		if sp == nil {
+			sp = &stoppedPath{why: why}
+			c.stopped[p] = sp
+		}
+		sp.runs++
+	}
+	return nil
 }
 
 func (c *cells) AppliesTo(cmd string) bool { return cmd == "survey" }
@@ -97,6 +140,9 @@ func (c *cells) Add(rec Record) error {
 		if _, ok := c.kinds[p.Name]; !ok {
 			c.kinds[p.Name] = p.Kind
 		}
+	}
+	if err := c.noteRun(rec.Run); err != nil {
+		return err
 	}
 	r, err := decoded[probeRecord](rec)
 	if err != nil {
@@ -300,10 +346,32 @@ func (c *cells) Tables() []Table {
 		}
 	}
 	ecdfRows(&cdf, parts, ms)
-	if !via {
-		return []Table{un, rtt, cdf}
+	out := []Table{un, rtt, cdf}
+	if via {
+		out = append(out, c.nat64Table())
 	}
-	return []Table{un, rtt, cdf, c.nat64Table()}
+	if len(c.stopped) > 0 {
+		out = append(out, c.stoppedTable())
+	}
+	return out
+}
+
+// stoppedTable: per path whose part of a survey stopped at start, in how
+// many of the runs and why (the survey's own words).
+func (c *cells) stoppedTable() Table {
+	t := Table{Name: "stopped-paths", Title: "Paths the survey stopped",
+		Note:    "paths whose part of a survey stopped at start (header stopped_paths, e.g. a captive portal): no cell probes or resolves through them in those runs; why is the first run's reason",
+		Columns: []string{"path", "runs", "of_runs", "why"}}
+	var paths []string
+	for p := range c.stopped {
+		paths = append(paths, p)
+	}
+	slices.Sort(paths)
+	pathOrder(c.order, paths)
+	for _, p := range paths {
+		t.Rows = append(t.Rows, []string{p, fmt.Sprint(c.stopped[p].runs), fmt.Sprint(len(c.runs)), c.stopped[p].why})
+	}
+	return t
 }
 
 // nat64Table: per probe path that probed through a NAT64, its prefix and

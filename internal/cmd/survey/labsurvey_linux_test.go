@@ -35,6 +35,13 @@ func labSurveyArgs(info lab.Info, dns func(lab.PathPlan) []netip.Addr) []string 
 // summary (which must have cells).
 func runSurveyDoc(t *testing.T, args ...string) (map[string]any, survey.Summary) {
 	t.Helper()
+	cfg, sum, _ := runSurveyOut(t, args...)
+	return cfg, sum
+}
+
+// runSurveyOut is runSurveyDoc that also returns the command's output.
+func runSurveyOut(t *testing.T, args ...string) (map[string]any, survey.Summary, string) {
+	t.Helper()
 	out, errOut, err := runCLI(t, args...)
 	require.NoError(t, err, errOut)
 	var hdr struct {
@@ -56,5 +63,5 @@ func runSurveyDoc(t *testing.T, args ...string) (map[string]any, survey.Summary)
 		}
 	}
 	require.NotEmpty(t, sum.Cells, out)
-	return hdr.Config, sum
+	return hdr.Config, sum, out
 }

@@ -4,6 +4,8 @@ package survey
 
 import (
 	"net/netip"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -13,6 +15,7 @@ import (
 	"github.com/mptester/mptester/lab"
 	"github.com/mptester/mptester/lab/labtest"
 	"github.com/mptester/mptester/lab/world"
+	"github.com/mptester/mptester/report/analysis"
 	"github.com/mptester/mptester/survey"
 )
 
@@ -30,7 +33,27 @@ func TestLabSurveyCommandPortal(t *testing.T) {
 	l.Truth(t, &truth)
 	info := l.Config()
 	args := labSurveyArgs(info, func(p lab.PathPlan) []netip.Addr { return []netip.Addr{p.Resolv4, p.Resolv6} })
-	run := func() (map[string]any, survey.Summary) { return runSurveyDoc(t, args...) }
+	var out string
+	run := func() (cfg map[string]any, sum survey.Summary) {
+		cfg, sum, out = runSurveyOut(t, args...)
+		return cfg, sum
+	}
+	// findings are the report's Findings rows about stopped paths.
+	findings := func() []string {
+		f := filepath.Join(t.TempDir(), "survey.jsonl")
+		require.NoError(t, os.WriteFile(f, []byte(out), 0o644))
+		rep, err := analysis.Analyze(analysis.Files(f))
+		require.NoError(t, err)
+		tb, ok := rep.Table("findings")
+		require.True(t, ok)
+		var rows []string
+		for r := range tb.All() {
+			if r[2] == "stopped-paths" {
+				rows = append(rows, r[0]+": "+r[1])
+			}
+		}
+		return rows
+	}
 	truthCell := func(probePath, resolvePath string) survey.Cell {
 		for _, c := range truth.Summary.Cells {
 			if c.ProbePath == probePath && c.ResolvePath == resolvePath {
@@ -47,6 +70,10 @@ func TestLabSurveyCommandPortal(t *testing.T) {
 	assert.Len(t, stopped, 1, "stopped paths %v", cfg["stopped_paths"])
 	assert.True(t, strings.HasPrefix(why, "portal: ") && strings.Contains(why, lab.PortalAddr4.String()) && strings.Contains(why, "http://"+lab.PortalName+lab.PortalLoginPath),
 		"wlan0's stop %q: want portal, its address and login page", why)
+	if f := findings(); assert.Len(t, f, 1, "report findings about stopped paths") {
+		assert.True(t, strings.HasPrefix(f[0], "path wlan0: survey stopped at start in 1 of 1 runs (portal: ") && strings.Contains(f[0], lab.PortalAddr4.String()),
+			"report finding %q: want wlan0 stopped by the portal at %s", f[0], lab.PortalAddr4)
+	}
 	require.Len(t, sum.Cells, 1, "only wwan0/wwan0 is surveyed")
 	w, g := truthCell("wwan0", "wwan0"), sum.Cells[0]
 	assert.Equal(t, []any{"wwan0", "wwan0", w.Targets, w.Unresponsive}, []any{g.ProbePath, g.ResolvePath, g.Targets, g.Unresponsive})
@@ -54,5 +81,6 @@ func TestLabSurveyCommandPortal(t *testing.T) {
 	l.Set(t, "wlan0", "portal=off")
 	cfg, sum = run()
 	assert.NotContains(t, cfg, "stopped_paths", "clean lab")
+	assert.Empty(t, findings(), "clean lab: no report finding about stopped paths")
 	assert.Len(t, sum.Cells, 4)
 }
