@@ -50,9 +50,10 @@ type Spool struct {
 	// that could not be moved to rejected/ (a full disk): never sent
 	// again before the others, never blocking them.
 	refused map[string]string
-	// reported counts drops reported but not yet subtracted on disk (the
-	// counter could not be written): never reported twice.
-	reported int64
+	// unsaved counts drops not yet added on disk, reported drops not yet
+	// subtracted (the counter could not be written, a full disk): never
+	// lost, never reported twice by this process.
+	unsaved, reported int64
 }
 
 // StaleTmp is how long a file in tmp/ may go unwritten before OpenSpool
@@ -272,7 +273,7 @@ func (s *Spool) enforceQuota() (int, error) {
 
 // Dropped is how many results the quota dropped and no receipt reported yet.
 func (s *Spool) Dropped() int64 {
-	return max(s.droppedOnDisk()-s.reported, 0)
+	return max(s.droppedOnDisk()+s.unsaved-s.reported, 0)
 }
 
 func (s *Spool) droppedOnDisk() int64 {
@@ -284,19 +285,25 @@ func (s *Spool) droppedOnDisk() int64 {
 	return n
 }
 
-// addDropped adds n to the persistent counter.
+// addDropped counts n results the quota dropped (saveDropped).
 func (s *Spool) addDropped(n int64) error {
-	v := max(s.droppedOnDisk()+n, 0)
-	return fsutil.WriteFileAtomic(filepath.Join(s.dir, "dropped"), []byte(strconv.FormatInt(v, 10)+"\n"), 0o600)
+	s.unsaved += n
+	return s.saveDropped()
 }
 
-// reportedDropped subtracts n drops a receipt acknowledged. If the
-// counter cannot be rewritten (a full disk: the atomic write needs a new
-// file), it is overwritten in place, and failing that remembered in
-// memory, so the same drops are never reported twice by this process.
+// reportedDropped subtracts n drops a receipt acknowledged (saveDropped).
 func (s *Spool) reportedDropped(n int64) error {
 	s.reported += n
-	v := max(s.droppedOnDisk()-s.reported, 0)
+	return s.saveDropped()
+}
+
+// saveDropped writes the persistent counter with the changes memory
+// holds. If it cannot be rewritten (a full disk: the atomic write needs a
+// new file), it is overwritten in place, and failing that the difference
+// between what it should hold and what it holds is kept in memory: the
+// drops are neither lost nor reported twice by this process.
+func (s *Spool) saveDropped() error {
+	v := max(s.droppedOnDisk()+s.unsaved-s.reported, 0)
 	body := []byte(strconv.FormatInt(v, 10) + "\n")
 	p := filepath.Join(s.dir, "dropped")
 	err := fsutil.WriteFileAtomic(p, body, 0o600)
@@ -307,8 +314,14 @@ func (s *Spool) reportedDropped(n int64) error {
 			err = nil
 		}
 	}
-	if err == nil {
-		s.reported = 0
+	s.unsaved, s.reported = 0, 0
+	if err != nil {
+		// Whatever the failed writes left (a cut or empty file reads 0).
+		if d := v - s.droppedOnDisk(); d > 0 {
+			s.unsaved = d
+		} else {
+			s.reported = -d
+		}
 	}
 	return err
 }
