@@ -2,12 +2,14 @@ package collect
 
 import (
 	"bufio"
+	"bytes"
 	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -186,6 +188,57 @@ func (s *Server) Reindex(ctx context.Context, run store.Run) error {
 	return nil
 }
 
+// deriveBatchMax bounds the runs derived in one transaction: the
+// deriver's queue drained at once, or a page of the catch-up in chunks.
+const deriveBatchMax = 64
+
+// reindexRuns derives runs and returns each one's error (Reindex's). A
+// store that batches (store.DerivedBatcher) takes them in one
+// transaction, one commit for all; if that fails they are derived one
+// at a time, so a run that cannot be derived fails alone.
+func (s *Server) reindexRuns(ctx context.Context, runs []store.Run) []error {
+	errs := make([]error, len(runs))
+	if b, ok := s.cfg.Store.(store.DerivedBatcher); ok && len(runs) > 1 {
+		var inline []string
+		for _, r := range runs {
+			if r.Parsed && r.RawPath == store.RawInline {
+				inline = append(inline, r.RunID)
+			}
+		}
+		// At most deriveBatchMax bodies of Config.InlineMax (128 kB) each.
+		bodies, err := b.GetRaws(ctx, inline)
+		if err != nil {
+			bodies = nil // each run reads its own, and fails alone
+		}
+		batch := make([]store.DerivedRun, 0, len(runs))
+		for _, r := range runs {
+			if !r.Parsed {
+				continue // a newer schema: nothing this build can derive
+			}
+			batch = append(batch, store.DerivedRun{RunID: r.RunID, Fill: func(sink store.DerivedSink) error {
+				if body, ok := bodies[r.RunID]; ok {
+					return DeriveTo(sink, bytes.NewReader(body), r.ContentType)
+				}
+				// Opened only when its turn comes: a batch never holds
+				// many objects of the raw store open at once.
+				f, err := s.openRaw(ctx, r)
+				if err != nil {
+					return err
+				}
+				defer f.Close()
+				return DeriveTo(sink, f, r.ContentType)
+			}})
+		}
+		if len(batch) == 0 || b.PutDerivedRuns(ctx, batch) == nil {
+			return errs
+		}
+	}
+	for i, r := range runs {
+		errs[i] = s.Reindex(ctx, r)
+	}
+	return errs
+}
+
 // Quarantine hides a run from every view and export (store.Quarantine)
 // and rolls its probe's other runs of that day up again at once, from
 // their raw uploads: the fleet views need neither a reindex nor a
@@ -290,12 +343,29 @@ func (s *Server) deriver(ctx context.Context) {
 				check = time.After(every)
 			}
 		case r := <-s.derive:
-			err := s.Reindex(ctx, r)
-			s.backlog.result(r.RunID, err) // before it leaves the queue: never uncounted meanwhile
-			s.backlog.unqueue(r.RunID)
-			if err != nil {
-				s.log.Warn("derived tables not filled; retried", "run_id", r.RunID, "err", err)
-				again(1)
+			// What else is queued goes in the same transaction (never
+			// waited for: a lone upload is derived at once).
+			runs := []store.Run{r}
+		more:
+			for len(runs) < deriveBatchMax {
+				select {
+				case r := <-s.derive:
+					runs = append(runs, r)
+				default:
+					break more
+				}
+			}
+			failed := 0
+			for i, err := range s.reindexRuns(ctx, runs) {
+				s.backlog.result(runs[i].RunID, err) // before it leaves the queue: never uncounted meanwhile
+				s.backlog.unqueue(runs[i].RunID)
+				if err != nil {
+					s.log.Warn("derived tables not filled; retried", "run_id", runs[i].RunID, "err", err)
+					failed++
+				}
+			}
+			if failed > 0 {
+				again(failed)
 			}
 			if len(s.derive) == 0 && s.missed.Swap(false) {
 				again(s.catchUp(ctx))
@@ -336,18 +406,20 @@ func (s *Server) catchUp(ctx context.Context) int {
 		if len(page) == 0 {
 			break
 		}
-		for _, r := range page {
+		for chunk := range slices.Chunk(page, deriveBatchMax) {
 			if ctx.Err() != nil {
 				break // stopping: the rest are caught up at the next start
 			}
-			err := s.Reindex(ctx, r)
-			s.backlog.result(r.RunID, err)
-			if err != nil {
-				s.log.Warn("derived tables not filled; retried", "run_id", r.RunID, "err", err)
-				failed[r.RunID] = struct{}{}
-				continue
+			for i, err := range s.reindexRuns(ctx, chunk) {
+				r := chunk[i]
+				s.backlog.result(r.RunID, err)
+				if err != nil {
+					s.log.Warn("derived tables not filled; retried", "run_id", r.RunID, "err", err)
+					failed[r.RunID] = struct{}{}
+					continue
+				}
+				n++
 			}
-			n++
 		}
 		after = page[len(page)-1].Seq
 	}

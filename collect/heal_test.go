@@ -175,3 +175,71 @@ func (d *downStore) LookupSession(ctx context.Context, hash string, now time.Tim
 	}
 	return d.Store.LookupSession(ctx, hash, now)
 }
+
+// batchStore derives in batches (store.DerivedBatcher) through the real
+// store, holding the first derivation until release is closed (so the
+// uploads queue up behind it), and fails every derivation of the run bad.
+type batchStore struct {
+	store.Store
+	release chan struct{}
+	bad     atomic.Value // run id
+	batches atomic.Int64 // batches of more than one run
+}
+
+func (b *batchStore) fill(runID string, fill func(store.DerivedSink) error) func(store.DerivedSink) error {
+	if id, _ := b.bad.Load().(string); id == runID {
+		return func(store.DerivedSink) error { return errors.New("planted: cannot be derived") }
+	}
+	return fill
+}
+
+func (b *batchStore) PutDerivedStream(ctx context.Context, runID string, fill func(store.DerivedSink) error) error {
+	<-b.release
+	return b.Store.PutDerivedStream(ctx, runID, b.fill(runID, fill))
+}
+
+func (b *batchStore) PutDerivedRuns(ctx context.Context, runs []store.DerivedRun) error {
+	<-b.release
+	if len(runs) > 1 {
+		b.batches.Add(1)
+	}
+	for i := range runs {
+		runs[i].Fill = b.fill(runs[i].RunID, runs[i].Fill)
+	}
+	return b.Store.(store.DerivedBatcher).PutDerivedRuns(ctx, runs)
+}
+
+func (b *batchStore) GetRaws(ctx context.Context, runIDs []string) (map[string][]byte, error) {
+	return b.Store.(store.DerivedBatcher).GetRaws(ctx, runIDs)
+}
+
+// TestDeriveBatchFailsAlone: the deriver takes what is queued in one
+// transaction; a run that cannot be derived fails alone, the others of
+// its batch get their rows at once (not after a retry's backoff).
+func TestDeriveBatchFailsAlone(t *testing.T) {
+	bs := &batchStore{release: make(chan struct{})}
+	e := newEnvWith(t, func(c *collect.Config) { bs.Store = c.Store; c.Store = bs; c.DeriveRetry = time.Hour })
+	var ids []string
+	for i := range 6 {
+		id := uuid.NewString()
+		if i == 3 {
+			bs.bad.Store(id)
+		}
+		require.Equal(t, http.StatusCreated, e.put(t, id, stream(t, id, "pi1"), e.probeTok, "").code)
+		ids = append(ids, id)
+	}
+	close(bs.release)
+	underived := func() []string {
+		rs, err := bs.Store.ListUnderived(context.Background(), 0)
+		require.NoError(t, err)
+		var out []string
+		for _, r := range rs {
+			out = append(out, r.RunID)
+		}
+		return out
+	}
+	require.Eventually(t, func() bool { u := underived(); return len(u) == 1 && u[0] == ids[3] }, 30*time.Second, 10*time.Millisecond,
+		"every run but the bad one derived")
+	assert.Positive(t, bs.batches.Load(), "the queued runs were derived in a batch")
+	assert.Contains(t, string(e.get(t, "/healthz", "").body), `"derive_backlog":"1"`)
+}

@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -139,18 +140,18 @@ type Delays struct {
 
 var derivedTables = []string{"survey_cells", "survey_probes", "pattern_path_bytes", "pattern_tests", "mobile_summaries"}
 
-// qClearDerivedPG deletes a run's rows from every derived table and marks
-// it derived, in one PostgreSQL statement.
+// qClearDerivedPG deletes the rows of a batch of runs ($1, in run_id
+// order) from every derived table, marks them derived and returns each
+// one's roll-up state and run fields, in one PostgreSQL statement.
 var qClearDerivedPG = func() string {
 	var b strings.Builder
 	b.WriteString("WITH ")
 	for i, t := range derivedTables {
-		fmt.Fprintf(&b, "d%d AS (DELETE FROM %s WHERE run_id = $1), ", i, t)
+		fmt.Fprintf(&b, "d%d AS (DELETE FROM %s WHERE run_id = ANY($1)), ", i, t)
 	}
-	b.WriteString(`m AS (INSERT INTO derived_runs (run_id, derived_at) VALUES ($1, $2)
-		ON CONFLICT (run_id) DO UPDATE SET derived_at = excluded.derived_at RETURNING rolled_up),
-		r AS (SELECT probe_id, command, status, started_at FROM runs WHERE run_id = $1)
-		SELECT m.rolled_up, r.probe_id, r.command, r.status, r.started_at FROM m, r`)
+	b.WriteString(`m AS (INSERT INTO derived_runs (run_id, derived_at) SELECT id, $2 FROM unnest($1::text[]) AS u(id)
+		ON CONFLICT (run_id) DO UPDATE SET derived_at = excluded.derived_at RETURNING run_id, rolled_up)
+		SELECT m.run_id, m.rolled_up, r.probe_id, r.command, r.status, r.started_at FROM m JOIN runs r USING (run_id)`)
 	return b.String()
 }()
 
@@ -196,31 +197,77 @@ func (s *sqlStore) PutDerived(ctx context.Context, runID string, d Derived) erro
 // PutDerivedStream replaces runID's rows in the derived tables with what
 // fill gives its sink, in one transaction.
 func (s *sqlStore) PutDerivedStream(ctx context.Context, runID string, fill func(DerivedSink) error) error {
-	return s.inTx(ctx, func(tx *sql.Tx) error {
-		var rolledUp bool
-		var probe, command, status string
-		var started int64
-		if s.d == postgresDialect {
-			// One statement, not six round trips (the deriver runs for
-			// every upload, on the cores the uploads need).
-			if err := tx.QueryRowContext(ctx, qClearDerivedPG, runID, time.Now().UnixNano()).Scan(&rolledUp, &probe, &command, &status, &started); err != nil {
-				return fmt.Errorf("clear derived rows: %w", err)
+	return s.PutDerivedRuns(ctx, []DerivedRun{{RunID: runID, Fill: fill}})
+}
+
+// DerivedRun is one run's derived rows for PutDerivedRuns: fill gives
+// them to its sink, as for PutDerivedStream.
+type DerivedRun struct {
+	RunID string
+	Fill  func(DerivedSink) error
+}
+
+// DerivedBatcher is a store that derives several runs in one transaction.
+// The deriver uses it when the store has it (test wrappers of Store do
+// not, and get PutDerivedStream per run).
+type DerivedBatcher interface {
+	PutDerivedRuns(ctx context.Context, runs []DerivedRun) error
+	// GetRaws returns the inline bodies of the runs that have one (a
+	// batch's raw reads in one query, not one each).
+	GetRaws(ctx context.Context, runIDs []string) (map[string][]byte, error)
+}
+
+// GetRaws reads the inline bodies of runIDs: one statement on PostgreSQL,
+// GetRaw each on SQLite (in process: no round trips to save).
+func (s *sqlStore) GetRaws(ctx context.Context, runIDs []string) (map[string][]byte, error) {
+	out := make(map[string][]byte, len(runIDs))
+	if s.d != postgresDialect {
+		for _, id := range runIDs {
+			b, err := s.GetRaw(ctx, id)
+			if errors.Is(err, ErrNotFound) {
+				continue
 			}
-		} else {
-			for _, t := range derivedTables {
-				if _, err := tx.ExecContext(ctx, s.q(`DELETE FROM `+t+` WHERE run_id = ?`), runID); err != nil {
-					return fmt.Errorf("clear %s: %w", t, err)
-				}
+			if err != nil {
+				return nil, err
 			}
-			if err := tx.QueryRowContext(ctx, s.q(`INSERT INTO derived_runs (run_id, derived_at) VALUES (?, ?)
-			ON CONFLICT (run_id) DO UPDATE SET derived_at = excluded.derived_at RETURNING rolled_up`), runID, time.Now().UnixNano()).Scan(&rolledUp); err != nil {
-				return fmt.Errorf("mark derived: %w", err)
-			}
-			if err := tx.QueryRowContext(ctx, s.q(`SELECT probe_id, command, status, started_at FROM runs WHERE run_id = ?`), runID).Scan(&probe, &command, &status, &started); err != nil {
-				return fmt.Errorf("run %s: %w", runID, err)
-			}
+			out[id] = b
 		}
-		k := &derivedTx{ctx: ctx, runID: runID}
+		return out, nil
+	}
+	rows, err := s.db.QueryContext(ctx, `SELECT run_id, body FROM raw_inline WHERE run_id = ANY($1)`, runIDs)
+	if err != nil {
+		return nil, fmt.Errorf("get raw bodies: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var id string
+		var b []byte
+		if err := rows.Scan(&id, &b); err != nil {
+			return nil, fmt.Errorf("get raw bodies: %w", err)
+		}
+		out[id] = b
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("get raw bodies: %w", err)
+	}
+	return out, nil
+}
+
+// PutDerivedRuns is PutDerivedStream for several runs in one transaction:
+// one commit (one WAL flush on PostgreSQL) and one read-modify-write of
+// each roll-up row the runs share, not one per run. The deriver's
+// per-run transactions were most of PostgreSQL's CPU per upload (session
+// 17, docs/benchmarks.md). Runs are taken in run_id order, so batches of
+// two replicas lock derived_runs rows in one order. Any run's failure
+// fails them all; the caller retries them one at a time.
+func (s *sqlStore) PutDerivedRuns(ctx context.Context, runs []DerivedRun) error {
+	runs = slices.Clone(runs)
+	slices.SortStableFunc(runs, func(a, b DerivedRun) int { return strings.Compare(a.RunID, b.RunID) })
+	// A run queued twice (an upload and a catch-up) is derived once: twice
+	// in one transaction, it would be rolled up twice.
+	runs = slices.CompactFunc(runs, func(a, b DerivedRun) bool { return a.RunID == b.RunID })
+	return s.inTx(ctx, func(tx *sql.Tx) error {
+		k := &derivedTx{ctx: ctx}
 		// One statement each for the whole transaction: tx.StmtContext per
 		// row would keep a statement per row until the commit.
 		q := s.wq.in(tx)
@@ -234,26 +281,144 @@ func (s *sqlStore) PutDerivedStream(ctx context.Context, runID string, fill func
 			}
 			*p.st = st
 		}
-		if !rolledUp {
-			// Once per run: a run derived again (reindex) adds nothing
-			// until ResetRollups has emptied the roll-ups.
-			st := fromNanos(started)
-			k.roll = newRollupAcc(probe, command, status, st, time.Since(st) < HourRetention)
-		}
-		if err := fill(k); err != nil {
+		heads, err := s.clearDerived(ctx, tx, runs)
+		if err != nil {
 			return err
 		}
-		if k.roll == nil {
+		var rolls []Rollup
+		var rolled []string
+		for i, r := range runs {
+			acc, err := s.deriveRun(k, r, heads[i])
+			if err != nil {
+				return err
+			}
+			if acc != nil {
+				rolls = append(rolls, acc.rows()...)
+				rolled = append(rolled, r.RunID)
+			}
+		}
+		if len(rolled) == 0 {
 			return nil
 		}
-		if err := s.mergeRollups(ctx, tx, k.roll.rows()); err != nil {
+		if err := s.mergeRollups(ctx, tx, foldRollups(rolls)); err != nil {
 			return err
 		}
-		if _, err := tx.ExecContext(ctx, s.q(`UPDATE derived_runs SET rolled_up = TRUE WHERE run_id = ?`), runID); err != nil {
-			return fmt.Errorf("mark rolled up: %w", err)
+		if s.d == postgresDialect {
+			if _, err := tx.ExecContext(ctx, `UPDATE derived_runs SET rolled_up = TRUE WHERE run_id = ANY($1)`, rolled); err != nil {
+				return fmt.Errorf("mark rolled up: %w", err)
+			}
+			return nil
+		}
+		for _, id := range rolled {
+			if _, err := tx.ExecContext(ctx, s.q(`UPDATE derived_runs SET rolled_up = TRUE WHERE run_id = ?`), id); err != nil {
+				return fmt.Errorf("mark rolled up: %w", err)
+			}
 		}
 		return nil
 	})
+}
+
+// derivedHead is what deriving a run needs besides its rows: whether it
+// is rolled up already and the run fields its roll-up rows are keyed by.
+type derivedHead struct {
+	rolledUp               bool
+	probe, command, status string
+	started                int64
+}
+
+// clearDerived deletes the runs' derived rows, marks them derived and
+// returns their heads, in runs' order.
+func (s *sqlStore) clearDerived(ctx context.Context, tx *sql.Tx, runs []DerivedRun) ([]derivedHead, error) {
+	heads := make([]derivedHead, len(runs))
+	if s.d == postgresDialect {
+		// One statement for the batch, not six round trips a run (the
+		// deriver runs for every upload, on the cores the uploads need).
+		ids := make([]string, len(runs))
+		at := make(map[string]int, len(runs))
+		for i, r := range runs {
+			ids[i], at[r.RunID] = r.RunID, i
+		}
+		rows, err := tx.QueryContext(ctx, qClearDerivedPG, ids, time.Now().UnixNano())
+		if err != nil {
+			return nil, fmt.Errorf("clear derived rows: %w", err)
+		}
+		defer rows.Close()
+		seen := 0
+		for rows.Next() {
+			var id string
+			var h derivedHead
+			if err := rows.Scan(&id, &h.rolledUp, &h.probe, &h.command, &h.status, &h.started); err != nil {
+				return nil, fmt.Errorf("clear derived rows: %w", err)
+			}
+			heads[at[id]] = h
+			seen++
+		}
+		if err := rows.Err(); err != nil {
+			return nil, fmt.Errorf("clear derived rows: %w", err)
+		}
+		if seen != len(runs) {
+			return nil, fmt.Errorf("clear derived rows: %d of %d runs found", seen, len(runs))
+		}
+		return heads, nil
+	}
+	for i, r := range runs {
+		h := &heads[i]
+		for _, t := range derivedTables {
+			if _, err := tx.ExecContext(ctx, s.q(`DELETE FROM `+t+` WHERE run_id = ?`), r.RunID); err != nil {
+				return nil, fmt.Errorf("run %s: clear %s: %w", r.RunID, t, err)
+			}
+		}
+		if err := tx.QueryRowContext(ctx, s.q(`INSERT INTO derived_runs (run_id, derived_at) VALUES (?, ?)
+			ON CONFLICT (run_id) DO UPDATE SET derived_at = excluded.derived_at RETURNING rolled_up`), r.RunID, time.Now().UnixNano()).Scan(&h.rolledUp); err != nil {
+			return nil, fmt.Errorf("run %s: mark derived: %w", r.RunID, err)
+		}
+		if err := tx.QueryRowContext(ctx, s.q(`SELECT probe_id, command, status, started_at FROM runs WHERE run_id = ?`), r.RunID).Scan(&h.probe, &h.command, &h.status, &h.started); err != nil {
+			return nil, fmt.Errorf("run %s: %w", r.RunID, err)
+		}
+	}
+	return heads, nil
+}
+
+// deriveRun writes one run's derived rows inside PutDerivedRuns's
+// transaction and returns its roll-up rows, nil if the run was rolled up
+// already (a run derived again by reindex adds nothing until ResetRollups
+// has emptied the roll-ups).
+func (s *sqlStore) deriveRun(k *derivedTx, r DerivedRun, h derivedHead) (*rollupAcc, error) {
+	k.runID, k.probes, k.roll = r.RunID, 0, nil
+	if !h.rolledUp {
+		st := fromNanos(h.started)
+		k.roll = newRollupAcc(h.probe, h.command, h.status, st, time.Since(st) < HourRetention)
+	}
+	if err := r.Fill(k); err != nil {
+		return nil, err
+	}
+	return k.roll, nil
+}
+
+// foldRollups sorts rows by key and adds up those of one key (runs of a
+// batch share their probe's day and hour rows), so each is written once.
+// A folded row is a new one: a run's day and hour rows share their
+// sketches, which must not be added to.
+func foldRollups(rows []Rollup) []Rollup {
+	slices.SortStableFunc(rows, func(x, y Rollup) int { return x.compare(y.RollupKey) })
+	var out []Rollup
+	for i := 0; i < len(rows); {
+		j := i + 1
+		for j < len(rows) && rows[j].compare(rows[i].RollupKey) == 0 {
+			j++
+		}
+		if j == i+1 {
+			out = append(out, rows[i])
+		} else {
+			sum := Rollup{RollupKey: rows[i].RollupKey}
+			for _, r := range rows[i:j] {
+				sum.Merge(&r)
+			}
+			out = append(out, sum)
+		}
+		i = j
+	}
+	return out
 }
 
 // derivedTx inserts derived rows inside PutDerivedStream's transaction.

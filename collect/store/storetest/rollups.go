@@ -2,6 +2,7 @@ package storetest
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"math/rand/v2"
@@ -436,4 +437,83 @@ func runRollupsQuarantine(t *testing.T, s store.Store) {
 	}
 	require.NoError(t, s.Quarantine(ctx, victims[0], "again", now))
 	assert.Empty(t, listed(), "quarantined again: nothing to roll up anew")
+}
+
+// runRollupsBatched derives the fleet in batches (store.DerivedBatcher,
+// as the collector's deriver does), two at once, each batch holding some
+// run twice and several recent runs of one probe-hour: every run's rows
+// and every roll-up row must equal the per-run recomputation.
+func runRollupsBatched(t *testing.T, s store.Store) {
+	ctx := context.Background()
+	defer s.Close()
+	b, ok := s.(store.DerivedBatcher)
+	require.True(t, ok, "the SQL store derives in batches")
+	now := time.Now().UTC()
+	f := newRollupFleet(now)
+	// Recent runs of one probe-hour: their day and hour rows are folded
+	// within a batch.
+	last := f.runs[len(f.runs)-1]
+	for i := range 3 {
+		r := last
+		r.RunID, r.SHA256 = fmt.Sprintf("%s-again%d", last.RunID, i), fmt.Sprintf("%s-again%d", last.SHA256, i)
+		f.runs = append(f.runs, r)
+		f.der[r.RunID] = f.der[last.RunID]
+	}
+	f.store(t, s)
+	fill := func(id string) store.DerivedRun { return store.DerivedRun{RunID: id, Fill: f.der[id].Fill} }
+	var wg sync.WaitGroup
+	for w := range 2 {
+		wg.Go(func() {
+			var batch []store.DerivedRun
+			for i := len(f.runs) - 1; i >= 0; i-- { // newest first: the recent runs share a batch
+				if i%2 != w {
+					continue
+				}
+				batch = append(batch, fill(f.runs[i].RunID))
+				if len(batch) == 5 {
+					batch = append(batch, batch[0]) // queued twice
+					assert.NoError(t, b.PutDerivedRuns(ctx, batch))
+					batch = nil
+				}
+			}
+			if len(batch) > 0 {
+				assert.NoError(t, b.PutDerivedRuns(ctx, batch))
+			}
+		})
+	}
+	wg.Wait()
+	want := expectRollups(f, now)
+	checkRollups(t, want, readRollups(t, s, store.RollupFilter{}), store.Day)
+	checkRollups(t, want, readRollups(t, s, store.RollupFilter{Width: store.Hour}), store.Hour)
+	for _, r := range f.runs {
+		got, err := s.GetDerived(ctx, r.RunID)
+		require.NoError(t, err)
+		assert.Equal(t, normDerived(f.der[r.RunID].Stored()), normDerived(got), "rows of %s", r.RunID)
+	}
+	under, err := s.ListUnderived(ctx, 0)
+	require.NoError(t, err)
+	assert.Empty(t, under, "every run rolled up")
+
+	// A batch with a run that cannot be derived stores nothing of it.
+	bad := errors.New("planted")
+	err = b.PutDerivedRuns(ctx, []store.DerivedRun{fill(f.runs[0].RunID), {RunID: f.runs[1].RunID, Fill: func(store.DerivedSink) error { return bad }}})
+	require.ErrorIs(t, err, bad)
+	checkRollups(t, want, readRollups(t, s, store.RollupFilter{}), store.Day)
+}
+
+// normDerived is d with empty lists as nil (GetDerived reads no rows as nil).
+func normDerived(d store.Derived) store.Derived {
+	if len(d.Cells) == 0 {
+		d.Cells = nil
+	}
+	if len(d.Probes) == 0 {
+		d.Probes = nil
+	}
+	if len(d.Tests) == 0 {
+		d.Tests = nil
+	}
+	if len(d.Mobile) == 0 {
+		d.Mobile = nil
+	}
+	return d
 }

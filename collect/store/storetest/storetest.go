@@ -102,6 +102,10 @@ func Run(t *testing.T, newDSN func(t *testing.T) string) {
 		assert.Equal(t, body, b)
 		_, err = s.GetRaw(ctx, "nope")
 		assert.ErrorIs(t, err, store.ErrNotFound)
+		// The deriver's batch read: the bodies there are, no others.
+		bs, err := s.(store.DerivedBatcher).GetRaws(ctx, []string{"nope", "r1"})
+		require.NoError(t, err)
+		assert.Equal(t, map[string][]byte{"r1": body}, bs)
 	})
 
 	t.Run("ListUnderived", func(t *testing.T) {
@@ -487,6 +491,7 @@ func Run(t *testing.T, newDSN func(t *testing.T) string) {
 
 	t.Run("Rollups", func(t *testing.T) { runRollups(t, open(t, newDSN(t))) })
 	t.Run("RollupsQuarantine", func(t *testing.T) { runRollupsQuarantine(t, open(t, newDSN(t))) })
+	t.Run("RollupsBatched", func(t *testing.T) { runRollupsBatched(t, open(t, newDSN(t))) })
 }
 
 // exportIDs is an ExportSink keeping the run ids and counting cells.
