@@ -99,6 +99,17 @@ type Config struct {
 	// Version2 (RFC 9369). A Listener speaks both, each connection in
 	// its client's.
 	Version uint32
+	// Versions are compatible version negotiation's (RFC 9368,
+	// versionneg.go). A client offers them by preference in its
+	// version_information and follows a server that moves it to one
+	// (Version, its first flight's, is listed last when left out;
+	// default: Version alone). A Listener speaks these (default Version1
+	// and Version2) and moves a client to the first of the client's list
+	// it speaks.
+	Versions []uint32
+	// testVersionInfo, set only by tests, rewrites the version_information
+	// we send (downgrade prevention's fault injection); nil drops it.
+	testVersionInfo func(*VersionInfo) *VersionInfo
 	// Allow0RTT has a Listener's session tickets allow early data and
 	// accept it (zerortt.go): the application then sees requests that an
 	// attacker may replay (RFC 9001 §9.2).
@@ -130,6 +141,9 @@ func (c *Config) withDefaults() (Config, error) {
 	}
 	if !supportedVersion(o.Version) {
 		return o, fmt.Errorf("mpquic: QUIC version 0x%08x is not supported (Version1 or Version2)", o.Version)
+	}
+	if err := validVersions(o.Versions); err != nil {
+		return o, err
 	}
 	if o.Congestion == "" {
 		o.Congestion = CongestionCUBIC

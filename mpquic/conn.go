@@ -226,6 +226,7 @@ type Conn struct {
 	injectFrames []Frame // fault injection: frames a test makes us send
 
 	version  uint32           // the connection's QUIC version (version2.go)
+	vs       versionState     // compatible version negotiation (versionneg.go)
 	early    earlyState       // 0-RTT (zerortt.go)
 	tlsClock func() time.Time // a client's TLS clock (ticketClock)
 }
@@ -243,6 +244,7 @@ func newConn(isClient bool, pconn net.PacketConn, remote net.Addr, conf Config, 
 		idleTimeout: conf.MaxIdleTimeout,
 		early:       earlyState{ready: make(chan struct{}, 1)},
 		version:     Version1,
+		vs:          versionState{orig: Version1},
 	}
 	p0 := c.newPath(0, pconn, remote)
 	for i := range c.spaces {
@@ -302,6 +304,7 @@ func (c *Conn) localParams() TransportParameters {
 		v := c.conf.MaxPathID
 		p.InitialMaxPathID = &v
 	}
+	p.VersionInfo = c.localVersionInfo()
 	if !c.isClient {
 		p.OriginalDCID = c.origDCID
 		p.RetrySCID = c.retrySCID
@@ -327,8 +330,10 @@ func (c *Conn) start() error {
 			c.qlog = newQlog(w, c.isClient, c.origDCID, time.Now())
 		}
 	}
-	p := c.localParams()
-	c.tls.SetTransportParameters(p.Append(nil))
+	if c.isClient {
+		p := c.localParams()
+		c.tls.SetTransportParameters(p.Append(nil))
+	} // a server's wait for the client's: its version may change (versionneg.go)
 	client, server := InitialKeysVersion(c.initialDCID(), c.version)
 	in := c.spaces[spaceInitial]
 	if c.isClient {
@@ -599,6 +604,16 @@ func (c *Conn) handlePacket(h Header, pkt []byte, now time.Time, replay bool) *p
 	if ks.discarded {
 		return nil
 	}
+	var origOpen *Keys // a moved server's key for the client's first version
+	if h.Type != Packet1RTT && h.Version != c.version {
+		switch {
+		case c.isClient && !early && c.followVersion(h, pkt):
+		case !c.isClient && h.Version == c.vs.orig && (early || c.vs.origOpen != nil):
+			origOpen = c.vs.origOpen // 0-RTT: its keys are the first version's
+		default:
+			return nil
+		}
+	}
 	if early && c.early.open == nil {
 		c.bufferEarly(pkt, replay)
 		return nil
@@ -636,6 +651,8 @@ func (c *Conn) handlePacket(h Header, pkt []byte, now time.Time, replay bool) *p
 	keys := ks.open
 	if early {
 		keys = c.early.open
+	} else if origOpen != nil {
+		keys = origOpen
 	}
 	o, err := keys.UnprotectHeader(pkt, h.PNOffset, sp.largestRecv)
 	if err != nil {
@@ -1024,8 +1041,13 @@ func (c *Conn) setPeerParams(b []byte) error {
 		if c.retrySCID != nil && string(p.RetrySCID) != string(c.retrySCID) || c.retrySCID == nil && p.RetrySCID != nil {
 			return transportErr(TransportParameterError, 0, "retry_source_connection_id does not match")
 		}
+		if err := c.clientCheckVersion(p.VersionInfo); err != nil {
+			return err
+		}
 	} else if p.InitialSCID == nil || string(p.InitialSCID) != string(c.p0().dcid) {
 		return transportErr(TransportParameterError, 0, "initial_source_connection_id does not match")
+	} else if err := c.serverNegotiate(p.VersionInfo); err != nil {
+		return err
 	}
 	// Multipath only when both sides offer it (draft-ietf-quic-multipath-21
 	// §"Handshake Negotiation and Transport Parameter"). An endpoint

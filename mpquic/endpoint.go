@@ -49,7 +49,7 @@ func dialEarly(ctx context.Context, pconn net.PacketConn, raddr net.Addr, tlsCon
 	}
 	raiseBuffers(pconn)
 	c := newConn(true, pconn, raddr, cfg, tlsConf)
-	c.version = cfg.Version
+	c.version, c.vs.orig = cfg.Version, cfg.Version
 	c.ownsConn = owns
 	c.origDCID = randomID(connIDLen)
 	c.p0().dcid = c.origDCID

@@ -12,6 +12,7 @@ import (
 	"hash"
 	"net"
 	"net/netip"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -277,9 +278,9 @@ func (l *Listener) newConn(d datagram, now time.Time) *Conn {
 	default:
 	}
 	h, n, err := ParseHeader(d.b, connIDLen)
-	if errors.Is(err, ErrUnsupportedVersion) && len(d.b) >= minDatagramSize {
+	if (errors.Is(err, ErrUnsupportedVersion) || err == nil && h.Type == PacketInitial && !slices.Contains(serverVersions(l.conf), h.Version)) && len(d.b) >= minDatagramSize {
 		// RFC 9000 §6.1: answer with the versions we speak.
-		l.pconn.WriteTo(AppendVersionNegotiation(nil, h.SCID, h.DCID, Version1, Version2), d.from)
+		l.pconn.WriteTo(AppendVersionNegotiation(nil, h.SCID, h.DCID, serverVersions(l.conf)...), d.from)
 		return nil
 	}
 	if err != nil || h.Type != PacketInitial || len(d.b) < minDatagramSize || len(h.DCID) < 8 {
@@ -314,7 +315,7 @@ func (l *Listener) newConn(d datagram, now time.Time) *Conn {
 	}
 
 	c := newConn(false, l.pconn, d.from, l.conf, l.tlsConf)
-	c.version = h.Version // the client's (RFC 9369: no compatible negotiation here)
+	c.version, c.vs.orig = h.Version, h.Version // the client's, until it offers another (versionneg.go)
 	c.p0().local = d.to
 	c.initDCID = append([]byte(nil), h.DCID...)
 	c.origDCID = c.initDCID

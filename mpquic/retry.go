@@ -165,6 +165,7 @@ func (c *Conn) onRetry(h Header, pkt []byte) {
 		return
 	}
 	c.retrySCID = append([]byte{}, h.SCID...)
+	c.initDCID = c.retrySCID // the Initial keys' (versionneg.go moves them)
 	c.retryToken = append([]byte(nil), h.Token...)
 	p.dcid = c.retrySCID
 	client, server := InitialKeysVersion(c.retrySCID, c.version)

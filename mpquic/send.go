@@ -284,7 +284,7 @@ func (c *Conn) sealPlan(now time.Time, p *path, pl *plan, buf []byte) ([]byte, *
 	switch {
 	case pl.early:
 		seal = c.early.seal
-		buf, err = AppendLongHeader(buf, LongHeader{Type: Packet0RTT, Version: c.version, DCID: p.dcid, SCID: c.scid}, pl.pn, pl.pnLen, len(pl.payload))
+		buf, err = AppendLongHeader(buf, LongHeader{Type: Packet0RTT, Version: c.vs.orig, DCID: p.dcid, SCID: c.scid}, pl.pn, pl.pnLen, len(pl.payload))
 	case pl.si == spaceApp:
 		pid = p.id
 		buf, err = AppendShortHeader(buf, ShortHeader{DCID: p.dcid, KeyPhase: c.keyPhase}, pl.pn, pl.pnLen)

@@ -32,15 +32,6 @@ func supportedVersion(v uint32) bool { return v == Version1 || v == Version2 }
 // Initial (initialCheck is version 1's): it decrypts under the keys its
 // destination ID gives. Version 2 clients are few: no fast path.
 func initialOpensV2(pkt []byte, h Header) bool {
-	if h.PNOffset < 1 || len(pkt) < h.PNOffset+4+sampleLen {
-		return false
-	}
 	client, _ := InitialKeysVersion(h.DCID, Version2)
-	buf := append([]byte(nil), pkt...)
-	o, err := client.UnprotectHeader(buf, h.PNOffset, -1)
-	if err != nil {
-		return false
-	}
-	_, err = client.Open(buf, o, 0)
-	return err == nil
+	return opens(client, pkt, h)
 }

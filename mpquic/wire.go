@@ -27,6 +27,7 @@ const (
 	KeyUpdateError          = wire.KeyUpdateError
 	AEADLimitReached        = wire.AEADLimitReached
 	NoViablePath            = wire.NoViablePath
+	VersionNegotiationError = wire.VersionNegotiationError
 )
 
 // Path abandon reasons of draft-ietf-quic-multipath-21 §"Error Codes".
@@ -271,6 +272,9 @@ type PreferredAddress = wire.PreferredAddress
 // when absent (an empty non-nil slice is a present zero-length ID);
 // InitialMaxPathID is nil unless the endpoint offers multipath.
 type TransportParameters = wire.TransportParameters
+
+// VersionInfo is the version_information transport parameter (RFC 9368).
+type VersionInfo = wire.VersionInfo
 
 // DefaultTransportParameters are the values of a peer that sent none.
 func DefaultTransportParameters() TransportParameters { return wire.DefaultTransportParameters() }

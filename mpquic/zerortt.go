@@ -97,7 +97,7 @@ func DialAddrEarly(ctx context.Context, addr string, tlsConf *tls.Config, conf *
 
 // onEarlySecret takes the 0-RTT key.
 func (c *Conn) onEarlySecret(ev tls.QUICEvent) error {
-	k, err := newKeysVersion(ev.Suite, append([]byte(nil), ev.Data...), c.version)
+	k, err := newKeysVersion(ev.Suite, append([]byte(nil), ev.Data...), c.vs.orig) // 0-RTT stays in the first version (versionneg.go)
 	if err != nil {
 		return transportErr(InternalError, 0, "%v", err)
 	}
@@ -146,11 +146,11 @@ func (c *Conn) onResumeSession(ss *tls.SessionState) {
 	}
 	if !c.isClient {
 		old, ok := paramsFromExtra(ss.Extra, extraServerParams, false)
-		ss.EarlyData = ok && c.conf.Allow0RTT && !paramsReduced(c.localParams(), old)
+		ss.EarlyData = ok && c.conf.Allow0RTT && !paramsReduced(c.localParams(), old) && c.ticketVersionOK(old)
 		return
 	}
 	r, ok := paramsFromExtra(ss.Extra, extraPeerParams, true)
-	if !ok {
+	if !ok || !c.ticketVersionOK(r) {
 		ss.EarlyData = false
 		return
 	}
@@ -168,7 +168,9 @@ func (c *Conn) onStoreSession(ss *tls.SessionState) error {
 	frac := append([]byte(nil), extraTicketFrac...)
 	ss.Extra = append(ss.Extra, binary.BigEndian.AppendUint64(frac, uint64(now.Sub(now.Truncate(time.Second)))))
 	if c.haveParams {
-		ss.Extra = append(ss.Extra, append(append([]byte(nil), extraPeerParams...), appendLimits(c.peerParams)...))
+		p := c.peerParams
+		p.VersionInfo = &VersionInfo{Chosen: c.version} // a ticket is its connection's version's (RFC 9369 §5)
+		ss.Extra = append(ss.Extra, append(append([]byte(nil), extraPeerParams...), appendLimits(p)...))
 	}
 	if err := c.tls.StoreSession(ss); err != nil {
 		return tlsError(err)
@@ -218,6 +220,7 @@ func (c *Conn) onEarlyRejected() {
 // limits (RFC 9000 §7.4.1); the rest comes with this handshake's.
 func appendLimits(p TransportParameters) []byte {
 	r := DefaultTransportParameters()
+	r.VersionInfo = p.VersionInfo // the version of the ticket's connection (versionneg.go)
 	r.ActiveConnIDLimit = p.ActiveConnIDLimit
 	r.InitialMaxData = p.InitialMaxData
 	r.InitialMaxStreamDataBidiLocal = p.InitialMaxStreamDataBidiLocal

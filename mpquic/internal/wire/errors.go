@@ -24,6 +24,7 @@ const (
 	KeyUpdateError          TransportErrorCode = 0x0e
 	AEADLimitReached        TransportErrorCode = 0x0f
 	NoViablePath            TransportErrorCode = 0x10
+	VersionNegotiationError TransportErrorCode = 0x11 // RFC 9368
 )
 
 // Path abandon reasons of draft-ietf-quic-multipath-21 §"Error Codes".
@@ -43,6 +44,7 @@ var codeNames = map[TransportErrorCode]string{
 	InvalidToken: "INVALID_TOKEN", ApplicationError: "APPLICATION_ERROR",
 	CryptoBufferExceeded: "CRYPTO_BUFFER_EXCEEDED", KeyUpdateError: "KEY_UPDATE_ERROR",
 	AEADLimitReached: "AEAD_LIMIT_REACHED", NoViablePath: "NO_VIABLE_PATH",
+	VersionNegotiationError: "VERSION_NEGOTIATION_ERROR",
 }
 
 func (c TransportErrorCode) String() string {

@@ -26,6 +26,7 @@ const (
 	tpActiveConnIDLimit          = 0x0e
 	tpInitialSCID                = 0x0f
 	tpRetrySCID                  = 0x10
+	tpVersionInformation         = 0x11 // RFC 9368 §3
 	tpInitialMaxPathID           = 0x3e
 )
 
@@ -69,6 +70,17 @@ type TransportParameters struct {
 	InitialSCID                    []byte
 	RetrySCID                      []byte
 	InitialMaxPathID               *uint32
+	// VersionInfo is version_information (RFC 9368 §3); nil when absent.
+	VersionInfo *VersionInfo
+}
+
+// VersionInfo is the version_information transport parameter (RFC 9368
+// §3): the version the sender chose for the connection and the versions
+// it offers (a client: those its first flight is compatible with, by
+// preference, Chosen among them; a server: all it speaks).
+type VersionInfo struct {
+	Chosen    uint32
+	Available []uint32
 }
 
 // DefaultTransportParameters are the values of a peer that sent none.
@@ -135,6 +147,13 @@ func (p *TransportParameters) Append(b []byte) []byte {
 		v := uint64(*p.InitialMaxPathID)
 		b = appendVarints(b, tpInitialMaxPathID, uint64(VarintLen(v)), v)
 	}
+	if vi := p.VersionInfo; vi != nil {
+		b = appendVarints(b, tpVersionInformation, uint64(4+4*len(vi.Available)))
+		b = binary.BigEndian.AppendUint32(b, vi.Chosen)
+		for _, v := range vi.Available {
+			b = binary.BigEndian.AppendUint32(b, v)
+		}
+	}
 	return b
 }
 
@@ -162,11 +181,46 @@ func ParseTransportParameters(b []byte, fromServer bool) (TransportParameters, e
 				return p, tpErr("client sent server-only parameter 0x%x", id)
 			}
 		}
+		if id == tpVersionInformation {
+			vi, err := parseVersionInfo(val, fromServer)
+			if err != nil {
+				return p, err
+			}
+			p.VersionInfo = vi
+			continue
+		}
 		if err := p.set(id, val); err != nil {
 			return p, err
 		}
 	}
 	return p, nil
+}
+
+// parseVersionInfo decodes version_information. RFC 9368 §3: a length
+// that is not a positive multiple of 4 or a zero version is a parsing
+// failure, and so is a client's Chosen Version missing from its own
+// Available Versions (the client MUST list it).
+func parseVersionInfo(val []byte, fromServer bool) (*VersionInfo, error) {
+	if len(val) < 4 || len(val)%4 != 0 {
+		return nil, tpErr("version_information of %d bytes", len(val))
+	}
+	vi := &VersionInfo{Chosen: binary.BigEndian.Uint32(val)}
+	if vi.Chosen == 0 {
+		return nil, tpErr("version_information's chosen version is 0")
+	}
+	listed := false
+	for i := 4; i < len(val); i += 4 {
+		v := binary.BigEndian.Uint32(val[i:])
+		if v == 0 {
+			return nil, tpErr("version_information lists version 0")
+		}
+		listed = listed || v == vi.Chosen
+		vi.Available = append(vi.Available, v)
+	}
+	if !fromServer && !listed {
+		return nil, tpErr("client's version_information does not list its chosen version 0x%08x", vi.Chosen)
+	}
+	return vi, nil
 }
 
 func (p *TransportParameters) set(id uint64, val []byte) error {

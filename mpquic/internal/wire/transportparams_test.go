@@ -32,6 +32,7 @@ func fullParams() TransportParameters {
 	p.RetrySCID = []byte{5}
 	mp := uint32(7)
 	p.InitialMaxPathID = &mp
+	p.VersionInfo = &VersionInfo{Chosen: Version2, Available: []uint32{Version1, 0x1a2a3a4a, Version2}}
 	return p
 }
 
@@ -63,6 +64,33 @@ func TestTransportParametersRoundTrip(t *testing.T) {
 	}
 }
 
+// version_information (RFC 9368 §3): the chosen version, then the
+// available ones, 32 bits each; a server's list may leave out its chosen
+// version and may be empty.
+func TestVersionInformation(t *testing.T) {
+	vi := func(raw ...byte) []byte {
+		return append(appendVarints(nil, tpVersionInformation, uint64(len(raw))), raw...)
+	}
+	client := vi(0, 0, 0, 1, 0x6b, 0x33, 0x43, 0xcf, 0, 0, 0, 1)
+	p, err := ParseTransportParameters(client, false)
+	if want := (&VersionInfo{Chosen: Version1, Available: []uint32{Version2, Version1}}); err != nil || !reflect.DeepEqual(p.VersionInfo, want) {
+		t.Errorf("client's: %v %+v", err, p.VersionInfo)
+	}
+	server := vi(0x6b, 0x33, 0x43, 0xcf, 0, 0, 0, 1)
+	if p, err := ParseTransportParameters(server, true); err != nil || p.VersionInfo == nil || p.VersionInfo.Chosen != Version2 {
+		t.Errorf("server's without its chosen version listed: %v %+v", err, p.VersionInfo)
+	}
+	only := vi(0x6b, 0x33, 0x43, 0xcf)
+	if p, err := ParseTransportParameters(only, true); err != nil || p.VersionInfo == nil || len(p.VersionInfo.Available) != 0 {
+		t.Errorf("server's with an empty list: %v %+v", err, p.VersionInfo)
+	}
+	enc := DefaultTransportParameters()
+	enc.VersionInfo = &VersionInfo{Chosen: Version1, Available: []uint32{Version2, Version1}}
+	if b := enc.Append(nil); string(b) != string(client) {
+		t.Errorf("encodes as %x, want %x", b, client)
+	}
+}
+
 func TestTransportParametersErrors(t *testing.T) {
 	num := func(id, v uint64) []byte { return appendVarints(nil, id, uint64(VarintLen(v)), v) }
 	for _, c := range []struct {
@@ -89,6 +117,11 @@ func TestTransportParametersErrors(t *testing.T) {
 		{"preferred_address empty cid", append(appendVarints(nil, tpPreferredAddress, 41), make([]byte, 41)...), true},
 		{"initial_max_path_id 2^32", num(tpInitialMaxPathID, 1<<32), true},
 		{"max_idle_timeout overflow", num(tpMaxIdleTimeout, MaxVarint), true},
+		{"version_information empty", appendVarints(nil, tpVersionInformation, 0), true},
+		{"version_information 6 bytes", appendVarints(nil, tpVersionInformation, 6, 0, 0, 0, 1, 0, 0), true},
+		{"version_information chosen 0", appendVarints(nil, tpVersionInformation, 4, 0, 0, 0, 0), true},
+		{"version_information lists 0", appendVarints(nil, tpVersionInformation, 8, 0, 0, 0, 1, 0, 0, 0, 0), true},
+		{"client's chosen version not listed", append(appendVarints(nil, tpVersionInformation, 8), 0, 0, 0, 1, 0x6b, 0x33, 0x43, 0xcf), false},
 	} {
 		_, err := ParseTransportParameters(c.b, c.fromServer)
 		wantCode(t, c.name, err, TransportParameterError, 0)
