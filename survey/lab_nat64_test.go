@@ -101,6 +101,14 @@ func surveyNAT64Once(t *testing.T, l *labtest.Lab, cfg Config, truth *world.Trut
 	}
 
 	var problems []string
+	// Comparisons keep a domain's direct and translated RTTs apart: the
+	// truth's, each within 1 ms (counts and routes: assertCountsMatch).
+	for i, w := range truth.Summary.Comparisons {
+		if g := got.Comparisons[i]; math.Abs(w.MeanDiffMs-g.MeanDiffMs) > 1 {
+			problems = append(problems, fmt.Sprintf("comparison %s vs %s (route %q) mean diff %.3f ms, truth %.3f ms", w.A, w.B, w.Route, g.MeanDiffMs, w.MeanDiffMs))
+		}
+	}
+	assert.True(t, slices.ContainsFunc(got.Comparisons, func(c Comparison) bool { return c.Route == RouteViaNAT64 && c.Domains > 0 }), "a via-nat64 comparison: %+v", got.Comparisons)
 	var via, direct, mapped int
 	var errs []float64
 	for line := range bytes.Lines(out) {

@@ -152,7 +152,9 @@ func assertCountsMatch(t *testing.T, want, got Summary) {
 	}
 	require.Len(t, got.Comparisons, len(want.Comparisons))
 	for i, w := range want.Comparisons {
-		assert.Equal(t, w.Domains, got.Comparisons[i].Domains, "comparison %s vs %s", w.A, w.B)
+		g := got.Comparisons[i]
+		assert.Equal(t, [3]string{w.A, w.B, w.Route}, [3]string{g.A, g.B, g.Route}, "comparison %d", i)
+		assert.Equal(t, w.Domains, g.Domains, "comparison %s vs %s (route %q)", w.A, w.B, w.Route)
 	}
 	assert.Equal(t, want.Skipped, got.Skipped, "skipped (cross-path private)")
 	assert.NotEmpty(t, got.Skipped, "the lab plants cross-path private addresses")

@@ -253,21 +253,29 @@ func onPaths(doms []uint32) uint64 {
 // comparisons relates every pair of cells over the domains with an RTT in
 // both (a domain's RTT in a cell: the lowest median of its responsive
 // addresses there), a chunk of domains at a time, summing in domain order.
+// A target probed through a NAT64 (in.Via) counts for its domain's
+// translated RTT, never its direct one: the direct comparisons come first,
+// then, for the pairs of cells that both have targets via a NAT64, the
+// same over their translated RTTs (Route via-nat64).
 func comparisons(in summaryInput, rpis []int, cells []Cell) []Comparison {
 	nc := len(cells)
+	routes := 1 // 0 direct, 1 via-nat64
+	if slices.ContainsFunc(cells, func(c Cell) bool { return c.ViaNAT64 > 0 }) && in.Via != nil {
+		routes = 2
+	}
 	cmps := make([]Comparison, 0, nc*(nc-1)/2)
 	type acc struct {
 		sum       float64
 		n, slower int
 	}
-	accs := make([]acc, nc*nc)
+	accs := make([]acc, routes*nc*nc)
 	chunk := min(summaryChunk, max(in.Domains, 1))
-	best := make([][]float64, nc)
+	best := make([][]float64, routes*nc) // route*nc + cell
 	for c := range best {
 		best[c] = make([]float64, chunk)
 	}
 	nr := len(rpis)
-	cellRTT := make([]float64, nc) // of the current address; NaN: none
+	cellRTT := make([]float64, routes*nc) // of the current address; NaN: none
 	for lo := 0; lo < in.Domains; lo += chunk {
 		hi := min(lo+chunk, in.Domains)
 		for c := range best {
@@ -287,13 +295,18 @@ func comparisons(in summaryInput, rpis []int, cells []Cell) []Comparison {
 				return
 			}
 			on := onPaths(doms)
+			for c := range cellRTT {
+				cellRTT[c] = math.NaN()
+			}
 			for pi, p := range in.Paths {
 				tr, ok := in.Probe(pi, a)
+				rt := 0
+				if routes > 1 && in.Via(pi, a) {
+					rt = 1
+				}
 				for k, r := range in.ResolvePaths {
-					c := pi*nr + k
-					cellRTT[c] = math.NaN()
 					if ok && tr.Responsive && on&(1<<rpis[k]) != 0 && in.Allowed(p, r, a) {
-						cellRTT[c] = tr.MedianMs
+						cellRTT[rt*nc+pi*nr+k] = tr.MedianMs
 					}
 				}
 			}
@@ -306,41 +319,53 @@ func comparisons(in summaryInput, rpis []int, cells []Cell) []Comparison {
 				if k < 0 {
 					continue
 				}
-				for pi := range in.Paths {
-					c := pi*nr + k
-					if v := cellRTT[c]; !math.IsNaN(v) && (math.IsNaN(best[c][d-lo]) || v < best[c][d-lo]) {
-						best[c][d-lo] = v
+				for rt := range routes {
+					for pi := range in.Paths {
+						c := rt*nc + pi*nr + k
+						if v := cellRTT[c]; !math.IsNaN(v) && (math.IsNaN(best[c][d-lo]) || v < best[c][d-lo]) {
+							best[c][d-lo] = v
+						}
 					}
 				}
 			}
 		})
-		for i := range nc {
-			for j := i + 1; j < nc; j++ {
-				x := &accs[i*nc+j]
-				for d := range hi - lo {
-					a, b := best[i][d], best[j][d]
-					if math.IsNaN(a) || math.IsNaN(b) {
-						continue
-					}
-					x.n++
-					x.sum += a - b
-					if a > b+SlowerMarginMs {
-						x.slower++
+		for rt := range routes {
+			for i := range nc {
+				for j := i + 1; j < nc; j++ {
+					x := &accs[rt*nc*nc+i*nc+j]
+					for d := range hi - lo {
+						a, b := best[rt*nc+i][d], best[rt*nc+j][d]
+						if math.IsNaN(a) || math.IsNaN(b) {
+							continue
+						}
+						x.n++
+						x.sum += a - b
+						if a > b+SlowerMarginMs {
+							x.slower++
+						}
 					}
 				}
 			}
 		}
 	}
-	for i := range nc {
-		for j := i + 1; j < nc; j++ {
-			x := accs[i*nc+j]
-			cmp := Comparison{A: cells[i].ProbePath + "/" + cells[i].ResolvePath,
-				B: cells[j].ProbePath + "/" + cells[j].ResolvePath, Domains: x.n}
-			if x.n > 0 {
-				cmp.MeanDiffMs = x.sum / float64(x.n)
-				cmp.ASlowerPct = 100 * float64(x.slower) / float64(x.n)
+	for rt := range routes {
+		for i := range nc {
+			for j := i + 1; j < nc; j++ {
+				if rt == 1 && (cells[i].ViaNAT64 == 0 || cells[j].ViaNAT64 == 0) {
+					continue
+				}
+				x := accs[rt*nc*nc+i*nc+j]
+				cmp := Comparison{A: cells[i].ProbePath + "/" + cells[i].ResolvePath,
+					B: cells[j].ProbePath + "/" + cells[j].ResolvePath, Domains: x.n}
+				if rt == 1 {
+					cmp.Route = RouteViaNAT64
+				}
+				if x.n > 0 {
+					cmp.MeanDiffMs = x.sum / float64(x.n)
+					cmp.ASlowerPct = 100 * float64(x.slower) / float64(x.n)
+				}
+				cmps = append(cmps, cmp)
 			}
-			cmps = append(cmps, cmp)
 		}
 	}
 	return cmps

@@ -184,3 +184,47 @@ func TestSummaryStreamingEqualsInMemory(t *testing.T) {
 		require.Equal(t, computeSummaryRef(in), computeSummary(in), "trial %d", trial)
 	}
 }
+
+// On a NAT64 path a domain's translated RTT (its IPv4 address probed
+// through the translator) is never compared with a direct one: the direct
+// comparisons use direct targets only, and the cells that both have
+// targets via a NAT64 get their own comparison of translated RTTs.
+func TestComparisonsKeepRoutesApart(t *testing.T) {
+	a := netip.MustParseAddr
+	up := func(ms float64) TargetResult { return TargetResult{Responsive: true, MedianMs: ms} }
+	// Domain 0: IPv4 and IPv6; domain 1: IPv4 only; domain 2: IPv6 only.
+	res := []DomainResult{
+		{Done: true, Status: StatusNoError, Addrs: ips("198.19.0.1", "fd00:ff::1")},
+		{Done: true, Status: StatusNoError, Addrs: ips("198.19.0.2")},
+		{Done: true, Status: StatusNoError, Addrs: ips("fd00:ff::3")},
+	}
+	in := summaryInput{Paths: []string{"W", "L"}, ResolvePaths: []string{"W", "L"}, Domains: 3,
+		Res: map[string][]DomainResult{"W": res, "L": res},
+		Probe: probeMap([]string{"W", "L"}, map[string]map[netip.Addr]TargetResult{
+			"W": {a("198.19.0.1"): up(30), a("fd00:ff::1"): up(31), a("198.19.0.2"): up(40), a("fd00:ff::3"): up(50)},
+			// L is IPv6-only behind a NAT64: its IPv4 targets are
+			// translated, 10 ms faster than any direct RTT there.
+			"L": {a("198.19.0.1"): up(60), a("fd00:ff::1"): up(70), a("198.19.0.2"): up(65), a("fd00:ff::3"): up(80)},
+		}),
+		Allowed: func(string, string, netip.Addr) bool { return true },
+		Via:     func(i int, x netip.Addr) bool { return i == 1 && x.Is4() },
+	}
+	s := computeSummary(in)
+	byPair := map[[3]string]Comparison{}
+	for _, c := range s.Comparisons {
+		byPair[[3]string{c.A, c.B, c.Route}] = c
+	}
+	// Direct: W/W's best per domain 30, 40, 50; L/W's direct only 70 (d0)
+	// and 80 (d2): d1 has no direct RTT on L.
+	c := byPair[[3]string{"W/W", "L/W", ""}]
+	assert.Equal(t, 2, c.Domains)
+	assert.InDelta(t, -35.0, c.MeanDiffMs, 1e-9, "(30-70 + 50-80)/2")
+	// Translated: L/W vs L/L over d0 (60, 60) and d1 (65, 65).
+	v, ok := byPair[[3]string{"L/W", "L/L", RouteViaNAT64}]
+	require.True(t, ok, "%+v", s.Comparisons)
+	assert.Equal(t, 2, v.Domains)
+	assert.InDelta(t, 0.0, v.MeanDiffMs, 1e-9)
+	_, mixed := byPair[[3]string{"W/W", "L/W", RouteViaNAT64}]
+	assert.False(t, mixed, "W's cells have no translated targets: no via-nat64 comparison with them")
+	assert.Len(t, s.Comparisons, 6+1)
+}

@@ -29,7 +29,9 @@ import "net/netip"
 //     NOERROR on at least one path)/domains.
 //   - Cells are ordered probe path major, resolve path minor, in path order.
 //     A domain's RTT in a cell is the lowest median among its responsive
-//     addresses there. Comparisons: for every pair of cells i<j, A=cells[i],
+//     addresses there, probed directly (via a NAT64: its translated RTT,
+//     compared only with translated ones, Comparison.Route). Comparisons:
+//     for every pair of cells i<j, A=cells[i],
 //     B=cells[j], over domains with an RTT in both: MeanDiffMs =
 //     mean(rttA-rttB), ASlowerPct = 100*count(rttA > rttB+SlowerMarginMs)/
 //     Domains: differences within the margin are ties, or a domain served
@@ -117,8 +119,12 @@ const SlowerMarginMs = 0.5
 // about 40 ms") and the share of domains where A is slower than B (004:
 // "LL slower than LW in 60%").
 type Comparison struct {
-	A          string  `json:"a"` // "probe/resolve", e.g. "wlan0/wwan0"
-	B          string  `json:"b"`
+	A string `json:"a"` // "probe/resolve", e.g. "wlan0/wwan0"
+	B string `json:"b"`
+	// Route is "" when both cells' RTTs are direct ones, RouteViaNAT64
+	// when both are of targets probed through a NAT64 (a domain's direct
+	// and translated RTTs are never compared with each other).
+	Route      string  `json:"route,omitempty"`
 	MeanDiffMs float64 `json:"mean_diff_ms"`
 	Domains    int     `json:"domains"`
 	ASlowerPct float64 `json:"a_slower_pct"`

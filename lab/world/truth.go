@@ -204,9 +204,11 @@ func summarize(paths []string, res [][]Resolution, probe probeFunc, via func(pro
 		s.Overlap = overlap(paths, res, sets)
 	}
 
-	// Cells, probe path major; domRTT[c][d] is NaN when d has no RTT in c.
-	var domRTT [][]float64
+	// Cells, probe path major; domRTT[c][d] is NaN when d has no RTT in
+	// c (direct targets only; viaRTT: through the probe path's NAT64).
+	var domRTT, viaRTT [][]float64
 	var names []string
+	var hasVia []bool
 	for _, p := range paths {
 		for ri, r := range paths {
 			c := survey.Cell{ProbePath: p, ResolvePath: r}
@@ -243,22 +245,41 @@ func summarize(paths []string, res [][]Resolution, probe probeFunc, via func(pro
 			if skipped > 0 {
 				s.Skipped = append(s.Skipped, survey.SkippedCount{ProbePath: p, ResolvePath: r, Reason: SkipCrossPathPrivate, Count: skipped})
 			}
-			dr := make([]float64, nd)
+			dr, vr := make([]float64, nd), make([]float64, nd)
 			for di, dres := range res[ri] {
-				dr[di] = math.NaN()
+				dr[di], vr[di] = math.NaN(), math.NaN()
 				for _, a := range dres.Addrs {
-					if rtt, skip, ok := probe(p, r, a); ok && !skip && !(rtt >= dr[di]) {
-						dr[di] = rtt // !(>=) also replaces NaN
+					rtt, skip, ok := probe(p, r, a)
+					if !ok || skip {
+						continue
+					}
+					x := dr
+					if via(p, a) {
+						x = vr
+					}
+					if !(rtt >= x[di]) {
+						x[di] = rtt // !(>=) also replaces NaN
 					}
 				}
 			}
-			domRTT = append(domRTT, dr)
+			domRTT, viaRTT = append(domRTT, dr), append(viaRTT, vr)
 			names = append(names, p+"/"+r)
+			hasVia = append(hasVia, c.ViaNAT64 > 0)
 		}
 	}
 	for i := range domRTT {
 		for j := i + 1; j < len(domRTT); j++ {
 			s.Comparisons = append(s.Comparisons, compare(names[i], names[j], domRTT[i], domRTT[j]))
+		}
+	}
+	// A domain's translated RTTs are compared only with translated ones.
+	for i := range viaRTT {
+		for j := i + 1; j < len(viaRTT); j++ {
+			if hasVia[i] && hasVia[j] {
+				c := compare(names[i], names[j], viaRTT[i], viaRTT[j])
+				c.Route = survey.RouteViaNAT64
+				s.Comparisons = append(s.Comparisons, c)
+			}
 		}
 	}
 	return s

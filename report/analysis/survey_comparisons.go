@@ -1,8 +1,11 @@
 package analysis
 
 import (
+	"cmp"
 	"fmt"
 	"math"
+	"slices"
+	"strings"
 )
 
 // Cell comparisons (study 004 §III: "WW vs WL about 40 ms", "LL slower
@@ -21,6 +24,7 @@ const slowerMarginMs = 0.5
 type probed struct {
 	median  float64
 	resolve uint64 // bit i: the cell with resolve path i holds this measurement
+	via     bool   // probed through the probe path's NAT64 (route via-nat64)
 }
 
 // cmpRun holds what the comparisons need of one run, compactly: every
@@ -63,8 +67,8 @@ func (cr *cmpRun) addr(a string) uint32 {
 // surveys cost the sums, not every run's domains.
 type comparisons struct {
 	runs      map[*Run]*cmpRun
-	pairs     map[[2]string]*pairAgg
-	pairOrder [][2]string
+	pairs     map[[3]string]*pairAgg // a, b, route ("" direct, via-nat64)
+	pairOrder [][3]string
 }
 
 func (c *comparisons) AppliesTo(cmd string) bool { return cmd == "survey" }
@@ -118,7 +122,7 @@ func (c *comparisons) Add(rec Record) error {
 		if err != nil {
 			return err
 		}
-		p := probed{median: r.median()}
+		p := probed{median: r.median(), via: r.Route == routeViaNAT64}
 		for _, rp := range r.resolvePaths() {
 			ri, err := cr.path(rp)
 			if err != nil {
@@ -144,7 +148,7 @@ func (c *comparisons) EndRun(run *Run) {
 	}
 	delete(c.runs, run)
 	if c.pairs == nil {
-		c.pairs = map[[2]string]*pairAgg{}
+		c.pairs = map[[3]string]*pairAgg{}
 	}
 	pairs := c.pairs
 	{
@@ -165,18 +169,21 @@ func (c *comparisons) EndRun(run *Run) {
 		order := run.pathNames()
 		pathOrder(order, probes)
 		pathOrder(order, resolves)
+		// A domain's RTT in a cell per route: direct, or through the
+		// probe path's NAT64; the two are never compared with each other.
 		type cellRTT struct {
-			name string
-			rtt  []float64 // by domain id; NaN: no RTT in this cell
+			name   string
+			rtt    [2][]float64 // route (0 direct, 1 via-nat64) -> by domain id; NaN: none
+			hasVia bool
 		}
 		var cells []cellRTT
 		for _, p := range probes {
 			pi := uint64(cr.paths[p])
 			for _, r := range resolves {
 				ri := cr.paths[r]
-				cell := cellRTT{name: CellName(p, r), rtt: make([]float64, len(cr.answers))}
+				cell := cellRTT{name: CellName(p, r), rtt: [2][]float64{make([]float64, len(cr.answers)), make([]float64, len(cr.answers))}}
 				for d, byPath := range cr.answers {
-					cell.rtt[d] = math.NaN()
+					cell.rtt[0][d], cell.rtt[1][d] = math.NaN(), math.NaN()
 					if ri >= len(byPath) {
 						continue
 					}
@@ -185,32 +192,41 @@ func (c *comparisons) EndRun(run *Run) {
 						if !ok || pr.resolve&(1<<ri) == 0 {
 							continue
 						}
-						if v := cell.rtt[d]; math.IsNaN(v) || pr.median < v {
-							cell.rtt[d] = pr.median
+						rt := 0
+						if pr.via {
+							rt, cell.hasVia = 1, true
+						}
+						if v := cell.rtt[rt][d]; math.IsNaN(v) || pr.median < v {
+							cell.rtt[rt][d] = pr.median
 						}
 					}
 				}
 				cells = append(cells, cell)
 			}
 		}
-		for i := range cells {
-			for j := i + 1; j < len(cells); j++ {
-				k := [2]string{cells[i].name, cells[j].name}
-				pa := pairs[k]
-				if pa == nil {
-					pa = &pairAgg{}
-					pairs[k] = pa
-					c.pairOrder = append(c.pairOrder, k)
-				}
-				for d, a := range cells[i].rtt {
-					b := cells[j].rtt[d]
-					if math.IsNaN(a) || math.IsNaN(b) {
+		for rt, route := range []string{"", routeViaNAT64} {
+			for i := range cells {
+				for j := i + 1; j < len(cells); j++ {
+					if rt == 1 && (!cells[i].hasVia || !cells[j].hasVia) {
 						continue
 					}
-					pa.domains++
-					pa.sum += a - b
-					if a > b+slowerMarginMs {
-						pa.slower++
+					k := [3]string{cells[i].name, cells[j].name, route}
+					pa := pairs[k]
+					if pa == nil {
+						pa = &pairAgg{}
+						pairs[k] = pa
+						c.pairOrder = append(c.pairOrder, k)
+					}
+					for d, a := range cells[i].rtt[rt] {
+						b := cells[j].rtt[rt][d]
+						if math.IsNaN(a) || math.IsNaN(b) {
+							continue
+						}
+						pa.domains++
+						pa.sum += a - b
+						if a > b+slowerMarginMs {
+							pa.slower++
+						}
 					}
 				}
 			}
@@ -226,13 +242,25 @@ func (c *comparisons) Tables() []Table {
 	t := Table{Name: "comparisons", Title: "Cell comparisons (004 §III)",
 		Note:    fmt.Sprintf("a domain's RTT in a cell is the lowest median of its responsive addresses there; over domains with an RTT in both cells: mean of a-b and the share where a is slower by more than %.1f ms", slowerMarginMs),
 		Columns: []string{"a", "b", "domains", "mean_diff_ms", "a_slower_pct"}}
-	for _, k := range pairOrder {
+	via := slices.ContainsFunc(pairOrder, func(k [3]string) bool { return k[2] != "" })
+	if via {
+		t.Note += "; route: direct (targets probed directly), or via-nat64 (both cells' RTTs through the probe path's NAT64): a domain's direct and translated RTTs are never compared"
+		t.Columns = append(t.Columns, "route")
+	}
+	// Direct pairs first, then the translated ones, each in first-seen order.
+	order := slices.Clone(pairOrder)
+	slices.SortStableFunc(order, func(a, b [3]string) int { return strings.Compare(a[2], b[2]) })
+	for _, k := range order {
 		pa := pairs[k]
 		mean := 0.0
 		if pa.domains > 0 {
 			mean = pa.sum / float64(pa.domains)
 		}
-		t.Rows = append(t.Rows, []string{k[0], k[1], fmt.Sprint(pa.domains), ms(mean), pct(pa.slower, pa.domains)})
+		row := []string{k[0], k[1], fmt.Sprint(pa.domains), ms(mean), pct(pa.slower, pa.domains)}
+		if via {
+			row = append(row, cmp.Or(k[2], "direct"))
+		}
+		t.Rows = append(t.Rows, row)
 	}
 	return []Table{t}
 }

@@ -2,6 +2,7 @@ package analysis_test
 
 import (
 	"bytes"
+	"cmp"
 	"compress/gzip"
 	"encoding/json"
 	"fmt"
@@ -271,6 +272,25 @@ func TestSurveyTablesViaNAT64(t *testing.T) {
 	assert.Equal(t, []string{o.PathA, o.PathB, fmt.Sprint(o.IPsPathA), fmt.Sprint(o.IPsPathB), fmt.Sprint(o.IPsCommon)}, ov.Rows[0][1:6])
 	assert.InDelta(t, o.OverlapPct, num(t, ov.Rows[0][6]), 0.005)
 	assert.InDelta(t, o.DomainsDifferPct, num(t, ov.Rows[0][8]), 0.005)
+
+	// The comparisons keep a domain's direct and translated RTTs apart,
+	// as the truth does: direct pairs, then the pairs of cells both with
+	// targets via the NAT64 over their translated RTTs.
+	cmpT, _ := rep.Table("comparisons")
+	require.Equal(t, "route", cmpT.Columns[len(cmpT.Columns)-1])
+	require.Len(t, cmpT.Rows, len(tr.Summary.Comparisons))
+	viaPairs := 0
+	for i, c := range tr.Summary.Comparisons {
+		row := cmpT.Rows[i]
+		route := cmp.Or(c.Route, "direct")
+		if c.Route != "" {
+			viaPairs++
+		}
+		assert.Equal(t, []string{c.A, c.B, fmt.Sprint(c.Domains), route}, []string{row[0], row[1], row[2], row[len(row)-1]})
+		assert.InDelta(t, c.MeanDiffMs, num(t, row[3]), 0.001, "%s vs %s %s", c.A, c.B, route)
+		assert.InDelta(t, c.ASlowerPct, num(t, row[4]), 0.005, "%s vs %s %s", c.A, c.B, route)
+	}
+	require.Equal(t, 1, viaPairs, "the NAT64 path's two cells compared over translated RTTs")
 
 	// The resolution table counts the domains the DNS64 synthesized for.
 	res, _ := rep.Table("resolution")
