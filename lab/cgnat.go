@@ -90,6 +90,18 @@ func (o *Options) nat64Paths() map[string]bool {
 	return m
 }
 
+// no7050Paths are the nat64 paths whose DNS64 hides ipv4only.arpa
+// (nat64=no-rfc7050).
+func (o *Options) no7050Paths() map[string]bool {
+	m := map[string]bool{}
+	for name, c := range o.Impair {
+		if c.NAT64No7050 != nil && *c.NAT64No7050 {
+			m[name] = true
+		}
+	}
+	return m
+}
+
 // cgnatPaths are the paths built behind a CGNAT (lab up's "cgnat").
 func (o *Options) cgnatPaths() map[string]bool {
 	m := map[string]bool{}

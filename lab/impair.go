@@ -29,11 +29,16 @@ import (
 //	                                HTTPS fails verification, nothing else passes
 //	nat64                           (lab up only) IPv6-only path behind a stateful
 //	                                NAT64 (tayga) with a DNS64 resolver (unbound)
+//	nat64=no-rfc7050                the same, whose DNS64 answers ipv4only.arpa
+//	                                NXDOMAIN (RFC 7050 discovery finds nothing)
 //	cgnat                           (lab up only) the path's IPv4 address is in
 //	                                100.64.0.0/10 behind a stateful NAT (nftables);
 //	                                with nat64 it is the translator's IPv4 side
 type Impair struct {
-	NAT64       bool       `json:"nat64,omitempty"`
+	NAT64 bool `json:"nat64,omitempty"`
+	// NAT64No7050: the path's DNS64 does not synthesize ipv4only.arpa, so
+	// RFC 7050 discovery finds no prefix there (setting nat64=no-rfc7050).
+	NAT64No7050 bool       `json:"nat64_no_rfc7050,omitempty"`
 	CGNAT       bool       `json:"cgnat,omitempty"`
 	Block       []PortRule `json:"block,omitempty"`
 	Strip       string     `json:"strip,omitempty"`
@@ -112,6 +117,7 @@ func (r PortRule) nftMatch() string {
 // ImpairChange edits an Impair; nil fields are left unchanged.
 type ImpairChange struct {
 	NAT64         *bool
+	NAT64No7050   *bool
 	CGNAT         *bool
 	Block         *[]PortRule
 	Strip         *string
@@ -124,13 +130,16 @@ type ImpairChange struct {
 
 // IsZero reports whether c changes nothing.
 func (c ImpairChange) IsZero() bool {
-	return c.NAT64 == nil && c.CGNAT == nil && c.Block == nil && c.Strip == nil && c.V6Blackhole == nil && c.PMTU == nil && c.ICMPDrop == nil && c.QUICInterfere == nil && c.Portal == nil
+	return c.NAT64 == nil && c.NAT64No7050 == nil && c.CGNAT == nil && c.Block == nil && c.Strip == nil && c.V6Blackhole == nil && c.PMTU == nil && c.ICMPDrop == nil && c.QUICInterfere == nil && c.Portal == nil
 }
 
 // Apply returns i with c applied, checked as a whole.
 func (i Impair) Apply(c ImpairChange) (Impair, error) {
 	if c.NAT64 != nil {
 		i.NAT64 = *c.NAT64
+	}
+	if c.NAT64No7050 != nil {
+		i.NAT64No7050 = *c.NAT64No7050
 	}
 	if c.CGNAT != nil {
 		i.CGNAT = *c.CGNAT
@@ -161,6 +170,9 @@ func (i Impair) Apply(c ImpairChange) (Impair, error) {
 	if i.PMTU > 0 && !i.ICMPDrop {
 		return i, fmt.Errorf("pmtu=%d needs icmp=drop: the lab plants path-MTU black holes only (it sends no Packet Too Big)", i.PMTU)
 	}
+	if i.NAT64No7050 && !i.NAT64 {
+		return i, fmt.Errorf("no-rfc7050 is a NAT64's DNS64 (nat64=no-rfc7050)")
+	}
 	if i.ICMPDrop && i.PMTU == 0 {
 		return i, fmt.Errorf("icmp=drop only goes with pmtu=N (a path-MTU black hole)")
 	}
@@ -170,7 +182,10 @@ func (i Impair) Apply(c ImpairChange) (Impair, error) {
 // Settings renders i as one setting per impairment, in a fixed order.
 func (i Impair) Settings() []string {
 	var s []string
-	if i.NAT64 {
+	switch {
+	case i.NAT64 && i.NAT64No7050:
+		s = append(s, "nat64=no-rfc7050")
+	case i.NAT64:
 		s = append(s, "nat64")
 	}
 	if i.CGNAT {
@@ -238,7 +253,12 @@ func ParseSettings(args []string) (emu.Change, ImpairChange, error) {
 	var ic ImpairChange
 	for _, arg := range args {
 		for _, tok := range strings.Fields(arg) {
-			key, _, _ := strings.Cut(strings.ToLower(tok), "=")
+			key, val, _ := strings.Cut(strings.ToLower(tok), "=")
+			if key == "nat64" && val == "no-rfc7050" {
+				t := true
+				ic.NAT64, ic.NAT64No7050 = &t, &t
+				continue
+			}
 			if buildKeys[key] && !strings.Contains(tok, "=") {
 				t := true
 				if key == "nat64" {
@@ -463,6 +483,9 @@ func impairTruth(p PathPlan, ns string, i Impair, prev []ImpairmentTruth, now ti
 			t.Prefix = n.Prefix.String()
 			t.Where = fmt.Sprintf("tayga (stateful NAT64, pool %s) on TUN %s and unbound (DNS64) on [%s]:53 in namespace %s; the client's %s has no IPv4",
 				n.Pool, n.TUN, p.Resolv6, ns, p.Name)
+			if i.NAT64No7050 {
+				t.Where += "; the DNS64 answers ipv4only.arpa NXDOMAIN (RFC 7050 discovery finds no prefix)"
+			}
 			if i.CGNAT {
 				t.Where += fmt.Sprintf("; tayga maps %s to %s (its IPv4 side, behind the CGNAT)", p.Client6, n.Client4)
 			}

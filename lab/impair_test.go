@@ -167,6 +167,13 @@ func TestParseCGNAT(t *testing.T) {
 	if im, err := (Impair{}).Apply(both); err != nil || !slices.Equal(im.Settings(), []string{"nat64", "cgnat"}) {
 		t.Errorf("nat64 with cgnat: %q, %v", im.Settings(), err)
 	}
+	_, hidden, err := ParseSettings([]string{"nat64=no-rfc7050 cgnat"})
+	if im, aerr := (Impair{}).Apply(hidden); err != nil || aerr != nil || !slices.Equal(im.Settings(), []string{"nat64=no-rfc7050", "cgnat"}) || !im.NAT64 {
+		t.Errorf("nat64=no-rfc7050 cgnat: %q, %v, %v", im.Settings(), err, aerr)
+	}
+	if _, err := ParseTimeline(strings.NewReader("t=1s wwan0 nat64=no-rfc7050\n")); err == nil {
+		t.Error("timeline step nat64=no-rfc7050: no error")
+	}
 	if _, err := ParseImpairSetting("cgnat"); err == nil {
 		t.Error("sweep cell cgnat: no error")
 	}

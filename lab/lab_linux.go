@@ -471,12 +471,13 @@ func (l *Lab) Impair(name string, c ImpairChange) error {
 	defer l.impMu.Unlock()
 	cur := l.impair[name]
 	cur.NAT64 = l.opts.nat64Paths()[name]
+	cur.NAT64No7050 = l.opts.no7050Paths()[name]
 	cur.CGNAT = l.opts.cgnatPaths()[name]
 	next, err := cur.Apply(c)
 	if err != nil {
 		return err
 	}
-	if next.NAT64 != cur.NAT64 || next.CGNAT != cur.CGNAT {
+	if next.NAT64 != cur.NAT64 || next.NAT64No7050 != cur.NAT64No7050 || next.CGNAT != cur.CGNAT {
 		return fmt.Errorf("nat64 and cgnat are how a path is built: set them with lab up --%s nat64|cgnat", name)
 	}
 	ctx, cancel := context.WithTimeout(l.ctx, 10*time.Second)

@@ -96,6 +96,11 @@ forward-zone:
   name: "."
   forward-addr: %s@53
 `, p.Resolv6, dir, n.Prefix, p.Resolv4)
+	if l.opts.no7050Paths()[name] {
+		// A DNS64 RFC 7050 discovery cannot see (clients need another
+		// way to learn the prefix: RFC 8781 PREF64, configuration).
+		ub = strings.Replace(ub, `local-zone: "ipv4only.arpa." nodefault`, `local-zone: "ipv4only.arpa." always_nxdomain`, 1)
+	}
 	if err := os.WriteFile(uconf, []byte(ub), 0o644); err != nil {
 		return err
 	}

@@ -59,6 +59,7 @@ type Options struct {
 	AllowCrossPrivate bool
 	NoPrivate         bool
 	NoNAT64           bool
+	NAT64Prefixes     []string // PATH=PREFIX, known without RFC 7050
 	PublicPrefixes    []string
 	MaxBytes          []string
 	DNSTimeout        time.Duration
@@ -98,7 +99,9 @@ retransmission, so a retransmitted SYN never inflates an RTT) and icmp.
 SYN-ACK and RST both count as answers and are told apart.
 
 NAT64: at start each path's resolvers are asked for ipv4only.arpa's AAAA
-(RFC 7050, one query per path; --no-nat64 skips it). On a path with a
+(RFC 7050, one query per path; --no-nat64 skips it; --nat64-prefix
+PATH=PREFIX names a path's prefix where its DNS64 does not answer
+ipv4only.arpa, e.g. from the network's router advertisements, RFC 8781). On a path with a
 NAT64 prefix and no IPv4 address, IPv4 targets are probed through the
 translator at the synthesized address (RFC 6052) and recorded with route
 "via-nat64" and the prefix, their RTTs kept apart in the cells
@@ -150,6 +153,7 @@ OLD's resolution and probe records, then only what is missing is measured.`,
 	fl.Float64Var(&opts.Rate, "rate", 100, "probes per second over all paths")
 	fl.BoolVar(&opts.AllowCrossPrivate, "allow-cross-private", false, "probe private/reserved addresses from paths other than the one that resolved them")
 	fl.BoolVar(&opts.NoNAT64, "no-nat64", false, "skip RFC 7050 NAT64 prefix discovery: IPv4 targets on IPv6-only paths stay no-source-address, synthesized AAAA count as IPv6")
+	fl.StringArrayVar(&opts.NAT64Prefixes, "nat64-prefix", nil, "path `PATH=PREFIX`'s NAT64 prefix (RFC 6052: /32, /40, /48, /56, /64 or /96), for a DNS64 RFC 7050 cannot discover (repeatable; the path is not asked)")
 	fl.BoolVar(&opts.NoPrivate, "no-private", false, "probe no private/reserved address and none on this host's own subnets, from any path (the fleet agent's default)")
 	_ = fl.MarkHidden("no-private")
 	fl.StringArrayVar(&opts.PublicPrefixes, "public-prefix", nil, "treat `PREFIX` as public despite the bogon table (repeatable)")
@@ -293,6 +297,11 @@ func surveyRun(ctx context.Context, opts *Options) error {
 			log.Warn("path has no DNS server: it resolves nothing but still probes", "path", p.Name)
 		}
 	}
+	for name := range cfg.Policy.NAT64 {
+		if !slices.ContainsFunc(cfg.Paths, func(p probe.Path) bool { return p.Name == name }) {
+			return cmdutil.FlagErrorf("--nat64-prefix %s: no such path among those surveyed (%s)", name, strings.Join(names(cfg.Paths), ", "))
+		}
+	}
 	dnsFlags := opts.DNS
 	cfg.Discover = func(ctx context.Context) ([]probe.Path, error) { return opts.Discover(ctx, dnsFlags) }
 
@@ -334,9 +343,20 @@ func surveyRun(ctx context.Context, opts *Options) error {
 			return fmt.Errorf("every path is held by a captive portal, nothing to survey: %v", stopped)
 		}
 	}
-	if !opts.NoNAT64 {
-		cfg.Policy.NAT64 = survey.DiscoverNAT64(ctx, cfg.Paths, cfg.DNSTimeout, log)
+	if given := cfg.Policy.NAT64; !opts.NoNAT64 || len(given) > 0 {
+		// Discovery asks only the paths without a given prefix.
+		cfg.Policy.NAT64 = map[string]netip.Prefix{}
+		if !opts.NoNAT64 {
+			ask := slices.DeleteFunc(slices.Clone(cfg.Paths), func(p probe.Path) bool { _, ok := given[p.Name]; return ok })
+			cfg.Policy.NAT64 = survey.DiscoverNAT64(ctx, ask, cfg.DNSTimeout, log)
+		}
+		for name, pfx := range given {
+			cfg.Policy.NAT64[name] = pfx
+		}
 		hdrCfg["nat64_prefixes"] = cfg.Policy.NAT64
+		if len(given) > 0 {
+			hdrCfg["nat64_prefixes_given"] = given
+		}
 	}
 	hdr, err := report.NewHeader("survey", opts.ProbeID(), cfg.Paths, hdrCfg)
 	if err != nil {
@@ -442,6 +462,20 @@ func buildConfig(opts *Options) (survey.Config, error) {
 		}
 		pol.Public = append(pol.Public, p.Masked())
 	}
+	for _, s := range opts.NAT64Prefixes {
+		name, pfx, err := parseNAT64Prefix(s)
+		if err != nil {
+			ch.Check("--nat64-prefix", err)
+			continue
+		}
+		if pol.NAT64 == nil {
+			pol.NAT64 = map[string]netip.Prefix{}
+		}
+		if _, dup := pol.NAT64[name]; dup {
+			ch.Check("--nat64-prefix", fmt.Errorf("%s given twice", name))
+		}
+		pol.NAT64[name] = pfx
+	}
 	maxBytes := map[string]int64{}
 	for _, s := range opts.MaxBytes {
 		name, size, ok := strings.Cut(s, "=")
@@ -542,4 +576,27 @@ func checkRaw(method string, fam probe.Family) error {
 		return cmdutil.MissingCapability("CAP_NET_RAW", "--method "+method+" (raw sockets)", err)
 	}
 	return nil
+}
+
+// parseNAT64Prefix reads PATH=PREFIX: an IPv6 prefix of an RFC 6052
+// length (§2.2: /32, /40, /48, /56, /64, /96) with bits 64-71 zero.
+func parseNAT64Prefix(s string) (string, netip.Prefix, error) {
+	name, v, ok := strings.Cut(s, "=")
+	if !ok || name == "" {
+		return "", netip.Prefix{}, fmt.Errorf("%q: want PATH=PREFIX, e.g. wwan0=64:ff9b::/96", s)
+	}
+	p, err := netip.ParsePrefix(strings.TrimSpace(v))
+	switch {
+	case err != nil:
+		return "", netip.Prefix{}, fmt.Errorf("%s: %v", name, err)
+	case !p.Addr().Is6() || p.Addr().Is4In6():
+		return "", netip.Prefix{}, fmt.Errorf("%s: %s is not an IPv6 prefix", name, p)
+	case !slices.Contains([]int{32, 40, 48, 56, 64, 96}, p.Bits()):
+		return "", netip.Prefix{}, fmt.Errorf("%s: %s: RFC 6052 prefixes are /32, /40, /48, /56, /64 or /96", name, p)
+	case p != p.Masked():
+		return "", netip.Prefix{}, fmt.Errorf("%s: %s has host bits set (the prefix is %s)", name, p, p.Masked())
+	case p.Addr().As16()[8] != 0:
+		return "", netip.Prefix{}, fmt.Errorf("%s: %s: bits 64-71 must be zero (RFC 6052 §2.2)", name, p)
+	}
+	return name, p, nil
 }

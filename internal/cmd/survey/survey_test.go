@@ -135,6 +135,12 @@ func TestSurveyCommandBadInput(t *testing.T) {
 		{[]string{"--list", "x", "--public-prefix", "nope"}, "--public-prefix"},
 		{[]string{"--list", "x", "--rate", "0"}, "--rate"},
 		{[]string{"--list", "x", "--list-id", "latest"}, "not both"},
+		{[]string{"--list", "x", "--nat64-prefix", "wwan0"}, "PATH=PREFIX"},
+		{[]string{"--list", "x", "--nat64-prefix", "wwan0=198.18.0.0/16"}, "not an IPv6 prefix"},
+		{[]string{"--list", "x", "--nat64-prefix", "wwan0=64:ff9b::/80"}, "RFC 6052 prefixes"},
+		{[]string{"--list", "x", "--nat64-prefix", "wwan0=64:ff9b::1/96"}, "host bits set"},
+		{[]string{"--list", "x", "--nat64-prefix", "wwan0=64:ff9b:0:0:ff00::/96"}, "bits 64-71"},
+		{[]string{"--list", "x", "--nat64-prefix", "wwan0=64:ff9b::/96", "--nat64-prefix", "wwan0=fd00:64::/96"}, "given twice"},
 	} {
 		_, _, err := runCLI(t, tc.args...)
 		require.Error(t, err, tc.args)

@@ -226,7 +226,8 @@ where and since when):
           verification, nothing else but DNS passes
   nat64   (lab up --wwan0 nat64 only) the path is IPv6-only behind a stateful
           NAT64 (tayga, prefix fd00:64::/96 on wwan0) whose resolver is a
-          DNS64 (unbound)
+          DNS64 (unbound); nat64=no-rfc7050: a DNS64 that answers
+          ipv4only.arpa NXDOMAIN (RFC 7050 discovery finds no prefix)
   cgnat   (lab up only) the path's IPv4 address is 100.64.N.2 (RFC 6598)
           behind a stateful NAT (nftables): servers see the NAT's address,
           nothing connects in; 100.64.254.N is a server in the cellular
