@@ -171,6 +171,20 @@ func (c *Conn) Version() uint32 {
 	return c.version
 }
 
+// PeerVersionInfo is the peer's version_information (RFC 9368), nil if
+// it sent none (a peer without compatible version negotiation) or its
+// transport parameters have not come yet.
+func (c *Conn) PeerVersionInfo() *VersionInfo {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !c.haveParams || c.peerParams.VersionInfo == nil {
+		return nil
+	}
+	vi := *c.peerParams.VersionInfo
+	vi.Available = slices.Clone(vi.Available)
+	return &vi
+}
+
 // validVersions checks Config.Versions.
 func validVersions(vs []uint32) error {
 	for i, v := range vs {

@@ -51,7 +51,7 @@ func (ngtcp2) keyUpdated(ev *evidence, initiated bool) (bool, string) {
 func (ngtcp2) amplificationSlack() (int, string) { return 0, "" }
 
 func (ngtcp2) unsupported(c string, r role) string {
-	if c == "v2" {
+	if c == "v2-direct" {
 		return `ngtcp2 0.12 knows QUIC v2 only as its draft: gtlsclient --help offers the versions "v1" and "v2draft" (0x709a50c4 on the wire), not RFC 9369's 0x6b3343cf`
 	}
 	return ""

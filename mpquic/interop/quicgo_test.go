@@ -63,6 +63,9 @@ func (q quicgo) config(o *opts, ev *evidence) *quic.Config {
 	if o.v2 {
 		versions = []quic.Version{quic.Version2}
 	}
+	if o.cvn {
+		versions = []quic.Version{quic.Version1, quic.Version2} // the runner's v2 case: starts in v1
+	}
 	return &quic.Config{Versions: versions, MaxIdleTimeout: o.idle(), HandshakeIdleTimeout: handshakeTimeout,
 		Tracer: func(_ context.Context, isClient bool, odcid quic.ConnectionID) qlogwriter.Trace {
 			fs := qlogwriter.NewConnectionFileSeq(nopCloser{ev}, isClient, odcid)

@@ -79,6 +79,7 @@ type seen struct {
 	back    string // the server-side socket's address
 	ecn     byte   // the ECN codepoint it arrived with
 	zeroRTT int    // 0-RTT packets in it, coalesced ones too (zerortt_test.go)
+	longs   []long // its long-header packets, coalesced ones too (version_test.go)
 	verdict verdict
 }
 
@@ -139,6 +140,7 @@ func (r *relay) apply(d dir, b []byte, backAddr string, ecn byte) verdict {
 		if b[0]&0x80 != 0 && len(b) >= 5 {
 			s.version = binary.BigEndian.Uint32(b[1:5])
 			s.zeroRTT = zeroRTTPackets(b)
+			s.longs = longPackets(b)
 		}
 	}
 	r.mu.Lock()

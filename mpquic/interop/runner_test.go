@@ -57,6 +57,7 @@ type opts struct {
 	resume    bool // ... one after the other, resuming the first's TLS session
 	zeroRTT   bool // ... the second sending its request in 0-RTT (zerortt_test.go)
 	v2        bool // both sides speak QUIC version 2 (RFC 9369) from the first Initial
+	cvn       bool // the client starts in v1 offering v2; the server moves it (RFC 9368)
 	retry     bool // the server requires a Retry
 	keyUpdate bool // the client updates its keys
 	bigCert   bool // a server certificate chain far above 3x a client Initial
@@ -189,10 +190,13 @@ var cases = []tcase{
 	{name: "retry", setup: func(o *opts) { o.files = files(64 << 10); o.retry = true }, check: checkRetry},
 	{name: "resumption", setup: func(o *opts) { o.files = files(1<<10, 2<<10); o.perConn, o.resume = true, true }, check: checkResumed},
 	{name: "zerortt", setup: setupZeroRTT, check: checkZeroRTT},
-	// QUIC v2 from the client's first Initial: neither quic-go nor mpquic
-	// has compatible version negotiation (RFC 9368) yet, which the
-	// runner's case starts from v1 with.
-	{name: "v2", setup: func(o *opts) { o.files = files(1 << 20); o.v2 = true }, check: checkV2},
+	// The runner's v2: the client starts in v1 with v2 in its
+	// version_information, the server moves it to v2 (compatible version
+	// negotiation, RFC 9368; versionneg_test.go).
+	{name: "v2", setup: func(o *opts) { o.files = files(1 << 10); o.cvn = true }, check: checkCVN},
+	// QUIC v2 from the client's first Initial, no negotiation: RFC 9369's
+	// keys, labels and type bits against a peer that cannot negotiate.
+	{name: "v2-direct", setup: func(o *opts) { o.files = files(1 << 20); o.v2 = true }, check: checkV2},
 	{name: "keyupdate", setup: func(o *opts) { o.files = files(2 << 20); o.keyUpdate = true }, check: checkKeyUpdate},
 	{name: "chacha20", setup: func(o *opts) { o.files = files(1 << 20); o.chacha = true }, check: checkChaCha},
 	{name: "rebind-port", setup: func(o *opts) { o.files = files(3 << 20) },
@@ -311,6 +315,9 @@ func mpquicFetch(ctx context.Context, o *opts, addr *net.UDPAddr, ctls *tls.Conf
 	conf := &mpquic.Config{DisableMultipath: true, MaxIdleTimeout: o.idle(), HandshakeTimeout: handshakeTimeout, MaxIncomingUniStreams: 8}
 	if o.v2 {
 		conf.Version = mpquic.Version2
+	}
+	if o.cvn {
+		conf.Versions = []uint32{mpquic.Version2, mpquic.Version1} // starts in Version, v1
 	}
 	var (
 		mu    sync.Mutex
