@@ -51,7 +51,7 @@ func TestPortalChecks(t *testing.T) {
 		}
 		return ""
 	}
-	checks := portalChecks(context.Background(), paths, detect)
+	checks := measuredChecks(context.Background(), paths, detect, portalCheck)
 	if assert.Len(t, checks, 2) {
 		assert.Equal(t, "access.wlan0.portal", checks[0].ID)
 		assert.Equal(t, StatusFail, checks[0].Status)
@@ -66,4 +66,22 @@ func TestPortalChecks(t *testing.T) {
 		ids = append(ids, c.ID)
 	}
 	assert.NotContains(t, ids, "access.wlan0.portal", "no detector, no portal check")
+}
+
+// With an IPv6 black-hole detector, doctor warns per path where it found
+// one, saying what it means, and says none on the others.
+func TestV6BlackholeChecks(t *testing.T) {
+	paths := []probe.Path{accessPath("wlan0", "198.18.1.2/24", "fd00:1::2/64"), accessPath("wwan0", "198.18.2.2/24", "fd00:2::2/64")}
+	checks := Run(context.Background(), Env{Paths: paths, ReadFile: func(string) ([]byte, error) { return nil, os.ErrNotExist },
+		Command: func(context.Context, string, ...string) ([]byte, error) { return nil, os.ErrNotExist },
+		V6Blackhole: func(_ context.Context, p probe.Path) string {
+			return map[string]string{"wlan0": "v6-blackhole: wlan0 ..."}[p.Name]
+		}})
+	got := map[string]Check{}
+	for _, c := range checks {
+		got[c.ID] = c
+	}
+	assert.Equal(t, StatusWarn, got["access.wlan0.v6-blackhole"].Status)
+	assert.Contains(t, got["access.wlan0.v6-blackhole"].Detail, "IPv6 measurements over wlan0 time out")
+	assert.Equal(t, StatusOK, got["access.wwan0.v6-blackhole"].Status)
 }

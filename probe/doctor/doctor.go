@@ -53,6 +53,10 @@ type Env struct {
 	// sends DNS queries and an HTTP request, so only on request
 	// (doctor --portal).
 	Portal func(ctx context.Context, p probe.Path) string
+	// V6Blackhole, when set, measures each outward path for an IPv6 black
+	// hole and returns what showed one (probe.DetectV6Blackhole; doctor
+	// --v6-blackhole).
+	V6Blackhole func(ctx context.Context, p probe.Path) string
 }
 
 func (e *Env) fill(ctx context.Context) error {
@@ -102,15 +106,18 @@ func Run(ctx context.Context, env Env) []Check {
 	}
 	out := append(runOS(ctx, &env), accessChecks(outwardPaths(env.Paths))...)
 	if env.Portal != nil {
-		out = append(out, portalChecks(ctx, outwardPaths(env.Paths), env.Portal)...)
+		out = append(out, measuredChecks(ctx, outwardPaths(env.Paths), env.Portal, portalCheck)...)
+	}
+	if env.V6Blackhole != nil {
+		out = append(out, measuredChecks(ctx, outwardPaths(env.Paths), env.V6Blackhole, v6BlackholeCheck)...)
 	}
 	return out
 }
 
-// portalChecks name a captive portal per path from what detect measured
-// there, with what it means for measurements; a path without one says so
-// (the check ran).
-func portalChecks(ctx context.Context, paths []probe.Path, detect func(context.Context, probe.Path) string) []Check {
+// measuredChecks run detect on every path at once and make each path's
+// check from what it found ("" for nothing): a path without a finding
+// says so too (the check ran).
+func measuredChecks(ctx context.Context, paths []probe.Path, detect func(context.Context, probe.Path) string, check func(p probe.Path, found string) Check) []Check {
 	found := make([]string, len(paths))
 	var wg sync.WaitGroup
 	for i, p := range paths {
@@ -119,17 +126,34 @@ func portalChecks(ctx context.Context, paths []probe.Path, detect func(context.C
 	wg.Wait()
 	out := make([]Check, 0, len(paths))
 	for i, p := range paths {
-		c := Check{ID: "access." + p.Name + ".portal", Title: "Captive portal on " + p.Name, Status: StatusOK,
-			Detail: "none seen: names that cannot exist (.invalid) do not resolve to a portal through " + p.Name + "'s DNS"}
-		if why := found[i]; why != "" {
-			c.Title = p.Name + " is behind a captive portal"
-			c.Status = StatusFail
-			c.Detail = why + ". Until someone logs in there, every name resolves to the portal and HTTPS fails verification: " +
-				"measurements over " + p.Name + " reach the portal, not the Internet (survey stops the path: stopped_paths; run names the cause portal)"
-		}
-		out = append(out, c)
+		out = append(out, check(p, found[i]))
 	}
 	return out
+}
+
+// portalCheck names a captive portal with what it means for measurements.
+func portalCheck(p probe.Path, why string) Check {
+	c := Check{ID: "access." + p.Name + ".portal", Title: "Captive portal on " + p.Name, Status: StatusOK,
+		Detail: "none seen: names that cannot exist (.invalid) do not resolve to a portal through " + p.Name + "'s DNS"}
+	if why != "" {
+		c.Title = p.Name + " is behind a captive portal"
+		c.Status = StatusFail
+		c.Detail = why + ". Until someone logs in there, every name resolves to the portal and HTTPS fails verification: " +
+			"measurements over " + p.Name + " reach the portal, not the Internet (survey stops the path: stopped_paths; run names the cause portal)"
+	}
+	return c
+}
+
+// v6BlackholeCheck names an IPv6 black hole with what it means.
+func v6BlackholeCheck(p probe.Path, why string) Check {
+	c := Check{ID: "access." + p.Name + ".v6-blackhole", Title: "IPv6 over " + p.Name, Status: StatusOK,
+		Detail: "no black hole seen: the path's IPv6 resolvers answer (or it cannot tell: it needs an IPv6 address and both an IPv4 and an IPv6 resolver of its own)"}
+	if why != "" {
+		c.Title = p.Name + "'s IPv6 is black-holed"
+		c.Status = StatusWarn
+		c.Detail = why + ". IPv6 measurements over " + p.Name + " time out (survey: unresponsive; run names the cause v6-blackhole) although the path looks dual-stack: its IPv6 figures describe the black hole, not the servers"
+	}
+	return c
 }
 
 // accessChecks say what a path's addressing means for measurements (only

@@ -26,8 +26,9 @@ type Options struct {
 
 	DNS  []string
 	JSON bool
-	// Portal: measure each path for a captive portal (network traffic).
-	Portal bool
+	// Portal, V6Blackhole: measure each path for a captive portal, an
+	// IPv6 black hole (network traffic).
+	Portal, V6Blackhole bool
 }
 
 // checkRecord is one check in the --json envelope.
@@ -47,6 +48,9 @@ func NewCmdDoctor(f *cmdutil.Factory, runF func(context.Context, *Options) error
 		if opts.Portal {
 			env.Portal = func(ctx context.Context, p probe.Path) string { return probe.DetectPortal(ctx, p, time.Second) }
 		}
+		if opts.V6Blackhole {
+			env.V6Blackhole = func(ctx context.Context, p probe.Path) string { return probe.DetectV6Blackhole(ctx, p, time.Second) }
+		}
 		return doctor.Run(ctx, env)
 	}
 	cmd := &cobra.Command{
@@ -62,6 +66,8 @@ aggregate mode needs.
 With --portal it also measures each path for a captive portal (two DNS
 queries for names under .invalid per path, one plain HTTP request when
 both resolve) and fails naming it: measurements there reach the portal.
+With --v6-blackhole it asks each path's IPv4 and IPv6 resolvers one query
+each and warns where only the IPv4 ones answer: IPv6 there is black-holed.
 
 Each problem comes with the exact command that fixes it. The primary path
 is the one with the lowest-metric default route; every other path with a
@@ -78,6 +84,7 @@ Exit status 7 when a check fails; warnings exit 0.`,
 	}
 	cmd.Flags().StringArrayVar(&opts.DNS, "dns", nil, "use `IFACE=ADDR[,ADDR]` as the resolvers of IFACE (repeatable)")
 	cmd.Flags().BoolVar(&opts.JSON, "json", false, "print the result envelope as JSON")
+	cmd.Flags().BoolVar(&opts.V6Blackhole, "v6-blackhole", false, "check each path for an IPv6 black hole (one DNS query to its IPv4 and one to its IPv6 resolvers)")
 	cmd.Flags().BoolVar(&opts.Portal, "portal", false, "check each path for a captive portal (two DNS queries for names under .invalid per path; one plain HTTP request when both resolve)")
 	return cmd
 }
@@ -89,7 +96,7 @@ func doctorRun(ctx context.Context, opts *Options) error {
 	}
 	var hdr report.Header
 	if opts.JSON {
-		if hdr, err = report.NewHeader("doctor", opts.ProbeID(), paths, map[string]any{"dns": opts.DNS, "portal": opts.Portal}); err != nil {
+		if hdr, err = report.NewHeader("doctor", opts.ProbeID(), paths, map[string]any{"dns": opts.DNS, "portal": opts.Portal, "v6_blackhole": opts.V6Blackhole}); err != nil {
 			return err
 		}
 	}

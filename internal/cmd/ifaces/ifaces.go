@@ -27,6 +27,8 @@ type Options struct {
 	All    bool
 	NAT64  bool
 	Portal bool
+	// V6Blackhole: ask each path's IPv4 and IPv6 resolvers (--v6-blackhole).
+	V6Blackhole bool
 }
 
 // NewCmdIfaces builds the command; runF replaces ifacesRun in tests.
@@ -60,6 +62,7 @@ prefix.`,
 	cmd.Flags().BoolVar(&opts.JSON, "json", false, "print JSON")
 	cmd.Flags().BoolVar(&opts.NAT64, "nat64", false, "discover each path's NAT64 prefix through its DNS (RFC 7050: one query per path)")
 	cmd.Flags().BoolVar(&opts.Portal, "portal", false, "check each path for a captive portal (two DNS queries for names under .invalid per path; one plain HTTP request when both resolve)")
+	cmd.Flags().BoolVar(&opts.V6Blackhole, "v6-blackhole", false, "check each path for an IPv6 black hole (one DNS query to its IPv4 and one to its IPv6 resolvers)")
 	return cmd
 }
 
@@ -72,11 +75,14 @@ type pathInfo struct {
 	// NAT64Error: the discovery failed (no DNS server, no answer).
 	NAT64Error string `json:"nat64_error,omitempty"`
 	// Portal: what showed a captive portal on the path (--portal).
-	Portal string   `json:"portal,omitempty"`
-	Notes  []string `json:"notes,omitempty"`
+	Portal string `json:"portal,omitempty"`
+	// V6Blackhole: what showed an IPv6 black hole on the path
+	// (--v6-blackhole).
+	V6Blackhole string   `json:"v6_blackhole,omitempty"`
+	Notes       []string `json:"notes,omitempty"`
 }
 
-func describe(ctx context.Context, p probe.Path, nat64, portal bool) pathInfo {
+func describe(ctx context.Context, p probe.Path, opts *Options) pathInfo {
 	pi := pathInfo{Path: p}
 	_, has4 := p.SourceAddr(probe.Family4)
 	_, has6 := p.SourceAddr(probe.Family6)
@@ -91,13 +97,19 @@ func describe(ctx context.Context, p probe.Path, nat64, portal bool) pathInfo {
 	if !p.Up || p.Kind == probe.KindLoopback {
 		return pi
 	}
-	if portal {
+	if opts.Portal {
 		if why := probe.DetectPortal(ctx, p, time.Second); why != "" {
 			pi.Portal = why
 			pi.Notes = append(pi.Notes, "captive portal ("+why+"): measurements there reach the portal, not the Internet")
 		}
 	}
-	if !nat64 {
+	if opts.V6Blackhole {
+		if why := probe.DetectV6Blackhole(ctx, p, time.Second); why != "" {
+			pi.V6Blackhole = why
+			pi.Notes = append(pi.Notes, "IPv6 black hole ("+why+"): IPv6 measurements there time out although the path looks dual-stack")
+		}
+	}
+	if !opts.NAT64 {
 		return pi
 	}
 	r, err := probe.NewResolver(p, probe.ResolverOptions{Timeout: time.Second, Retries: 1})
@@ -126,7 +138,7 @@ func ifacesRun(ctx context.Context, opts *Options) error {
 	var wg sync.WaitGroup
 	for i, p := range paths {
 		wg.Add(1)
-		go func() { defer wg.Done(); infos[i] = describe(ctx, p, opts.NAT64, opts.Portal) }()
+		go func() { defer wg.Done(); infos[i] = describe(ctx, p, opts) }()
 	}
 	wg.Wait()
 	if opts.JSON {

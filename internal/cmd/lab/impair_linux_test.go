@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"net"
 	"net/netip"
 	"os"
@@ -230,6 +231,7 @@ type ifacesPath struct {
 	NAT64  []string `json:"nat64_prefixes"`
 	Err    string   `json:"nat64_error"`
 	Portal string   `json:"portal"`
+	V6     string   `json:"v6_blackhole"`
 	Notes  []string `json:"notes"`
 }
 
@@ -308,6 +310,37 @@ func TestLabIfacesCGNAT(t *testing.T) {
 	_, out, stderr := inLab("doctor", "--json")
 	if !strings.Contains(out, `"id": "access.wwan0.cgnat"`) || !strings.Contains(out, addr+" is in 100.64.0.0/10") || strings.Contains(out, "access.wlan0.cgnat") {
 		t.Errorf("doctor does not name wwan0's CGNAT address %s (and only it):\n%s\n%s", addr, out, stderr)
+	}
+}
+
+// In a lab whose wlan0 black-holes IPv6 (v6=blackhole: addresses and
+// routes stay), ifaces --v6-blackhole and doctor --v6-blackhole name it
+// on wlan0 from what they measured (its IPv4 resolver answers, its IPv6
+// one does not) and nothing on wwan0.
+func TestLabIfacesV6Blackhole(t *testing.T) {
+	paths, inLab := labIfaces(t, "wlan0", "v6=blackhole", []string{"nft"}, "--v6-blackhole")
+	wlan, _ := lab.Plan("wlan0")
+	if p := paths["wlan0"]; !strings.HasPrefix(p.V6, "v6-blackhole: wlan0 has IPv6 address "+wlan.Client6.String()) || !strings.Contains(p.V6, wlan.Resolv6.String()) || len(p.Notes) != 1 {
+		t.Errorf("wlan0: v6_blackhole %q, notes %q; want the black hole named with %s's silence", p.V6, p.Notes, wlan.Resolv6)
+	}
+	if p := paths["wwan0"]; p.V6 != "" || len(p.Notes) != 0 {
+		t.Errorf("wwan0: v6_blackhole %q, notes %q; want none", p.V6, p.Notes)
+	}
+	code, out, stderr := inLab("doctor", "--v6-blackhole", "--json")
+	var doc struct {
+		Records []struct{ ID, Status, Detail string } `json:"records"`
+	}
+	if err := json.Unmarshal([]byte(out), &doc); err != nil {
+		t.Fatalf("doctor --v6-blackhole --json: exit %d, %v\n%s\n%s", code, err, out, stderr)
+	}
+	got := map[string]string{}
+	for _, r := range doc.Records {
+		if strings.HasSuffix(r.ID, ".v6-blackhole") {
+			got[r.ID] = r.Status
+		}
+	}
+	if want := map[string]string{"access.wlan0.v6-blackhole": "warn", "access.wwan0.v6-blackhole": "ok"}; !maps.Equal(got, want) {
+		t.Errorf("doctor --v6-blackhole: %v, want %v", got, want)
 	}
 }
 
