@@ -45,8 +45,8 @@ import (
 // generalizes: the same sender and pacer on both sides, so what differs is
 // the coupling alone. A single-path mpquic CUBIC flow beside kernel TCP
 // shows what a user comparing the two transports on a shared link sees:
-// 40-60% asserted (the mean of shareRuns runs); two uncoupled CUBIC paths
-// at most 80% (the 75% is about their mean here). Their windows
+// 40-60% asserted (the mean of cubicRuns runs); two uncoupled CUBIC paths
+// about two thirds, at most 75%. The rival is paced (dialCUBIC). Their windows
 // grow at least 0.4 packets per round trip between reductions (RFC 9438's
 // Reno-friendly 0.53): growth once per ACK frame gave 0.23-0.27.
 //
@@ -194,8 +194,11 @@ func TestLabSharedBottleneck(t *testing.T) {
 			runs := 1
 			twoCUBIC := r.cc == mpquic.CongestionCUBIC && !r.single && r.rival == ""
 			lia := r.cc == mpquic.CongestionLIA
-			if r.single || twoCUBIC || lia {
+			if lia {
 				runs = shareRuns
+			}
+			if r.single || twoCUBIC {
+				runs = cubicRuns
 			}
 			var sum float64
 			var got []string
@@ -233,14 +236,14 @@ func TestLabSharedBottleneck(t *testing.T) {
 				sum += m.share
 				got = append(got, fmt.Sprintf("%.0f%%", 100*m.share))
 			}
-			// Over shareRuns runs (each on a full link, checked above;
+			// Over cubicRuns runs (each on a full link, checked above;
 			// one run's share moves with where the sawtooths stand,
 			// 36-66% in eighteen single-path runs here, their mean far
 			// less): one mpquic CUBIC flow beside one kernel TCP CUBIC
 			// flow through the same queue takes a fair share, 40-60%;
-			// two uncoupled CUBIC paths about two thirds or a little
-			// more (63-84%, mean 71% in eight runs: TCP's window of 15
-			// segments meets its losses with timeouts), at most 80%.
+			// two uncoupled CUBIC paths about two thirds, at most 75%
+			// (72.8% over 18 runs beside an unpaced TCP, which lost 2-4
+			// times the part of its packets they lost: see dialCUBIC).
 			mean := sum / float64(runs)
 			shares[r] = mean
 			if runs > 1 {
@@ -269,8 +272,8 @@ func TestLabSharedBottleneck(t *testing.T) {
 					t.Errorf("%s: the window grew %.2f packets per round trip between reductions over %.0f round trips, want at least 0.4 (RFC 9438's Reno-friendly 0.53)", name, grown.perRTT(), grown.rtts)
 				}
 			}
-			if twoCUBIC && mean > 0.80 {
-				t.Errorf("two uncoupled CUBIC paths took %.1f%% beside one TCP CUBIC flow over %d runs (%s), want at most 80%%", 100*mean, runs, strings.Join(got, ", "))
+			if twoCUBIC && mean > 0.75 {
+				t.Errorf("two uncoupled CUBIC paths took %.1f%% beside one TCP CUBIC flow over %d runs (%s), want at most 75%%", 100*mean, runs, strings.Join(got, ", "))
 			}
 		})
 	}
@@ -307,28 +310,50 @@ func TestLabSharedBottleneck(t *testing.T) {
 const bottleneckRate = 20e6
 
 // The rows with a bar on their share (single-path CUBIC beside TCP
-// 40-60%, two CUBIC paths beside TCP at most 80%, LIA beside TCP or a
+// 40-60%, two CUBIC paths beside TCP at most 75%, LIA beside TCP or a
 // single-path flow at most 60%) run shareRuns times, a fresh connection
 // and rival each, and are judged by their mean share.
 const shareRuns = 3
+
+// cubicRuns is shareRuns for the two CUBIC rows beside TCP: one run's
+// share spreads over ±6 points (single path 35-56%, two paths 56-79%
+// in 17 runs each, load 1-5), so a mean of three still moves ±3.5
+// around bars 6-8 points away; a mean of five, ±2.7.
+const cubicRuns = 5
 
 // dialCUBIC connects the TCP rival with CUBIC set on its socket
 // (TCP_CONGESTION): a namespace takes the host's default controller, BBR
 // on this machine, and the acceptance compares with kernel CUBIC. BBR
 // ignores the losses that CUBIC backs off on and took 75-85% of the link
 // beside mpquic (and beside quic-go): that was the measured gap.
+//
+// The rival is paced by the kernel as mpquic and quic-go pace (RFC 9002
+// §7.7): SO_MAX_PACING_RATE turns on TCP's own pacing (without it CUBIC
+// paces only under the fq qdisc), at its usual 1.2 times cwnd/srtt in
+// congestion avoidance; the cap itself is out of reach. Unpaced, its ACK
+// clock sends two or three segments back to back into the tail-drop
+// queue, and it lost 2-4 times the part of its packets the paced mpquic
+// paths lost over the same window (0.5-1.35% against 0.2-0.4%, per-path
+// traces beside TCP_INFO in the same runs): it backed off more often with
+// the smaller window, and two mpquic paths took 72.8% (18 runs, load
+// 1-4; means of three up to 77%) where flows that lose alike take two
+// thirds. Paced, the three lose alike (0.3-0.6%) and the shares measure
+// the controllers: 67.1% over 17 runs (single path 46.1%, from 52.4%).
 func dialCUBIC(ctx context.Context, to *net.TCPAddr) (net.Conn, error) {
 	var serr error
 	d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP("198.18.61.2")}, Control: func(_, _ string, c syscall.RawConn) error {
 		if err := c.Control(func(fd uintptr) {
-			serr = unix.SetsockoptString(int(fd), unix.IPPROTO_TCP, unix.TCP_CONGESTION, "cubic")
+			if serr = unix.SetsockoptString(int(fd), unix.IPPROTO_TCP, unix.TCP_CONGESTION, "cubic"); serr != nil {
+				serr = fmt.Errorf("TCP_CONGESTION cubic: %w", serr)
+				return
+			}
+			if serr = unix.SetsockoptUint64(int(fd), unix.SOL_SOCKET, unix.SO_MAX_PACING_RATE, tcpPacingCap); serr != nil {
+				serr = fmt.Errorf("SO_MAX_PACING_RATE: %w", serr)
+			}
 		}); err != nil {
 			return err
 		}
-		if serr != nil {
-			return fmt.Errorf("TCP_CONGESTION cubic: %w", serr)
-		}
-		return nil
+		return serr
 	}}
 	c, err := d.DialContext(ctx, "tcp", to.String())
 	if err != nil {
@@ -340,13 +365,27 @@ func dialCUBIC(ctx context.Context, to *net.TCPAddr) (net.Conn, error) {
 		return nil, err
 	}
 	var cc string
-	raw.Control(func(fd uintptr) { cc, serr = unix.GetsockoptString(int(fd), unix.IPPROTO_TCP, unix.TCP_CONGESTION) })
+	var ti *unix.TCPInfo
+	raw.Control(func(fd uintptr) {
+		if cc, serr = unix.GetsockoptString(int(fd), unix.IPPROTO_TCP, unix.TCP_CONGESTION); serr == nil {
+			ti, serr = unix.GetsockoptTCPInfo(int(fd), unix.IPPROTO_TCP, unix.TCP_INFO)
+		}
+	})
 	if serr != nil || strings.TrimRight(cc, "\x00") != "cubic" {
 		c.Close()
 		return nil, fmt.Errorf("the TCP rival's controller is %q (%v), want cubic", cc, serr)
 	}
+	if ti.Max_pacing_rate != tcpPacingCap {
+		c.Close()
+		return nil, fmt.Errorf("the TCP rival's pacing cap is %d bytes/s, want %d (SO_MAX_PACING_RATE not applied: unpaced)", ti.Max_pacing_rate, uint64(tcpPacingCap))
+	}
 	return c, nil
 }
+
+// tcpPacingCap is the TCP rival's SO_MAX_PACING_RATE in bytes per
+// second: any value but "unlimited" turns the kernel's TCP pacing on, and
+// this one is far above what the 20 Mbit/s link lets it reach.
+const tcpPacingCap = 1 << 40
 
 // bottleneck is the topology a run uses.
 type bottleneck struct {
@@ -478,7 +517,7 @@ func (b *bottleneck) run(t *testing.T, cc, rival mpquic.CongestionControl, singl
 		w := watchHost()
 		o0, r0, l0, p0, at0 = own.Load(), other.Load(), qdiscSent(t, b.rtrNS, "s0"), sc.PathStats(), time.Now()
 		if f := os.Getenv("MPTESTER_BOTTLENECK_TRACE"); f != "" && try == 0 {
-			traceBottleneck(t, f+"-"+strings.ReplaceAll(t.Name(), "/", "_"), c, tc, b.cliNS, window)
+			traceBottleneck(t, f+"-"+strings.ReplaceAll(t.Name(), "/", "_")+"-"+strconv.FormatInt(time.Now().UnixMilli(), 10), c, tc, b.cliNS, window)
 		} else {
 			growth = sampleGrowth(c, window)
 		}
@@ -826,7 +865,12 @@ func traceBottleneck(t *testing.T, file string, c *mpquic.Conn, tc net.Conn, ns 
 		t.Fatal(err)
 	}
 	defer f.Close()
-	fmt.Fprintln(f, "ms path cwnd inflight events lost sent srtt_us | tcp_cwnd tcp_ssthresh tcp_unacked tcp_retrans tcp_lost tcp_rtt_us tcp_segs_out")
+	fmt.Fprintln(f, "ms path cwnd inflight events lost sent srtt_us | tcp_cwnd tcp_ssthresh tcp_unacked tcp_retrans tcp_lost tcp_rtt_us tcp_segs_out tcp_ca_state tcp_backoff tcp_busy_us tcp_rwnd_limited_us tcp_sndbuf_limited_us")
+	nstat := func() string {
+		out, _ := exec.Command("ip", "netns", "exec", ns, "nstat", "-asz").CombinedOutput()
+		return string(out)
+	}
+	before := nstat()
 	start := time.Now()
 	for time.Since(start) < d {
 		ms := time.Since(start).Milliseconds()
@@ -839,7 +883,7 @@ func traceBottleneck(t *testing.T, file string, c *mpquic.Conn, tc net.Conn, ns 
 			if raw, err := tc.(*net.TCPConn).SyscallConn(); err == nil {
 				raw.Control(func(fd uintptr) {
 					if ti, err := unix.GetsockoptTCPInfo(int(fd), unix.IPPROTO_TCP, unix.TCP_INFO); err == nil {
-						tcp = fmt.Sprintf("%d %d %d %d %d %d %d", ti.Snd_cwnd, ti.Snd_ssthresh, ti.Unacked, ti.Total_retrans, ti.Lost, ti.Rtt, ti.Segs_out)
+						tcp = fmt.Sprintf("%d %d %d %d %d %d %d %d %d %d %d %d", ti.Snd_cwnd, ti.Snd_ssthresh, ti.Unacked, ti.Total_retrans, ti.Lost, ti.Rtt, ti.Segs_out, ti.Ca_state, ti.Backoff, ti.Busy_time, ti.Rwnd_limited, ti.Sndbuf_limited)
 					}
 				})
 			}
@@ -849,4 +893,5 @@ func traceBottleneck(t *testing.T, file string, c *mpquic.Conn, tc net.Conn, ns 
 	}
 	out, _ := exec.Command("ip", "netns", "exec", ns, "ss", "-tin").CombinedOutput()
 	fmt.Fprintf(f, "# ss -tin:\n%s", out)
+	fmt.Fprintf(f, "# nstat -az before:\n%s# nstat -az after:\n%s", before, nstat())
 }
