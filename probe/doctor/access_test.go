@@ -85,3 +85,20 @@ func TestV6BlackholeChecks(t *testing.T) {
 	assert.Contains(t, got["access.wlan0.v6-blackhole"].Detail, "IPv6 measurements over wlan0 time out")
 	assert.Equal(t, StatusOK, got["access.wwan0.v6-blackhole"].Status)
 }
+
+// With a NAT64 detector, doctor names a path's prefix (ok, with what it
+// means), warns on an IPv6-only path without one (with the flag that
+// gives it), and says none on a dual-stack path.
+func TestNAT64Checks(t *testing.T) {
+	paths := []probe.Path{accessPath("wlan0", "198.18.1.2/24", "fd00:1::2/64"), accessPath("wwan0", "fd00:2::2/64"), accessPath("rmnet0", "fd00:3::2/64")}
+	checks := measuredChecks(context.Background(), paths, func(_ context.Context, p probe.Path) string {
+		return map[string]string{"wwan0": "fd00:64::/96"}[p.Name]
+	}, nat64Check)
+	if assert.Len(t, checks, 3) {
+		assert.Equal(t, [2]any{"access.wlan0.nat64", StatusOK}, [2]any{checks[0].ID, checks[0].Status})
+		assert.Equal(t, StatusOK, checks[1].Status)
+		assert.Contains(t, checks[1].Detail, "prefix fd00:64::/96")
+		assert.Equal(t, StatusWarn, checks[2].Status)
+		assert.Equal(t, "mptester survey --nat64-prefix rmnet0=PREFIX", checks[2].Fix)
+	}
+}

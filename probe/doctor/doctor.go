@@ -57,6 +57,9 @@ type Env struct {
 	// hole and returns what showed one (probe.DetectV6Blackhole; doctor
 	// --v6-blackhole).
 	V6Blackhole func(ctx context.Context, p probe.Path) string
+	// NAT64, when set, asks each outward path's DNS for its NAT64 prefix
+	// (RFC 7050) and returns it ("" for none; doctor --nat64).
+	NAT64 func(ctx context.Context, p probe.Path) string
 }
 
 func (e *Env) fill(ctx context.Context) error {
@@ -108,6 +111,9 @@ func Run(ctx context.Context, env Env) []Check {
 	if env.Portal != nil {
 		out = append(out, measuredChecks(ctx, outwardPaths(env.Paths), env.Portal, portalCheck)...)
 	}
+	if env.NAT64 != nil {
+		out = append(out, measuredChecks(ctx, outwardPaths(env.Paths), env.NAT64, nat64Check)...)
+	}
 	if env.V6Blackhole != nil {
 		out = append(out, measuredChecks(ctx, outwardPaths(env.Paths), env.V6Blackhole, v6BlackholeCheck)...)
 	}
@@ -140,6 +146,26 @@ func portalCheck(p probe.Path, why string) Check {
 		c.Status = StatusFail
 		c.Detail = why + ". Until someone logs in there, every name resolves to the portal and HTTPS fails verification: " +
 			"measurements over " + p.Name + " reach the portal, not the Internet (survey stops the path: stopped_paths; run names the cause portal)"
+	}
+	return c
+}
+
+// nat64Check names a path's NAT64 prefix with what it means; an
+// IPv6-only path without one warns.
+func nat64Check(p probe.Path, prefix string) Check {
+	c := Check{ID: "access." + p.Name + ".nat64", Title: "NAT64 on " + p.Name, Status: StatusOK,
+		Detail: "none: " + p.Name + "'s DNS does not synthesize ipv4only.arpa (RFC 7050)"}
+	_, has4 := globalAddr(p, probe.Family4)
+	switch {
+	case prefix != "":
+		c.Title = p.Name + " is behind a NAT64"
+		c.Detail = "prefix " + prefix + " (RFC 7050): IPv4 targets from " + p.Name + " go through a translator, their RTTs include it " +
+			"(survey probes them at the synthesized address, route via-nat64, kept apart); synthesized AAAA answers count as the IPv4 they embed"
+	case !has4:
+		c.Status = StatusWarn
+		c.Detail = p.Name + " is IPv6-only and its DNS reveals no NAT64 prefix (RFC 7050): IPv4 targets cannot be probed from it " +
+			"(survey: no-source-address), and a DNS64's synthesized AAAA would count as IPv6 servers; if the network has a NAT64, give its prefix"
+		c.Fix = "mptester survey --nat64-prefix " + p.Name + "=PREFIX"
 	}
 	return c
 }

@@ -28,7 +28,7 @@ type Options struct {
 	JSON bool
 	// Portal, V6Blackhole: measure each path for a captive portal, an
 	// IPv6 black hole (network traffic).
-	Portal, V6Blackhole bool
+	Portal, V6Blackhole, NAT64 bool
 }
 
 // checkRecord is one check in the --json envelope.
@@ -48,6 +48,15 @@ func NewCmdDoctor(f *cmdutil.Factory, runF func(context.Context, *Options) error
 		if opts.Portal {
 			env.Portal = func(ctx context.Context, p probe.Path) string { return probe.DetectPortal(ctx, p, time.Second) }
 		}
+		if opts.NAT64 {
+			env.NAT64 = func(ctx context.Context, p probe.Path) string {
+				d := probe.DiscoverNAT64Paths(ctx, []probe.Path{p}, time.Second)[p.Name]
+				if len(d.Prefixes) == 0 {
+					return ""
+				}
+				return d.Prefixes[0].String()
+			}
+		}
 		if opts.V6Blackhole {
 			env.V6Blackhole = func(ctx context.Context, p probe.Path) string { return probe.DetectV6Blackhole(ctx, p, time.Second) }
 		}
@@ -66,7 +75,9 @@ aggregate mode needs.
 With --portal it also measures each path for a captive portal (two DNS
 queries for names under .invalid per path, one plain HTTP request when
 both resolve) and fails naming it: measurements there reach the portal.
-With --v6-blackhole it asks each path's IPv4 and IPv6 resolvers one query
+With --nat64 it asks each path's DNS for its NAT64 prefix (RFC 7050) and
+names it, or warns on an IPv6-only path without one. With --v6-blackhole
+it asks each path's IPv4 and IPv6 resolvers one query
 each and warns where only the IPv4 ones answer: IPv6 there is black-holed.
 
 Each problem comes with the exact command that fixes it. The primary path
@@ -84,6 +95,7 @@ Exit status 7 when a check fails; warnings exit 0.`,
 	}
 	cmd.Flags().StringArrayVar(&opts.DNS, "dns", nil, "use `IFACE=ADDR[,ADDR]` as the resolvers of IFACE (repeatable)")
 	cmd.Flags().BoolVar(&opts.JSON, "json", false, "print the result envelope as JSON")
+	cmd.Flags().BoolVar(&opts.NAT64, "nat64", false, "name each path's NAT64 prefix (RFC 7050: one DNS query per path)")
 	cmd.Flags().BoolVar(&opts.V6Blackhole, "v6-blackhole", false, "check each path for an IPv6 black hole (one DNS query to its IPv4 and one to its IPv6 resolvers)")
 	cmd.Flags().BoolVar(&opts.Portal, "portal", false, "check each path for a captive portal (two DNS queries for names under .invalid per path; one plain HTTP request when both resolve)")
 	return cmd
@@ -96,7 +108,7 @@ func doctorRun(ctx context.Context, opts *Options) error {
 	}
 	var hdr report.Header
 	if opts.JSON {
-		if hdr, err = report.NewHeader("doctor", opts.ProbeID(), paths, map[string]any{"dns": opts.DNS, "portal": opts.Portal, "v6_blackhole": opts.V6Blackhole}); err != nil {
+		if hdr, err = report.NewHeader("doctor", opts.ProbeID(), paths, map[string]any{"dns": opts.DNS, "portal": opts.Portal, "v6_blackhole": opts.V6Blackhole, "nat64": opts.NAT64}); err != nil {
 			return err
 		}
 	}

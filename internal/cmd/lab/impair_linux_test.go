@@ -283,16 +283,34 @@ func labIfaces(t *testing.T, path, impairment string, tools []string, flags ...s
 	return paths, inLab
 }
 
-// TestLabIfacesNAT64: ifaces --nat64 names the NAT64 prefix a nat64 path's
+// TestLabIfacesNAT64: ifaces --nat64 and doctor --nat64 name the NAT64 prefix a nat64 path's
 // DNS64 reveals (RFC 7050) and the path's IPv6-only addressing, and
 // nothing on the dual-stack path.
 func TestLabIfacesNAT64(t *testing.T) {
-	paths, _ := labIfaces(t, "wwan0", "nat64", []string{"tayga", "unbound"}, "--nat64")
-	if p := paths["wwan0"]; !slices.Equal(p.NAT64, []string{lab.NAT64Of("wwan0").Prefix.String()}) || len(p.Notes) != 2 || !strings.HasPrefix(p.Notes[0], "IPv6-only") {
-		t.Errorf("wwan0: nat64 %v (%s), notes %q; want %s, IPv6-only and NAT64 notes", p.NAT64, p.Err, p.Notes, lab.NAT64Of("wwan0").Prefix)
+	paths, inLab := labIfaces(t, "wwan0", "nat64", []string{"tayga", "unbound"}, "--nat64")
+	pfx := lab.NAT64Of("wwan0").Prefix.String()
+	if p := paths["wwan0"]; !slices.Equal(p.NAT64, []string{pfx}) || len(p.Notes) != 2 || !strings.HasPrefix(p.Notes[0], "IPv6-only") {
+		t.Errorf("wwan0: nat64 %v (%s), notes %q; want %s, IPv6-only and NAT64 notes", p.NAT64, p.Err, p.Notes, pfx)
 	}
 	if p := paths["wlan0"]; len(p.NAT64) != 0 || p.Err != "" || len(p.Notes) != 0 {
 		t.Errorf("wlan0: nat64 %v (%s), notes %q; want none", p.NAT64, p.Err, p.Notes)
+	}
+	// doctor --nat64 names the same prefix on wwan0, none on wlan0.
+	code, out, stderr := inLab("doctor", "--nat64", "--json")
+	var doc struct {
+		Records []struct{ ID, Status, Detail string } `json:"records"`
+	}
+	if err := json.Unmarshal([]byte(out), &doc); err != nil {
+		t.Fatalf("doctor --nat64 --json: exit %d, %v\n%s\n%s", code, err, out, stderr)
+	}
+	got := map[string]string{}
+	for _, r := range doc.Records {
+		if strings.HasSuffix(r.ID, ".nat64") {
+			got[r.ID] = r.Status + " " + r.Detail
+		}
+	}
+	if w := got["access.wwan0.nat64"]; !strings.HasPrefix(w, "ok prefix "+pfx+" ") || !strings.HasPrefix(got["access.wlan0.nat64"], "ok none") || len(got) != 2 {
+		t.Errorf("doctor --nat64: %q; want wwan0 naming %s and wlan0 none", got, pfx)
 	}
 }
 
