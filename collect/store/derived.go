@@ -268,6 +268,9 @@ func (s *sqlStore) PutDerivedRuns(ctx context.Context, runs []DerivedRun) error 
 	runs = slices.CompactFunc(runs, func(a, b DerivedRun) bool { return a.RunID == b.RunID })
 	return s.inTx(ctx, func(tx *sql.Tx) error {
 		k := &derivedTx{ctx: ctx}
+		if s.d == postgresDialect {
+			k.pgTx = tx
+		}
 		// One statement each for the whole transaction: tx.StmtContext per
 		// row would keep a statement per row until the commit.
 		q := s.wq.in(tx)
@@ -392,6 +395,9 @@ func (s *sqlStore) deriveRun(k *derivedTx, r DerivedRun, h derivedHead) (*rollup
 	if err := r.Fill(k); err != nil {
 		return nil, err
 	}
+	if err := k.flushProbes(); err != nil {
+		return nil, err
+	}
 	return k.roll, nil
 }
 
@@ -421,8 +427,47 @@ func foldRollups(rows []Rollup) []Rollup {
 	return out
 }
 
+// probeChunk is how many survey probe records go in one PostgreSQL
+// statement (as arrays): a survey has thousands, and a round trip each
+// was most of PostgreSQL's CPU per survey upload.
+const probeChunk = 1000
+
+// qInsertProbesPG inserts a chunk of one run's probe records ($1) from
+// arrays, one per column.
+const qInsertProbesPG = `INSERT INTO survey_probes (run_id, seq, probe_path, resolve_path, address, method, sent, received,
+	responsive, valid) SELECT $1, * FROM unnest($2::int8[], $3::text[], $4::text[], $5::text[], $6::text[], $7::int8[],
+	$8::int8[], $9::bool[], $10::bool[])`
+
+// probeRows are buffered probe records, a column each.
+type probeRows struct {
+	seq, sent, received                     []int64
+	probePath, resolvePath, address, method []string
+	responsive, valid                       []bool
+}
+
+// flushProbes inserts the buffered probe records of the current run.
+func (k *derivedTx) flushProbes() error {
+	b := &k.pb
+	if len(b.seq) == 0 {
+		return nil
+	}
+	if _, err := k.pgTx.ExecContext(k.ctx, qInsertProbesPG, k.runID, b.seq, b.probePath, b.resolvePath, b.address, b.method,
+		b.sent, b.received, b.responsive, b.valid); err != nil {
+		return fmt.Errorf("insert probe records: %w", err)
+	}
+	*b = probeRows{seq: b.seq[:0], sent: b.sent[:0], received: b.received[:0], probePath: b.probePath[:0], resolvePath: b.resolvePath[:0],
+		address: b.address[:0], method: b.method[:0], responsive: b.responsive[:0], valid: b.valid[:0]}
+	return nil
+}
+
 // derivedTx inserts derived rows inside PutDerivedStream's transaction.
 type derivedTx struct {
+	// pgTx is the transaction on PostgreSQL, where probe records are
+	// buffered (pb) and inserted in chunks; nil on SQLite (in process:
+	// a statement per row costs no round trip).
+	pgTx *sql.Tx
+	pb   probeRows
+
 	ctx                                  context.Context
 	runID                                string
 	cell, probe, test, pathBytes, mobile *sql.Stmt
@@ -439,7 +484,17 @@ func (k *derivedTx) Cell(c SurveyCell) error {
 }
 
 func (k *derivedTx) Probe(p SurveyProbe) error {
-	if _, err := k.probe.ExecContext(k.ctx, k.runID, k.probes, p.ProbePath, p.ResolvePath, p.Address,
+	if k.pgTx != nil {
+		b := &k.pb
+		b.seq, b.probePath, b.resolvePath = append(b.seq, k.probes), append(b.probePath, p.ProbePath), append(b.resolvePath, p.ResolvePath)
+		b.address, b.method, b.sent = append(b.address, p.Address), append(b.method, p.Method), append(b.sent, p.Sent)
+		b.received, b.responsive, b.valid = append(b.received, p.Received), append(b.responsive, p.Responsive), append(b.valid, p.Valid)
+		if len(b.seq) >= probeChunk {
+			if err := k.flushProbes(); err != nil {
+				return err
+			}
+		}
+	} else if _, err := k.probe.ExecContext(k.ctx, k.runID, k.probes, p.ProbePath, p.ResolvePath, p.Address,
 		p.Method, p.Sent, p.Received, p.Responsive, p.Valid); err != nil {
 		return fmt.Errorf("insert probe record: %w", err)
 	}

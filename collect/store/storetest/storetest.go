@@ -414,6 +414,24 @@ func Run(t *testing.T, newDSN func(t *testing.T) string) {
 		assert.Equal(t, d, got)
 	})
 
+	t.Run("DerivedManyProbes", func(t *testing.T) {
+		// More probe records than one insert takes (PostgreSQL inserts
+		// them in chunks): every one stored once, in order.
+		s := open(t, newDSN(t))
+		defer s.Close()
+		_, _, err := s.PutRun(ctx, run("d2", "pi", "x", 1), store.Report{})
+		require.NoError(t, err)
+		var d store.Derived
+		for i := range 2503 {
+			d.Probes = append(d.Probes, store.SurveyProbe{ProbePath: "wlan0", ResolvePath: "wwan0", Address: fmt.Sprintf("198.18.%d.%d", i/250, i%250),
+				Method: "tcp-syn", Sent: int64(i), Received: int64(i % 7), Responsive: i%3 == 0, Valid: i%5 != 0})
+		}
+		require.NoError(t, s.PutDerived(ctx, "d2", d))
+		got, err := s.GetDerived(ctx, "d2")
+		require.NoError(t, err)
+		assert.Equal(t, d, got)
+	})
+
 	t.Run("Schedules", func(t *testing.T) {
 		s := open(t, newDSN(t))
 		defer s.Close()
