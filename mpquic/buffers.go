@@ -115,7 +115,9 @@ func (b *sendBuf) onAck(off, n uint64, fin bool) {
 		b.head = (b.head + int(adv)) % len(b.ring)
 		b.size -= int(adv)
 		b.base += adv
-		b.acked = b.acked[1:]
+		// Shift in place: re-slicing from the front would shrink the
+		// capacity and make the next add allocate (once per ACK).
+		b.acked = b.acked[:copy(b.acked, b.acked[1:])]
 		if b.size == 0 && b.fin {
 			b.ring, b.head = nil, 0 // done: let the memory go
 		}
@@ -327,19 +329,31 @@ func (r *recvBuf) insert(off uint64, data []byte) {
 
 // read copies ready bytes into p.
 func (r *recvBuf) read(p []byte) int {
-	n := 0
-	for n < len(p) && len(r.ready) > 0 {
-		k := copy(p[n:], r.ready[0])
+	n, i := 0, 0
+	for n < len(p) && i < len(r.ready) {
+		k := copy(p[n:], r.ready[i])
 		n += k
-		if k == len(r.ready[0]) {
-			r.ready[0] = nil
-			r.ready = r.ready[1:]
+		if k == len(r.ready[i]) {
+			i++
 		} else {
-			r.ready[0] = r.ready[0][k:]
+			r.ready[i] = r.ready[i][k:]
 		}
+	}
+	clear(r.ready[:i])
+	if i == len(r.ready) {
+		r.ready = r.ready[:0] // keeps the capacity for the next appends
+	} else {
+		r.ready = r.ready[i:]
 	}
 	r.nready -= n
 	r.readOff += uint64(n)
+	if r.nready == 0 && len(r.chunks) == 0 {
+		// Nothing refers to the block any more (read copies out): the
+		// next frames reuse it from its start, so a reader that keeps
+		// up costs no allocation per block (it was 64 KiB per 64 KiB
+		// received, the receiver's largest allocation).
+		r.block = r.block[:0]
+	}
 	return n
 }
 

@@ -224,6 +224,10 @@ type Conn struct {
 	readStop *atomic.Bool
 
 	injectFrames []Frame // fault injection: frames a test makes us send
+	rxFrames     []Frame // the frames of the packet being handled, reused
+	// planFrames are the frame records of the packets of the datagram
+	// being built, reused (sealPlan copies them into the packet's record).
+	planFrames [numSpaces][]recovery.SentFrame
 
 	version  uint32           // the connection's QUIC version (version2.go)
 	vs       versionState     // compatible version negotiation (versionneg.go)
@@ -701,7 +705,8 @@ func (c *Conn) handlePacket(h Header, pkt []byte, now time.Time, replay bool) *p
 	if sp.recvd.contains(o.PN) || o.PN < sp.minTracked {
 		return nil // duplicate, or too old to tell
 	}
-	frames, err := ParseFrames(o.Payload, h.Type, c.multipath)
+	frames, err := wire.AppendFrames(c.takeRxFrames(), o.Payload, h.Type, c.multipath)
+	defer c.putRxFrames(frames)
 	if err != nil {
 		var te *TransportError
 		if errors.As(err, &te) {
@@ -793,6 +798,20 @@ func (c *Conn) handlePacket(h Header, pkt []byte, now time.Time, replay bool) *p
 		}
 	}
 	return p
+}
+
+// takeRxFrames lends handlePacket the connection's frame slice (nil while
+// lent, so a nested use could not share it); putRxFrames returns it with
+// its references to the packet cleared.
+func (c *Conn) takeRxFrames() []Frame {
+	f := c.rxFrames[:0]
+	c.rxFrames = nil
+	return f
+}
+
+func (c *Conn) putRxFrames(f []Frame) {
+	clear(f)
+	c.rxFrames = f[:0]
 }
 
 // reorderedOrGap says whether packet pn, just received in sp (before

@@ -8,6 +8,14 @@ import (
 	"github.com/mptester/mptester/mpquic/internal/recovery"
 )
 
+// sentRecord is a sent packet's record with room for its frames, so the
+// two are one allocation (a data packet has one to three: ACK, STREAM and
+// perhaps MAX_DATA).
+type sentRecord struct {
+	recovery.SentPacket
+	inline [3]recovery.SentFrame
+}
+
 // plan is one packet of a datagram being built: its payload is final
 // before headers are written, so padding can go into the last packet.
 type plan struct {
@@ -202,7 +210,7 @@ func (c *Conn) buildDatagram(now time.Time, p *path, dst []byte) []byte {
 		if avail < 32 {
 			break
 		}
-		pl := plan{sp: sp, si: si, pn: pn, pnLen: pnLen, largestAckSent: -1, early: early}
+		pl := plan{sp: sp, si: si, pn: pn, pnLen: pnLen, largestAckSent: -1, early: early, frames: c.planFrames[np][:0]}
 		c.fillPayload(&pl, avail, now, dataOK || (sp.probe > 0 && !p.potentiallyFailed))
 		if len(pl.payload) == 0 {
 			continue
@@ -250,8 +258,9 @@ func (c *Conn) buildDatagram(now time.Time, p *path, dst []byte) []byte {
 	}
 	buf := dst
 	discardInitial := false
-	for _, pl := range plans[:np] {
+	for i, pl := range plans[:np] {
 		buf, _ = c.sealPlan(now, p, &pl, buf)
+		c.planFrames[i] = pl.frames[:0] // keep what append grew
 		if c.isClient && pl.si == spaceHandshake {
 			discardInitial = true // RFC 9001 §4.9.1
 		}
@@ -335,7 +344,15 @@ func (c *Conn) sealPlan(now time.Time, p *path, pl *plan, buf []byte) ([]byte, *
 	if !pl.eliciting {
 		return buf, nil
 	}
-	sent := &recovery.SentPacket{PN: pl.pn, Time: now, Size: len(pkt), AckEliciting: true, InFlight: true, LargestAcked: pl.largestAckSent, Frames: pl.frames, ECT: ect}
+	// One allocation per packet for its record and (up to three) frames;
+	// pl.frames is the connection's scratch, never kept.
+	rec := &sentRecord{SentPacket: recovery.SentPacket{PN: pl.pn, Time: now, Size: len(pkt), AckEliciting: true, InFlight: true, LargestAcked: pl.largestAckSent, ECT: ect}}
+	if len(pl.frames) <= len(rec.inline) {
+		rec.Frames = append(rec.inline[:0:len(rec.inline)], pl.frames...)
+	} else {
+		rec.Frames = slices.Clone(pl.frames)
+	}
+	sent := &rec.SentPacket
 	sp.OnSent(sent)
 	p.cc.OnSent(sent.Size)
 	p.cc.OnPaced(sent.Size)

@@ -630,10 +630,15 @@ func CheckFrameAllowed(ft FrameType, pt PacketType) error {
 // each is allowed in the packet type. A payload without frames is a
 // PROTOCOL_VIOLATION (RFC 9000 §12.4).
 func ParseFrames(payload []byte, pt PacketType, multipath bool) ([]Frame, error) {
+	return AppendFrames(nil, payload, pt, multipath)
+}
+
+// AppendFrames is ParseFrames appending to out, so a receiver can reuse
+// one slice for every packet (one allocation less per packet).
+func AppendFrames(out []Frame, payload []byte, pt PacketType, multipath bool) ([]Frame, error) {
 	if len(payload) == 0 {
-		return nil, transportErr(ProtocolViolation, 0, "%s packet without frames", pt)
+		return out, transportErr(ProtocolViolation, 0, "%s packet without frames", pt)
 	}
-	var out []Frame
 	for len(payload) > 0 {
 		f, n, err := ParseFrame(payload, multipath)
 		if err != nil {
