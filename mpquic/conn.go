@@ -186,7 +186,11 @@ type Conn struct {
 	testFrames func(b []byte, avail int) []byte
 	// testECN, set only by tests, rewrites the ECN codepoint datagrams
 	// arrived with (a router that marks CE).
-	testECN        func(byte) byte
+	testECN func(byte) byte
+	// testCE, set only by tests, sees each CE increase on a validated
+	// path: the largest newly acknowledged packet's send time, and
+	// whether the window was reduced for it.
+	testCE         func(largestSent, now time.Time, reduced bool)
 	dataConsumed   uint64
 	sendMaxData    bool
 	blockedAt      uint64     // DATA_BLOCKED sent at this limit

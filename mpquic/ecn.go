@@ -172,8 +172,14 @@ func (c *Conn) onAckECN(sp *pnSpace, got *ECNCounts, newlyECT int, largestSent t
 		e.state = ECNValidated
 	}
 	e.ce += ce
-	if ce > 0 && e.state == ECNValidated && sp.path.cc.OnCE(largestSent, now) {
-		e.ceEvents++
+	if ce > 0 && e.state == ECNValidated {
+		reduced := sp.path.cc.OnCE(largestSent, now)
+		if reduced {
+			e.ceEvents++
+		}
+		if c.testCE != nil {
+			c.testCE(largestSent, now, reduced)
+		}
 	}
 }
 
