@@ -286,6 +286,11 @@ func conform(t *testing.T, d *transport.Descriptor, e env, wire func() wireCount
 		if i := conn.Info(); i.Transport != d.Name || i.ALPN != conformALPN || i.Setup <= 0 {
 			t.Errorf("info %+v", i)
 		}
+		// mpquic's client offers v2 and its server moves it there
+		// (RFC 9368); quic-go's stays in v1; TCP has none.
+		if want := map[string]string{"mpquic": "v2", "quic": "v1"}[d.Name]; want != "" && conn.Info().QUICVersion != want {
+			t.Errorf("quic_version %q, want %q", conn.Info().QUICVersion, want)
+		}
 		exchange(t, conn, 1<<20)
 		if conn.MultiStream() {
 			exchange(t, conn, 100_000) // a second stream on the same connection

@@ -61,7 +61,11 @@ func mpquicConfig(idle time.Duration, qlogDir string, cc mpquic.CongestionContro
 		MaxIncomingUniStreams: 8,
 		// The same floor as quic-handover's failure rule: one starved PTO
 		// on a ~20 ms path is not a failed path.
-		MinFailureTimeout: DefaultHandover.MinTimeout}
+		MinFailureTimeout: DefaultHandover.MinTimeout,
+		// A client starts in v1 and offers v2 (RFC 9368): a server that
+		// speaks it moves the connection there, one that does not keeps
+		// v1 at no cost; results record which (Info.QUICVersion).
+		Versions: []uint32{mpquic.Version2, mpquic.Version1}}
 }
 
 // mpquicStatus says what package mpquic's errors mean.
@@ -136,7 +140,7 @@ func (t *mpquicTransport) Dial(ctx context.Context, addr netip.AddrPort, family 
 		return nil, wrap(opQUICHandshake, err, mpquicSetupStatus)
 	}
 	mc := &mpquicConn{c: c, udp: udp, names: map[uint32]string{0: t.o.Primary().Name}, info: Info{Transport: nameMPQUIC, Local: c.LocalAddr().String(),
-		Remote: c.RemoteAddr().String(), ALPN: c.ConnectionState().NegotiatedProtocol, Setup: time.Since(start)}}
+		Remote: c.RemoteAddr().String(), ALPN: c.ConnectionState().NegotiatedProtocol, QUICVersion: quicVersionName(c.Version()), Setup: time.Since(start)}}
 	mc.info.Facts = mc.addPaths(ctx, t.o.Paths[1:], f, remote)
 	return mc, nil
 }

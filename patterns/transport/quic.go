@@ -137,7 +137,8 @@ func (t *quicTransport) Dial(ctx context.Context, addr netip.AddrPort, family st
 		return nil, wrap(opQUICHandshake, err, quicSetupStatus)
 	}
 	return &quicConn{c: qc, tr: tr, udp: sock, ecn: ecn, info: Info{Transport: nameQUIC, Local: qc.LocalAddr().String(),
-		Remote: qc.RemoteAddr().String(), ALPN: qc.ConnectionState().TLS.NegotiatedProtocol, Setup: time.Since(start)}}, nil
+		Remote: qc.RemoteAddr().String(), ALPN: qc.ConnectionState().TLS.NegotiatedProtocol,
+		QUICVersion: quicVersionName(uint32(qc.ConnectionState().Version)), Setup: time.Since(start)}}, nil
 }
 
 // dialQUICGo is quic-go's Transport.Dial for a context that may already

@@ -11,6 +11,7 @@ import (
 	"context"
 	"crypto/tls"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/netip"
@@ -66,14 +67,29 @@ type Transport interface {
 
 // Info is what a connection is, once established.
 type Info struct {
-	Transport string        `json:"transport"`
-	Local     string        `json:"local"`
-	Remote    string        `json:"remote"`
-	ALPN      string        `json:"alpn"`
-	Setup     time.Duration `json:"setup_ns"` // connect + TLS handshake
+	Transport string `json:"transport"`
+	Local     string `json:"local"`
+	Remote    string `json:"remote"`
+	ALPN      string `json:"alpn"`
+	// QUICVersion is a QUIC connection's version once established: v1,
+	// or v2 (RFC 9369) when the server moved it there (mpquic offers v2
+	// by compatible version negotiation, RFC 9368).
+	QUICVersion string        `json:"quic_version,omitempty"`
+	Setup       time.Duration `json:"setup_ns"` // connect + TLS handshake
 	// Facts the transport knows about this connection (MPTCP: whether the
 	// server spoke it), written under Facts.Key().
 	Facts Fact `json:"-"`
+}
+
+// quicVersionName names a QUIC version as results record it.
+func quicVersionName(v uint32) string {
+	switch v {
+	case mpquic.Version1:
+		return "v1"
+	case mpquic.Version2:
+		return "v2"
+	}
+	return fmt.Sprintf("0x%08x", v)
 }
 
 // Fact is transport-specific data of a record, serialised under its own
