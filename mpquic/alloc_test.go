@@ -14,10 +14,11 @@ import (
 // upload between two mpquic endpoints in this process, both ends counted,
 // per packet sent: the per-packet work that bounds loopback goodput
 // (issue 44). A data packet costs its sent record with its frames (one
-// allocation) and, at the receiver, the boxed STREAM frame; ACKs, block
-// copies and range bookkeeping should cost nothing per packet. Before
-// the record and its frames were one allocation, the received blocks
-// reused and the frame slice and acked ranges kept, it was 5.5 per packet.
+// allocation); its decoding, ACKs, block copies and range bookkeeping
+// should cost nothing per packet (what is left, ~0.3, is ACK frames and
+// timers). Before the record and its frames were one allocation, the
+// received blocks reused, STREAM frames unboxed and the frame slice and
+// acked ranges kept, it was 5.5 per packet.
 // Not under -race, whose instrumentation allocates.
 func TestUploadAllocationsPerPacket(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -59,8 +60,8 @@ func TestUploadAllocationsPerPacket(t *testing.T) {
 	if pkts < 3*uint64(len(data))/maxDatagramSize {
 		t.Fatalf("only %d packets for %d bytes", pkts, 3*len(data))
 	}
-	if perPkt > 3 {
-		t.Errorf("%.2f allocations per packet sent, want at most 3", perPkt)
+	if perPkt > 2 {
+		t.Errorf("%.2f allocations per packet sent, want at most 2", perPkt)
 	}
 }
 

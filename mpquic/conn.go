@@ -227,8 +227,9 @@ type Conn struct {
 	// active migration (migrate.go); nil: path 0's own stopRead.
 	readStop *atomic.Bool
 
-	injectFrames []Frame // fault injection: frames a test makes us send
-	rxFrames     []Frame // the frames of the packet being handled, reused
+	injectFrames []Frame       // fault injection: frames a test makes us send
+	rxFrames     []Frame       // the frames of the packet being handled, reused
+	rxStreams    []StreamFrame // its STREAM frames (rxFrames has pointers)
 	// planFrames are the frame records of the packets of the datagram
 	// being built, reused (sealPlan copies them into the packet's record).
 	planFrames [numSpaces][]recovery.SentFrame
@@ -709,8 +710,11 @@ func (c *Conn) handlePacket(h Header, pkt []byte, now time.Time, replay bool) *p
 	if sp.recvd.contains(o.PN) || o.PN < sp.minTracked {
 		return nil // duplicate, or too old to tell
 	}
-	frames, err := wire.AppendFrames(c.takeRxFrames(), o.Payload, h.Type, c.multipath)
-	defer c.putRxFrames(frames)
+	// The slice goes back to c after the frames are handled; the early
+	// returns (errors, closing) just drop it. No defer: with this
+	// function's many returns it would not be open-coded.
+	fs, ss := c.takeRxFrames()
+	frames, ss, err := wire.AppendFramesStreams(fs, ss, o.Payload, h.Type, c.multipath)
 	if err != nil {
 		var te *TransportError
 		if errors.As(err, &te) {
@@ -772,6 +776,7 @@ func (c *Conn) handlePacket(h Header, pkt []byte, now time.Time, replay bool) *p
 			return nil
 		}
 	}
+	c.putRxFrames(frames, ss)
 	if sp.discarded {
 		return p
 	}
@@ -807,15 +812,19 @@ func (c *Conn) handlePacket(h Header, pkt []byte, now time.Time, replay bool) *p
 // takeRxFrames lends handlePacket the connection's frame slice (nil while
 // lent, so a nested use could not share it); putRxFrames returns it with
 // its references to the packet cleared.
-func (c *Conn) takeRxFrames() []Frame {
-	f := c.rxFrames[:0]
-	c.rxFrames = nil
-	return f
+func (c *Conn) takeRxFrames() ([]Frame, []StreamFrame) {
+	f, s := c.rxFrames[:0], c.rxStreams[:0]
+	if s == nil {
+		s = make([]StreamFrame, 0, 4) // non-nil: STREAM frames go here
+	}
+	c.rxFrames, c.rxStreams = nil, nil
+	return f, s
 }
 
-func (c *Conn) putRxFrames(f []Frame) {
+func (c *Conn) putRxFrames(f []Frame, s []StreamFrame) {
 	clear(f)
-	c.rxFrames = f[:0]
+	clear(s)
+	c.rxFrames, c.rxStreams = f[:0], s[:0]
 }
 
 // reorderedOrGap says whether packet pn, just received in sp (before

@@ -423,36 +423,10 @@ func (c *Conn) streamFor(id uint64, ft FrameType) (*Stream, error) {
 
 func (c *Conn) handleStreamFrame(f Frame) error {
 	switch f := f.(type) {
+	case *StreamFrame:
+		return c.handleStreamData(f)
 	case StreamFrame:
-		s, err := c.streamFor(f.StreamID, f.Type())
-		if s == nil || err != nil {
-			return err
-		}
-		end := f.Offset + uint64(len(f.Data))
-		if s.finalKnown && (end > s.finalSize || (f.Fin && end != s.finalSize)) {
-			return transportErr(FinalSizeError, f.Type(), "stream %d data to %d, final size %d", s.id, end, s.finalSize)
-		}
-		if f.Fin && !s.finalKnown {
-			if end < s.recv.highest {
-				return transportErr(FinalSizeError, f.Type(), "stream %d final size %d below received %d", s.id, end, s.recv.highest)
-			}
-			s.finalKnown, s.finalSize = true, end
-		}
-		if err := c.creditRecv(s, end, f.Type()); err != nil {
-			return err
-		}
-		if !s.readCanceled && s.resetErr == nil {
-			s.recv.push(f.Offset, f.Data)
-			if err := c.checkGaps(s, f.Type()); err != nil {
-				return err
-			}
-		} else {
-			s.recv.highest = max(s.recv.highest, end)
-		}
-		notify(s.readReady)
-		if s.finalKnown && s.recv.contiguous() == s.finalSize {
-			c.maybeDone(s)
-		}
+		return c.handleStreamData(&f)
 	case ResetStreamFrame:
 		s, err := c.streamFor(f.StreamID, FrameResetStream)
 		if s == nil || err != nil {
@@ -518,6 +492,40 @@ func (c *Conn) handleStreamFrame(f Frame) error {
 	case DataBlockedFrame, StreamsBlockedFrame:
 	default:
 		return transportErr(ProtocolViolation, f.Type(), "unexpected frame")
+	}
+	return nil
+}
+
+// handleStreamData takes a STREAM frame's data into its stream.
+func (c *Conn) handleStreamData(f *StreamFrame) error {
+	s, err := c.streamFor(f.StreamID, f.Type())
+	if s == nil || err != nil {
+		return err
+	}
+	end := f.Offset + uint64(len(f.Data))
+	if s.finalKnown && (end > s.finalSize || (f.Fin && end != s.finalSize)) {
+		return transportErr(FinalSizeError, f.Type(), "stream %d data to %d, final size %d", s.id, end, s.finalSize)
+	}
+	if f.Fin && !s.finalKnown {
+		if end < s.recv.highest {
+			return transportErr(FinalSizeError, f.Type(), "stream %d final size %d below received %d", s.id, end, s.recv.highest)
+		}
+		s.finalKnown, s.finalSize = true, end
+	}
+	if err := c.creditRecv(s, end, f.Type()); err != nil {
+		return err
+	}
+	if !s.readCanceled && s.resetErr == nil {
+		s.recv.push(f.Offset, f.Data)
+		if err := c.checkGaps(s, f.Type()); err != nil {
+			return err
+		}
+	} else {
+		s.recv.highest = max(s.recv.highest, end)
+	}
+	notify(s.readReady)
+	if s.finalKnown && s.recv.contiguous() == s.finalSize {
+		c.maybeDone(s)
 	}
 	return nil
 }

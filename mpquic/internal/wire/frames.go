@@ -424,6 +424,23 @@ func ParseFrame(b []byte, multipath bool) (Frame, int, error) {
 	return f, len(b) - len(r.b), nil
 }
 
+// parseStream decodes the body of a STREAM frame of type ft.
+func parseStream(r *reader, ft FrameType) (StreamFrame, error) {
+	f := StreamFrame{StreamID: r.varint(), Fin: ft&0x01 != 0, NoLength: ft&0x02 == 0}
+	if ft&0x04 != 0 {
+		f.Offset = r.varint()
+	}
+	if f.NoLength {
+		f.Data = r.bytes(uint64(len(r.b)))
+	} else {
+		f.Data = r.bytes(r.varint())
+	}
+	if r.err == nil && f.Offset+uint64(len(f.Data)) > MaxVarint {
+		return f, transportErr(FrameEncodingError, ft, "stream data ends beyond 2^62-1")
+	}
+	return f, nil
+}
+
 func parseBody(r *reader, ft FrameType, multipath bool) (Frame, error) {
 	switch {
 	case ft == FramePadding:
@@ -457,17 +474,9 @@ func parseBody(r *reader, ft FrameType, multipath bool) (Frame, error) {
 		}
 		return f, nil
 	case ft >= FrameStream && ft <= FrameStream|0x07:
-		f := StreamFrame{StreamID: r.varint(), Fin: ft&0x01 != 0, NoLength: ft&0x02 == 0}
-		if ft&0x04 != 0 {
-			f.Offset = r.varint()
-		}
-		if f.NoLength {
-			f.Data = r.bytes(uint64(len(r.b)))
-		} else {
-			f.Data = r.bytes(r.varint())
-		}
-		if r.err == nil && f.Offset+uint64(len(f.Data)) > MaxVarint {
-			return nil, transportErr(FrameEncodingError, ft, "stream data ends beyond 2^62-1")
+		f, err := parseStream(r, ft)
+		if err != nil {
+			return nil, err
 		}
 		return f, nil
 	case ft == FrameMaxData:
@@ -636,21 +645,52 @@ func ParseFrames(payload []byte, pt PacketType, multipath bool) ([]Frame, error)
 // AppendFrames is ParseFrames appending to out, so a receiver can reuse
 // one slice for every packet (one allocation less per packet).
 func AppendFrames(out []Frame, payload []byte, pt PacketType, multipath bool) ([]Frame, error) {
+	out, _, err := AppendFramesStreams(out, nil, payload, pt, multipath)
+	return out, err
+}
+
+// AppendFramesStreams is AppendFrames with STREAM frames stored in streams
+// (returned grown) and given to out as *StreamFrame: a bulk receiver then
+// boxes no frame per packet. The pointers stay valid after streams grows
+// (they keep the older array), but the caller must not reuse streams while
+// it still uses out.
+func AppendFramesStreams(out []Frame, streams []StreamFrame, payload []byte, pt PacketType, multipath bool) ([]Frame, []StreamFrame, error) {
 	if len(payload) == 0 {
-		return out, transportErr(ProtocolViolation, 0, "%s packet without frames", pt)
+		return out, streams, transportErr(ProtocolViolation, 0, "%s packet without frames", pt)
 	}
 	for len(payload) > 0 {
+		// A STREAM frame's type is one byte (0x08-0x0f, shortest form).
+		if ft := FrameType(payload[0]); streams != nil && ft >= FrameStream && ft <= FrameStream|0x07 {
+			r := &reader{b: payload[1:]}
+			f, err := parseStream(r, ft)
+			if err == nil {
+				err = r.err
+			}
+			if err != nil {
+				if _, ok := err.(*TransportError); !ok {
+					err = transportErr(FrameEncodingError, ft, "%v", err)
+				}
+				return out, streams, err
+			}
+			if err := CheckFrameAllowed(ft, pt); err != nil {
+				return out, streams, err
+			}
+			streams = append(streams, f)
+			out = append(out, &streams[len(streams)-1])
+			payload = r.b
+			continue
+		}
 		f, n, err := ParseFrame(payload, multipath)
 		if err != nil {
-			return out, err
+			return out, streams, err
 		}
 		if err := CheckFrameAllowed(f.Type(), pt); err != nil {
-			return out, err
+			return out, streams, err
 		}
 		out = append(out, f)
 		payload = payload[n:]
 	}
-	return out, nil
+	return out, streams, nil
 }
 
 // String names a frame type for errors and logs.

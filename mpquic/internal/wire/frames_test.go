@@ -283,3 +283,26 @@ func TestCloseFrameFor(t *testing.T) {
 		t.Fatalf("%+v", f)
 	}
 }
+
+// TestAppendFramesStreamsAllocatesNothing: with its slices grown, the
+// receiver's decoding of a bulk data packet (two STREAM frames) allocates
+// nothing, where ParseFrames boxes each STREAM frame and allocates a slice.
+func TestAppendFramesStreamsAllocatesNothing(t *testing.T) {
+	pkt := StreamFrame{StreamID: 8, Data: make([]byte, 10)}.Append(nil)
+	pkt = StreamFrame{StreamID: 4, Offset: 1 << 20, Data: make([]byte, 1200)}.Append(pkt)
+	out, ss := make([]Frame, 0, 4), make([]StreamFrame, 0, 4)
+	var err error
+	a := testing.AllocsPerRun(100, func() {
+		out, ss, err = AppendFramesStreams(out[:0], ss[:0], pkt, Packet1RTT, true)
+	})
+	if err != nil || len(out) != 2 {
+		t.Fatalf("%d frames, %v", len(out), err)
+	}
+	sf, ok := out[1].(*StreamFrame)
+	if !ok || sf.StreamID != 4 || sf.Offset != 1<<20 || len(sf.Data) != 1200 {
+		t.Fatalf("frame 1: %#v", out[1])
+	}
+	if a != 0 {
+		t.Errorf("%v allocations per packet, want 0", a)
+	}
+}

@@ -62,7 +62,31 @@ func FuzzParseFrames(f *testing.F) {
 				t.Fatalf("%+v re-encoded as %x decodes to %+v, %v", fr, enc, again, err)
 			}
 		}
+		// The receiver's path (STREAM frames into a scratch slice, given
+		// as pointers) decodes the same frames with the same error.
+		fast, _, ferr := AppendFramesStreams(nil, make([]StreamFrame, 0, 1), b, PacketType(pt%6), multipath)
+		if !reflect.DeepEqual(errString(ferr), errString(err)) {
+			t.Fatalf("AppendFramesStreams error %v, ParseFrames %v", ferr, err)
+		}
+		if len(fast) != len(frames) {
+			t.Fatalf("AppendFramesStreams %d frames, ParseFrames %d", len(fast), len(frames))
+		}
+		for i, fr := range fast {
+			if p, ok := fr.(*StreamFrame); ok {
+				fr = *p
+			}
+			if !reflect.DeepEqual(fr, frames[i]) {
+				t.Fatalf("frame %d: AppendFramesStreams %+v, ParseFrames %+v", i, fr, frames[i])
+			}
+		}
 	})
+}
+
+func errString(err error) string {
+	if err == nil {
+		return ""
+	}
+	return err.Error()
 }
 
 func FuzzTransportParameters(f *testing.F) {
