@@ -50,6 +50,9 @@ func dialEarly(ctx context.Context, pconn net.PacketConn, raddr net.Addr, tlsCon
 	raiseBuffers(pconn)
 	c := newConn(true, pconn, raddr, cfg, tlsConf)
 	c.version, c.vs.orig = cfg.Version, cfg.Version
+	if v, ok := ticketVersion(tlsConf, cfg); ok {
+		c.version, c.vs.orig = v, v // a ticket is its version's (versionneg.go)
+	}
 	c.ownsConn = owns
 	c.origDCID = randomID(connIDLen)
 	c.p0().dcid = c.origDCID

@@ -1,6 +1,7 @@
 package mpquic
 
 import (
+	"crypto/tls"
 	"fmt"
 	"slices"
 )
@@ -147,6 +148,29 @@ func (c *Conn) clientCheckVersion(vi *VersionInfo) error {
 // crosses versions (crypto/tls's QUIC events cannot refuse a ticket).
 func (c *Conn) ticketVersionOK(p TransportParameters) bool {
 	return p.VersionInfo == nil || p.VersionInfo.Chosen == c.vs.orig
+}
+
+// ticketVersion is the version a client resuming a session starts in:
+// the one of the connection that gave the ticket (RFC 9369 §5: a ticket
+// must not start a connection of another version), when it is one we
+// offer. crypto/tls picks the session by the configuration's ServerName.
+func ticketVersion(tc *tls.Config, conf Config) (uint32, bool) {
+	if tc.ClientSessionCache == nil || tc.ServerName == "" {
+		return 0, false
+	}
+	cs, ok := tc.ClientSessionCache.Get(tc.ServerName)
+	if !ok || cs == nil {
+		return 0, false
+	}
+	_, ss, err := cs.ResumptionState()
+	if err != nil || ss == nil {
+		return 0, false
+	}
+	p, ok := paramsFromExtra(ss.Extra, extraPeerParams, true)
+	if !ok || p.VersionInfo == nil || !slices.Contains(clientVersions(conf), p.VersionInfo.Chosen) {
+		return 0, false
+	}
+	return p.VersionInfo.Chosen, true
 }
 
 // opens: a long-header packet decrypts under k (a copy is tried).

@@ -293,17 +293,42 @@ func TestVersionNegotiationZeroRTT(t *testing.T) {
 			t.Errorf("no 0-RTT packet on the wire: %+v", sent)
 		}
 	})
-	t.Run("v2 ticket, v1 start: no 0-RTT", func(t *testing.T) {
+	t.Run("v2 ticket: starts in v2, 0-RTT in v2", func(t *testing.T) {
 		tc := ctls.Clone()
 		tc.ClientSessionCache = tls.NewLRUClientSessionCache(4)
 		if c, _ := dial(t, tc, offer, false); c.Version() != Version2 {
 			t.Fatalf("first connection in 0x%08x", c.Version())
 		}
 		waitTicketIn(tc.ClientSessionCache)
+		server(t)
 		c, vc := dial(t, tc, offer, true)
-		if e := c.EarlyData(); e.Offered || c.Version() != Version2 {
-			t.Fatalf("0-RTT %+v in 0x%08x: want none offered, version 2", e, c.Version())
+		if e := c.EarlyData(); !e.Accepted || c.Version() != Version2 {
+			t.Fatalf("0-RTT %+v in 0x%08x: want accepted, version 2", e, c.Version())
 		}
+		server(t)
+		sent, _ := vc.packets()
+		if len(sent) == 0 || sent[0] != (pktVersion{PacketInitial, Version2}) {
+			t.Fatalf("first packet %+v, want an Initial of version 2 (the ticket's)", sent)
+		}
+		for _, p := range sent {
+			if p.version != Version2 {
+				t.Fatalf("a %v packet of 0x%08x under a version 2 ticket", p.typ, p.version)
+			}
+		}
+	})
+	t.Run("v2 ticket, v1 only: no 0-RTT", func(t *testing.T) {
+		tc := ctls.Clone()
+		tc.ClientSessionCache = tls.NewLRUClientSessionCache(4)
+		if c, _ := dial(t, tc, offer, false); c.Version() != Version2 {
+			t.Fatalf("first connection in 0x%08x", c.Version())
+		}
+		waitTicketIn(tc.ClientSessionCache)
+		server(t)
+		c, vc := dial(t, tc, nil, true) // offers v1 alone: cannot start in the ticket's
+		if e := c.EarlyData(); e.Offered || c.Version() != Version1 {
+			t.Fatalf("0-RTT %+v in 0x%08x: want none offered, version 1", e, c.Version())
+		}
+		server(t)
 		sent, _ := vc.packets()
 		for _, p := range sent {
 			if p.typ == Packet0RTT {
