@@ -44,10 +44,11 @@
 // tls.Config.ClientSessionCache resumes (RFC 9001 §4.6); with
 // Config.Allow0RTT the ticket allows early data, which DialEarly sends in
 // 0-RTT packets (zerortt.go). QUIC version 2 (RFC 9369, version2.go):
-// a client dials it with Config.Version, a Listener answers each client
-// in its first Initial's version; no compatible version negotiation
-// (RFC 9368) yet. A Version Negotiation packet is parsed so that a client fails
-// cleanly. Unidirectional streams (unistream.go) carry HTTP/3's control
+// a client dials it with Config.Version; compatible version negotiation
+// (RFC 9368, versionneg.go): version_information both ways, a client
+// offering Config.Versions is moved by a Listener to the first it speaks,
+// downgrades end in VERSION_NEGOTIATION_ERROR. A Version Negotiation
+// packet is parsed so that a client fails cleanly. Unidirectional streams (unistream.go) carry HTTP/3's control
 // and QPACK streams (package mpquic/h3). The package imports nothing from the rest of mptester but its own internal layers;
 // patterns/transport wraps it.
 package mpquic
