@@ -337,3 +337,37 @@ func TestVersionNegotiationZeroRTT(t *testing.T) {
 		}
 	})
 }
+
+// A server takes 0-RTT only under a ticket of the version the client
+// started in (RFC 9369 §5; the ticket holds its connection's negotiated
+// version), and a client offers it only then.
+func TestTicketVersionBindsZeroRTT(t *testing.T) {
+	stls, _ := testTLS(t)
+	conf, err := (&Config{Allow0RTT: true}).withDefaults()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, isClient := range []bool{false, true} {
+		c := newConn(isClient, nil, nil, conf, stls)
+		prefix, p := extraServerParams, c.localParams()
+		if isClient {
+			prefix, p = extraPeerParams, DefaultTransportParameters()
+		}
+		ticket := func(v uint32) *tls.SessionState {
+			q := p
+			q.VersionInfo = &VersionInfo{Chosen: v, Available: []uint32{v}}
+			return &tls.SessionState{EarlyData: true, Extra: [][]byte{append(append([]byte(nil), prefix...), appendLimits(q)...)}}
+		}
+		c.vs.orig = Version1
+		if !early(c, ticket(Version1)) {
+			t.Errorf("client %v: refused under a ticket of the version it started in", isClient)
+		}
+		if early(c, ticket(Version2)) {
+			t.Errorf("client %v: 0-RTT under a version 2 ticket in a version 1 connection", isClient)
+		}
+		c.vs.orig = Version2
+		if !early(c, ticket(Version2)) {
+			t.Errorf("client %v: refused a version 2 ticket in a version 2 connection", isClient)
+		}
+	}
+}
