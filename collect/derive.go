@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -208,8 +209,9 @@ func (s *Server) reindexRuns(ctx context.Context, runs []store.Run) []error {
 		// At most deriveBatchMax bodies of Config.InlineMax (128 kB) each.
 		bodies, err := b.GetRaws(ctx, inline)
 		if err != nil {
-			bodies = nil // each run reads its own, and fails alone
+			bodies = map[string][]byte{} // each run reads its own, and fails alone
 		}
+		s.prefetchRaw(ctx, runs, bodies)
 		batch := make([]store.DerivedRun, 0, len(runs))
 		for _, r := range runs {
 			if !r.Parsed {
@@ -237,6 +239,45 @@ func (s *Server) reindexRuns(ctx context.Context, runs []store.Run) []error {
 		errs[i] = s.Reindex(ctx, r)
 	}
 	return errs
+}
+
+// prefetchMax is the largest object of the raw store a batch reads ahead
+// into memory; larger ones are streamed when their turn comes.
+const prefetchMax = 128 << 10
+
+// prefetchers is how many objects a batch reads ahead at once.
+const prefetchers = 8
+
+// prefetchRaw reads the batch's small objects of the raw store into bodies,
+// a few at once: one at a time, each a round trip to S3, they were most
+// of the derive lag with --raw s3:// (BenchmarkIngestRunsPostgresS3). One
+// that cannot be read is left to its run, to fail alone.
+func (s *Server) prefetchRaw(ctx context.Context, runs []store.Run, bodies map[string][]byte) {
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, prefetchers)
+	for _, r := range runs {
+		if !r.Parsed || r.RawPath == store.RawInline || r.Bytes > prefetchMax {
+			continue
+		}
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			f, err := s.raw.Open(ctx, r.RawPath)
+			if err != nil {
+				return
+			}
+			defer f.Close()
+			b, err := io.ReadAll(io.LimitReader(f, prefetchMax+1))
+			if err != nil || len(b) > prefetchMax {
+				return
+			}
+			mu.Lock()
+			bodies[r.RunID] = b
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
 }
 
 // Quarantine hides a run from every view and export (store.Quarantine)

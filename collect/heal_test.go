@@ -3,6 +3,7 @@ package collect_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/url"
 	"strings"
@@ -241,5 +242,49 @@ func TestDeriveBatchFailsAlone(t *testing.T) {
 	require.Eventually(t, func() bool { u := underived(); return len(u) == 1 && u[0] == ids[3] }, 30*time.Second, 10*time.Millisecond,
 		"every run but the bad one derived")
 	assert.Positive(t, bs.batches.Load(), "the queued runs were derived in a batch")
-	assert.Contains(t, string(e.get(t, "/healthz", "").body), `"derive_backlog":"1"`)
+	// The backlog follows once the deriver has the batch's results.
+	require.Eventually(t, func() bool { return strings.Contains(string(e.get(t, "/healthz", "").body), `"derive_backlog":"1"`) },
+		30*time.Second, 10*time.Millisecond, "the bad run alone in the backlog")
+}
+
+// TestDeriveBatchReadsObjects: runs kept as objects of the raw store (not
+// inline) derived in one batch, their bodies read ahead a few at once:
+// each run gets its own rows.
+func TestDeriveBatchReadsObjects(t *testing.T) {
+	bs := &batchStore{release: make(chan struct{})}
+	e := newEnvWith(t, func(c *collect.Config) {
+		bs.Store = c.Store
+		c.Store = bs
+		c.DeriveRetry = time.Hour
+		c.InlineMax = -1 // every upload an object
+	})
+	header, _, _ := strings.Cut(string(stream(t, "x", "pi1")), "\n")
+	var ids []string
+	for i := range 12 {
+		id := uuid.NewString()
+		var b strings.Builder
+		b.WriteString(strings.ReplaceAll(header, `"run_id":"x"`, `"run_id":"`+id+`"`) + "\n")
+		for k := range i + 1 {
+			fmt.Fprintf(&b, `{"type":"probe","probe_path":"wlan0","resolve_path":"wwan0","resolve_paths":["wwan0"],"address":"198.18.%d.%d","port":443,"domains":["d.example"],"method":"tcp-syn","sent":10,"received":%d,"rtts_ms":[12.5],"rtt_ms":12.5,"answer":"syn-ack","answer_counts":{"syn-ack":1},"responsive":true,"bytes":1200,"valid":true}`+"\n", i, k, i)
+		}
+		fmt.Fprintf(&b, `{"type":"trailer","run_id":"%s","status":"ok","records":%d,"finished_at":"2026-11-22T10:00:03.000000123Z"}`+"\n", id, i+1)
+		require.Equal(t, http.StatusCreated, e.put(t, id, []byte(b.String()), e.probeTok, "").code)
+		ids = append(ids, id)
+	}
+	close(bs.release)
+	require.Eventually(t, func() bool {
+		rs, err := bs.Store.ListUnderived(context.Background(), 0)
+		require.NoError(t, err)
+		return len(rs) == 0
+	}, 30*time.Second, 10*time.Millisecond, "every run derived")
+	assert.Positive(t, bs.batches.Load(), "the queued runs were derived in a batch")
+	for i, id := range ids {
+		d, err := bs.Store.GetDerived(context.Background(), id)
+		require.NoError(t, err)
+		require.Len(t, d.Probes, i+1, "run %d's own records", i)
+		for k, p := range d.Probes {
+			assert.Equal(t, fmt.Sprintf("198.18.%d.%d", i, k), p.Address)
+			assert.Equal(t, int64(i), p.Received)
+		}
+	}
 }
