@@ -4,7 +4,8 @@ package mpquic
 // derivation labels, Retry integrity key and long-header type bits
 // (internal/wire), so that middleboxes do not ossify on version 1's. A
 // client dials it with Config.Version; a Listener answers each client in
-// the version of its first Initial.
+// the version of its first Initial, or moves it to another it offers
+// (compatible version negotiation, versionneg.go).
 
 // initialSaltV2 is QUIC version 2's Initial salt (RFC 9369 §3.3.1).
 var initialSaltV2 = []byte{0x0d, 0xed, 0xe3, 0xde, 0xf7, 0x00, 0xa6, 0xdb, 0x81, 0x93,
