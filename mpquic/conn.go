@@ -216,8 +216,12 @@ type Conn struct {
 	sendScratch  []byte
 
 	// Connection IDs (connid.go).
-	localCIDs  map[string]cidRef // ours → path ID and sequence number
-	cids       map[uint32]*cidSet
+	localCIDs map[string]cidRef // ours → path ID and sequence number
+	cids      map[uint32]*cidSet
+	// cidOrder is every cids entry in creation order (none is ever
+	// removed): what each packet's fillControl walks, not the map, whose
+	// iteration cost 4% of an upload's CPU.
+	cidOrder   []*cidSet
 	onNewCID   func([]byte)
 	onRetireID func([]byte)
 	batch      []byte // datagrams being built for one (GSO) write

@@ -21,6 +21,7 @@ type peerCID struct {
 
 // cidSet is one path ID's connection IDs in both directions.
 type cidSet struct {
+	id                uint32                          // the path ID
 	issued            map[uint64]NewConnectionIDFrame // ours, by sequence number
 	nextSeq           uint64
 	queue             []uint64 // ours to announce, by sequence number
@@ -36,15 +37,16 @@ type cidRef struct {
 
 func (c *Conn) initCIDs() {
 	c.localCIDs = map[string]cidRef{string(c.scid): {}}
-	c.cids = map[uint32]*cidSet{}
+	c.cids, c.cidOrder = map[uint32]*cidSet{}, nil
 	c.cidSet(0).nextSeq = 1
 }
 
 func (c *Conn) cidSet(id uint32) *cidSet {
 	cs := c.cids[id]
 	if cs == nil {
-		cs = &cidSet{issued: map[uint64]NewConnectionIDFrame{}}
+		cs = &cidSet{id: id, issued: map[uint64]NewConnectionIDFrame{}}
 		c.cids[id] = cs
+		c.cidOrder = append(c.cidOrder, cs)
 	}
 	return cs
 }

@@ -504,7 +504,8 @@ func (c *Conn) fillControl(pl *plan, b []byte, avail int) []byte {
 	if c.uni.sendMax && add(MaxStreamsFrame{Max: c.uni.localMax}, recovery.SentFrame{Kind: sfMaxStreamsUni}) {
 		c.uni.sendMax = false
 	}
-	for id, cs := range c.cids {
+	for _, cs := range c.cidOrder {
+		id := cs.id
 		for len(cs.queue) > 0 {
 			f, ok := cs.issued[cs.queue[0]]
 			var fr Frame = f
@@ -540,7 +541,8 @@ func (c *Conn) fillControl(pl *plan, b []byte, avail int) []byte {
 	for len(c.injectFrames) > 0 && add(c.injectFrames[0], recovery.SentFrame{Kind: sfAck}) {
 		c.injectFrames = c.injectFrames[1:]
 	}
-	for _, p := range c.paths {
+	for _, id := range c.pathIDs() {
+		p := c.paths[id]
 		if p.sendAbandon && add(PathAbandonFrame{PathID: uint64(p.id), ErrorCode: p.abandonCode}, recovery.SentFrame{Kind: sfPathAbandon, PathID: p.id}) {
 			p.sendAbandon = false
 		}
