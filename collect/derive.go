@@ -294,9 +294,10 @@ func (s *Server) Quarantine(ctx context.Context, runID, reason string) error {
 	return nil
 }
 
-// ReindexAll rebuilds every run's derived rows and the roll-ups and
-// returns how many runs it read. Interrupted, the runs not yet read are
-// rolled up by the collector's catch-up (ListUnderived lists them).
+// ReindexAll rebuilds every run's derived rows and the roll-ups, in
+// batches as the deriver does, and returns how many runs it read.
+// Interrupted, the runs not yet read are rolled up by the collector's
+// catch-up (ListUnderived lists them).
 func (s *Server) ReindexAll(ctx context.Context) (int, error) {
 	if err := s.cfg.Store.ResetRollups(ctx); err != nil {
 		return 0, err
@@ -311,11 +312,13 @@ func (s *Server) ReindexAll(ctx context.Context) (int, error) {
 		if len(page) == 0 {
 			return n, nil
 		}
-		for _, r := range page {
-			if err := s.Reindex(ctx, r); err != nil {
-				return n, err
+		for chunk := range slices.Chunk(page, deriveBatchMax) {
+			for _, err := range s.reindexRuns(ctx, chunk) {
+				if err != nil {
+					return n, err
+				}
+				n++
 			}
-			n++
 		}
 		after = page[len(page)-1].Seq
 	}
