@@ -256,8 +256,8 @@ func (s *sqlStore) GetRaws(ctx context.Context, runIDs []string) (map[string][]b
 // PutDerivedRuns is PutDerivedStream for several runs in one transaction:
 // one commit (one WAL flush on PostgreSQL) and one read-modify-write of
 // each roll-up row the runs share, not one per run. The deriver's
-// per-run transactions were most of PostgreSQL's CPU per upload (session
-// 17, docs/benchmarks.md). Runs are taken in run_id order, so batches of
+// per-run transactions were most of PostgreSQL's CPU per upload
+// (docs/benchmarks.md, "The deriver in batches"). Runs are taken in run_id order, so batches of
 // two replicas lock derived_runs rows in one order. Any run's failure
 // fails them all; the caller retries them one at a time.
 func (s *sqlStore) PutDerivedRuns(ctx context.Context, runs []DerivedRun) error {
