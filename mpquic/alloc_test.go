@@ -13,7 +13,7 @@ import (
 // TestUploadAllocationsPerPacket bounds the heap allocations of a bulk
 // upload between two mpquic endpoints in this process, both ends counted,
 // per packet sent: the per-packet work that bounds loopback goodput
-// (issue 44). A data packet costs its sent record with its frames (one
+// (docs/benchmarks.md). A data packet costs its sent record with its frames (one
 // allocation); its decoding, ACKs, block copies and range bookkeeping
 // should cost nothing per packet (what is left, ~0.3, is ACK frames and
 // timers). Before the record and its frames were one allocation, the
