@@ -91,20 +91,7 @@ func TestLabImpairments(t *testing.T) {
 	if !labtest.IsChild() {
 		// A UDP echo on port 443 of every Internet address (the lab's
 		// own is on port 7).
-		pc, err := l.Lab.ListenUDP(":443")
-		if err != nil {
-			t.Fatal(err)
-		}
-		go func() {
-			buf := make([]byte, 2048)
-			for {
-				n, from, err := pc.ReadFrom(buf)
-				if err != nil {
-					return
-				}
-				_, _ = pc.WriteTo(buf[:n], from)
-			}
-		}()
+		echoUDP(t, l.Lab, ":443")
 		l.Set(t, "wlan0", "block=udp/443", "strip=mptcp", "v6=blackhole", "pmtu=1280,icmp=drop")
 		st := l.Status(t)
 		var got []string
@@ -187,20 +174,7 @@ func TestLabQUICInterfere(t *testing.T) {
 	requireNft(t)
 	l := labtest.Start(t, lab.Options{})
 	if !labtest.IsChild() {
-		pc, err := l.Lab.ListenUDP(":443")
-		if err != nil {
-			t.Fatal(err)
-		}
-		go func() {
-			buf := make([]byte, 2048)
-			for {
-				n, from, err := pc.ReadFrom(buf)
-				if err != nil {
-					return
-				}
-				_, _ = pc.WriteTo(buf[:n], from)
-			}
-		}()
+		echoUDP(t, l.Lab, ":443")
 		l.Set(t, "wlan0", "quic-interfere=443")
 		if st := l.Status(t); len(st.Impairments) != 1 || st.Impairments[0].Setting != "quic-interfere=443" {
 			t.Errorf("status impairments %+v", st.Impairments)
@@ -252,22 +226,8 @@ func TestLabBlockPrefix(t *testing.T) {
 	l := labtest.Start(t, lab.Options{})
 	const setting = "block=udp/443@198.19.127.0/24,udp/443@fd00:ff::ffff:0/112"
 	if !labtest.IsChild() {
-		for _, port := range []string{":443", ":7443"} {
-			pc, err := l.Lab.ListenUDP(port)
-			if err != nil {
-				t.Fatal(err)
-			}
-			go func() {
-				buf := make([]byte, 2048)
-				for {
-					n, from, err := pc.ReadFrom(buf)
-					if err != nil {
-						return
-					}
-					_, _ = pc.WriteTo(buf[:n], from)
-				}
-			}()
-		}
+		echoUDP(t, l.Lab, ":443")
+		echoUDP(t, l.Lab, ":7443")
 		l.Set(t, "wlan0", setting)
 		st := l.Status(t)
 		if len(st.Impairments) != 1 || st.Impairments[0].Setting != setting || len(st.Impairments[0].Rules) != 2 ||
@@ -313,4 +273,24 @@ func TestLabBlockPrefix(t *testing.T) {
 			}
 		}
 	}
+}
+
+// echoUDP answers every datagram to port (":443") of the lab's Internet
+// addresses with itself, until the lab closes the socket.
+func echoUDP(t *testing.T, l *lab.Lab, port string) {
+	t.Helper()
+	pc, err := l.ListenUDP(port)
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		buf := make([]byte, 2048)
+		for {
+			n, from, err := pc.ReadFrom(buf)
+			if err != nil {
+				return
+			}
+			_, _ = pc.WriteTo(buf[:n], from)
+		}
+	}()
 }
