@@ -25,20 +25,10 @@ import (
 // no-source-address (never unresponsive), one skip per truth target.
 func TestLabSurveyCommandNAT64(t *testing.T) {
 	yes := true
-	l := labtest.Start(t, lab.Options{Domains: 60, WorldSeed: 3, Impair: map[string]lab.ImpairChange{"wwan0": {NAT64: &yes}}})
-	if !l.InClient(t) {
+	truth, pfx, args, ok := startNAT64Survey(t, lab.ImpairChange{NAT64: &yes})
+	if !ok {
 		return
 	}
-	var truth world.Truth
-	l.Truth(t, &truth)
-	info := l.Config()
-	pfx := lab.NAT64Of("wwan0").Prefix.String()
-	args := labSurveyArgs(info, func(p lab.PathPlan) []netip.Addr {
-		if p.Name == "wwan0" { // IPv6-only: its resolver is the DNS64 on the IPv6 address
-			return []netip.Addr{p.Resolv6}
-		}
-		return []netip.Addr{p.Resolv6, p.Resolv4}
-	})
 	run := func(extra ...string) (map[string]any, survey.Summary) {
 		return runSurveyDoc(t, append(slices.Clone(args), extra...)...)
 	}
@@ -46,10 +36,7 @@ func TestLabSurveyCommandNAT64(t *testing.T) {
 	cfg, sum := run()
 	assert.Equal(t, map[string]any{"wwan0": pfx}, cfg["nat64_prefixes"], "header")
 	for i, w := range truth.Summary.Cells {
-		g := sum.Cells[i]
-		cell := w.ProbePath + "/" + w.ResolvePath
-		assert.Equal(t, [4]int{w.Targets, w.Unresponsive, w.ViaNAT64, w.ViaNAT64Responsive},
-			[4]int{g.Targets, g.Unresponsive, g.ViaNAT64, g.ViaNAT64Responsive}, "%s: targets, unresponsive, via_nat64, via_nat64_responsive", cell)
+		assert.Equal(t, nat64Counts(w), nat64Counts(sum.Cells[i]), "%s/%s: targets, unresponsive, via_nat64, via_nat64_responsive", w.ProbePath, w.ResolvePath)
 	}
 	assert.Equal(t, truth.Summary.Overlap, sum.Overlap, "overlap with synthesized AAAA mapped to their IPv4")
 	for _, s := range sum.Skipped {
@@ -85,26 +72,15 @@ func TestLabSurveyCommandNAT64(t *testing.T) {
 // given and every cell and the overlap equal the truth.
 func TestLabSurveyCommandNAT64Given(t *testing.T) {
 	on := true
-	l := labtest.Start(t, lab.Options{Domains: 60, WorldSeed: 3, Impair: map[string]lab.ImpairChange{"wwan0": {NAT64: &on, NAT64No7050: &on}}})
-	if !l.InClient(t) {
+	truth, pfx, args, ok := startNAT64Survey(t, lab.ImpairChange{NAT64: &on, NAT64No7050: &on})
+	if !ok {
 		return
 	}
-	var truth world.Truth
-	l.Truth(t, &truth)
-	info := l.Config()
-	pfx := lab.NAT64Of("wwan0").Prefix.String()
-	args := labSurveyArgs(info, func(p lab.PathPlan) []netip.Addr {
-		if p.Name == "wwan0" {
-			return []netip.Addr{p.Resolv6}
-		}
-		return []netip.Addr{p.Resolv6, p.Resolv4}
-	})
 	matches := func(sum survey.Summary) bool {
 		ok := truth.Summary.Overlap == sum.Overlap && len(sum.Cells) == len(truth.Summary.Cells)
 		for i, w := range truth.Summary.Cells {
 			if ok {
-				g := sum.Cells[i]
-				ok = [4]int{w.Targets, w.Unresponsive, w.ViaNAT64, w.ViaNAT64Responsive} == [4]int{g.Targets, g.Unresponsive, g.ViaNAT64, g.ViaNAT64Responsive}
+				ok = nat64Counts(w) == nat64Counts(sum.Cells[i])
 			}
 		}
 		return ok
@@ -118,10 +94,32 @@ func TestLabSurveyCommandNAT64Given(t *testing.T) {
 	assert.Equal(t, map[string]any{"wwan0": pfx}, cfg["nat64_prefixes"], "header")
 	assert.Equal(t, map[string]any{"wwan0": pfx}, cfg["nat64_prefixes_given"], "header")
 	for i, w := range truth.Summary.Cells {
-		g := sum.Cells[i]
-		cell := w.ProbePath + "/" + w.ResolvePath
-		assert.Equal(t, [4]int{w.Targets, w.Unresponsive, w.ViaNAT64, w.ViaNAT64Responsive},
-			[4]int{g.Targets, g.Unresponsive, g.ViaNAT64, g.ViaNAT64Responsive}, "%s: targets, unresponsive, via_nat64, via_nat64_responsive", cell)
+		assert.Equal(t, nat64Counts(w), nat64Counts(sum.Cells[i]), "%s/%s: targets, unresponsive, via_nat64, via_nat64_responsive", w.ProbePath, w.ResolvePath)
 	}
 	assert.Equal(t, truth.Summary.Overlap, sum.Overlap, "overlap with synthesized AAAA mapped to their IPv4")
+}
+
+// startNAT64Survey brings the lab up with wwan0 changed by impair (its
+// NAT64 world, 60 domains) and, in the lab's client, returns the truth,
+// wwan0's NAT64 prefix and the survey's arguments: wwan0 is IPv6-only, so
+// it asks its DNS64 on the IPv6 address. ok is false outside the client.
+func startNAT64Survey(t *testing.T, impair lab.ImpairChange) (truth world.Truth, pfx string, args []string, ok bool) {
+	t.Helper()
+	l := labtest.Start(t, lab.Options{Domains: 60, WorldSeed: 3, Impair: map[string]lab.ImpairChange{"wwan0": impair}})
+	if !l.InClient(t) {
+		return truth, "", nil, false
+	}
+	l.Truth(t, &truth)
+	args = labSurveyArgs(l.Config(), func(p lab.PathPlan) []netip.Addr {
+		if p.Name == "wwan0" {
+			return []netip.Addr{p.Resolv6}
+		}
+		return []netip.Addr{p.Resolv6, p.Resolv4}
+	})
+	return truth, lab.NAT64Of("wwan0").Prefix.String(), args, true
+}
+
+// nat64Counts is what a cell's NAT64 figures are compared on.
+func nat64Counts(c survey.Cell) [4]int {
+	return [4]int{c.Targets, c.Unresponsive, c.ViaNAT64, c.ViaNAT64Responsive}
 }
