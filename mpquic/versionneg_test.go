@@ -223,11 +223,7 @@ func TestVersionNegotiationZeroRTT(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	stls, ctls := testTLS(t)
-	// As in TestZeroRTT: the request leaves before the server's answer.
-	stls.GetConfigForClient = func(*tls.ClientHelloInfo) (*tls.Config, error) {
-		time.Sleep(50 * time.Millisecond)
-		return nil, nil
-	}
+	slowClientHello(stls) // the request leaves before the server's answer
 	l := listenLoopback(t, stls, &Config{Allow0RTT: true})
 	accepted := make(chan *Conn, 8)
 	go serveEach(ctx, func(ctx context.Context) (*Conn, error) {
@@ -263,14 +259,21 @@ func TestVersionNegotiationZeroRTT(t *testing.T) {
 		exchange(t, ctx, func(ctx context.Context) (io.ReadWriteCloser, error) { return c.OpenStream(ctx) }, []byte("GET /early\r\n"))
 		return c, vc
 	}
-	t.Run("v1 ticket, 0-RTT in v1, moved to v2", func(t *testing.T) {
+	// ticketIn: a client configuration holding the ticket of a first
+	// connection (conf) that ended in version want.
+	ticketIn := func(t *testing.T, conf *Config, want uint32) *tls.Config {
+		t.Helper()
 		tc := ctls.Clone()
 		tc.ClientSessionCache = tls.NewLRUClientSessionCache(4)
-		if c, _ := dial(t, tc, nil, false); c.Version() != Version1 {
+		if c, _ := dial(t, tc, conf, false); c.Version() != want {
 			t.Fatalf("first connection in 0x%08x", c.Version())
 		}
 		waitTicketIn(tc.ClientSessionCache)
 		server(t)
+		return tc
+	}
+	t.Run("v1 ticket, 0-RTT in v1, moved to v2", func(t *testing.T) {
+		tc := ticketIn(t, nil, Version1)
 		c, vc := dial(t, tc, offer, true)
 		if e := c.EarlyData(); !e.Accepted || e.PacketsSent == 0 || c.Version() != Version2 {
 			t.Fatalf("0-RTT %+v in 0x%08x: want accepted, then version 2", e, c.Version())
@@ -294,13 +297,7 @@ func TestVersionNegotiationZeroRTT(t *testing.T) {
 		}
 	})
 	t.Run("v2 ticket: starts in v2, 0-RTT in v2", func(t *testing.T) {
-		tc := ctls.Clone()
-		tc.ClientSessionCache = tls.NewLRUClientSessionCache(4)
-		if c, _ := dial(t, tc, offer, false); c.Version() != Version2 {
-			t.Fatalf("first connection in 0x%08x", c.Version())
-		}
-		waitTicketIn(tc.ClientSessionCache)
-		server(t)
+		tc := ticketIn(t, offer, Version2)
 		c, vc := dial(t, tc, offer, true)
 		if e := c.EarlyData(); !e.Accepted || c.Version() != Version2 {
 			t.Fatalf("0-RTT %+v in 0x%08x: want accepted, version 2", e, c.Version())
@@ -317,13 +314,7 @@ func TestVersionNegotiationZeroRTT(t *testing.T) {
 		}
 	})
 	t.Run("v2 ticket, v1 only: no 0-RTT", func(t *testing.T) {
-		tc := ctls.Clone()
-		tc.ClientSessionCache = tls.NewLRUClientSessionCache(4)
-		if c, _ := dial(t, tc, offer, false); c.Version() != Version2 {
-			t.Fatalf("first connection in 0x%08x", c.Version())
-		}
-		waitTicketIn(tc.ClientSessionCache)
-		server(t)
+		tc := ticketIn(t, offer, Version2)
 		c, vc := dial(t, tc, nil, true) // offers v1 alone: cannot start in the ticket's
 		if e := c.EarlyData(); e.Offered || c.Version() != Version1 {
 			t.Fatalf("0-RTT %+v in 0x%08x: want none offered, version 1", e, c.Version())

@@ -22,13 +22,7 @@ func TestZeroRTT(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	stls, ctls := testTLS(t)
-	// The servers take 50 ms over a ClientHello, so the request goes out
-	// before their answer brings the 1-RTT keys (else it may not be 0-RTT
-	// on a loaded machine); the 0-RTT packets wait for the early key.
-	stls.GetConfigForClient = func(*tls.ClientHelloInfo) (*tls.Config, error) {
-		time.Sleep(50 * time.Millisecond)
-		return nil, nil
-	}
+	slowClientHello(stls)
 	sink := &qlogSink{traces: map[bool]*bytes.Buffer{}, closed: map[bool]bool{}}
 	mpq := listenLoopback(t, stls, &Config{Allow0RTT: true, Qlog: sink.open})
 	accepted := make(chan *Conn, 16)
@@ -243,4 +237,15 @@ func newTicket() *tls.SessionState { return &tls.SessionState{EarlyData: true} }
 func early(c *Conn, ss *tls.SessionState) bool {
 	c.onResumeSession(ss)
 	return ss.EarlyData
+}
+
+// slowClientHello makes servers of stls take 50 ms over a ClientHello, so a
+// client's request goes out before their answer brings the 1-RTT keys
+// (else it may not be 0-RTT on a loaded machine); the 0-RTT packets wait
+// for the early key.
+func slowClientHello(stls *tls.Config) {
+	stls.GetConfigForClient = func(*tls.ClientHelloInfo) (*tls.Config, error) {
+		time.Sleep(50 * time.Millisecond)
+		return nil, nil
+	}
 }
