@@ -296,18 +296,10 @@ func TestLabIfacesNAT64(t *testing.T) {
 		t.Errorf("wlan0: nat64 %v (%s), notes %q; want none", p.NAT64, p.Err, p.Notes)
 	}
 	// doctor --nat64 names the same prefix on wwan0, none on wlan0.
-	code, out, stderr := inLab("doctor", "--nat64", "--json")
-	var doc struct {
-		Records []struct{ ID, Status, Detail string } `json:"records"`
-	}
-	if err := json.Unmarshal([]byte(out), &doc); err != nil {
-		t.Fatalf("doctor --nat64 --json: exit %d, %v\n%s\n%s", code, err, out, stderr)
-	}
+	_, checks := doctorChecks(t, inLab, "--nat64")
 	got := map[string]string{}
-	for _, r := range doc.Records {
-		if strings.HasSuffix(r.ID, ".nat64") {
-			got[r.ID] = r.Status + " " + r.Detail
-		}
+	for id, c := range checks {
+		got[id] = c.Status + " " + c.Detail
 	}
 	if w := got["access.wwan0.nat64"]; !strings.HasPrefix(w, "ok prefix "+pfx+" ") || !strings.HasPrefix(got["access.wlan0.nat64"], "ok none") || len(got) != 2 {
 		t.Errorf("doctor --nat64: %q; want wwan0 naming %s and wlan0 none", got, pfx)
@@ -344,18 +336,10 @@ func TestLabIfacesV6Blackhole(t *testing.T) {
 	if p := paths["wwan0"]; p.V6 != "" || len(p.Notes) != 0 {
 		t.Errorf("wwan0: v6_blackhole %q, notes %q; want none", p.V6, p.Notes)
 	}
-	code, out, stderr := inLab("doctor", "--v6-blackhole", "--json")
-	var doc struct {
-		Records []struct{ ID, Status, Detail string } `json:"records"`
-	}
-	if err := json.Unmarshal([]byte(out), &doc); err != nil {
-		t.Fatalf("doctor --v6-blackhole --json: exit %d, %v\n%s\n%s", code, err, out, stderr)
-	}
+	_, checks := doctorChecks(t, inLab, "--v6-blackhole")
 	got := map[string]string{}
-	for _, r := range doc.Records {
-		if strings.HasSuffix(r.ID, ".v6-blackhole") {
-			got[r.ID] = r.Status
-		}
+	for id, c := range checks {
+		got[id] = c.Status
 	}
 	if want := map[string]string{"access.wlan0.v6-blackhole": "warn", "access.wwan0.v6-blackhole": "ok"}; !maps.Equal(got, want) {
 		t.Errorf("doctor --v6-blackhole: %v, want %v", got, want)
@@ -373,23 +357,11 @@ func TestLabIfacesPortal(t *testing.T) {
 	if p := paths["wwan0"]; p.Portal != "" || len(p.Notes) != 0 {
 		t.Errorf("wwan0: portal %q, notes %q; want none", p.Portal, p.Notes)
 	}
-	code, out, stderr := inLab("doctor", "--portal", "--json")
-	var doc struct {
-		Records []struct{ ID, Status, Detail string } `json:"records"`
-	}
-	if err := json.Unmarshal([]byte(out), &doc); err != nil {
-		t.Fatalf("doctor --portal --json: exit %d, %v\n%s\n%s", code, err, out, stderr)
-	}
-	checks := map[string][2]string{}
-	for _, r := range doc.Records {
-		if strings.HasSuffix(r.ID, ".portal") {
-			checks[r.ID] = [2]string{r.Status, r.Detail}
-		}
-	}
-	if c := checks["access.wlan0.portal"]; code != cmdutil.ExitCheckFailed || c[0] != "fail" || !strings.Contains(c[1], lab.PortalAddr4.String()) || !strings.Contains(c[1], "reach the portal") {
+	code, checks := doctorChecks(t, inLab, "--portal")
+	if c := checks["access.wlan0.portal"]; code != cmdutil.ExitCheckFailed || c.Status != "fail" || !strings.Contains(c.Detail, lab.PortalAddr4.String()) || !strings.Contains(c.Detail, "reach the portal") {
 		t.Errorf("doctor --portal: exit %d, wlan0 %q; want exit 7 and a failed check naming the portal %s and what it means", code, c, lab.PortalAddr4)
 	}
-	if c := checks["access.wwan0.portal"]; c[0] != "ok" || len(checks) != 2 {
+	if c := checks["access.wwan0.portal"]; c.Status != "ok" || len(checks) != 2 {
 		t.Errorf("doctor --portal: wwan0 %q, portal checks %v; want ok and one check per path", c, checks)
 	}
 }
@@ -450,4 +422,28 @@ func TestLabSmokeMobileV6Only(t *testing.T) {
 			t.Errorf("%s did not pass (records %+v)", k, recs)
 		}
 	}
+}
+
+// doctorCheck is one record of doctor --json.
+type doctorCheck struct{ Status, Detail string }
+
+// doctorChecks runs doctor FLAG --json in the lab and returns its exit
+// code and the records of the check the flag adds (IDs ending in
+// ".nat64" for --nat64), by ID.
+func doctorChecks(t *testing.T, inLab func(args ...string) (int, string, string), flag string) (int, map[string]doctorCheck) {
+	t.Helper()
+	code, out, stderr := inLab("doctor", flag, "--json")
+	var doc struct {
+		Records []struct{ ID, Status, Detail string } `json:"records"`
+	}
+	if err := json.Unmarshal([]byte(out), &doc); err != nil {
+		t.Fatalf("doctor %s --json: exit %d, %v\n%s\n%s", flag, code, err, out, stderr)
+	}
+	checks := map[string]doctorCheck{}
+	for _, r := range doc.Records {
+		if strings.HasSuffix(r.ID, "."+strings.TrimPrefix(flag, "--")) {
+			checks[r.ID] = doctorCheck{r.Status, r.Detail}
+		}
+	}
+	return code, checks
 }
