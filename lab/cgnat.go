@@ -81,32 +81,26 @@ func cgnatRuleset(p PathPlan, nat64 bool) string {
 // nat64Paths are the paths built IPv6-only behind a NAT64 (lab up's
 // "nat64" setting).
 func (o *Options) nat64Paths() map[string]bool {
-	m := map[string]bool{}
-	for name, c := range o.Impair {
-		if c.NAT64 != nil && *c.NAT64 {
-			m[name] = true
-		}
-	}
-	return m
+	return o.pathsWith(func(c ImpairChange) *bool { return c.NAT64 })
 }
 
 // no7050Paths are the nat64 paths whose DNS64 hides ipv4only.arpa
 // (nat64=no-rfc7050).
 func (o *Options) no7050Paths() map[string]bool {
-	m := map[string]bool{}
-	for name, c := range o.Impair {
-		if c.NAT64No7050 != nil && *c.NAT64No7050 {
-			m[name] = true
-		}
-	}
-	return m
+	return o.pathsWith(func(c ImpairChange) *bool { return c.NAT64No7050 })
 }
 
 // cgnatPaths are the paths built behind a CGNAT (lab up's "cgnat").
 func (o *Options) cgnatPaths() map[string]bool {
+	return o.pathsWith(func(c ImpairChange) *bool { return c.CGNAT })
+}
+
+// pathsWith are the paths whose build-time setting (setting of their
+// ImpairChange) is on.
+func (o *Options) pathsWith(setting func(ImpairChange) *bool) map[string]bool {
 	m := map[string]bool{}
 	for name, c := range o.Impair {
-		if c.CGNAT != nil && *c.CGNAT {
+		if on := setting(c); on != nil && *on {
 			m[name] = true
 		}
 	}
