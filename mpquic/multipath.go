@@ -595,6 +595,10 @@ type PathStats struct {
 	SmoothedRTT, RTTVar, MinRTT, LatestRTT  time.Duration
 	CongestionWindow, BytesInFlight         int
 	PacketsSent, PacketsLost, PTOCount      uint64
+	// SpuriousLosses counts the path's packets declared lost that the
+	// peer acknowledged later: they had arrived (a late ACK or
+	// reordering); PacketsLost includes them.
+	SpuriousLosses uint64
 	// PTO is the probe timeout now (RFC 9002 §6.2.1, backoff included);
 	// PTOBackoff the PTOs in a row without an acknowledgment (0 when the
 	// path is not in timeout).
@@ -633,7 +637,7 @@ func (c *Conn) pathStats(p *path) PathStats {
 		LocalAddr: p.pconn.LocalAddr(), RemoteAddr: p.remote,
 		SmoothedRTT: p.rtt.Smoothed, RTTVar: p.rtt.RTTVar, MinRTT: p.rtt.Min, LatestRTT: p.rtt.Latest,
 		CongestionWindow: p.cc.Cwnd, BytesInFlight: p.cc.InFlight,
-		PacketsSent: p.packetsSent, PacketsLost: p.packetsLost, PTOCount: p.ptos,
+		PacketsSent: p.packetsSent, PacketsLost: p.packetsLost, PTOCount: p.ptos, SpuriousLosses: p.space.Spurious,
 		PTO: (p.rtt.PTO() + c.peerParams.MaxAckDelay) << p.ptoCount, PTOBackoff: p.ptoCount,
 		BytesSent: p.socketSent, BytesReceived: p.socketRecv.Load(),
 		MaxDatagramSize: c.pathMSS(p), MTUProbesSent: p.mtu.probesSent, MTUProbesLost: p.mtu.probesLost, MTUBlackHoles: p.mtu.blackHoles,

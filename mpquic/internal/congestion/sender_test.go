@@ -133,17 +133,16 @@ func TestPacerRate(t *testing.T) {
 		sent += mss
 	}
 	want := 1.25 * float64(cc.Cwnd) / srtt.Seconds() // bytes in one second
-	burst := want * pacingQuantum.Seconds()
+	burst := max(want*pacingQuantum.Seconds(), minBurstPkts*mss)
 	if got := float64(sent); math.Abs(got-want-burst) > 0.02*want {
 		t.Errorf("paced %0.f bytes in 1 s, want %.0f at 5/4 cwnd/srtt plus a %.0f-byte burst", got, want, burst)
 	}
 }
 
 // A burst (what the pacer lets go at one instant after an idle spell) is
-// pacingQuantum's worth at the pacing rate, at least two packets, at most
-// maxBurstPkts: a few packets at a rate a shared 20 Mbit/s link carries, so
-// its tail does not meet a tail-drop queue another flow keeps full, and a
-// full GSO train on loopback.
+// pacingQuantum's worth at the pacing rate, at least the initial window
+// (RFC 9002 §7.7), at most maxBurstPkts: ten packets at a rate a shared
+// 20 Mbit/s link carries, and a full GSO train on loopback.
 func TestPacerBurst(t *testing.T) {
 	for _, c := range []struct {
 		name string
@@ -151,8 +150,8 @@ func TestPacerBurst(t *testing.T) {
 		srtt time.Duration
 		want int // packets
 	}{
-		{"low rate", 20 * mss, 100 * time.Millisecond, 2},              // 300 kB/s: 0.5 packet in 2 ms
-		{"shared 20 Mbit/s link", 50 * mss, 30 * time.Millisecond, 4},  // 2.5 MB/s: 4.2 packets in 2 ms
+		{"low rate", 20 * mss, 100 * time.Millisecond, 10},             // 300 kB/s: 0.5 packet in 2 ms
+		{"shared 20 Mbit/s link", 50 * mss, 30 * time.Millisecond, 10}, // 2.5 MB/s: 4.2 packets in 2 ms
 		{"loopback", 1000 * mss, 200 * time.Microsecond, maxBurstPkts}, // 7.5 GB/s
 		{"100 Mbit/s", 100 * mss, 12 * time.Millisecond, 20},           // 12.5 MB/s: 20.8 packets in 2 ms
 	} {

@@ -49,7 +49,17 @@ type History struct {
 	LargestAcked  int64         // the largest packet the peer acknowledged, -1 if none
 	LossTime      time.Time     // when the earliest packet not yet lost counts as lost; zero if none
 	LastEliciting time.Time     // when the last ack-eliciting packet was sent
+	// Spurious counts packets declared lost that the peer acknowledged
+	// later (they had arrived: the loss was a late ACK or reordering,
+	// not a drop); recentLost holds the last lostMemory packet numbers
+	// declared lost, ascending, to recognize them.
+	Spurious   uint64
+	recentLost []uint64
 }
+
+// lostMemory is how many declared-lost packet numbers a History keeps to
+// recognize a spurious loss: a few round trips' worth of losses.
+const lostMemory = 64
 
 // Reset forgets every packet (the space was discarded, RFC 9002 §6.4).
 func (h *History) Reset() { *h = History{LargestAcked: -1} }
@@ -99,7 +109,29 @@ func (h *History) OnAck(ranges []wire.AckRange, newly []*SentPacket) []*SentPack
 	}
 	clear(h.Sent[len(kept):])
 	h.Sent = kept
+	h.spuriousIn(ranges)
 	return newly
+}
+
+// spuriousIn counts and forgets the recently lost packets that ranges
+// acknowledge.
+func (h *History) spuriousIn(ranges []wire.AckRange) {
+	if len(h.recentLost) == 0 || h.recentLost[0] > ranges[0].Largest {
+		return
+	}
+	kept := h.recentLost[:0]
+	ri := len(ranges) - 1
+	for _, pn := range h.recentLost {
+		for ri >= 0 && ranges[ri].Largest < pn {
+			ri--
+		}
+		if ri >= 0 && pn >= ranges[ri].Smallest {
+			h.Spurious++
+			continue
+		}
+		kept = append(kept, pn)
+	}
+	h.recentLost = kept
 }
 
 // DetectLost is RFC 9002 Appendix A.10: a packet sent before the largest
@@ -120,6 +152,10 @@ func (h *History) DetectLost(now time.Time, lossDelay time.Duration, lost func(*
 			continue
 		}
 		if !p.Time.After(lostBefore) || int64(p.PN)+PacketThreshold <= h.LargestAcked {
+			if len(h.recentLost) == lostMemory {
+				h.recentLost = append(h.recentLost[:0], h.recentLost[1:]...)
+			}
+			h.recentLost = append(h.recentLost, p.PN)
 			lost(p)
 			continue
 		}

@@ -181,3 +181,33 @@ func TestPersistentCongestion(t *testing.T) {
 		})
 	}
 }
+
+// A packet declared lost and acknowledged later had arrived: Spurious
+// counts it once, however many ACK frames cover it again, and counts no
+// packet that was really lost; it remembers the last lostMemory losses.
+func TestSpuriousLosses(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	h := newHistory(t0, 10)
+	h.OnAck([]wire.AckRange{{Smallest: 9, Largest: 9}}, nil)
+	var lost []uint64
+	h.DetectLost(t0.Add(10*ms), time.Second, func(p *SentPacket) { lost = append(lost, p.PN) })
+	if want := []uint64{0, 1, 2, 3, 4, 5, 6}; !slices.Equal(lost, want) {
+		t.Fatalf("lost %v, want %v", lost, want)
+	}
+	// 2, 3 and 5 had arrived (their ACK was late); 0, 1, 4 and 6 had not.
+	for range 2 {
+		h.OnAck([]wire.AckRange{{Smallest: 9, Largest: 9}, {Smallest: 5, Largest: 5}, {Smallest: 2, Largest: 3}}, nil)
+		if h.Spurious != 3 {
+			t.Fatalf("spurious %d after the late ACK of 2, 3 and 5, want 3", h.Spurious)
+		}
+	}
+	// Beyond lostMemory losses, the oldest are forgotten.
+	h = newHistory(t0, lostMemory+20)
+	last := uint64(lostMemory + 19)
+	h.OnAck([]wire.AckRange{{Smallest: last, Largest: last}}, nil)
+	h.DetectLost(t0.Add(time.Second), time.Millisecond, func(*SentPacket) {})
+	h.OnAck([]wire.AckRange{{Smallest: 0, Largest: last}}, nil)
+	if h.Spurious != lostMemory {
+		t.Errorf("spurious %d after acknowledging all %d lost packets, want the %d remembered", h.Spurious, lostMemory+19, lostMemory)
+	}
+}
