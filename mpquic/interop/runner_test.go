@@ -242,6 +242,16 @@ func runSuite(t *testing.T, p peer) {
 					if why := p.unsupported(c.name, ro); why != "" {
 						t.Skipf("unsupported: %s", why)
 					}
+					// quic-go's client writes the server's transport
+					// parameters on its connection goroutine while a stream
+					// opened in 0-RTT reads them, unsynchronized (open
+					// upstream: github.com/quic-go/quic-go/issues/4303, seen
+					// here in CI at v0.65.0): the race detector fails the run
+					// for a race that is quic-go's, so this case runs in the
+					// race-free pass only.
+					if c.name == "zerortt" && ro == mpquicServer && p.name() == "quic-go" && raceDetector {
+						t.Skip("quic-go's 0-RTT client races on its peer's transport parameters under -race; run without -race")
+					}
 					if c.name == "rebind-addr" && runtime.GOOS != "linux" {
 						t.Skip("127.0.0.2 is a loopback address on Linux only")
 					}

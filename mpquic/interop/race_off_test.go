@@ -1,0 +1,6 @@
+//go:build !race
+
+package interop
+
+// raceDetector: built with -race.
+const raceDetector = false
