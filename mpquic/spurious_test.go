@@ -1,0 +1,86 @@
+package mpquic
+
+import (
+	"context"
+	"io"
+	"net"
+	"sync"
+	"testing"
+	"time"
+)
+
+// holdOneConn is fault injection: the at-th full-size datagram it sends
+// (past the handshake) is held back late (sent late after the others) or,
+// with late zero, dropped.
+type holdOneConn struct {
+	net.PacketConn
+	at   int
+	late time.Duration
+	mu   sync.Mutex
+	n    int
+}
+
+func (h *holdOneConn) WriteTo(b []byte, to net.Addr) (int, error) {
+	h.mu.Lock()
+	if len(b) >= 1000 {
+		h.n++
+	}
+	mine := len(b) >= 1000 && h.n == h.at
+	h.mu.Unlock()
+	if !mine {
+		return h.PacketConn.WriteTo(b, to)
+	}
+	if h.late > 0 {
+		p := append([]byte(nil), b...)
+		time.AfterFunc(h.late, func() { h.PacketConn.WriteTo(p, to) })
+	}
+	return len(b), nil
+}
+
+// Ground truth for PathStats.SpuriousLosses: one datagram held back 100 ms
+// (far past RFC 9002's 9/8 of a loopback RTT, with later packets
+// acknowledged) is declared lost and then acknowledged: exactly one
+// spurious loss. The same datagram dropped is a loss and no spurious one.
+// The transfer is small: a datagram later than about 128 packet numbers
+// would be decoded against the wrong window (RFC 9000 §17.1) and fail
+// to open, an arrival nobody could acknowledge.
+func TestSpuriousLossesAgainstPlanted(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		late time.Duration
+		want uint64
+	}{{"held back", 100 * time.Millisecond, 1}, {"dropped", 0, 0}} {
+		t.Run(c.name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			stls, ctls := testTLS(t)
+			l := listenLoopback(t, stls, nil)
+			go echoServe(ctx, l)
+			pc, err := net.ListenPacket("udp", "127.0.0.1:0")
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { pc.Close() })
+			c0, err := Dial(ctx, &holdOneConn{PacketConn: pc, at: 20, late: c.late}, l.Addr(), ctls, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { c0.CloseWithError(0, "") })
+			exchange(t, ctx, func(ctx context.Context) (io.ReadWriteCloser, error) { return c0.OpenStream(ctx) }, testData(64<<10, 3))
+			// The held datagram arrives 100 ms after it left, and is
+			// acknowledged at once (it fills a gap).
+			// Past 300 ms the held datagram has arrived and been
+			// acknowledged; the dropped one had nothing to be late for.
+			var st PathStats
+			for start := time.Now(); ; time.Sleep(10 * time.Millisecond) {
+				st = c0.PathStats()[0]
+				if since := time.Since(start); since > time.Second || since > 300*time.Millisecond && st.SpuriousLosses >= c.want {
+					break
+				}
+			}
+			if st.PacketsLost < 1 || st.SpuriousLosses != c.want {
+				t.Errorf("%d packets lost, %d of them spurious; want at least the planted one lost and %d spurious", st.PacketsLost, st.SpuriousLosses, c.want)
+			}
+		})
+	}
+}
