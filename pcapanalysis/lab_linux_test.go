@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/binary"
 	"io"
+	"math"
 	"net"
 	"net/netip"
 	"path/filepath"
@@ -186,12 +187,24 @@ func bytesPerPath(t *testing.T, server netip.Addr, seed int64) {
 	assert.Equal(t, "wlan0", pathOf(c.Subflows[0]), "the initial subflow follows the default route")
 	assert.Equal(t, "wwan0", pathOf(c.Subflows[1]))
 	assert.Equal(t, 0, c.FirstDataSubflow)
+	// 2 x 5 ms of emulated delay. A handshake is one sample, and the host
+	// adds to it whatever delays the userspace emulator: 0.2-0.3 ms here,
+	// idle or beside two busy loops, but 7.5 ms once for one subflow in CI
+	// (stop 54). So: never under the planted delay, the two subflows
+	// within 25 ms of it, at least one within 2 ms; compareTshark checks
+	// each value against Wireshark's iRTT to the microsecond.
+	best := math.Inf(1)
 	for _, s := range c.Subflows {
-		// 2 x 5 ms of emulated delay, the host adds little.
-		assert.InDelta(t, 10, s.HandshakeRTT, 5, "subflow %d handshake RTT", s.Index)
+		t.Logf("subflow %d: handshake RTT %.3f ms, TS RTT min %.3f ms", s.Index, s.HandshakeRTT, s.TSRTT[1].Min)
+		assert.GreaterOrEqual(t, s.HandshakeRTT, 9.5, "subflow %d handshake RTT", s.Index)
+		assert.LessOrEqual(t, s.HandshakeRTT, 10.0+25, "subflow %d handshake RTT", s.Index)
+		best = math.Min(best, s.HandshakeRTT)
 		assert.Positive(t, s.TSRTT[1].N)
 		assert.GreaterOrEqual(t, s.TSRTT[1].Min, 9.5)
+		// The least of hundreds of samples: what the path takes.
+		assert.LessOrEqual(t, s.TSRTT[1].Min, 10.0+2, "subflow %d least TS RTT", s.Index)
 	}
+	assert.InDelta(t, 10, best, 2, "the least handshake RTT of the two subflows")
 	checkPaths(t, c, before, after)
 	compareTshark(t, file, rep)
 }

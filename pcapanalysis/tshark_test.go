@@ -50,7 +50,8 @@ func compareTshark(t *testing.T, file string, rep *Report) {
 	out, err := exec.Command("tshark", "-r", file, "-o", "mptcp.analyze_mptcp:TRUE", "-o", "mptcp.analyze_mappings:TRUE",
 		"-o", "mptcp.intersubflows_retransmission:TRUE", "-T", "fields", "-E", "separator=/t", "-E", "aggregator=;",
 		"-e", "tcp.stream", "-e", "mptcp.stream", "-e", "tcp.srcport", "-e", "tcp.dstport",
-		"-e", "tcp.len", "-e", "mptcp.reinjection_of", "-e", "ip.src", "-e", "ip.dst", "-e", "ipv6.src", "-e", "ipv6.dst").Output()
+		"-e", "tcp.len", "-e", "mptcp.reinjection_of", "-e", "ip.src", "-e", "ip.dst", "-e", "ipv6.src", "-e", "ipv6.dst",
+		"-e", "tcp.analysis.initial_rtt").Output()
 	require.NoError(t, err)
 	type key struct{ src, dst string }
 	// Only segments with an MPTCP option carry mptcp.stream: a TCP
@@ -58,11 +59,14 @@ func compareTshark(t *testing.T, file string, rep *Report) {
 	mpOf := map[string]string{}
 	pairOf := map[string]string{}
 	payload := map[key]int64{}
+	// Wireshark's iRTT: first SYN to the ACK that completes the
+	// handshake, in seconds, on the stream's packets after it.
+	irtt := map[string]float64{}
 	reinjPkts := 0
 	// Not TrimSpace: a line may end in tabs (empty last fields).
 	for _, line := range strings.Split(strings.TrimRight(string(out), "\n"), "\n") {
 		f := strings.Split(line, "\t")
-		if len(f) < 10 || f[0] == "" {
+		if len(f) < 11 || f[0] == "" {
 			continue
 		}
 		src, dst := f[6]+":"+f[2], f[7]+":"+f[3]
@@ -79,6 +83,11 @@ func compareTshark(t *testing.T, file string, rep *Report) {
 		payload[key{src, dst}] += n
 		if f[5] != "" {
 			reinjPkts++
+		}
+		if _, seen := irtt[pairOf[f[0]]]; !seen && f[10] != "" {
+			v, err := strconv.ParseFloat(f[10], 64)
+			require.NoError(t, err, "tshark iRTT %q", f[10])
+			irtt[pairOf[f[0]]] = v * 1000
 		}
 	}
 	groups := map[string]map[string]bool{} // mptcp.stream -> its subflows
@@ -104,6 +113,11 @@ func compareTshark(t *testing.T, file string, rep *Report) {
 			}
 			assert.Equal(t, payload[key{s.Client, s.Server}], up, "subflow %s payload from its client, tshark", s.Client)
 			assert.Equal(t, payload[key{s.Server, s.Client}], down, "subflow %s payload to its client, tshark", s.Client)
+			// Both from the same microsecond timestamps: equal to the
+			// nanosecond tshark prints, whatever the host added.
+			want, ok := irtt[strings.Join(pair, "-")]
+			assert.Equal(t, ok, s.HandshakeRTT != 0, "subflow %s: a handshake RTT (ours %.3f ms), tshark has one", s.Client, s.HandshakeRTT)
+			assert.InDelta(t, want, s.HandshakeRTT, 1e-6, "subflow %s handshake RTT in ms: tshark, ours", s.Client)
 		}
 		ourGroups[strconv.Itoa(c.ID)] = ours
 	}
