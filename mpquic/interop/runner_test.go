@@ -365,20 +365,10 @@ func mpquicFetch(ctx context.Context, o *opts, addr *net.UDPAddr, ctls *tls.Conf
 			return nil, nil, err
 		}
 	}
-	if o.keyUpdate {
-		// As the runner's clients do: one update, mid-transfer. mpquic's
-		// client sends ACKs only, so UpdateKeys asks for an
-		// acknowledgment first (RFC 9001 §6.1) and is called again.
-		go func() {
-			for shared.Stats().BytesReceived < uint64(o.total()/3) && ctx.Err() == nil {
-				time.Sleep(time.Millisecond)
-			}
-			for shared.UpdateKeys() != nil && ctx.Err() == nil {
-				time.Sleep(5 * time.Millisecond)
-			}
-		}()
-	}
 	moved := func() error { return nil }
+	if o.keyUpdate && shared != nil {
+		ctx = withKeyUpdate(ctx, o, shared)
+	}
 	if o.migrate && shared != nil {
 		ctx, moved = withMigration(ctx, o, shared, logf)
 	}
@@ -423,6 +413,36 @@ func cmpErr(a, b error) error {
 		return a
 	}
 	return b
+}
+
+// withKeyUpdate arms one key update of c mid-transfer, as the runner's
+// clients do: the body's reader waits at a third of the file until the
+// update is made, so the rest crosses in the new phase. mpquic's client
+// sends ACKs only, and after following the peer's own update (quic-go
+// updates after 100 packets) nothing of the current phase is
+// acknowledged: UpdateKeys then asks for an acknowledgment (RFC 9001
+// §6.1) and is called again. Unheld, a loopback transfer once ended
+// within those few milliseconds and no update was made (CI, session 19).
+func withKeyUpdate(ctx context.Context, o *opts, c *mpquic.Conn) context.Context {
+	g := &gate{at: o.total() / 3, reached: make(chan struct{}), open: make(chan struct{})}
+	go func() {
+		defer close(g.open)
+		select {
+		case <-g.reached:
+		case <-ctx.Done():
+			return
+		}
+		for c.UpdateKeys() != nil && ctx.Err() == nil {
+			time.Sleep(time.Millisecond)
+		}
+		// The peer sees the update in the first packet of the new phase
+		// it opens, and one that has sent the whole file already gets
+		// none: this call, refused until a packet of the new phase is
+		// acknowledged, sends a PING in it (or, if one was, updates
+		// again).
+		c.UpdateKeys()
+	}()
+	return context.WithValue(ctx, gateKey{}, g)
 }
 
 // hqGet is one hq-interop request (HTTP/0.9 on a bidirectional stream).
