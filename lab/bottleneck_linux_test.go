@@ -306,6 +306,9 @@ func TestLabSharedBottleneck(t *testing.T) {
 		if m.linkBps < 0.85*bottleneckRate || m.linkBps > 1.05*bottleneckRate || m.dropped == 0 {
 			t.Errorf("the bottleneck forwarded %.2f Mbit/s and dropped %d packets, want about %.0f Mbit/s and a full queue", m.linkBps/1e6, m.dropped, bottleneckRate/1e6)
 		}
+		if m.elsewhere != 0 {
+			t.Errorf("%d packets were lost outside the bottleneck's queue (the emulated link or the server's UDP socket), want none", m.elsewhere)
+		}
 	})
 	load, _ = os.ReadFile("/proc/loadavg")
 	t.Logf("quic-go's share beside one TCP flow (the reference): %.0f%%", 100*quicGoShare)
@@ -848,12 +851,15 @@ func (b *bottleneck) runQuicGo(t *testing.T) bottleneckRun {
 	}()
 	time.Sleep(warmup)
 	w := watchHost()
+	e0, u0 := b.link.Stats(), udpRcvbufErrors(t, b.srvNS)
 	o0, r0, l0, at0 := own.Load(), other.Load(), qdiscSent(t, b.rtrNS, "s0"), time.Now()
 	time.Sleep(window)
 	o1, r1, l1, at1 := own.Load(), other.Load(), qdiscSent(t, b.rtrNS, "s0"), time.Now()
 	host := w.end()
+	e1, u1 := b.link.Stats(), udpRcvbufErrors(t, b.srvNS)
 	sec := at1.Sub(at0).Seconds()
-	m := bottleneckRun{ownBps: float64(o1-o0) * 8 / sec, rivalBps: float64(r1-r0) * 8 / sec, linkBps: float64(l1.bytes-l0.bytes) * 8 / sec, dropped: l1.dropped - l0.dropped}
+	m := bottleneckRun{ownBps: float64(o1-o0) * 8 / sec, rivalBps: float64(r1-r0) * 8 / sec, linkBps: float64(l1.bytes-l0.bytes) * 8 / sec, dropped: l1.dropped - l0.dropped,
+		elsewhere: dropsOutsideQueue(e0, e1) + (u1 - u0)}
 	if m.ownBps+m.rivalBps > 0 {
 		m.share = m.ownBps / (m.ownBps + m.rivalBps)
 	}
@@ -865,8 +871,8 @@ func (b *bottleneck) runQuicGo(t *testing.T) bottleneckRun {
 			}
 		})
 	}
-	t.Logf("quic-go: %.2f Mbit/s, TCP %.2f Mbit/s, link %.2f Mbit/s (%d packets, %d dropped): quic-go's share %.1f%% [%s; host: %v]",
-		m.ownBps/1e6, m.rivalBps/1e6, m.linkBps/1e6, l1.pkts-l0.pkts, l1.dropped-l0.dropped, 100*m.share, tcpInfo, host)
+	t.Logf("quic-go: %.2f Mbit/s, TCP %.2f Mbit/s, link %.2f Mbit/s (%d packets, %d dropped, %d lost elsewhere): quic-go's share %.1f%% [%s; host: %v]",
+		m.ownBps/1e6, m.rivalBps/1e6, m.linkBps/1e6, l1.pkts-l0.pkts, l1.dropped-l0.dropped, m.elsewhere, 100*m.share, tcpInfo, host)
 	return m
 }
 
@@ -925,6 +931,7 @@ func dropsOutsideQueue(a, b emu.Stats) uint64 {
 // udpRcvbufErrors is the UDP receive-buffer drop counter of namespace ns
 // (IPv4 and IPv6, as linkstats reads them, from a process inside it):
 // datagrams its sockets' readers were too slow for.
+// TestUDPRcvbufErrorsCounted plants such drops and counts them.
 func udpRcvbufErrors(t *testing.T, ns string) uint64 {
 	snmp := func(file string) []byte {
 		out, err := exec.Command("ip", "netns", "exec", ns, "cat", file).Output()
