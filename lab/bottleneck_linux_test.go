@@ -929,16 +929,9 @@ func dropsOutsideQueue(a, b emu.Stats) uint64 {
 }
 
 // udpRcvbufErrors is the UDP receive-buffer drop counter of namespace ns
-// (IPv4 and IPv6, as linkstats reads them, from a process inside it):
-// datagrams its sockets' readers were too slow for.
+// (IPv4 and IPv6): datagrams its sockets' readers were too slow for.
 // TestUDPRcvbufErrorsCounted plants such drops and counts them.
-func udpRcvbufErrors(t *testing.T, ns string) uint64 {
-	snmp := func(file string) []byte {
-		out, err := exec.Command("ip", "netns", "exec", ns, "cat", file).Output()
-		if err != nil {
-			t.Fatalf("reading %s's %s: %v", ns, file, err)
-		}
-		return out
-	}
-	return linkstats.SNMPValue(snmp("/proc/net/snmp"), "Udp:", "RcvbufErrors") + linkstats.SNMPValue(snmp("/proc/net/snmp6"), "", "Udp6RcvbufErrors")
+func udpRcvbufErrors(t *testing.T, ns string) (n uint64) {
+	inNS(t, ns, func() (err error) { n, err = linkstats.UDPRcvbufErrors(); return err })
+	return n
 }
