@@ -33,6 +33,22 @@ type gate struct {
 
 type gateKey struct{}
 
+// atAThird arms a gate at a third of o's files: act runs once the body's
+// reader gets there, and reading goes on when act returns (not at all if
+// ctx ends first).
+func atAThird(ctx context.Context, o *opts, act func()) context.Context {
+	g := &gate{at: o.total() / 3, reached: make(chan struct{}), open: make(chan struct{})}
+	go func() {
+		defer close(g.open)
+		select {
+		case <-g.reached:
+			act()
+		case <-ctx.Done():
+		}
+	}()
+	return context.WithValue(ctx, gateKey{}, g)
+}
+
 // gated is r, held by ctx's gate if it has one.
 func gated(ctx context.Context, r io.Reader) io.Reader {
 	g, ok := ctx.Value(gateKey{}).(*gate)
@@ -60,16 +76,8 @@ func (f readerFunc) Read(b []byte) (int, error) { return f(b) }
 // context carries the gate, and done reports the move's error once the
 // transfer ended.
 func withMigration(ctx context.Context, o *opts, c *mpquic.Conn, logf func(string, ...any)) (context.Context, func() error) {
-	g := &gate{at: o.total() / 3, reached: make(chan struct{}), open: make(chan struct{})}
 	errc := make(chan error, 1)
-	go func() {
-		defer close(g.open)
-		select {
-		case <-g.reached:
-		case <-ctx.Done():
-			errc <- ctx.Err()
-			return
-		}
+	ctx = atAThird(ctx, o, func() {
 		pc, err := net.ListenUDP("udp", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
 		if err != nil {
 			errc <- err
@@ -85,8 +93,8 @@ func withMigration(ctx context.Context, o *opts, c *mpquic.Conn, logf func(strin
 		}
 		logf("mpquic's client moved from %s to %s, new path validated", from, c.LocalAddr())
 		errc <- nil
-	}()
-	return context.WithValue(ctx, gateKey{}, g), func() error {
+	})
+	return ctx, func() error {
 		select {
 		case err := <-errc:
 			return err

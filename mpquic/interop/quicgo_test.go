@@ -46,7 +46,15 @@ func (quicgo) keyUpdated(ev *evidence, initiated bool) (bool, string) {
 	return strings.Contains(q, `"security:key_updated"`) && strings.Contains(q, want), "a key_updated event with " + want + " in quic-go's qlog"
 }
 
+// unsupported: quic-go's client writes the server's transport parameters
+// on its connection goroutine while a stream opened in 0-RTT reads them,
+// unsynchronized (open upstream: github.com/quic-go/quic-go/issues/4303,
+// seen here in CI at v0.65.0). The race detector fails the run for a race
+// that is quic-go's, so that case runs in the race-free pass only.
 func (quicgo) unsupported(c string, r role) string {
+	if c == "zerortt" && r == mpquicServer && raceDetector {
+		return "quic-go's 0-RTT client races on its peer's transport parameters under -race (quic-go issue 4303); the case runs without -race"
+	}
 	return ""
 }
 

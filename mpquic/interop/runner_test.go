@@ -242,16 +242,6 @@ func runSuite(t *testing.T, p peer) {
 					if why := p.unsupported(c.name, ro); why != "" {
 						t.Skipf("unsupported: %s", why)
 					}
-					// quic-go's client writes the server's transport
-					// parameters on its connection goroutine while a stream
-					// opened in 0-RTT reads them, unsynchronized (open
-					// upstream: github.com/quic-go/quic-go/issues/4303, seen
-					// here in CI at v0.65.0): the race detector fails the run
-					// for a race that is quic-go's, so this case runs in the
-					// race-free pass only.
-					if c.name == "zerortt" && ro == mpquicServer && p.name() == "quic-go" && raceDetector {
-						t.Skip("quic-go's 0-RTT client races on its peer's transport parameters under -race; run without -race")
-					}
 					if c.name == "rebind-addr" && runtime.GOOS != "linux" {
 						t.Skip("127.0.0.2 is a loopback address on Linux only")
 					}
@@ -424,14 +414,7 @@ func cmpErr(a, b error) error {
 // §6.1) and is called again. Unheld, a loopback transfer once ended
 // within those few milliseconds and no update was made (CI, session 19).
 func withKeyUpdate(ctx context.Context, o *opts, c *mpquic.Conn) context.Context {
-	g := &gate{at: o.total() / 3, reached: make(chan struct{}), open: make(chan struct{})}
-	go func() {
-		defer close(g.open)
-		select {
-		case <-g.reached:
-		case <-ctx.Done():
-			return
-		}
+	return atAThird(ctx, o, func() {
 		for c.UpdateKeys() != nil && ctx.Err() == nil {
 			time.Sleep(time.Millisecond)
 		}
@@ -441,8 +424,7 @@ func withKeyUpdate(ctx context.Context, o *opts, c *mpquic.Conn) context.Context
 		// acknowledged, sends a PING in it (or, if one was, updates
 		// again).
 		c.UpdateKeys()
-	}()
-	return context.WithValue(ctx, gateKey{}, g)
+	})
 }
 
 // hqGet is one hq-interop request (HTTP/0.9 on a bidirectional stream).
