@@ -226,18 +226,7 @@ func TestLabSharedBottleneck(t *testing.T) {
 				if r.rival == "" {
 					tcpRuns++
 				}
-				// Ground truth for the setup: the link carried about its rate
-				// (the qdisc counts IP packets as the TUN device takes them)
-				// and its queue overflowed, so the flows competed for it
-				// rather than for CPU.
-				if m.linkBps < 0.85*bottleneckRate || m.linkBps > 1.05*bottleneckRate || m.dropped == 0 {
-					t.Errorf("the bottleneck forwarded %.2f Mbit/s and dropped %d packets, want about %.0f Mbit/s and a full queue", m.linkBps/1e6, m.dropped, bottleneckRate/1e6)
-				}
-				// And the queue was the only place packets were lost: the
-				// flows met one tail-drop queue, not the host's limits.
-				if m.elsewhere != 0 {
-					t.Errorf("%d packets were lost outside the bottleneck's queue (the emulated link or the server's UDP socket), want none", m.elsewhere)
-				}
+				checkLink(t, m)
 				if m.ownBps+m.rivalBps > m.linkBps {
 					t.Errorf("the flows read %.2f Mbit/s, more than the link's %.2f", (m.ownBps+m.rivalBps)/1e6, m.linkBps/1e6)
 				}
@@ -303,12 +292,7 @@ func TestLabSharedBottleneck(t *testing.T) {
 	t.Run("quic-go/single-path-beside-tcp", func(t *testing.T) {
 		m := env.runQuicGo(t)
 		quicGoShare = m.share
-		if m.linkBps < 0.85*bottleneckRate || m.linkBps > 1.05*bottleneckRate || m.dropped == 0 {
-			t.Errorf("the bottleneck forwarded %.2f Mbit/s and dropped %d packets, want about %.0f Mbit/s and a full queue", m.linkBps/1e6, m.dropped, bottleneckRate/1e6)
-		}
-		if m.elsewhere != 0 {
-			t.Errorf("%d packets were lost outside the bottleneck's queue (the emulated link or the server's UDP socket), want none", m.elsewhere)
-		}
+		checkLink(t, m)
 	})
 	load, _ = os.ReadFile("/proc/loadavg")
 	t.Logf("quic-go's share beside one TCP flow (the reference): %.0f%%", 100*quicGoShare)
@@ -319,6 +303,21 @@ func TestLabSharedBottleneck(t *testing.T) {
 }
 
 const bottleneckRate = 20e6
+
+// checkLink is each run's ground truth for the setup: the link carried
+// about its rate (the qdisc counts IP packets as the TUN device takes
+// them) and its queue overflowed, so the flows competed for it rather
+// than for CPU; and that queue was the only place packets were lost, not
+// the host's limits.
+func checkLink(t *testing.T, m bottleneckRun) {
+	t.Helper()
+	if m.linkBps < 0.85*bottleneckRate || m.linkBps > 1.05*bottleneckRate || m.dropped == 0 {
+		t.Errorf("the bottleneck forwarded %.2f Mbit/s and dropped %d packets, want about %.0f Mbit/s and a full queue", m.linkBps/1e6, m.dropped, bottleneckRate/1e6)
+	}
+	if m.elsewhere != 0 {
+		t.Errorf("%d packets were lost outside the bottleneck's queue (the emulated link or the server's UDP socket), want none", m.elsewhere)
+	}
+}
 
 // The rows with a bar on their share (single-path CUBIC beside TCP
 // 40-60%, two CUBIC paths beside TCP at most 75%, LIA beside TCP or a
@@ -415,7 +414,7 @@ type bottleneck struct {
 // bottleneckRun is one run's measurement.
 type bottleneckRun struct {
 	ownBps, rivalBps, linkBps float64
-	dropped                   int64   // by the bottleneck's queue
+	pkts, dropped             int64   // the bottleneck's queue's: sent, dropped
 	share                     float64 // mpquic's two paths' of what the flows read
 	// Over the whole connection: mpquic's packets sent and declared lost,
 	// and the TCP rival's segments sent and retransmitted (TCP_INFO).
@@ -522,38 +521,30 @@ func (b *bottleneck) run(t *testing.T, cc, rival mpquic.CongestionControl, singl
 	// and the link's own rate fall with it. Such a window is measured
 	// again, once, the flows still running (ctx has room for it).
 	var (
-		o0, r0, o1, r1 int64
-		l0, l1         qdiscCount
-		p0, p1         []mpquic.PathStats
-		at0, at1       time.Time
-		host           hostPause
-		growth         map[uint32]*caGrowth
-		elsewhere      uint64 // packets lost outside the queue (see dropsOutsideQueue)
+		a, z   snapshot
+		p0, p1 []mpquic.PathStats
+		host   hostPause
+		growth map[uint32]*caGrowth
 	)
 	for try := 0; ; try++ {
 		w := watchHost()
-		e0, u0 := b.link.Stats(), udpRcvbufErrors(t, b.srvNS)
-		o0, r0, l0, p0, at0 = own.Load(), other.Load(), qdiscSent(t, b.rtrNS, "s0"), sc.PathStats(), time.Now()
+		a, p0 = b.snapshot(t, &own, &other), sc.PathStats()
 		if f := os.Getenv("MPTESTER_BOTTLENECK_TRACE"); f != "" && try == 0 {
 			traceBottleneck(t, f+"-"+strings.ReplaceAll(t.Name(), "/", "_")+"-"+strconv.FormatInt(time.Now().UnixMilli(), 10), c, tc, b.cliNS, window)
 		} else {
 			growth = sampleGrowth(c, window)
 		}
-		o1, r1, l1, p1, at1 = own.Load(), other.Load(), qdiscSent(t, b.rtrNS, "s0"), sc.PathStats(), time.Now()
+		z, p1 = b.snapshot(t, &own, &other), sc.PathStats()
 		host = w.end()
-		e1, u1 := b.link.Stats(), udpRcvbufErrors(t, b.srvNS)
-		elsewhere = dropsOutsideQueue(e0, e1) + (u1 - u0)
 		if !host.stalled() || try == 1 {
 			break
 		}
 		t.Logf("%s: the host stopped during the window (%v): measuring the next one", cc, host)
 	}
 
-	sec := at1.Sub(at0).Seconds()
-	m := bottleneckRun{ownBps: float64(o1-o0) * 8 / sec, rivalBps: float64(r1-r0) * 8 / sec, linkBps: float64(l1.bytes-l0.bytes) * 8 / sec, dropped: l1.dropped - l0.dropped, growth: growth, elsewhere: elsewhere}
-	if m.ownBps+m.rivalBps > 0 {
-		m.share = m.ownBps / (m.ownBps + m.rivalBps)
-	}
+	m := measured(a, z)
+	m.growth = growth
+	sec := z.at.Sub(a.at).Seconds()
 	var per []string
 	for i, p := range p1 {
 		if i < len(p0) && p0[i].ID == p.ID {
@@ -583,7 +574,7 @@ func (b *bottleneck) run(t *testing.T, cc, rival mpquic.CongestionControl, singl
 		})
 	}
 	t.Logf("%s: mpquic %.2f Mbit/s (%s), %s %.2f Mbit/s, link %.2f Mbit/s (%d packets, %d dropped): mpquic's share %.1f%% [%s; %s; host: %v]",
-		cc, m.ownBps/1e6, strings.Join(per, ", "), rivalName, m.rivalBps/1e6, m.linkBps/1e6, l1.pkts-l0.pkts, l1.dropped-l0.dropped, 100*m.share, strings.Join(cw, "; "), rivalInfo, host)
+		cc, m.ownBps/1e6, strings.Join(per, ", "), rivalName, m.rivalBps/1e6, m.linkBps/1e6, m.pkts, m.dropped, 100*m.share, strings.Join(cw, "; "), rivalInfo, host)
 	if want := map[bool]int{false: 2, true: 1}[single]; len(per) != want {
 		t.Fatalf("server paths %v: want %d", p1, want)
 	}
@@ -851,18 +842,10 @@ func (b *bottleneck) runQuicGo(t *testing.T) bottleneckRun {
 	}()
 	time.Sleep(warmup)
 	w := watchHost()
-	e0, u0 := b.link.Stats(), udpRcvbufErrors(t, b.srvNS)
-	o0, r0, l0, at0 := own.Load(), other.Load(), qdiscSent(t, b.rtrNS, "s0"), time.Now()
+	a := b.snapshot(t, &own, &other)
 	time.Sleep(window)
-	o1, r1, l1, at1 := own.Load(), other.Load(), qdiscSent(t, b.rtrNS, "s0"), time.Now()
+	m := measured(a, b.snapshot(t, &own, &other))
 	host := w.end()
-	e1, u1 := b.link.Stats(), udpRcvbufErrors(t, b.srvNS)
-	sec := at1.Sub(at0).Seconds()
-	m := bottleneckRun{ownBps: float64(o1-o0) * 8 / sec, rivalBps: float64(r1-r0) * 8 / sec, linkBps: float64(l1.bytes-l0.bytes) * 8 / sec, dropped: l1.dropped - l0.dropped,
-		elsewhere: dropsOutsideQueue(e0, e1) + (u1 - u0)}
-	if m.ownBps+m.rivalBps > 0 {
-		m.share = m.ownBps / (m.ownBps + m.rivalBps)
-	}
 	var tcpInfo string
 	if raw, err := tc.(*net.TCPConn).SyscallConn(); err == nil {
 		raw.Control(func(fd uintptr) {
@@ -872,7 +855,7 @@ func (b *bottleneck) runQuicGo(t *testing.T) bottleneckRun {
 		})
 	}
 	t.Logf("quic-go: %.2f Mbit/s, TCP %.2f Mbit/s, link %.2f Mbit/s (%d packets, %d dropped, %d lost elsewhere): quic-go's share %.1f%% [%s; host: %v]",
-		m.ownBps/1e6, m.rivalBps/1e6, m.linkBps/1e6, l1.pkts-l0.pkts, l1.dropped-l0.dropped, m.elsewhere, 100*m.share, tcpInfo, host)
+		m.ownBps/1e6, m.rivalBps/1e6, m.linkBps/1e6, m.pkts, m.dropped, m.elsewhere, 100*m.share, tcpInfo, host)
 	return m
 }
 
@@ -917,6 +900,35 @@ func traceBottleneck(t *testing.T, file string, c *mpquic.Conn, tc net.Conn, ns 
 	out, _ := exec.Command("ip", "netns", "exec", ns, "ss", "-tin").CombinedOutput()
 	fmt.Fprintf(f, "# ss -tin:\n%s", out)
 	fmt.Fprintf(f, "# nstat -az before:\n%s# nstat -az after:\n%s", before, nstat())
+}
+
+// snapshot is what a measured window is computed from, taken at each
+// end: the bytes the server read of each flow, the bottleneck qdisc's
+// counters, the emulated link's and the server's UDP drops.
+type snapshot struct {
+	own, other int64
+	qdisc      qdiscCount
+	at         time.Time
+	link       emu.Stats
+	udpDrops   uint64
+}
+
+func (b *bottleneck) snapshot(t *testing.T, own, other *atomic.Int64) snapshot {
+	s := snapshot{own: own.Load(), other: other.Load(), qdisc: qdiscSent(t, b.rtrNS, "s0"), at: time.Now()}
+	s.link, s.udpDrops = b.link.Stats(), udpRcvbufErrors(t, b.srvNS)
+	return s
+}
+
+// measured is the window from a to z: rates, the share, the queue's
+// packets, and the packets lost outside it.
+func measured(a, z snapshot) bottleneckRun {
+	sec := z.at.Sub(a.at).Seconds()
+	m := bottleneckRun{ownBps: float64(z.own-a.own) * 8 / sec, rivalBps: float64(z.other-a.other) * 8 / sec, linkBps: float64(z.qdisc.bytes-a.qdisc.bytes) * 8 / sec,
+		pkts: z.qdisc.pkts - a.qdisc.pkts, dropped: z.qdisc.dropped - a.qdisc.dropped, elsewhere: dropsOutsideQueue(a.link, z.link) + z.udpDrops - a.udpDrops}
+	if m.ownBps+m.rivalBps > 0 {
+		m.share = m.ownBps / (m.ownBps + m.rivalBps)
+	}
+	return m
 }
 
 // dropsOutsideQueue counts the packets the emulated link lost between
