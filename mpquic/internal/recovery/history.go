@@ -93,12 +93,9 @@ func (h *History) OnAck(ranges []wire.AckRange, newly []*SentPacket) []*SentPack
 		h.LargestAcked = l
 	}
 	kept := h.Sent[:0]
-	ri := len(ranges) - 1 // ascending walk over descending ranges
+	acked := rangeWalk{ranges, len(ranges) - 1}
 	for _, p := range h.Sent {
-		for ri >= 0 && ranges[ri].Largest < p.PN {
-			ri--
-		}
-		if ri >= 0 && p.PN >= ranges[ri].Smallest {
+		if acked.covers(p.PN) {
 			newly = append(newly, p)
 			if len(kept) > 0 {
 				kept[len(kept)-1].AckedAfter = true
@@ -113,6 +110,21 @@ func (h *History) OnAck(ranges []wire.AckRange, newly []*SentPacket) []*SentPack
 	return newly
 }
 
+// rangeWalk answers, for packet numbers asked in ascending order, whether
+// an ACK frame's ranges (descending, as the frame has them) cover them:
+// one pass over both.
+type rangeWalk struct {
+	ranges []wire.AckRange
+	i      int // the range to look at next, from the last (smallest)
+}
+
+func (w *rangeWalk) covers(pn uint64) bool {
+	for w.i >= 0 && w.ranges[w.i].Largest < pn {
+		w.i--
+	}
+	return w.i >= 0 && pn >= w.ranges[w.i].Smallest
+}
+
 // spuriousIn counts and forgets the recently lost packets that ranges
 // acknowledge.
 func (h *History) spuriousIn(ranges []wire.AckRange) {
@@ -120,12 +132,9 @@ func (h *History) spuriousIn(ranges []wire.AckRange) {
 		return
 	}
 	kept := h.recentLost[:0]
-	ri := len(ranges) - 1
+	acked := rangeWalk{ranges, len(ranges) - 1}
 	for _, pn := range h.recentLost {
-		for ri >= 0 && ranges[ri].Largest < pn {
-			ri--
-		}
-		if ri >= 0 && pn >= ranges[ri].Smallest {
+		if acked.covers(pn) {
 			h.Spurious++
 			continue
 		}
