@@ -53,7 +53,7 @@ func (quicgo) keyUpdated(ev *evidence, initiated bool) (bool, string) {
 // that is quic-go's, so that case runs in the race-free pass only.
 func (quicgo) unsupported(c string, r role) string {
 	if c == "zerortt" && r == mpquicServer && raceDetector {
-		return "quic-go's 0-RTT client races on its peer's transport parameters under -race (quic-go issue 4303); the case runs without -race"
+		return "quic-go's 0-RTT client races on its peer's transport parameters under -race (an open upstream bug); the case runs without -race"
 	}
 	return ""
 }
