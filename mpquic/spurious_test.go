@@ -2,7 +2,6 @@ package mpquic
 
 import (
 	"context"
-	"io"
 	"net"
 	"sync"
 	"testing"
@@ -54,21 +53,14 @@ func TestSpuriousLossesAgainstPlanted(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			defer cancel()
-			stls, ctls := testTLS(t)
-			l := listenLoopback(t, stls, nil)
-			go echoServe(ctx, l)
-			c0, err := Dial(ctx, &holdOneConn{PacketConn: udpLoopback(t), at: 20, late: c.late}, l.Addr(), ctls, nil)
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { c0.CloseWithError(0, "") })
-			exchange(t, ctx, func(ctx context.Context) (io.ReadWriteCloser, error) { return c0.OpenStream(ctx) }, testData(64<<10, 3))
+			mp := newMPPair(t, ctx, &holdOneConn{PacketConn: udpLoopback(t), at: 20, late: c.late}, nil, nil)
+			exchange(t, ctx, mp.open, testData(64<<10, 3))
 			// The held datagram arrives 100 ms after it left and is
 			// acknowledged at once (it fills a gap): past 300 ms it has
 			// been; the dropped one had nothing to be late for.
 			var st PathStats
 			for start := time.Now(); ; time.Sleep(10 * time.Millisecond) {
-				st = c0.PathStats()[0]
+				st = mp.c.PathStats()[0]
 				if since := time.Since(start); since > time.Second || since > 300*time.Millisecond && st.SpuriousLosses >= c.want {
 					break
 				}
