@@ -67,14 +67,22 @@ func nsExists(name string) bool {
 	return err == nil
 }
 
-// InNS runs fn on a fresh OS thread that has joined network namespace ns.
-// Sockets fn creates belong to ns for their whole life and may be used from
-// any goroutine. The thread is never unlocked, so the runtime discards it
-// when fn returns instead of reusing a thread in the wrong namespace.
+// InNS runs fn on an OS thread locked in network namespace ns. Sockets fn
+// creates belong to ns for their whole life and may be used from any
+// goroutine; counters fn reads must come from linkstats.ProcNet, since
+// /proc/net shows the main thread's namespace. The thread goes back to
+// its own namespace before the runtime may reuse it; if it cannot, it stays
+// locked and the runtime discards it (or, for the main thread, parks it).
 func InNS(ns string, fn func() error) error {
 	errc := make(chan error, 1)
 	go func() {
 		runtime.LockOSThread()
+		own, err := os.Open("/proc/thread-self/ns/net")
+		if err != nil {
+			errc <- fmt.Errorf("this thread's netns: %w", err)
+			return
+		}
+		defer own.Close()
 		f, err := os.Open("/run/netns/" + ns)
 		if err != nil {
 			errc <- fmt.Errorf("open netns %s: %w", ns, err)
@@ -85,7 +93,11 @@ func InNS(ns string, fn func() error) error {
 			errc <- fmt.Errorf("setns %s: %w", ns, err)
 			return
 		}
-		errc <- fn()
+		err = fn()
+		if unix.Setns(int(own.Fd()), unix.CLONE_NEWNET) == nil {
+			runtime.UnlockOSThread()
+		}
+		errc <- err
 	}()
 	return <-errc
 }

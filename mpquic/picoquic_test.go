@@ -21,6 +21,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/mptester/mptester/internal/linkstats"
 )
 
 // The picoquic harness: picoquicdemo (an independent C implementation of
@@ -164,7 +166,7 @@ func (p *pqProc) waitBound(t *testing.T, ctx context.Context, port int) {
 	t.Helper()
 	want := fmt.Sprintf(":%04X ", port)
 	for {
-		for _, f := range []string{"/proc/net/udp", "/proc/net/udp6"} {
+		for _, f := range []string{linkstats.ProcNet("udp"), linkstats.ProcNet("udp6")} {
 			b, _ := os.ReadFile(f)
 			for _, line := range strings.Split(string(b), "\n") {
 				if fields := strings.Fields(line); len(fields) > 2 && strings.HasSuffix(fields[1]+" ", want) {

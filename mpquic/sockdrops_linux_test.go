@@ -9,6 +9,8 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+
+	"github.com/mptester/mptester/internal/linkstats"
 )
 
 // socketDrops is the kernel's count of datagrams it dropped at pc's
@@ -34,7 +36,7 @@ func socketDrops(t *testing.T, pc net.PacketConn) (drops uint64, ok bool) {
 		return 0, false
 	}
 	inode = strings.TrimSuffix(inode, "]")
-	for _, table := range []string{"/proc/net/udp", "/proc/net/udp6"} {
+	for _, table := range []string{linkstats.ProcNet("udp"), linkstats.ProcNet("udp6")} {
 		f, err := os.Open(table)
 		if err != nil {
 			continue

@@ -11,12 +11,14 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/mptester/mptester/internal/linkstats"
 )
 
 // sysfs and procfs roots; tests point them at fixtures.
 var (
 	sysClassNet   = "/sys/class/net"
-	procNet       = "/proc/net"
+	procNet       = linkstats.ProcNet("")
 	resolvConf    = "/etc/resolv.conf"
 	resolvedNetif = "/run/systemd/resolve/netif" // systemd-resolved per-link state, SERVERS=
 	networkdLinks = "/run/systemd/netif/links"   // systemd-networkd per-link state, DNS=

@@ -29,7 +29,7 @@ type procHost struct {
 }
 
 func newHostCounters(ifaces []string) hostCounters {
-	if _, err := os.Stat("/proc/net/softnet_stat"); err != nil {
+	if _, err := os.Stat(linkstats.ProcNet("softnet_stat")); err != nil {
 		return nil
 	}
 	return &procHost{buf: make([]byte, 0, 8192), ifaces: ifaces, links: make([]linkstats.Counters, len(ifaces))}
@@ -37,7 +37,7 @@ func newHostCounters(ifaces []string) hostCounters {
 
 func (p *procHost) sample() (hostSample, bool) {
 	var s hostSample
-	b, ok := p.read("/proc/net/softnet_stat")
+	b, ok := p.read(linkstats.ProcNet("softnet_stat"))
 	if !ok {
 		return s, false
 	}
@@ -58,10 +58,10 @@ func (p *procHost) sample() (hostSample, bool) {
 			s.ifDrops += c.QueueDrops()
 		}
 	}
-	if b, ok := p.read("/proc/net/snmp"); ok {
+	if b, ok := p.read(linkstats.ProcNet("snmp")); ok {
 		s.outDrops += linkstats.SNMPValue(b, "Ip:", "OutDiscards")
 	}
-	if b, ok := p.read("/proc/net/snmp6"); ok {
+	if b, ok := p.read(linkstats.ProcNet("snmp6")); ok {
 		s.outDrops += linkstats.SNMPValue(b, "", "Ip6OutDiscards")
 	}
 	if b, ok := p.read("/proc/stat"); ok {

@@ -42,12 +42,12 @@ func SNMPValue(b []byte, prefix, name string) uint64 {
 // calling thread's network namespace dropped because a socket's receive
 // buffer was full: bytes that crossed the wire but no application read.
 func UDPRcvbufErrors() (uint64, error) {
-	b4, err := os.ReadFile("/proc/net/snmp")
+	b4, err := os.ReadFile(ProcNet("snmp"))
 	if err != nil {
 		return 0, err
 	}
 	n := SNMPValue(b4, "Udp:", "RcvbufErrors")
-	if b6, err := os.ReadFile("/proc/net/snmp6"); err == nil { // absent without IPv6
+	if b6, err := os.ReadFile(ProcNet("snmp6")); err == nil { // absent without IPv6
 		n += SNMPValue(b6, "", "Udp6RcvbufErrors")
 	}
 	return n, nil

@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mptester/mptester/internal/linkstats"
 	"github.com/mptester/mptester/internal/nstest"
 	"github.com/mptester/mptester/mpquic/h3"
 )
@@ -150,7 +151,7 @@ func waitBound(t *testing.T, port int, p *ngProc) {
 	t.Helper()
 	hex := fmt.Sprintf(":%04X ", port)
 	for i := 0; i < 500; i++ {
-		b, _ := os.ReadFile("/proc/net/udp")
+		b, _ := os.ReadFile(linkstats.ProcNet("udp"))
 		if bytes.Contains(b, []byte(hex)) {
 			return
 		}
