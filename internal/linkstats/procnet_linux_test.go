@@ -9,6 +9,8 @@ import (
 	"testing"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/mptester/mptester/internal/nstest"
 )
 
 // TestProcNetIsTheCallingThreads: a thread in its own network namespace
@@ -17,9 +19,7 @@ import (
 // CI once read the host's UDP counters this way and missed every drop
 // in a lab namespace.
 func TestProcNetIsTheCallingThreads(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root (a network namespace)")
-	}
+	nstest.RequireRoot(t)
 	veth := fmt.Sprintf("mptpn%d", os.Getpid()%100000)
 	errc := make(chan error, 1)
 	var inOwnNS func()
