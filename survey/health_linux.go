@@ -23,21 +23,24 @@ import (
 // count-1 probes never leave: each one a responsive target reported
 // unresponsive with status ok (docs/benchmarks.md).
 type procHost struct {
-	buf    []byte
-	ifaces []string
-	links  []linkstats.Counters
+	buf                  []byte
+	ifaces               []string
+	links                []linkstats.Counters
+	softnet, snmp, snmp6 string // paths, resolved once: sample allocates nothing
 }
 
 func newHostCounters(ifaces []string) hostCounters {
-	if _, err := os.Stat(linkstats.ProcNet("softnet_stat")); err != nil {
+	p := &procHost{buf: make([]byte, 0, 8192), ifaces: ifaces, links: make([]linkstats.Counters, len(ifaces)),
+		softnet: linkstats.ProcNet("softnet_stat"), snmp: linkstats.ProcNet("snmp"), snmp6: linkstats.ProcNet("snmp6")}
+	if _, err := os.Stat(p.softnet); err != nil {
 		return nil
 	}
-	return &procHost{buf: make([]byte, 0, 8192), ifaces: ifaces, links: make([]linkstats.Counters, len(ifaces))}
+	return p
 }
 
 func (p *procHost) sample() (hostSample, bool) {
 	var s hostSample
-	b, ok := p.read(linkstats.ProcNet("softnet_stat"))
+	b, ok := p.read(p.softnet)
 	if !ok {
 		return s, false
 	}
@@ -58,10 +61,10 @@ func (p *procHost) sample() (hostSample, bool) {
 			s.ifDrops += c.QueueDrops()
 		}
 	}
-	if b, ok := p.read(linkstats.ProcNet("snmp")); ok {
+	if b, ok := p.read(p.snmp); ok {
 		s.outDrops += linkstats.SNMPValue(b, "Ip:", "OutDiscards")
 	}
-	if b, ok := p.read(linkstats.ProcNet("snmp6")); ok {
+	if b, ok := p.read(p.snmp6); ok {
 		s.outDrops += linkstats.SNMPValue(b, "", "Ip6OutDiscards")
 	}
 	if b, ok := p.read("/proc/stat"); ok {

@@ -3,6 +3,7 @@ package linkstats
 import (
 	"os"
 	"path/filepath"
+	"sync"
 )
 
 // ProcNet is the path of name under the calling thread's /proc/…/net.
@@ -11,9 +12,13 @@ import (
 // namespace (lab.InNS); /proc/thread-self (Linux 3.17) shows the caller's.
 // Callers that read counters of a namespace must read them from a thread
 // locked in it.
-func ProcNet(name string) string {
+func ProcNet(name string) string { return filepath.Join(procNetRoot(), name) }
+
+// procNetRoot is looked up once: whether the kernel has thread-self does
+// not change while the process runs.
+var procNetRoot = sync.OnceValue(func() string {
 	if _, err := os.Stat("/proc/thread-self/net"); err == nil {
-		return filepath.Join("/proc/thread-self/net", name)
+		return "/proc/thread-self/net"
 	}
-	return filepath.Join("/proc/net", name)
-}
+	return "/proc/net"
+})

@@ -20,7 +20,7 @@ import (
 // in a lab namespace.
 func TestProcNetIsTheCallingThreads(t *testing.T) {
 	nstest.RequireRoot(t)
-	veth := fmt.Sprintf("mptpn%d", os.Getpid()%100000)
+	const veth = "mptpn0" // in a namespace of its own: no name to clash with
 	errc := make(chan error, 1)
 	var inOwnNS func()
 	inOwnNS = func() {
