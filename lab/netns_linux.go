@@ -7,13 +7,12 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	"runtime"
 	"strconv"
 	"strings"
 	"syscall"
 	"time"
 
-	"golang.org/x/sys/unix"
+	"github.com/mptester/mptester/internal/netns"
 )
 
 // run runs a command (normally ip) and returns an error carrying its output.
@@ -67,40 +66,9 @@ func nsExists(name string) bool {
 	return err == nil
 }
 
-// InNS runs fn on an OS thread locked in network namespace ns. Sockets fn
-// creates belong to ns for their whole life and may be used from any
-// goroutine; counters fn reads must come from linkstats.ProcNet, since
-// /proc/net shows the main thread's namespace. The thread goes back to
-// its own namespace before the runtime may reuse it; if it cannot, it stays
-// locked and the runtime discards it (or, for the main thread, parks it).
-func InNS(ns string, fn func() error) error {
-	errc := make(chan error, 1)
-	go func() {
-		runtime.LockOSThread()
-		own, err := os.Open("/proc/thread-self/ns/net")
-		if err != nil {
-			errc <- fmt.Errorf("this thread's netns: %w", err)
-			return
-		}
-		defer own.Close()
-		f, err := os.Open("/run/netns/" + ns)
-		if err != nil {
-			errc <- fmt.Errorf("open netns %s: %w", ns, err)
-			return
-		}
-		defer f.Close()
-		if err := unix.Setns(int(f.Fd()), unix.CLONE_NEWNET); err != nil {
-			errc <- fmt.Errorf("setns %s: %w", ns, err)
-			return
-		}
-		err = fn()
-		if unix.Setns(int(own.Fd()), unix.CLONE_NEWNET) == nil {
-			runtime.UnlockOSThread()
-		}
-		errc <- err
-	}()
-	return <-errc
-}
+// InNS runs fn on an OS thread locked in network namespace ns
+// (netns.Do): sockets fn creates belong to ns for their whole life.
+func InNS(ns string, fn func() error) error { return netns.Do(ns, fn) }
 
 // nsPIDs lists the processes whose network namespace is ns (except us).
 func nsPIDs(ns string) []int {

@@ -7,7 +7,6 @@ import (
 	"net/netip"
 	"os"
 	"os/exec"
-	"runtime"
 	"strconv"
 	"strings"
 	"testing"
@@ -15,8 +14,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	"golang.org/x/sys/unix"
 
+	"github.com/mptester/mptester/internal/netns"
 	"github.com/mptester/mptester/internal/nstest"
 	"github.com/mptester/mptester/probe"
 )
@@ -75,38 +74,19 @@ func policyRuleCmds(name, n string) [][]string {
 	}
 }
 
-// listenIn opens a listener inside namespace ns from this process: a locked
-// thread enters the namespace, creates the socket and is then discarded
-// (never unlocked), so the socket lives in ns while the rest of the process
-// stays where it was.
+// listenIn opens a listener inside namespace ns from this process: the
+// socket lives in ns while the rest of the process stays where it was.
 func listenIn(t *testing.T, ns, network, addr string, mptcp bool) net.Listener {
 	t.Helper()
-	type res struct {
-		l   net.Listener
-		err error
-	}
-	ch := make(chan res, 1)
-	go func() {
-		runtime.LockOSThread()
-		f, err := os.Open("/run/netns/" + ns)
-		if err != nil {
-			ch <- res{nil, err}
-			return
-		}
-		defer f.Close()
-		if err := unix.Setns(int(f.Fd()), unix.CLONE_NEWNET); err != nil {
-			ch <- res{nil, err}
-			return
-		}
+	var l net.Listener
+	require.NoError(t, netns.Do(ns, func() (err error) {
 		lc := net.ListenConfig{}
 		lc.SetMultipathTCP(mptcp)
-		l, err := lc.Listen(context.Background(), network, addr)
-		ch <- res{l, err}
-	}()
-	r := <-ch
-	require.NoError(t, r.err)
-	t.Cleanup(func() { r.l.Close() })
-	return r.l
+		l, err = lc.Listen(context.Background(), network, addr)
+		return err
+	}))
+	t.Cleanup(func() { l.Close() })
+	return l
 }
 
 // serveRemoteAddr answers every connection with the address it came from,

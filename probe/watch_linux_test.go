@@ -5,17 +5,15 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net"
-	"os"
 	"os/exec"
-	"runtime"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
-	"golang.org/x/sys/unix"
 
+	"github.com/mptester/mptester/internal/netns"
 	"github.com/mptester/mptester/internal/nstest"
 	"github.com/mptester/mptester/probe"
 )
@@ -144,38 +142,13 @@ func TestWatchChangesOtherNamespace(t *testing.T) {
 	}
 }
 
-// inNSThread runs fn on a locked OS thread inside namespace ns; the thread
-// is discarded afterwards (never unlocked), so sockets fn creates live in ns
-// while the rest of the process stays where it was (as listenIn does).
-func inNSThread(ns string, fn func()) error {
-	errc := make(chan error, 1)
-	go func() {
-		runtime.LockOSThread()
-		f, err := os.Open("/run/netns/" + ns)
-		if err != nil {
-			errc <- err
-			return
-		}
-		defer f.Close()
-		if err := unix.Setns(int(f.Fd()), unix.CLONE_NEWNET); err != nil {
-			errc <- err
-			return
-		}
-		fn()
-		errc <- nil
-	}()
-	return <-errc
-}
-
 // watchIn subscribes from inside namespace ns until the test ends.
 func watchIn(tb testing.TB, ns string) <-chan time.Time {
 	tb.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	tb.Cleanup(cancel)
 	var ch <-chan time.Time
-	var err error
-	require.NoError(tb, inNSThread(ns, func() { ch, err = probe.WatchChanges(ctx) }))
-	require.NoError(tb, err)
+	require.NoError(tb, netns.Do(ns, func() (err error) { ch, err = probe.WatchChanges(ctx); return err }))
 	return ch
 }
 
@@ -226,7 +199,7 @@ func BenchmarkPathChangeDetection(b *testing.B) {
 		defer cancel()
 		seen := make(chan time.Time, 1)
 		go func() {
-			if err := inNSThread(ns.Name, func() { pollFlags(ctx, seen) }); err != nil {
+			if err := netns.Do(ns.Name, func() error { pollFlags(ctx, seen); return nil }); err != nil {
 				b.Error(err)
 				close(seen)
 			}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"fmt"
 	"net"
 	"os"
 	"os/exec"
@@ -17,6 +16,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/mptester/mptester/internal/netns"
 )
 
 func cpuTime(t testing.TB) time.Duration {
@@ -70,37 +71,6 @@ func run(t testing.TB, args ...string) {
 	if out, err := exec.Command(args[0], args[1:]...).CombinedOutput(); err != nil {
 		t.Fatalf("%s: %v: %s", strings.Join(args, " "), err, out)
 	}
-}
-
-// inNetns runs fn on a thread inside network namespace ns; sockets fn
-// creates stay in ns.
-func inNetns(ns string, fn func() error) error {
-	errc := make(chan error, 1)
-	go func() {
-		runtime.LockOSThread() // never unlocked if restoring fails: the thread then dies with us
-		orig, err := os.Open("/proc/thread-self/ns/net")
-		if err != nil {
-			errc <- err
-			return
-		}
-		defer orig.Close()
-		target, err := os.Open("/run/netns/" + ns)
-		if err != nil {
-			errc <- err
-			return
-		}
-		defer target.Close()
-		if err := unix.Setns(int(target.Fd()), unix.CLONE_NEWNET); err != nil {
-			errc <- fmt.Errorf("setns %s: %w", ns, err)
-			return
-		}
-		err = fn()
-		if unix.Setns(int(orig.Fd()), unix.CLONE_NEWNET) == nil {
-			runtime.UnlockOSThread()
-		}
-		errc <- err
-	}()
-	return <-errc
 }
 
 // tunPair is a Link between two real TUNs, each in a fresh namespace.
@@ -188,7 +158,7 @@ func BenchmarkTUNBulkTCP(b *testing.B) {
 func bulkGoodput(t testing.TB, p *tunPair, warm, dur time.Duration) float64 {
 	t.Helper()
 	var ln net.Listener
-	if err := inNetns(p.nsI, func() (err error) { ln, err = net.Listen("tcp4", p.iAddr+":0"); return }); err != nil {
+	if err := netns.Do(p.nsI, func() (err error) { ln, err = net.Listen("tcp4", p.iAddr+":0"); return }); err != nil {
 		t.Fatal(err)
 	}
 	defer ln.Close()
@@ -209,7 +179,7 @@ func bulkGoodput(t testing.TB, p *tunPair, warm, dur time.Duration) float64 {
 		}
 	}()
 	var conn net.Conn
-	if err := inNetns(p.nsC, func() (err error) { conn, err = net.Dial("tcp4", ln.Addr().String()); return }); err != nil {
+	if err := netns.Do(p.nsC, func() (err error) { conn, err = net.Dial("tcp4", ln.Addr().String()); return }); err != nil {
 		t.Fatal(err)
 	}
 	defer conn.Close()

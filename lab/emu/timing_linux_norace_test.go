@@ -13,6 +13,8 @@ import (
 
 	"golang.org/x/net/icmp"
 	"golang.org/x/net/ipv4"
+
+	"github.com/mptester/mptester/internal/netns"
 )
 
 // TestTUNPingRoot runs a Link between two real TUNs in a fresh namespace
@@ -27,7 +29,7 @@ func TestTUNPingRoot(t *testing.T) {
 
 	// ICMP echo from the client namespace.
 	var pc *icmp.PacketConn
-	if err := inNetns(nsC, func() (err error) { pc, err = icmp.ListenPacket("ip4:icmp", cAddr); return }); err != nil {
+	if err := netns.Do(nsC, func() (err error) { pc, err = icmp.ListenPacket("ip4:icmp", cAddr); return }); err != nil {
 		t.Fatal(err)
 	}
 	defer pc.Close()
@@ -58,7 +60,7 @@ func TestTUNPingRoot(t *testing.T) {
 
 	// TCP connect RTT: listener in the Internet namespace.
 	var ln net.Listener
-	if err := inNetns(nsI, func() (err error) { ln, err = net.Listen("tcp4", iAddr+":0"); return }); err != nil {
+	if err := netns.Do(nsI, func() (err error) { ln, err = net.Listen("tcp4", iAddr+":0"); return }); err != nil {
 		t.Fatal(err)
 	}
 	defer ln.Close()
@@ -73,7 +75,7 @@ func TestTUNPingRoot(t *testing.T) {
 	}()
 	rtts = rtts[:0]
 	for range 15 {
-		err := inNetns(nsC, func() error {
+		err := netns.Do(nsC, func() error {
 			t0 := time.Now()
 			c, err := net.DialTimeout("tcp4", ln.Addr().String(), time.Second)
 			if err != nil {
